@@ -1,0 +1,1 @@
+//! Flows, stalls and their causes, wire cost (pure)

@@ -1,0 +1,4 @@
+//! Runs scenarios over real sockets (OS).
+
+mod placement;
+pub use placement::Placement;

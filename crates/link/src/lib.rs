@@ -1,0 +1,1 @@
+//! Emulated links: namespaces, TUN devices and a userspace forwarder

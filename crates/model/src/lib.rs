@@ -1,0 +1,1 @@
+//! Deterministic model of TCP stacks producing traces (pure)

@@ -1,0 +1,132 @@
+//! The JSON contract. Field names here are the names in the JSON; change them only with a
+//! schema version bump (docs/json-schema.md).
+
+use serde::{Deserialize, Serialize};
+use trace::VerdictKey;
+
+/// Version of the JSON layout below.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Always "tcpstall".
+    pub tool: String,
+    /// tcpstall's version.
+    pub version: String,
+    pub schema: u32,
+    /// `uname -r` for the lab; the profile name(s) for the model ("model:linux").
+    pub kernel: String,
+    /// "lab" or "simulate".
+    pub mode: String,
+    pub scenario: String,
+    /// The workload parameters as run (after --set).
+    pub params: serde_json::Value,
+    /// The link the run used ("loopback" or the emulated link's spec).
+    pub link: String,
+    pub results: Vec<RunResult>,
+    /// Errors met after some results were measured (the results above are still valid).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
+}
+
+/// One row: one strategy (and one variant of the workload, for sweeps).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Strategy label ("default", "nodelay", "client:cork server:quickack-each").
+    pub strategy: String,
+    /// Workload variant ("size=99912 depth=1"), empty when the scenario has one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub variant: String,
+    /// The options the client side really had (read back with getsockopt in the lab).
+    pub client: Applied,
+    pub server: Applied,
+    /// Rounds measured (excluding warm-up).
+    pub rounds: u64,
+    pub latency_us: Latency,
+    /// Latency samples above the stall threshold.
+    pub stalls: u64,
+    pub stall_threshold_us: f64,
+    pub wall_s: f64,
+    /// Application payload delivered per second, both directions added (bytes/s).
+    pub throughput_bps: f64,
+    pub wire: Wire,
+    /// Kernel-side figures when known (lab: tcp_info; model: its own state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpSides>,
+    /// TcpExt counter deltas over the run, when the run owned its network namespace.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub netstat: std::collections::BTreeMap<String, i64>,
+    /// One line for people.
+    pub verdict: String,
+    /// The comparable verdict (stall or not, and why).
+    pub verdict_key: VerdictKey,
+}
+
+/// Options a side asked for and what held when read back.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Applied {
+    /// Strategies requested ("nodelay", "cork", ...).
+    pub strategies: Vec<String>,
+    /// TCP_NODELAY read back after setup.
+    pub nodelay: Option<bool>,
+    /// TCP_CORK read back after setup.
+    pub cork: Option<bool>,
+    /// TCP_QUICKACK read back after setup.
+    pub quickack: Option<bool>,
+    /// TCP_MAXSEG read back.
+    pub mss: Option<u32>,
+    /// TCP_CONGESTION read back.
+    pub congestion: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Wire {
+    pub client: WireSide,
+    pub server: WireSide,
+}
+
+/// What one side put on the wire.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct WireSide {
+    pub segs_out: u64,
+    pub data_segs_out: u64,
+    /// segs_out - data_segs_out: pure ACKs (and SYN/FIN/RST without data).
+    pub pure_acks_out: u64,
+    /// Payload bytes sent, retransmissions included (tcpi_bytes_sent).
+    pub bytes_sent: u64,
+    /// Estimated bytes on the wire: payload plus headers per segment.
+    pub wire_bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpSides {
+    pub client: TcpStats,
+    pub server: TcpStats,
+}
+
+/// Selected tcp_info fields at the end of the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpStats {
+    pub retransmits: u64,
+    pub snd_cwnd: u32,
+    pub rtt_us: u32,
+    pub ato_us: u32,
+    pub snd_mss: u32,
+    pub rcv_mss: u32,
+}
+
+impl RunResult {
+    pub fn key(&self) -> VerdictKey {
+        self.verdict_key
+    }
+}

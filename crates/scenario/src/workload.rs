@@ -1,0 +1,403 @@
+//! Workloads: what the two applications do, as parameters, and the per-side step programs they
+//! compile to. Lab and model both run these programs.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ScenarioError;
+
+/// Largest single message or write tcpstall accepts (64 MiB): larger sizes are almost certainly
+/// a typo and would only exhaust memory.
+pub const MAX_BYTES: u32 = 64 << 20;
+
+fn d_send() -> u32 {
+    1000
+}
+fn d_n_chunk() -> u32 {
+    100
+}
+fn d_round() -> u32 {
+    100
+}
+
+/// Seed 000: both sides send `send` bytes as `n_chunk` writes, in turn, `round` times.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Chunked {
+    #[serde(default = "d_send")]
+    pub send: u32,
+    #[serde(default = "d_n_chunk")]
+    pub n_chunk: u32,
+    #[serde(default = "d_round")]
+    pub round: u32,
+}
+
+/// Seed 001: a request made of several writes, a response, on a connection warmed up first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MultiWrite {
+    pub writes: Vec<u32>,
+    pub response: u32,
+    /// Request/response exchanges before measuring, so the connection is past the kernel's
+    /// initial quick-ACK budget (TCP_MAX_QUICKACKS = 16, include/net/tcp.h) and in pingpong mode.
+    pub warmup: u32,
+    pub requests: u32,
+}
+
+/// Seed 002: `n` messages of `size` bytes, then `n` replies read one by one; repeated `rounds`
+/// times with `interval_ms` of sleep between rounds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Burst {
+    pub n: u32,
+    pub size: u32,
+    pub interval_ms: u32,
+    pub rounds: u32,
+}
+
+/// Seed 004: `size` bytes in one write, then a 1-byte application ack; `depth` messages in
+/// flight (1 = stop and wait, 2 = double buffering). `sweep`, when not empty, runs every size
+/// listed instead of `size`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BulkAck {
+    pub size: u32,
+    pub depth: u32,
+    pub rounds: u32,
+    #[serde(default)]
+    pub sweep: Vec<u32>,
+}
+
+/// Seed 003: one-way bulk transfer for `duration_ms`, in writes of `write_size`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stream {
+    pub duration_ms: u32,
+    pub write_size: u32,
+}
+
+/// Request/response of `size` bytes each way: the benchmark baseline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rr {
+    pub size: u32,
+    pub rounds: u32,
+}
+
+/// A workload: externally tagged, so a scenario file says `[workload.chunked]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Workload {
+    Chunked(Chunked),
+    MultiWrite(MultiWrite),
+    Burst(Burst),
+    BulkAck(BulkAck),
+    Stream(Stream),
+    Rr(Rr),
+}
+
+/// One thing a side does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Send one application message made of these writes (sizes in bytes); the side's
+    /// strategy decides how (see [`crate::SideOpts::plan_message`]).
+    Send(Vec<u32>),
+    /// Receive exactly this many bytes (as many recv calls as it takes).
+    Recv(u32),
+    /// Sleep (think time); excluded from round latency.
+    Sleep { ns: u64 },
+}
+
+/// Which time a latency sample measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sample {
+    /// One sample per round: the client's time for the round, sleeps excluded.
+    ClientRound,
+    /// One sample per client `Recv` step: the time the client waited in it.
+    ClientRecv,
+}
+
+/// The steps of one side: `prologue` once, `round` repeated, `epilogue` once.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SideProgram {
+    pub prologue: Vec<Step>,
+    pub round: Vec<Step>,
+    pub epilogue: Vec<Step>,
+}
+
+/// A round-based program for both sides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoundProgram {
+    pub client: SideProgram,
+    pub server: SideProgram,
+    /// Rounds run before measuring (not sampled, not counted in wire cost deltas where the
+    /// executor can separate them).
+    pub warmup_rounds: u32,
+    pub rounds: u32,
+    pub sample: Sample,
+}
+
+/// What the executors run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Program {
+    Rounds(RoundProgram),
+    /// Client writes `write_size` bytes for `duration_ns`; the server reads and discards.
+    Stream { duration_ns: u64, write_size: u32 },
+}
+
+fn positive(name: &str, v: u32) -> Result<(), ScenarioError> {
+    if v == 0 {
+        return Err(ScenarioError::Invalid(format!("{name} must be at least 1")));
+    }
+    Ok(())
+}
+
+fn bytes(name: &str, v: u32) -> Result<(), ScenarioError> {
+    positive(name, v)?;
+    if v > MAX_BYTES {
+        return Err(ScenarioError::Invalid(format!("{name} = {v} is larger than the {MAX_BYTES}-byte limit")));
+    }
+    Ok(())
+}
+
+/// Split `total` bytes into `n` writes as evenly as possible (the first ones one byte larger).
+pub fn split(total: u32, n: u32) -> Vec<u32> {
+    let base = total / n;
+    let extra = total % n;
+    (0..n).map(|i| base + u32::from(i < extra)).collect()
+}
+
+impl Workload {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Workload::Chunked(_) => "chunked",
+            Workload::MultiWrite(_) => "multi-write",
+            Workload::Burst(_) => "burst",
+            Workload::BulkAck(_) => "bulk-ack",
+            Workload::Stream(_) => "stream",
+            Workload::Rr(_) => "rr",
+        }
+    }
+
+    /// Reject zero and absurd sizes with a message naming the parameter.
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        match self {
+            Workload::Chunked(c) => {
+                bytes("send", c.send)?;
+                positive("n_chunk", c.n_chunk)?;
+                positive("round", c.round)?;
+                if c.n_chunk > c.send {
+                    return Err(ScenarioError::Invalid(format!(
+                        "n_chunk = {} is more than send = {} bytes: chunks would be empty",
+                        c.n_chunk, c.send
+                    )));
+                }
+            }
+            Workload::MultiWrite(m) => {
+                if m.writes.is_empty() {
+                    return Err(ScenarioError::Invalid("writes must list at least one size".into()));
+                }
+                for w in &m.writes {
+                    bytes("each of writes", *w)?;
+                }
+                bytes("response", m.response)?;
+                positive("requests", m.requests)?;
+            }
+            Workload::Burst(b) => {
+                positive("n", b.n)?;
+                bytes("size", b.size)?;
+                positive("rounds", b.rounds)?;
+                if b.interval_ms > 60_000 {
+                    return Err(ScenarioError::Invalid("interval_ms above 60000 is not useful".into()));
+                }
+            }
+            Workload::BulkAck(b) => {
+                bytes("size", b.size)?;
+                positive("depth", b.depth)?;
+                if b.depth > 64 {
+                    return Err(ScenarioError::Invalid("depth above 64 is not useful".into()));
+                }
+                positive("rounds", b.rounds)?;
+                for s in &b.sweep {
+                    bytes("each size of sweep", *s)?;
+                }
+            }
+            Workload::Stream(s) => {
+                positive("duration_ms", s.duration_ms)?;
+                if s.duration_ms > 600_000 {
+                    return Err(ScenarioError::Invalid("duration_ms above 600000 (10 minutes) is not useful".into()));
+                }
+                bytes("write_size", s.write_size)?;
+            }
+            Workload::Rr(r) => {
+                bytes("size", r.size)?;
+                positive("rounds", r.rounds)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The concrete workloads to run: one, or one per size of a bulk-ack sweep. Each comes
+    /// with a short label ("" when there is one).
+    pub fn variants(&self) -> Vec<(String, Workload)> {
+        match self {
+            Workload::BulkAck(b) if !b.sweep.is_empty() => b
+                .sweep
+                .iter()
+                .map(|&size| {
+                    let w = Workload::BulkAck(BulkAck { size, sweep: Vec::new(), ..b.clone() });
+                    (format!("size={size} depth={}", b.depth), w)
+                })
+                .collect(),
+            _ => vec![(String::new(), self.clone())],
+        }
+    }
+
+    /// Compile to per-side steps. Client is the side that connects.
+    pub fn program(&self) -> Program {
+        match self {
+            Workload::Chunked(c) => {
+                // Seed 000 (tcp_test): the message crosses in n_chunk writes each way, in turn.
+                // The seed's server speaks first; here the client does, which is the same
+                // exchange seen from the other end and lets the client time each round.
+                let msg = split(c.send, c.n_chunk);
+                Program::Rounds(RoundProgram {
+                    client: SideProgram {
+                        round: vec![Step::Send(msg.clone()), Step::Recv(c.send)],
+                        ..Default::default()
+                    },
+                    server: SideProgram {
+                        round: vec![Step::Recv(c.send), Step::Send(msg)],
+                        ..Default::default()
+                    },
+                    warmup_rounds: 0,
+                    rounds: c.round,
+                    sample: Sample::ClientRound,
+                })
+            }
+            Workload::MultiWrite(m) => {
+                let total = m.writes.iter().sum();
+                Program::Rounds(RoundProgram {
+                    client: SideProgram {
+                        round: vec![Step::Send(m.writes.clone()), Step::Recv(m.response)],
+                        ..Default::default()
+                    },
+                    server: SideProgram {
+                        round: vec![Step::Recv(total), Step::Send(vec![m.response])],
+                        ..Default::default()
+                    },
+                    warmup_rounds: m.warmup,
+                    rounds: m.requests,
+                    sample: Sample::ClientRound,
+                })
+            }
+            Workload::Burst(b) => {
+                let mut client = Vec::new();
+                for _ in 0..b.n {
+                    client.push(Step::Send(vec![b.size]));
+                }
+                for _ in 0..b.n {
+                    client.push(Step::Recv(b.size));
+                }
+                if b.interval_ms > 0 {
+                    client.push(Step::Sleep { ns: u64::from(b.interval_ms) * 1_000_000 });
+                }
+                let mut server = Vec::new();
+                for _ in 0..b.n {
+                    server.push(Step::Recv(b.size));
+                    server.push(Step::Send(vec![b.size]));
+                }
+                Program::Rounds(RoundProgram {
+                    client: SideProgram { round: client, ..Default::default() },
+                    server: SideProgram { round: server, ..Default::default() },
+                    warmup_rounds: 0,
+                    rounds: b.rounds,
+                    sample: Sample::ClientRecv,
+                })
+            }
+            Workload::BulkAck(b) => {
+                // Depth D: D - 1 messages are sent ahead, then each round sends one and reads one
+                // ack, so D messages are outstanding (seed 004's double buffering at D = 2).
+                let size = b.sweep.first().copied().unwrap_or(b.size);
+                let ahead = (b.depth - 1) as usize;
+                Program::Rounds(RoundProgram {
+                    client: SideProgram {
+                        prologue: vec![Step::Send(vec![size]); ahead],
+                        round: vec![Step::Send(vec![size]), Step::Recv(1)],
+                        epilogue: vec![Step::Recv(1); ahead],
+                    },
+                    server: SideProgram {
+                        prologue: Vec::new(),
+                        round: vec![Step::Recv(size), Step::Send(vec![1])],
+                        epilogue: (0..ahead).flat_map(|_| [Step::Recv(size), Step::Send(vec![1])]).collect(),
+                    },
+                    warmup_rounds: 0,
+                    rounds: b.rounds,
+                    sample: Sample::ClientRound,
+                })
+            }
+            Workload::Stream(s) => Program::Stream {
+                duration_ns: u64::from(s.duration_ms) * 1_000_000,
+                write_size: s.write_size,
+            },
+            Workload::Rr(r) => Program::Rounds(RoundProgram {
+                client: SideProgram {
+                    round: vec![Step::Send(vec![r.size]), Step::Recv(r.size)],
+                    ..Default::default()
+                },
+                server: SideProgram {
+                    round: vec![Step::Recv(r.size), Step::Send(vec![r.size])],
+                    ..Default::default()
+                },
+                warmup_rounds: 0,
+                rounds: r.rounds,
+                sample: Sample::ClientRound,
+            }),
+        }
+    }
+
+    /// Parameters as a JSON object (for reports).
+    pub fn params_json(&self) -> serde_json::Value {
+        let v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        match v {
+            serde_json::Value::Object(mut m) => m.remove(self.kind()).unwrap_or(serde_json::Value::Null),
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_spreads_the_remainder() {
+        assert_eq!(split(10, 3), vec![4, 3, 3]);
+        assert_eq!(split(1000, 100).iter().sum::<u32>(), 1000);
+    }
+
+    #[test]
+    fn bulk_ack_depth_two_sends_one_ahead() {
+        let w = Workload::BulkAck(BulkAck { size: 100_000, depth: 2, rounds: 3, sweep: vec![] });
+        let Program::Rounds(p) = w.program() else { panic!("round program") };
+        assert_eq!(p.client.prologue, vec![Step::Send(vec![100_000])]);
+        assert_eq!(p.client.epilogue, vec![Step::Recv(1)]);
+        assert_eq!(p.server.epilogue.len(), 2);
+    }
+
+    #[test]
+    fn sweep_expands_into_variants() {
+        let w = Workload::BulkAck(BulkAck { size: 1, depth: 1, rounds: 3, sweep: vec![99_912, 100_000] });
+        let v = w.variants();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[1].0, "size=100000 depth=1");
+    }
+
+    #[test]
+    fn zero_and_absurd_sizes_are_rejected() {
+        let w = Workload::Rr(Rr { size: 0, rounds: 1 });
+        assert!(w.validate().unwrap_err().to_string().contains("size must be at least 1"));
+        let w = Workload::Rr(Rr { size: u32::MAX, rounds: 1 });
+        assert!(w.validate().is_err());
+    }
+}

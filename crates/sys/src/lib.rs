@@ -1,0 +1,6 @@
+//! The only crate of tcpstall with `unsafe` code. Each block carries a `// SAFETY:` comment.
+//! Everything else reaches the OS through safe crates (socket2, nix) or through here.
+#![allow(unsafe_code)]
+
+pub mod tcpinfo;
+pub mod tun;

@@ -1,0 +1,1 @@
+//! getsockopt(TCP_INFO) (owned by the lab work).

@@ -1,0 +1,1 @@
+//! TUN device creation (owned by the link work).

@@ -1,0 +1,46 @@
+//! Command-line interface: flags become typed configs here, and nowhere else. Each subcommand
+//! lives in its own file.
+
+use clap::{Parser, Subcommand};
+
+pub mod explain;
+pub mod lab;
+pub mod scenarios;
+pub mod shell;
+pub mod simulate;
+
+const ABOUT: &str = "A Linux laboratory for TCP small-message latency: finds which mechanism \
+(Nagle, delayed ACK, cork, congestion window, pure-ACK rate) makes your 40 ms or 200 ms stall, \
+and which fix works on this kernel.";
+
+#[derive(Debug, Parser)]
+#[command(name = "tcpstall", version, about = ABOUT, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a scenario over real sockets across a matrix of strategies (default: seed 000).
+    Lab(lab::LabArgs),
+    /// List the built-in scenarios with their parameters and default strategy matrix.
+    Scenarios(scenarios::ScenariosArgs),
+    /// Find and classify stalls in a pcap/pcapng capture of any program.
+    Explain(explain::ExplainArgs),
+    /// Run a scenario on the deterministic model of other TCP stacks.
+    Simulate(simulate::SimulateArgs),
+    /// Run a command in a network namespace behind an emulated link.
+    Shell(shell::ShellArgs),
+}
+
+/// Runs the command; returns the process exit code.
+pub fn run(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Lab(a) => lab::run(a),
+        Command::Scenarios(a) => scenarios::run(a),
+        Command::Explain(a) => explain::run(a),
+        Command::Simulate(a) => simulate::run(a),
+        Command::Shell(a) => shell::run(a),
+    }
+}

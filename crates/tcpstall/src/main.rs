@@ -1,0 +1,17 @@
+//! tcpstall: the binary only orchestrates; the work is in the library crates.
+
+mod cli;
+
+use clap::Parser;
+
+fn main() {
+    let args = cli::Cli::parse();
+    match cli::run(args) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            // One line, no backtrace: the chain of contexts joined by ": ".
+            eprintln!("tcpstall: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}

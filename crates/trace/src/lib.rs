@@ -1,0 +1,313 @@
+//! The trace: the one shape every source of truth about a TCP connection is turned into.
+//!
+//! A lab run, a capture file and the model all produce [`Event`]s: time-ordered, with a
+//! nanosecond timestamp, in one of the two directions of a flow. The analyser
+//! (`tcpstall-analyze`) consumes them one at a time, so a trace never has to be held whole.
+//!
+//! This crate is pure: no clock, no OS. Time is a number of nanoseconds since an origin chosen
+//! by the producer (the capture's first packet, the lab's start, the model's t = 0).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+mod time;
+pub use time::{Duration, Instant};
+
+/// One of the two endpoints of a connection. `A` is the endpoint that opened it (sent the SYN,
+/// or, when the handshake is not seen, the first packet seen); `B` is the other one. The lab and
+/// the model map the client to `A` and the server to `B`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Endpoint {
+    A,
+    B,
+}
+
+impl Endpoint {
+    pub fn peer(self) -> Endpoint {
+        match self {
+            Endpoint::A => Endpoint::B,
+            Endpoint::B => Endpoint::A,
+        }
+    }
+    pub fn index(self) -> usize {
+        match self {
+            Endpoint::A => 0,
+            Endpoint::B => 1,
+        }
+    }
+}
+
+/// TCP header flags (RFC 9293 section 3.1), as the low byte of the header's flags field.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct TcpFlags(pub u8);
+
+impl TcpFlags {
+    pub const FIN: u8 = 0x01;
+    pub const SYN: u8 = 0x02;
+    pub const RST: u8 = 0x04;
+    pub const PSH: u8 = 0x08;
+    pub const ACK: u8 = 0x10;
+    pub const URG: u8 = 0x20;
+    pub const ECE: u8 = 0x40;
+    pub const CWR: u8 = 0x80;
+
+    pub fn has(self, f: u8) -> bool {
+        self.0 & f != 0
+    }
+    pub fn syn(self) -> bool {
+        self.has(Self::SYN)
+    }
+    pub fn fin(self) -> bool {
+        self.has(Self::FIN)
+    }
+    pub fn rst(self) -> bool {
+        self.has(Self::RST)
+    }
+    pub fn ack(self) -> bool {
+        self.has(Self::ACK)
+    }
+    pub fn psh(self) -> bool {
+        self.has(Self::PSH)
+    }
+}
+
+impl fmt::Debug for TcpFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const NAMES: [(u8, char); 8] = [
+            (TcpFlags::SYN, 'S'),
+            (TcpFlags::FIN, 'F'),
+            (TcpFlags::RST, 'R'),
+            (TcpFlags::PSH, 'P'),
+            (TcpFlags::ACK, '.'),
+            (TcpFlags::URG, 'U'),
+            (TcpFlags::ECE, 'E'),
+            (TcpFlags::CWR, 'W'),
+        ];
+        for (bit, c) in NAMES {
+            if self.has(bit) {
+                write!(f, "{c}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A TCP segment as seen at one observation point.
+///
+/// Sequence and acknowledgement numbers are the raw 32-bit values from the header; consumers
+/// that need relative numbers subtract the ISN themselves (wrapping arithmetic, RFC 9293 3.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Segment {
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: TcpFlags,
+    /// Payload bytes (for a TSO/GRO super-packet, the whole super-packet's payload).
+    pub len: u32,
+    /// Window field as sent, not yet scaled.
+    pub window: u16,
+    /// Window scale shift from this endpoint's SYN, if the SYN was seen (RFC 7323 2.2).
+    pub wscale: Option<u8>,
+    /// MSS option, on SYN segments (RFC 9293 3.7.1).
+    pub mss: Option<u16>,
+    /// Timestamps option TSval/TSecr (RFC 7323 3).
+    pub ts: Option<(u32, u32)>,
+    /// Number of SACK blocks carried (RFC 2018).
+    pub sack_blocks: u8,
+    /// Bytes on the wire for this packet: link + IP + TCP headers + payload, as captured or
+    /// estimated.
+    pub wire_len: u32,
+}
+
+impl Segment {
+    /// A pure ACK: no payload, no SYN/FIN/RST, ACK set. This is what seed 003's iptables rule
+    /// `-m length --length 52` selects and what tcp_info's `segs_out - data_segs_out` counts
+    /// (plus SYN/FIN/RST without data, see `tcp_info` in include/uapi/linux/tcp.h).
+    pub fn is_pure_ack(&self) -> bool {
+        self.len == 0 && self.flags.ack() && !self.flags.syn() && !self.flags.fin() && !self.flags.rst()
+    }
+    /// Sequence space consumed: payload plus one for SYN and one for FIN (RFC 9293 3.4).
+    pub fn seq_space(&self) -> u32 {
+        self.len + u32::from(self.flags.syn()) + u32::from(self.flags.fin())
+    }
+}
+
+/// Timers the model (and, when it can tell, the lab) reports firing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TimerKind {
+    /// Delayed-ACK timer (Linux `tcp_delack_timer`, RFC 9293 3.8.6.3).
+    DelayedAck,
+    /// Retransmission timeout (RFC 6298).
+    Retransmit,
+    /// Zero-window / tail probe that releases corked or Nagle-held data (Linux `tcp_probe_timer`).
+    Probe,
+}
+
+/// Where a trace's packets were observed; decides what an analysis can and cannot see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CapturePoint {
+    /// At endpoint A (the client): A's sends are seen when A sends them; B's when they arrive.
+    AtA,
+    /// At endpoint B (the server).
+    AtB,
+    /// Somewhere in between (a router, the link emulator) or loopback, where both views coincide.
+    #[default]
+    Middle,
+    /// Unknown: a capture whose origin cannot be told.
+    Unknown,
+}
+
+/// What a trace event is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EventKind {
+    /// A segment travelling from `from` to its peer, observed at the trace's capture point.
+    Segment(Segment),
+    /// The application at `from` handed `bytes` to TCP in one call (write, send, sendmsg).
+    Write { bytes: u32, more: bool },
+    /// The application at `from` got `bytes` from TCP in one call.
+    Read { bytes: u32 },
+    /// A timer fired at `from`.
+    Timer(TimerKind),
+}
+
+/// One time-stamped event of a trace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub t: Instant,
+    /// The endpoint that sent the segment, made the call, or whose timer fired.
+    pub from: Endpoint,
+    pub kind: EventKind,
+    /// Where it came from: a capture frame number, a model step, a lab counter.
+    pub evidence: Evidence,
+}
+
+/// The evidence behind an event, so a report can point the user at it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Evidence {
+    /// Frame number (1-based, as Wireshark counts) in a capture file.
+    Frame(u64),
+    /// Step number in a model run.
+    Model(u64),
+    /// Measured by the lab on its own sockets.
+    Lab,
+}
+
+/// The stall causes tcpstall names. One vocabulary for the lab, captures and the model, so
+/// their verdicts can be compared cell by cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cause {
+    /// A sub-MSS segment held by Nagle (RFC 9293 3.7.4; Linux `tcp_nagle_check`) while an earlier
+    /// small segment is unacknowledged, released by the peer's delayed ACK.
+    NagleDelayedAck,
+    /// The peer delayed its ACK (RFC 9293 3.8.6.3) and nothing else was held.
+    DelayedAck,
+    /// Flight size reached the congestion window (RFC 5681 3.1) and the sender waited for an ACK.
+    CwndLimited,
+    /// The peer's receive window was full or zero (RFC 9293 3.8.6.2).
+    RwndLimited,
+    /// A retransmission timeout (RFC 6298 5).
+    RetransmissionTimeout,
+    /// Corked or held data released by the probe timer with nothing in flight (Linux
+    /// `tcp_probe_timer` / `tcp_send_probe0`, at least 200 ms).
+    ProbeTimer,
+    /// Everything acknowledged, nobody sending: the application waited.
+    Application,
+}
+
+impl Cause {
+    pub const ALL: [Cause; 7] = [
+        Cause::NagleDelayedAck,
+        Cause::DelayedAck,
+        Cause::CwndLimited,
+        Cause::RwndLimited,
+        Cause::RetransmissionTimeout,
+        Cause::ProbeTimer,
+        Cause::Application,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::NagleDelayedAck => "nagle-delayed-ack",
+            Cause::DelayedAck => "delayed-ack",
+            Cause::CwndLimited => "cwnd-limited",
+            Cause::RwndLimited => "rwnd-limited",
+            Cause::RetransmissionTimeout => "retransmission-timeout",
+            Cause::ProbeTimer => "probe-timer",
+            Cause::Application => "application",
+        }
+    }
+    /// One sentence for people: what held the data.
+    pub fn explain(self) -> &'static str {
+        match self {
+            Cause::NagleDelayedAck => "Nagle holds the next small write until the peer's delayed ACK",
+            Cause::DelayedAck => "the peer delays its ACK and the sender waits for it",
+            Cause::CwndLimited => "the congestion window is full and the ACK that opens it is delayed",
+            Cause::RwndLimited => "the receiver's window is full",
+            Cause::RetransmissionTimeout => "a segment was lost and resent after the retransmission timeout",
+            Cause::ProbeTimer => "corked or held data waits for the probe timer",
+            Cause::Application => "everything was acknowledged and nobody sent: the application waited",
+        }
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Cause {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Cause::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| format!("unknown cause '{s}'"))
+    }
+}
+
+/// The comparable summary of a run: did it stall, and why. The agreement test between the lab
+/// and the model compares these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerdictKey {
+    pub stalls: bool,
+    pub cause: Option<Cause>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pure_ack_excludes_syn_fin_rst_and_data() {
+        let mut s = Segment {
+            seq: 1,
+            ack: 1,
+            flags: TcpFlags(TcpFlags::ACK),
+            len: 0,
+            window: 100,
+            wscale: None,
+            mss: None,
+            ts: None,
+            sack_blocks: 0,
+            wire_len: 52,
+        };
+        assert!(s.is_pure_ack());
+        s.flags = TcpFlags(TcpFlags::ACK | TcpFlags::FIN);
+        assert!(!s.is_pure_ack());
+        assert_eq!(s.seq_space(), 1);
+        s.flags = TcpFlags(TcpFlags::ACK);
+        s.len = 10;
+        assert!(!s.is_pure_ack());
+    }
+
+    #[test]
+    fn cause_round_trips_through_its_name() {
+        for c in Cause::ALL {
+            assert_eq!(c.as_str().parse::<Cause>().unwrap(), c);
+        }
+        assert!("nagle".parse::<Cause>().is_err());
+    }
+}

@@ -1,0 +1,1 @@
+//! pcap/pcapng and packet decoding into trace events (pure)
