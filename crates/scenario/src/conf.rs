@@ -18,7 +18,15 @@ pub struct TcpTestConf {
 
 impl Default for TcpTestConf {
     fn default() -> Self {
-        TcpTestConf { no_delay: false, quickack: false, cork: false, msg_more: false, send: 1000, n_chunk: 100, round: 100 }
+        TcpTestConf {
+            no_delay: false,
+            quickack: false,
+            cork: false,
+            msg_more: false,
+            send: 1000,
+            n_chunk: 100,
+            round: 100,
+        }
     }
 }
 
@@ -127,7 +135,10 @@ mod tests {
     #[test]
     fn errors_name_file_and_line() {
         let e = parse_tcp_test_conf("t.conf", "send 1000\nno_dealy 1\n").unwrap_err().to_string();
-        assert_eq!(e, "t.conf:2: unknown key 'no_dealy' (known: no_delay, quickack, cork, msg_more, send, n_chunk, round)");
+        assert_eq!(
+            e,
+            "t.conf:2: unknown key 'no_dealy' (known: no_delay, quickack, cork, msg_more, send, n_chunk, round)"
+        );
         let e = parse_tcp_test_conf("t.conf", "cork 2\n").unwrap_err().to_string();
         assert!(e.contains("cork must be 0 or 1"), "{e}");
         let e = parse_tcp_test_conf("t.conf", "send 0\n").unwrap_err().to_string();

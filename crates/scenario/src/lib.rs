@@ -5,14 +5,16 @@
 //! parsed TOML and deserialising again, so an override is validated exactly like the file.
 
 mod conf;
+mod link_spec;
 mod strategy;
 mod workload;
 
 pub use conf::{parse_tcp_test_conf, TcpTestConf};
+pub use link_spec::{LinkSpec, QueueLimit};
 pub use strategy::{Call, MessagePlan, Opt, SideOpts, SockOp, StrategyPair};
 pub use workload::{
-    split, BulkAck, Burst, Chunked, MultiWrite, Program, RoundProgram, Rr, Sample, SideProgram, Step, Stream,
-    Workload, MAX_BYTES,
+    split, BulkAck, Burst, Chunked, MultiWrite, Program, RoundProgram, Rr, Sample, SideProgram, Step, Stream, Workload,
+    MAX_BYTES,
 };
 
 use serde::{Deserialize, Serialize};
@@ -61,11 +63,14 @@ const BUILTIN: &[(&str, &str)] = &[
 impl Scenario {
     /// Parse a scenario file's text; `file` names it in errors.
     pub fn from_toml(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
-        let s: Scenario =
-            toml::from_str(text).map_err(|e| ScenarioError::Parse { file: file.into(), msg: one_line(&e.to_string()) })?;
+        let s: Scenario = toml::from_str(text)
+            .map_err(|e| ScenarioError::Parse { file: file.into(), msg: one_line(&e.to_string()) })?;
         s.workload.validate().map_err(|e| ScenarioError::Parse { file: file.into(), msg: e.to_string() })?;
         if s.matrix.is_empty() {
-            return Err(ScenarioError::Parse { file: file.into(), msg: "matrix must list at least one strategy".into() });
+            return Err(ScenarioError::Parse {
+                file: file.into(),
+                msg: "matrix must list at least one strategy".into(),
+            });
         }
         Ok(s)
     }
@@ -99,10 +104,9 @@ impl Scenario {
             let kind = self.workload.kind();
             let mut doc = toml::Value::try_from(&self.workload)
                 .map_err(|e| ScenarioError::SetRejected { key: key.into(), msg: e.to_string() })?;
-            let params = doc
-                .get_mut(kind)
-                .and_then(|v| v.as_table_mut())
-                .ok_or_else(|| ScenarioError::SetRejected { key: key.into(), msg: "workload has no parameters".into() })?;
+            let params = doc.get_mut(kind).and_then(|v| v.as_table_mut()).ok_or_else(|| {
+                ScenarioError::SetRejected { key: key.into(), msg: "workload has no parameters".into() }
+            })?;
             if !params.contains_key(key) && !optional_key(kind, key) {
                 let mut known: Vec<_> = params.keys().cloned().collect();
                 known.sort();
@@ -112,9 +116,10 @@ impl Scenario {
                 });
             }
             params.insert(key.to_string(), parsed);
-            let w: Workload = doc
-                .try_into()
-                .map_err(|e: toml::de::Error| ScenarioError::SetRejected { key: key.into(), msg: one_line(e.message()) })?;
+            let w: Workload = doc.try_into().map_err(|e: toml::de::Error| ScenarioError::SetRejected {
+                key: key.into(),
+                msg: one_line(e.message()),
+            })?;
             w.validate().map_err(|e| ScenarioError::SetRejected { key: key.into(), msg: e.to_string() })?;
             self.workload = w;
         }

@@ -177,10 +177,7 @@ impl SideOpts {
         if s.is_empty() || s == "none" || s == "default" {
             return Ok(SideOpts::none());
         }
-        let opts = s
-            .split([',', '+'])
-            .map(|p| p.trim().parse::<Opt>())
-            .collect::<Result<Vec<_>, _>>()?;
+        let opts = s.split([',', '+']).map(|p| p.trim().parse::<Opt>()).collect::<Result<Vec<_>, _>>()?;
         SideOpts::new(opts)
     }
 }

@@ -142,7 +142,10 @@ pub struct RoundProgram {
 pub enum Program {
     Rounds(RoundProgram),
     /// Client writes `write_size` bytes for `duration_ns`; the server reads and discards.
-    Stream { duration_ns: u64, write_size: u32 },
+    Stream {
+        duration_ns: u64,
+        write_size: u32,
+    },
 }
 
 fn positive(name: &str, v: u32) -> Result<(), ScenarioError> {
@@ -266,10 +269,7 @@ impl Workload {
                         round: vec![Step::Send(msg.clone()), Step::Recv(c.send)],
                         ..Default::default()
                     },
-                    server: SideProgram {
-                        round: vec![Step::Recv(c.send), Step::Send(msg)],
-                        ..Default::default()
-                    },
+                    server: SideProgram { round: vec![Step::Recv(c.send), Step::Send(msg)], ..Default::default() },
                     warmup_rounds: 0,
                     rounds: c.round,
                     sample: Sample::ClientRound,
@@ -336,19 +336,12 @@ impl Workload {
                     sample: Sample::ClientRound,
                 })
             }
-            Workload::Stream(s) => Program::Stream {
-                duration_ns: u64::from(s.duration_ms) * 1_000_000,
-                write_size: s.write_size,
-            },
+            Workload::Stream(s) => {
+                Program::Stream { duration_ns: u64::from(s.duration_ms) * 1_000_000, write_size: s.write_size }
+            }
             Workload::Rr(r) => Program::Rounds(RoundProgram {
-                client: SideProgram {
-                    round: vec![Step::Send(vec![r.size]), Step::Recv(r.size)],
-                    ..Default::default()
-                },
-                server: SideProgram {
-                    round: vec![Step::Recv(r.size), Step::Send(vec![r.size])],
-                    ..Default::default()
-                },
+                client: SideProgram { round: vec![Step::Send(vec![r.size]), Step::Recv(r.size)], ..Default::default() },
+                server: SideProgram { round: vec![Step::Recv(r.size), Step::Send(vec![r.size])], ..Default::default() },
                 warmup_rounds: 0,
                 rounds: r.rounds,
                 sample: Sample::ClientRound,

@@ -261,10 +261,7 @@ impl fmt::Display for Cause {
 impl std::str::FromStr for Cause {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Cause::ALL
-            .into_iter()
-            .find(|c| c.as_str() == s)
-            .ok_or_else(|| format!("unknown cause '{s}'"))
+        Cause::ALL.into_iter().find(|c| c.as_str() == s).ok_or_else(|| format!("unknown cause '{s}'"))
     }
 }
 

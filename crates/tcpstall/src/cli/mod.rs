@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 
 pub mod explain;
 pub mod lab;
+pub mod linkenv;
 pub mod scenarios;
 pub mod shell;
 pub mod simulate;

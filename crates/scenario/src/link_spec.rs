@@ -1,0 +1,274 @@
+//! The emulated link, as data: `rtt=20ms,rate=100mbit,mtu=1500,loss=1%,ack-loss=50%`.
+//! Shared by the link emulator (which applies it to packets) and the model (which simulates it).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// Queue limit of the bottleneck, drop-tail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueueLimit {
+    Bytes(u64),
+    Packets(u64),
+}
+
+/// One emulated link. Delays are one-way per direction: `up` is client to server, `down` is
+/// server to client. Fractions are probabilities in [0, 1].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkSpec {
+    pub delay_up_ns: u64,
+    pub delay_down_ns: u64,
+    /// Uniform jitter added to each packet's delay, +- this much; packets are never reordered
+    /// unless `reorder` is set.
+    pub jitter_ns: u64,
+    pub reorder: bool,
+    /// Bottleneck rate in bits per second, each direction; None = unlimited.
+    pub rate_bps: Option<u64>,
+    pub queue: Option<QueueLimit>,
+    /// Random loss of any packet, each direction.
+    pub loss: f64,
+    /// Random loss of pure ACKs only (seed 003's `-m length --length 52 ... DROP`).
+    pub ack_loss: f64,
+    /// Keep only every Nth pure ACK (seed 003's `-m statistic --mode nth --every N`).
+    pub ack_every: Option<u32>,
+    pub mtu: u32,
+}
+
+impl Default for LinkSpec {
+    fn default() -> Self {
+        LinkSpec {
+            delay_up_ns: 0,
+            delay_down_ns: 0,
+            jitter_ns: 0,
+            reorder: false,
+            rate_bps: None,
+            queue: None,
+            loss: 0.0,
+            ack_loss: 0.0,
+            ack_every: None,
+            mtu: 1500,
+        }
+    }
+}
+
+impl LinkSpec {
+    pub fn rtt_ns(&self) -> u64 {
+        self.delay_up_ns + self.delay_down_ns
+    }
+    /// MSS the kernel will use on this link with TCP timestamps on: MTU - 20 (IPv4) - 20 (TCP)
+    /// - 12 (timestamps option, RFC 7323 3). 1500 gives 1448.
+    pub fn mss_with_timestamps(&self) -> u32 {
+        self.mtu.saturating_sub(52)
+    }
+}
+
+fn parse_duration_ns(v: &str) -> Result<u64, String> {
+    let v = v.trim();
+    let (num, mult) = if let Some(n) = v.strip_suffix("ns") {
+        (n, 1.0)
+    } else if let Some(n) = v.strip_suffix("us") {
+        (n, 1e3)
+    } else if let Some(n) = v.strip_suffix("ms") {
+        (n, 1e6)
+    } else if let Some(n) = v.strip_suffix('s') {
+        (n, 1e9)
+    } else {
+        return Err(format!("'{v}' needs a unit (ns, us, ms or s)"));
+    };
+    let x: f64 = num.trim().parse().map_err(|_| format!("'{v}' is not a duration"))?;
+    if !(0.0..=60e9).contains(&(x * mult)) {
+        return Err(format!("'{v}' is out of range (0 to 60 s)"));
+    }
+    Ok((x * mult).round() as u64)
+}
+
+fn parse_rate(v: &str) -> Result<u64, String> {
+    let l = v.trim().to_ascii_lowercase();
+    let units: [(&str, f64); 8] = [
+        ("gbit", 1e9),
+        ("mbit", 1e6),
+        ("kbit", 1e3),
+        ("bit", 1.0),
+        ("gbps", 8e9),
+        ("mbps", 8e6),
+        ("kbps", 8e3),
+        ("bps", 8.0),
+    ];
+    for (suffix, mult) in units {
+        if let Some(n) = l.strip_suffix(suffix) {
+            let x: f64 = n.trim().parse().map_err(|_| format!("'{v}' is not a rate"))?;
+            let bps = x * mult;
+            if !(1000.0..=1e12).contains(&bps) {
+                return Err(format!("rate '{v}' is out of range (1kbit to 1000gbit)"));
+            }
+            return Ok(bps.round() as u64);
+        }
+    }
+    Err(format!("rate '{v}' needs a unit (kbit, mbit, gbit; kbps, mbps, gbps are bytes)"))
+}
+
+fn parse_fraction(v: &str) -> Result<f64, String> {
+    let v = v.trim();
+    let x = if let Some(p) = v.strip_suffix('%') {
+        p.trim().parse::<f64>().map_err(|_| format!("'{v}' is not a percentage"))? / 100.0
+    } else {
+        v.parse::<f64>().map_err(|_| format!("'{v}' is not a fraction"))?
+    };
+    if !(0.0..=1.0).contains(&x) {
+        return Err(format!("'{v}' is outside 0-100%"));
+    }
+    Ok(x)
+}
+
+impl FromStr for LinkSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut l = LinkSpec::default();
+        let mut rtt: Option<u64> = None;
+        let (mut up, mut down) = (None, None);
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = part.split_once('=').ok_or_else(|| format!("link: '{part}' is not key=value"))?;
+            let e = |m: String| format!("link {k}: {m}");
+            match k.trim() {
+                "rtt" => rtt = Some(parse_duration_ns(v).map_err(e)?),
+                "delay" => {
+                    let d = parse_duration_ns(v).map_err(e)?;
+                    up = Some(d);
+                    down = Some(d);
+                }
+                "delay-up" => up = Some(parse_duration_ns(v).map_err(e)?),
+                "delay-down" => down = Some(parse_duration_ns(v).map_err(e)?),
+                "jitter" => l.jitter_ns = parse_duration_ns(v).map_err(e)?,
+                "reorder" => {
+                    l.reorder = match v.trim() {
+                        "1" | "yes" | "on" | "true" => true,
+                        "0" | "no" | "off" | "false" => false,
+                        o => return Err(e(format!("'{o}' is not on/off"))),
+                    }
+                }
+                "rate" => l.rate_bps = Some(parse_rate(v).map_err(e)?),
+                "queue" => {
+                    let v = v.trim();
+                    let q = if let Some(n) = v.strip_suffix('p').or_else(|| v.strip_suffix("pkts")) {
+                        QueueLimit::Packets(n.parse().map_err(|_| e(format!("'{v}' is not a packet count")))?)
+                    } else {
+                        let n = v.strip_suffix('b').unwrap_or(v);
+                        let (n, mult) = if let Some(k) = n.strip_suffix('k') {
+                            (k, 1000)
+                        } else if let Some(m) = n.strip_suffix('m') {
+                            (m, 1_000_000)
+                        } else {
+                            (n, 1)
+                        };
+                        QueueLimit::Bytes(
+                            n.parse::<u64>().map_err(|_| e(format!("'{v}' is not a byte count")))? * mult,
+                        )
+                    };
+                    if matches!(q, QueueLimit::Bytes(0) | QueueLimit::Packets(0)) {
+                        return Err(e("a queue must hold at least one packet".into()));
+                    }
+                    l.queue = Some(q);
+                }
+                "loss" => l.loss = parse_fraction(v).map_err(e)?,
+                "ack-loss" => l.ack_loss = parse_fraction(v).map_err(e)?,
+                "ack-every" => {
+                    let n: u32 = v.trim().parse().map_err(|_| e(format!("'{v}' is not a whole number")))?;
+                    if n == 0 {
+                        return Err(e("must be at least 1".into()));
+                    }
+                    l.ack_every = Some(n);
+                }
+                "mtu" => {
+                    let m: u32 = v.trim().parse().map_err(|_| e(format!("'{v}' is not a whole number")))?;
+                    if !(576..=65535).contains(&m) {
+                        return Err(e(format!("{m} is outside 576-65535")));
+                    }
+                    l.mtu = m;
+                }
+                other => {
+                    return Err(format!(
+                        "link: unknown key '{other}' (known: rtt, delay, delay-up, delay-down, jitter, reorder, rate, queue, loss, ack-loss, ack-every, mtu)"
+                    ))
+                }
+            }
+        }
+        let half = rtt.map(|r| (r / 2, r - r / 2));
+        l.delay_up_ns = up.or(half.map(|h| h.0)).unwrap_or(0);
+        l.delay_down_ns = down.or(half.map(|h| h.1)).unwrap_or(0);
+        if let (Some(r), Some(u), Some(d)) = (rtt, up, down) {
+            if u + d != r {
+                return Err(format!("link: rtt={r}ns disagrees with delay-up + delay-down = {}ns", u + d));
+            }
+        }
+        Ok(l)
+    }
+}
+
+impl fmt::Display for LinkSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        let ms = |ns: u64| format!("{}ms", ns as f64 / 1e6);
+        if self.delay_up_ns == self.delay_down_ns {
+            parts.push(format!("rtt={}", ms(self.rtt_ns())));
+        } else {
+            parts.push(format!("delay-up={},delay-down={}", ms(self.delay_up_ns), ms(self.delay_down_ns)));
+        }
+        if self.jitter_ns > 0 {
+            parts.push(format!("jitter={}", ms(self.jitter_ns)));
+        }
+        if let Some(r) = self.rate_bps {
+            parts.push(format!("rate={}mbit", r as f64 / 1e6));
+        }
+        match self.queue {
+            Some(QueueLimit::Bytes(b)) => parts.push(format!("queue={b}b")),
+            Some(QueueLimit::Packets(p)) => parts.push(format!("queue={p}p")),
+            None => {}
+        }
+        if self.loss > 0.0 {
+            parts.push(format!("loss={}%", self.loss * 100.0));
+        }
+        if self.ack_loss > 0.0 {
+            parts.push(format!("ack-loss={}%", self.ack_loss * 100.0));
+        }
+        if let Some(n) = self.ack_every {
+            parts.push(format!("ack-every={n}"));
+        }
+        parts.push(format!("mtu={}", self.mtu));
+        f.write_str(&parts.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_issue_example() {
+        let l: LinkSpec = "rtt=20ms,rate=100mbit,mtu=1500".parse().unwrap();
+        assert_eq!(l.delay_up_ns, 10_000_000);
+        assert_eq!(l.delay_down_ns, 10_000_000);
+        assert_eq!(l.rate_bps, Some(100_000_000));
+        assert_eq!(l.mss_with_timestamps(), 1448);
+        assert_eq!(l.to_string(), "rtt=20ms,rate=100mbit,mtu=1500");
+    }
+
+    #[test]
+    fn ack_thinning_and_loss() {
+        let l: LinkSpec = "ack-loss=50%,loss=0.01,ack-every=2,queue=100p".parse().unwrap();
+        assert_eq!(l.ack_loss, 0.5);
+        assert_eq!(l.loss, 0.01);
+        assert_eq!(l.ack_every, Some(2));
+        assert_eq!(l.queue, Some(QueueLimit::Packets(100)));
+    }
+
+    #[test]
+    fn bad_specs_say_what_is_wrong() {
+        assert!("rtt=20".parse::<LinkSpec>().unwrap_err().contains("needs a unit"));
+        assert!("rate=fast".parse::<LinkSpec>().is_err());
+        assert!("loss=150%".parse::<LinkSpec>().unwrap_err().contains("outside"));
+        assert!("mtu=100".parse::<LinkSpec>().is_err());
+        assert!("bogus=1".parse::<LinkSpec>().unwrap_err().contains("unknown key 'bogus'"));
+        assert!("rtt=20ms,delay-up=1ms,delay-down=1ms".parse::<LinkSpec>().is_err());
+    }
+}
