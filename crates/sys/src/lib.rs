@@ -2,5 +2,6 @@
 //! Everything else reaches the OS through safe crates (socket2, nix) or through here.
 #![allow(unsafe_code)]
 
+pub mod process;
 pub mod tcpinfo;
 pub mod tun;

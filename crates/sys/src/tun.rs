@@ -1,1 +1,176 @@
-//! TUN device creation (owned by the link work).
+//! TUN devices and the interface ioctls that configure them (owned by the link work).
+//!
+//! Everything here acts on the network namespace of the *calling thread*: a TUN device is
+//! created in the namespace current at `TUNSETIFF` time, and the `SIOCSIF*` / `SIOCADDRT`
+//! ioctls act on the namespace of the socket they are issued on, which is the namespace of the
+//! thread that created it. The file descriptor of a TUN device keeps working from any thread
+//! and any namespace afterwards (drivers/net/tun.c binds the device to the fd, not to a task).
+
+use std::ffi::CString;
+use std::fs::OpenOptions;
+use std::io;
+use std::net::Ipv4Addr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+
+/// `struct ifreq` from <linux/if.h>: 16 bytes of name, then a 24-byte union (the largest
+/// member, `struct ifmap`, is 24 bytes on 64-bit; 16 on 32-bit, where 24 is merely generous).
+#[repr(C)]
+struct IfReq {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    data: [u8; 24],
+}
+
+impl IfReq {
+    fn new(name: &str) -> io::Result<IfReq> {
+        if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains('\0') {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad interface name '{name}'")));
+        }
+        let mut r = IfReq { name: [0; libc::IFNAMSIZ], data: [0; 24] };
+        for (d, s) in r.name.iter_mut().zip(name.bytes()) {
+            *d = s as libc::c_char;
+        }
+        Ok(r)
+    }
+    fn set_short(&mut self, v: i16) {
+        self.data[..2].copy_from_slice(&v.to_ne_bytes());
+    }
+    fn short(&self) -> i16 {
+        i16::from_ne_bytes([self.data[0], self.data[1]])
+    }
+    fn set_int(&mut self, v: i32) {
+        self.data[..4].copy_from_slice(&v.to_ne_bytes());
+    }
+    /// A `struct sockaddr_in` for AF_INET: family, port 0, address (network order).
+    fn set_sockaddr_in(&mut self, a: Ipv4Addr) {
+        self.data[..16].copy_from_slice(&sockaddr_in_bytes(a));
+    }
+    fn name_string(&self) -> String {
+        let bytes: Vec<u8> = self.name.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+fn sockaddr_in_bytes(a: Ipv4Addr) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+    b[4..8].copy_from_slice(&a.octets());
+    b
+}
+
+fn sockaddr_in(a: Ipv4Addr) -> libc::sockaddr {
+    let b = sockaddr_in_bytes(a);
+    let mut sa = libc::sockaddr { sa_family: libc::AF_INET as libc::sa_family_t, sa_data: [0; 14] };
+    for (d, s) in sa.sa_data.iter_mut().zip(&b[2..]) {
+        *d = *s as libc::c_char;
+    }
+    sa
+}
+
+/// An AF_INET datagram socket in the calling thread's network namespace, the handle the
+/// interface ioctls are issued on.
+fn ctl_socket() -> io::Result<OwnedFd> {
+    let s = nix::sys::socket::socket(
+        nix::sys::socket::AddressFamily::Inet,
+        nix::sys::socket::SockType::Datagram,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    Ok(s)
+}
+
+/// Create a TUN device (IFF_TUN | IFF_NO_PI: raw IP packets, no 4-byte packet-info header) in
+/// the calling thread's network namespace. The fd is non-blocking. Returns the fd and the
+/// device's name as the kernel assigned it.
+pub fn create_tun(name: &str) -> io::Result<(OwnedFd, String)> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open("/dev/net/tun")?;
+    let mut req = IfReq::new(name)?;
+    req.set_short((libc::IFF_TUN | libc::IFF_NO_PI) as i16);
+    // SAFETY: TUNSETIFF reads and writes a `struct ifreq`; `req` is a live, properly sized
+    // (40-byte) repr(C) value for the duration of the call, and the fd is a valid open
+    // /dev/net/tun descriptor owned by `file`.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETIFF as _, &mut req as *mut IfReq) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((OwnedFd::from(file), req.name_string()))
+}
+
+fn ifreq_ioctl(sock: &OwnedFd, request: libc::c_ulong, req: &mut IfReq) -> io::Result<()> {
+    // SAFETY: every SIOC[GS]IF* request used here reads/writes one `struct ifreq`, which `req`
+    // points to and which outlives the call; `sock` is an open socket.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), request as _, req as *mut IfReq) };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// `ip link set NAME mtu MTU` (SIOCSIFMTU), in the calling thread's namespace.
+pub fn set_mtu(name: &str, mtu: u32) -> io::Result<()> {
+    let s = ctl_socket()?;
+    let mut req = IfReq::new(name)?;
+    req.set_int(i32::try_from(mtu).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mtu too large"))?);
+    ifreq_ioctl(&s, libc::SIOCSIFMTU, &mut req)
+}
+
+/// `ip addr add ADDR/PREFIX dev NAME` (SIOCSIFADDR then SIOCSIFNETMASK). The kernel adds the
+/// connected route for the prefix (fib_add_ifaddr in net/ipv4/fib_frontend.c) once the device
+/// is up.
+pub fn set_ipv4(name: &str, addr: Ipv4Addr, prefix: u8) -> io::Result<()> {
+    let s = ctl_socket()?;
+    let mut req = IfReq::new(name)?;
+    req.set_sockaddr_in(addr);
+    ifreq_ioctl(&s, libc::SIOCSIFADDR, &mut req)?;
+    let mask = if prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(prefix.min(32))) };
+    let mut req = IfReq::new(name)?;
+    req.set_sockaddr_in(Ipv4Addr::from(mask));
+    ifreq_ioctl(&s, libc::SIOCSIFNETMASK, &mut req)
+}
+
+/// `ip link set NAME up` (SIOCGIFFLAGS, then SIOCSIFFLAGS with IFF_UP added).
+pub fn set_up(name: &str) -> io::Result<()> {
+    let s = ctl_socket()?;
+    let mut req = IfReq::new(name)?;
+    ifreq_ioctl(&s, libc::SIOCGIFFLAGS, &mut req)?;
+    let flags = req.short() | libc::IFF_UP as i16;
+    req.set_short(flags);
+    ifreq_ioctl(&s, libc::SIOCSIFFLAGS, &mut req)
+}
+
+/// `ip route add default dev NAME` (SIOCADDRT with no gateway: a device route), in the calling
+/// thread's namespace.
+pub fn add_default_route(name: &str) -> io::Result<()> {
+    let s = ctl_socket()?;
+    let dev = CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "bad name"))?;
+    let any = sockaddr_in(Ipv4Addr::UNSPECIFIED);
+    let mut rt = libc::rtentry {
+        rt_pad1: 0,
+        rt_dst: any,
+        rt_gateway: any,
+        rt_genmask: any,
+        rt_flags: libc::RTF_UP,
+        rt_pad2: 0,
+        rt_pad3: 0,
+        rt_tos: 0,
+        rt_class: 0,
+        rt_pad4: [0; 3],
+        rt_metric: 0,
+        rt_dev: dev.as_ptr() as *mut libc::c_char,
+        rt_mtu: 0,
+        rt_window: 0,
+        rt_irtt: 0,
+    };
+    // SAFETY: SIOCADDRT reads one `struct rtentry` (net/ipv4/af_inet.c -> ip_rt_ioctl), which
+    // `rt` is; `rt_dev` points into `dev`, a NUL-terminated string alive until after the call.
+    let rc = unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCADDRT as _, &mut rt as *mut libc::rtentry) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
