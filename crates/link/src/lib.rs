@@ -1,1 +1,2 @@
 //! Emulated links: namespaces, TUN devices and a userspace forwarder
+pub mod model;
