@@ -1,1 +1,96 @@
-//! pcap/pcapng and packet decoding into trace events (pure)
+//! pcap/pcapng and packet decoding into trace events (pure: works on any [`std::io::Read`]).
+//!
+//! [`Decoder`] streams a capture: one packet buffer and one small entry per flow, whatever the
+//! file size. Each TCP packet becomes a [`trace::Event`] of its flow (see [`FlowEvent`]) with
+//! `t` in nanoseconds since the capture's first packet and `evidence = Frame(n)`.
+//!
+//! ```no_run
+//! let file = std::io::BufReader::new(std::fs::File::open("x.pcap").unwrap());
+//! let mut dec = tcpstall_wire::Decoder::new(file, Default::default()).unwrap();
+//! while let Ok(Some(ev)) = dec.next_event() {
+//!     println!("{:?} {:?}", ev.flow, ev.event);
+//! }
+//! ```
+
+mod capture;
+mod decode;
+mod error;
+mod flows;
+
+pub use capture::{CaptureReader, Format, Packet, MAX_PACKET};
+pub use decode::{decode, linktype, Skip, TcpPacket};
+pub use error::WireError;
+pub use flows::{FlowEvent, FlowFilter, FlowId, FlowKey, FlowTable};
+
+use std::io::Read;
+
+/// What the decoder saw besides TCP packets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DecodeStats {
+    pub frames: u64,
+    pub tcp_packets: u64,
+    /// Frames that are not TCP over IP (ARP, UDP, ICMP, non-first fragments).
+    pub not_tcp: u64,
+    /// Frames whose headers are cut by the snaplen or inconsistent.
+    pub malformed: u64,
+    /// Frames on a link type this decoder does not know, with the first such link type.
+    pub unknown_linktype: u64,
+    pub first_unknown_linktype: Option<u32>,
+    /// TCP packets dropped by the flow filter.
+    pub filtered_out: u64,
+    /// Bytes of the file consumed.
+    pub bytes: u64,
+}
+
+/// A capture file turned into a stream of per-flow trace events.
+pub struct Decoder<R: Read> {
+    reader: CaptureReader<R>,
+    flows: FlowTable,
+    filter: FlowFilter,
+    stats: DecodeStats,
+}
+
+impl<R: Read> Decoder<R> {
+    pub fn new(input: R, filter: FlowFilter) -> Result<Self, WireError> {
+        Ok(Decoder { reader: CaptureReader::new(input)?, flows: FlowTable::new(), filter, stats: DecodeStats::default() })
+    }
+
+    pub fn format(&self) -> Format {
+        self.reader.format()
+    }
+
+    /// The next event of a kept flow; `Ok(None)` at the end; an error ends the stream (events
+    /// returned before it stay valid).
+    pub fn next_event(&mut self) -> Result<Option<FlowEvent>, WireError> {
+        loop {
+            let Some(p) = self.reader.next_packet()? else { return Ok(None) };
+            self.stats.frames += 1;
+            self.flows.set_origin(p.ts_ns);
+            match decode(p.linktype, p.data, p.orig_len) {
+                Ok(tcp) => {
+                    if !self.filter.matches(tcp.src, tcp.dst) {
+                        self.stats.filtered_out += 1;
+                        continue;
+                    }
+                    self.stats.tcp_packets += 1;
+                    let (ts, frame) = (p.ts_ns, p.frame);
+                    return Ok(Some(self.flows.event(&tcp, ts, frame)));
+                }
+                Err(Skip::NotTcp) => self.stats.not_tcp += 1,
+                Err(Skip::Malformed) => self.stats.malformed += 1,
+                Err(Skip::LinkType(l)) => {
+                    self.stats.unknown_linktype += 1;
+                    self.stats.first_unknown_linktype.get_or_insert(l);
+                }
+            }
+        }
+    }
+
+    pub fn stats(&self) -> DecodeStats {
+        DecodeStats { bytes: self.reader.offset(), ..self.stats.clone() }
+    }
+
+    pub fn flows(&self) -> &FlowTable {
+        &self.flows
+    }
+}

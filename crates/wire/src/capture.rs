@@ -1,0 +1,454 @@
+//! A streaming reader of pcap and pcapng files over any [`Read`].
+//!
+//! Written by hand rather than with the `pcap-file` crate (2.0) because that crate reads every
+//! pcapng Enhanced Packet Block timestamp as nanoseconds whatever the interface's `if_tsresol`
+//! says (tcpdump writes microseconds), reports errors without the byte offset, and buffers 8 MB
+//! per reader. This reader keeps one packet buffer, validates every claimed length against a
+//! bound *before* allocating (a record claiming 4 GB is an error, not an allocation), never
+//! panics on any input (see the fuzz target in fuzz/), and names the byte offset of whatever
+//! it cannot read.
+//!
+//! Formats: pcap (draft-ietf-opsawg-pcap; magic a1b2c3d4 microseconds and a1b23c4d
+//! nanoseconds, either byte order) and pcapng (draft-ietf-opsawg-pcapng: Section Header,
+//! Interface Description with `if_tsresol`/`if_tsoffset`, Enhanced, Simple and obsolete Packet
+//! Blocks; several sections and interfaces; other blocks are skipped without being buffered).
+
+use crate::error::WireError;
+use std::io::{self, Read};
+
+/// Largest packet record accepted (bytes captured). Linux's maximum snaplen is 262144; a GSO
+/// super-packet captured whole is at most 64 KiB + headers. 16 MiB leaves ample room while
+/// keeping a corrupt length from allocating gigabytes.
+pub const MAX_PACKET: u32 = 16 << 20;
+/// Largest pcapng block whose body is buffered (packet blocks, interface descriptions).
+const MAX_BLOCK: u32 = MAX_PACKET + 4096;
+
+/// One captured packet, borrowed from the reader's buffer until the next call.
+#[derive(Debug)]
+pub struct Packet<'a> {
+    /// 1-based frame number, as Wireshark counts.
+    pub frame: u64,
+    /// Absolute timestamp in nanoseconds since the Unix epoch (what the file says).
+    pub ts_ns: u64,
+    /// LINKTYPE_* value of the interface the packet was captured on.
+    pub linktype: u32,
+    /// Bytes captured (may be fewer than `orig_len` when the snaplen cut the packet).
+    pub data: &'a [u8],
+    /// Length of the packet on the wire.
+    pub orig_len: u32,
+    /// Byte offset of the record in the file.
+    pub offset: u64,
+}
+
+/// The container format detected from the first four bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Pcap { nanos: bool, big_endian: bool },
+    PcapNg,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Interface {
+    linktype: u32,
+    /// Timestamp units per second as a ratio: value * num / den = nanoseconds.
+    tsres: TsRes,
+    ts_offset_s: i64,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum TsRes {
+    /// 10^-n seconds.
+    Dec(u8),
+    /// 2^-n seconds.
+    Bin(u8),
+}
+
+impl TsRes {
+    fn to_nanos(self, v: u64) -> u64 {
+        let v = u128::from(v);
+        let ns = match self {
+            TsRes::Dec(n) if n <= 9 => v * 10u128.pow(u32::from(9 - n)),
+            TsRes::Dec(n) => v / 10u128.pow(u32::from(n - 9).min(38)),
+            TsRes::Bin(n) => (v * 1_000_000_000) >> n.min(127),
+        };
+        u64::try_from(ns).unwrap_or(u64::MAX)
+    }
+}
+
+/// Streaming pcap/pcapng reader. Memory: one packet buffer plus one entry per interface.
+pub struct CaptureReader<R: Read> {
+    inner: R,
+    offset: u64,
+    format: Format,
+    big_endian: bool,
+    /// pcap: the single linktype; pcapng: per-interface descriptions of the current section.
+    interfaces: Vec<Interface>,
+    buf: Vec<u8>,
+    frame: u64,
+    done: bool,
+}
+
+fn u16_at(b: &[u8], i: usize, be: bool) -> u16 {
+    let a = [b[i], b[i + 1]];
+    if be {
+        u16::from_be_bytes(a)
+    } else {
+        u16::from_le_bytes(a)
+    }
+}
+
+fn u32_at(b: &[u8], i: usize, be: bool) -> u32 {
+    let a = [b[i], b[i + 1], b[i + 2], b[i + 3]];
+    if be {
+        u32::from_be_bytes(a)
+    } else {
+        u32::from_le_bytes(a)
+    }
+}
+
+impl<R: Read> CaptureReader<R> {
+    /// Reads the file header (pcap) or the first Section Header Block (pcapng).
+    pub fn new(mut inner: R) -> Result<Self, WireError> {
+        let mut magic = [0u8; 4];
+        let got = read_full(&mut inner, &mut magic).map_err(|e| WireError::io(0, "cannot read the file", e))?;
+        if got == 0 {
+            return Err(WireError::new(0, "empty file: not a pcap or pcapng capture"));
+        }
+        if got < 4 {
+            return Err(WireError::new(0, format!("file too short ({got} bytes) to be a pcap or pcapng capture")));
+        }
+        let m = u32::from_le_bytes(magic);
+        let format = match m {
+            0xa1b2c3d4 => Format::Pcap { nanos: false, big_endian: false },
+            0xa1b23c4d => Format::Pcap { nanos: true, big_endian: false },
+            0xd4c3b2a1 => Format::Pcap { nanos: false, big_endian: true },
+            0x4d3cb2a1 => Format::Pcap { nanos: true, big_endian: true },
+            0x0a0d0d0a => Format::PcapNg,
+            _ => {
+                return Err(WireError::new(
+                    0,
+                    format!("unknown magic number {m:08x}: not a pcap or pcapng capture"),
+                ))
+            }
+        };
+        let mut r = CaptureReader {
+            inner,
+            offset: 4,
+            format,
+            big_endian: false,
+            interfaces: Vec::new(),
+            buf: Vec::new(),
+            frame: 0,
+            done: false,
+        };
+        match format {
+            Format::Pcap { big_endian, nanos } => {
+                r.big_endian = big_endian;
+                let mut h = [0u8; 20];
+                r.fill(&mut h, 0, "truncated pcap file header (24 bytes expected)")?;
+                let linktype = u32_at(&h, 16, big_endian) & 0x0fff_ffff;
+                let tsres = if nanos { TsRes::Dec(9) } else { TsRes::Dec(6) };
+                r.interfaces.push(Interface { linktype, tsres, ts_offset_s: 0 });
+            }
+            Format::PcapNg => {
+                let mut len = [0u8; 4];
+                r.fill(&mut len, 0, "truncated pcapng section header block")?;
+                r.section_header(0, len)?
+            }
+        }
+        Ok(r)
+    }
+
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// Bytes consumed so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The next packet, `Ok(None)` at a clean end of file. After an error, returns `Ok(None)`.
+    pub fn next_packet(&mut self) -> Result<Option<Packet<'_>>, WireError> {
+        if self.done {
+            return Ok(None);
+        }
+        let r = match self.format {
+            Format::Pcap { .. } => self.next_pcap(),
+            Format::PcapNg => self.next_pcapng(),
+        };
+        match r {
+            Ok(Some(p)) => {
+                self.frame += 1;
+                let (start, len, ts_ns, linktype, orig_len, offset) = p;
+                Ok(Some(Packet {
+                    frame: self.frame,
+                    ts_ns,
+                    linktype,
+                    data: &self.buf[start..start + len],
+                    orig_len,
+                    offset,
+                }))
+            }
+            Ok(None) => {
+                self.done = true;
+                Ok(None)
+            }
+            Err(e) => {
+                self.done = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// Fills `out` completely or fails naming `start` and `what`.
+    fn fill(&mut self, out: &mut [u8], start: u64, what: &str) -> Result<(), WireError> {
+        let got = read_full(&mut self.inner, out).map_err(|e| WireError::io(start, what, e))?;
+        self.offset += got as u64;
+        if got < out.len() {
+            return Err(WireError::new(
+                start,
+                format!("{what}: file ends after {got} of {} bytes", out.len()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads `len` bytes into the packet buffer (resized, never beyond MAX_BLOCK).
+    fn fill_buf(&mut self, len: usize, start: u64, what: &str) -> Result<(), WireError> {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.resize(len, 0);
+        let r = self.fill(&mut buf[..len], start, what);
+        self.buf = buf;
+        r
+    }
+
+    /// Returns (start, len, ts_ns, linktype, orig_len, offset) of the packet in `self.buf`.
+    #[allow(clippy::type_complexity)]
+    fn next_pcap(&mut self) -> Result<Option<(usize, usize, u64, u32, u32, u64)>, WireError> {
+        let start = self.offset;
+        let mut h = [0u8; 16];
+        let got = read_full(&mut self.inner, &mut h).map_err(|e| WireError::io(start, "cannot read packet record", e))?;
+        self.offset += got as u64;
+        if got == 0 {
+            return Ok(None);
+        }
+        if got < 16 {
+            return Err(WireError::new(
+                start,
+                format!("truncated packet record header: file ends after {got} of 16 bytes"),
+            ));
+        }
+        let be = self.big_endian;
+        let (sec, frac, incl, orig) = (u32_at(&h, 0, be), u32_at(&h, 4, be), u32_at(&h, 8, be), u32_at(&h, 12, be));
+        if incl > MAX_PACKET {
+            return Err(WireError::new(
+                start,
+                format!("packet record claims {incl} captured bytes (limit {MAX_PACKET}): corrupt file"),
+            ));
+        }
+        self.fill_buf(incl as usize, start, &format!("truncated packet record ({incl} bytes claimed)"))?;
+        let iface = self.interfaces[0];
+        let frac_ns = iface.tsres.to_nanos(u64::from(frac));
+        let ts_ns = u64::from(sec).saturating_mul(1_000_000_000).saturating_add(frac_ns);
+        Ok(Some((0, incl as usize, ts_ns, iface.linktype, orig.max(incl), start)))
+    }
+
+    /// The rest of a Section Header Block whose type (and `len_bytes`, its length field in a
+    /// byte order not yet known) were read: byte-order magic, then skip to the block's end.
+    fn section_header(&mut self, start: u64, len_bytes: [u8; 4]) -> Result<(), WireError> {
+        let mut bom = [0u8; 4];
+        self.fill(&mut bom, start, "truncated pcapng section header block")?;
+        let be = match u32::from_le_bytes(bom) {
+            0x1a2b3c4d => false,
+            0x4d3c2b1a => true,
+            m => {
+                return Err(WireError::new(start, format!("pcapng section header has a bad byte-order magic {m:08x}")))
+            }
+        };
+        let len = u32_at(&len_bytes, 0, be);
+        if len < 28 || len % 4 != 0 || len > MAX_BLOCK {
+            return Err(WireError::new(start, format!("pcapng section header block has a bad length {len}")));
+        }
+        self.big_endian = be;
+        // Version, section length, options and the trailing length are not needed.
+        self.skip(u64::from(len) - 12, start, "truncated pcapng section header block")?;
+        self.interfaces.clear();
+        Ok(())
+    }
+
+    fn skip(&mut self, n: u64, start: u64, what: &str) -> Result<(), WireError> {
+        let got = io::copy(&mut (&mut self.inner).take(n), &mut io::sink())
+            .map_err(|e| WireError::io(start, what, e))?;
+        self.offset += got;
+        if got < n {
+            return Err(WireError::new(start, format!("{what}: file ends {} bytes early", n - got)));
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn next_pcapng(&mut self) -> Result<Option<(usize, usize, u64, u32, u32, u64)>, WireError> {
+        loop {
+            let start = self.offset;
+            let mut h = [0u8; 8];
+            let got =
+                read_full(&mut self.inner, &mut h).map_err(|e| WireError::io(start, "cannot read pcapng block", e))?;
+            if got == 0 {
+                return Ok(None);
+            }
+            self.offset += got as u64;
+            if got < 8 {
+                return Err(WireError::new(start, format!("truncated pcapng block header: file ends after {got} of 8 bytes")));
+            }
+            if h[..4] == [0x0a, 0x0d, 0x0d, 0x0a] {
+                // A new section; its byte order may differ from the previous one's.
+                self.section_header(start, [h[4], h[5], h[6], h[7]])?;
+                continue;
+            }
+            let be = self.big_endian;
+            let btype = u32_at(&h, 0, be);
+            let len = u32_at(&h, 4, be);
+            if len < 12 || len % 4 != 0 {
+                return Err(WireError::new(
+                    start,
+                    format!("pcapng block type {btype:#x} has a bad length {len} (must be a multiple of 4, at least 12)"),
+                ));
+            }
+            let body = len - 12;
+            match btype {
+                1 | 2 | 3 | 6 => {
+                    if len > MAX_BLOCK {
+                        return Err(WireError::new(
+                            start,
+                            format!("pcapng block type {btype:#x} claims {len} bytes (limit {MAX_BLOCK}): corrupt file"),
+                        ));
+                    }
+                    self.fill_buf(body as usize + 4, start, &format!("truncated pcapng block ({len} bytes claimed)"))?;
+                    let trailer = u32_at(&self.buf, body as usize, be);
+                    if trailer != len {
+                        return Err(WireError::new(
+                            start,
+                            format!("pcapng block lengths disagree: {len} at the start, {trailer} at the end"),
+                        ));
+                    }
+                    if btype == 1 {
+                        self.interface_description(start, body as usize)?;
+                        continue;
+                    }
+                    return self.packet_block(btype, start, body as usize).map(Some);
+                }
+                _ => {
+                    self.skip(u64::from(body) + 4, start, &format!("truncated pcapng block type {btype:#x}"))?;
+                }
+            }
+        }
+    }
+
+    fn interface_description(&mut self, start: u64, body: usize) -> Result<(), WireError> {
+        let be = self.big_endian;
+        let b = &self.buf[..body];
+        if b.len() < 8 {
+            return Err(WireError::new(start, "pcapng interface description block too short"));
+        }
+        let mut iface = Interface { linktype: u32::from(u16_at(b, 0, be)), tsres: TsRes::Dec(6), ts_offset_s: 0 };
+        // Options: code u16, length u16, value padded to 4 (pcapng 3.5).
+        let mut i = 8;
+        while i + 4 <= b.len() {
+            let code = u16_at(b, i, be);
+            let olen = usize::from(u16_at(b, i + 2, be));
+            let v = i + 4;
+            if code == 0 || v + olen > b.len() {
+                break;
+            }
+            match (code, olen) {
+                // if_tsresol: MSB clear = negative power of 10, set = negative power of 2.
+                (9, 1) => {
+                    let r = b[v];
+                    iface.tsres = if r & 0x80 == 0 { TsRes::Dec(r) } else { TsRes::Bin(r & 0x7f) };
+                }
+                // if_tsoffset: seconds to add to every timestamp.
+                (14, 8) => {
+                    let lo = u64::from(u32_at(b, v, be));
+                    let hi = u64::from(u32_at(b, v + 4, be));
+                    iface.ts_offset_s = (if be { (lo << 32) | hi } else { (hi << 32) | lo }) as i64;
+                }
+                _ => {}
+            }
+            i = v + olen.div_ceil(4) * 4;
+        }
+        if self.interfaces.len() >= 65536 {
+            return Err(WireError::new(start, "more than 65536 interfaces in one pcapng section"));
+        }
+        self.interfaces.push(iface);
+        Ok(())
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn packet_block(
+        &mut self,
+        btype: u32,
+        start: u64,
+        body: usize,
+    ) -> Result<(usize, usize, u64, u32, u32, u64), WireError> {
+        let be = self.big_endian;
+        let b = &self.buf[..body];
+        let (if_id, ts, caplen, orig, data_at) = match btype {
+            // Enhanced Packet Block.
+            6 => {
+                if b.len() < 20 {
+                    return Err(WireError::new(start, "pcapng enhanced packet block too short"));
+                }
+                let ts = (u64::from(u32_at(b, 4, be)) << 32) | u64::from(u32_at(b, 8, be));
+                (u32_at(b, 0, be) as usize, ts, u32_at(b, 12, be), u32_at(b, 16, be), 20)
+            }
+            // Obsolete Packet Block.
+            2 => {
+                if b.len() < 20 {
+                    return Err(WireError::new(start, "pcapng packet block too short"));
+                }
+                let ts = (u64::from(u32_at(b, 4, be)) << 32) | u64::from(u32_at(b, 8, be));
+                (usize::from(u16_at(b, 0, be)), ts, u32_at(b, 12, be), u32_at(b, 16, be), 20)
+            }
+            // Simple Packet Block: no timestamp, interface 0, captured = block body.
+            _ => {
+                if b.len() < 4 {
+                    return Err(WireError::new(start, "pcapng simple packet block too short"));
+                }
+                let orig = u32_at(b, 0, be);
+                let cap = orig.min((b.len() - 4) as u32);
+                (0, 0, cap, orig, 4)
+            }
+        };
+        let Some(iface) = self.interfaces.get(if_id).copied() else {
+            return Err(WireError::new(
+                start,
+                format!("pcapng packet block names interface {if_id}, but only {} are described", self.interfaces.len()),
+            ));
+        };
+        if caplen as usize > b.len() - data_at {
+            return Err(WireError::new(
+                start,
+                format!("pcapng packet block claims {caplen} captured bytes but holds {}", b.len() - data_at),
+            ));
+        }
+        let ts_ns = iface.tsres.to_nanos(ts);
+        let off_ns = iface.ts_offset_s.saturating_mul(1_000_000_000);
+        let ts_ns = if off_ns >= 0 { ts_ns.saturating_add(off_ns as u64) } else { ts_ns.saturating_sub(off_ns.unsigned_abs()) };
+        Ok((data_at, caplen as usize, ts_ns, iface.linktype, orig.max(caplen), start))
+    }
+}
+
+/// Reads until `out` is full or EOF; returns the number of bytes read.
+fn read_full<R: Read>(r: &mut R, out: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < out.len() {
+        match r.read(&mut out[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}

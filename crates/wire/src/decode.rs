@@ -1,0 +1,217 @@
+//! Link layer, IPv4/IPv6 and TCP header decoding of one captured frame.
+//!
+//! Link headers are a few fixed offsets and are read here; IP headers are read here too because
+//! captures routinely cut packets at the snaplen (`tcpdump -s 96`) and carry GSO/TSO
+//! super-packets whose IPv4 total length is 0: the payload length must come from the IP header,
+//! not from the bytes captured, and a strict slicer rejects both. The TCP header and its options
+//! are parsed with etherparse's `TcpHeaderSlice`, which needs only the header bytes.
+
+use etherparse::{TcpHeaderSlice, TcpOptionElement};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use trace::{Segment, TcpFlags};
+
+/// LINKTYPE_* values (tcpdump.org/linktypes.html) this decoder understands.
+pub mod linktype {
+    /// BSD loopback: 4-byte address family in the writer's byte order.
+    pub const NULL: u32 = 0;
+    pub const ETHERNET: u32 = 1;
+    /// Raw IP (DLT_RAW is 12 on most systems, 14 on OpenBSD; LINKTYPE_RAW is 101).
+    pub const RAW: u32 = 101;
+    pub const DLT_RAW_12: u32 = 12;
+    pub const DLT_RAW_14: u32 = 14;
+    /// OpenBSD loopback: 4-byte address family in network byte order.
+    pub const LOOP: u32 = 108;
+    /// Linux cooked capture v1 (`tcpdump -i any` before libpcap 1.10).
+    pub const LINUX_SLL: u32 = 113;
+    pub const IPV4: u32 = 228;
+    pub const IPV6: u32 = 229;
+    /// Linux cooked capture v2 (`tcpdump -i any`, libpcap 1.10+).
+    pub const LINUX_SLL2: u32 = 276;
+}
+
+/// A decoded TCP packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpPacket {
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    pub segment: Segment,
+}
+
+/// Why a frame is not a TCP packet we can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skip {
+    /// A link type this decoder does not know.
+    LinkType(u32),
+    /// Not IP, or IP but not TCP, or a non-first fragment.
+    NotTcp,
+    /// Headers cut by the snaplen or inconsistent lengths.
+    Malformed,
+}
+
+const ETH_IPV4: u16 = 0x0800;
+const ETH_IPV6: u16 = 0x86dd;
+
+/// Decodes one frame. `orig_len` is the length on the wire (for `Segment::wire_len`).
+pub fn decode(linktype: u32, data: &[u8], orig_len: u32) -> Result<TcpPacket, Skip> {
+    let ip = link_payload(linktype, data)?;
+    let mut p = ip_tcp(ip)?;
+    p.segment.wire_len = orig_len.max(data.len() as u32);
+    Ok(p)
+}
+
+/// Strips the link header; returns the IP packet.
+fn link_payload(linktype: u32, d: &[u8]) -> Result<&[u8], Skip> {
+    use linktype::*;
+    let by_ethertype = |et: u16| match et {
+        ETH_IPV4 | ETH_IPV6 => Ok(()),
+        _ => Err(Skip::NotTcp),
+    };
+    match linktype {
+        ETHERNET => {
+            // IEEE 802.3: dst(6) src(6) ethertype(2), with any number of 802.1Q/802.1ad tags.
+            let mut at = 12;
+            loop {
+                let et = be16(d, at).ok_or(Skip::Malformed)?;
+                match et {
+                    0x8100 | 0x88a8 | 0x9100 => at += 4,
+                    _ => {
+                        let rest = d.get(at + 2..).ok_or(Skip::Malformed)?;
+                        by_ethertype(et)?;
+                        return Ok(rest);
+                    }
+                }
+            }
+        }
+        LINUX_SLL => {
+            // packet type(2) arphrd(2) addr len(2) addr(8) protocol(2) (pcap-linktype(7)).
+            let et = be16(d, 14).ok_or(Skip::Malformed)?;
+            by_ethertype(et)?;
+            d.get(16..).ok_or(Skip::Malformed)
+        }
+        LINUX_SLL2 => {
+            // protocol(2) reserved(2) ifindex(4) arphrd(2) packet type(1) addr len(1) addr(8).
+            let et = be16(d, 0).ok_or(Skip::Malformed)?;
+            by_ethertype(et)?;
+            d.get(20..).ok_or(Skip::Malformed)
+        }
+        NULL | LOOP => {
+            // Address family: 2 = AF_INET; AF_INET6 is 10 (Linux), 24 (NetBSD/OpenBSD), 28
+            // (FreeBSD), 30 (macOS). NULL is in the writer's byte order: accept either.
+            let af = d.get(..4).ok_or(Skip::Malformed)?;
+            let le = u32::from_le_bytes([af[0], af[1], af[2], af[3]]);
+            let be = u32::from_be_bytes([af[0], af[1], af[2], af[3]]);
+            let fam = if linktype == LOOP { be } else { le.min(be) };
+            match fam {
+                2 | 10 | 24 | 28 | 30 => Ok(&d[4..]),
+                _ => Err(Skip::NotTcp),
+            }
+        }
+        RAW | DLT_RAW_12 | DLT_RAW_14 | IPV4 | IPV6 => Ok(d),
+        other => Err(Skip::LinkType(other)),
+    }
+}
+
+fn be16(d: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*d.get(at)?, *d.get(at + 1)?]))
+}
+
+/// IP header, then TCP. The TCP payload length comes from the IP header's length fields.
+fn ip_tcp(ip: &[u8]) -> Result<TcpPacket, Skip> {
+    let version = ip.first().ok_or(Skip::Malformed)? >> 4;
+    let (src, dst, tcp, ip_payload_len) = match version {
+        4 => {
+            // RFC 791 3.1.
+            let ihl = usize::from(ip[0] & 0x0f) * 4;
+            if ihl < 20 || ip.len() < ihl {
+                return Err(Skip::Malformed);
+            }
+            if ip[9] != 6 {
+                return Err(Skip::NotTcp);
+            }
+            let frag_off = be16(ip, 6).ok_or(Skip::Malformed)? & 0x1fff;
+            if frag_off != 0 {
+                return Err(Skip::NotTcp);
+            }
+            let total = usize::from(be16(ip, 2).ok_or(Skip::Malformed)?);
+            // Total length 0: a TSO/GSO super-packet captured before segmentation; the capture
+            // length is the only length there is.
+            let total = if total == 0 { ip.len() } else { total };
+            if total < ihl {
+                return Err(Skip::Malformed);
+            }
+            let s = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+            let d = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+            (IpAddr::V4(s), IpAddr::V4(d), &ip[ihl..], total - ihl)
+        }
+        6 => {
+            // RFC 8200 3 and 4: walk extension headers to TCP.
+            if ip.len() < 40 {
+                return Err(Skip::Malformed);
+            }
+            let mut payload_len = usize::from(be16(ip, 4).ok_or(Skip::Malformed)?);
+            if payload_len == 0 {
+                payload_len = ip.len() - 40; // jumbogram or GSO: trust what was captured
+            }
+            let mut next = ip[6];
+            let mut at = 40;
+            loop {
+                match next {
+                    6 => break,
+                    // Hop-by-hop, routing, destination options: (len + 1) * 8 bytes.
+                    0 | 43 | 60 => {
+                        let n = usize::from(*ip.get(at + 1).ok_or(Skip::Malformed)?) * 8 + 8;
+                        next = ip[at];
+                        at += n;
+                        payload_len = payload_len.checked_sub(n).ok_or(Skip::Malformed)?;
+                    }
+                    // Fragment header: only the first fragment carries the TCP header.
+                    44 => {
+                        let off = be16(ip, at + 2).ok_or(Skip::Malformed)? & 0xfff8;
+                        if off != 0 {
+                            return Err(Skip::NotTcp);
+                        }
+                        next = ip[at];
+                        at += 8;
+                        payload_len = payload_len.checked_sub(8).ok_or(Skip::Malformed)?;
+                    }
+                    _ => return Err(Skip::NotTcp),
+                }
+            }
+            let s: [u8; 16] = ip[8..24].try_into().map_err(|_| Skip::Malformed)?;
+            let d: [u8; 16] = ip[24..40].try_into().map_err(|_| Skip::Malformed)?;
+            let tcp = ip.get(at..).ok_or(Skip::Malformed)?;
+            (IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d)), tcp, payload_len)
+        }
+        _ => return Err(Skip::NotTcp),
+    };
+    let h = TcpHeaderSlice::from_slice(tcp).map_err(|_| Skip::Malformed)?;
+    let hlen = usize::from(h.data_offset()) * 4;
+    let len = ip_payload_len.checked_sub(hlen).ok_or(Skip::Malformed)?;
+    let mut seg = Segment {
+        seq: h.sequence_number(),
+        ack: h.acknowledgment_number(),
+        flags: TcpFlags(tcp[13]),
+        len: u32::try_from(len).map_err(|_| Skip::Malformed)?,
+        window: h.window_size(),
+        wscale: None,
+        mss: None,
+        ts: None,
+        sack_blocks: 0,
+        wire_len: 0,
+    };
+    // Options (RFC 9293 3.2; MSS RFC 9293 3.7.1, window scale and timestamps RFC 7323, SACK
+    // RFC 2018). A malformed option ends option parsing; the segment is still usable.
+    for opt in h.options_iterator() {
+        match opt {
+            Ok(TcpOptionElement::MaximumSegmentSize(m)) => seg.mss = Some(m),
+            Ok(TcpOptionElement::WindowScale(w)) => seg.wscale = Some(w),
+            Ok(TcpOptionElement::Timestamp(v, e)) => seg.ts = Some((v, e)),
+            Ok(TcpOptionElement::SelectiveAcknowledgement(_, rest)) => {
+                seg.sack_blocks = 1 + rest.iter().filter(|b| b.is_some()).count() as u8
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    Ok(TcpPacket { src: SocketAddr::new(src, h.source_port()), dst: SocketAddr::new(dst, h.destination_port()), segment: seg })
+}

@@ -1,0 +1,24 @@
+//! Errors of the capture reader. Each names the byte offset in the file where the problem is,
+//! so a user can open the file in a hex editor or cut the valid prefix with `editcap`.
+
+/// A capture file that cannot be read further. Everything decoded before `offset` is valid.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} at byte offset {offset}")]
+pub struct WireError {
+    /// Byte offset in the file of the record or block that could not be read.
+    pub offset: u64,
+    /// What is wrong, in words.
+    pub what: String,
+    #[source]
+    pub source: Option<std::io::Error>,
+}
+
+impl WireError {
+    pub(crate) fn new(offset: u64, what: impl Into<String>) -> Self {
+        WireError { offset, what: what.into(), source: None }
+    }
+    pub(crate) fn io(offset: u64, what: impl Into<String>, e: std::io::Error) -> Self {
+        let what = format!("{}: {e}", what.into());
+        WireError { offset, what, source: Some(e) }
+    }
+}

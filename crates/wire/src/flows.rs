@@ -1,0 +1,156 @@
+//! Turning decoded packets into per-flow trace events.
+//!
+//! A flow is one TCP connection: a pair of socket addresses, and a new flow when a fresh SYN
+//! reuses the pair after the previous connection ended. Endpoint A is the SYN sender (or the
+//! sender of the first packet seen when the handshake was not captured).
+
+use crate::decode::TcpPacket;
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use trace::{Endpoint, Event, EventKind, Evidence, Instant};
+
+/// Index of a flow in the order flows were first seen (0-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct FlowId(pub u32);
+
+/// The addresses of a flow's two endpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct FlowKey {
+    pub a: SocketAddr,
+    pub b: SocketAddr,
+}
+
+impl fmt::Display for FlowKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} <-> {}", self.a, self.b)
+    }
+}
+
+/// Which packets to keep: `--flow ADDR:PORT-ADDR:PORT` and/or `--port N`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlowFilter {
+    /// Keep a flow whose endpoints are exactly these two (either order).
+    pub pair: Option<(SocketAddr, SocketAddr)>,
+    /// Keep a flow with this port at either end.
+    pub port: Option<u16>,
+}
+
+impl FlowFilter {
+    pub fn matches(&self, x: SocketAddr, y: SocketAddr) -> bool {
+        let pair_ok = self.pair.map_or(true, |(p, q)| (x == p && y == q) || (x == q && y == p));
+        let port_ok = self.port.map_or(true, |n| x.port() == n || y.port() == n);
+        pair_ok && port_ok
+    }
+}
+
+/// One event of one flow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowEvent {
+    pub flow: FlowId,
+    pub event: Event,
+}
+
+#[derive(Debug)]
+struct FlowState {
+    id: FlowId,
+    key: FlowKey,
+    /// Window scale from each endpoint's SYN (RFC 7323 2.2); applied only when both sent one.
+    wscale: [Option<u8>; 2],
+    isn_a: Option<u32>,
+    ended: bool,
+}
+
+/// Assigns packets to flows and endpoints. Memory: one entry per flow.
+#[derive(Debug, Default)]
+pub struct FlowTable {
+    by_pair: HashMap<(SocketAddr, SocketAddr), usize>,
+    flows: Vec<FlowState>,
+    origin_ns: Option<u64>,
+}
+
+impl FlowTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The key of a flow seen so far.
+    pub fn key(&self, id: FlowId) -> Option<FlowKey> {
+        self.flows.get(id.0 as usize).map(|f| f.key)
+    }
+
+    /// All flows seen so far, in order.
+    pub fn keys(&self) -> impl Iterator<Item = (FlowId, FlowKey)> + '_ {
+        self.flows.iter().map(|f| (f.id, f.key))
+    }
+
+    /// Timestamp origin (first packet, ns since epoch), once a packet was seen.
+    pub fn origin_ns(&self) -> Option<u64> {
+        self.origin_ns
+    }
+
+    /// Sets the time origin (the capture's first packet, TCP or not).
+    pub fn set_origin(&mut self, ts_ns: u64) {
+        self.origin_ns.get_or_insert(ts_ns);
+    }
+
+    /// The trace event for one packet captured at `ts_ns` as frame `frame`.
+    pub fn event(&mut self, p: &TcpPacket, ts_ns: u64, frame: u64) -> FlowEvent {
+        let origin = *self.origin_ns.get_or_insert(ts_ns);
+        let canon = if p.src <= p.dst { (p.src, p.dst) } else { (p.dst, p.src) };
+        let seg = p.segment;
+        let is_syn = seg.flags.syn() && !seg.flags.ack();
+        let idx = match self.by_pair.get(&canon) {
+            // A new SYN on a pair whose connection ended, or with another ISN: a new connection.
+            Some(&i) if is_syn && (self.flows[i].ended || self.flows[i].isn_a.is_some_and(|isn| isn != seg.seq)) => {
+                self.new_flow(canon, p)
+            }
+            Some(&i) => i,
+            None => self.new_flow(canon, p),
+        };
+        let f = &mut self.flows[idx];
+        let from = if p.src == f.key.a { Endpoint::A } else { Endpoint::B };
+        let mut seg = seg;
+        if seg.flags.syn() {
+            f.wscale[from.index()] = seg.wscale;
+            if from == Endpoint::A {
+                f.isn_a = Some(seg.seq);
+            }
+        }
+        if seg.flags.rst() || seg.flags.fin() {
+            f.ended = true;
+        }
+        // Window scaling is in effect only when both SYNs carried the option (RFC 7323 2.2).
+        seg.wscale = match f.wscale {
+            [Some(a), Some(b)] => Some(if from == Endpoint::A { a } else { b }),
+            _ => None,
+        };
+        FlowEvent {
+            flow: f.id,
+            event: Event {
+                t: Instant(ts_ns.saturating_sub(origin)),
+                from,
+                kind: EventKind::Segment(seg),
+                evidence: Evidence::Frame(frame),
+            },
+        }
+    }
+
+    fn new_flow(&mut self, canon: (SocketAddr, SocketAddr), p: &TcpPacket) -> usize {
+        // A = SYN sender; for a SYN-ACK seen first, its destination; else the first sender.
+        let synack = p.segment.flags.syn() && p.segment.flags.ack();
+        let (a, b) = if synack { (p.dst, p.src) } else { (p.src, p.dst) };
+        let id = FlowId(self.flows.len() as u32);
+        self.flows.push(FlowState {
+            id,
+            key: FlowKey { a, b },
+            wscale: [None, None],
+            isn_a: None,
+            ended: false,
+        });
+        let idx = self.flows.len() - 1;
+        self.by_pair.insert(canon, idx);
+        idx
+    }
+}
