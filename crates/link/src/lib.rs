@@ -1,2 +1,179 @@
-//! Emulated links: namespaces, TUN devices and a userspace forwarder
+//! Emulated links: two network namespaces joined by TUN devices, packets carried between them
+//! by a userspace forwarder that applies a [`LinkSpec`] with nanosecond deadlines.
+//!
+//! - [`model`]: the link as a pure function (no clock, no OS), unit-tested with explicit times;
+//! - [`netns`]: the namespaces and TUN devices; [`userns`]: root or an unprivileged user namespace;
+//! - [`forward`]: the per-direction forwarder threads; [`capture`]: the pcapng tap;
+//! - [`sweep`]: removal of what a killed run left behind; [`report`]: counters and summary lines.
+
+pub mod capture;
+pub mod forward;
 pub mod model;
+pub mod netns;
+pub mod report;
+pub mod sweep;
+pub mod userns;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+pub use scenario::LinkSpec;
+
+use crate::capture::{Capture, IFACE_CLIENT, IFACE_SERVER};
+use crate::forward::{DirReport, DirectionIo};
+use crate::model::{Dir, LinkModel};
+use crate::netns::End;
+pub use crate::report::LinkReport;
+use crate::userns::Privilege;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    /// Missing privilege, with the reason and what to do.
+    #[error("{0}")]
+    Privilege(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Setup(String),
+    #[error("forwarder: {0}")]
+    Forwarder(String),
+}
+
+/// Tuning knobs of the forwarder (defaults suit everything but experiments).
+#[derive(Debug, Clone)]
+pub struct LinkOptions {
+    /// Spin this long before a deadline instead of sleeping.
+    pub spin_ns: u64,
+    /// Seed of the loss/jitter random numbers; None = from the OS.
+    pub seed: Option<u64>,
+}
+
+impl Default for LinkOptions {
+    fn default() -> Self {
+        LinkOptions { spin_ns: forward::DEFAULT_SPIN_NS, seed: None }
+    }
+}
+
+/// A running emulated link. Dropping it stops the forwarder; the namespaces disappear when the
+/// last thread or process inside them is gone.
+pub struct Link {
+    spec: LinkSpec,
+    privilege: Privilege,
+    client: End,
+    server: End,
+    stop: Arc<EventFd>,
+    threads: Vec<JoinHandle<Result<DirReport, String>>>,
+    capture: Option<(Capture, PathBuf)>,
+}
+
+impl Link {
+    /// Create both namespaces and start forwarding. `capture` writes a pcapng file.
+    pub fn open(spec: &LinkSpec, capture: Option<&Path>) -> Result<Link, LinkError> {
+        Link::open_with(spec, capture, &LinkOptions::default())
+    }
+
+    pub fn open_with(spec: &LinkSpec, capture: Option<&Path>, opts: &LinkOptions) -> Result<Link, LinkError> {
+        let privilege = userns::acquire()?;
+        let client = End::create(netns::CLIENT_IP, spec.mtu)?;
+        let server = End::create(netns::SERVER_IP, spec.mtu)?;
+        let stop = Arc::new(
+            EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+                .map_err(|e| LinkError::Setup(format!("eventfd: {}", e.desc())))?,
+        );
+        let capture = match capture {
+            None => None,
+            Some(p) => {
+                let names = [
+                    format!("client {} {}", netns::TUN_NAME, netns::CLIENT_IP),
+                    format!("server {} {}", netns::TUN_NAME, netns::SERVER_IP),
+                ];
+                Some((Capture::start(p, forward::realtime_offset_ns(), names)?, p.to_path_buf()))
+            }
+        };
+        let mut seeder = match opts.seed {
+            Some(s) => SmallRng::seed_from_u64(s),
+            None => SmallRng::from_entropy(),
+        };
+        let models = LinkModel::new(spec).into_directions();
+        let mut threads = Vec::new();
+        for (dir, model) in Dir::BOTH.into_iter().zip(models) {
+            let (input, output, iface_in, iface_out) = match dir {
+                Dir::Up => (&client, &server, IFACE_CLIENT, IFACE_SERVER),
+                Dir::Down => (&server, &client, IFACE_SERVER, IFACE_CLIENT),
+            };
+            let io = DirectionIo {
+                model,
+                rng: SmallRng::from_rng(&mut seeder).expect("seeding from a PRNG cannot fail"),
+                input: input.tun_shared(),
+                output: output.tun_shared(),
+                stop: stop.clone(),
+                mtu: spec.mtu,
+                spin_ns: opts.spin_ns,
+                capture: capture.as_ref().map(|(c, _)| (c.sender(), iface_in, iface_out)),
+            };
+            let name = format!("tcpstall-fwd-{}", if dir == Dir::Up { "up" } else { "down" });
+            let h = std::thread::Builder::new()
+                .name(name)
+                .spawn(move || forward::run_direction(io))
+                .map_err(|e| LinkError::Io { what: "spawning a forwarder thread".into(), source: e })?;
+            threads.push(h);
+        }
+        Ok(Link { spec: spec.clone(), privilege, client, server, stop, threads, capture })
+    }
+
+    pub fn spec(&self) -> &LinkSpec {
+        &self.spec
+    }
+    pub fn privilege(&self) -> Privilege {
+        self.privilege
+    }
+    /// The client end (198.18.0.1).
+    pub fn client(&self) -> &End {
+        &self.client
+    }
+    /// The server end (198.18.0.2).
+    pub fn server(&self) -> &End {
+        &self.server
+    }
+
+    /// Stop forwarding and collect what the link did.
+    pub fn finish(mut self) -> Result<LinkReport, LinkError> {
+        let dirs = self.stop_threads()?;
+        let capture = match self.capture.take() {
+            None => None,
+            Some((c, path)) => Some((path, c.finish()?)),
+        };
+        Ok(LinkReport { spec: self.spec.clone(), dirs, capture })
+    }
+
+    fn stop_threads(&mut self) -> Result<Vec<DirReport>, LinkError> {
+        let _ = self.stop.write(1);
+        let mut out = Vec::new();
+        let mut err = None;
+        for h in self.threads.drain(..) {
+            match h.join() {
+                Ok(Ok(r)) => out.push(r),
+                Ok(Err(e)) => err = Some(LinkError::Forwarder(e)),
+                Err(_) => err = Some(LinkError::Forwarder("a forwarder thread panicked".into())),
+            }
+        }
+        match err {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        let _ = self.stop_threads();
+    }
+}

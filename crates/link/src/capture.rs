@@ -1,0 +1,153 @@
+//! `--capture FILE.pcapng`: every packet the forwarder carries, as seen at each end of the link.
+//!
+//! The file has one Interface Description Block per side (0 = client, 1 = server), linktype
+//! RAW (101: IPv4/IPv6 without a link header, what a TUN device with IFF_NO_PI carries) and
+//! `if_tsresol = 9` (nanoseconds; pcapng spec, draft-ietf-opsawg-pcapng section 4.2). A packet
+//! appears on the side it entered the link when the forwarder read it, and on the other side
+//! when the forwarder delivered it; a dropped packet appears only where it entered. So a
+//! capture reads like tcpdump running at both hosts at once, and the time between a packet's
+//! two records is the delay the link applied.
+//!
+//! Writing happens on its own thread, fed by a channel, so the forwarder never waits on disk.
+
+use std::borrow::Cow;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
+use pcap_file::pcapng::PcapNgWriter;
+use pcap_file::DataLink;
+
+use crate::LinkError;
+
+/// Interface index of the client side in the capture.
+pub const IFACE_CLIENT: u32 = 0;
+/// Interface index of the server side.
+pub const IFACE_SERVER: u32 = 1;
+
+/// One packet to record.
+#[derive(Debug)]
+pub struct Record {
+    pub iface: u32,
+    /// CLOCK_MONOTONIC nanoseconds; converted to wall-clock time when written.
+    pub mono_ns: u64,
+    pub data: Vec<u8>,
+}
+
+/// The sending half, cloned into each forwarder thread.
+pub type CaptureTx = Sender<Record>;
+
+/// A running capture writer.
+pub struct Capture {
+    tx: Option<CaptureTx>,
+    thread: Option<JoinHandle<Result<u64, String>>>,
+    path: PathBuf,
+}
+
+impl Capture {
+    /// Create `path` and start the writer. `realtime_offset_ns` is CLOCK_REALTIME minus
+    /// CLOCK_MONOTONIC, so packets carry wall-clock timestamps like any tcpdump capture.
+    pub fn start(path: &Path, realtime_offset_ns: i128, names: [String; 2]) -> Result<Capture, LinkError> {
+        let file = File::create(path)
+            .map_err(|e| LinkError::Io { what: format!("creating capture file {}", path.display()), source: e })?;
+        let mut w = PcapNgWriter::new(BufWriter::with_capacity(1 << 20, file))
+            .map_err(|e| LinkError::Setup(format!("writing {}: {e}", path.display())))?;
+        for (i, name) in names.iter().enumerate() {
+            let idb = InterfaceDescriptionBlock {
+                linktype: DataLink::RAW,
+                snaplen: 0,
+                options: vec![
+                    InterfaceDescriptionOption::IfName(Cow::Owned(name.clone())),
+                    InterfaceDescriptionOption::IfDescription(Cow::Owned(format!(
+                        "tcpstall link, {} side",
+                        if i == 0 { "client" } else { "server" }
+                    ))),
+                    InterfaceDescriptionOption::IfTsResol(9),
+                ],
+            };
+            w.write_pcapng_block(idb).map_err(|e| LinkError::Setup(format!("writing {}: {e}", path.display())))?;
+        }
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("tcpstall-capture".into())
+            .spawn(move || write_loop(w, rx, realtime_offset_ns))
+            .map_err(|e| LinkError::Io { what: "spawning the capture thread".into(), source: e })?;
+        Ok(Capture { tx: Some(tx), thread: Some(thread), path: path.to_path_buf() })
+    }
+
+    pub fn sender(&self) -> CaptureTx {
+        self.tx.clone().expect("capture is running")
+    }
+
+    /// Stop after writing everything queued (the forwarder threads must have dropped their
+    /// senders); returns the number of packet records written.
+    pub fn finish(mut self) -> Result<u64, LinkError> {
+        self.tx.take();
+        let t = self.thread.take().expect("capture thread");
+        t.join()
+            .map_err(|_| LinkError::Setup("capture thread panicked".into()))?
+            .map_err(|e| LinkError::Setup(format!("writing {}: {e}", self.path.display())))
+    }
+}
+
+fn write_loop(mut w: PcapNgWriter<BufWriter<File>>, rx: Receiver<Record>, offset: i128) -> Result<u64, String> {
+    let mut n = 0u64;
+    let mut error: Option<String> = None;
+    let mut dirty = false;
+    loop {
+        // Flush whenever the queue runs dry for a moment, so an interrupted run keeps almost
+        // everything it captured (the file is valid up to its last complete block).
+        let rec = match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(r) => r,
+            Err(RecvTimeoutError::Timeout) => {
+                if dirty {
+                    if let Err(e) = w.get_mut().flush() {
+                        error.get_or_insert(e.to_string());
+                    }
+                    dirty = false;
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        if error.is_some() {
+            continue; // drain the channel so the forwarder never blocks, but stop writing
+        }
+        let ts = (i128::from(rec.mono_ns) + offset).max(0) as u64;
+        let epb = EnhancedPacketBlock {
+            interface_id: rec.iface,
+            timestamp: Duration::from_nanos(ts),
+            original_len: rec.data.len() as u32,
+            data: Cow::Borrowed(&rec.data),
+            options: vec![],
+        };
+        match w.write_pcapng_block(epb) {
+            Ok(_) => {
+                n += 1;
+                dirty = true;
+            }
+            Err(e) => error = Some(e.to_string()),
+        }
+    }
+    if let Err(e) = w.get_mut().flush() {
+        error.get_or_insert(e.to_string());
+    }
+    match error {
+        Some(e) => Err(e),
+        None => Ok(n),
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        self.tx.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

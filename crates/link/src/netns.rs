@@ -1,0 +1,128 @@
+//! The two network namespaces and their TUN devices.
+//!
+//! Each namespace is created by a short-lived thread: `unshare(CLONE_NEWNET)` moves only that
+//! thread into a fresh namespace (unshare(2): CLONE_NEWNET is per task), where it creates and
+//! configures the TUN device, then opens `/proc/thread-self/ns/net`. The thread exits; the two
+//! file descriptors it hands back (the namespace and the TUN device) are what keeps the
+//! namespace alive. Nothing is named, mounted or registered anywhere: when the process ends,
+//! for any reason including SIGKILL, the kernel closes the descriptors and frees both
+//! namespaces with their devices and routes (net/core/net_namespace.c: a namespace is destroyed
+//! when its last reference goes). Other threads and child processes enter a namespace through
+//! the path `/proc/<pid>/fd/<n>` of its descriptor.
+
+use std::fs::File;
+use std::io;
+use std::net::Ipv4Addr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use nix::sched::{unshare, CloneFlags};
+
+use crate::LinkError;
+
+/// Name of the TUN device inside each namespace.
+pub const TUN_NAME: &str = "tcpstall0";
+/// The client's address (198.18.0.0/15 is the benchmarking range, RFC 2544 appendix C / RFC 6815).
+pub const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+/// The server's address.
+pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+/// Both ends share one /24 on their TUN devices, so each has a connected route to the other.
+pub const PREFIX: u8 = 24;
+
+/// One end: a network namespace holding a configured TUN device.
+#[derive(Debug)]
+pub struct End {
+    ns: OwnedFd,
+    tun: Arc<OwnedFd>,
+    pub ip: Ipv4Addr,
+}
+
+impl End {
+    /// Create a namespace with `TUN_NAME` at `ip/PREFIX`, MTU `mtu`, up, default route via it.
+    pub fn create(ip: Ipv4Addr, mtu: u32) -> Result<End, LinkError> {
+        let h = std::thread::Builder::new()
+            .name("tcpstall-netns".into())
+            .spawn(move || setup_in_new_namespace(ip, mtu))
+            .map_err(|e| LinkError::Io { what: "spawning the namespace thread".into(), source: e })?;
+        let (ns, tun) = h.join().map_err(|_| LinkError::Setup("namespace setup thread panicked".into()))??;
+        Ok(End { ns, tun: Arc::new(tun), ip })
+    }
+
+    /// The namespace, as an open file.
+    pub fn netns(&self) -> BorrowedFd<'_> {
+        self.ns.as_fd()
+    }
+
+    /// A path other threads and processes can open (or setns into) while this process lives.
+    pub fn netns_path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), self.ns.as_raw_fd()))
+    }
+
+    pub fn tun(&self) -> BorrowedFd<'_> {
+        self.tun.as_fd()
+    }
+
+    pub(crate) fn tun_shared(&self) -> Arc<OwnedFd> {
+        self.tun.clone()
+    }
+}
+
+fn setup_in_new_namespace(ip: Ipv4Addr, mtu: u32) -> Result<(OwnedFd, OwnedFd), LinkError> {
+    unshare(CloneFlags::CLONE_NEWNET).map_err(|e| LinkError::Privilege(privilege_hint("creating a network namespace", e)))?;
+    // No IPv6 on the link: router solicitations and MLD reports would otherwise cross it and
+    // show up in captures. /proc/sys/net is resolved against the opener's namespace, i.e. this
+    // thread's new one. Best effort: a kernel without IPv6 has no such file.
+    for knob in ["default", "all"] {
+        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{knob}/disable_ipv6"), "1");
+    }
+    let io = |what: &str| {
+        let what = what.to_string();
+        move |source: io::Error| LinkError::Io { what, source }
+    };
+    sys::tun::set_up("lo").map_err(io("bringing up lo in the new namespace"))?;
+    let (tun, name) = sys::tun::create_tun(TUN_NAME).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => LinkError::Setup("/dev/net/tun is missing: the kernel has no TUN support (modprobe tun)".into()),
+        io::ErrorKind::PermissionDenied => LinkError::Privilege(format!(
+            "cannot open /dev/net/tun: permission denied ({}); as root this works, and without root it needs the \
+             device to be world read-writable (mode 0666, as most distributions ship it)",
+            tun_mode()
+        )),
+        _ => LinkError::Io { what: "creating the TUN device (TUNSETIFF)".into(), source: e },
+    })?;
+    sys::tun::set_mtu(&name, mtu).map_err(io("setting the TUN MTU"))?;
+    sys::tun::set_ipv4(&name, ip, PREFIX).map_err(io("setting the TUN address"))?;
+    sys::tun::set_up(&name).map_err(io("bringing the TUN device up"))?;
+    sys::tun::add_default_route(&name).map_err(io("adding the default route"))?;
+    let ns = File::open("/proc/thread-self/ns/net").map_err(io("opening /proc/thread-self/ns/net"))?;
+    Ok((OwnedFd::from(ns), tun))
+}
+
+fn tun_mode() -> String {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata("/dev/net/tun") {
+        Ok(m) => format!("mode {:04o} here", m.permissions().mode() & 0o7777),
+        Err(e) => e.to_string(),
+    }
+}
+
+pub(crate) fn privilege_hint(what: &str, e: nix::Error) -> String {
+    match e {
+        nix::Error::EPERM => format!("{what}: operation not permitted (needs root, or CAP_SYS_ADMIN in a user namespace)"),
+        other => format!("{what}: {}", other.desc()),
+    }
+}
+
+/// Run `f` on a new thread that has entered the network namespace `ns` (sockets it creates
+/// live there and keep working after the thread ends).
+pub fn run_in<T: Send, F: FnOnce() -> T + Send>(ns: BorrowedFd<'_>, f: F) -> Result<T, LinkError> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            nix::sched::setns(ns, CloneFlags::CLONE_NEWNET)
+                .map_err(|e| LinkError::Privilege(privilege_hint("entering the namespace (setns)", e)))?;
+            Ok(f())
+        })
+        .join()
+        .map_err(|_| LinkError::Setup("thread in namespace panicked".into()))?
+    })
+}

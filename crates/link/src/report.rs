@@ -1,0 +1,117 @@
+//! What a link did during a run, and the summary lines printed after a lab table.
+
+use std::path::PathBuf;
+
+use hdrhistogram::Histogram;
+
+use crate::forward::DirReport;
+use crate::model::{Dir, DropReason};
+use crate::LinkSpec;
+
+/// Counters and delay histograms of both directions.
+#[derive(Debug, Clone)]
+pub struct LinkReport {
+    pub spec: LinkSpec,
+    /// Index 0 = client->server, 1 = server->client.
+    pub dirs: Vec<DirReport>,
+    /// The capture file and the number of packet records written to it.
+    pub capture: Option<(PathBuf, u64)>,
+}
+
+fn fmt_ns(ns: u64) -> String {
+    if ns >= 1_000_000 {
+        format!("{:.3} ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.1} us", ns as f64 / 1e3)
+    }
+}
+
+fn pct(h: &Histogram<u64>, q: f64) -> u64 {
+    if h.is_empty() {
+        0
+    } else {
+        h.value_at_quantile(q)
+    }
+}
+
+impl LinkReport {
+    pub fn dir(&self, d: Dir) -> Option<&DirReport> {
+        self.dirs.get(d.index())
+    }
+
+    /// Drops of one reason, both directions.
+    pub fn drops(&self, r: DropReason) -> u64 {
+        self.dirs.iter().map(|d| d.counters.drops_of(r)).sum()
+    }
+
+    /// Lines for humans: per direction, what was carried and dropped (by reason), the delay the
+    /// link applied (p50/p99 against the configured one-way delay) and the emulator's own added
+    /// delay beyond its model (p50/p99).
+    pub fn summary_lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (d, r) in Dir::BOTH.iter().zip(&self.dirs) {
+            let c = &r.counters;
+            let drops: Vec<String> = DropReason::ALL
+                .iter()
+                .filter(|&&x| c.drops_of(x) > 0)
+                .map(|&x| format!("{} {}", x.label(), c.drops_of(x)))
+                .collect();
+            let drops = if drops.is_empty() { "none".to_string() } else { drops.join(", ") };
+            out.push(format!(
+                "link {}: {} packets in ({} data segments, {} pure ACKs), {} delivered; drops: {}",
+                d.label(),
+                c.packets_in,
+                c.data_segments_in,
+                c.pure_acks_in,
+                c.delivered,
+                drops
+            ));
+            if !r.link_delay.is_empty() {
+                out.push(format!(
+                    "link {}: delay p50 {} p99 {} (configured {}); emulator added p50 {} p99 {}",
+                    d.label(),
+                    fmt_ns(pct(&r.link_delay, 0.5)),
+                    fmt_ns(pct(&r.link_delay, 0.99)),
+                    fmt_ns(r.configured_delay_ns),
+                    fmt_ns(pct(&r.overhead, 0.5)),
+                    fmt_ns(pct(&r.overhead, 0.99)),
+                ));
+            }
+        }
+        if let Some((p, n)) = &self.capture {
+            out.push(format!("capture: {} ({n} packet records, both ends of the link)", p.display()));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forward::histogram;
+    use crate::model::DirCounters;
+
+    #[test]
+    fn summary_names_each_drop_reason_and_the_delays() {
+        let mut up = DirCounters { packets_in: 10, delivered: 7, data_segments_in: 10, ..Default::default() };
+        up.drops[DropReason::Loss.index()] = 3;
+        let mut h = histogram();
+        h.record(10_000_000).unwrap();
+        let mut o = histogram();
+        o.record(12_000).unwrap();
+        let down = DirCounters { packets_in: 5, delivered: 5, pure_acks_in: 5, ..Default::default() };
+        let r = LinkReport {
+            spec: "rtt=20ms".parse().unwrap(),
+            dirs: vec![
+                DirReport { counters: up, overhead: o, link_delay: h, configured_delay_ns: 10_000_000 },
+                DirReport { counters: down, overhead: histogram(), link_delay: histogram(), configured_delay_ns: 10_000_000 },
+            ],
+            capture: None,
+        };
+        let lines = r.summary_lines();
+        assert!(lines[0].contains("client->server: 10 packets in") && lines[0].contains("drops: loss 3"), "{lines:?}");
+        assert!(lines[1].contains("configured 10.000 ms") && lines[1].contains("emulator added p50 12.0 us"), "{lines:?}");
+        assert!(lines[2].contains("server->client") && lines[2].contains("5 pure ACKs") && lines[2].ends_with("drops: none"));
+        assert_eq!(r.drops(DropReason::Loss), 3);
+    }
+}
