@@ -1,1 +1,142 @@
-//! Deterministic model of TCP stacks producing traces (pure)
+//! Deterministic model of TCP stacks producing traces (pure).
+//!
+//! Two endpoints (A = client, B = server) run a scenario's Step programs through the exact
+//! socket-operation plans of their strategies (`scenario::SideOpts`), each endpoint following a
+//! stack [`Profile`] (Nagle variant, delayed-ACK machinery, cork, probe timer, cwnd), over a
+//! link with delay, rate and loss. Time and randomness are inputs (`SimConfig::seed`), nothing
+//! reads a clock or the OS, so the same input gives the same output to the nanosecond.
+//!
+//! Output is the shared trace ([`trace::Event`]) and result schema ([`report::RunResult`]), with
+//! each stall's cause taken from ground truth: the model knows which timer released which held
+//! data.
+
+mod link;
+pub mod profile;
+mod sim;
+mod summary;
+mod tcp;
+
+pub use profile::{AckPolicy, NagleRule, Profile};
+pub use summary::{report, run_result, RunSpec};
+pub use tcp::Counters;
+
+use scenario::{LinkSpec, StrategyPair, Workload};
+use trace::{Cause, Endpoint, Event};
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ModelError {
+    #[error("unknown profile '{name}' (known: {known}, or all)")]
+    UnknownProfile { name: String, known: String },
+    #[error("profile {file}: {msg}")]
+    Profile { file: String, msg: String },
+    #[error("the model got stuck at {at_ms:.3} ms: {why}; client: {client}; server: {server}")]
+    Stuck { at_ms: f64, why: String, client: String, server: String },
+}
+
+/// Everything a run depends on besides the workload and strategies.
+#[derive(Debug, Clone)]
+pub struct SimConfig<'a> {
+    pub client: &'a Profile,
+    pub server: &'a Profile,
+    pub link: LinkSpec,
+    /// Seed of the link's loss/jitter RNG.
+    pub seed: u64,
+    /// Force the sender MSS (e.g. 1460 or 1448 on an MTU 1500 link).
+    pub mss: Option<u32>,
+    /// Force the TCP timestamps option on or off for both sides (default: the profiles').
+    pub timestamps: Option<bool>,
+    /// Keep the event-by-event trace (costs memory; off for benchmarks).
+    pub record_trace: bool,
+    /// Give up (with an error) past this much simulated time.
+    pub max_time_ns: u64,
+    /// Give up past this many events.
+    pub max_events: u64,
+}
+
+impl<'a> SimConfig<'a> {
+    pub fn new(client: &'a Profile, server: &'a Profile, link: LinkSpec) -> Self {
+        SimConfig {
+            client,
+            server,
+            link,
+            seed: 0,
+            mss: None,
+            timestamps: None,
+            record_trace: false,
+            max_time_ns: 24 * 3600 * 1_000_000_000,
+            max_events: 2_000_000_000,
+        }
+    }
+}
+
+/// The link tcpstall's lab uses by default: loopback (MTU 65536, a few microseconds each way).
+/// The rate stands for the copy cost of the loopback path so that bulk transfers take time.
+pub fn loopback_link() -> LinkSpec {
+    LinkSpec { delay_up_ns: 5_000, delay_down_ns: 5_000, rate_bps: Some(40_000_000_000), mtu: 65_536, ..Default::default() }
+}
+
+/// A held-data release caused by a timer: the ground truth behind a stall.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Release {
+    /// When the held data left.
+    pub t: u64,
+    /// Since when it was held.
+    pub since: u64,
+    pub cause: Cause,
+    /// The endpoint whose data was held.
+    pub side: Endpoint,
+}
+
+/// One latency sample (a client round, or a client recv).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoundSample {
+    pub start: u64,
+    pub end: u64,
+    /// end - start minus sleeps.
+    pub latency: u64,
+}
+
+/// One endpoint's state at the end of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SideEnd {
+    pub counters: Counters,
+    pub cwnd: u32,
+    pub srtt_ns: u64,
+    pub ato_ns: u64,
+    pub mss: u32,
+    pub rcv_mss: u32,
+    pub nodelay: bool,
+    pub cork: bool,
+    pub bytes_read: u64,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub end_ns: u64,
+    pub samples: Vec<RoundSample>,
+    pub releases: Vec<Release>,
+    /// Empty unless `SimConfig::record_trace`.
+    pub trace: Vec<Event>,
+    pub sides: [SideEnd; 2],
+    pub writes: u64,
+    pub dropped: u64,
+    pub events: u64,
+    pub stream: bool,
+}
+
+impl Outcome {
+    /// Segments put on the wire by both sides.
+    pub fn segments(&self) -> u64 {
+        self.sides[0].counters.segs_out + self.sides[1].counters.segs_out
+    }
+}
+
+/// Run one workload with one strategy pair.
+pub fn simulate(workload: &Workload, pair: &StrategyPair, cfg: &SimConfig) -> Result<Outcome, ModelError> {
+    let mut sim = sim::Sim::new(workload, pair, cfg);
+    sim.setup();
+    sim.run()
+}
+
+pub(crate) use sim::cause_within;

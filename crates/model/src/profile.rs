@@ -1,0 +1,157 @@
+//! Stack profiles: the rules of one TCP implementation as data (`profiles/*.toml`, embedded at
+//! build time). Every value in those files carries a comment citing its source; values nobody
+//! has checked are listed under `unverified` and shown by `tcpstall simulate --profile NAME`.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+use crate::ModelError;
+
+/// Which rule decides whether a sub-MSS tail segment may leave while data is unacknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NagleRule {
+    /// No Nagle at all (as if TCP_NODELAY were always set).
+    Off,
+    /// RFC 896 / RFC 9293 3.7.4: hold while any data is unacknowledged.
+    Classic,
+    /// draft-minshall-nagle-01, Linux `tcp_minshall_check`: hold only while an earlier *small*
+    /// segment is unacknowledged.
+    Minshall,
+    /// XNU `tcp_output`: send if idle or the last segment sent was full-size (TF_MAXSEGSNT).
+    XnuMaxseg,
+}
+
+/// How the receiver decides to ACK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AckPolicy {
+    /// Linux: `__tcp_ack_snd_check` (more than one rcv_mss unacked, quick-ACK mode), the adaptive
+    /// `ato` of `tcp_event_data_recv` / `tcp_send_delayed_ack`, pingpong, `__tcp_cleanup_rbuf`.
+    Linux,
+    /// BSD / RFC 1122 4.2.3.2: ACK every `ack_every` segments, otherwise a fixed delayed-ACK timer.
+    Count,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SenderRules {
+    pub nagle: NagleRule,
+    pub initial_cwnd: u32,
+    pub timestamps: bool,
+    pub restart_after_idle: bool,
+    pub rto_min_ms: u64,
+    pub rto_initial_ms: u64,
+    /// Linux `tcp_rtt_estimator`/`__tcp_set_rto`: RTO = srtt + max(4 * rttvar, rto_min);
+    /// otherwise RFC 6298 2.3: RTO = max(srtt + 4 * rttvar, rto_min).
+    pub rto_rttvar_floor: bool,
+    pub probe_timer: bool,
+    pub probe_min_ms: u64,
+    pub cork: bool,
+    pub msg_more: bool,
+    pub sndbuf: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiverRules {
+    pub policy: AckPolicy,
+    pub delack_min_ms: u64,
+    pub delack_max_ms: u64,
+    pub ack_every: u32,
+    pub count_full_only: bool,
+    pub quickack_budget: u32,
+    pub quickack_after_idle: bool,
+    pub pingpong_thresh: u32,
+    pub quickack_sockopt: bool,
+    pub rcv_wnd: u32,
+}
+
+/// One stack's rules.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub name: String,
+    pub summary: String,
+    pub sender: SenderRules,
+    pub receiver: ReceiverRules,
+    /// Where each rule comes from.
+    #[serde(default)]
+    pub sources: BTreeMap<String, String>,
+    /// Values nobody has checked against the stack's source or a capture.
+    #[serde(default)]
+    pub unverified: Vec<String>,
+}
+
+const BUILTIN: &[(&str, &str)] = &[
+    ("linux", include_str!("../profiles/linux.toml")),
+    ("rfc-classic", include_str!("../profiles/rfc-classic.toml")),
+    ("macos", include_str!("../profiles/macos.toml")),
+    ("freebsd", include_str!("../profiles/freebsd.toml")),
+    ("windows", include_str!("../profiles/windows.toml")),
+];
+
+impl Profile {
+    /// Parse a profile file's text; `file` names it in errors.
+    pub fn from_toml(file: &str, text: &str) -> Result<Profile, ModelError> {
+        let p: Profile = toml::from_str(text).map_err(|e| ModelError::Profile {
+            file: file.into(),
+            msg: e.message().split_whitespace().collect::<Vec<_>>().join(" "),
+        })?;
+        if p.sender.initial_cwnd == 0 || p.receiver.ack_every == 0 {
+            return Err(ModelError::Profile {
+                file: file.into(),
+                msg: "initial_cwnd and ack_every must be at least 1".into(),
+            });
+        }
+        Ok(p)
+    }
+
+    /// Names of the built-in profiles, in display order.
+    pub fn names() -> Vec<&'static str> {
+        BUILTIN.iter().map(|(n, _)| *n).collect()
+    }
+
+    /// All built-in profiles.
+    pub fn all() -> Vec<Profile> {
+        BUILTIN
+            .iter()
+            .map(|(n, t)| Profile::from_toml(n, t).unwrap_or_else(|e| panic!("built-in profile is invalid: {e}")))
+            .collect()
+    }
+
+    pub fn builtin(name: &str) -> Result<Profile, ModelError> {
+        BUILTIN
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(n, t)| Profile::from_toml(n, t))
+            .unwrap_or_else(|| Err(ModelError::UnknownProfile { name: name.into(), known: Profile::names().join(", ") }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_profile_parses_and_cites_its_sources() {
+        for p in Profile::all() {
+            assert!(!p.sources.is_empty(), "{} cites nothing", p.name);
+            assert!(p.sender.initial_cwnd >= 1);
+        }
+        assert_eq!(Profile::names(), ["linux", "rfc-classic", "macos", "freebsd", "windows"]);
+    }
+
+    #[test]
+    fn unknown_profile_lists_the_known_ones() {
+        let e = Profile::builtin("solaris").unwrap_err().to_string();
+        assert!(e.contains("linux, rfc-classic"), "{e}");
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let mut t = include_str!("../profiles/linux.toml").to_string();
+        t = t.replace("[sender]\n", "[sender]\ncolour = 1\n");
+        assert!(Profile::from_toml("x", &t).is_err());
+    }
+}

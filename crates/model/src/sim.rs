@@ -1,0 +1,590 @@
+//! The discrete-event engine: an event queue keyed by (time, sequence number) for determinism,
+//! two endpoints (A = client, B = server), the link, and the two applications executing the
+//! scenario's Step programs through the strategies' exact socket-operation plans.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use scenario::{Call, Program, Sample as SampleKind, SideOpts, SideProgram, SockOp, Step, StrategyPair, Workload};
+use trace::{Cause, Endpoint, Event, EventKind, Evidence, Segment, TcpFlags};
+
+use crate::link::LinkDir;
+use crate::tcp::{Action, Counters, Seg, Tcp, TimerId};
+use crate::{ModelError, Outcome, Release, RoundSample, SideEnd, SimConfig};
+
+#[derive(Debug, Clone, Copy)]
+enum Ev {
+    Arrive { to: u8, seg: Seg },
+    Timer { ep: u8, timer: u8, gen: u64 },
+    Wake { side: u8 },
+}
+
+struct Item {
+    t: u64,
+    seq: u64,
+    ev: Ev,
+}
+impl PartialEq for Item {
+    fn eq(&self, o: &Self) -> bool {
+        (self.t, self.seq) == (o.t, o.seq)
+    }
+}
+impl Eq for Item {}
+impl PartialOrd for Item {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Item {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // Min-heap on (time, insertion order).
+        (o.t, o.seq).cmp(&(self.t, self.seq))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Ready,
+    Recv,
+    SendBlocked,
+    Sleeping,
+    Done,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Sock(SockOp),
+    Write { len: u64, more: bool },
+}
+
+/// Where an application is in its program.
+#[derive(Debug, Clone, Copy)]
+struct Cursor {
+    phase: u8, // 0 prologue, 1 rounds, 2 epilogue, 3 done
+    round: u64,
+    idx: usize,
+}
+
+struct App {
+    opts: SideOpts,
+    prog: SideProgram,
+    rounds_total: u64,
+    warmup: u64,
+    cur: Cursor,
+    state: State,
+    ops: VecDeque<Op>,
+    recv_left: u64,
+    step_start: u64,
+    round_start: u64,
+    round_sleep: u64,
+    /// Stream mode: the client writes until this time; the server reads forever.
+    stream_until: Option<u64>,
+    endless_reader: bool,
+    is_client: bool,
+}
+
+impl App {
+    fn step(&self) -> Option<&Step> {
+        match self.cur.phase {
+            0 => self.prog.prologue.get(self.cur.idx),
+            1 => self.prog.round.get(self.cur.idx),
+            2 => self.prog.epilogue.get(self.cur.idx),
+            _ => None,
+        }
+    }
+    /// Move the cursor to the next step that exists; returns true if a round just ended.
+    fn advance(&mut self) {
+        self.cur.idx += 1;
+        self.normalise();
+    }
+    fn normalise(&mut self) {
+        loop {
+            let len = match self.cur.phase {
+                0 => self.prog.prologue.len(),
+                1 => self.prog.round.len(),
+                2 => self.prog.epilogue.len(),
+                _ => return,
+            };
+            if self.cur.idx < len && !(self.cur.phase == 1 && self.cur.round >= self.rounds_total) {
+                return;
+            }
+            if self.cur.phase == 1 && self.cur.idx >= len && self.cur.round + 1 < self.rounds_total {
+                self.cur.round += 1;
+                self.cur.idx = 0;
+                if len > 0 {
+                    return;
+                }
+                continue;
+            }
+            self.cur.phase += 1;
+            self.cur.idx = 0;
+            self.cur.round = 0;
+        }
+    }
+}
+
+pub(crate) struct Sim {
+    now: u64,
+    seq: u64,
+    heap: BinaryHeap<Item>,
+    eps: [Tcp; 2],
+    apps: [App; 2],
+    links: [LinkDir; 2],
+    rng: SmallRng,
+    actions: Vec<Action>,
+    trace: Option<Vec<Event>>,
+    step: u64,
+    releases: Vec<Release>,
+    samples: Vec<RoundSample>,
+    sample_kind: SampleKind,
+    writes: u64,
+    max_time: u64,
+    max_events: u64,
+    events: u64,
+}
+
+const EP: [Endpoint; 2] = [Endpoint::A, Endpoint::B];
+
+impl Sim {
+    pub fn new(workload: &Workload, pair: &StrategyPair, cfg: &SimConfig) -> Sim {
+        let link = &cfg.link;
+        let ts_a = cfg.timestamps.unwrap_or(cfg.client.sender.timestamps);
+        let ts_b = cfg.timestamps.unwrap_or(cfg.server.sender.timestamps);
+        // RFC 7323: timestamps are used only if both SYNs carry the option.
+        let ts = ts_a && ts_b;
+        // advmss = MTU - 40 (IPv4 + TCP headers), capped by the 16-bit MSS option; the sender's
+        // mss_cache subtracts the 12-byte timestamps option (tcp_sync_mss, RFC 7323 3).
+        let advmss = link.mtu.saturating_sub(40).min(65_495);
+        let mut mss = advmss - if ts { 12 } else { 0 };
+        if let Some(m) = cfg.mss {
+            mss = m.min(advmss);
+        }
+        let a = Tcp::new(cfg.client, mss, advmss, ts);
+        let b = Tcp::new(cfg.server, mss, advmss, ts);
+        let (program, sample_kind) = match workload.program() {
+            Program::Rounds(p) => {
+                let total = u64::from(p.warmup_rounds) + u64::from(p.rounds);
+                let mk = |prog: SideProgram, opts: &SideOpts, is_client| App {
+                    opts: opts.clone(),
+                    prog,
+                    rounds_total: total,
+                    warmup: u64::from(p.warmup_rounds),
+                    cur: Cursor { phase: 0, round: 0, idx: 0 },
+                    state: State::Ready,
+                    ops: VecDeque::new(),
+                    recv_left: 0,
+                    step_start: 0,
+                    round_start: 0,
+                    round_sleep: 0,
+                    stream_until: None,
+                    endless_reader: false,
+                    is_client,
+                };
+                ([mk(p.client, &pair.client, true), mk(p.server, &pair.server, false)], p.sample)
+            }
+            Program::Stream { duration_ns, write_size } => {
+                let mk = |step: Step, opts: &SideOpts, is_client: bool| App {
+                    opts: opts.clone(),
+                    prog: SideProgram { round: vec![step], ..Default::default() },
+                    rounds_total: u64::MAX,
+                    warmup: 0,
+                    cur: Cursor { phase: 0, round: 0, idx: 0 },
+                    state: State::Ready,
+                    ops: VecDeque::new(),
+                    recv_left: 0,
+                    step_start: 0,
+                    round_start: 0,
+                    round_sleep: 0,
+                    stream_until: is_client.then_some(duration_ns),
+                    endless_reader: !is_client,
+                    is_client,
+                };
+                (
+                    [
+                        mk(Step::Send(vec![write_size]), &pair.client, true),
+                        mk(Step::Recv(write_size), &pair.server, false),
+                    ],
+                    SampleKind::ClientRound,
+                )
+            }
+        };
+        let mut apps = program;
+        for app in &mut apps {
+            app.normalise();
+        }
+        Sim {
+            now: 0,
+            seq: 0,
+            heap: BinaryHeap::new(),
+            eps: [a, b],
+            apps,
+            links: [LinkDir::new(link, link.delay_up_ns), LinkDir::new(link, link.delay_down_ns)],
+            rng: SmallRng::seed_from_u64(cfg.seed),
+            actions: Vec::with_capacity(64),
+            trace: cfg.record_trace.then(Vec::new),
+            step: 0,
+            releases: Vec::new(),
+            samples: Vec::new(),
+            sample_kind,
+            writes: 0,
+            max_time: cfg.max_time_ns,
+            max_events: cfg.max_events,
+            events: 0,
+        }
+    }
+
+    fn schedule(&mut self, t: u64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Item { t, seq: self.seq, ev });
+    }
+
+    fn record(&mut self, from: usize, kind: EventKind) {
+        if let Some(tr) = &mut self.trace {
+            self.step += 1;
+            tr.push(Event { t: trace::Instant(self.now), from: EP[from], kind, evidence: Evidence::Model(self.step) });
+        }
+    }
+
+    /// Execute what endpoint `i` asked for.
+    fn drain(&mut self, i: usize) {
+        let mut acts = std::mem::take(&mut self.actions);
+        for a in acts.drain(..) {
+            match a {
+                Action::Tx(seg) => {
+                    let hdr = self.eps[i].hdr;
+                    let wire = seg.len + hdr + 20 + 14;
+                    if self.trace.is_some() {
+                        let mut flags = TcpFlags::ACK;
+                        if seg.psh && seg.len > 0 {
+                            flags |= TcpFlags::PSH;
+                        }
+                        let s = Segment {
+                            seq: (seg.seq as u32).wrapping_add(1),
+                            ack: (seg.ack as u32).wrapping_add(1),
+                            flags: TcpFlags(flags),
+                            len: seg.len,
+                            window: 65535,
+                            wscale: None,
+                            mss: None,
+                            ts: None,
+                            sack_blocks: 0,
+                            wire_len: wire,
+                        };
+                        self.record(i, EventKind::Segment(s));
+                    }
+                    let pure = seg.len == 0;
+                    if let Some(at) = self.links[i].send(self.now, wire, pure, &mut self.rng) {
+                        self.schedule(at, Ev::Arrive { to: (1 - i) as u8, seg });
+                    }
+                }
+                Action::Arm { timer, at, gen } => self.schedule(at, Ev::Timer { ep: i as u8, timer: timer as u8, gen }),
+                Action::Release { cause, since } => {
+                    self.releases.push(Release { t: self.now, since, cause, side: EP[i] });
+                }
+                Action::Fired(t) => self.record(i, EventKind::Timer(t.kind())),
+            }
+        }
+        self.actions = acts;
+    }
+
+    pub fn run(mut self) -> Result<Outcome, ModelError> {
+        self.run_app(0);
+        self.run_app(1);
+        loop {
+            if self.apps.iter().all(|a| a.state == State::Done) {
+                break;
+            }
+            if self.stream_finished() {
+                break;
+            }
+            let Some(item) = self.heap.pop() else {
+                return Err(self.stuck("no event can make progress (deadlock)"));
+            };
+            self.now = item.t;
+            self.events += 1;
+            if self.now > self.max_time || self.events > self.max_events {
+                return Err(self.stuck("the run exceeded the model's time or event budget"));
+            }
+            match item.ev {
+                Ev::Arrive { to, seg } => {
+                    let i = to as usize;
+                    self.eps[i].on_segment(self.now, seg, &mut self.actions);
+                    self.drain(i);
+                    let app = &self.apps[i];
+                    if (app.state == State::Recv && self.eps[i].readable() > 0)
+                        || (app.state == State::SendBlocked && self.has_room(i))
+                    {
+                        self.run_app(i);
+                    }
+                }
+                Ev::Timer { ep, timer, gen } => {
+                    let i = ep as usize;
+                    if self.eps[i].on_timer(self.now, TimerId::from_index(timer), gen, &mut self.actions) {
+                        self.drain(i);
+                    }
+                }
+                Ev::Wake { side } => {
+                    let i = side as usize;
+                    if self.apps[i].state == State::Sleeping {
+                        self.apps[i].state = State::Ready;
+                        self.apps[i].advance();
+                        self.run_app(i);
+                    }
+                }
+            }
+        }
+        Ok(self.finish())
+    }
+
+    fn stream_finished(&self) -> bool {
+        self.apps[1].endless_reader
+            && self.apps[0].state == State::Done
+            && self.eps[1].copied == self.eps[0].write_end
+            && self.eps[0].snd_una == self.eps[0].write_end
+    }
+
+    fn stuck(&self, why: &str) -> ModelError {
+        let describe = |i: usize| {
+            let a = &self.apps[i];
+            let e = &self.eps[i];
+            format!(
+                "{:?} step {:?} (round {}), unsent {} B, in flight {} segs, readable {} B",
+                a.state,
+                a.step(),
+                a.cur.round,
+                e.unsent(),
+                e.packets_out(),
+                e.readable()
+            )
+        };
+        ModelError::Stuck {
+            at_ms: self.now as f64 / 1e6,
+            why: why.into(),
+            client: describe(0),
+            server: describe(1),
+        }
+    }
+
+    fn has_room(&self, i: usize) -> bool {
+        self.eps[i].queued() < self.eps[i].snd.sndbuf
+    }
+
+    fn apply(&mut self, i: usize, op: SockOp) {
+        let now = self.now;
+        match op {
+            SockOp::Nodelay(on) => self.eps[i].set_nodelay(now, on, &mut self.actions),
+            SockOp::Cork(on) => {
+                self.eps[i].set_cork(now, on, &mut self.actions);
+            }
+            SockOp::Quickack => {
+                self.eps[i].set_quickack(now, &mut self.actions);
+            }
+        }
+        self.drain(i);
+    }
+
+    /// Run application `i` until it blocks, sleeps or finishes.
+    fn run_app(&mut self, i: usize) {
+        loop {
+            match self.apps[i].state {
+                State::Done | State::Sleeping => return,
+                State::SendBlocked => {
+                    if !self.has_room(i) {
+                        return;
+                    }
+                    self.apps[i].state = State::Ready;
+                    if !self.run_ops(i) {
+                        return;
+                    }
+                    self.step_done(i);
+                }
+                State::Recv => {
+                    if !self.do_recv(i) {
+                        return;
+                    }
+                    self.step_done(i);
+                }
+                State::Ready => {
+                    let Some(step) = self.apps[i].step().cloned() else {
+                        self.apps[i].state = State::Done;
+                        return;
+                    };
+                    self.step_begins(i);
+                    if let Some(until) = self.apps[i].stream_until {
+                        if self.now >= until {
+                            self.apps[i].state = State::Done;
+                            return;
+                        }
+                    }
+                    match step {
+                        Step::Send(writes) => {
+                            let plan = self.apps[i].opts.plan_message(&writes);
+                            let app = &mut self.apps[i];
+                            app.ops.clear();
+                            app.ops.extend(plan.pre.iter().map(|o| Op::Sock(*o)));
+                            for c in &plan.calls {
+                                let more = matches!(c, Call::Send { more: true, .. });
+                                app.ops.push_back(Op::Write { len: u64::from(c.len()), more });
+                            }
+                            app.ops.extend(plan.post.iter().map(|o| Op::Sock(*o)));
+                            if !self.run_ops(i) {
+                                return;
+                            }
+                            self.step_done(i);
+                        }
+                        Step::Recv(n) => {
+                            self.apps[i].recv_left = u64::from(n);
+                            self.apps[i].state = State::Recv;
+                            if !self.do_recv(i) {
+                                return;
+                            }
+                            self.step_done(i);
+                        }
+                        Step::Sleep { ns } => {
+                            self.apps[i].state = State::Sleeping;
+                            self.apps[i].round_sleep += ns;
+                            let at = self.now + ns;
+                            self.schedule(at, Ev::Wake { side: i as u8 });
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn step_begins(&mut self, i: usize) {
+        let now = self.now;
+        let app = &mut self.apps[i];
+        if app.cur.phase == 0 && app.cur.idx == 0 && app.cur.round == 0 && app.step_start == 0 && now == 0 {
+            // First step: nothing special.
+        }
+        if app.cur.phase == 1 && app.cur.idx == 0 {
+            app.round_start = now;
+            app.round_sleep = 0;
+        }
+        app.step_start = now;
+        if app.cur.phase == 1 && app.cur.idx == 0 && app.cur.round == 0 {
+            // Setup operations run once right after connect()/accept(): before the first step.
+        }
+    }
+
+    /// Runs queued ops; false if blocked on the send buffer.
+    fn run_ops(&mut self, i: usize) -> bool {
+        while let Some(op) = self.apps[i].ops.pop_front() {
+            match op {
+                Op::Sock(o) => self.apply(i, o),
+                Op::Write { len, more } => {
+                    let room = self.eps[i].snd.sndbuf.saturating_sub(self.eps[i].queued());
+                    let take = len.min(room);
+                    let blocked = take < len;
+                    if take > 0 {
+                        if !blocked {
+                            self.record(i, EventKind::Write { bytes: take as u32, more });
+                        }
+                        let now = self.now;
+                        self.eps[i].app_write(now, take, more, blocked, &mut self.actions);
+                        self.drain(i);
+                    }
+                    if blocked {
+                        self.apps[i].ops.push_front(Op::Write { len: len - take, more });
+                        self.apps[i].state = State::SendBlocked;
+                        return false;
+                    }
+                    self.writes += 1;
+                }
+            }
+        }
+        true
+    }
+
+    /// One or more recv calls; true when the step's bytes are all read.
+    fn do_recv(&mut self, i: usize) -> bool {
+        let endless = self.apps[i].endless_reader;
+        while self.apps[i].recv_left > 0 {
+            let now = self.now;
+            let want = if endless { u64::MAX } else { self.apps[i].recv_left };
+            let n = self.eps[i].app_read(now, want, &mut self.actions);
+            self.drain(i);
+            if n == 0 {
+                self.apps[i].state = State::Recv;
+                return false;
+            }
+            self.record(i, EventKind::Read { bytes: n.min(u64::from(u32::MAX)) as u32 });
+            for op in self.apps[i].opts.after_recv_ops() {
+                self.apply(i, *op);
+            }
+            if endless {
+                return false;
+            }
+            self.apps[i].recv_left -= n;
+        }
+        true
+    }
+
+    fn step_done(&mut self, i: usize) {
+        let now = self.now;
+        let kind = self.sample_kind;
+        let app = &mut self.apps[i];
+        app.state = State::Ready;
+        let measured = app.cur.phase == 1 && app.cur.round >= app.warmup && app.stream_until.is_none();
+        if app.is_client && measured {
+            let is_recv = matches!(app.step(), Some(Step::Recv(_)));
+            match kind {
+                SampleKind::ClientRecv if is_recv => {
+                    self.samples.push(RoundSample { start: app.step_start, end: now, latency: now - app.step_start })
+                }
+                SampleKind::ClientRound if app.cur.idx + 1 == app.prog.round.len() => {
+                    let lat = (now - app.round_start).saturating_sub(app.round_sleep);
+                    self.samples.push(RoundSample { start: app.round_start, end: now, latency: lat })
+                }
+                _ => {}
+            }
+        }
+        app.advance();
+    }
+
+    /// Setup operations right after connect()/accept() (SideOpts::setup_ops).
+    pub fn setup(&mut self) {
+        for i in 0..2 {
+            for op in self.apps[i].opts.setup_ops() {
+                self.apply(i, op);
+            }
+        }
+    }
+
+    fn finish(self) -> Outcome {
+        let side = |e: &Tcp| SideEnd {
+            counters: e.c,
+            cwnd: e.cwnd,
+            srtt_ns: e.srtt.unwrap_or(0),
+            ato_ns: e.ato,
+            mss: e.mss,
+            rcv_mss: e.rcv_mss,
+            nodelay: e.nonagle & crate::tcp::NAGLE_OFF != 0,
+            cork: e.nonagle & crate::tcp::NAGLE_CORK != 0,
+            bytes_read: e.copied,
+        };
+        let counters: [Counters; 2] = [self.eps[0].c, self.eps[1].c];
+        let _ = counters;
+        Outcome {
+            end_ns: self.now,
+            samples: self.samples,
+            releases: self.releases,
+            trace: self.trace.unwrap_or_default(),
+            sides: [side(&self.eps[0]), side(&self.eps[1])],
+            writes: self.writes,
+            dropped: self.links[0].dropped + self.links[1].dropped,
+            events: self.events,
+            stream: self.apps[1].endless_reader,
+        }
+    }
+}
+
+/// For the stall verdicts: the release (timer-driven) with the longest wait inside [start, end].
+pub(crate) fn cause_within(releases: &[Release], start: u64, end: u64) -> Option<Cause> {
+    let lo = releases.partition_point(|r| r.t < start);
+    releases[lo..].iter().take_while(|r| r.t <= end).max_by_key(|r| r.t - r.since.max(start)).map(|r| r.cause)
+}

@@ -1,0 +1,239 @@
+//! From a model run to the shared result schema: latency percentiles, stalls (the threshold
+//! rule: 10 ms above the no-stall baseline), wire cost per side, and the verdict with its cause
+//! taken from the model's ground truth.
+
+use report::{Applied, Latency, Report, RunResult, TcpSides, TcpStats, Wire, WireSide};
+use scenario::{Opt, Scenario, StrategyPair, Workload};
+use std::collections::BTreeMap;
+use trace::{Cause, VerdictKey};
+
+use crate::{cause_within, simulate, ModelError, Outcome, Profile, SideEnd, SimConfig};
+
+/// A stall is a sample this far above the no-stall baseline (the lab's default rule).
+pub const STALL_MARGIN_NS: u64 = 10_000_000;
+
+/// One simulate invocation: which profiles, which link.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// (client, server) profile pairs; one set of rows each.
+    pub profiles: Vec<(Profile, Profile)>,
+    pub link: scenario::LinkSpec,
+    /// "loopback" or the link's spec, for the report.
+    pub link_label: String,
+    pub seed: u64,
+    pub mss: Option<u32>,
+    pub timestamps: Option<bool>,
+}
+
+fn percentile(sorted: &[u64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    // Nearest rank.
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1] as f64 / 1e3
+}
+
+fn wire_side(s: &SideEnd) -> WireSide {
+    WireSide {
+        segs_out: s.counters.segs_out,
+        data_segs_out: s.counters.data_segs_out,
+        pure_acks_out: s.counters.segs_out - s.counters.data_segs_out,
+        bytes_sent: s.counters.bytes_sent,
+        wire_bytes: s.counters.wire_bytes,
+    }
+}
+
+fn applied(opts: &scenario::SideOpts, p: &Profile, s: &SideEnd) -> Applied {
+    Applied {
+        strategies: opts.opts().iter().map(|o| o.as_str().to_string()).collect(),
+        nodelay: Some(s.nodelay),
+        cork: p.sender.cork.then_some(s.cork),
+        quickack: p
+            .receiver
+            .quickack_sockopt
+            .then_some(opts.has(Opt::QuickackOnce) || opts.has(Opt::QuickackEach)),
+        mss: Some(s.mss),
+        congestion: Some("reno (model)".into()),
+    }
+}
+
+/// Turn a run into a result row.
+pub fn run_result(
+    out: &Outcome,
+    pair: &StrategyPair,
+    variant: &str,
+    client: &Profile,
+    server: &Profile,
+) -> RunResult {
+    let wall_s = out.end_ns as f64 / 1e9;
+    let delivered = out.sides[0].bytes_read + out.sides[1].bytes_read;
+    let throughput_bps = if wall_s > 0.0 { delivered as f64 / wall_s } else { 0.0 };
+    let wire = Wire { client: wire_side(&out.sides[0]), server: wire_side(&out.sides[1]) };
+    let tcp = TcpSides {
+        client: tcp_stats(&out.sides[0]),
+        server: tcp_stats(&out.sides[1]),
+    };
+    let mut netstat = BTreeMap::new();
+    let both = |f: fn(&SideEnd) -> u64| f(&out.sides[0]) as i64 + f(&out.sides[1]) as i64;
+    netstat.insert("DelayedACKs".to_string(), both(|s| s.counters.delayed_acks));
+    netstat.insert("TCPOrigDataSent".to_string(), both(|s| s.counters.data_segs_out - s.counters.retransmits));
+    netstat.insert("TcpOutSegs".to_string(), both(|s| s.counters.segs_out));
+    netstat.insert("TcpRetransSegs".to_string(), both(|s| s.counters.retransmits));
+    netstat.insert("TCPWinProbe".to_string(), both(|s| s.counters.probes));
+
+    let (latency, stalls, threshold_ns, key, verdict) = if out.stream {
+        let c = &out.sides[0].counters;
+        let s = &out.sides[1].counters;
+        let acks = s.segs_out - s.data_segs_out;
+        let ratio = if acks > 0 { c.data_segs_out as f64 / acks as f64 } else { 0.0 };
+        let verdict = format!(
+            "stream: {:.1} MB/s, {} data segments, {} pure ACKs (1 ACK per {:.1} segments)",
+            throughput_bps / 1e6,
+            c.data_segs_out,
+            acks,
+            ratio
+        );
+        (Latency::default(), 0, 0, VerdictKey { stalls: false, cause: None }, verdict)
+    } else {
+        stall_verdict(out)
+    };
+    RunResult {
+        strategy: pair.label.clone(),
+        variant: variant.to_string(),
+        client: applied(&pair.client, client, &out.sides[0]),
+        server: applied(&pair.server, server, &out.sides[1]),
+        rounds: if out.stream { out.writes } else { out.samples.len() as u64 },
+        latency_us: latency,
+        stalls,
+        stall_threshold_us: threshold_ns as f64 / 1e3,
+        wall_s,
+        throughput_bps,
+        wire,
+        tcp: Some(tcp),
+        netstat,
+        verdict,
+        verdict_key: key,
+    }
+}
+
+fn tcp_stats(s: &SideEnd) -> TcpStats {
+    TcpStats {
+        retransmits: s.counters.retransmits,
+        snd_cwnd: s.cwnd,
+        rtt_us: (s.srtt_ns / 1000) as u32,
+        ato_us: (s.ato_ns / 1000) as u32,
+        snd_mss: s.mss,
+        rcv_mss: s.rcv_mss,
+    }
+}
+
+/// Stalls: samples more than [`STALL_MARGIN_NS`] above the no-stall baseline, where the
+/// baseline is the smallest sample once the timer waits the model knows about are taken out.
+fn stall_verdict(out: &Outcome) -> (Latency, u64, u64, VerdictKey, String) {
+    let mut sorted: Vec<u64> = out.samples.iter().map(|s| s.latency).collect();
+    sorted.sort_unstable();
+    let n = sorted.len();
+    let mean = if n > 0 { sorted.iter().sum::<u64>() as f64 / n as f64 / 1e3 } else { 0.0 };
+    let latency = Latency {
+        p50: percentile(&sorted, 0.50),
+        p90: percentile(&sorted, 0.90),
+        p99: percentile(&sorted, 0.99),
+        p999: percentile(&sorted, 0.999),
+        max: sorted.last().map(|&m| m as f64 / 1e3).unwrap_or(0.0),
+        mean,
+    };
+    let waited = |s: &crate::RoundSample| -> u64 {
+        let lo = out.releases.partition_point(|r| r.t < s.start);
+        out.releases[lo..]
+            .iter()
+            .take_while(|r| r.t <= s.end)
+            .map(|r| r.t - r.since.max(s.start))
+            .max()
+            .unwrap_or(0)
+    };
+    let baseline = out.samples.iter().map(|s| s.latency.saturating_sub(waited(s))).min().unwrap_or(0);
+    let threshold = baseline + STALL_MARGIN_NS;
+    let mut counts: BTreeMap<Cause, u64> = BTreeMap::new();
+    let mut stalls = 0u64;
+    for s in &out.samples {
+        if s.latency > threshold {
+            stalls += 1;
+            let c = cause_within(&out.releases, s.start, s.end).unwrap_or(Cause::Application);
+            *counts.entry(c).or_default() += 1;
+        }
+    }
+    let cause = counts.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(c, _)| *c);
+    let key = VerdictKey { stalls: stalls > 0, cause };
+    let verdict = match cause {
+        Some(c) => format!(
+            "stalls in {stalls} of {n} samples (p50 {:.1} ms, max {:.1} ms): {}",
+            latency.p50 / 1e3,
+            latency.max / 1e3,
+            c.explain()
+        ),
+        None => format!("no stall (p50 {:.3} ms, max {:.3} ms)", latency.p50 / 1e3, latency.max / 1e3),
+    };
+    (latency, stalls, threshold, key, verdict)
+}
+
+/// Run a scenario's strategy pairs (and sweep variants) for every profile pair: one report.
+/// Rows are labelled with their profiles in `variant` when more than one pair runs. Errors of
+/// single rows are collected in `Report::errors`, the other rows still count.
+pub fn report(scenario: &Scenario, pairs: &[StrategyPair], spec: &RunSpec, record_trace: bool) -> (Report, Vec<Outcome>) {
+    let mut results = Vec::new();
+    let mut outcomes = Vec::new();
+    let mut errors = Vec::new();
+    let many = spec.profiles.len() > 1;
+    for (client, server) in &spec.profiles {
+        let pname = profile_label(client, server);
+        for (variant, workload) in scenario.workload.variants() {
+            for pair in pairs {
+                let mut cfg = SimConfig::new(client, server, spec.link.clone());
+                cfg.seed = spec.seed;
+                cfg.mss = spec.mss;
+                cfg.timestamps = spec.timestamps;
+                cfg.record_trace = record_trace;
+                let label = match (many, variant.is_empty()) {
+                    (true, true) => format!("profile={pname}"),
+                    (true, false) => format!("profile={pname} {variant}"),
+                    (false, _) => variant.clone(),
+                };
+                match run_one(&workload, pair, &cfg) {
+                    Ok(out) => {
+                        results.push(run_result(&out, pair, &label, client, server));
+                        outcomes.push(out);
+                    }
+                    Err(e) => errors.push(format!("{} {}: {e}", pair.label, label)),
+                }
+            }
+        }
+    }
+    let kernel = spec.profiles.iter().map(|(c, s)| profile_label(c, s)).collect::<Vec<_>>().join(",");
+    let report = Report {
+        tool: "tcpstall".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        schema: report::SCHEMA_VERSION,
+        kernel: format!("model:{kernel}"),
+        mode: "simulate".into(),
+        scenario: scenario.name.clone(),
+        params: scenario.workload.params_json(),
+        link: spec.link_label.clone(),
+        results,
+        errors,
+    };
+    (report, outcomes)
+}
+
+fn run_one(w: &Workload, pair: &StrategyPair, cfg: &SimConfig) -> Result<Outcome, ModelError> {
+    simulate(w, pair, cfg)
+}
+
+/// "linux", or "linux:macos" when the client and server profiles differ.
+pub fn profile_label(client: &Profile, server: &Profile) -> String {
+    if client.name == server.name {
+        client.name.clone()
+    } else {
+        format!("{}:{}", client.name, server.name)
+    }
+}

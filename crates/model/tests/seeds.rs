@@ -1,0 +1,145 @@
+//! The seed reports reproduced by the model (issue 5's acceptance table).
+//!
+//! Robust signals only: a stall is a sample >= 30 ms above the run's fastest, no stall means
+//! every sample < 5 ms above it.
+
+use tcpstall_model as model;
+use model::{report, Profile, RunSpec};
+use scenario::{LinkSpec, Scenario};
+use trace::Cause;
+
+fn run(scenario: &str, sets: &[&str], profile: &str, link: LinkSpec, mss: Option<u32>) -> report::Report {
+    let mut s = Scenario::builtin(scenario).unwrap();
+    s.apply_sets(sets).unwrap();
+    let p = Profile::builtin(profile).unwrap();
+    let spec = RunSpec {
+        profiles: vec![(p.clone(), p)],
+        link_label: link.to_string(),
+        link,
+        seed: 1,
+        mss,
+        timestamps: None,
+    };
+    let pairs = s.matrix.clone();
+    let (r, _) = report(&s, &pairs, &spec, false);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    for row in &r.results {
+        eprintln!(
+            "{profile} {scenario} {:?} [{}] {}: p50 {:.2} ms max {:.2} ms stalls {}/{} {:?} wire c{}/s{}",
+            sets,
+            row.variant,
+            row.strategy,
+            row.latency_us.p50 / 1e3,
+            row.latency_us.max / 1e3,
+            row.stalls,
+            row.rounds,
+            row.verdict_key,
+            row.wire.client.segs_out,
+            row.wire.server.segs_out
+        );
+    }
+    r
+}
+
+fn row<'a>(r: &'a report::Report, strategy: &str) -> &'a report::RunResult {
+    r.results.iter().find(|x| x.strategy == strategy).unwrap_or_else(|| panic!("no row {strategy}"))
+}
+
+fn mtu1500() -> LinkSpec {
+    "mtu=1500,rtt=100us".parse().unwrap()
+}
+
+/// Seed 004 on the textbook stack (RFC 896 Nagle + RFC 1122 delayed ACK), MSS 1448:
+/// 100,000 B = 69 full segments + 88 B: the odd 69th segment waits for the 200 ms delayed ACK
+/// and Nagle holds the 88-byte tail behind it.
+#[test]
+fn seed_004_rfc_classic_stalls_at_100000_not_at_99900() {
+    let r = run("bulk-ack", &["size=100000", "rounds=5"], "rfc-classic", mtu1500(), None);
+    let d = row(&r, "default");
+    assert!(d.latency_us.p50 >= 150_000.0, "100,000 B should stall ~200 ms: {}", d.verdict);
+    assert_eq!(d.verdict_key.cause, Some(Cause::NagleDelayedAck));
+    let r = run("bulk-ack", &["size=99900", "rounds=5"], "rfc-classic", mtu1500(), None);
+    let d = row(&r, "default");
+    assert!(d.latency_us.max < 30_000.0, "99,900 B = 68 full + 1436 B: no stall: {}", d.verdict);
+    assert!(!d.verdict_key.stalls);
+}
+
+/// Seed 004: at MSS 1460 (no timestamps, Windows) 100,000 B = 68 full + 720 B: even, no stall;
+/// the parity flips.
+#[test]
+fn seed_004_mss_1460_flips_the_parity() {
+    let r = run("bulk-ack", &["size=100000", "rounds=5"], "rfc-classic", mtu1500(), Some(1460));
+    assert!(!row(&r, "default").verdict_key.stalls, "{}", row(&r, "default").verdict);
+    let r = run("bulk-ack", &["size=99900", "rounds=5"], "rfc-classic", mtu1500(), Some(1460));
+    // 99,900 = 68 * 1460 + 620: also even, no stall.
+    assert!(!row(&r, "default").verdict_key.stalls);
+    // An odd count at 1460: 69 * 1460 + 100 = 100,840 B.
+    let r = run("bulk-ack", &["size=100840", "rounds=5"], "rfc-classic", mtu1500(), Some(1460));
+    assert!(row(&r, "default").verdict_key.stalls);
+}
+
+/// Seed 004: double buffering (depth 2) keeps data behind the tail, so the odd segment is
+/// always followed by another and the delayed ACK never holds the pipe.
+#[test]
+fn seed_004_double_buffering_removes_the_stall() {
+    let r = run("bulk-ack", &["size=100000", "rounds=6", "depth=2"], "rfc-classic", mtu1500(), None);
+    let d = row(&r, "default");
+    assert!(d.latency_us.p50 < 30_000.0, "{}", d.verdict);
+}
+
+/// Seed 004: Minshall's rule (Linux tcp_minshall_check) and XNU's TF_MAXSEGSNT rule let the
+/// small tail go after full-size segments: no stall on linux or macos.
+#[test]
+fn seed_004_linux_and_macos_do_not_stall() {
+    for p in ["linux", "macos"] {
+        let r = run("bulk-ack", &["size=100000", "rounds=5"], p, mtu1500(), None);
+        let d = row(&r, "default");
+        assert!(!d.verdict_key.stalls, "{p}: {}", d.verdict);
+        assert!(d.latency_us.max < 5_000.0, "{p}: {}", d.verdict);
+    }
+}
+
+/// Seed 000 on Linux loopback: default options stall ~40 ms twice per round
+/// (STACK-FACTS: ~83 ms per round); NODELAY, quickack-each, cork, msg-more, writev and buffer
+/// do not; quickack-once does not help.
+#[test]
+fn seed_000_linux_loopback() {
+    let r = run("chunked", &["round=10"], "linux", model::loopback_link(), None);
+    let d = row(&r, "default");
+    assert!(d.latency_us.p50 >= 70_000.0 && d.latency_us.p50 <= 100_000.0, "{}", d.verdict);
+    assert_eq!(d.verdict_key.cause, Some(Cause::NagleDelayedAck));
+    assert!(row(&r, "quickack-once").verdict_key.stalls);
+    for ok in ["nodelay", "quickack-each", "cork", "msg-more", "writev", "buffer"] {
+        let x = row(&r, ok);
+        assert!(!x.verdict_key.stalls, "{ok}: {}", x.verdict);
+        assert!(x.latency_us.p50 < 5_000.0, "{ok}: {}", x.verdict);
+    }
+    // NODELAY costs segments: every 10-byte write is its own segment.
+    assert!(row(&r, "nodelay").wire.client.data_segs_out > 5 * row(&r, "default").wire.client.data_segs_out);
+}
+
+/// Seed 001 on Linux loopback: the request waits ~40 ms once the connection is interactive;
+/// every fix in STACK-FACTS removes it on a current kernel (including nodelay-then-cork).
+#[test]
+fn seed_001_linux_loopback() {
+    let r = run("multi-write", &["requests=10"], "linux", model::loopback_link(), None);
+    let d = row(&r, "default");
+    assert!(d.latency_us.p50 >= 30_000.0 && d.latency_us.p50 < 60_000.0, "{}", d.verdict);
+    for ok in ["nodelay", "cork", "nodelay-then-cork", "msg-more", "writev", "buffer", "server quickack-each"] {
+        assert!(!row(&r, ok).verdict_key.stalls, "{ok}: {}", row(&r, ok).verdict);
+    }
+}
+
+/// Seed 002 on Linux loopback: N = 3 stalls ~40 ms on every third read after the first round;
+/// N = 2 does not; TCP_QUICKACK after each recv removes it.
+#[test]
+fn seed_002_linux_loopback() {
+    let r = run("burst", &["rounds=5"], "linux", model::loopback_link(), None);
+    let d = row(&r, "default");
+    assert!(d.verdict_key.stalls, "{}", d.verdict);
+    assert!(d.latency_us.max >= 30_000.0);
+    assert_eq!(d.stalls, 4, "one stalled read per round after the first: {}", d.verdict);
+    assert!(!row(&r, "client quickack-each").verdict_key.stalls);
+    let r = run("burst", &["rounds=5", "n=2"], "linux", model::loopback_link(), None);
+    assert!(!row(&r, "default").verdict_key.stalls, "{}", row(&r, "default").verdict);
+}
