@@ -8,6 +8,7 @@ sockets and the socket options named by the strategy.
   seedcap.py PORT chunked   default|nodelay|cork   [rounds]   seed 000: 1000 B as 100 x 10 B each way
   seedcap.py PORT multi     default|nodelay|writev [requests] seed 001: 275, 24, 292 B then a 100 B reply
   seedcap.py PORT burst     default|nodelay        [rounds]   seed 002: N=3 x 132 B, echoed, 3 recvs
+  seedcap.py PORT corkonly  default                [rounds]   TCP_CORK never cleared: 200 ms each
 """
 import socket
 import sys
@@ -108,6 +109,29 @@ def burst(lsock, port, strategy, rounds, n=3):
     s.close()
 
 
+def corkonly(lsock, port, strategy, rounds):
+    """TCP_CORK set once and never cleared (a forgotten uncork): each 100 B request waits for
+    the 200 ms cork ceiling before it leaves."""
+
+    def server():
+        c, _ = lsock.accept()
+        c.setsockopt(T, socket.TCP_NODELAY, 1)
+        for _ in range(rounds):
+            recv_exact(c, 100)
+            c.sendall(b"r" * 100)
+        c.close()
+
+    th = threading.Thread(target=server)
+    th.start()
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(T, socket.TCP_CORK, 1)
+    for _ in range(rounds):
+        s.sendall(b"c" * 100)
+        recv_exact(s, 100)
+    th.join()
+    s.close()
+
+
 def main():
     port, kind, strategy = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     count = int(sys.argv[4]) if len(sys.argv) > 4 else 5
@@ -115,7 +139,7 @@ def main():
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     lsock.bind(("127.0.0.1", port))
     lsock.listen(1)
-    {"chunked": chunked, "multi": multi, "burst": burst}[kind](lsock, port, strategy, count)
+    {"chunked": chunked, "multi": multi, "burst": burst, "corkonly": corkonly}[kind](lsock, port, strategy, count)
     lsock.close()
 
 

@@ -1,8 +1,326 @@
-//! `tcpstall explain` (not built yet).
+//! `tcpstall explain FILE`: find and classify the stalls in a pcap/pcapng capture of any
+//! program. Decoding is `wire`, analysis is `analyze`; this file only wires them to flags and
+//! prints.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use analyze::plot::{render_svg, PlotCollector};
+use analyze::{Config, DirSummary, FlowAnalysis, FlowAnalyzer};
+use anyhow::{bail, Context};
+use trace::{Duration, Endpoint, Evidence};
+use wire::{Decoder, FlowFilter, FlowKey, WireError};
+
+const EXAMPLES: &str = "\
+Examples:
+  tcpdump -i lo -w x.pcap port 8000 &   ...   tcpstall explain x.pcap
+  tcpstall explain x.pcapng --port 8000
+  tcpstall explain x.pcap --flow 10.0.0.1:5000-10.0.0.2:80 --format json
+  tcpstall explain x.pcap --plot x.svg
+
+Reads pcap (micro- or nanosecond) and pcapng (any number of interfaces), link types Ethernet,
+Linux cooked v1/v2 (tcpdump -i any), raw IP and BSD loopback; IPv4 and IPv6. A stall is a gap in
+a connection's data flow longer than the path RTT plus --min-gap; each gets a cause:
+nagle-delayed-ack, delayed-ack, cwnd-limited, rwnd-limited, retransmission-timeout, probe-timer or
+application. Exit status: 0 done, 1 the file is damaged after some packets (the valid prefix is
+analysed and printed), 2 not readable at all.";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExplainFormat {
+    Text,
+    Json,
+}
 
 #[derive(Debug, clap::Args)]
-pub struct ExplainArgs {}
+#[command(after_help = EXAMPLES)]
+pub struct ExplainArgs {
+    /// Capture file (pcap or pcapng), as written by tcpdump, tshark, Wireshark or tcpstall
+    pub file: PathBuf,
+    /// Only the flow between these two endpoints: ADDR:PORT-ADDR:PORT (IPv6 as [ADDR]:PORT)
+    #[arg(long, value_name = "A-B")]
+    pub flow: Option<String>,
+    /// Only flows with this port at either end
+    #[arg(long, value_name = "N")]
+    pub port: Option<u16>,
+    /// A gap is a stall when it exceeds the path RTT by more than MS milliseconds
+    #[arg(long, value_name = "MS", default_value_t = 10.0)]
+    pub min_gap: f64,
+    /// Output format
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: ExplainFormat,
+    /// Also draw a time-sequence diagram per flow (data, ACK line, stalls shaded) as SVG
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+}
 
-pub fn run(_args: ExplainArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("'tcpstall explain' is not built yet")
+/// Parses `ADDR:PORT-ADDR:PORT` (IPv6 in brackets).
+pub fn parse_flow(s: &str) -> anyhow::Result<(SocketAddr, SocketAddr)> {
+    // Split at a '-' that follows a port digit and precedes an address.
+    for (i, _) in s.match_indices('-') {
+        if let (Ok(a), Ok(b)) = (s[..i].parse::<SocketAddr>(), s[i + 1..].parse::<SocketAddr>()) {
+            return Ok((a, b));
+        }
+    }
+    bail!("--flow '{s}': expected ADDR:PORT-ADDR:PORT, e.g. 127.0.0.1:5000-127.0.0.1:8000 or [::1]:5000-[::1]:80")
+}
+
+struct Flow {
+    key: FlowKey,
+    analyzer: FlowAnalyzer,
+    plot: Option<PlotCollector>,
+}
+
+pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
+    if !(args.min_gap.is_finite() && args.min_gap >= 0.0 && args.min_gap <= 60_000.0) {
+        bail!("--min-gap {}: expected milliseconds between 0 and 60000", args.min_gap);
+    }
+    let filter = FlowFilter { pair: args.flow.as_deref().map(parse_flow).transpose()?, port: args.port };
+    let cfg = Config { min_gap: Duration((args.min_gap * 1e6) as u64) };
+    let file = std::fs::File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
+    let input = std::io::BufReader::with_capacity(1 << 16, file);
+    let mut dec = Decoder::new(input, filter).with_context(|| format!("{}", args.file.display()))?;
+
+    let mut flows: Vec<Flow> = Vec::new();
+    let mut failure: Option<WireError> = None;
+    loop {
+        match dec.next_event() {
+            Ok(Some(fe)) => {
+                let i = fe.flow.0 as usize;
+                while flows.len() <= i {
+                    let id = wire::FlowId(flows.len() as u32);
+                    let key = dec.flows().key(id).expect("flow ids are dense");
+                    flows.push(Flow {
+                        key,
+                        analyzer: FlowAnalyzer::new(cfg),
+                        plot: args.plot.is_some().then(PlotCollector::default),
+                    });
+                }
+                let f = &mut flows[i];
+                f.analyzer.push(&fe.event);
+                if let Some(p) = f.plot.as_mut() {
+                    p.push(&fe.event);
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    let stats = dec.stats();
+    let done: Vec<(FlowKey, FlowAnalysis, Option<PlotCollector>)> =
+        flows.into_iter().map(|f| (f.key, f.analyzer.finish(), f.plot)).collect();
+
+    let out = match args.format {
+        ExplainFormat::Text => text(&args, &stats, &done, failure.as_ref()),
+        ExplainFormat::Json => json(&args, &stats, &done, failure.as_ref())?,
+    };
+    std::io::stdout().lock().write_all(out.as_bytes()).context("writing the report")?;
+
+    if let Some(path) = &args.plot {
+        let items: Vec<(String, &FlowAnalysis, &PlotCollector)> = done
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (k, fa, pc))| pc.as_ref().map(|pc| (format!("flow {}: {k}", i + 1), fa, pc)))
+            .collect();
+        std::fs::write(path, render_svg(&items)).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(e) = failure {
+        eprintln!(
+            "tcpstall: {}: {e:#} (the {} packets before it were analysed)",
+            args.file.display(),
+            stats.frames
+        );
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+fn dur(d: Option<Duration>) -> String {
+    d.map_or("-".into(), |d| d.to_string())
+}
+
+fn frames(ev: &[Evidence]) -> String {
+    ev.iter()
+        .map(|e| match e {
+            Evidence::Frame(n) => format!("#{n}"),
+            Evidence::Model(n) => format!("step {n}"),
+            Evidence::Lab => "lab".into(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn dir_line(name: &str, d: &DirSummary) -> String {
+    let rtt = |s: &analyze::DurationStats| {
+        if s.count == 0 {
+            "-".to_string()
+        } else {
+            format!("{}/{}/{}", dur(s.min()), dur(s.mean()), dur(s.max()))
+        }
+    };
+    format!(
+        "  {name:<7} {:>7} {:>6} {:>6} {:>9} {:>9} {:>4} {:>4} {:>5}  rtt(ack) {}  rtt(ts) {}  idle gaps {} (longest {})\n",
+        d.wire.packets,
+        d.wire.data_segments,
+        d.wire.pure_acks,
+        d.wire.payload_bytes,
+        d.wire.wire_bytes,
+        d.retransmissions,
+        d.out_of_order,
+        d.mss.map_or("-".into(), |m| m.to_string()),
+        rtt(&d.rtt_ack),
+        rtt(&d.rtt_ts),
+        d.idle_gaps,
+        Duration(d.longest_idle_ns)
+    )
+}
+
+fn text(
+    args: &ExplainArgs,
+    stats: &wire::DecodeStats,
+    flows: &[(FlowKey, FlowAnalysis, Option<PlotCollector>)],
+    failure: Option<&WireError>,
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}: {} frames, {} TCP packets in {} flows{}{}",
+        args.file.display(),
+        stats.frames,
+        stats.tcp_packets,
+        flows.len(),
+        if stats.not_tcp + stats.malformed + stats.unknown_linktype > 0 {
+            format!(
+                "; skipped {} not TCP, {} malformed, {} on unknown link types{}",
+                stats.not_tcp,
+                stats.malformed,
+                stats.unknown_linktype,
+                stats.first_unknown_linktype.map_or(String::new(), |l| format!(" (first: {l})"))
+            )
+        } else {
+            String::new()
+        },
+        if stats.filtered_out > 0 { format!("; {} filtered out", stats.filtered_out) } else { String::new() }
+    );
+    if let Some(e) = failure {
+        let _ = writeln!(s, "DAMAGED FILE: {e}; what follows covers the packets before it");
+    }
+    for (i, (key, fa, _)) in flows.iter().enumerate() {
+        let _ = writeln!(s, "\nflow {}: {} (A = {}, the SYN sender or first seen)", i + 1, key, key.a);
+        let _ = writeln!(
+            s,
+            "  {} .. {} s, path RTT {}, capture point: {}",
+            fa.first,
+            fa.last,
+            dur(fa.path_rtt),
+            fa.capture_note
+        );
+        for n in &fa.notes {
+            let _ = writeln!(s, "  note: {n}");
+        }
+        let _ = writeln!(
+            s,
+            "  {:<7} {:>7} {:>6} {:>6} {:>9} {:>9} {:>4} {:>4} {:>5}",
+            "dir", "packets", "data", "p-ack", "payload", "wire B", "retx", "ooo", "mss"
+        );
+        s.push_str(&dir_line("A->B", &fa.dirs[0]));
+        s.push_str(&dir_line("B->A", &fa.dirs[1]));
+        if fa.stalls.is_empty() {
+            let _ = writeln!(s, "  no stalls");
+            continue;
+        }
+        let mut counts: Vec<(trace::Cause, usize, u64)> = Vec::new();
+        for st in &fa.stalls {
+            match counts.iter_mut().find(|c| c.0 == st.cause) {
+                Some(c) => {
+                    c.1 += 1;
+                    c.2 += st.length.as_nanos();
+                }
+                None => counts.push((st.cause, 1, st.length.as_nanos())),
+            }
+        }
+        let summary: Vec<String> =
+            counts.iter().map(|(c, n, ns)| format!("{n} {c} ({} total)", Duration(*ns))).collect();
+        let _ = writeln!(s, "  {} stalls: {}", fa.stalls.len(), summary.join(", "));
+        let _ = writeln!(
+            s,
+            "  {:>4} {:>10} {:>10} {:>4}  {:<22} {:>4}  evidence (frames)",
+            "#", "start s", "length", "held", "cause", "conf"
+        );
+        for (j, st) in fa.stalls.iter().enumerate() {
+            let held = match st.held {
+                Endpoint::A => "A",
+                Endpoint::B => "B",
+            };
+            let _ = writeln!(
+                s,
+                "  {:>4} {:>10} {:>10} {:>4}  {:<22} {:>4.2}  {}",
+                j + 1,
+                st.start.to_string(),
+                st.length.to_string(),
+                held,
+                st.cause.as_str(),
+                st.confidence,
+                frames(&st.evidence)
+            );
+            let _ = writeln!(s, "       {}: {}", st.cause.explain(), st.detail);
+        }
+    }
+    s
+}
+
+fn json(
+    args: &ExplainArgs,
+    stats: &wire::DecodeStats,
+    flows: &[(FlowKey, FlowAnalysis, Option<PlotCollector>)],
+    failure: Option<&WireError>,
+) -> anyhow::Result<String> {
+    let flows_json: Vec<serde_json::Value> = flows
+        .iter()
+        .enumerate()
+        .map(|(i, (k, fa, _))| {
+            let stalls: Vec<serde_json::Value> = fa
+                .stalls
+                .iter()
+                .map(|st| {
+                    serde_json::json!({
+                        "start_s": st.start.as_secs_f64(),
+                        "length_ms": st.length.as_millis_f64(),
+                        "held": st.held,
+                        "cause": st.cause,
+                        "confidence": st.confidence,
+                        "evidence": st.evidence,
+                        "ack_delay_ms": st.ack_delay.map(|d| d.as_millis_f64()),
+                        "released_bytes": st.released_bytes,
+                        "explanation": st.cause.explain(),
+                        "detail": st.detail,
+                    })
+                })
+                .collect();
+            serde_json::json!({
+                "flow": i + 1,
+                "a": k.a.to_string(),
+                "b": k.b.to_string(),
+                "first_s": fa.first.as_secs_f64(),
+                "last_s": fa.last.as_secs_f64(),
+                "capture_point": fa.capture_point,
+                "capture_note": fa.capture_note,
+                "path_rtt_ms": fa.path_rtt.map(|d| d.as_millis_f64()),
+                "directions": { "a_to_b": fa.dirs[0], "b_to_a": fa.dirs[1] },
+                "notes": fa.notes,
+                "stalls": stalls,
+            })
+        })
+        .collect();
+    let v = serde_json::json!({
+        "file": args.file.display().to_string(),
+        "decode": stats,
+        "error": failure.map(|e| serde_json::json!({"offset": e.offset, "message": e.to_string()})),
+        "flows": flows_json,
+    });
+    Ok(serde_json::to_string_pretty(&v)? + "\n")
 }

@@ -1,0 +1,525 @@
+//! Per-connection state: sequence tracking per direction, RTT samples, the gap detector.
+
+use crate::classify::{classify, GapContext};
+use crate::stats::{DurationStats, WireCost};
+use crate::{Config, Stall};
+use serde::Serialize;
+use std::collections::VecDeque;
+use trace::{CapturePoint, Duration, Endpoint, Event, EventKind, Evidence, Instant, Segment};
+
+/// Bound on remembered unacknowledged segments per direction (memory stays bounded even when
+/// the capture misses ACKs); the oldest are forgotten first.
+const MAX_OUTSTANDING: usize = 65_536;
+/// Bound on remembered TSvals for timestamp RTT samples.
+const MAX_TSVALS: usize = 4_096;
+/// Linux's default MSS when none was negotiated (RFC 9293 3.7.1: 536 for IPv4).
+const DEFAULT_MSS: u32 = 536;
+
+/// RFC 9293 3.4: sequence comparison modulo 2^32.
+pub(crate) fn seq_lt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+pub(crate) fn seq_le(a: u32, b: u32) -> bool {
+    !seq_lt(b, a)
+}
+
+/// A data segment sent and not yet acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Sent {
+    pub end: u32,
+    pub t: Instant,
+    pub frame: Evidence,
+    pub len: u32,
+    /// Sub-MSS when sent (what Nagle's and Minshall's rules look at).
+    pub small: bool,
+    /// Retransmitted: excluded from RTT samples (Karn's algorithm, RFC 6298 3).
+    pub retx: bool,
+}
+
+/// An ACK from the peer that advanced this direction's `snd_una`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct AckSeen {
+    pub t: Instant,
+    pub frame: Evidence,
+    pub pure: bool,
+    /// Send time of the earliest segment it newly acknowledged (when the peer's delayed-ACK
+    /// timer would have been armed: `inet_csk_reset_xmit_timer(ICSK_TIME_DACK)` on the first
+    /// unacknowledged segment).
+    pub earliest_sent: Option<Instant>,
+}
+
+/// What one direction had outstanding at the start of a gap.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Snapshot {
+    pub out_count: usize,
+    pub out_bytes: u64,
+    pub out_small: usize,
+    pub last_sent: Option<Sent>,
+    /// Peer's advertised window in bytes (scaled if scaling is known), and whether the scale is
+    /// known.
+    pub peer_wnd: Option<(u64, bool)>,
+    pub snd_nxt: u32,
+    pub snd_una: u32,
+}
+
+/// Per-direction summary in the spirit of `tcptrace -l`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct DirSummary {
+    pub wire: WireCost,
+    pub syn: u64,
+    pub fin: u64,
+    pub rst: u64,
+    pub retransmissions: u64,
+    pub out_of_order: u64,
+    /// Zero-window advertisements sent by this endpoint.
+    pub zero_windows: u64,
+    /// Largest payload of one segment.
+    pub max_segment: u32,
+    /// MSS this endpoint may send: the peer's SYN MSS option minus the timestamp option, or
+    /// the largest segment seen when the handshake is missing.
+    pub mss: Option<u32>,
+    /// Segments larger than the MSS: GRO/TSO super-packets (capture taken at an endpoint).
+    pub super_packets: u64,
+    pub max_in_flight_bytes: u64,
+    /// RTT from data to the ACK that covers it (includes the peer's ACK delay).
+    pub rtt_ack: DurationStats,
+    /// RTT from TSval to its echo in an advancing ACK (RFC 7323 4.1).
+    pub rtt_ts: DurationStats,
+    /// Gaps between this direction's data segments longer than the stall threshold.
+    pub idle_gaps: u64,
+    pub longest_idle_ns: u64,
+}
+
+#[derive(Debug, Default)]
+struct Dir {
+    sum: DirSummary,
+    started: bool,
+    snd_una: u32,
+    snd_nxt: u32,
+    /// One hole (left by a segment beyond snd_nxt) to tell reordering from retransmission.
+    hole: Option<(u32, u32)>,
+    outstanding: VecDeque<Sent>,
+    out_bytes: u64,
+    out_small: usize,
+    /// MSS option the PEER sent in its SYN (what this direction may send).
+    peer_mss_opt: Option<u16>,
+    /// Last window this endpoint advertised (raw) and its scale when known.
+    adv_window: Option<(u16, Option<u8>)>,
+    tsvals: VecDeque<(u32, Instant)>,
+    last_data_t: Option<Instant>,
+    /// The latest advancing ACK from the peer since the last data segment of the connection.
+    ack_in_gap: Option<AckSeen>,
+    dupacks: u32,
+}
+
+/// Handshake times, when the capture saw it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Handshake {
+    pub syn: Option<Instant>,
+    pub syn_ack: Option<Instant>,
+    pub ack: Option<Instant>,
+}
+
+/// Everything learned about one connection.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlowAnalysis {
+    pub first: Instant,
+    pub last: Instant,
+    pub handshake: Handshake,
+    pub capture_point: CapturePoint,
+    /// What the capture point means for this flow's verdicts, for people.
+    pub capture_note: String,
+    /// Round-trip time of the path (without ACK delays), when it could be estimated.
+    pub path_rtt: Option<Duration>,
+    /// Index 0 = endpoint A's sends, 1 = B's.
+    pub dirs: [DirSummary; 2],
+    pub stalls: Vec<Stall>,
+    pub notes: Vec<String>,
+}
+
+/// Streaming analyser of one connection.
+#[derive(Debug)]
+pub struct FlowAnalyzer {
+    cfg: Config,
+    dirs: [Dir; 2],
+    hs: Handshake,
+    first: Option<Instant>,
+    last: Instant,
+    /// Last data segment of the connection (either direction): (time, sender, frame).
+    last_data: Option<(Instant, Endpoint, Evidence)>,
+    snap: [Snapshot; 2],
+    ts_in_use: bool,
+    stalls: Vec<Stall>,
+}
+
+impl FlowAnalyzer {
+    pub fn new(cfg: Config) -> Self {
+        FlowAnalyzer {
+            cfg,
+            dirs: Default::default(),
+            hs: Handshake::default(),
+            first: None,
+            last: Instant::ZERO,
+            last_data: None,
+            snap: Default::default(),
+            ts_in_use: false,
+            stalls: Vec::new(),
+        }
+    }
+
+    /// Feeds one event; events must come in time order (a capture's order is kept as is).
+    pub fn push(&mut self, ev: &Event) {
+        let EventKind::Segment(seg) = &ev.kind else { return };
+        let t = ev.t;
+        self.first.get_or_insert(t);
+        self.last = self.last.max(t);
+        let d = ev.from;
+        let p = d.peer();
+        if self.handshake(seg, d, t) {
+            // The handshake's last ACK starts the first gap: data held from the start (a corked
+            // first request) is a stall too.
+            self.last_data = Some((t, d, ev.evidence));
+        }
+        self.account(seg, d);
+        if seg.flags.ack() {
+            self.on_ack(seg, p, t, ev.evidence);
+        }
+        if seg.len > 0 {
+            self.on_data(seg, d, t, ev.evidence);
+        } else if seg.flags.syn() || seg.flags.fin() {
+            self.track_seq(seg, d, t, ev.evidence);
+        }
+    }
+
+    /// Records handshake times; true when this segment completes the handshake.
+    fn handshake(&mut self, seg: &Segment, d: Endpoint, t: Instant) -> bool {
+        if seg.flags.syn() {
+            self.dirs[d.peer().index()].peer_mss_opt = seg.mss;
+            if !seg.flags.ack() && d == Endpoint::A {
+                self.hs.syn.get_or_insert(t);
+                self.ts_in_use = seg.ts.is_some();
+            } else if seg.flags.ack() && d == Endpoint::B {
+                self.hs.syn_ack.get_or_insert(t);
+                self.ts_in_use &= seg.ts.is_some();
+            }
+        } else if d == Endpoint::A && self.hs.syn_ack.is_some() && self.hs.ack.is_none() && seg.flags.ack() {
+            self.hs.ack = Some(t);
+            return self.last_data.is_none();
+        }
+        false
+    }
+
+    fn account(&mut self, seg: &Segment, d: Endpoint) {
+        let s = &mut self.dirs[d.index()].sum;
+        s.wire.packets += 1;
+        s.wire.wire_bytes += u64::from(seg.wire_len);
+        s.wire.payload_bytes += u64::from(seg.len);
+        if seg.len > 0 {
+            s.wire.data_segments += 1;
+        }
+        if seg.is_pure_ack() {
+            s.wire.pure_acks += 1;
+        }
+        s.syn += u64::from(seg.flags.syn());
+        s.fin += u64::from(seg.flags.fin());
+        s.rst += u64::from(seg.flags.rst());
+        s.max_segment = s.max_segment.max(seg.len);
+        if seg.window == 0 && !seg.flags.syn() && !seg.flags.rst() {
+            s.zero_windows += 1;
+        }
+        self.dirs[d.index()].adv_window = Some((seg.window, seg.wscale));
+    }
+
+    /// The MSS direction `d` may send (see [`DirSummary::mss`]).
+    fn mss(&self, d: Endpoint) -> Option<u32> {
+        let dir = &self.dirs[d.index()];
+        match dir.peer_mss_opt {
+            // RFC 7323 / tcp_current_mss: the timestamp option takes 12 bytes of every segment.
+            Some(m) => Some(u32::from(m).saturating_sub(if self.ts_in_use { 12 } else { 0 })),
+            None => (dir.sum.max_segment > 0).then_some(dir.sum.max_segment),
+        }
+    }
+
+    fn track_seq(&mut self, seg: &Segment, d: Endpoint, _t: Instant, _ev: Evidence) {
+        let dir = &mut self.dirs[d.index()];
+        let end = seg.seq.wrapping_add(seg.seq_space());
+        if !dir.started || seg.flags.syn() {
+            dir.started = true;
+            dir.snd_una = seg.seq;
+            dir.snd_nxt = end;
+        } else if seq_lt(dir.snd_nxt, end) {
+            dir.snd_nxt = end;
+        }
+    }
+
+    fn on_ack(&mut self, seg: &Segment, dir_of_acked: Endpoint, t: Instant, frame: Evidence) {
+        let di = dir_of_acked.index();
+        let dir = &mut self.dirs[di];
+        if !dir.started {
+            return;
+        }
+        let ack = seg.ack;
+        if seq_lt(dir.snd_una, ack) && seq_le(ack, dir.snd_nxt) {
+            dir.snd_una = ack;
+            dir.dupacks = 0;
+            let mut earliest: Option<Instant> = None;
+            let mut exact_rtt = None;
+            while let Some(s) = dir.outstanding.front().copied() {
+                if !seq_le(s.end, ack) {
+                    break;
+                }
+                dir.outstanding.pop_front();
+                dir.out_bytes -= u64::from(s.len);
+                dir.out_small -= usize::from(s.small);
+                if !s.retx {
+                    earliest = Some(earliest.map_or(s.t, |e: Instant| e.min(s.t)));
+                    if s.end == ack {
+                        exact_rtt = Some(t.since(s.t));
+                    }
+                }
+            }
+            if let Some(r) = exact_rtt {
+                dir.sum.rtt_ack.add(r);
+            }
+            // RFC 7323 4.1: RTT from the echoed TSval of an ACK that advances the window.
+            if let Some((_, ecr)) = seg.ts {
+                while let Some(&(v, vt)) = dir.tsvals.front() {
+                    if seq_lt(v, ecr) {
+                        dir.tsvals.pop_front();
+                    } else {
+                        if v == ecr {
+                            dir.sum.rtt_ts.add(t.since(vt));
+                            dir.tsvals.pop_front();
+                        }
+                        break;
+                    }
+                }
+            }
+            dir.ack_in_gap = Some(AckSeen { t, frame, pure: seg.is_pure_ack(), earliest_sent: earliest });
+        } else if ack == dir.snd_una && seg.is_pure_ack() && !dir.outstanding.is_empty() {
+            dir.dupacks += 1;
+        }
+    }
+
+    fn on_data(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence) {
+        let mss = self.mss(d);
+        // The gap detector: a gap in the connection's data flow ends here.
+        if let Some((t0, _, f0)) = self.last_data {
+            let gap = t.since(t0);
+            let path = self.path_rtt();
+            if gap >= self.cfg.min_gap + path.unwrap_or(Duration::ZERO) {
+                let dir = &self.dirs[d.index()];
+                let retransmission = dir.started && seq_lt(seg.seq, dir.snd_nxt) && !in_hole(dir.hole, seg.seq);
+                let ctx = GapContext {
+                    start: t0,
+                    start_frame: f0,
+                    end: t,
+                    end_frame: frame,
+                    held: d,
+                    seg: *seg,
+                    mss,
+                    snap: self.snap[d.index()],
+                    ack: dir.ack_in_gap,
+                    retransmission,
+                    dupacks: dir.dupacks,
+                    path_rtt: path,
+                    path_dir: self.path_component(d),
+                    capture_point: self.capture_point(),
+                    super_packets: dir.sum.super_packets > 0,
+                };
+                self.stalls.push(classify(&ctx));
+            }
+        }
+        // Per-direction idle gaps.
+        let threshold = self.cfg.min_gap + self.path_rtt().unwrap_or(Duration::ZERO);
+        let dir = &mut self.dirs[d.index()];
+        if let Some(prev) = dir.last_data_t {
+            let g = t.since(prev);
+            if g >= threshold {
+                dir.sum.idle_gaps += 1;
+                dir.sum.longest_idle_ns = dir.sum.longest_idle_ns.max(g.as_nanos());
+            }
+        }
+        dir.last_data_t = Some(t);
+        if let Some(m) = mss {
+            if seg.len > m && m > 0 {
+                dir.sum.super_packets += 1;
+            }
+        }
+        // Sequence tracking: new data, retransmission, or a segment filling a hole.
+        let end = seg.seq.wrapping_add(seg.seq_space());
+        let small = seg.len < mss.unwrap_or(DEFAULT_MSS).max(1);
+        if !dir.started {
+            dir.started = true;
+            dir.snd_una = seg.seq;
+            dir.snd_nxt = seg.seq;
+        }
+        let mut retx = false;
+        if seq_lt(seg.seq, dir.snd_nxt) {
+            if in_hole(dir.hole, seg.seq) {
+                dir.sum.out_of_order += 1;
+                dir.hole = None;
+            } else {
+                dir.sum.retransmissions += 1;
+                retx = true;
+                for s in dir.outstanding.iter_mut() {
+                    if seq_lt(seg.seq, s.end) && seq_lt(s.end.wrapping_sub(s.len), end) {
+                        s.retx = true;
+                    }
+                }
+            }
+        } else if seq_lt(dir.snd_nxt, seg.seq) {
+            // Data beyond what was seen: a loss before the capture point, or reordering.
+            dir.hole = Some((dir.snd_nxt, seg.seq));
+        }
+        if seq_lt(dir.snd_nxt, end) {
+            dir.snd_nxt = end;
+            if !retx {
+                if dir.outstanding.len() >= MAX_OUTSTANDING {
+                    if let Some(s) = dir.outstanding.pop_front() {
+                        dir.out_bytes -= u64::from(s.len);
+                        dir.out_small -= usize::from(s.small);
+                    }
+                }
+                dir.outstanding.push_back(Sent { end, t, frame, len: seg.len, small, retx: false });
+                dir.out_bytes += u64::from(seg.len);
+                dir.out_small += usize::from(small);
+            }
+        }
+        dir.sum.max_in_flight_bytes = dir.sum.max_in_flight_bytes.max(dir.out_bytes);
+        if let Some((v, _)) = seg.ts {
+            if dir.tsvals.back().is_none_or(|&(last, _)| seq_lt(last, v)) {
+                if dir.tsvals.len() >= MAX_TSVALS {
+                    dir.tsvals.pop_front();
+                }
+                dir.tsvals.push_back((v, t));
+            }
+        }
+        // A new gap may start here: remember what each direction has outstanding.
+        self.last_data = Some((t, d, frame));
+        for e in [Endpoint::A, Endpoint::B] {
+            self.snap[e.index()] = self.snapshot(e);
+            self.dirs[e.index()].ack_in_gap = None;
+        }
+    }
+
+    fn snapshot(&self, d: Endpoint) -> Snapshot {
+        let dir = &self.dirs[d.index()];
+        // The peer's last advertised window, scaled when the handshake told the scale
+        // (RFC 7323 2.3: the window field of non-SYN segments is shifted by the peer's scale).
+        let peer_wnd = self.dirs[d.peer().index()].adv_window.map(|(w, s)| match s {
+            Some(shift) => (u64::from(w) << shift.min(14), true),
+            None => (u64::from(w), false),
+        });
+        Snapshot {
+            out_count: dir.outstanding.len(),
+            out_bytes: dir.out_bytes,
+            out_small: dir.out_small,
+            last_sent: dir.outstanding.back().copied(),
+            peer_wnd,
+            snd_nxt: dir.snd_nxt,
+            snd_una: dir.snd_una,
+        }
+    }
+
+    /// Round trip of the path without ACK delays: the handshake when it was seen, else the
+    /// larger of the two directions' smallest ACK samples (one of them is ~0 at an endpoint).
+    pub fn path_rtt(&self) -> Option<Duration> {
+        let hs = match (self.hs.syn, self.hs.ack) {
+            (Some(s), Some(a)) => Some(a.since(s)),
+            _ => None,
+        };
+        let samples = self.dirs.iter().filter_map(|d| d.sum.rtt_ack.min()).max();
+        match (hs, samples) {
+            (Some(h), Some(s)) => Some(h.min(s)),
+            (h, s) => h.or(s),
+        }
+    }
+
+    /// The part of the path RTT between seeing `d`'s data and seeing the peer's ACK for it at
+    /// this capture point (the whole RTT at d's side, ~0 at the peer's side).
+    fn path_component(&self, d: Endpoint) -> Option<Duration> {
+        let hs = match (self.hs.syn, self.hs.syn_ack, self.hs.ack) {
+            (Some(s), Some(sa), Some(a)) => Some(if d == Endpoint::A { sa.since(s) } else { a.since(sa) }),
+            _ => None,
+        };
+        let sample = self.dirs[d.index()].sum.rtt_ack.min();
+        match (hs, sample) {
+            (Some(h), Some(s)) => Some(h.min(s)),
+            (h, s) => h.or(s),
+        }
+    }
+
+    /// Where the capture was taken, from the handshake's timing: at A the SYN -> SYN-ACK leg is
+    /// the whole round trip and SYN-ACK -> ACK is ~0; at B the reverse; in the middle both are
+    /// parts; on loopback both are ~0.
+    pub fn capture_point(&self) -> CapturePoint {
+        let (Some(s), Some(sa), Some(a)) = (self.hs.syn, self.hs.syn_ack, self.hs.ack) else {
+            return CapturePoint::Unknown;
+        };
+        let total = a.since(s);
+        if total < Duration::from_micros(300) {
+            return CapturePoint::Middle;
+        }
+        let (l1, l2) = (sa.since(s).as_nanos(), a.since(sa).as_nanos());
+        if l2 * 5 < total.as_nanos() {
+            CapturePoint::AtA
+        } else if l1 * 5 < total.as_nanos() {
+            CapturePoint::AtB
+        } else {
+            CapturePoint::Middle
+        }
+    }
+
+    pub fn finish(mut self) -> FlowAnalysis {
+        for d in [Endpoint::A, Endpoint::B] {
+            self.dirs[d.index()].sum.mss = self.mss(d);
+        }
+        let cp = self.capture_point();
+        let path = self.path_rtt();
+        let loopback = path.is_some_and(|r| r < Duration::from_micros(300));
+        let capture_note = match cp {
+            CapturePoint::Middle if loopback => "loopback or same host: both ends' views coincide, every stall is seen as \
+                 it happened"
+                .to_string(),
+            CapturePoint::Middle => "between the endpoints: each side's send and receive times are shifted by part of \
+                 the round trip; ACK delays are estimated by subtracting it"
+                .to_string(),
+            CapturePoint::AtA => "at endpoint A (the SYN sender): A's sends are seen when they leave, B's when they \
+                 arrive; B's ACK delays include the network round trip, subtracted using the handshake"
+                .to_string(),
+            CapturePoint::AtB => "at endpoint B (the SYN receiver): B's sends are seen when they leave, A's when they \
+                 arrive; A's ACK delays include the network round trip, subtracted using the handshake"
+                .to_string(),
+            CapturePoint::Unknown => "unknown (handshake not captured): round trip and ACK delays are estimated from \
+                 ACK timing, confidence lowered"
+                .to_string(),
+        };
+        let mut notes = Vec::new();
+        for d in [Endpoint::A, Endpoint::B] {
+            let s = &self.dirs[d.index()].sum;
+            if s.super_packets > 0 {
+                notes.push(format!(
+                    "{d:?} sent {} segments larger than its MSS: GRO/TSO super-packets, so the capture was taken at an \
+                     endpoint above the NIC; packet boundaries and times inside them are hidden",
+                    s.super_packets
+                ));
+            }
+        }
+        FlowAnalysis {
+            first: self.first.unwrap_or(Instant::ZERO),
+            last: self.last,
+            handshake: self.hs,
+            capture_point: cp,
+            capture_note,
+            path_rtt: path,
+            dirs: [self.dirs[0].sum.clone(), self.dirs[1].sum.clone()],
+            stalls: self.stalls,
+            notes,
+        }
+    }
+}
+
+fn in_hole(hole: Option<(u32, u32)>, seq: u32) -> bool {
+    hole.is_some_and(|(a, b)| seq_le(a, seq) && seq_lt(seq, b))
+}

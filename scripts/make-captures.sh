@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Regenerates testdata/captures/*: small tcpdump captures of the seed scenarios on loopback
+# (real sockets, real kernel), plus a real program that is not tcpstall (Python's http.client
+# posting to http.server). Needs root (tcpdump on lo), python3 and tcpdump.
+#
+#   scripts/make-captures.sh            # all captures into testdata/captures
+#   OUT=/tmp/caps scripts/make-captures.sh
+#
+# Each capture uses its own port so a stray packet from another capture cannot mix in.
+# snaplen 128 keeps the files small: headers (Ethernet 14 + IPv6 40 + TCP 60) all fit; payload
+# lengths are taken from the IP header, not from the captured bytes.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${OUT:-$here/../testdata/captures}"
+mkdir -p "$out"
+pids=()
+cleanup() { for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT INT TERM
+
+capture() { # name port command...
+    local name=$1 port=$2; shift 2
+    local tmp="$out/.$name.tmp"
+    tcpdump -i lo -s 128 -U --immediate-mode -w "$tmp" "tcp port $port" 2>/dev/null &
+    local td=$!
+    pids+=("$td")
+    sleep 0.5  # let tcpdump open the socket before traffic starts
+    "$@"
+    sleep 0.3
+    kill -INT "$td"; wait "$td" 2>/dev/null || true
+    mv "$tmp" "$out/$name.pcap"
+    echo "$name.pcap: $(($(stat -c %s "$out/$name.pcap") / 1024)) KiB"
+}
+
+py="python3 $here/seedcap.py"
+# seed 000: 1000 B as 100 x 10 B each way, 20 rounds (the first rounds use the 16 quick ACKs).
+capture seed000-default 47100 $py 47100 chunked default 20
+capture seed000-nodelay 47101 $py 47101 chunked nodelay 3
+capture seed000-cork    47102 $py 47102 chunked cork 3
+# seed 001: 275, 24, 292 B then a 100 B reply on one connection, 20 requests.
+capture seed001-default 47110 $py 47110 multi default 20
+capture seed001-nodelay 47111 $py 47111 multi nodelay 20
+capture seed001-writev  47112 $py 47112 multi writev 20
+# seed 002: N = 3 x 132 B, echoed, read back; 20 rounds.
+capture seed002-default 47120 $py 47120 burst default 20
+capture seed002-nodelay 47121 $py 47121 burst nodelay 20
+# TCP_CORK set and never cleared: the data waits for the 200 ms cork ceiling.
+capture cork-forgotten  47130 $py 47130 corkonly default 3
+# A real program: Python http.client POSTs to http.server over a kept-alive connection.
+capture http-client-post 47140 python3 "$here/httppost.py" 47140 10
