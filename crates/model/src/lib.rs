@@ -94,6 +94,8 @@ pub struct RoundSample {
     pub end: u64,
     /// end - start minus sleeps.
     pub latency: u64,
+    /// The sample's events: `Outcome::trace[trace.0..trace.1]` (empty without a trace).
+    pub trace: (usize, usize),
 }
 
 /// One endpoint's state at the end of a run.

@@ -79,6 +79,8 @@ struct App {
     step_start: u64,
     round_start: u64,
     round_sleep: u64,
+    round_trace: usize,
+    step_trace: usize,
     /// Stream mode: the client writes until this time; the server reads forever.
     stream_until: Option<u64>,
     endless_reader: bool,
@@ -178,6 +180,8 @@ impl Sim {
                     step_start: 0,
                     round_start: 0,
                     round_sleep: 0,
+                    round_trace: 0,
+                    step_trace: 0,
                     stream_until: None,
                     endless_reader: false,
                     is_client,
@@ -197,6 +201,8 @@ impl Sim {
                     step_start: 0,
                     round_start: 0,
                     round_sleep: 0,
+                    round_trace: 0,
+                    step_trace: 0,
                     stream_until: is_client.then_some(duration_ns),
                     endless_reader: !is_client,
                     is_client,
@@ -457,18 +463,15 @@ impl Sim {
 
     fn step_begins(&mut self, i: usize) {
         let now = self.now;
+        let tlen = self.trace.as_ref().map_or(0, Vec::len);
         let app = &mut self.apps[i];
-        if app.cur.phase == 0 && app.cur.idx == 0 && app.cur.round == 0 && app.step_start == 0 && now == 0 {
-            // First step: nothing special.
-        }
         if app.cur.phase == 1 && app.cur.idx == 0 {
             app.round_start = now;
             app.round_sleep = 0;
+            app.round_trace = tlen;
         }
         app.step_start = now;
-        if app.cur.phase == 1 && app.cur.idx == 0 && app.cur.round == 0 {
-            // Setup operations run once right after connect()/accept(): before the first step.
-        }
+        app.step_trace = tlen;
     }
 
     /// Runs queued ops; false if blocked on the send buffer.
@@ -527,6 +530,7 @@ impl Sim {
     fn step_done(&mut self, i: usize) {
         let now = self.now;
         let kind = self.sample_kind;
+        let tlen = self.trace.as_ref().map_or(0, Vec::len);
         let app = &mut self.apps[i];
         app.state = State::Ready;
         let measured = app.cur.phase == 1 && app.cur.round >= app.warmup && app.stream_until.is_none();
@@ -534,11 +538,16 @@ impl Sim {
             let is_recv = matches!(app.step(), Some(Step::Recv(_)));
             match kind {
                 SampleKind::ClientRecv if is_recv => {
-                    self.samples.push(RoundSample { start: app.step_start, end: now, latency: now - app.step_start })
+                    self.samples.push(RoundSample {
+                    start: app.step_start,
+                    end: now,
+                    latency: now - app.step_start,
+                    trace: (app.step_trace, tlen),
+                })
                 }
                 SampleKind::ClientRound if app.cur.idx + 1 == app.prog.round.len() => {
                     let lat = (now - app.round_start).saturating_sub(app.round_sleep);
-                    self.samples.push(RoundSample { start: app.round_start, end: now, latency: lat })
+                    self.samples.push(RoundSample { start: app.round_start, end: now, latency: lat, trace: (app.round_trace, tlen) })
                 }
                 _ => {}
             }

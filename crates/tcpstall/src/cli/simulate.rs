@@ -1,8 +1,302 @@
-//! `tcpstall simulate` (not built yet).
+//! `tcpstall simulate`: run a scenario on the deterministic model of other TCP stacks
+//! (crates/model), printing the same table and JSON as `tcpstall lab`.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use model::{Outcome, Profile, RunSpec};
+use scenario::{LinkSpec, Scenario, SideOpts, StrategyPair};
+use trace::{Endpoint, Event, EventKind};
+
+use super::output::{self, OutputFormat};
+
+const EXAMPLES: &str = "\
+Examples:
+  tcpstall simulate --profile macos --scenario bulk-ack --set size=100000 --link mtu=1500
+  tcpstall simulate bulk-ack --profile all --set sweep=99900,100000       seed 004 side by side
+  tcpstall simulate bulk-ack --profile rfc-classic --mss 1460              Windows' segment size
+  tcpstall simulate chunked --profile linux --trace --set round=5          the story of a stall
+  tcpstall simulate multi-write --profile linux:macos                      Linux client, macOS server
+  tcpstall simulate --list-profiles                                        rules and what is unverified
+
+The default link is the lab's: loopback with MTU 1500 (5 us each way). --link takes the lab's
+SPEC (rtt=20ms,rate=100mbit,loss=1%,mtu=1500,...); without rtt/delay it keeps loopback's delay.";
 
 #[derive(Debug, clap::Args)]
-pub struct SimulateArgs {}
+#[command(after_help = EXAMPLES)]
+pub struct SimulateArgs {
+    /// Scenario to run (`tcpstall scenarios` lists them) [default: chunked]
+    pub scenario_pos: Option<String>,
+    /// Scenario to run (same as the positional argument)
+    #[arg(long = "scenario", value_name = "NAME", conflicts_with = "scenario_pos")]
+    pub scenario: Option<String>,
+    /// Stack profile: linux, rfc-classic, macos, freebsd, windows; `all` runs each;
+    /// CLIENT:SERVER pairs two (e.g. linux:macos)
+    #[arg(long, value_name = "NAME", default_value = "linux")]
+    pub profile: String,
+    /// Override a workload parameter (repeatable), e.g. --set size=100000
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Client strategies, comma-separated: run this one pair instead of the matrix
+    #[arg(long, value_name = "LIST")]
+    pub client: Option<String>,
+    /// Server strategies (as --client)
+    #[arg(long, value_name = "LIST")]
+    pub server: Option<String>,
+    /// Strategy matrix: `default` (the scenario's own) or `all`
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    pub matrix: String,
+    /// The modelled link (the lab's SPEC syntax)
+    #[arg(long, value_name = "SPEC")]
+    pub link: Option<String>,
+    /// Force the sender MSS (e.g. 1460: no timestamps on MTU 1500)
+    #[arg(long, value_name = "BYTES")]
+    pub mss: Option<u32>,
+    /// Force the TCP timestamps option on or off for both sides (default: the profiles')
+    #[arg(long, value_name = "on|off")]
+    pub timestamps: Option<String>,
+    /// Seed of the link's loss and jitter
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
+    /// Print the event-by-event story (write, segment, ACK, timer) of each row's first stalled round
+    #[arg(long)]
+    pub trace: bool,
+    /// List the profiles, their rules, sources and unverified values, and exit
+    #[arg(long)]
+    pub list_profiles: bool,
+    /// Output format
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: OutputFormat,
+    /// Write the output to FILE instead of stdout
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
 
-pub fn run(_args: SimulateArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("'tcpstall simulate' is not built yet")
+/// `--profile`: one name, `all`, or CLIENT:SERVER.
+pub fn profiles(spec: &str) -> anyhow::Result<Vec<(Profile, Profile)>> {
+    if spec == "all" {
+        return Ok(Profile::all().into_iter().map(|p| (p.clone(), p)).collect());
+    }
+    let mut out = Vec::new();
+    for one in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let pair = match one.split_once(':') {
+            Some((c, s)) => (Profile::builtin(c)?, Profile::builtin(s)?),
+            None => {
+                let p = Profile::builtin(one)?;
+                (p.clone(), p)
+            }
+        };
+        out.push(pair);
+    }
+    if out.is_empty() {
+        bail!("--profile: expected a profile name, all, or CLIENT:SERVER");
+    }
+    Ok(out)
+}
+
+/// `--link`: the lab's SPEC; without rtt/delay keys, loopback's delay is kept.
+pub fn link(spec: Option<&str>) -> anyhow::Result<(LinkSpec, String)> {
+    let base = model::loopback_link();
+    let mut lo = LinkSpec { mtu: 1500, rate_bps: None, ..base };
+    let Some(spec) = spec else {
+        return Ok((lo.clone(), format!("loopback (model: {lo})")));
+    };
+    let l: LinkSpec = spec.parse().map_err(|e: String| anyhow::anyhow!("--link: {e}"))?;
+    if spec.contains("rtt") || spec.contains("delay") {
+        return Ok((l, spec.to_string()));
+    }
+    let (up, down) = (lo.delay_up_ns, lo.delay_down_ns);
+    lo = l;
+    lo.delay_up_ns = up;
+    lo.delay_down_ns = down;
+    let label = format!("{lo}");
+    Ok((lo, label))
+}
+
+fn side(flag: &str, list: Option<&str>) -> anyhow::Result<SideOpts> {
+    SideOpts::parse_list(list.unwrap_or("none")).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+}
+
+/// The scenario and its strategy pairs from the flags.
+pub fn scenario_from(args: &SimulateArgs) -> anyhow::Result<Scenario> {
+    let name = args.scenario.as_deref().or(args.scenario_pos.as_deref()).unwrap_or("chunked");
+    let mut s = Scenario::builtin(name)?;
+    s.apply_sets(&args.sets)?;
+    if args.client.is_some() || args.server.is_some() {
+        if args.matrix != "default" {
+            bail!("--client/--server run one pair; they cannot go with --matrix {}", args.matrix);
+        }
+        s.matrix =
+            vec![StrategyPair::new(side("client", args.client.as_deref())?, side("server", args.server.as_deref())?)];
+    } else {
+        match args.matrix.as_str() {
+            "default" => {}
+            "all" => s.matrix = super::lab::matrix_all(),
+            other => bail!("unknown matrix '{other}' (expected default or all)"),
+        }
+    }
+    Ok(s)
+}
+
+pub fn run_spec(args: &SimulateArgs) -> anyhow::Result<RunSpec> {
+    let (link, link_label) = link(args.link.as_deref())?;
+    let timestamps = match args.timestamps.as_deref() {
+        None => None,
+        Some("on" | "1" | "yes" | "true") => Some(true),
+        Some("off" | "0" | "no" | "false") => Some(false),
+        Some(o) => bail!("--timestamps {o}: expected on or off"),
+    };
+    if let Some(m) = args.mss {
+        if !(88..=65495).contains(&m) {
+            bail!("--mss {m}: expected 88 to 65495 bytes");
+        }
+        if m + 40 > link.mtu {
+            bail!("--mss {m} does not fit the link's MTU {} (at most {})", link.mtu, link.mtu - 40);
+        }
+    }
+    Ok(RunSpec { profiles: profiles(&args.profile)?, link, link_label, seed: args.seed, mss: args.mss, timestamps })
+}
+
+pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
+    if args.list_profiles {
+        output::write_bytes(list_profiles().as_bytes(), args.output.as_deref())?;
+        return Ok(0);
+    }
+    let s = scenario_from(&args)?;
+    let spec = run_spec(&args)?;
+    let pairs = s.matrix.clone();
+    let (report, outcomes) = model::report(&s, &pairs, &spec, args.trace);
+    output::emit(&report, args.format, args.output.as_deref()).context("writing the report")?;
+    if args.trace {
+        let text = stall_stories(&report, &outcomes);
+        if args.format == OutputFormat::Table && args.output.is_none() {
+            output::write_bytes(text.as_bytes(), None)?;
+        } else {
+            eprint!("{text}");
+        }
+    }
+    if let Some(e) = report.errors.first() {
+        eprintln!("tcpstall: {e}");
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+fn list_profiles() -> String {
+    let mut s = String::new();
+    for p in Profile::all() {
+        let _ = writeln!(s, "{}: {}", p.name, p.summary);
+        for (k, v) in &p.sources {
+            let _ = writeln!(s, "  {k}: {v}");
+        }
+        if p.unverified.is_empty() {
+            let _ = writeln!(s, "  unverified: none");
+        }
+        for u in &p.unverified {
+            let _ = writeln!(s, "  unverified: {u}");
+        }
+    }
+    s
+}
+
+/// For every row with a stall, the events of its first stalled round, relative to its start.
+fn stall_stories(report: &report::Report, outcomes: &[Outcome]) -> String {
+    let mut s = String::new();
+    for (row, out) in report.results.iter().zip(outcomes) {
+        let threshold = (row.stall_threshold_us * 1e3) as u64;
+        let Some((k, first)) = out.samples.iter().enumerate().find(|(_, x)| x.latency > threshold) else {
+            continue;
+        };
+        let label = if row.variant.is_empty() { row.strategy.clone() } else { format!("{} {}", row.strategy, row.variant) };
+        let _ = writeln!(
+            s,
+            "\n== {label}: first stalled sample #{} ({:.3} ms; threshold {:.3} ms) ==",
+            k + 1,
+            first.latency as f64 / 1e6,
+            threshold as f64 / 1e6
+        );
+        let _ = writeln!(s, "{:>12}  {:<6} event", "t (ms)", "side");
+        let events = out.trace.get(first.trace.0..first.trace.1).unwrap_or(&[]);
+        let n = events.len();
+        let mut i = 0;
+        while i < n {
+            let text = line(&events[i], first.start);
+            let mut j = i + 1;
+            while j < n && line(&events[j], first.start) == text {
+                j += 1;
+            }
+            if j - i > 1 {
+                let _ = writeln!(s, "{text} (x{})", j - i);
+            } else {
+                let _ = writeln!(s, "{text}");
+            }
+            i = j;
+        }
+        if n == 0 {
+            let _ = writeln!(s, "  (no events recorded)");
+        }
+        for r in out.releases.iter().filter(|r| r.t >= first.start && r.t <= first.end) {
+            let _ = writeln!(
+                s,
+                "  => {} data held {:.3} ms, released at +{:.3} ms: {}",
+                side_name(r.side),
+                (r.t - r.since) as f64 / 1e6,
+                (r.t - first.start) as f64 / 1e6,
+                r.cause.explain()
+            );
+        }
+    }
+    if s.is_empty() {
+        s.push_str("\nno stalled round to trace\n");
+    }
+    s
+}
+
+fn side_name(e: Endpoint) -> &'static str {
+    match e {
+        Endpoint::A => "client",
+        Endpoint::B => "server",
+    }
+}
+
+fn line(e: &Event, origin: u64) -> String {
+    let t = (e.t.0 as f64 - origin as f64) / 1e6;
+    let what = match &e.kind {
+        EventKind::Write { bytes, more } => format!("write {bytes} B{}", if *more { " (MSG_MORE)" } else { "" }),
+        EventKind::Read { bytes } => format!("read {bytes} B"),
+        EventKind::Timer(k) => format!("timer fires: {k:?}"),
+        EventKind::Segment(seg) => {
+            let dir = if e.from == Endpoint::A { "->" } else { "<-" };
+            if seg.len == 0 {
+                format!("{dir} ACK {}", seg.ack)
+            } else {
+                format!("{dir} seq {}:{} ({} B) ack {} [{:?}]", seg.seq, seg.seq.wrapping_add(seg.len), seg.len, seg.ack, seg.flags)
+            }
+        }
+    };
+    format!("{t:>12.3}  {:<6} {what}", side_name(e.from))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profile_specs() {
+        assert_eq!(profiles("all").unwrap().len(), 5);
+        let p = profiles("linux:macos").unwrap();
+        assert_eq!((p[0].0.name.as_str(), p[0].1.name.as_str()), ("linux", "macos"));
+        assert!(profiles("solaris").unwrap_err().to_string().contains("unknown profile 'solaris'"));
+    }
+
+    #[test]
+    fn link_without_delay_keeps_loopback_delay() {
+        let (l, _) = link(Some("mtu=9000")).unwrap();
+        assert_eq!(l.mtu, 9000);
+        assert!(l.delay_up_ns > 0);
+        let (l, _) = link(Some("rtt=20ms")).unwrap();
+        assert_eq!(l.delay_up_ns, 10_000_000);
+        assert!(link(Some("bogus=1")).is_err());
+    }
 }
