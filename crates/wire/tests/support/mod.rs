@@ -1,0 +1,98 @@
+//! Building capture files in memory for the decoder tests.
+#![allow(dead_code)]
+
+use etherparse::{PacketBuilder, TcpOptionElement};
+
+/// An Ethernet/IPv4/TCP frame from 10.0.0.1:5000 to 10.0.0.2:80 (or the reverse when `back`).
+pub fn eth_tcp4(back: bool, seq: u32, ack: u32, syn: bool, payload: &[u8], opts: &[TcpOptionElement]) -> Vec<u8> {
+    let (s, d, sp, dp) = if back { ([10, 0, 0, 2], [10, 0, 0, 1], 80, 5000) } else { ([10, 0, 0, 1], [10, 0, 0, 2], 5000, 80) };
+    let mut b = PacketBuilder::ethernet2([1; 6], [2; 6]).ipv4(s, d, 64).tcp(sp, dp, seq, 1000);
+    if syn {
+        b = b.syn();
+    }
+    if ack != 0 || !syn {
+        b = b.ack(ack);
+    }
+    if !opts.is_empty() {
+        b = b.options(opts).expect("options fit");
+    }
+    let mut out = Vec::new();
+    b.write(&mut out, payload).expect("write");
+    out
+}
+
+pub fn eth_tcp6(payload: &[u8]) -> Vec<u8> {
+    let b = PacketBuilder::ethernet2([1; 6], [2; 6])
+        .ipv6([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2], 64)
+        .tcp(5000, 443, 7, 1000)
+        .ack(9);
+    let mut out = Vec::new();
+    b.write(&mut out, payload).expect("write");
+    out
+}
+
+/// A classic pcap file (little-endian) with the given link type and (ts_sec, ts_frac, frame).
+pub fn pcap(nanos: bool, linktype: u32, pkts: &[(u32, u32, Vec<u8>)]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&(if nanos { 0xa1b23c4du32 } else { 0xa1b2c3d4 }).to_le_bytes());
+    f.extend_from_slice(&2u16.to_le_bytes());
+    f.extend_from_slice(&4u16.to_le_bytes());
+    f.extend_from_slice(&[0; 8]);
+    f.extend_from_slice(&65535u32.to_le_bytes());
+    f.extend_from_slice(&linktype.to_le_bytes());
+    for (s, frac, d) in pkts {
+        f.extend_from_slice(&s.to_le_bytes());
+        f.extend_from_slice(&frac.to_le_bytes());
+        f.extend_from_slice(&(d.len() as u32).to_le_bytes());
+        f.extend_from_slice(&(d.len() as u32).to_le_bytes());
+        f.extend_from_slice(d);
+    }
+    f
+}
+
+fn block(btype: u32, body: &[u8]) -> Vec<u8> {
+    let pad = (4 - body.len() % 4) % 4;
+    let len = (12 + body.len() + pad) as u32;
+    let mut b = Vec::new();
+    b.extend_from_slice(&btype.to_le_bytes());
+    b.extend_from_slice(&len.to_le_bytes());
+    b.extend_from_slice(body);
+    b.extend_from_slice(&vec![0; pad]);
+    b.extend_from_slice(&len.to_le_bytes());
+    b
+}
+
+pub fn pcapng_shb() -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&0x1a2b3c4du32.to_le_bytes());
+    body.extend_from_slice(&1u16.to_le_bytes());
+    body.extend_from_slice(&0u16.to_le_bytes());
+    body.extend_from_slice(&(-1i64).to_le_bytes());
+    block(0x0a0d0d0a, &body)
+}
+
+/// Interface Description Block; `tsresol` None = default microseconds.
+pub fn pcapng_idb(linktype: u16, tsresol: Option<u8>) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&linktype.to_le_bytes());
+    body.extend_from_slice(&0u16.to_le_bytes());
+    body.extend_from_slice(&0u32.to_le_bytes());
+    if let Some(r) = tsresol {
+        body.extend_from_slice(&9u16.to_le_bytes());
+        body.extend_from_slice(&1u16.to_le_bytes());
+        body.extend_from_slice(&[r, 0, 0, 0]);
+        body.extend_from_slice(&[0, 0, 0, 0]); // opt_endofopt
+    }
+    block(1, &body)
+}
+
+pub fn pcapng_epb(iface: u32, ts: u64, data: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&iface.to_le_bytes());
+    body.extend_from_slice(&((ts >> 32) as u32).to_le_bytes());
+    body.extend_from_slice(&(ts as u32).to_le_bytes());
+    body.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    body.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    body.extend_from_slice(data);
+    block(6, &body)
+}
