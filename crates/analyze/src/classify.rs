@@ -5,8 +5,8 @@
 //!    (RFC 6298 5.4-5.6; Linux `tcp_retransmit_timer`). Shorter than 200 ms it may be a tail
 //!    loss probe (RFC 8985 7); fast retransmit (RFC 5681 3.2) after duplicate ACKs is not a
 //!    timeout and gets a lower confidence.
-//! 2. The sender had unacknowledged data when the gap began and the peer's window was zero or
-//!    full: **rwnd-limited** (RFC 9293 3.8.6.2.1; Linux `tcp_snd_wnd_test`).
+//! 2. The peer advertised a zero window at the start of or during the gap, or the sender had
+//!    unacknowledged data filling the peer's window: **rwnd-limited** (RFC 9293 3.8.6.2.1; Linux `tcp_snd_wnd_test`).
 //! 3. The sender had unacknowledged data, an ACK from the peer arrived during the gap and the
 //!    data left right after it (the ACK released it). The ACK's lateness beyond the path RTT is
 //!    the peer's ACK delay (RFC 9293 3.8.6.3, RFC 1122 4.2.3.2; Linux `__tcp_ack_snd_check`,
@@ -55,6 +55,8 @@ pub(crate) struct GapContext {
     pub snap: Snapshot,
     /// The last ACK from the peer during the gap that advanced the held direction.
     pub ack: Option<AckSeen>,
+    /// The peer advertised a zero window at the gap's start or during it.
+    pub zero_window: bool,
     pub retransmission: bool,
     pub dupacks: u32,
     pub path_rtt: Option<Duration>,
@@ -114,8 +116,8 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
         if let Some(s) = c.snap.last_sent {
             push(s.frame, &mut evidence);
         }
-    } else if c.snap.out_count > 0 && window_closed(c) {
-        let (wnd, known) = c.snap.peer_wnd.unwrap_or((0, false));
+    } else if c.zero_window || (c.snap.out_count > 0 && window_closed(c)) {
+        let (wnd, known) = if c.zero_window { (0, true) } else { c.snap.peer_wnd.unwrap_or((0, false)) };
         cause = Cause::RwndLimited;
         confidence = if wnd == 0 { 0.9 } else if known { 0.75 } else { 0.5 };
         ack_delay = None;

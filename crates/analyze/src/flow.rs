@@ -109,6 +109,8 @@ struct Dir {
     last_data_t: Option<Instant>,
     /// The latest advancing ACK from the peer since the last data segment of the connection.
     ack_in_gap: Option<AckSeen>,
+    /// The peer advertised a zero window since the last data segment of the connection.
+    zero_wnd_in_gap: bool,
     dupacks: u32,
 }
 
@@ -255,6 +257,9 @@ impl FlowAnalyzer {
     fn on_ack(&mut self, seg: &Segment, dir_of_acked: Endpoint, t: Instant, frame: Evidence) {
         let di = dir_of_acked.index();
         let dir = &mut self.dirs[di];
+        if seg.window == 0 && !seg.flags.syn() && !seg.flags.rst() {
+            dir.zero_wnd_in_gap = true;
+        }
         if !dir.started {
             return;
         }
@@ -320,6 +325,7 @@ impl FlowAnalyzer {
                     mss,
                     snap: self.snap[d.index()],
                     ack: dir.ack_in_gap,
+                    zero_window: dir.zero_wnd_in_gap,
                     retransmission,
                     dupacks: dir.dupacks,
                     path_rtt: path,
@@ -400,6 +406,7 @@ impl FlowAnalyzer {
         for e in [Endpoint::A, Endpoint::B] {
             self.snap[e.index()] = self.snapshot(e);
             self.dirs[e.index()].ack_in_gap = None;
+            self.dirs[e.index()].zero_wnd_in_gap = self.dirs[e.peer().index()].adv_window.is_some_and(|w| w.0 == 0);
         }
     }
 

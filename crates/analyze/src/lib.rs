@@ -96,3 +96,6 @@ pub fn analyze_events<I: IntoIterator<Item = Event>>(events: I, cfg: Config) -> 
     }
     Analysis { flows: vec![fa.finish()] }
 }
+
+#[cfg(test)]
+mod tests;
