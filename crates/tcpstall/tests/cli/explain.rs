@@ -1,1 +1,113 @@
-//! End-to-end tests of `tcpstall explain`.
+//! End-to-end tests of `tcpstall explain` on the kept captures (testdata/captures) and on
+//! damaged files.
+
+use crate::support::tcpstall;
+use predicates::prelude::*;
+use std::path::PathBuf;
+
+fn capture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/captures").join(name)
+}
+
+#[test]
+fn explain_names_nagle_delayed_ack_in_seed_000() {
+    tcpstall()
+        .args(["explain"])
+        .arg(capture("seed000-default.pcap"))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("nagle-delayed-ack"))
+        .stdout(predicate::str::contains("loopback"))
+        .stdout(predicate::str::contains("A->B"));
+}
+
+#[test]
+fn explain_json_lists_stalls_with_evidence() {
+    let out = tcpstall().args(["explain", "--format", "json"]).arg(capture("seed001-default.pcap")).output().unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let stalls = v["flows"][0]["stalls"].as_array().expect("stalls");
+    assert!(stalls.len() >= 15, "{}", stalls.len());
+    for s in stalls {
+        assert_eq!(s["cause"], "nagle-delayed-ack");
+        assert!(s["length_ms"].as_f64().unwrap() >= 30.0);
+        assert!(!s["evidence"].as_array().unwrap().is_empty());
+    }
+    assert!(v["flows"][0]["directions"]["a_to_b"]["wire"]["pure_acks"].as_u64().is_some());
+    assert!(v["error"].is_null());
+}
+
+#[test]
+fn explain_fixed_strategy_shows_no_stalls() {
+    tcpstall()
+        .args(["explain"])
+        .arg(capture("seed002-nodelay.pcap"))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("no stalls"))
+        .stdout(predicate::str::contains("nagle").not());
+}
+
+#[test]
+fn explain_port_filter_and_flow_filter() {
+    tcpstall()
+        .args(["explain", "--port", "1"])
+        .arg(capture("seed000-default.pcap"))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("0 TCP packets in 0 flows"));
+    tcpstall()
+        .args(["explain", "--flow", "nonsense"])
+        .arg(capture("seed000-default.pcap"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("ADDR:PORT-ADDR:PORT"));
+}
+
+#[test]
+fn explain_plot_writes_an_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("x.svg");
+    tcpstall().args(["explain", "--plot"]).arg(&svg).arg(capture("http-client-post.pcap")).assert().success();
+    let s = std::fs::read_to_string(&svg).unwrap();
+    assert!(s.starts_with("<svg") && s.trim_end().ends_with("</svg>"));
+    assert!(s.contains("nagle-delayed-ack"), "stalls are shaded and labelled");
+}
+
+#[test]
+fn explain_truncated_file_prints_the_valid_prefix_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("cut.pcap");
+    let full = std::fs::read(capture("seed001-default.pcap")).unwrap();
+    std::fs::write(&cut, &full[..full.len() * 2 / 3]).unwrap();
+    tcpstall()
+        .arg("explain")
+        .arg(&cut)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("nagle-delayed-ack"))
+        .stdout(predicate::str::contains("DAMAGED FILE"))
+        .stderr(predicate::str::contains("byte offset"));
+}
+
+#[test]
+fn explain_not_a_capture_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let txt = dir.path().join("notes.txt");
+    std::fs::write(&txt, "hello, this is not a capture\n").unwrap();
+    tcpstall()
+        .arg("explain")
+        .arg(&txt)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not a pcap or pcapng").and(predicate::str::contains("offset 0")));
+    let empty = dir.path().join("empty.pcap");
+    std::fs::write(&empty, "").unwrap();
+    tcpstall().arg("explain").arg(&empty).assert().code(2).stderr(predicate::str::contains("empty file"));
+    tcpstall()
+        .arg("explain")
+        .arg(dir.path().join("missing.pcap"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot open"));
+}
