@@ -142,3 +142,8 @@ pub fn simulate(workload: &Workload, pair: &StrategyPair, cfg: &SimConfig) -> Re
 }
 
 pub(crate) use sim::cause_within;
+
+#[cfg(test)]
+mod rules_tests;
+#[cfg(test)]
+mod script;

@@ -1,0 +1,190 @@
+//! Packet scripts for the model's rules. Each test names the rule (kernel function or RFC
+//! section) it checks; times are milliseconds, the link is 50 us each way.
+
+use crate::script::{Script, A, B};
+
+/// Linux Nagle with Minshall's modification (tcp_nagle_check + tcp_minshall_check,
+/// net/ipv4/tcp_output.c): full segments in flight do not hold a small tail; a small segment in
+/// flight holds the next one until it is acknowledged.
+#[test]
+fn linux_minshall_lets_the_tail_go_after_full_segments() {
+    let mut s = Script::new("linux", 1448);
+    s.at(0.0).write(A, 1448 * 2 + 100);
+    s.write(A, 10); // a small segment (100 B) is unacknowledged: held
+    s.expect_segment(0.0, A, 1448).expect_segment(0.0, A, 1448).expect_segment(0.0, A, 100);
+    // First data grants quick ACKs (tcp_incr_quickack, TCP_MAX_QUICKACKS): B ACKs each at once.
+    s.expect_ack(0.05, B).expect_ack(0.05, B).expect_ack(0.05, B);
+    s.expect_segment(0.1, A, 10);
+}
+
+/// RFC 896 / RFC 9293 3.7.4 classic Nagle: the small tail waits while anything is
+/// unacknowledged; RFC 1122 4.2.3.2: the second full segment is ACKed at once.
+#[test]
+fn classic_nagle_holds_the_tail_until_everything_is_acked() {
+    let mut s = Script::new("rfc-classic", 1448);
+    s.at(0.0).write(A, 1448 * 2 + 100);
+    s.write(A, 10); // merged into the held tail
+    s.expect_segment(0.0, A, 1448).expect_segment(0.0, A, 1448);
+    s.expect_ack(0.05, B);
+    s.expect_segment(0.1, A, 110);
+}
+
+/// RFC 1122 4.2.3.2 on the classic profile: a lone full segment waits for the 200 ms delayed-ACK
+/// timer; that is seed 004's stall when the segment count is odd.
+#[test]
+fn classic_lone_segment_waits_for_the_200ms_timer() {
+    let mut s = Script::new("rfc-classic", 1448);
+    s.at(0.0).write(A, 1448 * 3 + 88);
+    s.expect_segment(0.0, A, 1448).expect_segment(0.0, A, 1448).expect_segment(0.0, A, 1448);
+    s.expect_ack(0.05, B); // ACK for the first two (every second full segment)
+    s.expect_nothing_until(200.0); // third segment unacked, 88 B held by Nagle
+    s.expect_ack(200.05, B);
+    s.expect_segment(200.1, A, 88);
+}
+
+/// XNU tcp_output: a small segment may leave when the last segment sent was full-size
+/// (TF_MAXSEGSNT, Mac OS X 10.5+, seed 004), but not after a small one.
+#[test]
+fn xnu_sends_small_after_full_but_not_after_small() {
+    let mut s = Script::new("macos", 1448);
+    s.at(0.0).write(A, 1448 * 2 + 100);
+    s.write(A, 10); // the last segment sent (100 B) was small: held
+    s.expect_segment(0.0, A, 1448).expect_segment(0.0, A, 1448).expect_segment(0.0, A, 100);
+    // XNU forces ACKs for the first 16 segments (TCP_FORCED_ACKS_COUNT).
+    s.expect_ack(0.05, B).expect_ack(0.05, B).expect_ack(0.05, B);
+    s.expect_segment(0.1, A, 10);
+}
+
+/// Linux pingpong (tcp_event_data_sent: a reply within ato of the last data received) turns
+/// off quick ACKs (tcp_in_quickack_mode: quick && !pingpong); the next small segment is ACKed
+/// by the delayed-ACK timer after TCP_ATO_MIN = 40 ms (tcp_send_delayed_ack, __tcp_ack_snd_check).
+#[test]
+fn linux_interactive_connection_delays_the_ack_40ms() {
+    let mut s = Script::new("linux", 1448);
+    s.at(0.0).write(A, 10);
+    s.expect_segment(0.0, A, 10).expect_ack(0.05, B);
+    s.at(1.0).read(B, 10).write(B, 10); // reply within ato: B enters pingpong
+    s.expect_segment(1.0, B, 10).expect_ack(1.05, A);
+    s.at(2.0).write(A, 10);
+    s.expect_segment(2.0, A, 10);
+    s.expect_nothing_until(42.0);
+    s.expect_ack(42.05, B);
+    // tcp_delack_timer_handler: the timer firing in pingpong mode leaves it; quick ACKs resume.
+    s.at(50.0).write(A, 10);
+    s.expect_segment(50.0, A, 10).expect_ack(50.05, B);
+}
+
+/// __tcp_sock_set_quickack (net/ipv4/tcp.c): TCP_QUICKACK after a read leaves pingpong and
+/// sends the pending ACK (tcp_cleanup_rbuf with ICSK_ACK_PUSHED); a plain read does not.
+#[test]
+fn linux_quickack_after_read_flushes_the_delayed_ack() {
+    let mut s = Script::new("linux", 1448);
+    s.at(0.0).write(A, 10);
+    s.expect_segment(0.0, A, 10).expect_ack(0.05, B);
+    s.at(1.0).read(B, 10).write(B, 10);
+    s.expect_segment(1.0, B, 10).expect_ack(1.05, A);
+    s.at(2.0).write(A, 10);
+    s.expect_segment(2.0, A, 10);
+    s.at(3.0).read(B, 10); // pingpong: reading alone sends nothing
+    s.expect_nothing_until(3.5);
+    s.quickack(B);
+    s.expect_ack(3.5, B);
+}
+
+/// __tcp_ack_snd_check: more than one rcv_mss unacknowledged sends the ACK at once, even in
+/// pingpong mode (rcv_mss from tcp_measure_rcv_mss).
+#[test]
+fn linux_acks_two_full_segments_at_once() {
+    let mut s = Script::new("linux", 1448);
+    s.at(0.0).write(A, 10);
+    s.expect_segment(0.0, A, 10).expect_ack(0.05, B);
+    s.at(1.0).read(B, 10).write(B, 10);
+    s.expect_segment(1.0, B, 10).expect_ack(1.05, A);
+    s.at(2.0).write(A, 2896);
+    s.expect_segment(2.0, A, 1448).expect_segment(2.0, A, 1448);
+    s.expect_ack(2.05, B);
+}
+
+/// __tcp_cleanup_rbuf: with the quick-ACK budget spent (tcp_dec_quickack_mode) and the
+/// connection not interactive, a read that drains a queue holding a small (PSH) segment sends
+/// the pending ACK (ICSK_ACK_PUSHED && !pingpong).
+#[test]
+fn linux_ack_on_read_when_not_interactive() {
+    let mut s = Script::new("linux", 1448);
+    s.nodelay(A, true);
+    for i in 0..16 {
+        s.at(f64::from(i)).write(A, 10);
+        s.expect_segment(f64::from(i), A, 10).expect_ack(f64::from(i) + 0.05, B);
+    }
+    s.at(16.0).write(A, 10);
+    s.expect_segment(16.0, A, 10);
+    s.expect_nothing_until(20.0); // budget spent: the ACK is delayed
+    s.read(B, 170);
+    s.expect_ack(20.0, B);
+}
+
+/// TCP_CORK (__tcp_sock_set_cork, net/ipv4/tcp.c): nothing sub-MSS leaves while corked;
+/// uncorking pushes the merged data as one segment.
+#[test]
+fn cork_merges_writes_until_uncorked() {
+    let mut s = Script::new("linux", 1448);
+    s.cork(A, true).write(A, 100).write(A, 200);
+    s.expect_nothing_until(5.0);
+    s.cork(A, false);
+    s.expect_segment(5.0, A, 300);
+}
+
+/// Corked data with nothing in flight is released by the probe timer (__tcp_push_pending_frames
+/// -> tcp_check_probe_timer; tcp_probe_timer -> tcp_write_wakeup) after
+/// tcp_probe0_base = max(RTO, TCP_RTO_MIN); RTO = srtt + TCP_RTO_MIN here.
+#[test]
+fn corked_data_waits_for_the_probe_timer() {
+    let mut s = Script::new("linux", 1448);
+    s.at(0.0).write(A, 10);
+    s.expect_segment(0.0, A, 10).expect_ack(0.05, B); // an RTT sample: RTO ~200.1 ms
+    s.at(1.0).cork(A, true).write(A, 100);
+    s.expect_nothing_until(200.0);
+    s.expect_segment(201.1, A, 100);
+}
+
+/// MSG_MORE (tcp_push: flags & MSG_MORE -> TCP_NAGLE_CORK): the write is held; the next write
+/// without it pushes both as one segment.
+#[test]
+fn msg_more_holds_until_the_last_write() {
+    let mut s = Script::new("linux", 1448);
+    s.at(0.0).write_more(A, 100);
+    s.expect_nothing_until(1.0);
+    s.write(A, 50);
+    s.expect_segment(1.0, A, 150);
+}
+
+/// tcp_cwnd_test (RFC 5681 3.1, RFC 6928 IW 10): with Nagle off, the 11th segment waits for
+/// an ACK to open the congestion window.
+#[test]
+fn initial_window_of_ten_segments() {
+    let mut s = Script::new("linux", 1448);
+    s.nodelay(A, true);
+    for _ in 0..12 {
+        s.write(A, 100);
+    }
+    for _ in 0..10 {
+        s.expect_segment(0.0, A, 100);
+    }
+    for _ in 0..10 {
+        s.expect_ack(0.05, B);
+    }
+    // The first ACK opens the window; the two held writes share the unsent tail skb.
+    s.expect_segment(0.1, A, 200);
+}
+
+/// Seed 001 on a current kernel: NODELAY, then per message NODELAY off + CORK on ... CORK off +
+/// NODELAY on merges the writes, because tcp_skb_entail clears the TCP_NAGLE_PUSH that
+/// __tcp_sock_set_nodelay left set.
+#[test]
+fn nodelay_then_cork_merges_on_current_kernels() {
+    let mut s = Script::new("linux", 1448);
+    s.nodelay(A, true);
+    s.at(1.0).nodelay(A, false).cork(A, true).write(A, 275).write(A, 24).write(A, 292);
+    s.cork(A, false).nodelay(A, true);
+    s.expect_segment(1.0, A, 591);
+}

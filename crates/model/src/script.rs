@@ -1,0 +1,191 @@
+//! A packet-script harness for the rules (tests only), in the style of smoltcp's `send!` /
+//! `recv!` and packetdrill: the test drives two endpoints with application calls at given
+//! times and expects segments on the wire at given times, or nothing until a time.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::tcp::{Action, Seg, Tcp, TimerId};
+use crate::Profile;
+
+pub const A: usize = 0;
+pub const B: usize = 1;
+const TOL: u64 = 10_000; // 10 us: model times are exact; scripts write them rounded
+
+pub fn ms(x: f64) -> u64 {
+    (x * 1e6).round() as u64
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Arrive { to: usize, seq: u64, len: u32, ack: u64, psh: bool, timer: bool },
+    Timer { ep: usize, t: u8, gen: u64 },
+}
+
+pub struct Script {
+    pub eps: [Tcp; 2],
+    pub now: u64,
+    one_way: u64,
+    q: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    n: u64,
+    /// Every segment put on the wire: (time, sender, segment).
+    pub sent: Vec<(u64, usize, Seg)>,
+    seen: usize,
+    out: Vec<Action>,
+}
+
+impl Script {
+    /// Both ends run `profile`; sender MSS `mss` (advmss = mss + 12, timestamps on).
+    pub fn new(profile: &str, mss: u32) -> Script {
+        let p = Profile::builtin(profile).expect("profile");
+        Script::pair(&p, &p, mss)
+    }
+    pub fn pair(a: &Profile, b: &Profile, mss: u32) -> Script {
+        Script {
+            eps: [Tcp::new(a, mss, mss + 12, true), Tcp::new(b, mss, mss + 12, true)],
+            now: 0,
+            one_way: 50_000, // 50 us each way
+            q: BinaryHeap::new(),
+            n: 0,
+            sent: Vec::new(),
+            seen: 0,
+            out: Vec::new(),
+        }
+    }
+
+    fn drain(&mut self, i: usize) {
+        for a in std::mem::take(&mut self.out) {
+            self.n += 1;
+            match a {
+                Action::Tx(s) => {
+                    self.sent.push((self.now, i, s));
+                    let ev =
+                        Ev::Arrive { to: 1 - i, seq: s.seq, len: s.len, ack: s.ack, psh: s.psh, timer: s.by_delack_timer };
+                    self.q.push(Reverse((self.now + self.one_way, self.n, ev)));
+                }
+                Action::Arm { timer, at, gen } => {
+                    self.q.push(Reverse((at, self.n, Ev::Timer { ep: i, t: timer as u8, gen })));
+                }
+                Action::Release { .. } | Action::Fired(_) => {}
+            }
+        }
+    }
+
+    /// Run the network and the timers up to time `t` (ms).
+    pub fn at(&mut self, t_ms: f64) -> &mut Self {
+        let t = ms(t_ms).max(self.now);
+        while let Some(Reverse((when, _, _))) = self.q.peek() {
+            if *when > t {
+                break;
+            }
+            let Some(Reverse((when, _, ev))) = self.q.pop() else { break };
+            self.now = when;
+            match ev {
+                Ev::Arrive { to, seq, len, ack, psh, timer } => {
+                    let seg = Seg { seq, len, ack, psh, by_delack_timer: timer };
+                    self.eps[to].on_segment(when, seg, &mut self.out);
+                    self.drain(to);
+                }
+                Ev::Timer { ep, t, gen } => {
+                    self.eps[ep].on_timer(when, TimerId::from_index(t), gen, &mut self.out);
+                    self.drain(ep);
+                }
+            }
+        }
+        self.now = t;
+        self
+    }
+
+    pub fn write(&mut self, side: usize, n: u64) -> &mut Self {
+        let now = self.now;
+        self.eps[side].app_write(now, n, false, false, &mut self.out);
+        self.drain(side);
+        self
+    }
+    /// send(2) with MSG_MORE.
+    pub fn write_more(&mut self, side: usize, n: u64) -> &mut Self {
+        let now = self.now;
+        self.eps[side].app_write(now, n, true, false, &mut self.out);
+        self.drain(side);
+        self
+    }
+    pub fn read(&mut self, side: usize, n: u64) -> &mut Self {
+        let now = self.now;
+        let got = self.eps[side].app_read(now, n, &mut self.out);
+        assert_eq!(got, n, "read at {} ms: only {got} of {n} bytes readable", now as f64 / 1e6);
+        self.drain(side);
+        self
+    }
+    pub fn nodelay(&mut self, side: usize, on: bool) -> &mut Self {
+        let now = self.now;
+        self.eps[side].set_nodelay(now, on, &mut self.out);
+        self.drain(side);
+        self
+    }
+    pub fn cork(&mut self, side: usize, on: bool) -> &mut Self {
+        let now = self.now;
+        assert!(self.eps[side].set_cork(now, on, &mut self.out));
+        self.drain(side);
+        self
+    }
+    pub fn quickack(&mut self, side: usize) -> &mut Self {
+        let now = self.now;
+        assert!(self.eps[side].set_quickack(now, &mut self.out));
+        self.drain(side);
+        self
+    }
+
+    /// The next segment on the wire is from `from`, carries `len` bytes, and left at `t_ms`
+    /// (within 10 us). Runs the model up to that time first.
+    pub fn expect_segment(&mut self, t_ms: f64, from: usize, len: u32) -> &mut Self {
+        let t = ms(t_ms);
+        if self.now < t + TOL {
+            self.at((t + TOL) as f64 / 1e6);
+        }
+        let Some(&(when, who, seg)) = self.sent.get(self.seen) else {
+            panic!("expected a {len}-byte segment from {} at {t_ms} ms; nothing was sent", name(from));
+        };
+        assert!(
+            who == from && seg.len == len && when + TOL >= t && when <= t + TOL,
+            "expected a {len}-byte segment from {} at {t_ms} ms; got {} bytes from {} at {:.3} ms",
+            name(from),
+            seg.len,
+            name(who),
+            when as f64 / 1e6
+        );
+        self.seen += 1;
+        self
+    }
+
+    /// A pure ACK from `from` at `t_ms`.
+    pub fn expect_ack(&mut self, t_ms: f64, from: usize) -> &mut Self {
+        self.expect_segment(t_ms, from, 0)
+    }
+
+    /// Nothing new goes on the wire before `t_ms`.
+    pub fn expect_nothing_until(&mut self, t_ms: f64) -> &mut Self {
+        let t = ms(t_ms);
+        let end = t.saturating_sub(1);
+        if self.now < end {
+            self.at(end as f64 / 1e6);
+        }
+        if let Some(&(when, who, seg)) = self.sent.get(self.seen) {
+            assert!(
+                when >= end,
+                "expected nothing until {t_ms} ms; {} sent {} bytes at {:.3} ms",
+                name(who),
+                seg.len,
+                when as f64 / 1e6
+            );
+        }
+        self
+    }
+}
+
+fn name(i: usize) -> &'static str {
+    if i == A {
+        "A (client)"
+    } else {
+        "B (server)"
+    }
+}
