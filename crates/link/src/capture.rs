@@ -1,7 +1,11 @@
 //! `--capture FILE.pcapng`: every packet the forwarder carries, as seen at each end of the link.
 //!
 //! The file has one Interface Description Block per side (0 = client, 1 = server), linktype
-//! RAW (101: IPv4/IPv6 without a link header, what a TUN device with IFF_NO_PI carries) and
+//! IPV4 (228: IPv4 without a link header, what a TUN device with IFF_NO_PI carries here; the
+//! namespaces have IPv6 disabled; LINKTYPE_RAW, 101, would also allow IPv6, but libpcap
+//! refuses a second RAW interface in one section, "an interface has a type 101 different from
+//! the type of the first interface", as it compares the first one's DLT with the next one's
+//! LINKTYPE) and
 //! `if_tsresol = 9` (nanoseconds; pcapng spec, draft-ietf-opsawg-pcapng section 4.2). A packet
 //! appears on the side it entered the link when the forwarder read it, and on the other side
 //! when the forwarder delivered it; a dropped packet appears only where it entered. So a
@@ -59,7 +63,7 @@ impl Capture {
             .map_err(|e| LinkError::Setup(format!("writing {}: {e}", path.display())))?;
         for (i, name) in names.iter().enumerate() {
             let idb = InterfaceDescriptionBlock {
-                linktype: DataLink::RAW,
+                linktype: DataLink::IPV4,
                 snaplen: 0,
                 options: vec![
                     InterfaceDescriptionOption::IfName(Cow::Owned(name.clone())),

@@ -4,13 +4,15 @@
 //! - [`model`]: the link as a pure function (no clock, no OS), unit-tested with explicit times;
 //! - [`netns`]: the namespaces and TUN devices; [`userns`]: root or an unprivileged user namespace;
 //! - [`forward`]: the per-direction forwarder threads; [`capture`]: the pcapng tap;
-//! - [`sweep`]: removal of what a killed run left behind; [`report`]: counters and summary lines.
+//! - [`sweep`]: removal of what a killed run left behind; [`report`]: counters and summary lines;
+//! - [`session`]: `tcpstall shell`, a command in the client namespace behind the link.
 
 pub mod capture;
 pub mod forward;
 pub mod model;
 pub mod netns;
 pub mod report;
+pub mod session;
 pub mod sweep;
 pub mod userns;
 

@@ -1,8 +1,68 @@
-//! `tcpstall shell` (not built yet).
+//! `tcpstall shell`: a command in a network namespace behind an emulated link.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use link::session::{run_session, SessionConfig};
+use link::LinkSpec;
+
+const EXAMPLES: &str = "\
+Examples:
+  # An interactive shell 20 ms and 100 Mbit/s away from a second namespace:
+  tcpstall shell --link rtt=20ms,rate=100mbit
+
+  # Your own server and client on a lossy link, every packet recorded at both ends:
+  tcpstall shell --link rtt=40ms,loss=1% --capture run.pcapng \\
+      --server-command 'iperf3 -s -1' -- iperf3 -c 198.18.0.2
+
+  # Seed 003's receiver-side pure-ACK thinning, without iptables:
+  tcpstall shell --link ack-loss=50% --server-command 'nc -l 5001 >/dev/null' -- sh -c 'head -c 100M /dev/zero | nc 198.18.0.2 5001'
+
+The command runs in the client namespace (198.18.0.1); the server namespace (198.18.0.2) is
+behind the link. Both see TCPSTALL_CLIENT, TCPSTALL_SERVER, TCPSTALL_SERVER_NETNS (a path for
+`nsenter --net=`) and TCPSTALL_LINK. Link keys: rtt, delay, delay-up, delay-down, jitter,
+reorder, rate, queue, loss, ack-loss, ack-every, mtu (see docs/link.md).";
 
 #[derive(Debug, clap::Args)]
-pub struct ShellArgs {}
+#[command(after_help = EXAMPLES)]
+pub struct ShellArgs {
+    /// The emulated link, e.g. rtt=20ms,rate=100mbit,mtu=1500,ack-loss=50%.
+    #[arg(long, value_name = "SPEC", default_value = "mtu=1500")]
+    pub link: String,
+    /// Run this (with /bin/sh -c) in the server namespace for the whole session.
+    #[arg(long, value_name = "CMD")]
+    pub server_command: Option<String>,
+    /// Record every packet the link carries, at both ends, to this pcapng file.
+    #[arg(long, value_name = "FILE.pcapng")]
+    pub capture: Option<PathBuf>,
+    /// Do not print the link's addresses and counters.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// The command to run in the client namespace (default: $SHELL, or /bin/sh).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
 
-pub fn run(_args: ShellArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("'tcpstall shell' is not built yet")
+pub fn run(args: ShellArgs) -> anyhow::Result<i32> {
+    let spec: LinkSpec = args.link.parse().map_err(|e: String| anyhow::anyhow!("--link: {e}"))?;
+    let cfg = SessionConfig {
+        spec,
+        capture: args.capture,
+        server_command: args.server_command,
+        command: args.command,
+    };
+    let quiet = args.quiet;
+    let out = run_session(&cfg, |line| {
+        if !quiet {
+            eprintln!("tcpstall shell: {line}");
+        }
+    })
+    .context("shell")?;
+    if !quiet {
+        for l in out.report.summary_lines() {
+            eprintln!("tcpstall shell: {l}");
+        }
+    }
+    Ok(out.exit_code)
 }
