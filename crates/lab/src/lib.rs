@@ -1,4 +1,188 @@
 //! Runs scenarios over real sockets (OS).
+//!
+//! Each row of a strategy matrix is one fresh TCP connection between two threads of this
+//! process: the server thread and the client thread each run their side's step program
+//! (`scenario::Workload::program`) with the strategy's exact socket operations. The client
+//! times rounds (or reads) and every socket call; both read `tcp_info` before the measured
+//! rounds and after them; when the run owns its network namespace the TcpExt counters of that
+//! namespace are read too. The verdict is inferred from those numbers (`verdict::infer`).
 
+mod exec;
+pub mod measure;
+pub mod netstat;
+mod pair;
 mod placement;
+pub mod verdict;
+
+pub use pair::run_pair;
 pub use placement::Placement;
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use report::{Report, RunResult};
+use scenario::Scenario;
+
+/// How the lab runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabOptions {
+    /// A wait counts as a stall when it exceeds the round trip (tcpi_min_rtt) by more than this.
+    /// None = 10 ms.
+    pub stall_threshold: Option<Duration>,
+    /// Port the server listens on; 0 = any free port.
+    pub port: u16,
+    /// Run each connection in a fresh private network namespace when the placement is plain
+    /// loopback, so TcpExt counters belong to the run alone. Needs CAP_SYS_ADMIN; without it the
+    /// run falls back to the caller's namespace and says so.
+    pub own_netns: bool,
+    /// MTU given to `lo` in the private namespace (None = leave loopback's 65536). Default 1500,
+    /// Ethernet's, so segment counts (MSS 1448 with timestamps) are those of a LAN.
+    pub lo_mtu: Option<u32>,
+    /// A peer silent this long is an error.
+    pub io_timeout: Duration,
+}
+
+impl Default for LabOptions {
+    fn default() -> Self {
+        LabOptions {
+            stall_threshold: None,
+            port: 0,
+            own_netns: true,
+            lo_mtu: Some(1500),
+            io_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Default stall margin over the round trip.
+pub const DEFAULT_STALL_MARGIN: Duration = Duration::from_millis(10);
+
+/// Progress of `run_scenario`, for progress bars.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// Row `index` (0-based) of `total` starts.
+    Start { index: usize, total: usize, label: String },
+    /// Row `index` finished (or failed).
+    Done { index: usize, total: usize },
+}
+
+/// What can go wrong in a lab run. Each message is one line.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    #[error("port {port} is already in use on {ip} (choose another with --port, or 0 for any free port)")]
+    PortInUse { ip: IpAddr, port: u16 },
+    #[error("{side}: the peer closed the connection early in {phase} ({detail})")]
+    PeerClosed { side: &'static str, phase: String, detail: String },
+    #[error("{side}: no progress for {secs} s in {phase}: the peer stopped")]
+    Timeout { side: &'static str, phase: String, secs: u64 },
+    #[error("{side}: {what}: {source}")]
+    Io {
+        side: &'static str,
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{side}: network namespace: {what}: {source}")]
+    Netns {
+        side: &'static str,
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the {0} thread panicked")]
+    Panic(&'static str),
+}
+
+impl LabError {
+    /// Errors that are only the echo of the other side failing first.
+    fn is_secondary(&self) -> bool {
+        matches!(self, LabError::PeerClosed { .. } | LabError::Timeout { .. })
+    }
+}
+
+/// The running kernel's release (`uname -r`).
+pub fn kernel_release() -> String {
+    nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_else(|_| "unknown".into())
+}
+
+/// Run every row of the scenario (its matrix, for each workload variant) and return the report.
+/// The first error stops the run; the rows measured before it stay in `report.results` and the
+/// error is in `report.errors`.
+pub fn run_scenario(s: &Scenario, place: &Placement, opts: &LabOptions, progress: &mut dyn FnMut(Progress)) -> Report {
+    let variants = s.workload.variants();
+    let total = variants.len() * s.matrix.len();
+    let mut report = Report {
+        tool: "tcpstall".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        schema: report::SCHEMA_VERSION,
+        kernel: kernel_release(),
+        mode: "lab".into(),
+        scenario: s.name.clone(),
+        params: s.workload.params_json(),
+        link: place.link.clone(),
+        results: Vec::new(),
+        errors: Vec::new(),
+    };
+    let mut ns_note = None;
+    let mut index = 0;
+    'rows: for (variant, workload) in &variants {
+        for pair in &s.matrix {
+            progress(Progress::Start { index, total, label: pair.label.clone() });
+            let r = pair::run_pair_noted(workload, pair, place, opts);
+            progress(Progress::Done { index, total });
+            index += 1;
+            match r {
+                Ok((mut row, note)) => {
+                    row.variant = variant.clone();
+                    ns_note.get_or_insert(note);
+                    report.results.push(row);
+                }
+                Err(e) => {
+                    report.errors.push(format!("{}: {e}", pair.label));
+                    break 'rows;
+                }
+            }
+        }
+    }
+    if let Some(note) = ns_note.filter(|n| !n.is_empty()) {
+        report.link = format!("{} ({note})", report.link);
+    }
+    if matches!(s.workload, scenario::Workload::Stream(_)) {
+        add_throughput_comparison(&mut report.results);
+    } else {
+        add_cost_comparison(&mut report.results);
+    }
+    report
+}
+
+/// Stream rows: throughput relative to the first row (segment counts grow with throughput, so
+/// comparing them would mislead).
+pub fn add_throughput_comparison(rows: &mut [RunResult]) {
+    let Some(base) = rows.first().map(|r| (r.strategy.clone(), r.throughput_bps)) else { return };
+    for r in rows.iter_mut().skip(1) {
+        if base.1 > 0.0 {
+            r.verdict = format!("{}; {:.0}% of {}'s throughput", r.verdict, 100.0 * r.throughput_bps / base.1, base.0);
+        }
+    }
+}
+
+/// Append "fewest segments" / "Nx the segments of the best fix" to stall-free rows, per variant.
+pub fn add_cost_comparison(rows: &mut [RunResult]) {
+    let mut variants: Vec<String> = rows.iter().map(|r| r.variant.clone()).collect();
+    variants.dedup();
+    for v in variants {
+        let idx: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].variant == v).collect();
+        let costs: Vec<verdict::Cost> = idx
+            .iter()
+            .map(|&i| verdict::Cost {
+                stalls: rows[i].verdict_key.stalls,
+                segments: rows[i].wire.client.segs_out + rows[i].wire.server.segs_out,
+            })
+            .collect();
+        for (&i, c) in idx.iter().zip(verdict::compare_cost(&costs)) {
+            if let Some(c) = c {
+                rows[i].verdict = format!("{}, {c}", rows[i].verdict);
+            }
+        }
+    }
+}

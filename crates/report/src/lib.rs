@@ -6,7 +6,9 @@
 use serde::{Deserialize, Serialize};
 use trace::VerdictKey;
 
+mod export;
 mod schema;
+pub use export::{export, exporter, label, Csv, Json, Markdown, Table};
 pub use schema::*;
 
 /// Output formats.
@@ -17,6 +19,28 @@ pub enum Format {
     Json,
     Csv,
     Markdown,
+}
+
+impl Format {
+    pub const ALL: [Format; 4] = [Format::Table, Format::Json, Format::Csv, Format::Markdown];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Table => "table",
+            Format::Json => "json",
+            Format::Csv => "csv",
+            Format::Markdown => "markdown",
+        }
+    }
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Format::ALL
+            .into_iter()
+            .find(|f| f.as_str() == s || (s == "md" && *f == Format::Markdown))
+            .ok_or_else(|| format!("unknown format '{s}' (expected table, json, csv or markdown)"))
+    }
 }
 
 /// One exporter per format: returns the bytes to write.

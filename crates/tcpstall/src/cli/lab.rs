@@ -1,8 +1,227 @@
-//! `tcpstall lab` (not built yet).
+//! `tcpstall lab`: run a scenario over real sockets across a matrix of strategies.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use lab::{LabOptions, Progress};
+use scenario::{Opt, Scenario, SideOpts, StrategyPair, Workload};
+
+use super::output::{self, OutputFormat};
+
+const EXAMPLES: &str = "\
+Examples:
+  tcpstall lab                                  seed 000 on loopback, every strategy of its matrix
+  tcpstall lab chunked --set round=10           fewer rounds
+  tcpstall lab multi-write --client cork        one pair: client corks, server default
+  tcpstall lab burst --set n=2 --format json    seed 002 with two messages per burst, as JSON
+  tcpstall lab bulk-ack --set sweep=99912,100000  seed 004's two sizes
+  tcpstall lab --matrix all --rounds 20         every strategy on both sides
+  tcpstall lab --config tcp_test.conf           seed 000's own configuration file
+  tcpstall lab --port 8000 &  tcpdump -i lo port 8000   watch it on the host's loopback
+
+As root each row runs in a private network namespace (lo with MTU 1500) so TcpExt counters
+belong to the run; --port, --link or no root use the caller's or the link's namespaces.";
 
 #[derive(Debug, clap::Args)]
-pub struct LabArgs {}
+#[command(after_help = EXAMPLES)]
+pub struct LabArgs {
+    /// Scenario to run (`tcpstall scenarios` lists them) [default: chunked]
+    pub scenario: Option<String>,
+    /// Override a workload parameter (repeatable), e.g. --set round=10 --set writes=275,24,292
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Client strategies, comma-separated (nodelay, quickack-once, quickack-each, cork, msg-more,
+    /// writev, buffer, nodelay-then-cork, none): run this one pair instead of the matrix
+    #[arg(long, value_name = "LIST")]
+    pub client: Option<String>,
+    /// Server strategies (as --client)
+    #[arg(long, value_name = "LIST")]
+    pub server: Option<String>,
+    /// Strategy matrix: `default` (the scenario's own) or `all` (each strategy on both sides)
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    pub matrix: String,
+    /// Run seed 000's tcp_test.conf (keys no_delay, quickack, cork, msg_more, send, n_chunk, round)
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// A wait is a stall when it exceeds the round trip by more than MS milliseconds [default: 10]
+    #[arg(long, value_name = "MS")]
+    pub stall_threshold: Option<f64>,
+    /// Shortcut for the scenario's round-count parameter (--set round=N for chunked, ...)
+    #[arg(long, value_name = "N")]
+    pub rounds: Option<u32>,
+    /// Output format
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: OutputFormat,
+    /// Write the output to FILE instead of stdout
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Server port (default: any free port). Runs in the caller's namespace so tcpdump on the
+    /// host sees it; a port in use is an error
+    #[arg(long, value_name = "N")]
+    pub port: Option<u16>,
+    /// Run behind an emulated link (see `tcpstall shell --help` for SPEC)
+    #[arg(long, value_name = "SPEC")]
+    pub link: Option<String>,
+    /// Write a pcap of the emulated link to FILE
+    #[arg(long, value_name = "FILE")]
+    pub capture: Option<PathBuf>,
+    /// No progress bar
+    #[arg(long, short)]
+    pub quiet: bool,
+}
 
-pub fn run(_args: LabArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("'tcpstall lab' is not built yet")
+/// The parameter that counts rounds in each workload.
+fn rounds_key(w: &Workload) -> anyhow::Result<&'static str> {
+    Ok(match w {
+        Workload::Chunked(_) => "round",
+        Workload::MultiWrite(_) => "requests",
+        Workload::Burst(_) | Workload::BulkAck(_) | Workload::Rr(_) => "rounds",
+        Workload::Stream(_) => bail!("--rounds: the stream scenario runs for a time; use --set duration_ms=N"),
+    })
+}
+
+fn side(flag: &str, list: Option<&str>) -> anyhow::Result<SideOpts> {
+    SideOpts::parse_list(list.unwrap_or("none")).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+}
+
+/// Build the scenario to run from the flags.
+pub fn scenario_from(args: &LabArgs) -> anyhow::Result<Scenario> {
+    let mut s = match &args.config {
+        Some(path) => {
+            if let Some(name) = &args.scenario {
+                bail!("--config runs seed 000's chunked scenario from the file; drop the scenario name '{name}'");
+            }
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            scenario::parse_tcp_test_conf(&path.display().to_string(), &text)?.scenario()?
+        }
+        None => Scenario::builtin(args.scenario.as_deref().unwrap_or("chunked"))?,
+    };
+    s.apply_sets(&args.sets)?;
+    if let Some(n) = args.rounds {
+        let key = rounds_key(&s.workload)?;
+        s.apply_sets(&[format!("{key}={n}")]).map_err(|e| anyhow::anyhow!("--rounds: {e}"))?;
+    }
+    if args.client.is_some() || args.server.is_some() {
+        if args.matrix != "default" {
+            bail!("--client/--server run one pair; they cannot go with --matrix {}", args.matrix);
+        }
+        let pair = StrategyPair::new(side("client", args.client.as_deref())?, side("server", args.server.as_deref())?);
+        s.matrix = vec![pair];
+    } else {
+        match args.matrix.as_str() {
+            "default" => {}
+            "all" => s.matrix = matrix_all(),
+            other => bail!("unknown matrix '{other}' (expected default or all)"),
+        }
+    }
+    Ok(s)
+}
+
+/// `--matrix all`: the default, then every single strategy applied on both sides.
+pub fn matrix_all() -> Vec<StrategyPair> {
+    let mut m = vec![StrategyPair::new(SideOpts::none(), SideOpts::none())];
+    for o in Opt::ALL {
+        let side = SideOpts::new(vec![o]).unwrap_or_default();
+        m.push(StrategyPair { label: o.as_str().to_string(), client: side.clone(), server: side });
+    }
+    m
+}
+
+pub fn lab_options(args: &LabArgs) -> anyhow::Result<LabOptions> {
+    let mut o = LabOptions::default();
+    if let Some(ms) = args.stall_threshold {
+        if !(ms > 0.0 && ms <= 10_000.0) {
+            bail!("--stall-threshold {ms}: expected milliseconds between 0 and 10000");
+        }
+        o.stall_threshold = Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    if let Some(p) = args.port {
+        o.port = p;
+        // A fixed port is for watching from the host (tcpdump -i lo port N): stay in its namespace.
+        o.own_netns = false;
+    }
+    Ok(o)
+}
+
+pub fn run(args: LabArgs) -> anyhow::Result<i32> {
+    let s = scenario_from(&args)?;
+    let opts = lab_options(&args)?;
+    let env = super::linkenv::open(args.link.as_deref(), args.capture.as_deref())?;
+    let total = (s.workload.variants().len() * s.matrix.len()) as u64;
+    let bar = output::progress_bar(total, args.quiet);
+    let mut progress = |p: Progress| match p {
+        Progress::Start { index, label, .. } => {
+            bar.set_position(index as u64);
+            bar.set_message(label);
+        }
+        Progress::Done { index, .. } => bar.set_position(index as u64 + 1),
+    };
+    let report = lab::run_scenario(&s, &env.placement, &opts, &mut progress);
+    bar.finish_and_clear();
+    let link_lines = env.finish();
+    if !report.results.is_empty() || args.format != OutputFormat::Table {
+        output::emit(&report, args.format, args.output.as_deref())?;
+    }
+    if args.format == OutputFormat::Table {
+        if let Ok(lines) = &link_lines {
+            for l in lines {
+                println!("{l}");
+            }
+        }
+    }
+    link_lines?;
+    if let Some(e) = report.errors.first() {
+        // One line; whatever was measured before it is already printed above.
+        eprintln!("tcpstall: {e}");
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> LabArgs {
+        let mut v = vec!["tcpstall", "lab"];
+        v.extend_from_slice(args);
+        match crate::cli::Cli::parse_from(v).command {
+            crate::cli::Command::Lab(a) => a,
+            _ => panic!("not lab"),
+        }
+    }
+
+    #[test]
+    fn one_pair_replaces_the_matrix() {
+        let s = scenario_from(&parse(&["multi-write", "--client", "cork"])).unwrap();
+        assert_eq!(s.matrix.len(), 1);
+        assert_eq!(s.matrix[0].label, "client:cork");
+    }
+
+    #[test]
+    fn rounds_shortcut_uses_each_workloads_key() {
+        let s = scenario_from(&parse(&["--rounds", "7"])).unwrap();
+        assert_eq!(s.workload.params_json()["round"], 7);
+        let s = scenario_from(&parse(&["multi-write", "--rounds", "7"])).unwrap();
+        assert_eq!(s.workload.params_json()["requests"], 7);
+        assert!(scenario_from(&parse(&["stream", "--rounds", "7"])).is_err());
+    }
+
+    #[test]
+    fn matrix_all_has_every_strategy() {
+        let s = scenario_from(&parse(&["--matrix", "all"])).unwrap();
+        assert_eq!(s.matrix.len(), 1 + Opt::ALL.len());
+        assert!(scenario_from(&parse(&["--matrix", "some"])).is_err());
+        assert!(scenario_from(&parse(&["--matrix", "all", "--client", "cork"])).is_err());
+    }
+
+    #[test]
+    fn port_keeps_the_callers_namespace() {
+        let o = lab_options(&parse(&["--port", "8000"])).unwrap();
+        assert!(!o.own_netns);
+        assert_eq!(o.port, 8000);
+        assert!(lab_options(&parse(&["--stall-threshold", "0"])).is_err());
+    }
 }

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 pub mod explain;
 pub mod lab;
 pub mod linkenv;
+pub mod output;
 pub mod scenarios;
 pub mod shell;
 pub mod simulate;

@@ -1,0 +1,317 @@
+//! Executes one side's step program on a connected socket, exactly as the strategy planned it
+//! (`SideOpts::setup_ops`, `plan_message`, `after_recv_ops`): the plan is compiled into a flat
+//! list of operations before the first round, so the loop itself only makes socket calls and
+//! reads the clock between them.
+
+use std::io::{self, IoSlice, Read};
+use std::time::{Duration, Instant};
+
+use scenario::{Call, SideOpts, SockOp, Step};
+use socket2::Socket;
+
+use crate::measure::Recorder;
+use crate::LabError;
+
+/// Where in the program a side is, for error messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Prologue,
+    Warmup(u64),
+    Round(u64),
+    Epilogue,
+    Stream,
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Phase::Prologue => f.write_str("the prologue"),
+            Phase::Warmup(r) => write!(f, "warm-up round {}", r + 1),
+            Phase::Round(r) => write!(f, "round {}", r + 1),
+            Phase::Epilogue => f.write_str("the epilogue"),
+            Phase::Stream => f.write_str("the stream"),
+        }
+    }
+}
+
+/// One compiled operation.
+#[derive(Debug)]
+pub enum Op<'b> {
+    Set(SockOp),
+    /// send(2) of `len` bytes with these flags (MSG_NOSIGNAL, maybe MSG_MORE).
+    Send {
+        len: usize,
+        flags: libc::c_int,
+    },
+    /// One sendmsg(2) of these buffers (`total` bytes).
+    Gather {
+        bufs: Vec<IoSlice<'b>>,
+        total: usize,
+    },
+    /// Receive exactly `len` bytes; `sample` when this step is a latency sample on its own.
+    Recv {
+        len: usize,
+        sample: bool,
+    },
+    Sleep(Duration),
+}
+
+/// Largest message or read of a program: the size of the buffers to allocate.
+pub fn max_len(steps: &[&[Step]]) -> usize {
+    steps
+        .iter()
+        .flat_map(|s| s.iter())
+        .map(|s| match s {
+            Step::Send(w) => w.iter().map(|&x| x as usize).sum(),
+            Step::Recv(n) => *n as usize,
+            Step::Sleep { .. } => 0,
+        })
+        .max()
+        .unwrap_or(0)
+        .max(1)
+}
+
+/// Compile steps into operations. `buf` holds the bytes every send takes from; `sample_reads`
+/// makes each Recv a sample (Sample::ClientRecv).
+pub fn compile<'b>(steps: &[Step], opts: &SideOpts, buf: &'b [u8], sample_reads: bool) -> Vec<Op<'b>> {
+    let mut ops = Vec::new();
+    for step in steps {
+        match step {
+            Step::Send(writes) => {
+                let plan = opts.plan_message(writes);
+                ops.extend(plan.pre.iter().map(|&o| Op::Set(o)));
+                for call in &plan.calls {
+                    match call {
+                        Call::Send { len, more } => {
+                            let more = if *more { libc::MSG_MORE } else { 0 };
+                            ops.push(Op::Send { len: *len as usize, flags: libc::MSG_NOSIGNAL | more });
+                        }
+                        Call::Gather(lens) => {
+                            let mut off = 0;
+                            let bufs = lens
+                                .iter()
+                                .map(|&l| {
+                                    let s = IoSlice::new(&buf[off..off + l as usize]);
+                                    off += l as usize;
+                                    s
+                                })
+                                .collect();
+                            ops.push(Op::Gather { bufs, total: off });
+                        }
+                    }
+                }
+                ops.extend(plan.post.iter().map(|&o| Op::Set(o)));
+            }
+            Step::Recv(n) => ops.push(Op::Recv { len: *n as usize, sample: sample_reads }),
+            Step::Sleep { ns } => ops.push(Op::Sleep(Duration::from_nanos(*ns))),
+        }
+    }
+    ops
+}
+
+/// Apply one socket option change (socket2 wraps each setsockopt; tcp(7)).
+pub fn apply(sock: &Socket, op: SockOp) -> io::Result<()> {
+    match op {
+        SockOp::Nodelay(on) => sock.set_nodelay(on),
+        SockOp::Cork(on) => sock.set_cork(on),
+        SockOp::Quickack => sock.set_quickack(true),
+    }
+}
+
+/// A side's socket with its buffers.
+pub struct Runner<'a> {
+    pub side: &'static str,
+    pub sock: &'a Socket,
+    pub after_recv: &'static [SockOp],
+    pub sbuf: &'a [u8],
+    pub rbuf: Vec<u8>,
+    pub io_timeout: Duration,
+}
+
+/// Time bookkeeping of one sample.
+pub struct Clock {
+    pub prev: Instant,
+    pub slept: Duration,
+}
+
+impl Clock {
+    pub fn start() -> Self {
+        Clock { prev: Instant::now(), slept: Duration::ZERO }
+    }
+    /// Read the clock after a call: record how long the call took as a wait.
+    #[inline]
+    fn tick(&mut self, rec: &mut Option<&mut Recorder>) {
+        let t = Instant::now();
+        if let Some(r) = rec.as_deref_mut() {
+            r.wait(t.duration_since(self.prev).as_nanos() as u64);
+        }
+        self.prev = t;
+    }
+}
+
+impl Runner<'_> {
+    fn io_err(&self, phase: Phase, what: &str, e: io::Error) -> LabError {
+        if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) {
+            return LabError::Timeout { side: self.side, phase: phase.to_string(), secs: self.io_timeout.as_secs() };
+        }
+        if matches!(e.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset) {
+            return LabError::PeerClosed { side: self.side, phase: phase.to_string(), detail: e.to_string() };
+        }
+        LabError::Io { side: self.side, what: format!("{what} in {phase}"), source: e }
+    }
+
+    fn send_all(
+        &self,
+        phase: Phase,
+        mut off: usize,
+        end: usize,
+        flags: libc::c_int,
+        clk: &mut Clock,
+        rec: &mut Option<&mut Recorder>,
+    ) -> Result<(), LabError> {
+        while off < end {
+            let n =
+                self.sock.send_with_flags(&self.sbuf[off..end], flags).map_err(|e| self.io_err(phase, "send", e))?;
+            clk.tick(rec);
+            off += n;
+        }
+        Ok(())
+    }
+
+    /// Run `ops` once. Samples of Recv steps go to `rec` when it is given.
+    pub fn run(
+        &mut self,
+        ops: &[Op<'_>],
+        phase: Phase,
+        clk: &mut Clock,
+        mut rec: Option<&mut Recorder>,
+    ) -> Result<(), LabError> {
+        for op in ops {
+            match op {
+                Op::Set(o) => {
+                    apply(self.sock, *o).map_err(|e| self.io_err(phase, "setsockopt", e))?;
+                    clk.tick(&mut rec);
+                }
+                Op::Send { len, flags } => self.send_all(phase, 0, *len, *flags, clk, &mut rec)?,
+                Op::Gather { bufs, total } => {
+                    let n = self
+                        .sock
+                        .send_vectored_with_flags(bufs, libc::MSG_NOSIGNAL)
+                        .map_err(|e| self.io_err(phase, "sendmsg", e))?;
+                    clk.tick(&mut rec);
+                    // A short write (only under memory pressure or a timeout) sends the rest plainly.
+                    self.send_all(phase, n, *total, libc::MSG_NOSIGNAL, clk, &mut rec)?;
+                }
+                Op::Recv { len, sample } => {
+                    let start = clk.prev;
+                    let mut got = 0;
+                    while got < *len {
+                        let want = (*len - got).min(self.rbuf.len());
+                        let n =
+                            (&*self.sock).read(&mut self.rbuf[..want]).map_err(|e| self.io_err(phase, "recv", e))?;
+                        clk.tick(&mut rec);
+                        if n == 0 {
+                            return Err(LabError::PeerClosed {
+                                side: self.side,
+                                phase: phase.to_string(),
+                                detail: format!("received {got} of {len} bytes"),
+                            });
+                        }
+                        got += n;
+                        for &o in self.after_recv {
+                            apply(self.sock, o).map_err(|e| self.io_err(phase, "setsockopt", e))?;
+                            clk.tick(&mut rec);
+                        }
+                    }
+                    if *sample {
+                        if let Some(r) = rec.as_deref_mut() {
+                            r.sample(clk.prev.duration_since(start).as_nanos() as u64);
+                        }
+                    }
+                }
+                Op::Sleep(d) => {
+                    std::thread::sleep(*d);
+                    let t = Instant::now();
+                    clk.slept += t.duration_since(clk.prev);
+                    clk.prev = t;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stream sender: `write_size` writes until `duration` has passed; each write's time is a
+    /// sample. Returns the number of writes.
+    pub fn stream_send(
+        &mut self,
+        write_size: usize,
+        duration: Duration,
+        h: &mut hdrhistogram::Histogram<u64>,
+    ) -> Result<u64, LabError> {
+        let end = Instant::now() + duration;
+        let mut writes = 0u64;
+        let mut prev = Instant::now();
+        while prev < end {
+            let mut off = 0;
+            while off < write_size {
+                off += self
+                    .sock
+                    .send_with_flags(&self.sbuf[off..write_size], libc::MSG_NOSIGNAL)
+                    .map_err(|e| self.io_err(Phase::Stream, "send", e))?;
+            }
+            let t = Instant::now();
+            h.saturating_record((t.duration_since(prev).as_nanos() as u64).max(1));
+            prev = t;
+            writes += 1;
+        }
+        Ok(writes)
+    }
+
+    /// Stream receiver: read until the peer shuts down its side.
+    pub fn stream_recv(&mut self) -> Result<u64, LabError> {
+        let mut total = 0u64;
+        loop {
+            let n = (&*self.sock).read(&mut self.rbuf).map_err(|e| self.io_err(Phase::Stream, "recv", e))?;
+            if n == 0 {
+                return Ok(total);
+            }
+            total += n as u64;
+            for &o in self.after_recv {
+                apply(self.sock, o).map_err(|e| self.io_err(Phase::Stream, "setsockopt", e))?;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scenario::SideOpts;
+
+    #[test]
+    fn msg_more_compiles_to_send_flags() {
+        let buf = vec![0u8; 600];
+        let o = SideOpts::parse_list("msg-more").unwrap();
+        let ops = compile(&[Step::Send(vec![275, 24, 292]), Step::Recv(100)], &o, &buf, false);
+        let flags: Vec<_> = ops
+            .iter()
+            .filter_map(|o| match o {
+                Op::Send { flags, .. } => Some(*flags & libc::MSG_MORE != 0),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(flags, [true, true, false]);
+        assert!(matches!(ops[3], Op::Recv { len: 100, sample: false }));
+    }
+
+    #[test]
+    fn writev_compiles_to_one_gather_and_cork_wraps_the_message() {
+        let buf = vec![0u8; 600];
+        let o = SideOpts::parse_list("writev,cork").unwrap();
+        let ops = compile(&[Step::Send(vec![10, 20])], &o, &buf, false);
+        assert!(matches!(ops[0], Op::Set(SockOp::Cork(true))));
+        assert!(matches!(&ops[1], Op::Gather { bufs, total: 30 } if bufs.len() == 2 && bufs[1].len() == 20));
+        assert!(matches!(ops[2], Op::Set(SockOp::Cork(false))));
+        assert_eq!(max_len(&[&[Step::Send(vec![10, 20]), Step::Recv(5)]]), 30);
+    }
+}

@@ -1,0 +1,151 @@
+//! What the client records while it runs, and the statistics made from it afterwards.
+//!
+//! In the loop the recorder only stores numbers into vectors allocated before the first round
+//! (no allocation, no printing, no locking): one latency sample per round or per read, and every
+//! *wait* longer than a floor. A wait is the time one socket call of the client took (the clock
+//! is read after each call, never inside it). Stalls are the waits above the threshold, decided
+//! after the run, so the threshold can be derived from what the run measured.
+
+use hdrhistogram::Histogram;
+use report::Latency;
+
+/// Waits shorter than this are not kept (a wait this short is never a stall).
+pub const WAIT_FLOOR_NS: u64 = 1_000_000;
+
+/// One wait above the floor: which sample it fell in and how long it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wait {
+    pub sample: u32,
+    pub ns: u64,
+}
+
+/// Preallocated storage for one run.
+#[derive(Debug)]
+pub struct Recorder {
+    pub samples: Vec<u64>,
+    pub waits: Vec<Wait>,
+    /// Waits above the floor that did not fit (never expected: capacity is generous).
+    pub waits_lost: u64,
+}
+
+impl Recorder {
+    /// Room for `samples` samples and `waits` long waits.
+    pub fn with_capacity(samples: usize, waits: usize) -> Self {
+        Recorder { samples: Vec::with_capacity(samples), waits: Vec::with_capacity(waits), waits_lost: 0 }
+    }
+
+    /// Record one wait; `sample` is the index of the sample in progress.
+    #[inline]
+    pub fn wait(&mut self, ns: u64) {
+        if ns >= WAIT_FLOOR_NS {
+            if self.waits.len() < self.waits.capacity() {
+                self.waits.push(Wait { sample: self.samples.len() as u32, ns });
+            } else {
+                self.waits_lost += 1;
+            }
+        }
+    }
+
+    /// Record one sample (never reallocates past the capacity given: extra samples are dropped).
+    #[inline]
+    pub fn sample(&mut self, ns: u64) {
+        if self.samples.len() < self.samples.capacity() {
+            self.samples.push(ns);
+        }
+    }
+}
+
+/// A histogram of nanosecond values from 1 ns to 1 hour, 3 significant digits.
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("static histogram bounds are valid")
+}
+
+/// p50/p90/p99/p99.9/max/mean in microseconds.
+pub fn latency(h: &Histogram<u64>) -> Latency {
+    if h.is_empty() {
+        return Latency::default();
+    }
+    let us = |ns: u64| ns as f64 / 1000.0;
+    Latency {
+        p50: us(h.value_at_quantile(0.50)),
+        p90: us(h.value_at_quantile(0.90)),
+        p99: us(h.value_at_quantile(0.99)),
+        p999: us(h.value_at_quantile(0.999)),
+        max: us(h.max()),
+        mean: h.mean() / 1000.0,
+    }
+}
+
+/// Latency of a list of nanosecond samples.
+pub fn latency_of(samples: &[u64]) -> Latency {
+    let mut h = histogram();
+    for &s in samples {
+        h.saturating_record(s.max(1));
+    }
+    latency(&h)
+}
+
+/// The stall threshold: `over` above the no-stall baseline. The baseline of a wait for the peer
+/// is one round trip, so it is the connection's minimum RTT as the kernel measured it
+/// (tcpi_min_rtt); on loopback that is a few microseconds, behind an emulated link the link's RTT.
+pub fn threshold_ns(over_ns: u64, min_rtt_us: u32) -> u64 {
+    over_ns + u64::from(min_rtt_us) * 1000
+}
+
+/// The waits above `threshold_ns`.
+pub fn stalls(waits: &[Wait], threshold_ns: u64) -> Vec<Wait> {
+    waits.iter().copied().filter(|w| w.ns > threshold_ns).collect()
+}
+
+/// Header bytes per segment for the wire estimate: Ethernet 14 (loopback captures show the same
+/// 14-byte pseudo header) + IPv4 20 or IPv6 40 + TCP 20 (RFC 9293 3.1) + 12 when the timestamps
+/// option is on (RFC 7323 3: 10 bytes, padded with two NOPs). Payload is added by the caller.
+pub fn header_bytes(ipv6: bool, timestamps: bool) -> u64 {
+    14 + if ipv6 { 40 } else { 20 } + 20 + if timestamps { 12 } else { 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorder_never_grows() {
+        let mut r = Recorder::with_capacity(2, 1);
+        let (sp, wp) = (r.samples.as_ptr(), r.waits.as_ptr());
+        r.wait(10);
+        r.wait(2_000_000);
+        r.wait(3_000_000);
+        for _ in 0..5 {
+            r.sample(1);
+        }
+        assert_eq!(r.samples.len(), 2);
+        assert_eq!(r.waits, vec![Wait { sample: 0, ns: 2_000_000 }]);
+        assert_eq!(r.waits_lost, 1);
+        assert_eq!((sp, wp), (r.samples.as_ptr(), r.waits.as_ptr()));
+    }
+
+    #[test]
+    fn latency_percentiles() {
+        let s: Vec<u64> = (1..=1000).map(|i| i * 1000).collect();
+        let l = latency_of(&s);
+        assert!((l.p50 - 500.0).abs() < 1.0, "{l:?}");
+        assert!((l.p99 - 990.0).abs() < 1.0, "{l:?}");
+        assert!((l.max - 1000.0).abs() < 1.0, "{l:?}");
+        assert!((l.mean - 500.5).abs() < 1.0, "{l:?}");
+        assert_eq!(latency_of(&[]), Latency::default());
+    }
+
+    #[test]
+    fn header_estimate_matches_a_loopback_capture() {
+        // tshark on lo: a 10-byte IPv4 segment with timestamps is a 76-byte frame.
+        assert_eq!(header_bytes(false, true) + 10, 76);
+        assert_eq!(header_bytes(true, false), 94);
+    }
+
+    #[test]
+    fn threshold_is_over_the_round_trip() {
+        assert_eq!(threshold_ns(10_000_000, 20_000), 30_000_000);
+        let w = [Wait { sample: 0, ns: 41_000_000 }, Wait { sample: 1, ns: 2_000_000 }];
+        assert_eq!(stalls(&w, 10_000_000).len(), 1);
+    }
+}

@@ -1,0 +1,504 @@
+//! One row: a fresh connection between a server thread and a client thread, each in its
+//! network namespace, each running its side of the program; then the numbers become a
+//! `RunResult`.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use nix::sched::CloneFlags;
+use report::{Applied, RunResult, TcpSides, TcpStats, Wire, WireSide};
+use scenario::{Opt, Program, RoundProgram, Sample, SideOpts, SideProgram, Step, StrategyPair, Workload};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use sys::tcpinfo::{tcp_info, TcpInfo};
+
+use crate::exec::{self, Clock, Phase, Runner};
+use crate::measure::{self, Recorder};
+use crate::verdict::{self, Facts, SideFacts};
+use crate::{netstat, LabError, LabOptions, Placement, DEFAULT_STALL_MARGIN};
+
+/// Run one strategy pair on one workload over a fresh connection.
+pub fn run_pair(
+    workload: &Workload,
+    pair: &StrategyPair,
+    place: &Placement,
+    opts: &LabOptions,
+) -> Result<RunResult, LabError> {
+    run_pair_noted(workload, pair, place, opts).map(|(r, _)| r)
+}
+
+/// Which namespace the run used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Ns {
+    /// A fresh unnamed namespace made for this connection.
+    Private,
+    /// The caller's namespace; why no private one.
+    Caller(String),
+    /// The placement's namespaces (the link emulator's).
+    Placement,
+}
+
+struct Ready {
+    addr: SocketAddr,
+    netns: Option<File>,
+}
+
+/// What a side measured.
+struct SideOut {
+    applied: Applied,
+    before: TcpInfo,
+    after: TcpInfo,
+    netstat: BTreeMap<String, i64>,
+}
+
+struct ClientOut {
+    side: SideOut,
+    rec: Recorder,
+    wall: Duration,
+    rounds: u64,
+    stream: Option<hdrhistogram::Histogram<u64>>,
+}
+
+/// Like `run_pair`, also returning a note on the namespace used ("" for the placement's own).
+pub(crate) fn run_pair_noted(
+    workload: &Workload,
+    pair: &StrategyPair,
+    place: &Placement,
+    opts: &LabOptions,
+) -> Result<(RunResult, String), LabError> {
+    let program = workload.program();
+    let (ready_tx, ready_rx) = mpsc::channel::<Ready>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let (srv, cli) = std::thread::scope(|sc| {
+        let s = sc.spawn(|| server(&program, &pair.server, place, opts, ready_tx, done_rx));
+        let c = sc.spawn(|| client(&program, &pair.client, place, opts, ready_rx, done_tx));
+        let c = c.join().map_err(|_| LabError::Panic("client")).and_then(|r| r);
+        let s = s.join().map_err(|_| LabError::Panic("server")).and_then(|r| r);
+        (s, c)
+    });
+    let ((srv, ns), cli) = match (srv, cli) {
+        (Ok(s), Ok(c)) => (s, c),
+        (Err(se), Err(ce)) => return Err(if se.is_secondary() { ce } else { se }),
+        (Err(e), Ok(_)) | (Ok(_), Err(e)) => return Err(e),
+    };
+    let note = match &ns {
+        Ns::Private => format!(
+            "private netns per row, lo mtu {}",
+            opts.lo_mtu.map_or_else(|| "65536".to_string(), |m| m.to_string())
+        ),
+        Ns::Caller(why) => format!("caller's namespace: {why}; TcpExt counters not measured"),
+        Ns::Placement => String::new(),
+    };
+    Ok((assemble(&program, pair, place, opts, srv, cli), note))
+}
+
+fn enter(path: &std::path::Path, side: &'static str) -> Result<(), LabError> {
+    let f =
+        File::open(path).map_err(|e| LabError::Netns { side, what: format!("open {}", path.display()), source: e })?;
+    nix::sched::setns(f.as_fd(), CloneFlags::CLONE_NEWNET).map_err(|e| LabError::Netns {
+        side,
+        what: format!("setns {}", path.display()),
+        source: e.into(),
+    })
+}
+
+/// Enter the server's namespace: the placement's, a fresh private one, or stay.
+fn server_ns(place: &Placement, opts: &LabOptions) -> Result<(Ns, Option<File>), LabError> {
+    let side = "server";
+    if let Some(p) = &place.server_netns {
+        enter(p, side)?;
+        return Ok((Ns::Placement, None));
+    }
+    if place.client_netns.is_some() || !opts.own_netns {
+        let why = if opts.own_netns { "the client has its own namespace" } else { "private namespace not requested" };
+        return Ok((Ns::Caller(why.into()), None));
+    }
+    match nix::sched::unshare(CloneFlags::CLONE_NEWNET) {
+        Ok(()) => {}
+        Err(nix::errno::Errno::EPERM) => return Ok((Ns::Caller("not root".into()), None)),
+        Err(e) => return Err(LabError::Netns { side, what: "unshare(CLONE_NEWNET)".into(), source: e.into() }),
+    }
+    // A new namespace has only `lo`, down (net/core/net_namespace.c; loopback_net_init).
+    sys::tun::set_up("lo").map_err(|e| LabError::Netns { side, what: "bring lo up".into(), source: e })?;
+    if let Some(mtu) = opts.lo_mtu {
+        sys::tun::set_mtu("lo", mtu).map_err(|e| LabError::Netns { side, what: format!("lo mtu {mtu}"), source: e })?;
+    }
+    // /proc/thread-self: the namespace of this thread, not of the process (/proc/self).
+    let f = File::open("/proc/thread-self/ns/net").map_err(|e| LabError::Netns {
+        side,
+        what: "open /proc/thread-self/ns/net".into(),
+        source: e,
+    })?;
+    Ok((Ns::Private, Some(f)))
+}
+
+fn applied(sock: &Socket, opts: &SideOpts) -> Applied {
+    Applied {
+        strategies: opts.opts().iter().map(|o| o.as_str().to_string()).collect(),
+        nodelay: sock.nodelay().ok(),
+        cork: sock.cork().ok(),
+        quickack: sock.quickack().ok(),
+        mss: sock.mss().ok(),
+        congestion: sock.tcp_congestion().ok().map(|b| String::from_utf8_lossy(&b).trim_end_matches('\0').to_string()),
+    }
+}
+
+fn info(sock: &Socket, side: &'static str) -> Result<TcpInfo, LabError> {
+    tcp_info(sock.as_fd()).map_err(|e| LabError::Io { side, what: "getsockopt(TCP_INFO)".into(), source: e })
+}
+
+fn setup(sock: &Socket, opts: &SideOpts, side: &'static str, io_timeout: Duration) -> Result<(), LabError> {
+    let io = |what: &str, e| LabError::Io { side, what: what.into(), source: e };
+    sock.set_read_timeout(Some(io_timeout)).map_err(|e| io("SO_RCVTIMEO", e))?;
+    sock.set_write_timeout(Some(io_timeout)).map_err(|e| io("SO_SNDTIMEO", e))?;
+    for op in opts.setup_ops() {
+        exec::apply(sock, op).map_err(|e| io("setsockopt after connect", e))?;
+    }
+    Ok(())
+}
+
+/// Run a round program on one side. Returns tcp_info before and after the measured rounds, the
+/// measured wall time and the options read back right after the measured rounds (so
+/// TCP_QUICKACK shows whether quick-ACK mode survived the exchange, `tcp_in_quickack_mode`).
+fn run_rounds(
+    r: &mut Runner<'_>,
+    side: &SideProgram,
+    p: &RoundProgram,
+    opts: &SideOpts,
+    mut rec: Option<&mut Recorder>,
+) -> Result<(TcpInfo, TcpInfo, Duration, Applied), LabError> {
+    let reads = rec.is_some() && p.sample == Sample::ClientRecv;
+    let prologue = exec::compile(&side.prologue, opts, r.sbuf, false);
+    let round = exec::compile(&side.round, opts, r.sbuf, reads);
+    let epilogue = exec::compile(&side.epilogue, opts, r.sbuf, false);
+    let mut clk = Clock::start();
+    r.run(&prologue, Phase::Prologue, &mut clk, None)?;
+    for w in 0..u64::from(p.warmup_rounds) {
+        r.run(&round, Phase::Warmup(w), &mut clk, None)?;
+    }
+    let before = info(r.sock, r.side)?;
+    let t0 = Instant::now();
+    for i in 0..u64::from(p.rounds) {
+        let mut clk = Clock::start();
+        let start = clk.prev;
+        r.run(&round, Phase::Round(i), &mut clk, rec.as_deref_mut())?;
+        if !reads {
+            if let Some(rec) = rec.as_deref_mut() {
+                rec.sample((clk.prev.duration_since(start).saturating_sub(clk.slept)).as_nanos() as u64);
+            }
+        }
+    }
+    let wall = t0.elapsed();
+    let after = info(r.sock, r.side)?;
+    let held = applied(r.sock, opts);
+    r.run(&epilogue, Phase::Epilogue, &mut Clock::start(), None)?;
+    Ok((before, after, wall, held))
+}
+
+fn bufs(side: &SideProgram, stream_write: usize) -> (Vec<u8>, Vec<u8>) {
+    let n = exec::max_len(&[&side.prologue, &side.round, &side.epilogue]).max(stream_write);
+    // Send bytes are a pattern, not zeros, so nothing on the path can treat them specially.
+    let sbuf: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
+    (sbuf, vec![0u8; n.clamp(1, 1 << 20).max(65_536)])
+}
+
+fn server(
+    program: &Program,
+    opts: &SideOpts,
+    place: &Placement,
+    lab: &LabOptions,
+    ready: mpsc::Sender<Ready>,
+    done: mpsc::Receiver<()>,
+) -> Result<(SideOut, Ns), LabError> {
+    let side = "server";
+    let (ns, ns_file) = server_ns(place, lab)?;
+    let counted = !matches!(ns, Ns::Caller(_));
+    let ns_before = if counted { netstat::read_thread().ok() } else { None };
+    let io = |what: &str, e| LabError::Io { side, what: what.into(), source: e };
+
+    let addr = SocketAddr::new(place.server_ip, lab.port);
+    let listener =
+        Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(|e| io("socket", e))?;
+    // SO_REUSEADDR lets a fixed --port be reused while the previous row's connection is in
+    // TIME_WAIT; a port another socket listens on still fails with EADDRINUSE (inet_csk_get_port).
+    listener.set_reuse_address(true).map_err(|e| io("SO_REUSEADDR", e))?;
+    listener.bind(&SockAddr::from(addr)).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            LabError::PortInUse { ip: place.server_ip, port: lab.port }
+        } else {
+            io(&format!("bind {addr}"), e)
+        }
+    })?;
+    listener.listen(1).map_err(|e| io("listen", e))?;
+    // accept(2) honours SO_RCVTIMEO (inet_csk_accept uses sock_rcvtimeo).
+    listener.set_read_timeout(Some(lab.io_timeout)).map_err(|e| io("SO_RCVTIMEO", e))?;
+    let local = listener.local_addr().ok().and_then(|a| a.as_socket()).unwrap_or(addr);
+    // The client may already have failed; then accept times out and it reports why.
+    let _ = ready.send(Ready { addr: local, netns: ns_file });
+    let (sock, _) = listener.accept().map_err(|e| {
+        if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) {
+            LabError::Timeout { side, phase: "accept".into(), secs: lab.io_timeout.as_secs() }
+        } else {
+            io("accept", e)
+        }
+    })?;
+    drop(listener);
+    setup(&sock, opts, side, lab.io_timeout)?;
+    let (before, after, applied) = match program {
+        Program::Rounds(p) => {
+            let (sbuf, rbuf) = bufs(&p.server, 0);
+            let mut r = Runner {
+                side,
+                sock: &sock,
+                after_recv: opts.after_recv_ops(),
+                sbuf: &sbuf,
+                rbuf,
+                io_timeout: lab.io_timeout,
+            };
+            let (b, a, _, held) = run_rounds(&mut r, &p.server, p, opts, None)?;
+            (b, a, held)
+        }
+        Program::Stream { .. } => {
+            let (sbuf, rbuf) = bufs(&SideProgram::default(), 0);
+            let mut r = Runner {
+                side,
+                sock: &sock,
+                after_recv: opts.after_recv_ops(),
+                sbuf: &sbuf,
+                rbuf,
+                io_timeout: lab.io_timeout,
+            };
+            let b = info(&sock, side)?;
+            r.stream_recv()?;
+            (b, info(&sock, side)?, applied(&sock, opts))
+        }
+    };
+    // Keep the socket open until the client is done, then read the namespace's counters.
+    let _ = done.recv_timeout(lab.io_timeout);
+    let netstat = match (ns_before, counted) {
+        (Some(b), true) => {
+            let a = netstat::read_thread().unwrap_or_default();
+            let split = place.client_netns.is_some() && place.client_netns != place.server_netns;
+            netstat::delta(&b, &a, if split { "server:" } else { "" })
+        }
+        _ => BTreeMap::new(),
+    };
+    Ok((SideOut { applied, before, after, netstat }, ns))
+}
+
+fn client(
+    program: &Program,
+    opts: &SideOpts,
+    place: &Placement,
+    lab: &LabOptions,
+    ready: mpsc::Receiver<Ready>,
+    done: mpsc::Sender<()>,
+) -> Result<ClientOut, LabError> {
+    let side = "client";
+    let io = |what: &str, e| LabError::Io { side, what: what.into(), source: e };
+    let Ready { addr, netns } = ready
+        .recv_timeout(lab.io_timeout + Duration::from_secs(5))
+        .map_err(|_| LabError::PeerClosed { side, phase: "setup".into(), detail: "the server did not start".into() })?;
+    // Own counters only when the client lives in a namespace of its own, apart from the server's.
+    let split = place.client_netns.is_some() && place.client_netns != place.server_netns;
+    if let Some(f) = netns {
+        nix::sched::setns(f.as_fd(), CloneFlags::CLONE_NEWNET).map_err(|e| LabError::Netns {
+            side,
+            what: "setns to the server's namespace".into(),
+            source: e.into(),
+        })?;
+    } else if let Some(p) = &place.client_netns {
+        enter(p, side)?;
+    }
+    let ns_before = if split { netstat::read_thread().ok() } else { None };
+    let sock =
+        Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(|e| io("socket", e))?;
+    sock.connect_timeout(&SockAddr::from(addr), lab.io_timeout).map_err(|e| io(&format!("connect {addr}"), e))?;
+    setup(&sock, opts, side, lab.io_timeout)?;
+
+    let out = match program {
+        Program::Rounds(p) => {
+            let (sbuf, rbuf) = bufs(&p.client, 0);
+            let per_round = p.client.round.iter().filter(|s| matches!(s, Step::Recv(_))).count().max(1);
+            let samples = match p.sample {
+                Sample::ClientRound => p.rounds as usize,
+                Sample::ClientRecv => p.rounds as usize * per_round,
+            };
+            let mut rec = Recorder::with_capacity(samples, samples * 4 + 1024);
+            let mut r = Runner {
+                side,
+                sock: &sock,
+                after_recv: opts.after_recv_ops(),
+                sbuf: &sbuf,
+                rbuf,
+                io_timeout: lab.io_timeout,
+            };
+            let (before, after, wall, applied) = run_rounds(&mut r, &p.client, p, opts, Some(&mut rec))?;
+            let side = SideOut { applied, before, after, netstat: BTreeMap::new() };
+            ClientOut { side, rec, wall, rounds: u64::from(p.rounds), stream: None }
+        }
+        Program::Stream { duration_ns, write_size } => {
+            let ws = *write_size as usize;
+            let (sbuf, rbuf) = bufs(&SideProgram::default(), ws);
+            let mut r = Runner {
+                side,
+                sock: &sock,
+                after_recv: opts.after_recv_ops(),
+                sbuf: &sbuf,
+                rbuf,
+                io_timeout: lab.io_timeout,
+            };
+            let mut h = measure::histogram();
+            let before = info(&sock, side)?;
+            let t0 = Instant::now();
+            let writes = r.stream_send(ws, Duration::from_nanos(*duration_ns), &mut h)?;
+            let wall = t0.elapsed();
+            let after = info(&sock, side)?;
+            let applied = applied(&sock, opts);
+            sock.shutdown(std::net::Shutdown::Write).map_err(|e| io("shutdown", e))?;
+            let side = SideOut { applied, before, after, netstat: BTreeMap::new() };
+            ClientOut { side, rec: Recorder::with_capacity(0, 0), wall, rounds: writes, stream: Some(h) }
+        }
+    };
+    let mut out = out;
+    if let Program::Stream { .. } = program {
+        // Wait for the server to read everything (it closes after EOF).
+        let mut b = [0u8; 64];
+        let _ = std::io::Read::read(&mut &sock, &mut b);
+    }
+    let _ = done.send(());
+    if let Some(b) = ns_before {
+        let a = netstat::read_thread().unwrap_or_default();
+        out.side.netstat = netstat::delta(&b, &a, "client:");
+    }
+    Ok(out)
+}
+
+fn sub32(a: Option<u32>, b: Option<u32>) -> u64 {
+    u64::from(a.unwrap_or(0).wrapping_sub(b.unwrap_or(0)))
+}
+
+fn wire_side(before: &TcpInfo, after: &TcpInfo, ipv6: bool) -> WireSide {
+    let segs_out = sub32(after.segs_out, before.segs_out);
+    let data_segs_out = sub32(after.data_segs_out, before.data_segs_out);
+    let bytes_sent = after.bytes_sent.unwrap_or(0).saturating_sub(before.bytes_sent.unwrap_or(0));
+    WireSide {
+        segs_out,
+        data_segs_out,
+        pure_acks_out: segs_out.saturating_sub(data_segs_out),
+        bytes_sent,
+        wire_bytes: bytes_sent + segs_out * measure::header_bytes(ipv6, after.timestamps()),
+    }
+}
+
+fn stats(before: &TcpInfo, after: &TcpInfo) -> TcpStats {
+    TcpStats {
+        retransmits: u64::from(after.total_retrans.saturating_sub(before.total_retrans)),
+        snd_cwnd: after.snd_cwnd,
+        rtt_us: after.rtt,
+        ato_us: after.ato,
+        snd_mss: after.snd_mss,
+        rcv_mss: after.rcv_mss,
+    }
+}
+
+fn side_facts(opts: &SideOpts, prog: &SideProgram, applied: &Applied, t: &TcpInfo) -> SideFacts {
+    // A side "sends" when its measured round has a Send step.
+    let sends = prog.round.iter().any(|s| matches!(s, Step::Send(_)));
+    SideFacts {
+        sends,
+        // What held after setup, read back: TCP_NODELAY off means Nagle applies (tcp_nagle_check).
+        nagle: !applied.nodelay.unwrap_or(opts.nodelay_at_connect()),
+        corks: opts.has(Opt::Cork) || opts.has(Opt::MsgMore) || opts.has(Opt::NodelayThenCork),
+        quickack_each: opts.has(Opt::QuickackEach),
+        ato_us: t.ato,
+        snd_cwnd: t.snd_cwnd,
+    }
+}
+
+fn assemble(
+    program: &Program,
+    pair: &StrategyPair,
+    place: &Placement,
+    lab: &LabOptions,
+    srv: SideOut,
+    cli: ClientOut,
+) -> RunResult {
+    let ipv6 = place.server_ip.is_ipv6();
+    let wire = Wire {
+        client: wire_side(&cli.side.before, &cli.side.after, ipv6),
+        server: wire_side(&srv.before, &srv.after, ipv6),
+    };
+    let tcp = TcpSides { client: stats(&cli.side.before, &cli.side.after), server: stats(&srv.before, &srv.after) };
+    let mut netstat = srv.netstat.clone();
+    netstat.extend(cli.side.netstat.clone());
+    let wall_s = cli.wall.as_secs_f64();
+    let payload = wire.client.bytes_sent + wire.server.bytes_sent;
+    let throughput_bps = if wall_s > 0.0 { payload as f64 / wall_s } else { 0.0 };
+    let margin = lab.stall_threshold.unwrap_or(DEFAULT_STALL_MARGIN);
+    let threshold = measure::threshold_ns(margin.as_nanos() as u64, cli.side.after.min_rtt.unwrap_or(0));
+    let delayed_acks = if netstat.is_empty() {
+        None
+    } else {
+        Some(netstat.iter().filter(|(k, _)| k.ends_with("DelayedACKs")).map(|(_, v)| *v).sum())
+    };
+
+    let (latency_us, stalls, verdict) = match program {
+        Program::Stream { .. } => {
+            let mbps = wire.client.bytes_sent as f64 / wall_s.max(1e-9) / 1e6;
+            let ratio = wire.client.data_segs_out as f64 / (wire.server.pure_acks_out.max(1)) as f64;
+            let text = format!(
+                "no stall measured (stream): {mbps:.0} MB/s one way; the receiver sent {} pure ACKs, one per {ratio:.1} data segments",
+                wire.server.pure_acks_out
+            );
+            let latency = cli.stream.as_ref().map(measure::latency).unwrap_or_default();
+            (latency, 0, verdict::Verdict { key: trace::VerdictKey { stalls: false, cause: None }, text })
+        }
+        Program::Rounds(p) => {
+            let st = measure::stalls(&cli.rec.waits, threshold);
+            let per_round = p.client.round.iter().filter(|s| matches!(s, Step::Recv(_))).count() as u32;
+            let reads = (p.sample == Sample::ClientRecv).then_some(per_round);
+            let facts = Facts {
+                rounds: cli.rounds,
+                stalls_us: st.iter().map(|w| w.ns as f64 / 1000.0).collect(),
+                stall_rounds: {
+                    let k = u64::from(reads.unwrap_or(1).max(1));
+                    let mut r: Vec<u64> = st.iter().map(|w| u64::from(w.sample) / k).collect();
+                    r.dedup();
+                    r.len() as u64
+                },
+                threshold_us: threshold as f64 / 1000.0,
+                reads_per_round: reads,
+                stall_positions: match reads {
+                    Some(k) if k > 0 => st.iter().map(|w| w.sample % k).collect(),
+                    _ => Vec::new(),
+                },
+                client: side_facts(&pair.client, &p.client, &cli.side.applied, &cli.side.after),
+                server: side_facts(&pair.server, &p.server, &srv.applied, &srv.after),
+                delayed_acks,
+                retransmits: tcp.client.retransmits + tcp.server.retransmits,
+            };
+            (measure::latency_of(&cli.rec.samples), st.len() as u64, verdict::infer(&facts))
+        }
+    };
+    RunResult {
+        strategy: pair.label.clone(),
+        variant: String::new(),
+        client: cli.side.applied,
+        server: srv.applied,
+        rounds: cli.rounds,
+        latency_us,
+        stalls,
+        stall_threshold_us: threshold as f64 / 1000.0,
+        wall_s,
+        throughput_bps,
+        wire,
+        tcp: Some(tcp),
+        netstat,
+        verdict: verdict.text,
+        verdict_key: verdict.key,
+    }
+}

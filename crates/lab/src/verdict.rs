@@ -1,0 +1,333 @@
+//! From what a run measured to a verdict: did it stall, and which mechanism did it. Pure: the
+//! numbers come in as arguments; nothing here touches a socket or a clock.
+//!
+//! The rules use the kernel's timer constants (include/net/tcp.h): a delayed ACK fires after
+//! `ato`, at least TCP_ATO_MIN = HZ/25 (40 ms) and at most TCP_DELACK_MAX = HZ/5 (200 ms); the
+//! probe timer that releases corked or Nagle-held data with nothing in flight and the
+//! retransmission timer are at least TCP_RTO_MIN = HZ/5 (200 ms) (`tcp_probe0_when`,
+//! `tcp_rto_min`). A stall whose length matches a timer, on a run whose sender had the matching
+//! mechanism switched on, is blamed on that mechanism; the evidence used is named in the text.
+
+use trace::{Cause, VerdictKey};
+
+/// TCP_ATO_MIN / TCP_DELACK_MIN (include/net/tcp.h): 40 ms.
+pub const DELACK_MIN_US: f64 = 40_000.0;
+/// TCP_DELACK_MAX (include/net/tcp.h): 200 ms.
+pub const DELACK_MAX_US: f64 = 200_000.0;
+/// TCP_RTO_MIN (include/net/tcp.h): 200 ms; the probe timer is max(RTO, TCP_RTO_MIN).
+pub const RTO_MIN_US: f64 = 200_000.0;
+
+/// What one side did and what its socket reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SideFacts {
+    /// This side sends application data during the measured rounds.
+    pub sends: bool,
+    /// Nagle is in force for this side's small writes: TCP_NODELAY was not set, or was cleared
+    /// again (nodelay-then-cork leaves it set between messages).
+    pub nagle: bool,
+    /// The side holds data on purpose (TCP_CORK or MSG_MORE), which the probe timer releases if
+    /// nothing else does.
+    pub corks: bool,
+    /// TCP_QUICKACK re-armed after every recv.
+    pub quickack_each: bool,
+    /// tcpi_ato at the end (µs): the delayed-ACK timeout this side would use.
+    pub ato_us: u32,
+    pub snd_cwnd: u32,
+}
+
+/// Everything the inference looks at.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Facts {
+    /// Measured rounds (the per-round rate is stalls / rounds).
+    pub rounds: u64,
+    /// Length of every stall (µs), in the order they happened.
+    pub stalls_us: Vec<f64>,
+    /// How many rounds had at least one stall.
+    pub stall_rounds: u64,
+    pub threshold_us: f64,
+    /// When samples are reads (seed 002): samples per round and the position (0-based) within
+    /// the round of every stalled sample.
+    pub reads_per_round: Option<u32>,
+    pub stall_positions: Vec<u32>,
+    pub client: SideFacts,
+    pub server: SideFacts,
+    /// TcpExt DelayedACKs delta (None when the run did not own its namespace).
+    pub delayed_acks: Option<i64>,
+    /// Retransmitted segments, both sides.
+    pub retransmits: u64,
+}
+
+/// The verdict: the comparable key and one line for people.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub key: VerdictKey,
+    pub text: String,
+}
+
+/// Median of a non-empty slice (sorted copy).
+pub fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s[s.len() / 2]
+}
+
+fn fmt_ms(us: f64) -> String {
+    let ms = us / 1000.0;
+    if ms >= 10.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{ms:.1} ms")
+    }
+}
+
+fn per_round(n: usize, rounds: u64) -> String {
+    if rounds == 0 {
+        return String::new();
+    }
+    let r = n as f64 / rounds as f64;
+    if (r - r.round()).abs() < 0.05 && r >= 1.0 {
+        format!("x{} per round", r.round() as u64)
+    } else if r >= 1.0 {
+        format!("x{r:.1} per round")
+    } else {
+        format!("in {n} of {rounds} rounds")
+    }
+}
+
+fn who(c: bool, s: bool) -> &'static str {
+    match (c, s) {
+        (true, true) => "client and server",
+        (true, false) => "client",
+        (false, true) => "server",
+        (false, false) => "neither side",
+    }
+}
+
+/// Decide stall and cause from the facts.
+pub fn infer(f: &Facts) -> Verdict {
+    if f.stalls_us.is_empty() {
+        return Verdict { key: VerdictKey { stalls: false, cause: None }, text: "no stalls".into() };
+    }
+    let len = median(&f.stalls_us);
+    let mut head = format!("stalls ~{} {}", fmt_ms(len), per_round(f.stalls_us.len(), f.rounds));
+    if let (Some(k), Some(&p)) = (f.reads_per_round, f.stall_positions.first()) {
+        if k > 1 && f.stall_positions.iter().all(|&q| q == p) {
+            head.push_str(&format!(" (read {} of {k})", p + 1));
+        }
+    }
+    let nagle_c = f.client.sends && f.client.nagle;
+    let nagle_s = f.server.sends && f.server.nagle;
+    let any_nagle = nagle_c || nagle_s;
+    let any_cork = (f.client.sends && f.client.corks) || (f.server.sends && f.server.corks);
+    let ato_us = f.client.ato_us.max(f.server.ato_us);
+
+    let mut evidence = Vec::new();
+    if ato_us > 0 {
+        evidence.push(format!("tcpi_ato {}", fmt_ms(f64::from(ato_us))));
+    }
+    if let Some(d) = f.delayed_acks {
+        evidence.push(format!("DelayedACKs +{d}"));
+    }
+
+    // Delayed-ACK range: from 3/4 of TCP_ATO_MIN (timer slack on a loaded host) to 5/4 of
+    // TCP_DELACK_MAX (include/net/tcp.h; `tcp_send_delayed_ack` in net/ipv4/tcp_output.c).
+    let in_delack = len >= 0.75 * DELACK_MIN_US && len <= 1.25 * DELACK_MAX_US;
+    // At or above TCP_RTO_MIN the probe and retransmission timers are candidates too.
+    let at_rto = len >= 0.9 * RTO_MIN_US;
+
+    let cause = if at_rto && f.retransmits > 0 {
+        evidence.push(format!("retransmits +{}", f.retransmits));
+        Some(Cause::RetransmissionTimeout)
+    } else if at_rto && any_cork && !matches!(f.delayed_acks, Some(d) if d > 0) {
+        evidence.push(format!("{} corks", who(f.client.corks, f.server.corks)));
+        Some(Cause::ProbeTimer)
+    } else if in_delack && f.delayed_acks == Some(0) {
+        // The length says delayed ACK, but the namespace's counter says the timer never fired.
+        None
+    } else if in_delack && any_nagle {
+        evidence.push(format!("Nagle on at {}", who(nagle_c, nagle_s)));
+        Some(Cause::NagleDelayedAck)
+    } else if in_delack {
+        let cwnd = f.client.snd_cwnd.min(f.server.snd_cwnd);
+        // With Nagle off, a sender only waits for an ACK when its window is full (RFC 5681 3.1);
+        // initial windows are 10 segments (RFC 6928), so a small cwnd is the sign.
+        if cwnd > 0 && cwnd <= 4 {
+            evidence.push(format!("snd_cwnd {cwnd}"));
+            Some(Cause::CwndLimited)
+        } else {
+            evidence.push("Nagle off".into());
+            Some(Cause::DelayedAck)
+        }
+    } else {
+        None
+    };
+
+    // Waits that match no TCP timer and happen in few rounds are the host, not TCP: on shared
+    // cores a thread can lose the CPU for a scheduler tick or two. They are reported, not blamed.
+    let stalled_rounds = f.stall_rounds.max(1);
+    if cause.is_none() && !in_delack && (stalled_rounds as f64) < 0.1 * f.rounds as f64 {
+        let text = format!(
+            "no TCP stalls ({} wait(s) of ~{} in {} of {} rounds match no TCP timer: scheduling noise)",
+            f.stalls_us.len(),
+            fmt_ms(len),
+            stalled_rounds,
+            f.rounds
+        );
+        return Verdict { key: VerdictKey { stalls: false, cause: None }, text };
+    }
+    let why = match cause {
+        Some(c) => c.explain().to_string(),
+        None if in_delack => {
+            "the length matches the delayed-ACK timer but the timer did not fire: cause unclear".into()
+        }
+        None => format!(
+            "not a TCP timer (delayed ACK is {}-{}, probe/RTO >= {}): scheduling or the link",
+            fmt_ms(DELACK_MIN_US),
+            fmt_ms(DELACK_MAX_US),
+            fmt_ms(RTO_MIN_US)
+        ),
+    };
+    let text =
+        if evidence.is_empty() { format!("{head}: {why}") } else { format!("{head}: {why} ({})", evidence.join(", ")) };
+    Verdict { key: VerdictKey { stalls: true, cause }, text }
+}
+
+/// Wire cost of one row, for comparing rows: total segments both ways and payload bytes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cost {
+    pub stalls: bool,
+    pub segments: u64,
+}
+
+/// For rows without stalls, the text that compares their segment count with the cheapest
+/// stall-free row ("fewest segments", "7.1x the segments of the best fix"). None for stalled
+/// rows or when there is nothing to compare with.
+pub fn compare_cost(rows: &[Cost]) -> Vec<Option<String>> {
+    let best = rows.iter().filter(|r| !r.stalls && r.segments > 0).map(|r| r.segments).min();
+    let others = rows.iter().filter(|r| !r.stalls).count();
+    rows.iter()
+        .map(|r| {
+            let best = best?;
+            if r.stalls || others < 2 || r.segments == 0 {
+                return None;
+            }
+            let ratio = r.segments as f64 / best as f64;
+            Some(if ratio < 1.15 {
+                "fewest segments".to_string()
+            } else {
+                format!("{ratio:.1}x the segments of the best fix")
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn side(nagle: bool) -> SideFacts {
+        SideFacts { sends: true, nagle, corks: false, quickack_each: false, ato_us: 40_000, snd_cwnd: 10 }
+    }
+
+    fn facts(stalls_us: Vec<f64>, rounds: u64) -> Facts {
+        Facts {
+            rounds,
+            stalls_us,
+            threshold_us: 10_000.0,
+            client: side(true),
+            server: side(true),
+            delayed_acks: Some(200),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn seed_000_default_is_nagle_waiting_for_a_delayed_ack() {
+        // Two ~40 ms waits per round, Nagle on both sides (tcp_nagle_check, tcp_output.c) and the
+        // peer's delayed-ACK timer at TCP_ATO_MIN (include/net/tcp.h).
+        let v = infer(&facts(vec![41_000.0; 200], 100));
+        assert_eq!(v.key, VerdictKey { stalls: true, cause: Some(Cause::NagleDelayedAck) });
+        assert!(v.text.starts_with("stalls ~41 ms x2 per round: Nagle holds"), "{}", v.text);
+        assert!(v.text.contains("DelayedACKs +200"), "{}", v.text);
+    }
+
+    #[test]
+    fn no_stall_has_no_cause() {
+        let v = infer(&facts(vec![], 100));
+        assert_eq!(v.key, VerdictKey { stalls: false, cause: None });
+    }
+
+    #[test]
+    fn nagle_off_with_a_full_window_is_cwnd() {
+        // RFC 5681 3.1: the sender may not exceed cwnd; seed 001's kernel had cwnd 2-3.
+        let mut f = facts(vec![40_000.0; 10], 10);
+        f.client = SideFacts { snd_cwnd: 2, ..side(false) };
+        f.server = SideFacts { snd_cwnd: 10, ..side(false) };
+        assert_eq!(infer(&f).key.cause, Some(Cause::CwndLimited));
+        f.client.snd_cwnd = 10;
+        assert_eq!(infer(&f).key.cause, Some(Cause::DelayedAck));
+    }
+
+    #[test]
+    fn two_hundred_ms_with_retransmits_is_rto_and_with_cork_is_probe() {
+        // TCP_RTO_MIN = 200 ms (include/net/tcp.h); tcp_probe_timer releases corked data.
+        let mut f = facts(vec![205_000.0; 3], 3);
+        f.retransmits = 2;
+        assert_eq!(infer(&f).key.cause, Some(Cause::RetransmissionTimeout));
+        f.retransmits = 0;
+        f.delayed_acks = Some(0);
+        f.client.corks = true;
+        assert_eq!(infer(&f).key.cause, Some(Cause::ProbeTimer));
+    }
+
+    #[test]
+    fn a_delack_length_without_the_timer_firing_is_not_blamed() {
+        let mut f = facts(vec![45_000.0; 5], 5);
+        f.delayed_acks = Some(0);
+        let v = infer(&f);
+        assert_eq!(v.key, VerdictKey { stalls: true, cause: None });
+        assert!(v.text.contains("did not fire"), "{}", v.text);
+    }
+
+    #[test]
+    fn short_stalls_are_not_a_tcp_timer() {
+        // Frequent: reported as unexplained stalls.
+        let mut f = facts(vec![15_000.0; 20], 100);
+        f.stall_rounds = 20;
+        let v = infer(&f);
+        assert_eq!(v.key, VerdictKey { stalls: true, cause: None });
+        assert!(v.text.contains("not a TCP timer"), "{}", v.text);
+        // Rare: host noise, not a TCP stall.
+        let mut f = facts(vec![15_000.0; 2], 100);
+        f.stall_rounds = 2;
+        let v = infer(&f);
+        assert_eq!(v.key, VerdictKey { stalls: false, cause: None });
+        assert!(v.text.contains("in 2 of 100 rounds match no TCP timer"), "{}", v.text);
+    }
+
+    #[test]
+    fn read_position_is_named_when_constant() {
+        // Seed 002: every third read waits.
+        let mut f = facts(vec![42_000.0; 20], 20);
+        f.reads_per_round = Some(3);
+        f.stall_positions = vec![2; 20];
+        let v = infer(&f);
+        assert!(v.text.starts_with("stalls ~42 ms x1 per round (read 3 of 3)"), "{}", v.text);
+    }
+
+    #[test]
+    fn cost_comparison_names_the_cheapest_fix() {
+        let rows = [
+            Cost { stalls: true, segments: 600 },
+            Cost { stalls: false, segments: 20_000 },
+            Cost { stalls: false, segments: 600 },
+        ];
+        let c = compare_cost(&rows);
+        assert_eq!(c[0], None);
+        assert_eq!(c[1].as_deref(), Some("33.3x the segments of the best fix"));
+        assert_eq!(c[2].as_deref(), Some("fewest segments"));
+    }
+}

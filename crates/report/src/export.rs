@@ -1,0 +1,450 @@
+//! Exporters: each turns a [`Report`] into bytes (hyperfine's shape: one trait, one type per
+//! format). The table is for people; JSON is the stable contract; CSV and Markdown are for
+//! spreadsheets and documents.
+
+use crate::{Exporter, Format, Report, RunResult, WireSide};
+
+/// The exporter for a format.
+pub fn exporter(format: Format) -> Box<dyn Exporter> {
+    match format {
+        Format::Table => Box::new(Table),
+        Format::Json => Box::new(Json),
+        Format::Csv => Box::new(Csv),
+        Format::Markdown => Box::new(Markdown),
+    }
+}
+
+/// Convenience: the bytes of `report` in `format`.
+pub fn export(report: &Report, format: Format) -> Vec<u8> {
+    exporter(format).export(report)
+}
+
+pub struct Json;
+pub struct Table;
+pub struct Csv;
+pub struct Markdown;
+
+impl Exporter for Json {
+    fn export(&self, report: &Report) -> Vec<u8> {
+        let mut v = serde_json::to_vec_pretty(report).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}").into_bytes());
+        v.push(b'\n');
+        v
+    }
+}
+
+fn ms(us: f64) -> String {
+    let m = us / 1000.0;
+    if m >= 100.0 {
+        format!("{m:.0}")
+    } else if m >= 10.0 {
+        format!("{m:.1}")
+    } else {
+        format!("{m:.2}")
+    }
+}
+
+/// Bytes, short: 1234 -> "1234", 123456 -> "121K", 12345678 -> "11.8M" (binary units, as the
+/// seed's tshark sums were).
+fn bytes(b: u64) -> String {
+    if b < 10_000 {
+        b.to_string()
+    } else if b < 10 * 1024 * 1024 {
+        format!("{:.0}K", b as f64 / 1024.0)
+    } else {
+        format!("{:.1}M", b as f64 / (1024.0 * 1024.0))
+    }
+}
+
+/// Row label: the strategy, prefixed by the workload variant when there is one.
+pub fn label(r: &RunResult) -> String {
+    if r.variant.is_empty() {
+        r.strategy.clone()
+    } else {
+        format!("{} / {}", r.variant, r.strategy)
+    }
+}
+
+fn per_round_ms(r: &RunResult) -> f64 {
+    if r.rounds == 0 {
+        0.0
+    } else {
+        r.wall_s * 1e6 / r.rounds as f64
+    }
+}
+
+fn onoff(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "on",
+        Some(false) => "off",
+        None => "?",
+    }
+}
+
+fn applied(a: &crate::Applied) -> String {
+    let mut s = format!("nodelay={} cork={} quickack={}", onoff(a.nodelay), onoff(a.cork), onoff(a.quickack));
+    if let Some(m) = a.mss {
+        s.push_str(&format!(" mss={m}"));
+    }
+    if let Some(c) = &a.congestion {
+        s.push_str(&format!(" cc={c}"));
+    }
+    s
+}
+
+fn params(p: &serde_json::Value) -> String {
+    match p {
+        serde_json::Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| match v {
+                serde_json::Value::Array(a) => {
+                    let items: Vec<String> = a.iter().map(|x| x.to_string()).collect();
+                    format!("{k}={}", items.join(","))
+                }
+                other => format!("{k}={other}"),
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// Lay out rows of cells: the first column left-aligned, the others right-aligned.
+fn layout(rows: &[Vec<String>], sep: &str) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width: Vec<usize> =
+        (0..cols).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            if c > 0 {
+                line.push_str(sep);
+            }
+            let pad = width[c] - cell.chars().count();
+            if c == 0 {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad));
+            } else {
+                line.push_str(&" ".repeat(pad));
+                line.push_str(cell);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn wire_cells(w: &WireSide) -> [String; 5] {
+    [
+        w.segs_out.to_string(),
+        w.data_segs_out.to_string(),
+        w.pure_acks_out.to_string(),
+        bytes(w.bytes_sent),
+        bytes(w.wire_bytes),
+    ]
+}
+
+impl Exporter for Table {
+    fn export(&self, r: &Report) -> Vec<u8> {
+        let mut out = format!("{} {}: {} on {} ({})\n", r.tool, r.mode, r.scenario, r.kernel, r.link);
+        let p = params(&r.params);
+        if !p.is_empty() {
+            out.push_str(&format!("params: {p}\n"));
+        }
+        if r.results.is_empty() {
+            out.push_str("no results\n");
+            return out.into_bytes();
+        }
+        out.push('\n');
+        let mut rows = vec![[
+            "strategy", "ms/round", "p50", "p99", "max", "stalls", "segs", "data", "acks", "bytes", "wire", "segs",
+            "data", "acks", "bytes", "wire",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()];
+        for x in &r.results {
+            let mut row = vec![
+                label(x),
+                ms(per_round_ms(x)),
+                ms(x.latency_us.p50),
+                ms(x.latency_us.p99),
+                ms(x.latency_us.max),
+                x.stalls.to_string(),
+            ];
+            row.extend(wire_cells(&x.wire.client));
+            row.extend(wire_cells(&x.wire.server));
+            rows.push(row);
+        }
+        // The group headers must not widen their columns: lay out the body, then place them.
+        let body = layout(&rows, "  ");
+        let header = group_header(&body);
+        out.push_str(&header);
+        out.push_str(&body);
+        out.push_str("\nverdicts:\n");
+        let w = r.results.iter().map(|x| label(x).chars().count() + 2).max().unwrap_or(0);
+        for x in &r.results {
+            let l = format!("  {}", label(x));
+            out.push_str(&format!("{l:<w$}  {}\n", x.verdict));
+        }
+        out.push_str("\noptions held (read back with getsockopt after the measured rounds):\n");
+        for x in &r.results {
+            let l = format!("  {}", label(x));
+            out.push_str(&format!("{l:<w$}  client {}; server {}\n", applied(&x.client), applied(&x.server)));
+        }
+        out.push_str(
+            "\nms/round: wall time / rounds; stalls: waits longer than the threshold \
+             (10 ms over the round trip unless set);\nsegs = data + acks (tcp_info); \
+             wire = payload + 66 header bytes per segment (Ethernet 14, IPv4 20, TCP 20, timestamps 12)\n",
+        );
+        out.into_bytes()
+    }
+}
+
+/// Put "latency ms", "client->server", "server->client" above their column groups, using the
+/// positions of the column titles in the body's first line.
+fn group_header(body: &str) -> String {
+    let first = body.lines().next().unwrap_or("");
+    let find = |needle: &str, from: usize| first[from..].find(needle).map(|i| i + from);
+    let mut line = String::new();
+    let mut place = |text: &str, at: Option<usize>| {
+        if let Some(at) = at {
+            if line.len() < at {
+                line.push_str(&" ".repeat(at - line.len()));
+            } else {
+                line.push(' ');
+            }
+            line.push_str(text);
+        }
+    };
+    let p50 = find("p50", 0);
+    place("latency ms", p50.map(|i| i.saturating_sub(2)));
+    let segs1 = find("segs", 0);
+    place("client -> server", segs1.map(|i| i.saturating_sub(2)));
+    let segs2 = segs1.and_then(|i| find("segs", i + 4));
+    place("server -> client", segs2.map(|i| i.saturating_sub(2)));
+    line.push('\n');
+    line
+}
+
+fn csv_field(s: &str) -> String {
+    // RFC 4180 2.6/2.7: quote fields with commas, quotes or line breaks; double the quotes.
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+impl Exporter for Csv {
+    fn export(&self, r: &Report) -> Vec<u8> {
+        let mut head: Vec<String> = [
+            "scenario",
+            "strategy",
+            "variant",
+            "client_strategies",
+            "server_strategies",
+            "rounds",
+            "wall_s",
+            "p50_us",
+            "p90_us",
+            "p99_us",
+            "p999_us",
+            "max_us",
+            "mean_us",
+            "stalls",
+            "stall_threshold_us",
+            "throughput_bps",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for side in ["client", "server"] {
+            for f in ["segs_out", "data_segs_out", "pure_acks_out", "bytes_sent", "wire_bytes"] {
+                head.push(format!("{side}_{f}"));
+            }
+        }
+        head.extend(["stall".to_string(), "cause".into(), "verdict".into()]);
+        let mut out = head.join(",");
+        out.push('\n');
+        for x in &r.results {
+            let l = &x.latency_us;
+            let mut f: Vec<String> = vec![
+                r.scenario.clone(),
+                x.strategy.clone(),
+                x.variant.clone(),
+                x.client.strategies.join("+"),
+                x.server.strategies.join("+"),
+                x.rounds.to_string(),
+                format!("{:.6}", x.wall_s),
+                format!("{:.1}", l.p50),
+                format!("{:.1}", l.p90),
+                format!("{:.1}", l.p99),
+                format!("{:.1}", l.p999),
+                format!("{:.1}", l.max),
+                format!("{:.1}", l.mean),
+                x.stalls.to_string(),
+                format!("{:.1}", x.stall_threshold_us),
+                format!("{:.0}", x.throughput_bps),
+            ];
+            for w in [&x.wire.client, &x.wire.server] {
+                f.extend(
+                    [w.segs_out, w.data_segs_out, w.pure_acks_out, w.bytes_sent, w.wire_bytes].map(|n| n.to_string()),
+                );
+            }
+            f.push(x.verdict_key.stalls.to_string());
+            f.push(x.verdict_key.cause.map(|c| c.as_str().to_string()).unwrap_or_default());
+            f.push(x.verdict.clone());
+            let line: Vec<String> = f.iter().map(|s| csv_field(s)).collect();
+            out.push_str(&line.join(","));
+            out.push('\n');
+        }
+        out.into_bytes()
+    }
+}
+
+fn md_cell(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+impl Exporter for Markdown {
+    fn export(&self, r: &Report) -> Vec<u8> {
+        let mut out = format!("**{} {}** `{}` on Linux {} ({})\n\n", r.tool, r.mode, r.scenario, r.kernel, r.link);
+        let p = params(&r.params);
+        if !p.is_empty() {
+            out.push_str(&format!("Parameters: `{p}`\n\n"));
+        }
+        out.push_str(
+            "| strategy | ms/round | p50 ms | p99 | max | stalls | c→s segs | data | acks | wire B | s→c segs | data | acks | wire B | verdict |\n",
+        );
+        out.push_str("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
+        for x in &r.results {
+            let (c, s) = (&x.wire.client, &x.wire.server);
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                md_cell(&label(x)),
+                ms(per_round_ms(x)),
+                ms(x.latency_us.p50),
+                ms(x.latency_us.p99),
+                ms(x.latency_us.max),
+                x.stalls,
+                c.segs_out,
+                c.data_segs_out,
+                c.pure_acks_out,
+                c.wire_bytes,
+                s.segs_out,
+                s.data_segs_out,
+                s.pure_acks_out,
+                s.wire_bytes,
+                md_cell(&x.verdict)
+            ));
+        }
+        for e in &r.errors {
+            out.push_str(&format!("\n**Error:** {}\n", md_cell(e)));
+        }
+        out.into_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Applied, Latency, Wire};
+    use trace::{Cause, VerdictKey};
+
+    fn sample() -> Report {
+        let row = |name: &str, stalls: u64, p50: f64, segs: u64| RunResult {
+            strategy: name.into(),
+            variant: String::new(),
+            client: Applied {
+                strategies: vec![],
+                nodelay: Some(false),
+                cork: Some(false),
+                quickack: Some(true),
+                mss: Some(1448),
+                congestion: Some("bbr".into()),
+            },
+            server: Applied::default(),
+            rounds: 100,
+            latency_us: Latency { p50, p90: p50, p99: p50, p999: p50, max: p50, mean: p50 },
+            stalls,
+            stall_threshold_us: 10_020.0,
+            wall_s: p50 * 100.0 / 1e6,
+            throughput_bps: 1.0,
+            wire: Wire {
+                client: WireSide {
+                    segs_out: segs,
+                    data_segs_out: segs / 2,
+                    pure_acks_out: segs / 2,
+                    bytes_sent: 100_000,
+                    wire_bytes: 100_000 + segs * 66,
+                },
+                server: WireSide::default(),
+            },
+            tcp: None,
+            netstat: Default::default(),
+            verdict: if stalls > 0 { "stalls ~40 ms x2 per round: Nagle, \"held\"".into() } else { "no stalls".into() },
+            verdict_key: VerdictKey { stalls: stalls > 0, cause: (stalls > 0).then_some(Cause::NagleDelayedAck) },
+        };
+        Report {
+            tool: "tcpstall".into(),
+            version: "0.1.0".into(),
+            schema: crate::SCHEMA_VERSION,
+            kernel: "6.18".into(),
+            mode: "lab".into(),
+            scenario: "chunked".into(),
+            params: serde_json::json!({"send": 1000, "n_chunk": 100, "round": 100}),
+            link: "loopback".into(),
+            results: vec![row("default", 200, 83_000.0, 600), row("nodelay", 0, 1400.0, 20_000)],
+            errors: vec![],
+        }
+    }
+
+    #[test]
+    fn json_round_trips() {
+        let r = sample();
+        let back: Report = serde_json::from_slice(&export(&r, Format::Json)).unwrap();
+        assert_eq!(back, r);
+        let v: serde_json::Value = serde_json::from_slice(&export(&r, Format::Json)).unwrap();
+        assert_eq!(v["results"][0]["verdict_key"]["cause"], "nagle-delayed-ack");
+        assert_eq!(v["results"][1]["wire"]["client"]["pure_acks_out"], 10_000);
+        assert!(v.get("errors").is_none(), "empty errors are left out");
+    }
+
+    #[test]
+    fn csv_quotes_verdicts_with_commas_and_quotes() {
+        let text = String::from_utf8(export(&sample(), Format::Csv)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(lines[0].starts_with("scenario,strategy,variant,"));
+        assert!(
+            lines[1].ends_with(",true,nagle-delayed-ack,\"stalls ~40 ms x2 per round: Nagle, \"\"held\"\"\""),
+            "{}",
+            lines[1]
+        );
+        let header_cols = lines[0].split(',').count();
+        assert_eq!(lines[2].split(',').count(), header_cols);
+    }
+
+    #[test]
+    fn table_has_one_row_per_strategy_and_the_verdicts() {
+        let text = String::from_utf8(export(&sample(), Format::Table)).unwrap();
+        assert!(text.contains("params: n_chunk=100 round=100 send=1000"), "{text}");
+        let row = text.lines().find(|l| l.starts_with("default ")).unwrap();
+        assert!(row.contains(" 830 ") || row.contains("83.0"), "{row}");
+        assert!(text.contains("client -> server"));
+        assert!(text.contains("  nodelay  no stalls"), "{text}");
+        assert!(text.contains("nodelay=off cork=off quickack=on mss=1448 cc=bbr"), "{text}");
+    }
+
+    #[test]
+    fn markdown_escapes_pipes() {
+        let mut r = sample();
+        r.results[0].verdict = "a | b".into();
+        let text = String::from_utf8(export(&r, Format::Markdown)).unwrap();
+        assert!(text.contains("a \\| b"));
+        assert_eq!(text.lines().filter(|l| l.starts_with("| ")).count(), 3);
+    }
+}
