@@ -19,7 +19,7 @@ pub fn ms(x: f64) -> u64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
     Arrive { to: usize, seq: u64, len: u32, ack: u64, psh: bool, timer: bool },
-    Timer { ep: usize, t: u8, gen: u64 },
+    Timer { ep: usize, t: u8 },
 }
 
 pub struct Script {
@@ -63,8 +63,8 @@ impl Script {
                         Ev::Arrive { to: 1 - i, seq: s.seq, len: s.len, ack: s.ack, psh: s.psh, timer: s.by_delack_timer };
                     self.q.push(Reverse((self.now + self.one_way, self.n, ev)));
                 }
-                Action::Arm { timer, at, gen } => {
-                    self.q.push(Reverse((at, self.n, Ev::Timer { ep: i, t: timer as u8, gen })));
+                Action::Arm { timer, at } => {
+                    self.q.push(Reverse((at, self.n, Ev::Timer { ep: i, t: timer as u8 })));
                 }
                 Action::Release { .. } | Action::Fired(_) => {}
             }
@@ -86,8 +86,8 @@ impl Script {
                     self.eps[to].on_segment(when, seg, &mut self.out);
                     self.drain(to);
                 }
-                Ev::Timer { ep, t, gen } => {
-                    self.eps[ep].on_timer(when, TimerId::from_index(t), gen, &mut self.out);
+                Ev::Timer { ep, t } => {
+                    self.eps[ep].on_timer(when, TimerId::from_index(t), &mut self.out);
                     self.drain(ep);
                 }
             }

@@ -3,7 +3,7 @@
 //! scenario's Step programs through the strategies' exact socket-operation plans.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -17,7 +17,7 @@ use crate::{ModelError, Outcome, Release, RoundSample, SideEnd, SimConfig};
 #[derive(Debug, Clone, Copy)]
 enum Ev {
     Arrive { to: u8, seg: Seg },
-    Timer { ep: u8, timer: u8, gen: u64 },
+    Timer { ep: u8, timer: u8 },
     Wake { side: u8 },
 }
 
@@ -67,14 +67,44 @@ struct Cursor {
     idx: usize,
 }
 
+/// A step compiled once: its kind and, for a send, the exact socket operations of the plan.
+#[derive(Debug, Clone)]
+enum Compiled {
+    Send(Vec<Op>),
+    Recv(u64),
+    Sleep(u64),
+}
+
+fn compile(steps: &[Step], opts: &SideOpts) -> Vec<Compiled> {
+    steps
+        .iter()
+        .map(|st| match st {
+            Step::Send(writes) => {
+                let plan = opts.plan_message(writes);
+                let mut ops: Vec<Op> = plan.pre.iter().map(|o| Op::Sock(*o)).collect();
+                for c in &plan.calls {
+                    let more = matches!(c, Call::Send { more: true, .. });
+                    ops.push(Op::Write { len: u64::from(c.len()), more });
+                }
+                ops.extend(plan.post.iter().map(|o| Op::Sock(*o)));
+                Compiled::Send(ops)
+            }
+            Step::Recv(n) => Compiled::Recv(u64::from(*n)),
+            Step::Sleep { ns } => Compiled::Sleep(*ns),
+        })
+        .collect()
+}
+
 struct App {
     opts: SideOpts,
-    prog: SideProgram,
+    /// prologue, round, epilogue, compiled.
+    steps: [Vec<Compiled>; 3],
+    op_idx: usize,
+    partial: Option<u64>,
     rounds_total: u64,
     warmup: u64,
     cur: Cursor,
     state: State,
-    ops: VecDeque<Op>,
     recv_left: u64,
     step_start: u64,
     round_start: u64,
@@ -88,13 +118,8 @@ struct App {
 }
 
 impl App {
-    fn step(&self) -> Option<&Step> {
-        match self.cur.phase {
-            0 => self.prog.prologue.get(self.cur.idx),
-            1 => self.prog.round.get(self.cur.idx),
-            2 => self.prog.epilogue.get(self.cur.idx),
-            _ => None,
-        }
+    fn step(&self) -> Option<&Compiled> {
+        self.steps.get(usize::from(self.cur.phase)).and_then(|v| v.get(self.cur.idx))
     }
     /// Move the cursor to the next step that exists; returns true if a round just ended.
     fn advance(&mut self) {
@@ -103,12 +128,8 @@ impl App {
     }
     fn normalise(&mut self) {
         loop {
-            let len = match self.cur.phase {
-                0 => self.prog.prologue.len(),
-                1 => self.prog.round.len(),
-                2 => self.prog.epilogue.len(),
-                _ => return,
-            };
+            let Some(steps) = self.steps.get(usize::from(self.cur.phase)) else { return };
+            let len = steps.len();
             if self.cur.idx < len && !(self.cur.phase == 1 && self.cur.round >= self.rounds_total) {
                 return;
             }
@@ -170,12 +191,13 @@ impl Sim {
                 let total = u64::from(p.warmup_rounds) + u64::from(p.rounds);
                 let mk = |prog: SideProgram, opts: &SideOpts, is_client| App {
                     opts: opts.clone(),
-                    prog,
+                    steps: [compile(&prog.prologue, opts), compile(&prog.round, opts), compile(&prog.epilogue, opts)],
+                    op_idx: 0,
+                    partial: None,
                     rounds_total: total,
                     warmup: u64::from(p.warmup_rounds),
                     cur: Cursor { phase: 0, round: 0, idx: 0 },
                     state: State::Ready,
-                    ops: VecDeque::new(),
                     recv_left: 0,
                     step_start: 0,
                     round_start: 0,
@@ -191,12 +213,13 @@ impl Sim {
             Program::Stream { duration_ns, write_size } => {
                 let mk = |step: Step, opts: &SideOpts, is_client: bool| App {
                     opts: opts.clone(),
-                    prog: SideProgram { round: vec![step], ..Default::default() },
+                    steps: [Vec::new(), compile(&[step], opts), Vec::new()],
+                    op_idx: 0,
+                    partial: None,
                     rounds_total: u64::MAX,
                     warmup: 0,
                     cur: Cursor { phase: 0, round: 0, idx: 0 },
                     state: State::Ready,
-                    ops: VecDeque::new(),
                     recv_left: 0,
                     step_start: 0,
                     round_start: 0,
@@ -285,7 +308,7 @@ impl Sim {
                         self.schedule(at, Ev::Arrive { to: (1 - i) as u8, seg });
                     }
                 }
-                Action::Arm { timer, at, gen } => self.schedule(at, Ev::Timer { ep: i as u8, timer: timer as u8, gen }),
+                Action::Arm { timer, at } => self.schedule(at, Ev::Timer { ep: i as u8, timer: timer as u8 }),
                 Action::Release { cause, since } => {
                     self.releases.push(Release { t: self.now, since, cause, side: EP[i] });
                 }
@@ -325,11 +348,10 @@ impl Sim {
                         self.run_app(i);
                     }
                 }
-                Ev::Timer { ep, timer, gen } => {
+                Ev::Timer { ep, timer } => {
                     let i = ep as usize;
-                    if self.eps[i].on_timer(self.now, TimerId::from_index(timer), gen, &mut self.actions) {
-                        self.drain(i);
-                    }
+                    self.eps[i].on_timer(self.now, TimerId::from_index(timer), &mut self.actions);
+                    self.drain(i);
                 }
                 Ev::Wake { side } => {
                     let i = side as usize;
@@ -413,7 +435,11 @@ impl Sim {
                     self.step_done(i);
                 }
                 State::Ready => {
-                    let Some(step) = self.apps[i].step().cloned() else {
+                    let Some(step) = self.apps[i].step().map(|c| match c {
+                        Compiled::Send(_) => Compiled::Send(Vec::new()),
+                        Compiled::Recv(n) => Compiled::Recv(*n),
+                        Compiled::Sleep(n) => Compiled::Sleep(*n),
+                    }) else {
                         self.apps[i].state = State::Done;
                         return;
                     };
@@ -425,30 +451,23 @@ impl Sim {
                         }
                     }
                     match step {
-                        Step::Send(writes) => {
-                            let plan = self.apps[i].opts.plan_message(&writes);
-                            let app = &mut self.apps[i];
-                            app.ops.clear();
-                            app.ops.extend(plan.pre.iter().map(|o| Op::Sock(*o)));
-                            for c in &plan.calls {
-                                let more = matches!(c, Call::Send { more: true, .. });
-                                app.ops.push_back(Op::Write { len: u64::from(c.len()), more });
-                            }
-                            app.ops.extend(plan.post.iter().map(|o| Op::Sock(*o)));
+                        Compiled::Send(_) => {
+                            self.apps[i].op_idx = 0;
+                            self.apps[i].partial = None;
                             if !self.run_ops(i) {
                                 return;
                             }
                             self.step_done(i);
                         }
-                        Step::Recv(n) => {
-                            self.apps[i].recv_left = u64::from(n);
+                        Compiled::Recv(n) => {
+                            self.apps[i].recv_left = n;
                             self.apps[i].state = State::Recv;
                             if !self.do_recv(i) {
                                 return;
                             }
                             self.step_done(i);
                         }
-                        Step::Sleep { ns } => {
+                        Compiled::Sleep(ns) => {
                             self.apps[i].state = State::Sleeping;
                             self.apps[i].round_sleep += ns;
                             let at = self.now + ns;
@@ -474,12 +493,17 @@ impl Sim {
         app.step_trace = tlen;
     }
 
-    /// Runs queued ops; false if blocked on the send buffer.
+    /// Runs the current send step's operations from `op_idx`; false if blocked on the send
+    /// buffer (the rest of the write continues when ACKs make room).
     fn run_ops(&mut self, i: usize) -> bool {
-        while let Some(op) = self.apps[i].ops.pop_front() {
+        loop {
+            let app = &self.apps[i];
+            let Some(Compiled::Send(ops)) = app.step() else { return true };
+            let Some(&op) = ops.get(app.op_idx) else { return true };
             match op {
                 Op::Sock(o) => self.apply(i, o),
                 Op::Write { len, more } => {
+                    let len = self.apps[i].partial.unwrap_or(len);
                     let room = self.eps[i].snd.sndbuf.saturating_sub(self.eps[i].queued());
                     let take = len.min(room);
                     let blocked = take < len;
@@ -492,15 +516,16 @@ impl Sim {
                         self.drain(i);
                     }
                     if blocked {
-                        self.apps[i].ops.push_front(Op::Write { len: len - take, more });
+                        self.apps[i].partial = Some(len - take);
                         self.apps[i].state = State::SendBlocked;
                         return false;
                     }
+                    self.apps[i].partial = None;
                     self.writes += 1;
                 }
             }
+            self.apps[i].op_idx += 1;
         }
-        true
     }
 
     /// One or more recv calls; true when the step's bytes are all read.
@@ -535,7 +560,7 @@ impl Sim {
         app.state = State::Ready;
         let measured = app.cur.phase == 1 && app.cur.round >= app.warmup && app.stream_until.is_none();
         if app.is_client && measured {
-            let is_recv = matches!(app.step(), Some(Step::Recv(_)));
+            let is_recv = matches!(app.step(), Some(Compiled::Recv(_)));
             match kind {
                 SampleKind::ClientRecv if is_recv => {
                     self.samples.push(RoundSample {
@@ -545,7 +570,7 @@ impl Sim {
                     trace: (app.step_trace, tlen),
                 })
                 }
-                SampleKind::ClientRound if app.cur.idx + 1 == app.prog.round.len() => {
+                SampleKind::ClientRound if app.cur.idx + 1 == app.steps[1].len() => {
                     let lat = (now - app.round_start).saturating_sub(app.round_sleep);
                     self.samples.push(RoundSample { start: app.round_start, end: now, latency: lat, trace: (app.round_trace, tlen) })
                 }

@@ -77,7 +77,10 @@ impl TimerId {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Action {
     Tx(Seg),
-    Arm { timer: TimerId, at: u64, gen: u64 },
+    /// Put a timer event in the queue at `at`. Re-arming later than an event already queued
+    /// emits nothing: the queued event re-arms itself when it finds a later deadline (so a
+    /// stream of ACKs restarting the RTO does not flood the queue).
+    Arm { timer: TimerId, at: u64 },
     /// Held data left because a timer-driven event released it: ground truth for a stall.
     Release { cause: Cause, since: u64 },
     Fired(TimerId),
@@ -85,8 +88,10 @@ pub(crate) enum Action {
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Timer {
+    /// The deadline, if armed.
     at: Option<u64>,
-    gen: u64,
+    /// The earliest event for this timer in the simulator's queue.
+    queued: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -235,15 +240,14 @@ impl Tcp {
 
     fn arm(&mut self, t: TimerId, at: u64, out: &mut Vec<Action>) {
         let tm = &mut self.timers[t as usize];
-        tm.gen += 1;
         tm.at = Some(at);
-        out.push(Action::Arm { timer: t, at, gen: tm.gen });
+        if tm.queued.map_or(true, |q| q > at) {
+            tm.queued = Some(at);
+            out.push(Action::Arm { timer: t, at });
+        }
     }
     fn cancel(&mut self, t: TimerId) {
-        let tm = &mut self.timers[t as usize];
-        if tm.at.take().is_some() {
-            tm.gen += 1;
-        }
+        self.timers[t as usize].at = None;
     }
     fn armed(&self, t: TimerId) -> bool {
         self.timers[t as usize].at.is_some()
@@ -783,13 +787,23 @@ impl Tcp {
 
     // ------------------------------------------------------------------ timers
 
-    /// A timer event; stale generations are ignored. Returns true if it fired.
-    pub fn on_timer(&mut self, now: u64, t: TimerId, gen: u64, out: &mut Vec<Action>) -> bool {
-        let tm = self.timers[t as usize];
-        if tm.gen != gen || tm.at.is_none() {
+    /// A queued timer event at `now`. Superseded events are ignored; an event that finds its
+    /// deadline moved later re-queues itself. Returns true if the timer fired.
+    pub fn on_timer(&mut self, now: u64, t: TimerId, out: &mut Vec<Action>) -> bool {
+        let tm = &mut self.timers[t as usize];
+        if tm.queued != Some(now) {
             return false;
         }
-        self.timers[t as usize].at = None;
+        tm.queued = None;
+        match tm.at {
+            None => return false,
+            Some(d) if d > now => {
+                tm.queued = Some(d);
+                out.push(Action::Arm { timer: t, at: d });
+                return false;
+            }
+            Some(_) => tm.at = None,
+        }
         match t {
             TimerId::Delack => {
                 if !self.ack_sched {
