@@ -291,3 +291,30 @@ fn every_prefix_of_a_valid_file_errors_or_ends_cleanly() {
         }
     }
 }
+
+#[test]
+fn randomly_damaged_real_captures_never_panic() {
+    // A cheap, deterministic stand-in for the fuzz target (fuzz/): flip bytes of a real
+    // capture and decode it to the end or to the first error.
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/captures/seed001-default.pcap");
+    let good = std::fs::read(path).expect("kept capture");
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for _ in 0..300 {
+        let mut f = good.clone();
+        for _ in 0..1 + next() % 8 {
+            let i = (next() % f.len() as u64) as usize;
+            f[i] = next() as u8;
+        }
+        let cut = (next() % f.len() as u64) as usize;
+        let f = if next() % 4 == 0 { &f[..cut] } else { &f[..] };
+        if let Ok(mut d) = Decoder::new(f, FlowFilter::default()) {
+            while let Ok(Some(_)) = d.next_event() {}
+        }
+    }
+}
