@@ -289,6 +289,29 @@ mod tests {
     use scenario::SideOpts;
 
     #[test]
+    fn a_peer_closing_early_is_an_error_naming_the_round() {
+        use std::io::Write;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut peer, _) = l.accept().unwrap();
+        peer.write_all(&[7u8; 10]).unwrap();
+        drop(peer);
+        let sock = Socket::from(c);
+        let sbuf = [0u8; 1];
+        let mut r = Runner {
+            side: "client",
+            sock: &sock,
+            after_recv: &[],
+            sbuf: &sbuf,
+            rbuf: vec![0; 64],
+            io_timeout: Duration::from_secs(5),
+        };
+        let ops = compile(&[Step::Recv(1000)], &SideOpts::none(), &sbuf, false);
+        let e = r.run(&ops, Phase::Round(2), &mut Clock::start(), None).unwrap_err().to_string();
+        assert_eq!(e, "client: the peer closed the connection early in round 3 (received 10 of 1000 bytes)");
+    }
+
+    #[test]
     fn msg_more_compiles_to_send_flags() {
         let buf = vec![0u8; 600];
         let o = SideOpts::parse_list("msg-more").unwrap();
