@@ -17,10 +17,10 @@ pids=()
 cleanup() { for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT INT TERM
 
-capture() { # name port command...
+capture() { # name port command...   (IFACE=any for Linux cooked v2 headers)
     local name=$1 port=$2; shift 2
     local tmp="$out/.$name.tmp"
-    tcpdump -i lo -s 128 -U --immediate-mode -w "$tmp" "tcp port $port" 2>/dev/null &
+    tcpdump -i "${IFACE:-lo}" -s 128 -U --immediate-mode -w "$tmp" "tcp port $port" 2>/dev/null &
     local td=$!
     pids+=("$td")
     sleep 0.5  # let tcpdump open the socket before traffic starts
@@ -47,3 +47,8 @@ capture seed002-nodelay 47121 $py 47121 burst nodelay 20
 capture cork-forgotten  47130 $py 47130 corkonly default 3
 # A real program: Python http.client POSTs to http.server over a kept-alive connection.
 capture http-client-post 47140 python3 "$here/httppost.py" 47140 10
+# Format coverage: `tcpdump -i any` (Linux cooked v2) converted to pcapng by editcap.
+IFACE=any capture seed001-any 47150 $py 47150 multi default 8
+if command -v editcap >/dev/null; then
+    editcap -F pcapng "$out/seed001-any.pcap" "$out/seed001-any-sll2.pcapng" && rm "$out/seed001-any.pcap"
+fi

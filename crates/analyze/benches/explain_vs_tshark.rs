@@ -116,9 +116,9 @@ fn main() {
     println!("in-process decode+analyze: {frames} packets in {secs:.3} s = {:.2} Mpps, {stalls} stalls", ours / 1e6);
 
     let bin = std::env::var_os("TCPSTALL_BIN").map(PathBuf::from).unwrap_or_else(|| {
-        let t = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target")
-        });
+        let t = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
         t.join("release/tcpstall")
     });
     let mut best = ours;

@@ -119,7 +119,13 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
     } else if c.zero_window || (c.snap.out_count > 0 && window_closed(c)) {
         let (wnd, known) = if c.zero_window { (0, true) } else { c.snap.peer_wnd.unwrap_or((0, false)) };
         cause = Cause::RwndLimited;
-        confidence = if wnd == 0 { 0.9 } else if known { 0.75 } else { 0.5 };
+        confidence = if wnd == 0 {
+            0.9
+        } else if known {
+            0.75
+        } else {
+            0.5
+        };
         ack_delay = None;
         detail = format!(
             "the peer advertised a {} window with {} bytes in flight{}",
@@ -142,12 +148,20 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
         });
         let held_small = c.snap.last_sent.map(|s| s.len);
         let delay_txt = match delay {
-            Some(d) => format!("the peer's {}ACK came {d} after the data it acknowledges", if a.pure { "pure " } else { "" }),
+            Some(d) => {
+                format!("the peer's {}ACK came {d} after the data it acknowledges", if a.pure { "pure " } else { "" })
+            }
             None => "the peer's ACK (delay unknown: acknowledged data was retransmitted)".to_string(),
         };
         if c.snap.out_small == 1 && released_small {
             cause = Cause::NagleDelayedAck;
-            confidence = if timer_like { 0.95 } else if delayed { 0.85 } else { 0.55 };
+            confidence = if timer_like {
+                0.95
+            } else if delayed {
+                0.85
+            } else {
+                0.55
+            };
             detail = format!(
                 "a {}-byte segment was unacknowledged, so Nagle held the next {} bytes; {delay_txt}, and they left right \
                  after it",

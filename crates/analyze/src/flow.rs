@@ -486,9 +486,11 @@ impl FlowAnalyzer {
         let path = self.path_rtt();
         let loopback = path.is_some_and(|r| r < Duration::from_micros(300));
         let capture_note = match cp {
-            CapturePoint::Middle if loopback => "loopback or same host: both ends' views coincide, every stall is seen as \
+            CapturePoint::Middle if loopback => {
+                "loopback or same host: both ends' views coincide, every stall is seen as \
                  it happened"
-                .to_string(),
+                    .to_string()
+            }
             CapturePoint::Middle => "between the endpoints: each side's send and receive times are shifted by part of \
                  the round trip; ACK delays are estimated by subtracting it"
                 .to_string(),

@@ -5,8 +5,8 @@
 
 use std::path::PathBuf;
 use tcpstall_analyze::{Analysis, Config, FlowAnalyzer};
-use wire::{Decoder, FlowFilter};
 use trace::Cause;
+use wire::{Decoder, FlowFilter};
 
 fn analyze(name: &str) -> Analysis {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/captures").join(name);
@@ -95,4 +95,10 @@ fn loopback_capture_point_is_recognised() {
     assert_eq!(f.capture_point, trace::CapturePoint::Middle);
     assert!(f.path_rtt.unwrap().as_millis_f64() < 1.0);
     assert!(f.capture_note.contains("loopback"));
+}
+
+#[test]
+fn pcapng_with_linux_cooked_v2_from_tcpdump_any() {
+    // `tcpdump -i any` (LINKTYPE_LINUX_SLL2) converted to pcapng by editcap: same verdicts.
+    all_nagle("seed001-any-sll2.pcapng", 5);
 }

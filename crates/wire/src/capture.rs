@@ -124,12 +124,7 @@ impl<R: Read> CaptureReader<R> {
             0xd4c3b2a1 => Format::Pcap { nanos: false, big_endian: true },
             0x4d3cb2a1 => Format::Pcap { nanos: true, big_endian: true },
             0x0a0d0d0a => Format::PcapNg,
-            _ => {
-                return Err(WireError::new(
-                    0,
-                    format!("unknown magic number {m:08x}: not a pcap or pcapng capture"),
-                ))
-            }
+            _ => return Err(WireError::new(0, format!("unknown magic number {m:08x}: not a pcap or pcapng capture"))),
         };
         let mut r = CaptureReader {
             inner,
@@ -206,10 +201,7 @@ impl<R: Read> CaptureReader<R> {
         let got = read_full(&mut self.inner, out).map_err(|e| WireError::io(start, what, e))?;
         self.offset += got as u64;
         if got < out.len() {
-            return Err(WireError::new(
-                start,
-                format!("{what}: file ends after {got} of {} bytes", out.len()),
-            ));
+            return Err(WireError::new(start, format!("{what}: file ends after {got} of {} bytes", out.len())));
         }
         Ok(())
     }
@@ -228,7 +220,8 @@ impl<R: Read> CaptureReader<R> {
     fn next_pcap(&mut self) -> Result<Option<(usize, usize, u64, u32, u32, u64)>, WireError> {
         let start = self.offset;
         let mut h = [0u8; 16];
-        let got = read_full(&mut self.inner, &mut h).map_err(|e| WireError::io(start, "cannot read packet record", e))?;
+        let got =
+            read_full(&mut self.inner, &mut h).map_err(|e| WireError::io(start, "cannot read packet record", e))?;
         self.offset += got as u64;
         if got == 0 {
             return Ok(None);
@@ -267,7 +260,7 @@ impl<R: Read> CaptureReader<R> {
             }
         };
         let len = u32_at(&len_bytes, 0, be);
-        if len < 28 || len % 4 != 0 || len > MAX_BLOCK {
+        if len < 28 || !len.is_multiple_of(4) || len > MAX_BLOCK {
             return Err(WireError::new(start, format!("pcapng section header block has a bad length {len}")));
         }
         self.big_endian = be;
@@ -278,8 +271,8 @@ impl<R: Read> CaptureReader<R> {
     }
 
     fn skip(&mut self, n: u64, start: u64, what: &str) -> Result<(), WireError> {
-        let got = io::copy(&mut (&mut self.inner).take(n), &mut io::sink())
-            .map_err(|e| WireError::io(start, what, e))?;
+        let got =
+            io::copy(&mut (&mut self.inner).take(n), &mut io::sink()).map_err(|e| WireError::io(start, what, e))?;
         self.offset += got;
         if got < n {
             return Err(WireError::new(start, format!("{what}: file ends {} bytes early", n - got)));
@@ -299,7 +292,10 @@ impl<R: Read> CaptureReader<R> {
             }
             self.offset += got as u64;
             if got < 8 {
-                return Err(WireError::new(start, format!("truncated pcapng block header: file ends after {got} of 8 bytes")));
+                return Err(WireError::new(
+                    start,
+                    format!("truncated pcapng block header: file ends after {got} of 8 bytes"),
+                ));
             }
             if h[..4] == [0x0a, 0x0d, 0x0d, 0x0a] {
                 // A new section; its byte order may differ from the previous one's.
@@ -309,10 +305,12 @@ impl<R: Read> CaptureReader<R> {
             let be = self.big_endian;
             let btype = u32_at(&h, 0, be);
             let len = u32_at(&h, 4, be);
-            if len < 12 || len % 4 != 0 {
+            if len < 12 || !len.is_multiple_of(4) {
                 return Err(WireError::new(
                     start,
-                    format!("pcapng block type {btype:#x} has a bad length {len} (must be a multiple of 4, at least 12)"),
+                    format!(
+                        "pcapng block type {btype:#x} has a bad length {len} (must be a multiple of 4, at least 12)"
+                    ),
                 ));
             }
             let body = len - 12;
@@ -321,7 +319,9 @@ impl<R: Read> CaptureReader<R> {
                     if len > MAX_BLOCK {
                         return Err(WireError::new(
                             start,
-                            format!("pcapng block type {btype:#x} claims {len} bytes (limit {MAX_BLOCK}): corrupt file"),
+                            format!(
+                                "pcapng block type {btype:#x} claims {len} bytes (limit {MAX_BLOCK}): corrupt file"
+                            ),
                         ));
                     }
                     self.fill_buf(body as usize + 4, start, &format!("truncated pcapng block ({len} bytes claimed)"))?;
@@ -423,7 +423,10 @@ impl<R: Read> CaptureReader<R> {
         let Some(iface) = self.interfaces.get(if_id).copied() else {
             return Err(WireError::new(
                 start,
-                format!("pcapng packet block names interface {if_id}, but only {} are described", self.interfaces.len()),
+                format!(
+                    "pcapng packet block names interface {if_id}, but only {} are described",
+                    self.interfaces.len()
+                ),
             ));
         };
         if caplen as usize > b.len() - data_at {
@@ -434,7 +437,8 @@ impl<R: Read> CaptureReader<R> {
         }
         let ts_ns = iface.tsres.to_nanos(ts);
         let off_ns = iface.ts_offset_s.saturating_mul(1_000_000_000);
-        let ts_ns = if off_ns >= 0 { ts_ns.saturating_add(off_ns as u64) } else { ts_ns.saturating_sub(off_ns.unsigned_abs()) };
+        let ts_ns =
+            if off_ns >= 0 { ts_ns.saturating_add(off_ns as u64) } else { ts_ns.saturating_sub(off_ns.unsigned_abs()) };
         Ok((data_at, caplen as usize, ts_ns, iface.linktype, orig.max(caplen), start))
     }
 }

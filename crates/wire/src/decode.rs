@@ -213,5 +213,9 @@ fn ip_tcp(ip: &[u8]) -> Result<TcpPacket, Skip> {
             Err(_) => break,
         }
     }
-    Ok(TcpPacket { src: SocketAddr::new(src, h.source_port()), dst: SocketAddr::new(dst, h.destination_port()), segment: seg })
+    Ok(TcpPacket {
+        src: SocketAddr::new(src, h.source_port()),
+        dst: SocketAddr::new(dst, h.destination_port()),
+        segment: seg,
+    })
 }

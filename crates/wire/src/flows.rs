@@ -39,8 +39,8 @@ pub struct FlowFilter {
 
 impl FlowFilter {
     pub fn matches(&self, x: SocketAddr, y: SocketAddr) -> bool {
-        let pair_ok = self.pair.map_or(true, |(p, q)| (x == p && y == q) || (x == q && y == p));
-        let port_ok = self.port.map_or(true, |n| x.port() == n || y.port() == n);
+        let pair_ok = self.pair.is_none_or(|(p, q)| (x == p && y == q) || (x == q && y == p));
+        let port_ok = self.port.is_none_or(|n| x.port() == n || y.port() == n);
         pair_ok && port_ok
     }
 }
@@ -142,13 +142,7 @@ impl FlowTable {
         let synack = p.segment.flags.syn() && p.segment.flags.ack();
         let (a, b) = if synack { (p.dst, p.src) } else { (p.src, p.dst) };
         let id = FlowId(self.flows.len() as u32);
-        self.flows.push(FlowState {
-            id,
-            key: FlowKey { a, b },
-            wscale: [None, None],
-            isn_a: None,
-            ended: false,
-        });
+        self.flows.push(FlowState { id, key: FlowKey { a, b }, wscale: [None, None], isn_a: None, ended: false });
         let idx = self.flows.len() - 1;
         self.by_pair.insert(canon, idx);
         idx

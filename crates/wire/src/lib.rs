@@ -52,7 +52,12 @@ pub struct Decoder<R: Read> {
 
 impl<R: Read> Decoder<R> {
     pub fn new(input: R, filter: FlowFilter) -> Result<Self, WireError> {
-        Ok(Decoder { reader: CaptureReader::new(input)?, flows: FlowTable::new(), filter, stats: DecodeStats::default() })
+        Ok(Decoder {
+            reader: CaptureReader::new(input)?,
+            flows: FlowTable::new(),
+            filter,
+            stats: DecodeStats::default(),
+        })
     }
 
     pub fn format(&self) -> Format {

@@ -14,7 +14,8 @@ fn one(linktype: u32, frame: &[u8]) -> tcpstall_wire::TcpPacket {
 #[test]
 fn ethernet_ipv4_tcp_with_options() {
     // Options: MSS and window scale (RFC 9293 3.7.1, RFC 7323 2), SACK-permitted, timestamps.
-    let opts = [O::MaximumSegmentSize(1460), O::WindowScale(7), O::SelectiveAcknowledgementPermitted, O::Timestamp(11, 0)];
+    let opts =
+        [O::MaximumSegmentSize(1460), O::WindowScale(7), O::SelectiveAcknowledgementPermitted, O::Timestamp(11, 0)];
     let f = eth_tcp4(false, 100, 0, true, &[], &opts);
     let p = one(linktype::ETHERNET, &f);
     assert_eq!(p.src.to_string(), "10.0.0.1:5000");
@@ -166,7 +167,8 @@ fn flow_endpoints_and_filters() {
     let mut d = Decoder::new(&file[..], port).unwrap();
     assert!(d.next_event().unwrap().is_none());
     assert_eq!(d.stats().filtered_out, 2);
-    let pair = FlowFilter { pair: Some(("10.0.0.2:80".parse().unwrap(), "10.0.0.1:5000".parse().unwrap())), port: None };
+    let pair =
+        FlowFilter { pair: Some(("10.0.0.2:80".parse().unwrap(), "10.0.0.1:5000".parse().unwrap())), port: None };
     let mut d = Decoder::new(&file[..], pair).unwrap();
     assert!(d.next_event().unwrap().is_some());
 }

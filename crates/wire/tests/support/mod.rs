@@ -5,7 +5,8 @@ use etherparse::{PacketBuilder, TcpOptionElement};
 
 /// An Ethernet/IPv4/TCP frame from 10.0.0.1:5000 to 10.0.0.2:80 (or the reverse when `back`).
 pub fn eth_tcp4(back: bool, seq: u32, ack: u32, syn: bool, payload: &[u8], opts: &[TcpOptionElement]) -> Vec<u8> {
-    let (s, d, sp, dp) = if back { ([10, 0, 0, 2], [10, 0, 0, 1], 80, 5000) } else { ([10, 0, 0, 1], [10, 0, 0, 2], 5000, 80) };
+    let (s, d, sp, dp) =
+        if back { ([10, 0, 0, 2], [10, 0, 0, 1], 80, 5000) } else { ([10, 0, 0, 1], [10, 0, 0, 2], 5000, 80) };
     let mut b = PacketBuilder::ethernet2([1; 6], [2; 6]).ipv4(s, d, 64).tcp(sp, dp, seq, 1000);
     if syn {
         b = b.syn();
@@ -23,7 +24,11 @@ pub fn eth_tcp4(back: bool, seq: u32, ack: u32, syn: bool, payload: &[u8], opts:
 
 pub fn eth_tcp6(payload: &[u8]) -> Vec<u8> {
     let b = PacketBuilder::ethernet2([1; 6], [2; 6])
-        .ipv6([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2], 64)
+        .ipv6(
+            [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+            64,
+        )
         .tcp(5000, 443, 7, 1000)
         .ack(9);
     let mut out = Vec::new();
