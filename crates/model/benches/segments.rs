@@ -51,7 +51,13 @@ fn heap_baseline() {
         }
     }
     let dt = t.elapsed().as_secs_f64();
-    println!("{:<34} {:>10} push+pop in {:>8.3} ms: {:>6.2} M/s (baseline)", "event-queue baseline", n, dt * 1e3, n as f64 / dt / 1e6);
+    println!(
+        "{:<34} {:>10} push+pop in {:>8.3} ms: {:>6.2} M/s (baseline)",
+        "event-queue baseline",
+        n,
+        dt * 1e3,
+        n as f64 / dt / 1e6
+    );
 }
 
 fn main() {

@@ -72,7 +72,13 @@ impl<'a> SimConfig<'a> {
 /// The link tcpstall's lab uses by default: loopback (MTU 65536, a few microseconds each way).
 /// The rate stands for the copy cost of the loopback path so that bulk transfers take time.
 pub fn loopback_link() -> LinkSpec {
-    LinkSpec { delay_up_ns: 5_000, delay_down_ns: 5_000, rate_bps: Some(40_000_000_000), mtu: 65_536, ..Default::default() }
+    LinkSpec {
+        delay_up_ns: 5_000,
+        delay_down_ns: 5_000,
+        rate_bps: Some(40_000_000_000),
+        mtu: 65_536,
+        ..Default::default()
+    }
 }
 
 /// A held-data release caused by a timer: the ground truth behind a stall.
@@ -125,6 +131,8 @@ pub struct Outcome {
     pub dropped: u64,
     pub events: u64,
     pub stream: bool,
+    /// Samples are client reads (Sample::ClientRecv) rather than rounds.
+    pub sample_reads: bool,
 }
 
 impl Outcome {

@@ -43,7 +43,7 @@ impl LinkDir {
             self.pure_acks += 1;
             if let Some(n) = self.ack_every {
                 // iptables -m statistic --mode nth --every N: keep one pure ACK in N.
-                if self.pure_acks % u64::from(n) != 0 {
+                if !self.pure_acks.is_multiple_of(u64::from(n)) {
                     self.dropped += 1;
                     return None;
                 }

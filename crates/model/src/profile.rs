@@ -121,11 +121,9 @@ impl Profile {
     }
 
     pub fn builtin(name: &str) -> Result<Profile, ModelError> {
-        BUILTIN
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(n, t)| Profile::from_toml(n, t))
-            .unwrap_or_else(|| Err(ModelError::UnknownProfile { name: name.into(), known: Profile::names().join(", ") }))
+        BUILTIN.iter().find(|(n, _)| *n == name).map(|(n, t)| Profile::from_toml(n, t)).unwrap_or_else(|| {
+            Err(ModelError::UnknownProfile { name: name.into(), known: Profile::names().join(", ") })
+        })
     }
 }
 

@@ -59,8 +59,14 @@ impl Script {
             match a {
                 Action::Tx(s) => {
                     self.sent.push((self.now, i, s));
-                    let ev =
-                        Ev::Arrive { to: 1 - i, seq: s.seq, len: s.len, ack: s.ack, psh: s.psh, timer: s.by_delack_timer };
+                    let ev = Ev::Arrive {
+                        to: 1 - i,
+                        seq: s.seq,
+                        len: s.len,
+                        ack: s.ack,
+                        psh: s.psh,
+                        timer: s.by_delack_timer,
+                    };
                     self.q.push(Reverse((self.now + self.one_way, self.n, ev)));
                 }
                 Action::Arm { timer, at } => {

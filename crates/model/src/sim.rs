@@ -387,12 +387,7 @@ impl Sim {
                 e.readable()
             )
         };
-        ModelError::Stuck {
-            at_ms: self.now as f64 / 1e6,
-            why: why.into(),
-            client: describe(0),
-            server: describe(1),
-        }
+        ModelError::Stuck { at_ms: self.now as f64 / 1e6, why: why.into(), client: describe(0), server: describe(1) }
     }
 
     fn has_room(&self, i: usize) -> bool {
@@ -562,17 +557,20 @@ impl Sim {
         if app.is_client && measured {
             let is_recv = matches!(app.step(), Some(Compiled::Recv(_)));
             match kind {
-                SampleKind::ClientRecv if is_recv => {
-                    self.samples.push(RoundSample {
+                SampleKind::ClientRecv if is_recv => self.samples.push(RoundSample {
                     start: app.step_start,
                     end: now,
                     latency: now - app.step_start,
                     trace: (app.step_trace, tlen),
-                })
-                }
+                }),
                 SampleKind::ClientRound if app.cur.idx + 1 == app.steps[1].len() => {
                     let lat = (now - app.round_start).saturating_sub(app.round_sleep);
-                    self.samples.push(RoundSample { start: app.round_start, end: now, latency: lat, trace: (app.round_trace, tlen) })
+                    self.samples.push(RoundSample {
+                        start: app.round_start,
+                        end: now,
+                        latency: lat,
+                        trace: (app.round_trace, tlen),
+                    })
                 }
                 _ => {}
             }
@@ -613,6 +611,7 @@ impl Sim {
             dropped: self.links[0].dropped + self.links[1].dropped,
             events: self.events,
             stream: self.apps[1].endless_reader,
+            sample_reads: self.sample_kind == SampleKind::ClientRecv,
         }
     }
 }

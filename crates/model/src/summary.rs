@@ -49,31 +49,19 @@ fn applied(opts: &scenario::SideOpts, p: &Profile, s: &SideEnd) -> Applied {
         strategies: opts.opts().iter().map(|o| o.as_str().to_string()).collect(),
         nodelay: Some(s.nodelay),
         cork: p.sender.cork.then_some(s.cork),
-        quickack: p
-            .receiver
-            .quickack_sockopt
-            .then_some(opts.has(Opt::QuickackOnce) || opts.has(Opt::QuickackEach)),
+        quickack: p.receiver.quickack_sockopt.then_some(opts.has(Opt::QuickackOnce) || opts.has(Opt::QuickackEach)),
         mss: Some(s.mss),
         congestion: Some("reno (model)".into()),
     }
 }
 
 /// Turn a run into a result row.
-pub fn run_result(
-    out: &Outcome,
-    pair: &StrategyPair,
-    variant: &str,
-    client: &Profile,
-    server: &Profile,
-) -> RunResult {
+pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Profile, server: &Profile) -> RunResult {
     let wall_s = out.end_ns as f64 / 1e9;
     let delivered = out.sides[0].bytes_read + out.sides[1].bytes_read;
     let throughput_bps = if wall_s > 0.0 { delivered as f64 / wall_s } else { 0.0 };
     let wire = Wire { client: wire_side(&out.sides[0]), server: wire_side(&out.sides[1]) };
-    let tcp = TcpSides {
-        client: tcp_stats(&out.sides[0]),
-        server: tcp_stats(&out.sides[1]),
-    };
+    let tcp = TcpSides { client: tcp_stats(&out.sides[0]), server: tcp_stats(&out.sides[1]) };
     let mut netstat = BTreeMap::new();
     let both = |f: fn(&SideEnd) -> u64| f(&out.sides[0]) as i64 + f(&out.sides[1]) as i64;
     netstat.insert("DelayedACKs".to_string(), both(|s| s.counters.delayed_acks));
@@ -145,33 +133,44 @@ fn stall_verdict(out: &Outcome) -> (Latency, u64, u64, VerdictKey, String) {
     };
     let waited = |s: &crate::RoundSample| -> u64 {
         let lo = out.releases.partition_point(|r| r.t < s.start);
-        out.releases[lo..]
-            .iter()
-            .take_while(|r| r.t <= s.end)
-            .map(|r| r.t - r.since.max(s.start))
-            .max()
-            .unwrap_or(0)
+        out.releases[lo..].iter().take_while(|r| r.t <= s.end).map(|r| r.t - r.since.max(s.start)).max().unwrap_or(0)
     };
     let baseline = out.samples.iter().map(|s| s.latency.saturating_sub(waited(s))).min().unwrap_or(0);
     let threshold = baseline + STALL_MARGIN_NS;
     let mut counts: BTreeMap<Cause, u64> = BTreeMap::new();
+    // Like the lab, a stall is a wait: a stalled sample counts each timer-released hold longer
+    // than the margin inside it (seed 000 has two per round), and at least one.
     let mut stalls = 0u64;
+    let mut stalled_samples = 0u64;
+    let mut waits: Vec<u64> = Vec::new();
     for s in &out.samples {
         if s.latency > threshold {
-            stalls += 1;
+            stalled_samples += 1;
+            let lo = out.releases.partition_point(|r| r.t < s.start);
+            let inside: Vec<u64> = out.releases[lo..]
+                .iter()
+                .take_while(|r| r.t <= s.end)
+                .map(|r| r.t - r.since.max(s.start))
+                .filter(|&w| w > STALL_MARGIN_NS)
+                .collect();
+            stalls += (inside.len() as u64).max(1);
+            if inside.is_empty() {
+                waits.push(s.latency.saturating_sub(baseline));
+            }
+            waits.extend(inside);
             let c = cause_within(&out.releases, s.start, s.end).unwrap_or(Cause::Application);
             *counts.entry(c).or_default() += 1;
         }
     }
+    waits.sort_unstable();
+    let typical = waits.get(waits.len() / 2).copied().unwrap_or(0) as f64 / 1e6;
     let cause = counts.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(c, _)| *c);
     let key = VerdictKey { stalls: stalls > 0, cause };
+    let unit = if out.sample_reads { "reads" } else { "rounds" };
     let verdict = match cause {
-        Some(c) => format!(
-            "stalls in {stalls} of {n} samples (p50 {:.1} ms, max {:.1} ms): {}",
-            latency.p50 / 1e3,
-            latency.max / 1e3,
-            c.explain()
-        ),
+        Some(c) => {
+            format!("stalls ~{typical:.0} ms in {stalled_samples} of {n} {unit} ({stalls} waits): {}", c.explain())
+        }
         None => format!("no stall (p50 {:.3} ms, max {:.3} ms)", latency.p50 / 1e3, latency.max / 1e3),
     };
     (latency, stalls, threshold, key, verdict)
@@ -180,7 +179,12 @@ fn stall_verdict(out: &Outcome) -> (Latency, u64, u64, VerdictKey, String) {
 /// Run a scenario's strategy pairs (and sweep variants) for every profile pair: one report.
 /// Rows are labelled with their profiles in `variant` when more than one pair runs. Errors of
 /// single rows are collected in `Report::errors`, the other rows still count.
-pub fn report(scenario: &Scenario, pairs: &[StrategyPair], spec: &RunSpec, record_trace: bool) -> (Report, Vec<Outcome>) {
+pub fn report(
+    scenario: &Scenario,
+    pairs: &[StrategyPair],
+    spec: &RunSpec,
+    record_trace: bool,
+) -> (Report, Vec<Outcome>) {
     let mut results = Vec::new();
     let mut outcomes = Vec::new();
     let mut errors = Vec::new();

@@ -80,9 +80,15 @@ pub(crate) enum Action {
     /// Put a timer event in the queue at `at`. Re-arming later than an event already queued
     /// emits nothing: the queued event re-arms itself when it finds a later deadline (so a
     /// stream of ACKs restarting the RTO does not flood the queue).
-    Arm { timer: TimerId, at: u64 },
+    Arm {
+        timer: TimerId,
+        at: u64,
+    },
     /// Held data left because a timer-driven event released it: ground truth for a stall.
-    Release { cause: Cause, since: u64 },
+    Release {
+        cause: Cause,
+        since: u64,
+    },
     Fired(TimerId),
 }
 
@@ -172,7 +178,7 @@ impl Tcp {
         let size_goal = u64::from(mss) * (u64::from(65_536 / mss).max(1));
         // tcp_initialize_rcv_mss (tcp_input.c): min(advmss, mss_cache, rcv_wnd/2, TCP_MSS_DEFAULT),
         // at least TCP_MIN_MSS (88).
-        let rcv_mss = advmss.min(mss).min(rcv.rcv_wnd / 2).min(536).max(88);
+        let rcv_mss = advmss.min(mss).min(rcv.rcv_wnd / 2).clamp(88, 536);
         Tcp {
             mss,
             advmss,
@@ -241,7 +247,7 @@ impl Tcp {
     fn arm(&mut self, t: TimerId, at: u64, out: &mut Vec<Action>) {
         let tm = &mut self.timers[t as usize];
         tm.at = Some(at);
-        if tm.queued.map_or(true, |q| q > at) {
+        if tm.queued.is_none_or(|q| q > at) {
             tm.queued = Some(at);
             out.push(Action::Arm { timer: t, at });
         }
@@ -611,7 +617,8 @@ impl Tcp {
         }
         let s = self.srtt.unwrap_or(r);
         let min = self.snd.rto_min_ms * MS;
-        self.rto = if self.snd.rto_rttvar_floor { s + (4 * self.rttvar).max(min) } else { (s + 4 * self.rttvar).max(min) };
+        self.rto =
+            if self.snd.rto_rttvar_floor { s + (4 * self.rttvar).max(min) } else { (s + 4 * self.rttvar).max(min) };
         self.rto = self.rto.min(RTO_MAX);
     }
 

@@ -3,23 +3,17 @@
 //! Robust signals only: a stall is a sample >= 30 ms above the run's fastest, no stall means
 //! every sample < 5 ms above it.
 
-use tcpstall_model as model;
 use model::{report, Profile, RunSpec};
 use scenario::{LinkSpec, Scenario};
+use tcpstall_model as model;
 use trace::Cause;
 
 fn run(scenario: &str, sets: &[&str], profile: &str, link: LinkSpec, mss: Option<u32>) -> report::Report {
     let mut s = Scenario::builtin(scenario).unwrap();
     s.apply_sets(sets).unwrap();
     let p = Profile::builtin(profile).unwrap();
-    let spec = RunSpec {
-        profiles: vec![(p.clone(), p)],
-        link_label: link.to_string(),
-        link,
-        seed: 1,
-        mss,
-        timestamps: None,
-    };
+    let spec =
+        RunSpec { profiles: vec![(p.clone(), p)], link_label: link.to_string(), link, seed: 1, mss, timestamps: None };
     let pairs = s.matrix.clone();
     let (r, _) = report(&s, &pairs, &spec, false);
     assert!(r.errors.is_empty(), "{:?}", r.errors);
@@ -108,6 +102,8 @@ fn seed_000_linux_loopback() {
     let d = row(&r, "default");
     assert!(d.latency_us.p50 >= 70_000.0 && d.latency_us.p50 <= 100_000.0, "{}", d.verdict);
     assert_eq!(d.verdict_key.cause, Some(Cause::NagleDelayedAck));
+    // Two ~40 ms waits per round once both sides are interactive (round 1 has quick ACKs).
+    assert_eq!(d.stalls, 18, "{}", d.verdict);
     assert!(row(&r, "quickack-once").verdict_key.stalls);
     for ok in ["nodelay", "quickack-each", "cork", "msg-more", "writev", "buffer"] {
         let x = row(&r, ok);

@@ -208,7 +208,8 @@ fn stall_stories(report: &report::Report, outcomes: &[Outcome]) -> String {
         let Some((k, first)) = out.samples.iter().enumerate().find(|(_, x)| x.latency > threshold) else {
             continue;
         };
-        let label = if row.variant.is_empty() { row.strategy.clone() } else { format!("{} {}", row.strategy, row.variant) };
+        let label =
+            if row.variant.is_empty() { row.strategy.clone() } else { format!("{} {}", row.strategy, row.variant) };
         let _ = writeln!(
             s,
             "\n== {label}: first stalled sample #{} ({:.3} ms; threshold {:.3} ms) ==",
@@ -271,7 +272,14 @@ fn line(e: &Event, origin: u64) -> String {
             if seg.len == 0 {
                 format!("{dir} ACK {}", seg.ack)
             } else {
-                format!("{dir} seq {}:{} ({} B) ack {} [{:?}]", seg.seq, seg.seq.wrapping_add(seg.len), seg.len, seg.ack, seg.flags)
+                format!(
+                    "{dir} seq {}:{} ({} B) ack {} [{:?}]",
+                    seg.seq,
+                    seg.seq.wrapping_add(seg.len),
+                    seg.len,
+                    seg.ack,
+                    seg.flags
+                )
             }
         }
     };

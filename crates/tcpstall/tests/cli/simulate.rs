@@ -5,11 +5,7 @@ use predicates::prelude::*;
 
 fn json(args: &[&str]) -> serde_json::Value {
     let out = tcpstall().args(args).output().expect("run tcpstall");
-    assert!(
-        out.status.success(),
-        "tcpstall {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "tcpstall {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("tcpstall {args:?}: not JSON ({e})"))
 }
 
@@ -18,7 +14,17 @@ fn json(args: &[&str]) -> serde_json::Value {
 #[test]
 fn issue_example_prints_the_table() {
     tcpstall()
-        .args(["simulate", "--profile", "macos", "--scenario", "bulk-ack", "--set", "size=100000", "--link", "mtu=1500"])
+        .args([
+            "simulate",
+            "--profile",
+            "macos",
+            "--scenario",
+            "bulk-ack",
+            "--set",
+            "size=100000",
+            "--link",
+            "mtu=1500",
+        ])
         .assert()
         .success()
         .stdout(predicate::str::contains("model:macos"))
@@ -51,7 +57,8 @@ fn seed_004_profiles_side_by_side_json() {
         let variant = r["variant"].as_str().unwrap();
         let stalls = r["verdict_key"]["stalls"].as_bool().unwrap();
         let p50_ms = r["latency_us"]["p50"].as_f64().unwrap() / 1e3;
-        let expect_stall = variant == "profile=rfc-classic size=100000 depth=1" || variant == "profile=freebsd size=100000 depth=1";
+        let expect_stall =
+            variant == "profile=rfc-classic size=100000 depth=1" || variant == "profile=freebsd size=100000 depth=1";
         assert_eq!(stalls, expect_stall, "{variant}: {}", r["verdict"]);
         if variant.starts_with("profile=rfc-classic size=100000") {
             assert!(p50_ms >= 150.0, "{variant}: p50 {p50_ms} ms");
@@ -79,7 +86,8 @@ fn trace_shows_the_first_stalled_round() {
 /// Same input, same output to the nanosecond: the model reads no clock.
 #[test]
 fn deterministic_output() {
-    let args = ["simulate", "burst", "--set", "rounds=4", "--link", "rtt=2ms,loss=5%", "--seed", "7", "--format", "json"];
+    let args =
+        ["simulate", "burst", "--set", "rounds=4", "--link", "rtt=2ms,loss=5%", "--seed", "7", "--format", "json"];
     assert_eq!(json(&args), json(&args));
 }
 
@@ -163,10 +171,7 @@ fn model_agrees_with_the_kernel() {
             if lk == mk {
                 agree += 1;
             } else {
-                report.push(format!(
-                    "{sc}/{label}: lab {} ({}) vs model {} ({})",
-                    lk, l["verdict"], mk, m["verdict"]
-                ));
+                report.push(format!("{sc}/{label}: lab {} ({}) vs model {} ({})", lk, l["verdict"], mk, m["verdict"]));
             }
         }
         if let Some(errs) = lab["errors"].as_array() {
