@@ -18,7 +18,7 @@ pub fn ms(x: f64) -> u64 {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
-    Arrive { to: usize, seq: u64, len: u32, ack: u64, psh: bool, timer: bool },
+    Arrive { to: usize, seq: u64, len: u32, ack: u64, psh: bool, timer: Option<u64> },
     Timer { ep: usize, t: u8 },
 }
 
@@ -59,14 +59,8 @@ impl Script {
             match a {
                 Action::Tx(s) => {
                     self.sent.push((self.now, i, s));
-                    let ev = Ev::Arrive {
-                        to: 1 - i,
-                        seq: s.seq,
-                        len: s.len,
-                        ack: s.ack,
-                        psh: s.psh,
-                        timer: s.by_delack_timer,
-                    };
+                    let ev =
+                        Ev::Arrive { to: 1 - i, seq: s.seq, len: s.len, ack: s.ack, psh: s.psh, timer: s.delack_since };
                     self.q.push(Reverse((self.now + self.one_way, self.n, ev)));
                 }
                 Action::Arm { timer, at } => {
@@ -88,7 +82,7 @@ impl Script {
             self.now = when;
             match ev {
                 Ev::Arrive { to, seq, len, ack, psh, timer } => {
-                    let seg = Seg { seq, len, ack, psh, by_delack_timer: timer };
+                    let seg = Seg { seq, len, ack, psh, delack_since: timer };
                     self.eps[to].on_segment(when, seg, &mut self.out);
                     self.drain(to);
                 }

@@ -144,19 +144,24 @@ fn stall_verdict(out: &Outcome) -> (Latency, u64, u64, VerdictKey, String) {
     let mut stalled_samples = 0u64;
     let mut waits: Vec<u64> = Vec::new();
     for s in &out.samples {
-        if s.latency > threshold {
+        if s.latency <= threshold {
+            continue;
+        }
+        let lo = out.releases.partition_point(|r| r.t < s.start);
+        let inside: Vec<u64> = out.releases[lo..]
+            .iter()
+            .take_while(|r| r.t <= s.end)
+            .map(|r| r.t - r.since.max(s.start))
+            .filter(|&w| w > STALL_MARGIN_NS)
+            .collect();
+        // The model knows every timer that held data: a slow sample without one is transfer
+        // time (slow start, serialisation), not a stall.
+        if inside.is_empty() {
+            continue;
+        }
+        {
             stalled_samples += 1;
-            let lo = out.releases.partition_point(|r| r.t < s.start);
-            let inside: Vec<u64> = out.releases[lo..]
-                .iter()
-                .take_while(|r| r.t <= s.end)
-                .map(|r| r.t - r.since.max(s.start))
-                .filter(|&w| w > STALL_MARGIN_NS)
-                .collect();
-            stalls += (inside.len() as u64).max(1);
-            if inside.is_empty() {
-                waits.push(s.latency.saturating_sub(baseline));
-            }
+            stalls += inside.len() as u64;
             waits.extend(inside);
             let c = cause_within(&out.releases, s.start, s.end).unwrap_or(Cause::Application);
             *counts.entry(c).or_default() += 1;

@@ -28,8 +28,9 @@ pub(crate) struct Seg {
     pub len: u32,
     pub ack: u64,
     pub psh: bool,
-    /// Sent by the delayed-ACK timer (ground truth for stall causes, not a header bit).
-    pub by_delack_timer: bool,
+    /// Sent by the delayed-ACK timer, which was armed at this time (ground truth for stall
+    /// causes, not a header bit).
+    pub delack_since: Option<u64>,
 }
 
 /// Why unsent data is waiting in the write queue.
@@ -44,7 +45,7 @@ pub(crate) enum Hold {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Trigger {
     App,
-    Ack { by_delack_timer: bool },
+    Ack { delack_since: Option<u64> },
     Probe,
     Rto,
 }
@@ -98,6 +99,8 @@ struct Timer {
     at: Option<u64>,
     /// The earliest event for this timer in the simulator's queue.
     queued: Option<u64>,
+    /// When it was last armed from idle.
+    armed_at: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -244,8 +247,11 @@ impl Tcp {
         self.rcv.pingpong_thresh > 0 && self.pingpong >= self.rcv.pingpong_thresh
     }
 
-    fn arm(&mut self, t: TimerId, at: u64, out: &mut Vec<Action>) {
+    fn arm(&mut self, now: u64, t: TimerId, at: u64, out: &mut Vec<Action>) {
         let tm = &mut self.timers[t as usize];
+        if tm.at.is_none() {
+            tm.armed_at = now;
+        }
         tm.at = Some(at);
         if tm.queued.is_none_or(|q| q > at) {
             tm.queued = Some(at);
@@ -419,7 +425,7 @@ impl Tcp {
             && !self.armed(TimerId::Rto)
         {
             let at = now + self.rto.max(self.snd.probe_min_ms * MS);
-            self.arm(TimerId::Probe, at, out);
+            self.arm(now, TimerId::Probe, at, out);
         }
     }
 
@@ -427,14 +433,20 @@ impl Tcp {
     fn note_release(&mut self, _now: u64, sent_any: bool, hold: Option<Hold>, trig: Trigger, out: &mut Vec<Action>) {
         if sent_any {
             if let Some((since, h)) = self.held {
+                // The stall is the part of the hold the timer is responsible for: from when the
+                // peer armed its delayed-ACK timer, or this side its probe timer.
                 let cause = match (trig, h) {
-                    (Trigger::Ack { by_delack_timer: true }, Hold::Nagle | Hold::Cork) => Some(Cause::NagleDelayedAck),
-                    (Trigger::Ack { by_delack_timer: true }, Hold::Cwnd) => Some(Cause::CwndLimited),
-                    (Trigger::Probe, _) => Some(Cause::ProbeTimer),
-                    (Trigger::Rto, _) => Some(Cause::RetransmissionTimeout),
+                    (Trigger::Ack { delack_since: Some(t) }, Hold::Nagle | Hold::Cork) => {
+                        Some((Cause::NagleDelayedAck, since.max(t)))
+                    }
+                    (Trigger::Ack { delack_since: Some(t) }, Hold::Cwnd) => Some((Cause::CwndLimited, since.max(t))),
+                    (Trigger::Probe, _) => {
+                        Some((Cause::ProbeTimer, since.max(self.timers[TimerId::Probe as usize].armed_at)))
+                    }
+                    (Trigger::Rto, _) => Some((Cause::RetransmissionTimeout, since)),
                     _ => None,
                 };
-                if let Some(cause) = cause {
+                if let Some((cause, since)) = cause {
                     out.push(Action::Release { cause, since });
                 }
                 self.held = None;
@@ -488,7 +500,7 @@ impl Tcp {
             // tcp_event_new_data_sent -> tcp_rearm_rto (RFC 6298 5.1).
             self.cancel(TimerId::Probe);
             let at = now + self.rto;
-            self.arm(TimerId::Rto, at, out);
+            self.arm(now, TimerId::Rto, at, out);
         }
         if new_data {
             // tcp_event_data_sent (tcp_output.c): a reply sent within ato of the last data
@@ -502,7 +514,7 @@ impl Tcp {
         } else {
             self.c.retransmits += 1;
         }
-        let seg = Seg { seq, len, ack: self.rcv_nxt, psh: self.snd_nxt == self.write_end, by_delack_timer: false };
+        let seg = Seg { seq, len, ack: self.rcv_nxt, psh: self.snd_nxt == self.write_end, delack_since: None };
         self.count_tx(&seg);
         self.ack_sent();
         out.push(Action::Tx(seg));
@@ -543,7 +555,7 @@ impl Tcp {
             }
         }
         let nonagle = self.nonagle;
-        self.push(now, nonagle, Trigger::Ack { by_delack_timer: seg.by_delack_timer }, out);
+        self.push(now, nonagle, Trigger::Ack { delack_since: seg.delack_since }, out);
         if self.ack_sched {
             self.ack_snd_check(now, ack_now, &seg, out);
         }
@@ -590,7 +602,7 @@ impl Tcp {
             self.cancel(TimerId::Rto);
             if !self.flight.is_empty() {
                 let at = now + self.rto;
-                self.arm(TimerId::Rto, at, out);
+                self.arm(now, TimerId::Rto, at, out);
             }
         } else if seg.ack == self.snd_una && seg.len == 0 && !self.flight.is_empty() {
             self.dupacks += 1;
@@ -725,7 +737,7 @@ impl Tcp {
                     self.send_ack(now, false, out);
                 } else if !self.armed(TimerId::Delack) {
                     let at = now + self.rcv.delack_min_ms * MS;
-                    self.arm(TimerId::Delack, at, out);
+                    self.arm(now, TimerId::Delack, at, out);
                 }
             }
         }
@@ -765,12 +777,13 @@ impl Tcp {
                 }
             }
         }
-        self.arm(TimerId::Delack, at, out);
+        self.arm(now, TimerId::Delack, at, out);
     }
 
     /// Pure ACK now (tcp_send_ack).
     fn send_ack(&mut self, _now: u64, by_timer: bool, out: &mut Vec<Action>) {
-        let seg = Seg { seq: self.snd_nxt, len: 0, ack: self.rcv_nxt, psh: false, by_delack_timer: by_timer };
+        let delack_since = by_timer.then_some(self.timers[TimerId::Delack as usize].armed_at);
+        let seg = Seg { seq: self.snd_nxt, len: 0, ack: self.rcv_nxt, psh: false, delack_since };
         self.count_tx(&seg);
         self.ack_sent();
         out.push(Action::Tx(seg));
@@ -853,9 +866,11 @@ impl Tcp {
                 self.ssthresh = (self.packets_out() / 2).max(2);
                 self.cwnd = 1;
                 self.rto = (self.rto * 2).min(RTO_MAX);
+                // The stall started when the oldest unacknowledged segment was sent.
+                let since = self.flight.front().map_or(now, |s| s.t);
+                let since = self.held.map_or(since, |(h, _)| h.min(since));
+                self.held = Some((since, Hold::Cwnd));
                 self.go_back();
-                let held = self.held.get_or_insert((now, Hold::Cwnd));
-                let _ = held;
                 self.push(now, NAGLE_PUSH, Trigger::Rto, out);
             }
         }
