@@ -177,9 +177,11 @@ pub fn add_cost_comparison(rows: &mut [RunResult]) {
             .map(|&i| verdict::Cost {
                 stalls: rows[i].verdict_key.stalls,
                 segments: rows[i].wire.client.segs_out + rows[i].wire.server.segs_out,
+                wire_bytes: rows[i].wire.client.wire_bytes + rows[i].wire.server.wire_bytes,
             })
             .collect();
-        for (&i, c) in idx.iter().zip(verdict::compare_cost(&costs)) {
+        let base = idx.iter().position(|&i| rows[i].strategy == "default").map(|k| costs[k]);
+        for (&i, c) in idx.iter().zip(verdict::compare_cost(&costs, base)) {
             if let Some(c) = c {
                 rows[i].verdict = format!("{}, {c}", rows[i].verdict);
             }

@@ -134,7 +134,7 @@ pub fn infer(f: &Facts) -> Verdict {
 
     // Delayed-ACK range: from 3/4 of TCP_ATO_MIN (timer slack on a loaded host) to 5/4 of
     // TCP_DELACK_MAX (include/net/tcp.h; `tcp_send_delayed_ack` in net/ipv4/tcp_output.c).
-    let in_delack = len >= 0.75 * DELACK_MIN_US && len <= 1.25 * DELACK_MAX_US;
+    let in_delack = (0.75 * DELACK_MIN_US..=1.25 * DELACK_MAX_US).contains(&len);
     // At or above TCP_RTO_MIN the probe and retransmission timers are candidates too.
     let at_rto = len >= 0.9 * RTO_MIN_US;
 
@@ -201,12 +201,15 @@ pub fn infer(f: &Facts) -> Verdict {
 pub struct Cost {
     pub stalls: bool,
     pub segments: u64,
+    /// Estimated wire bytes, both directions.
+    pub wire_bytes: u64,
 }
 
 /// For rows without stalls, the text that compares their segment count with the cheapest
-/// stall-free row ("fewest segments", "7.1x the segments of the best fix"). None for stalled
-/// rows or when there is nothing to compare with.
-pub fn compare_cost(rows: &[Cost]) -> Vec<Option<String>> {
+/// stall-free row ("fewest segments", "7.1x the segments of the best fix") and, when `base`
+/// (the default row) is given, their wire bytes with it, as seed 000 compared tshark byte
+/// counts. None for stalled rows or when there is nothing to compare with.
+pub fn compare_cost(rows: &[Cost], base: Option<Cost>) -> Vec<Option<String>> {
     let best = rows.iter().filter(|r| !r.stalls && r.segments > 0).map(|r| r.segments).min();
     let others = rows.iter().filter(|r| !r.stalls).count();
     rows.iter()
@@ -216,11 +219,18 @@ pub fn compare_cost(rows: &[Cost]) -> Vec<Option<String>> {
                 return None;
             }
             let ratio = r.segments as f64 / best as f64;
-            Some(if ratio < 1.15 {
+            let mut text = if ratio < 1.15 {
                 "fewest segments".to_string()
             } else {
                 format!("{ratio:.1}x the segments of the best fix")
-            })
+            };
+            if let Some(b) = base.filter(|b| b.wire_bytes > 0) {
+                let w = r.wire_bytes as f64 / b.wire_bytes as f64;
+                if w >= 1.15 {
+                    text.push_str(&format!(" ({w:.1}x the wire bytes of default)"));
+                }
+            }
+            Some(text)
         })
         .collect()
 }
@@ -322,13 +332,13 @@ mod tests {
     #[test]
     fn cost_comparison_names_the_cheapest_fix() {
         let rows = [
-            Cost { stalls: true, segments: 600 },
-            Cost { stalls: false, segments: 20_000 },
-            Cost { stalls: false, segments: 600 },
+            Cost { stalls: true, segments: 600, wire_bytes: 250_000 },
+            Cost { stalls: false, segments: 20_000, wire_bytes: 1_500_000 },
+            Cost { stalls: false, segments: 600, wire_bytes: 210_000 },
         ];
-        let c = compare_cost(&rows);
+        let c = compare_cost(&rows, Some(rows[0]));
         assert_eq!(c[0], None);
-        assert_eq!(c[1].as_deref(), Some("33.3x the segments of the best fix"));
+        assert_eq!(c[1].as_deref(), Some("33.3x the segments of the best fix (6.0x the wire bytes of default)"));
         assert_eq!(c[2].as_deref(), Some("fewest segments"));
     }
 }
