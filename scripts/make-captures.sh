@@ -33,22 +33,42 @@ capture() { # name port command...   (IFACE=any for Linux cooked v2 headers)
 
 py="python3 $here/seedcap.py"
 # seed 000: 1000 B as 100 x 10 B each way, 20 rounds (the first rounds use the 16 quick ACKs).
-capture seed000-default 47100 $py 47100 chunked default 20
-capture seed000-nodelay 47101 $py 47101 chunked nodelay 3
-capture seed000-cork    47102 $py 47102 chunked cork 3
+capture seed000-default 27100 $py 27100 chunked default 20
+capture seed000-nodelay 27101 $py 27101 chunked nodelay 5
+capture seed000-cork    27102 $py 27102 chunked cork 3
 # seed 001: 275, 24, 292 B then a 100 B reply on one connection, 20 requests.
-capture seed001-default 47110 $py 47110 multi default 20
-capture seed001-nodelay 47111 $py 47111 multi nodelay 20
-capture seed001-writev  47112 $py 47112 multi writev 20
+capture seed001-default 27110 $py 27110 multi default 20
+capture seed001-nodelay 27111 $py 27111 multi nodelay 20
+capture seed001-writev  27112 $py 27112 multi writev 20
 # seed 002: N = 3 x 132 B, echoed, read back; 20 rounds.
-capture seed002-default 47120 $py 47120 burst default 20
-capture seed002-nodelay 47121 $py 47121 burst nodelay 20
+capture seed002-default 27120 $py 27120 burst default 20
+capture seed002-nodelay 27121 $py 27121 burst nodelay 20
+# Seed 002's N = 2: Minshall's rule lets the second reply go (no stall on Linux).
+N=2 capture seed002-n2  27122 $py 27122 burst default 20
 # TCP_CORK set and never cleared: the data waits for the 200 ms cork ceiling.
-capture cork-forgotten  47130 $py 47130 corkonly default 3
+capture cork-forgotten  27130 $py 27130 corkonly default 3
 # A real program: Python http.client POSTs to http.server over a kept-alive connection.
-capture http-client-post 47140 python3 "$here/httppost.py" 47140 10
+capture http-client-post 27140 python3 "$here/httppost.py" 27140 10
 # Format coverage: `tcpdump -i any` (Linux cooked v2) converted to pcapng by editcap.
-IFACE=any capture seed001-any 47150 $py 47150 multi default 8
+IFACE=any capture seed001-any 27150 $py 27150 multi default 8
 if command -v editcap >/dev/null; then
     editcap -F pcapng "$out/seed001-any.pcap" "$out/seed001-any-sll2.pcapng" && rm "$out/seed001-any.pcap"
+fi
+
+# Over the emulated link (20 ms RTT, MTU 1500), recorded by the link at both ends: each flow
+# appears twice, once per interface (client end = capture at A, server end = capture at B).
+# Needs root and the tcpstall binary (TCPSTALL=path, default: the workspace's debug build).
+tcpstall="${TCPSTALL:-$here/../target/debug/tcpstall}"
+link_capture() { # name port kind strategy count
+    local name=$1 port=$2 kind=$3 strategy=$4 count=$5
+    "$tcpstall" shell -q --link rtt=20ms,mtu=1500 --capture "$out/$name.pcapng" \
+        --server-command "ROLE=server python3 $here/seedcap.py $port $kind $strategy $count" \
+        -- env ROLE=client HOST=198.18.0.2 python3 "$here/seedcap.py" "$port" "$kind" "$strategy" "$count"
+    echo "$name.pcapng: $(($(stat -c %s "$out/$name.pcapng") / 1024)) KiB"
+}
+if [ "$(id -u)" = 0 ] && [ -x "$tcpstall" ]; then
+    link_capture link20ms-seed001-default 27160 multi default 10
+    link_capture link20ms-seed001-nodelay 27161 multi nodelay 10
+else
+    echo "skipping the emulated-link captures: needs root and $tcpstall" >&2
 fi

@@ -57,6 +57,8 @@ pub(crate) struct GapContext {
     pub ack: Option<AckSeen>,
     /// The peer advertised a zero window at the gap's start or during it.
     pub zero_window: bool,
+    /// The releasing ACK was stamped just after the released data (reordered timestamps).
+    pub ack_after_release: bool,
     pub retransmission: bool,
     pub dupacks: u32,
     pub path_rtt: Option<Duration>,
@@ -213,7 +215,10 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
         ack_delay = ack_info.and_then(|(_, d, _)| d);
         if c.snap.out_count == 0 {
             confidence = 0.8;
-            detail = "everything was acknowledged and nobody sent: the application was busy or waiting".to_string();
+            detail = format!(
+                "nothing was unacknowledged and no segment was held: {:?}'s application sent nothing for {length}",
+                c.held
+            );
         } else {
             confidence = 0.5;
             detail = format!(
@@ -229,6 +234,10 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
     if c.capture_point == CapturePoint::Unknown {
         confidence *= 0.9;
         caveats.push_str(" [handshake not captured: RTT and ACK delay estimated]");
+    }
+    if c.ack_after_release && matches!(cause, Cause::NagleDelayedAck | Cause::CwndLimited | Cause::DelayedAck) {
+        confidence *= 0.95;
+        caveats.push_str(" [the capture stamped the releasing ACK just after the data it released]");
     }
     if c.super_packets {
         confidence *= 0.85;

@@ -152,7 +152,16 @@ pub struct FlowAnalyzer {
     snap: [Snapshot; 2],
     ts_in_use: bool,
     stalls: Vec<Stall>,
+    /// A gap that just ended, classified once the events right after it were seen (see
+    /// [`REORDER_WINDOW`]).
+    pending: Option<GapContext>,
 }
+
+/// Captures sometimes stamp the ACK that released data a little AFTER the data it released:
+/// the link emulator records a packet it delivers into a TUN device after the write returns,
+/// by which time the kernel has answered; tcpdump on a multi-queue NIC stamps per CPU. An
+/// advancing pure ACK this close after the end of a gap is taken as the one that ended it.
+const REORDER_WINDOW: Duration = Duration::from_millis(1);
 
 impl FlowAnalyzer {
     pub fn new(cfg: Config) -> Self {
@@ -166,6 +175,7 @@ impl FlowAnalyzer {
             snap: Default::default(),
             ts_in_use: false,
             stalls: Vec::new(),
+            pending: None,
         }
     }
 
@@ -173,6 +183,11 @@ impl FlowAnalyzer {
     pub fn push(&mut self, ev: &Event) {
         let EventKind::Segment(seg) = &ev.kind else { return };
         let t = ev.t;
+        if let Some(p) = &self.pending {
+            if t.since(p.end) > REORDER_WINDOW || seg.len > 0 {
+                self.flush_pending();
+            }
+        }
         self.first.get_or_insert(t);
         self.last = self.last.max(t);
         let d = ev.from;
@@ -300,7 +315,20 @@ impl FlowAnalyzer {
                     }
                 }
             }
-            dir.ack_in_gap = Some(AckSeen { t, frame, pure: seg.is_pure_ack(), earliest_sent: earliest });
+            let seen = AckSeen { t, frame, pure: seg.is_pure_ack(), earliest_sent: earliest };
+            dir.ack_in_gap = Some(seen);
+            // An ACK stamped just after the data it released (see REORDER_WINDOW).
+            if let Some(p) = self.pending.as_mut() {
+                // Only an ACK of the data outstanding before the gap (not of the released
+                // segment itself), and only when no ACK during the gap explains the release.
+                let tolerance = Duration::from_millis(2) + p.path_rtt.unwrap_or(Duration::ZERO);
+                let unexplained = p.ack.is_none_or(|a| p.end.since(a.t) > tolerance);
+                let of_old_data = seq_le(ack, p.seg.seq);
+                if p.held == dir_of_acked && seen.pure && unexplained && of_old_data && p.snap.out_count > 0 {
+                    p.ack = Some(seen);
+                    p.ack_after_release = true;
+                }
+            }
         } else if ack == dir.snd_una && seg.is_pure_ack() && !dir.outstanding.is_empty() {
             dir.dupacks += 1;
         }
@@ -327,13 +355,15 @@ impl FlowAnalyzer {
                     ack: dir.ack_in_gap,
                     zero_window: dir.zero_wnd_in_gap,
                     retransmission,
+                    ack_after_release: false,
                     dupacks: dir.dupacks,
                     path_rtt: path,
                     path_dir: self.path_component(d),
                     capture_point: self.capture_point(),
                     super_packets: dir.sum.super_packets > 0,
                 };
-                self.stalls.push(classify(&ctx));
+                self.flush_pending();
+                self.pending = Some(ctx);
             }
         }
         // Per-direction idle gaps.
@@ -430,17 +460,17 @@ impl FlowAnalyzer {
     }
 
     /// Round trip of the path without ACK delays: the handshake when it was seen, else the
-    /// larger of the two directions' smallest ACK samples (one of them is ~0 at an endpoint).
+    /// larger of the two directions' smallest ACK samples.
     pub fn path_rtt(&self) -> Option<Duration> {
         let hs = match (self.hs.syn, self.hs.ack) {
             (Some(s), Some(a)) => Some(a.since(s)),
             _ => None,
         };
-        let samples = self.dirs.iter().filter_map(|d| d.sum.rtt_ack.min()).max();
-        match (hs, samples) {
-            (Some(h), Some(s)) => Some(h.min(s)),
-            (h, s) => h.or(s),
-        }
+        // Each direction's smallest sample; at an endpoint one of them is ~0 (the local ACK),
+        // so only the larger one measures the path, and only once both directions have one.
+        let mins: Vec<Duration> = self.dirs.iter().filter_map(|d| d.sum.rtt_ack.min()).collect();
+        let samples = if mins.len() == 2 { mins.into_iter().max() } else { mins.into_iter().next() };
+        hs.or(samples)
     }
 
     /// The part of the path RTT between seeing `d`'s data and seeing the peer's ACK for it at
@@ -478,7 +508,14 @@ impl FlowAnalyzer {
         }
     }
 
+    fn flush_pending(&mut self) {
+        if let Some(ctx) = self.pending.take() {
+            self.stalls.push(classify(&ctx));
+        }
+    }
+
     pub fn finish(mut self) -> FlowAnalysis {
+        self.flush_pending();
         for d in [Endpoint::A, Endpoint::B] {
             self.dirs[d.index()].sum.mss = self.mss(d);
         }

@@ -26,12 +26,20 @@ fn causes(a: &Analysis) -> Vec<Cause> {
     a.stalls().map(|s| s.cause).collect()
 }
 
-/// Default strategy: at least `min` stalls, all nagle-delayed-ack, each >= 30 ms with the
-/// peer's ACK >= 30 ms late.
+/// A Python process descheduled on the shared 2-core machine shows up as an application stall
+/// (everything acknowledged, nobody sending); that is the right verdict, so a few are allowed.
+fn scheduling_noise(s: &tcpstall_analyze::Stall) -> bool {
+    s.cause == Cause::Application && s.detail.starts_with("nothing was unacknowledged")
+}
+
+/// Default strategy: at least `min` stalls by a TCP mechanism, all nagle-delayed-ack, each
+/// >= 30 ms with the peer's ACK >= 30 ms late.
 fn all_nagle(name: &str, min: usize) {
     let a = analyze(name);
-    let st: Vec<_> = a.stalls().collect();
+    let all: Vec<_> = a.stalls().collect();
+    let st: Vec<_> = all.iter().filter(|s| !scheduling_noise(s)).collect();
     assert!(st.len() >= min, "{name}: {} stalls, expected >= {min}", st.len());
+    assert!(all.len() - st.len() <= 1 + all.len() / 10, "{name}: too many application stalls: {all:?}");
     for s in &st {
         assert_eq!(s.cause, Cause::NagleDelayedAck, "{name}: {s:?}");
         assert!(s.length.as_millis_f64() >= 30.0, "{name}: {s:?}");
@@ -40,9 +48,11 @@ fn all_nagle(name: &str, min: usize) {
     }
 }
 
+/// Fixed strategy: no stall by a TCP mechanism (at most one scheduling hiccup).
 fn none(name: &str) {
     let a = analyze(name);
-    assert!(a.stalls().next().is_none(), "{name}: {:?}", causes(&a));
+    assert!(a.stalls().all(scheduling_noise), "{name}: {:?}", causes(&a));
+    assert!(a.stalls().count() <= 1, "{name}: {:?}", causes(&a));
     assert!(a.wire_cost()[0].data_segments > 0, "{name}: the capture has data");
 }
 
@@ -101,4 +111,33 @@ fn loopback_capture_point_is_recognised() {
 fn pcapng_with_linux_cooked_v2_from_tcpdump_any() {
     // `tcpdump -i any` (LINKTYPE_LINUX_SLL2) converted to pcapng by editcap: same verdicts.
     all_nagle("seed001-any-sll2.pcapng", 5);
+}
+
+#[test]
+fn seed002_burst_of_two_does_not_stall_on_linux() {
+    // STACK-FACTS: N = 2 does not stall. The server's second echo is held by Nagle
+    // (tcp_nagle_check) only until the client's next request, which carries the ACK; with
+    // N = 2 no third message is left waiting for a delayed ACK.
+    none("seed002-n2.pcap");
+}
+
+#[test]
+fn emulated_link_both_ends_agree_and_know_where_they_are() {
+    // `tcpstall shell --link rtt=20ms --capture`: the link records each packet at the client
+    // end (interface 0) and the server end (interface 1); each is its own capture point.
+    all_nagle("link20ms-seed001-default.pcapng", 6);
+    none("link20ms-seed001-nodelay.pcapng");
+    let a = analyze("link20ms-seed001-default.pcapng");
+    assert_eq!(a.flows.len(), 2, "one flow per interface");
+    assert_eq!(a.flows[0].capture_point, trace::CapturePoint::AtA);
+    assert_eq!(a.flows[1].capture_point, trace::CapturePoint::AtB);
+    for f in &a.flows {
+        let rtt = f.path_rtt.unwrap().as_millis_f64();
+        assert!((15.0..=30.0).contains(&rtt), "path RTT {rtt} ms");
+        // The ACK delay is the timer, not timer + RTT, at both ends.
+        for s in &f.stalls {
+            let d = s.ack_delay.unwrap().as_millis_f64();
+            assert!((30.0..=60.0).contains(&d), "ack delay {d} ms");
+        }
+    }
 }

@@ -32,6 +32,8 @@ pub struct Packet<'a> {
     pub ts_ns: u64,
     /// LINKTYPE_* value of the interface the packet was captured on.
     pub linktype: u32,
+    /// Interface index within the pcapng section (0 for pcap).
+    pub interface: u32,
     /// Bytes captured (may be fewer than `orig_len` when the snaplen cut the packet).
     pub data: &'a [u8],
     /// Length of the packet on the wire.
@@ -47,9 +49,11 @@ pub enum Format {
     PcapNg,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Interface {
     linktype: u32,
+    /// `if_name` option (pcapng 4.2), e.g. "lo" or "tcpstall-c0".
+    name: Option<String>,
     /// Timestamp units per second as a ratio: value * num / den = nanoseconds.
     tsres: TsRes,
     ts_offset_s: i64,
@@ -74,6 +78,9 @@ impl TsRes {
         u64::try_from(ns).unwrap_or(u64::MAX)
     }
 }
+
+/// (start, len, ts_ns, (linktype, interface), orig_len, offset) of a packet in the buffer.
+type PacketAt = (usize, usize, u64, (u32, u32), u32, u64);
 
 /// Streaming pcap/pcapng reader. Memory: one packet buffer plus one entry per interface.
 pub struct CaptureReader<R: Read> {
@@ -143,7 +150,7 @@ impl<R: Read> CaptureReader<R> {
                 r.fill(&mut h, 0, "truncated pcap file header (24 bytes expected)")?;
                 let linktype = u32_at(&h, 16, big_endian) & 0x0fff_ffff;
                 let tsres = if nanos { TsRes::Dec(9) } else { TsRes::Dec(6) };
-                r.interfaces.push(Interface { linktype, tsres, ts_offset_s: 0 });
+                r.interfaces.push(Interface { linktype, name: None, tsres, ts_offset_s: 0 });
             }
             Format::PcapNg => {
                 let mut len = [0u8; 4];
@@ -156,6 +163,11 @@ impl<R: Read> CaptureReader<R> {
 
     pub fn format(&self) -> Format {
         self.format
+    }
+
+    /// The `if_name` of an interface of the current pcapng section, when it has one.
+    pub fn interface_name(&self, id: u32) -> Option<&str> {
+        self.interfaces.get(id as usize).and_then(|i| i.name.as_deref())
     }
 
     /// Bytes consumed so far.
@@ -175,11 +187,12 @@ impl<R: Read> CaptureReader<R> {
         match r {
             Ok(Some(p)) => {
                 self.frame += 1;
-                let (start, len, ts_ns, linktype, orig_len, offset) = p;
+                let (start, len, ts_ns, (linktype, interface), orig_len, offset) = p;
                 Ok(Some(Packet {
                     frame: self.frame,
                     ts_ns,
                     linktype,
+                    interface,
                     data: &self.buf[start..start + len],
                     orig_len,
                     offset,
@@ -216,8 +229,7 @@ impl<R: Read> CaptureReader<R> {
     }
 
     /// Returns (start, len, ts_ns, linktype, orig_len, offset) of the packet in `self.buf`.
-    #[allow(clippy::type_complexity)]
-    fn next_pcap(&mut self) -> Result<Option<(usize, usize, u64, u32, u32, u64)>, WireError> {
+    fn next_pcap(&mut self) -> Result<Option<PacketAt>, WireError> {
         let start = self.offset;
         let mut h = [0u8; 16];
         let got =
@@ -241,10 +253,10 @@ impl<R: Read> CaptureReader<R> {
             ));
         }
         self.fill_buf(incl as usize, start, &format!("truncated packet record ({incl} bytes claimed)"))?;
-        let iface = self.interfaces[0];
+        let iface = &self.interfaces[0];
         let frac_ns = iface.tsres.to_nanos(u64::from(frac));
         let ts_ns = u64::from(sec).saturating_mul(1_000_000_000).saturating_add(frac_ns);
-        Ok(Some((0, incl as usize, ts_ns, iface.linktype, orig.max(incl), start)))
+        Ok(Some((0, incl as usize, ts_ns, (iface.linktype, 0), orig.max(incl), start)))
     }
 
     /// The rest of a Section Header Block whose type (and `len_bytes`, its length field in a
@@ -280,8 +292,7 @@ impl<R: Read> CaptureReader<R> {
         Ok(())
     }
 
-    #[allow(clippy::type_complexity)]
-    fn next_pcapng(&mut self) -> Result<Option<(usize, usize, u64, u32, u32, u64)>, WireError> {
+    fn next_pcapng(&mut self) -> Result<Option<PacketAt>, WireError> {
         loop {
             let start = self.offset;
             let mut h = [0u8; 8];
@@ -351,7 +362,8 @@ impl<R: Read> CaptureReader<R> {
         if b.len() < 8 {
             return Err(WireError::new(start, "pcapng interface description block too short"));
         }
-        let mut iface = Interface { linktype: u32::from(u16_at(b, 0, be)), tsres: TsRes::Dec(6), ts_offset_s: 0 };
+        let mut iface =
+            Interface { linktype: u32::from(u16_at(b, 0, be)), name: None, tsres: TsRes::Dec(6), ts_offset_s: 0 };
         // Options: code u16, length u16, value padded to 4 (pcapng 3.5).
         let mut i = 8;
         while i + 4 <= b.len() {
@@ -362,6 +374,9 @@ impl<R: Read> CaptureReader<R> {
                 break;
             }
             match (code, olen) {
+                (2, _) => {
+                    iface.name = Some(String::from_utf8_lossy(&b[v..v + olen]).trim_end_matches('\0').to_string())
+                }
                 // if_tsresol: MSB clear = negative power of 10, set = negative power of 2.
                 (9, 1) => {
                     let r = b[v];
@@ -384,13 +399,7 @@ impl<R: Read> CaptureReader<R> {
         Ok(())
     }
 
-    #[allow(clippy::type_complexity)]
-    fn packet_block(
-        &mut self,
-        btype: u32,
-        start: u64,
-        body: usize,
-    ) -> Result<(usize, usize, u64, u32, u32, u64), WireError> {
+    fn packet_block(&mut self, btype: u32, start: u64, body: usize) -> Result<PacketAt, WireError> {
         let be = self.big_endian;
         let b = &self.buf[..body];
         let (if_id, ts, caplen, orig, data_at) = match btype {
@@ -420,7 +429,7 @@ impl<R: Read> CaptureReader<R> {
                 (0, 0, cap, orig, 4)
             }
         };
-        let Some(iface) = self.interfaces.get(if_id).copied() else {
+        let Some(iface) = self.interfaces.get(if_id) else {
             return Err(WireError::new(
                 start,
                 format!(
@@ -439,7 +448,7 @@ impl<R: Read> CaptureReader<R> {
         let off_ns = iface.ts_offset_s.saturating_mul(1_000_000_000);
         let ts_ns =
             if off_ns >= 0 { ts_ns.saturating_add(off_ns as u64) } else { ts_ns.saturating_sub(off_ns.unsigned_abs()) };
-        Ok((data_at, caplen as usize, ts_ns, iface.linktype, orig.max(caplen), start))
+        Ok((data_at, caplen as usize, ts_ns, (iface.linktype, if_id as u32), orig.max(caplen), start))
     }
 }
 

@@ -15,11 +15,17 @@ use trace::{Endpoint, Event, EventKind, Evidence, Instant};
 #[serde(transparent)]
 pub struct FlowId(pub u32);
 
-/// The addresses of a flow's two endpoints.
+/// The addresses of a flow's two endpoints, and the capture interface it was seen on.
+///
+/// The same connection seen on two interfaces of one pcapng (the link emulator records both
+/// ends of its link; a router captures in and out) is two flows: each interface is its own
+/// capture point, with its own timing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct FlowKey {
     pub a: SocketAddr,
     pub b: SocketAddr,
+    /// Interface index in the pcapng section (0 for pcap).
+    pub interface: u32,
 }
 
 impl fmt::Display for FlowKey {
@@ -65,7 +71,7 @@ struct FlowState {
 /// Assigns packets to flows and endpoints. Memory: one entry per flow.
 #[derive(Debug, Default)]
 pub struct FlowTable {
-    by_pair: HashMap<(SocketAddr, SocketAddr), usize>,
+    by_pair: HashMap<(u32, SocketAddr, SocketAddr), usize>,
     flows: Vec<FlowState>,
     origin_ns: Option<u64>,
 }
@@ -95,10 +101,10 @@ impl FlowTable {
         self.origin_ns.get_or_insert(ts_ns);
     }
 
-    /// The trace event for one packet captured at `ts_ns` as frame `frame`.
-    pub fn event(&mut self, p: &TcpPacket, ts_ns: u64, frame: u64) -> FlowEvent {
+    /// The trace event for one packet captured at `ts_ns` as frame `frame` on `interface`.
+    pub fn event(&mut self, p: &TcpPacket, ts_ns: u64, frame: u64, interface: u32) -> FlowEvent {
         let origin = *self.origin_ns.get_or_insert(ts_ns);
-        let canon = if p.src <= p.dst { (p.src, p.dst) } else { (p.dst, p.src) };
+        let canon = if p.src <= p.dst { (interface, p.src, p.dst) } else { (interface, p.dst, p.src) };
         let seg = p.segment;
         let is_syn = seg.flags.syn() && !seg.flags.ack();
         let idx = match self.by_pair.get(&canon) {
@@ -137,12 +143,18 @@ impl FlowTable {
         }
     }
 
-    fn new_flow(&mut self, canon: (SocketAddr, SocketAddr), p: &TcpPacket) -> usize {
+    fn new_flow(&mut self, canon: (u32, SocketAddr, SocketAddr), p: &TcpPacket) -> usize {
         // A = SYN sender; for a SYN-ACK seen first, its destination; else the first sender.
         let synack = p.segment.flags.syn() && p.segment.flags.ack();
         let (a, b) = if synack { (p.dst, p.src) } else { (p.src, p.dst) };
         let id = FlowId(self.flows.len() as u32);
-        self.flows.push(FlowState { id, key: FlowKey { a, b }, wscale: [None, None], isn_a: None, ended: false });
+        self.flows.push(FlowState {
+            id,
+            key: FlowKey { a, b, interface: canon.0 },
+            wscale: [None, None],
+            isn_a: None,
+            ended: false,
+        });
         let idx = self.flows.len() - 1;
         self.by_pair.insert(canon, idx);
         idx

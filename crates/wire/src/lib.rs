@@ -48,6 +48,7 @@ pub struct Decoder<R: Read> {
     flows: FlowTable,
     filter: FlowFilter,
     stats: DecodeStats,
+    interfaces_seen: u32,
 }
 
 impl<R: Read> Decoder<R> {
@@ -57,6 +58,7 @@ impl<R: Read> Decoder<R> {
             flows: FlowTable::new(),
             filter,
             stats: DecodeStats::default(),
+            interfaces_seen: 0,
         })
     }
 
@@ -78,8 +80,9 @@ impl<R: Read> Decoder<R> {
                         continue;
                     }
                     self.stats.tcp_packets += 1;
-                    let (ts, frame) = (p.ts_ns, p.frame);
-                    return Ok(Some(self.flows.event(&tcp, ts, frame)));
+                    let (ts, frame, iface) = (p.ts_ns, p.frame, p.interface);
+                    self.interfaces_seen = self.interfaces_seen.max(iface + 1);
+                    return Ok(Some(self.flows.event(&tcp, ts, frame, iface)));
                 }
                 Err(Skip::NotTcp) => self.stats.not_tcp += 1,
                 Err(Skip::Malformed) => self.stats.malformed += 1,
@@ -93,6 +96,16 @@ impl<R: Read> Decoder<R> {
 
     pub fn stats(&self) -> DecodeStats {
         DecodeStats { bytes: self.reader.offset(), ..self.stats.clone() }
+    }
+
+    /// True when TCP packets came from more than one capture interface.
+    pub fn several_interfaces(&self) -> bool {
+        self.interfaces_seen > 1
+    }
+
+    /// The name (`if_name`) of a capture interface, when the file gives one.
+    pub fn interface_name(&self, id: u32) -> Option<&str> {
+        self.reader.interface_name(id)
     }
 
     pub fn flows(&self) -> &FlowTable {

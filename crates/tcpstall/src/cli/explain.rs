@@ -111,12 +111,13 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
         }
     }
     let stats = dec.stats();
+    let labels: Vec<String> = flows.iter().map(|f| label(&dec, &f.key)).collect();
     let done: Vec<(FlowKey, FlowAnalysis, Option<PlotCollector>)> =
         flows.into_iter().map(|f| (f.key, f.analyzer.finish(), f.plot)).collect();
 
     let out = match args.format {
-        ExplainFormat::Text => text(&args, &stats, &done, failure.as_ref()),
-        ExplainFormat::Json => json(&args, &stats, &done, failure.as_ref())?,
+        ExplainFormat::Text => text(&args, &stats, &done, &labels, failure.as_ref()),
+        ExplainFormat::Json => json(&args, &stats, &done, &labels, failure.as_ref())?,
     };
     std::io::stdout().lock().write_all(out.as_bytes()).context("writing the report")?;
 
@@ -124,19 +125,26 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
         let items: Vec<(String, &FlowAnalysis, &PlotCollector)> = done
             .iter()
             .enumerate()
-            .filter_map(|(i, (k, fa, pc))| pc.as_ref().map(|pc| (format!("flow {}: {k}", i + 1), fa, pc)))
+            .filter_map(|(i, (_, fa, pc))| pc.as_ref().map(|pc| (format!("flow {}: {}", i + 1, labels[i]), fa, pc)))
             .collect();
         std::fs::write(path, render_svg(&items)).with_context(|| format!("cannot write {}", path.display()))?;
     }
     if let Some(e) = failure {
-        eprintln!(
-            "tcpstall: {}: {e:#} (the {} packets before it were analysed)",
-            args.file.display(),
-            stats.frames
-        );
+        eprintln!("tcpstall: {}: {e:#} (the {} packets before it were analysed)", args.file.display(), stats.frames);
         return Ok(1);
     }
     Ok(0)
+}
+
+/// "A <-> B", plus the capture interface when the file has several (each is a capture point).
+fn label<R: std::io::Read>(dec: &Decoder<R>, k: &FlowKey) -> String {
+    if !dec.several_interfaces() {
+        return k.to_string();
+    }
+    match dec.interface_name(k.interface) {
+        Some(n) => format!("{k} on interface {} ({n})", k.interface),
+        None => format!("{k} on interface {}", k.interface),
+    }
 }
 
 fn dur(d: Option<Duration>) -> String {
@@ -183,6 +191,7 @@ fn text(
     args: &ExplainArgs,
     stats: &wire::DecodeStats,
     flows: &[(FlowKey, FlowAnalysis, Option<PlotCollector>)],
+    labels: &[String],
     failure: Option<&WireError>,
 ) -> String {
     let mut s = String::new();
@@ -210,7 +219,7 @@ fn text(
         let _ = writeln!(s, "DAMAGED FILE: {e}; what follows covers the packets before it");
     }
     for (i, (key, fa, _)) in flows.iter().enumerate() {
-        let _ = writeln!(s, "\nflow {}: {} (A = {}, the SYN sender or first seen)", i + 1, key, key.a);
+        let _ = writeln!(s, "\nflow {}: {} (A = {}, the SYN sender or first seen)", i + 1, labels[i], key.a);
         let _ = writeln!(
             s,
             "  {} .. {} s, path RTT {}, capture point: {}",
@@ -277,6 +286,7 @@ fn json(
     args: &ExplainArgs,
     stats: &wire::DecodeStats,
     flows: &[(FlowKey, FlowAnalysis, Option<PlotCollector>)],
+    labels: &[String],
     failure: Option<&WireError>,
 ) -> anyhow::Result<String> {
     let flows_json: Vec<serde_json::Value> = flows
@@ -305,6 +315,8 @@ fn json(
                 "flow": i + 1,
                 "a": k.a.to_string(),
                 "b": k.b.to_string(),
+                "interface": k.interface,
+                "label": labels[i],
                 "first_s": fa.first.as_secs_f64(),
                 "last_s": fa.last.as_secs_f64(),
                 "capture_point": fa.capture_point,
