@@ -51,6 +51,9 @@ pub struct SimConfig<'a> {
     pub max_time_ns: u64,
     /// Give up past this many events.
     pub max_events: u64,
+    /// Time an application call (send, recv, setsockopt) takes before the next call of the
+    /// same step starts: on loopback the application is about as fast as the network.
+    pub call_ns: u64,
 }
 
 impl<'a> SimConfig<'a> {
@@ -65,6 +68,7 @@ impl<'a> SimConfig<'a> {
             record_trace: false,
             max_time_ns: 24 * 3600 * 1_000_000_000,
             max_events: 2_000_000_000,
+            call_ns: 0,
         }
     }
 }

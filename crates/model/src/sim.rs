@@ -50,6 +50,10 @@ enum State {
     Recv,
     SendBlocked,
     Sleeping,
+    /// Inside a send step, between two calls (the application's per-call cost).
+    BusySend,
+    /// Inside a receive step, between two recv calls.
+    BusyRecv,
     Done,
 }
 
@@ -166,6 +170,9 @@ pub(crate) struct Sim {
     max_time: u64,
     max_events: u64,
     events: u64,
+    call_ns: u64,
+    /// Counters when the first measured round began (warm-up rounds are not wire cost).
+    snapshot: Option<[Counters; 2]>,
 }
 
 const EP: [Endpoint; 2] = [Endpoint::A, Endpoint::B];
@@ -261,6 +268,8 @@ impl Sim {
             max_time: cfg.max_time_ns,
             max_events: cfg.max_events,
             events: 0,
+            call_ns: cfg.call_ns,
+            snapshot: None,
         }
     }
 
@@ -355,11 +364,16 @@ impl Sim {
                 }
                 Ev::Wake { side } => {
                     let i = side as usize;
-                    if self.apps[i].state == State::Sleeping {
-                        self.apps[i].state = State::Ready;
-                        self.apps[i].advance();
-                        self.run_app(i);
+                    match self.apps[i].state {
+                        State::Sleeping => {
+                            self.apps[i].state = State::Ready;
+                            self.apps[i].advance();
+                        }
+                        State::BusySend => self.apps[i].state = State::SendBlocked,
+                        State::BusyRecv => self.apps[i].state = State::Recv,
+                        _ => continue,
                     }
+                    self.run_app(i);
                 }
             }
         }
@@ -412,7 +426,7 @@ impl Sim {
     fn run_app(&mut self, i: usize) {
         loop {
             match self.apps[i].state {
-                State::Done | State::Sleeping => return,
+                State::Done | State::Sleeping | State::BusySend | State::BusyRecv => return,
                 State::SendBlocked => {
                     if !self.has_room(i) {
                         return;
@@ -479,6 +493,10 @@ impl Sim {
         let now = self.now;
         let tlen = self.trace.as_ref().map_or(0, Vec::len);
         let app = &mut self.apps[i];
+        if app.is_client && app.cur.phase == 1 && app.cur.idx == 0 && app.cur.round == app.warmup && app.warmup > 0 {
+            self.snapshot = Some([self.eps[0].c, self.eps[1].c]);
+        }
+        let app = &mut self.apps[i];
         if app.cur.phase == 1 && app.cur.idx == 0 {
             app.round_start = now;
             app.round_sleep = 0;
@@ -520,6 +538,11 @@ impl Sim {
                 }
             }
             self.apps[i].op_idx += 1;
+            if self.call_ns > 0 && self.more_ops(i) {
+                // The next call starts once this one has returned.
+                self.busy(i, State::BusySend);
+                return false;
+            }
         }
     }
 
@@ -543,8 +566,23 @@ impl Sim {
                 return false;
             }
             self.apps[i].recv_left -= n;
+            if self.call_ns > 0 && self.apps[i].recv_left > 0 {
+                self.busy(i, State::BusyRecv);
+                return false;
+            }
         }
         true
+    }
+
+    fn more_ops(&self, i: usize) -> bool {
+        let app = &self.apps[i];
+        matches!(app.step(), Some(Compiled::Send(ops)) if app.op_idx < ops.len())
+    }
+
+    fn busy(&mut self, i: usize, state: State) {
+        self.apps[i].state = state;
+        let at = self.now + self.call_ns;
+        self.schedule(at, Ev::Wake { side: i as u8 });
     }
 
     fn step_done(&mut self, i: usize) {
@@ -588,8 +626,12 @@ impl Sim {
     }
 
     fn finish(self) -> Outcome {
-        let side = |e: &Tcp| SideEnd {
-            counters: e.c,
+        let snap = self.snapshot;
+        let side = |k: usize, e: &Tcp| SideEnd {
+            counters: match snap {
+                Some(s) => e.c.since(&s[k]),
+                None => e.c,
+            },
             cwnd: e.cwnd,
             srtt_ns: e.srtt.unwrap_or(0),
             ato_ns: e.ato,
@@ -599,14 +641,12 @@ impl Sim {
             cork: e.nonagle & crate::tcp::NAGLE_CORK != 0,
             bytes_read: e.copied,
         };
-        let counters: [Counters; 2] = [self.eps[0].c, self.eps[1].c];
-        let _ = counters;
         Outcome {
             end_ns: self.now,
             samples: self.samples,
             releases: self.releases,
             trace: self.trace.unwrap_or_default(),
-            sides: [side(&self.eps[0]), side(&self.eps[1])],
+            sides: [side(0, &self.eps[0]), side(1, &self.eps[1])],
             writes: self.writes,
             dropped: self.links[0].dropped + self.links[1].dropped,
             events: self.events,

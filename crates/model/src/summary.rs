@@ -23,6 +23,8 @@ pub struct RunSpec {
     pub seed: u64,
     pub mss: Option<u32>,
     pub timestamps: Option<bool>,
+    /// Per-call application cost (SimConfig::call_ns).
+    pub call_ns: u64,
 }
 
 fn percentile(sorted: &[u64], q: f64) -> f64 {
@@ -203,6 +205,7 @@ pub fn report(
                 cfg.mss = spec.mss;
                 cfg.timestamps = spec.timestamps;
                 cfg.record_trace = record_trace;
+                cfg.call_ns = spec.call_ns;
                 let label = match (many, variant.is_empty()) {
                     (true, true) => format!("profile={pname}"),
                     (true, false) => format!("profile={pname} {variant}"),

@@ -121,6 +121,21 @@ pub struct Counters {
     pub probes: u64,
 }
 
+impl Counters {
+    /// The change since `earlier`.
+    pub fn since(&self, earlier: &Counters) -> Counters {
+        Counters {
+            segs_out: self.segs_out - earlier.segs_out,
+            data_segs_out: self.data_segs_out - earlier.data_segs_out,
+            bytes_sent: self.bytes_sent - earlier.bytes_sent,
+            wire_bytes: self.wire_bytes - earlier.wire_bytes,
+            retransmits: self.retransmits - earlier.retransmits,
+            delayed_acks: self.delayed_acks - earlier.delayed_acks,
+            probes: self.probes - earlier.probes,
+        }
+    }
+}
+
 pub(crate) struct Tcp {
     pub snd: SenderRules,
     pub rcv: ReceiverRules,

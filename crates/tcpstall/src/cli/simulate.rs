@@ -56,6 +56,10 @@ pub struct SimulateArgs {
     /// Force the TCP timestamps option on or off for both sides (default: the profiles')
     #[arg(long, value_name = "on|off")]
     pub timestamps: Option<String>,
+    /// Time each application call (send, recv, setsockopt) takes before the next one, e.g. 2us;
+    /// on loopback it decides how writes group into segments
+    #[arg(long, value_name = "DURATION", default_value = "2us")]
+    pub call_cost: String,
     /// Seed of the link's loss and jitter
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub seed: u64,
@@ -155,7 +159,38 @@ pub fn run_spec(args: &SimulateArgs) -> anyhow::Result<RunSpec> {
             bail!("--mss {m} does not fit the link's MTU {} (at most {})", link.mtu, link.mtu - 40);
         }
     }
-    Ok(RunSpec { profiles: profiles(&args.profile)?, link, link_label, seed: args.seed, mss: args.mss, timestamps })
+    let call_ns = call_cost(&args.call_cost)?;
+    Ok(RunSpec {
+        profiles: profiles(&args.profile)?,
+        link,
+        link_label,
+        seed: args.seed,
+        mss: args.mss,
+        timestamps,
+        call_ns,
+    })
+}
+
+/// `--call-cost`: a duration with a unit (ns, us, ms), at most 10 ms.
+fn call_cost(v: &str) -> anyhow::Result<u64> {
+    let v = v.trim();
+    let (num, mult) = if let Some(n) = v.strip_suffix("ns") {
+        (n, 1.0)
+    } else if let Some(n) = v.strip_suffix("us") {
+        (n, 1e3)
+    } else if let Some(n) = v.strip_suffix("ms") {
+        (n, 1e6)
+    } else if v == "0" {
+        ("0", 1.0)
+    } else {
+        bail!("--call-cost {v}: needs a unit (ns, us or ms)");
+    };
+    let x: f64 = num.trim().parse().map_err(|_| anyhow::anyhow!("--call-cost {v}: not a duration"))?;
+    let ns = x * mult;
+    if !(0.0..=10e6).contains(&ns) {
+        bail!("--call-cost {v}: expected 0 to 10ms");
+    }
+    Ok(ns.round() as u64)
 }
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {

@@ -100,6 +100,7 @@ fn bad_input_is_one_line_and_nonzero() {
         (vec!["simulate", "nope"], "unknown scenario 'nope'"),
         (vec!["simulate", "--set", "round=0"], "round must be at least 1"),
         (vec!["simulate", "--timestamps", "maybe"], "--timestamps maybe"),
+        (vec!["simulate", "--call-cost", "5"], "--call-cost 5"),
     ] {
         let out = tcpstall().args(&args).output().unwrap();
         assert!(!out.status.success(), "{args:?} should fail");
@@ -167,6 +168,14 @@ fn model_agrees_with_the_kernel() {
                 continue;
             };
             cells += 1;
+            let segs = |r: &serde_json::Value, side: &str| r["wire"][side]["segs_out"].as_u64().unwrap_or(0);
+            eprintln!(
+                "  {sc}/{label}: segments client/server lab {}/{} model {}/{}",
+                segs(l, "client"),
+                segs(l, "server"),
+                segs(m, "client"),
+                segs(m, "server")
+            );
             let (lk, mk) = (&l["verdict_key"], &m["verdict_key"]);
             if lk == mk {
                 agree += 1;
