@@ -12,8 +12,15 @@ fn run(scenario: &str, sets: &[&str], profile: &str, link: LinkSpec, mss: Option
     let mut s = Scenario::builtin(scenario).unwrap();
     s.apply_sets(sets).unwrap();
     let p = Profile::builtin(profile).unwrap();
-    let spec =
-        RunSpec { profiles: vec![(p.clone(), p)], link_label: link.to_string(), link, seed: 1, mss, timestamps: None };
+    let spec = RunSpec {
+        profiles: vec![(p.clone(), p)],
+        link_label: link.to_string(),
+        link,
+        seed: 1,
+        mss,
+        timestamps: None,
+        call_ns: 0,
+    };
     let pairs = s.matrix.clone();
     let (r, _) = report(&s, &pairs, &spec, false);
     assert!(r.errors.is_empty(), "{:?}", r.errors);
