@@ -72,9 +72,10 @@ pub(crate) fn run_pair_noted(
     let program = workload.program();
     let (ready_tx, ready_rx) = mpsc::channel::<Ready>();
     let (done_tx, done_rx) = mpsc::channel::<()>();
+    let (rounds_tx, rounds_rx) = mpsc::channel::<()>();
     let (srv, cli) = std::thread::scope(|sc| {
-        let s = sc.spawn(|| server(&program, &pair.server, place, opts, ready_tx, done_rx));
-        let c = sc.spawn(|| client(&program, &pair.client, place, opts, ready_rx, done_tx));
+        let s = sc.spawn(|| server(&program, &pair.server, place, opts, ready_tx, done_rx, rounds_rx));
+        let c = sc.spawn(|| client(&program, &pair.client, place, opts, ready_rx, done_tx, rounds_tx));
         let c = c.join().map_err(|_| LabError::Panic("client")).and_then(|r| r);
         let s = s.join().map_err(|_| LabError::Panic("server")).and_then(|r| r);
         (s, c)
@@ -160,6 +161,14 @@ fn setup(sock: &Socket, opts: &SideOpts, side: &'static str, io_timeout: Duratio
     Ok(())
 }
 
+/// How the two sides line up the end of their measured rounds.
+enum Sync<'a> {
+    /// Client: say the measured rounds are over.
+    TellServer(&'a mpsc::Sender<()>),
+    /// Server: wait for the client to say so.
+    WaitForClient(&'a mpsc::Receiver<()>, Duration),
+}
+
 /// Run a round program on one side. Returns tcp_info before and after the measured rounds, the
 /// measured wall time and the options read back right after the measured rounds (so
 /// TCP_QUICKACK shows whether quick-ACK mode survived the exchange, `tcp_in_quickack_mode`).
@@ -169,6 +178,7 @@ fn run_rounds(
     p: &RoundProgram,
     opts: &SideOpts,
     mut rec: Option<&mut Recorder>,
+    sync: Sync<'_>,
 ) -> Result<(TcpInfo, TcpInfo, Duration, Applied), LabError> {
     let reads = rec.is_some() && p.sample == Sample::ClientRecv;
     let prologue = exec::compile(&side.prologue, opts, r.sbuf, false);
@@ -192,8 +202,16 @@ fn run_rounds(
         }
     }
     let wall = t0.elapsed();
+    if let Sync::WaitForClient(rx, timeout) = &sync {
+        // Data the server's last send left in its queue (Nagle) is on the wire only once the
+        // client has read it all: take the server's figures after the client's last round.
+        let _ = rx.recv_timeout(*timeout);
+    }
     let after = info(r.sock, r.side)?;
     let held = applied(r.sock, opts);
+    if let Sync::TellServer(tx) = &sync {
+        let _ = tx.send(());
+    }
     r.run(&epilogue, Phase::Epilogue, &mut Clock::start(), None)?;
     Ok((before, after, wall, held))
 }
@@ -212,6 +230,7 @@ fn server(
     lab: &LabOptions,
     ready: mpsc::Sender<Ready>,
     done: mpsc::Receiver<()>,
+    rounds_done: mpsc::Receiver<()>,
 ) -> Result<(SideOut, Ns), LabError> {
     let side = "server";
     let (ns, ns_file) = server_ns(place, lab)?;
@@ -258,7 +277,8 @@ fn server(
                 rbuf,
                 io_timeout: lab.io_timeout,
             };
-            let (b, a, _, held) = run_rounds(&mut r, &p.server, p, opts, None)?;
+            let (b, a, _, held) =
+                run_rounds(&mut r, &p.server, p, opts, None, Sync::WaitForClient(&rounds_done, lab.io_timeout))?;
             (b, a, held)
         }
         Program::Stream { .. } => {
@@ -296,6 +316,7 @@ fn client(
     lab: &LabOptions,
     ready: mpsc::Receiver<Ready>,
     done: mpsc::Sender<()>,
+    rounds_done: mpsc::Sender<()>,
 ) -> Result<ClientOut, LabError> {
     let side = "client";
     let io = |what: &str, e| LabError::Io { side, what: what.into(), source: e };
@@ -336,7 +357,8 @@ fn client(
                 rbuf,
                 io_timeout: lab.io_timeout,
             };
-            let (before, after, wall, applied) = run_rounds(&mut r, &p.client, p, opts, Some(&mut rec))?;
+            let (before, after, wall, applied) =
+                run_rounds(&mut r, &p.client, p, opts, Some(&mut rec), Sync::TellServer(&rounds_done))?;
             let side = SideOut { applied, before, after, netstat: BTreeMap::new() };
             ClientOut { side, rec, wall, rounds: u64::from(p.rounds), stream: None }
         }
