@@ -9,8 +9,8 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::Instant;
 
-use tcpstall_lab::{self as lab, LabOptions, Placement};
 use scenario::{Rr, SideOpts, StrategyPair, Workload};
+use tcpstall_lab::{self as lab, LabOptions, Placement};
 
 /// Round trips per second of a bare loop: client writes 1 byte, server echoes it.
 fn bare(rounds: u32) -> f64 {

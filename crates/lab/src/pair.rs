@@ -502,6 +502,7 @@ fn assemble(
                 server: side_facts(&pair.server, &p.server, &srv.applied, &srv.after),
                 delayed_acks,
                 retransmits: tcp.client.retransmits + tcp.server.retransmits,
+                min_rtt_us: cli.side.after.min_rtt.unwrap_or(0),
             };
             (measure::latency_of(&cli.rec.samples), st.len() as u64, verdict::infer(&facts))
         }

@@ -55,6 +55,20 @@ pub struct Facts {
     pub delayed_acks: Option<i64>,
     /// Retransmitted segments, both sides.
     pub retransmits: u64,
+    /// The client's minimum RTT (tcpi_min_rtt, µs).
+    pub min_rtt_us: u32,
+}
+
+/// When a stall is a whole number (2 to 8) of round trips on a link with a real RTT (>= 1 ms),
+/// that number: the sender waited for ACKs that each take a round trip (Nagle with prompt ACKs,
+/// or a congestion window that opens once per RTT, RFC 5681 3.1), not for a timer.
+pub fn round_trips(len_us: f64, min_rtt_us: u32) -> Option<u32> {
+    if min_rtt_us < 1000 {
+        return None;
+    }
+    let k = len_us / f64::from(min_rtt_us);
+    let n = k.round();
+    ((2.0..=8.0).contains(&n) && (k - n).abs() <= 0.25).then_some(n as u32)
 }
 
 /// The verdict: the comparable key and one line for people.
@@ -179,8 +193,14 @@ pub fn infer(f: &Facts) -> Verdict {
         );
         return Verdict { key: VerdictKey { stalls: false, cause: None }, text };
     }
+    let rtts = if cause.is_none() { round_trips(len, f.min_rtt_us) } else { None };
     let why = match cause {
         Some(c) => c.explain().to_string(),
+        None if rtts.is_some() => format!(
+            "{} round trips of {}: the sender waits for ACKs that each take a round trip (Nagle with prompt ACKs, or the congestion window opening once per RTT), no timer",
+            rtts.unwrap_or(0),
+            fmt_ms(f64::from(f.min_rtt_us))
+        ),
         None if in_delack => {
             "the length matches the delayed-ACK timer but the timer did not fire: cause unclear".into()
         }
@@ -317,6 +337,20 @@ mod tests {
         let v = infer(&f);
         assert_eq!(v.key, VerdictKey { stalls: false, cause: None });
         assert!(v.text.contains("in 2 of 100 rounds match no TCP timer"), "{}", v.text);
+    }
+
+    #[test]
+    fn waits_of_whole_round_trips_are_not_timers() {
+        // 20 ms link: 41 ms waits are two round trips, and DelayedACKs stayed at 0.
+        let mut f = facts(vec![41_000.0; 3], 5);
+        f.stall_rounds = 3;
+        f.delayed_acks = Some(0);
+        f.min_rtt_us = 20_300;
+        let v = infer(&f);
+        assert_eq!(v.key, VerdictKey { stalls: true, cause: None });
+        assert!(v.text.contains("2 round trips of 20 ms"), "{}", v.text);
+        assert_eq!(round_trips(41_000.0, 500), None, "loopback RTTs are not a link");
+        assert_eq!(round_trips(30_000.0, 20_000), None);
     }
 
     #[test]

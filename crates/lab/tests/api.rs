@@ -1,0 +1,59 @@
+//! The library API other parts of tcpstall call (`simulate`'s agreement test, the CLI).
+
+use tcpstall_lab::{self as lab, LabOptions, Placement, Progress};
+use scenario::{Scenario, SideOpts, StrategyPair};
+
+#[test]
+fn run_scenario_reports_every_row_and_progress() {
+    let mut s = Scenario::builtin("rr").unwrap();
+    s.apply_sets(&["rounds=200"]).unwrap();
+    let mut seen = Vec::new();
+    let r = lab::run_scenario(&s, &Placement::loopback(), &LabOptions::default(), &mut |p| seen.push(p));
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.mode, "lab");
+    assert_eq!(r.results.len(), 2);
+    for x in &r.results {
+        assert_eq!(x.rounds, 200);
+        assert!(!x.verdict_key.stalls, "{}", x.verdict);
+        // One 1-byte request per round, each in its own segment.
+        assert_eq!(x.wire.client.bytes_sent, 200);
+        assert!(x.wire.client.data_segs_out >= 200);
+    }
+    assert_eq!(seen.len(), 4);
+    assert_eq!(seen[0], Progress::Start { index: 0, total: 2, label: "default".into() });
+    assert_eq!(seen[3], Progress::Done { index: 1, total: 2 });
+}
+
+#[test]
+fn an_error_is_one_line_in_the_report_and_stops_the_run() {
+    // 192.0.2.1 (TEST-NET-1, RFC 5737) is on no interface: bind fails with EADDRNOTAVAIL.
+    let mut place = Placement::loopback();
+    place.server_ip = "192.0.2.1".parse().unwrap();
+    let mut s = Scenario::builtin("rr").unwrap();
+    s.apply_sets(&["rounds=10"]).unwrap();
+    let opts = LabOptions { own_netns: false, ..LabOptions::default() };
+    let r = lab::run_scenario(&s, &place, &opts, &mut |_| {});
+    assert!(r.results.is_empty());
+    assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
+    assert!(r.errors[0].starts_with("default: server: bind 192.0.2.1:0:"), "{}", r.errors[0]);
+    assert!(!r.errors[0].contains('\n'));
+}
+
+#[test]
+fn run_pair_applies_and_reads_back_the_strategy() {
+    let w = Scenario::builtin("multi-write").unwrap().workload;
+    let mut w = w;
+    if let scenario::Workload::MultiWrite(m) = &mut w {
+        m.requests = 3;
+        m.warmup = 2;
+    }
+    let pair = StrategyPair::new(SideOpts::parse_list("nodelay").unwrap(), SideOpts::none());
+    let r = lab::run_pair(&w, &pair, &Placement::loopback(), &LabOptions::default()).unwrap();
+    assert_eq!(r.strategy, "client:nodelay");
+    assert_eq!(r.client.nodelay, Some(true));
+    assert_eq!(r.server.nodelay, Some(false));
+    assert_eq!(r.client.strategies, vec!["nodelay"]);
+    // NODELAY: each of the three writes of a request is its own segment.
+    assert_eq!(r.wire.client.data_segs_out, 9);
+    assert_eq!(r.wire.client.bytes_sent, 3 * (275 + 24 + 292));
+}
