@@ -24,7 +24,7 @@ capture() { # name port command...   (IFACE=any for Linux cooked v2 headers)
     local td=$!
     pids+=("$td")
     sleep 0.5  # let tcpdump open the socket before traffic starts
-    "$@"
+    "$@" >/dev/null
     sleep 0.3
     kill -INT "$td"; wait "$td" 2>/dev/null || true
     mv "$tmp" "$out/$name.pcap"
@@ -32,9 +32,30 @@ capture() { # name port command...   (IFACE=any for Linux cooked v2 headers)
 }
 
 py="python3 $here/seedcap.py"
+tcpstall="${TCPSTALL:-$here/../target/debug/tcpstall}"
+have_tcpstall=false
+if "$tcpstall" lab --help >/dev/null 2>&1; then have_tcpstall=true; fi
+
+# The seed scenarios run by `tcpstall lab` itself (its built-in catalogue, real sockets) on the
+# host's loopback (--port keeps it in this namespace so tcpdump sees it).
+if $have_tcpstall; then
+    lab() { "$tcpstall" lab "$@"; }
+    capture lab-seed000-default        27200 lab chunked --client none --server none --set round=10 --port 27200
+    capture lab-seed000-quickack-once  27201 lab chunked --client quickack-once --server quickack-once --set round=10 --port 27201
+    capture lab-seed000-quickack-each  27202 lab chunked --client quickack-each --server quickack-each --set round=10 --port 27202
+    capture lab-seed000-msg-more       27203 lab chunked --client msg-more --server msg-more --set round=10 --port 27203
+    capture lab-seed001-default        27210 lab multi-write --client none --server none --set requests=10 --set warmup=5 --port 27210
+    capture lab-seed001-nodelay-then-cork 27211 lab multi-write --client nodelay-then-cork --server none --set requests=10 --set warmup=5 --port 27211
+    capture lab-seed002-default        27220 lab burst --client none --server none --set rounds=10 --set interval_ms=0 --port 27220
+    capture lab-seed002-quickack-each  27221 lab burst --client quickack-each --server none --set rounds=10 --set interval_ms=0 --port 27221
+else
+    echo "skipping the tcpstall lab captures: $tcpstall does not run (TCPSTALL=path/to/tcpstall)" >&2
+fi
+
+# The same seeds reproduced by small Python programs (independent of tcpstall's own code).
 # seed 000: 1000 B as 100 x 10 B each way, 20 rounds (the first rounds use the 16 quick ACKs).
 capture seed000-default 27100 $py 27100 chunked default 20
-capture seed000-nodelay 27101 $py 27101 chunked nodelay 5
+capture seed000-nodelay 27101 $py 27101 chunked nodelay 3
 capture seed000-cork    27102 $py 27102 chunked cork 3
 # seed 001: 275, 24, 292 B then a 100 B reply on one connection, 20 requests.
 capture seed001-default 27110 $py 27110 multi default 20
@@ -58,15 +79,14 @@ fi
 # Over the emulated link (20 ms RTT, MTU 1500), recorded by the link at both ends: each flow
 # appears twice, once per interface (client end = capture at A, server end = capture at B).
 # Needs root and the tcpstall binary (TCPSTALL=path, default: the workspace's debug build).
-tcpstall="${TCPSTALL:-$here/../target/debug/tcpstall}"
 link_capture() { # name port kind strategy count
     local name=$1 port=$2 kind=$3 strategy=$4 count=$5
     "$tcpstall" shell -q --link rtt=20ms,mtu=1500 --capture "$out/$name.pcapng" \
         --server-command "ROLE=server python3 $here/seedcap.py $port $kind $strategy $count" \
-        -- env ROLE=client HOST=198.18.0.2 python3 "$here/seedcap.py" "$port" "$kind" "$strategy" "$count"
+        -- sh -c "sleep 0.5; ROLE=client HOST=198.18.0.2 python3 $here/seedcap.py $port $kind $strategy $count"
     echo "$name.pcapng: $(($(stat -c %s "$out/$name.pcapng") / 1024)) KiB"
 }
-if [ "$(id -u)" = 0 ] && [ -x "$tcpstall" ]; then
+if [ "$(id -u)" = 0 ] && $have_tcpstall; then
     link_capture link20ms-seed001-default 27160 multi default 10
     link_capture link20ms-seed001-nodelay 27161 multi nodelay 10
 else
