@@ -65,7 +65,7 @@ pub fn render_svg(flows: &[(String, &FlowAnalysis, &PlotCollector)]) -> String {
     const PH: f64 = 260.0;
     const ML: f64 = 80.0;
     const MR: f64 = 20.0;
-    const MT: f64 = 40.0;
+    const MT: f64 = 50.0;
     let mut panels = Vec::new();
     for (label, fa, pc) in flows {
         for d in [Endpoint::A, Endpoint::B] {
@@ -85,6 +85,22 @@ pub fn render_svg(flows: &[(String, &FlowAnalysis, &PlotCollector)]) -> String {
         s,
         r#"<text x="{ML}" y="20" font-size="14">tcpstall explain: time-sequence per flow and direction (ticks: data, line: ACK, shaded: stalls)</text>"#
     );
+    // Legend.
+    let legend = [
+        ("#b2182b", "data segment"),
+        ("#2166ac", "peer's ACK"),
+        ("#f4a582", "nagle-delayed-ack"),
+        ("#92c5de", "other TCP cause"),
+        ("#cccccc", "application"),
+    ];
+    for (i, (color, what)) in legend.iter().enumerate() {
+        let lx = ML + i as f64 * 160.0;
+        let _ = writeln!(
+            s,
+            r#"<rect x="{lx}" y="28" width="12" height="10" fill="{color}"/><text x="{}" y="37">{what}</text>"#,
+            lx + 16.0
+        );
+    }
     if panels.is_empty() {
         let _ = writeln!(s, r#"<text x="{ML}" y="60">no data segments</text>"#);
     }

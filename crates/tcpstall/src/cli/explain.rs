@@ -19,6 +19,7 @@ Examples:
   tcpstall explain x.pcapng --port 8000
   tcpstall explain x.pcap --flow 10.0.0.1:5000-10.0.0.2:80 --format json
   tcpstall explain x.pcap --plot x.svg
+  tcpdump -i any -w - port 8000 | tcpstall explain -
 
 Reads pcap (micro- or nanosecond) and pcapng (any number of interfaces), link types Ethernet,
 Linux cooked v1/v2 (tcpdump -i any), raw IP and BSD loopback; IPv4 and IPv6. A stall is a gap in
@@ -36,7 +37,8 @@ pub enum ExplainFormat {
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct ExplainArgs {
-    /// Capture file (pcap or pcapng), as written by tcpdump, tshark, Wireshark or tcpstall
+    /// Capture file (pcap or pcapng), as written by tcpdump, tshark, Wireshark or tcpstall;
+    /// `-` reads standard input
     pub file: PathBuf,
     /// Only the flow between these two endpoints: ADDR:PORT-ADDR:PORT (IPv6 as [ADDR]:PORT)
     #[arg(long, value_name = "A-B")]
@@ -78,8 +80,13 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     }
     let filter = FlowFilter { pair: args.flow.as_deref().map(parse_flow).transpose()?, port: args.port };
     let cfg = Config { min_gap: Duration((args.min_gap * 1e6) as u64) };
-    let file = std::fs::File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
-    let input = std::io::BufReader::with_capacity(1 << 16, file);
+    // "-" reads standard input: `tcpdump -w - ... | tcpstall explain -`.
+    let raw: Box<dyn std::io::Read> = if args.file.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(std::fs::File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?)
+    };
+    let input = std::io::BufReader::with_capacity(1 << 16, raw);
     let mut dec = Decoder::new(input, filter).with_context(|| format!("{}", args.file.display()))?;
 
     let mut flows: Vec<Flow> = Vec::new();
@@ -219,7 +226,8 @@ fn text(
         let _ = writeln!(s, "DAMAGED FILE: {e}; what follows covers the packets before it");
     }
     for (i, (key, fa, _)) in flows.iter().enumerate() {
-        let _ = writeln!(s, "\nflow {}: {} (A = {}, the SYN sender or first seen)", i + 1, labels[i], key.a);
+        let who = if fa.handshake.syn.is_some() { "sent the SYN" } else { "seen first: handshake not captured" };
+        let _ = writeln!(s, "\nflow {}: {} (A = {}, {who})", i + 1, labels[i], key.a);
         let _ = writeln!(
             s,
             "  {} .. {} s, path RTT {}, capture point: {}",

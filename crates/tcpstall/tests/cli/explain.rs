@@ -111,3 +111,15 @@ fn explain_not_a_capture_is_a_one_line_error() {
         .code(2)
         .stderr(predicate::str::contains("cannot open"));
 }
+
+#[test]
+fn explain_reads_standard_input() {
+    let bytes = std::fs::read(capture("seed002-default.pcap")).unwrap();
+    tcpstall()
+        .args(["explain", "-"])
+        .write_stdin(bytes)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("nagle-delayed-ack"))
+        .stdout(predicate::str::contains("sent the SYN"));
+}
