@@ -20,8 +20,10 @@ Examples:
   tcpstall simulate multi-write --profile linux:macos                      Linux client, macOS server
   tcpstall simulate --list-profiles                                        rules and what is unverified
 
-The default link is the lab's: loopback with MTU 1500 (5 us each way). --link takes the lab's
-SPEC (rtt=20ms,rate=100mbit,loss=1%,mtu=1500,...); without rtt/delay it keeps loopback's delay.";
+The default link is the lab's: loopback with MTU 1500 (5 us each way, 40 Gbit/s). --link takes
+the lab's SPEC (rtt=20ms,rate=100mbit,loss=1%,mtu=1500,...); without rtt/delay it keeps
+loopback's delay, without rate loopback's rate. --call-cost is the time one application call
+takes (default 2us): on loopback it decides how small writes group into segments.";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
@@ -101,8 +103,9 @@ pub fn profiles(spec: &str) -> anyhow::Result<Vec<(Profile, Profile)>> {
 
 /// `--link`: the lab's SPEC; without rtt/delay keys, loopback's delay is kept.
 pub fn link(spec: Option<&str>) -> anyhow::Result<(LinkSpec, String)> {
-    let base = model::loopback_link();
-    let mut lo = LinkSpec { mtu: 1500, rate_bps: None, ..base };
+    // The lab's loopback: MTU 1500 in its private namespace; the rate stands for the copy cost
+    // of the loopback path (a stream would otherwise be infinitely fast).
+    let mut lo = LinkSpec { mtu: 1500, ..model::loopback_link() };
     let Some(spec) = spec else {
         return Ok((lo.clone(), format!("loopback (model: {lo})")));
     };
@@ -110,10 +113,11 @@ pub fn link(spec: Option<&str>) -> anyhow::Result<(LinkSpec, String)> {
     if spec.contains("rtt") || spec.contains("delay") {
         return Ok((l, spec.to_string()));
     }
-    let (up, down) = (lo.delay_up_ns, lo.delay_down_ns);
+    let (up, down, rate) = (lo.delay_up_ns, lo.delay_down_ns, lo.rate_bps);
     lo = l;
     lo.delay_up_ns = up;
     lo.delay_down_ns = down;
+    lo.rate_bps = lo.rate_bps.or(rate);
     let label = format!("{lo}");
     Ok((lo, label))
 }
