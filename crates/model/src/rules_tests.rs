@@ -188,3 +188,36 @@ fn nodelay_then_cork_merges_on_current_kernels() {
     s.cork(A, false).nodelay(A, true);
     s.expect_segment(1.0, A, 591);
 }
+
+/// RFC 6298 2.1 / 5.4-5.5 (Linux tcp_retransmit_timer): a lost segment with no RTT sample yet is
+/// resent after the initial RTO of 1 s, and the timer backs off (doubles) for the next loss.
+#[test]
+fn lost_segment_is_resent_after_the_rto() {
+    let mut s = Script::new("linux", 1448);
+    s.lose_next(A, 2);
+    s.at(0.0).write(A, 100);
+    s.expect_segment(0.0, A, 100);
+    s.expect_nothing_until(1000.0);
+    s.expect_segment(1000.0, A, 100); // lost again
+    s.expect_nothing_until(3000.0);
+    s.expect_segment(3000.0, A, 100).expect_ack(3000.05, B);
+}
+
+/// RFC 5681 3.2 fast retransmit: the third duplicate ACK resends the missing segment without
+/// waiting for the RTO (the model's receiver drops out-of-order data and ACKs it at once, as
+/// tcp_data_queue does for data beyond rcv_nxt).
+#[test]
+fn third_duplicate_ack_triggers_fast_retransmit() {
+    let mut s = Script::new("linux", 1000);
+    s.nodelay(A, true);
+    s.lose_next(A, 1);
+    s.at(0.0).write(A, 5000);
+    for _ in 0..5 {
+        s.expect_segment(0.0, A, 1000);
+    }
+    for _ in 0..4 {
+        s.expect_ack(0.05, B); // duplicate ACKs for the hole
+    }
+    // Go-back-N from the hole: the window after fast retransmit is FlightSize / 2.
+    s.expect_segment(0.1, A, 1000).expect_segment(0.1, A, 1000);
+}

@@ -32,6 +32,8 @@ pub struct Script {
     pub sent: Vec<(u64, usize, Seg)>,
     seen: usize,
     out: Vec<Action>,
+    /// Drop the next N segments each side sends (the link loses them).
+    drop: [u32; 2],
 }
 
 impl Script {
@@ -50,6 +52,7 @@ impl Script {
             sent: Vec::new(),
             seen: 0,
             out: Vec::new(),
+            drop: [0; 2],
         }
     }
 
@@ -59,6 +62,10 @@ impl Script {
             match a {
                 Action::Tx(s) => {
                     self.sent.push((self.now, i, s));
+                    if self.drop[i] > 0 {
+                        self.drop[i] -= 1;
+                        continue;
+                    }
                     let ev =
                         Ev::Arrive { to: 1 - i, seq: s.seq, len: s.len, ack: s.ack, psh: s.psh, timer: s.delack_since };
                     self.q.push(Reverse((self.now + self.one_way, self.n, ev)));
@@ -96,6 +103,11 @@ impl Script {
         self
     }
 
+    /// The link loses the next `n` segments `side` sends.
+    pub fn lose_next(&mut self, side: usize, n: u32) -> &mut Self {
+        self.drop[side] += n;
+        self
+    }
     pub fn write(&mut self, side: usize, n: u64) -> &mut Self {
         let now = self.now;
         self.eps[side].app_write(now, n, false, false, &mut self.out);

@@ -249,3 +249,80 @@ pub fn profile_label(client: &Profile, server: &Profile) -> String {
         format!("{}:{}", client.name, server.name)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Counters, Release, RoundSample};
+    use trace::Endpoint;
+
+    fn side() -> SideEnd {
+        SideEnd {
+            counters: Counters::default(),
+            cwnd: 10,
+            srtt_ns: 0,
+            ato_ns: 0,
+            mss: 1448,
+            rcv_mss: 536,
+            nodelay: false,
+            cork: false,
+            bytes_read: 0,
+        }
+    }
+
+    fn outcome(lat_ms: &[f64], releases: Vec<Release>) -> Outcome {
+        let mut t = 0;
+        let samples = lat_ms
+            .iter()
+            .map(|&l| {
+                let ns = (l * 1e6) as u64;
+                let s = RoundSample { start: t, end: t + ns, latency: ns, trace: (0, 0) };
+                t += ns + 1_000_000;
+                s
+            })
+            .collect();
+        Outcome {
+            end_ns: t,
+            samples,
+            releases,
+            trace: Vec::new(),
+            sides: [side(), side()],
+            writes: 0,
+            dropped: 0,
+            events: 0,
+            stream: false,
+            sample_reads: false,
+        }
+    }
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<u64> = (1..=100).map(|i| i * 1000).collect();
+        assert_eq!(percentile(&v, 0.5), 50.0);
+        assert_eq!(percentile(&v, 0.99), 99.0);
+        assert_eq!(percentile(&v, 1.0), 100.0);
+        assert_eq!(percentile(&[], 0.5), 0.0);
+    }
+
+    /// A sample is a stall when it is more than 10 ms over the baseline AND a timer held data
+    /// inside it; the cause is the timer's.
+    #[test]
+    fn stalls_need_a_timer_and_the_margin() {
+        // Samples: 1 ms, 41 ms (a 40 ms delayed-ACK release inside), 30 ms (slow, no timer).
+        let start2 = 2_000_000; // second sample starts after 1 ms + 1 ms gap
+        let rel = Release {
+            t: start2 + 40_500_000,
+            since: start2 + 500_000,
+            cause: Cause::NagleDelayedAck,
+            side: Endpoint::A,
+        };
+        let out = outcome(&[1.0, 41.0, 30.0], vec![rel]);
+        let (_, stalls, threshold, key, verdict) = stall_verdict(&out);
+        assert_eq!(stalls, 1, "{verdict}");
+        assert_eq!(threshold, 11_000_000);
+        assert_eq!(key, VerdictKey { stalls: true, cause: Some(Cause::NagleDelayedAck) });
+        let out = outcome(&[1.0, 30.0], Vec::new());
+        let (_, stalls, _, key, _) = stall_verdict(&out);
+        assert_eq!((stalls, key.stalls, key.cause), (0, false, None));
+    }
+}
