@@ -17,6 +17,7 @@ mod summary;
 mod tcp;
 
 pub use profile::{AckPolicy, NagleRule, Profile};
+pub use sim::TRACE_LIMIT;
 pub use summary::{report, run_result, RunSpec};
 pub use tcp::Counters;
 

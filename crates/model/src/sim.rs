@@ -177,6 +177,9 @@ pub(crate) struct Sim {
 
 const EP: [Endpoint; 2] = [Endpoint::A, Endpoint::B];
 
+/// At most this many trace events are kept (about 100 MB); later events are not recorded.
+pub const TRACE_LIMIT: usize = 1_000_000;
+
 impl Sim {
     pub fn new(workload: &Workload, pair: &StrategyPair, cfg: &SimConfig) -> Sim {
         let link = &cfg.link;
@@ -280,6 +283,9 @@ impl Sim {
 
     fn record(&mut self, from: usize, kind: EventKind) {
         if let Some(tr) = &mut self.trace {
+            if tr.len() >= TRACE_LIMIT {
+                return;
+            }
             self.step += 1;
             tr.push(Event { t: trace::Instant(self.now), from: EP[from], kind, evidence: Evidence::Model(self.step) });
         }

@@ -274,7 +274,7 @@ fn stall_stories(report: &report::Report, outcomes: &[Outcome]) -> String {
             i = j;
         }
         if n == 0 {
-            let _ = writeln!(s, "  (no events recorded)");
+            let _ = writeln!(s, "  (no events recorded: the trace keeps the first {} events)", model::TRACE_LIMIT);
         }
         for r in out.releases.iter().filter(|r| r.t >= first.start && r.t <= first.end) {
             let _ = writeln!(

@@ -110,6 +110,17 @@ fn bad_input_is_one_line_and_nonzero() {
     }
 }
 
+/// CLIENT:SERVER pairs two profiles: a Linux client against a macOS server.
+#[test]
+fn mixed_profiles() {
+    let v = json(&["simulate", "multi-write", "--profile", "linux:macos", "--set", "requests=3", "--format", "json"]);
+    assert_eq!(v["kernel"], "model:linux:macos");
+    // The macOS server has no TCP_QUICKACK: the JSON says so with null.
+    let row = v["results"].as_array().unwrap().iter().find(|r| r["strategy"] == "server quickack-each").unwrap();
+    assert!(row["server"]["quickack"].is_null());
+    assert_eq!(row["client"]["quickack"], false);
+}
+
 #[test]
 fn list_profiles_shows_sources_and_unverified_values() {
     tcpstall()
