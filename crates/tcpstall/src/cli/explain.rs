@@ -2,7 +2,6 @@
 //! program. Decoding is `wire`, analysis is `analyze`; this file only wires them to flags and
 //! prints.
 
-use std::fmt::Write as _;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -122,11 +121,14 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     let done: Vec<(FlowKey, FlowAnalysis, Option<PlotCollector>)> =
         flows.into_iter().map(|f| (f.key, f.analyzer.finish(), f.plot)).collect();
 
-    let out = match args.format {
-        ExplainFormat::Text => text(&args, &stats, &done, &labels, failure.as_ref()),
-        ExplainFormat::Json => json(&args, &stats, &done, &labels, failure.as_ref())?,
-    };
-    std::io::stdout().lock().write_all(out.as_bytes()).context("writing the report")?;
+    // Streamed to stdout: a capture with many stalls does not build its report in memory.
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    match args.format {
+        ExplainFormat::Text => text(&mut w, &args, &stats, &done, &labels, failure.as_ref()),
+        ExplainFormat::Json => json(&mut w, &args, &stats, &done, &labels, failure.as_ref()),
+    }
+    .and_then(|()| w.flush().map_err(Into::into))
+    .context("writing the report")?;
 
     if let Some(path) = &args.plot {
         let items: Vec<(String, &FlowAnalysis, &PlotCollector)> = done
@@ -195,13 +197,13 @@ fn dir_line(name: &str, d: &DirSummary) -> String {
 }
 
 fn text(
+    s: &mut impl std::io::Write,
     args: &ExplainArgs,
     stats: &wire::DecodeStats,
     flows: &[(FlowKey, FlowAnalysis, Option<PlotCollector>)],
     labels: &[String],
     failure: Option<&WireError>,
-) -> String {
-    let mut s = String::new();
+) -> anyhow::Result<()> {
     let _ = writeln!(
         s,
         "{}: {} frames, {} TCP packets in {} flows{}{}",
@@ -223,11 +225,11 @@ fn text(
         if stats.filtered_out > 0 { format!("; {} filtered out", stats.filtered_out) } else { String::new() }
     );
     if let Some(e) = failure {
-        let _ = writeln!(s, "DAMAGED FILE: {e}; what follows covers the packets before it");
+        writeln!(s, "DAMAGED FILE: {e}; what follows covers the packets before it")?;
     }
     for (i, (key, fa, _)) in flows.iter().enumerate() {
         let who = if fa.handshake.syn.is_some() { "sent the SYN" } else { "seen first: handshake not captured" };
-        let _ = writeln!(s, "\nflow {}: {} (A = {}, {who})", i + 1, labels[i], key.a);
+        writeln!(s, "\nflow {}: {} (A = {}, {who})", i + 1, labels[i], key.a)?;
         let _ = writeln!(
             s,
             "  {} .. {} s, path RTT {}, capture point: {}",
@@ -237,17 +239,17 @@ fn text(
             fa.capture_note
         );
         for n in &fa.notes {
-            let _ = writeln!(s, "  note: {n}");
+            writeln!(s, "  note: {n}")?;
         }
         let _ = writeln!(
             s,
             "  {:<7} {:>7} {:>6} {:>6} {:>9} {:>9} {:>4} {:>4} {:>5}",
             "dir", "packets", "data", "p-ack", "payload", "wire B", "retx", "ooo", "mss"
         );
-        s.push_str(&dir_line("A->B", &fa.dirs[0]));
-        s.push_str(&dir_line("B->A", &fa.dirs[1]));
+        s.write_all(dir_line("A->B", &fa.dirs[0]).as_bytes())?;
+        s.write_all(dir_line("B->A", &fa.dirs[1]).as_bytes())?;
         if fa.stalls.is_empty() {
-            let _ = writeln!(s, "  no stalls");
+            writeln!(s, "  no stalls")?;
             continue;
         }
         let mut counts: Vec<(trace::Cause, usize, u64)> = Vec::new();
@@ -262,7 +264,7 @@ fn text(
         }
         let summary: Vec<String> =
             counts.iter().map(|(c, n, ns)| format!("{n} {c} ({} total)", Duration(*ns))).collect();
-        let _ = writeln!(s, "  {} stalls: {}", fa.stalls.len(), summary.join(", "));
+        writeln!(s, "  {} stalls: {}", fa.stalls.len(), summary.join(", "))?;
         let _ = writeln!(
             s,
             "  {:>4} {:>10} {:>10} {:>4}  {:<22} {:>4}  evidence (frames)",
@@ -284,63 +286,69 @@ fn text(
                 st.confidence,
                 frames(&st.evidence)
             );
-            let _ = writeln!(s, "       {}: {}", st.cause.explain(), st.detail);
+            writeln!(s, "       {}: {}", st.cause.explain(), st.detail)?;
         }
     }
-    s
+    Ok(())
 }
 
 fn json(
+    w: &mut impl std::io::Write,
     args: &ExplainArgs,
     stats: &wire::DecodeStats,
     flows: &[(FlowKey, FlowAnalysis, Option<PlotCollector>)],
     labels: &[String],
     failure: Option<&WireError>,
-) -> anyhow::Result<String> {
-    let flows_json: Vec<serde_json::Value> = flows
-        .iter()
-        .enumerate()
-        .map(|(i, (k, fa, _))| {
-            let stalls: Vec<serde_json::Value> = fa
-                .stalls
-                .iter()
-                .map(|st| {
-                    serde_json::json!({
-                        "start_s": st.start.as_secs_f64(),
-                        "length_ms": st.length.as_millis_f64(),
-                        "held": st.held,
-                        "cause": st.cause,
-                        "confidence": st.confidence,
-                        "evidence": st.evidence,
-                        "ack_delay_ms": st.ack_delay.map(|d| d.as_millis_f64()),
-                        "released_bytes": st.released_bytes,
-                        "explanation": st.cause.explain(),
-                        "detail": st.detail,
-                    })
-                })
-                .collect();
-            serde_json::json!({
-                "flow": i + 1,
-                "a": k.a.to_string(),
-                "b": k.b.to_string(),
-                "interface": k.interface,
-                "label": labels[i],
-                "first_s": fa.first.as_secs_f64(),
-                "last_s": fa.last.as_secs_f64(),
-                "capture_point": fa.capture_point,
-                "capture_note": fa.capture_note,
-                "path_rtt_ms": fa.path_rtt.map(|d| d.as_millis_f64()),
-                "directions": { "a_to_b": fa.dirs[0], "b_to_a": fa.dirs[1] },
-                "notes": fa.notes,
-                "stalls": stalls,
-            })
-        })
-        .collect();
-    let v = serde_json::json!({
+) -> anyhow::Result<()> {
+    // One JSON document, written piece by piece: the stalls of a flow are streamed one object at
+    // a time instead of being collected into one value tree.
+    let head = serde_json::json!({
         "file": args.file.display().to_string(),
         "decode": stats,
         "error": failure.map(|e| serde_json::json!({"offset": e.offset, "message": e.to_string()})),
-        "flows": flows_json,
     });
-    Ok(serde_json::to_string_pretty(&v)? + "\n")
+    let head = serde_json::to_string(&head)?;
+    write!(w, "{},\"flows\":[", &head[..head.len() - 1])?;
+    for (i, (k, fa, _)) in flows.iter().enumerate() {
+        let flow = serde_json::json!({
+            "flow": i + 1,
+            "a": k.a.to_string(),
+            "b": k.b.to_string(),
+            "interface": k.interface,
+            "label": labels[i],
+            "first_s": fa.first.as_secs_f64(),
+            "last_s": fa.last.as_secs_f64(),
+            "capture_point": fa.capture_point,
+            "capture_note": fa.capture_note,
+            "path_rtt_ms": fa.path_rtt.map(|d| d.as_millis_f64()),
+            "directions": { "a_to_b": fa.dirs[0], "b_to_a": fa.dirs[1] },
+            "notes": fa.notes,
+        });
+        let flow = serde_json::to_string(&flow)?;
+        write!(w, "{}\n{},\"stalls\":[", if i > 0 { "," } else { "" }, &flow[..flow.len() - 1])?;
+        for (j, st) in fa.stalls.iter().enumerate() {
+            if j > 0 {
+                w.write_all(b",")?;
+            }
+            w.write_all(b"\n")?;
+            serde_json::to_writer(
+                &mut *w,
+                &serde_json::json!({
+                    "start_s": st.start.as_secs_f64(),
+                    "length_ms": st.length.as_millis_f64(),
+                    "held": st.held,
+                    "cause": st.cause,
+                    "confidence": st.confidence,
+                    "evidence": st.evidence,
+                    "ack_delay_ms": st.ack_delay.map(|d| d.as_millis_f64()),
+                    "released_bytes": st.released_bytes,
+                    "explanation": st.cause.explain(),
+                    "detail": st.detail,
+                }),
+            )?;
+        }
+        w.write_all(b"]}")?;
+    }
+    w.write_all(b"]}\n")?;
+    Ok(())
 }
