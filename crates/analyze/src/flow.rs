@@ -468,8 +468,10 @@ impl FlowAnalyzer {
         };
         // Each direction's smallest sample; at an endpoint one of them is ~0 (the local ACK),
         // so only the larger one measures the path, and only once both directions have one.
-        let mins: Vec<Duration> = self.dirs.iter().filter_map(|d| d.sum.rtt_ack.min()).collect();
-        let samples = if mins.len() == 2 { mins.into_iter().max() } else { mins.into_iter().next() };
+        let samples = match (self.dirs[0].sum.rtt_ack.min(), self.dirs[1].sum.rtt_ack.min()) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
         hs.or(samples)
     }
 

@@ -7,6 +7,7 @@
 use crate::decode::TcpPacket;
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 use trace::{Endpoint, Event, EventKind, Evidence, Instant};
 
@@ -68,10 +69,47 @@ struct FlowState {
     ended: bool,
 }
 
+/// FxHash (rustc's hasher): the flow lookup runs once per packet and SipHash's DoS resistance
+/// buys nothing for a local file.
+#[derive(Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(b));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u16(&mut self, v: u16) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type PairKey = (u32, SocketAddr, SocketAddr);
+
 /// Assigns packets to flows and endpoints. Memory: one entry per flow.
 #[derive(Debug, Default)]
 pub struct FlowTable {
-    by_pair: HashMap<(u32, SocketAddr, SocketAddr), usize>,
+    by_pair: HashMap<PairKey, usize, BuildHasherDefault<FxHasher>>,
+    /// The last lookup: consecutive packets usually belong to the same flow.
+    last: Option<(PairKey, usize)>,
     flows: Vec<FlowState>,
     origin_ns: Option<u64>,
 }
@@ -107,14 +145,19 @@ impl FlowTable {
         let canon = if p.src <= p.dst { (interface, p.src, p.dst) } else { (interface, p.dst, p.src) };
         let seg = p.segment;
         let is_syn = seg.flags.syn() && !seg.flags.ack();
-        let idx = match self.by_pair.get(&canon) {
+        let found = match self.last {
+            Some((k, i)) if k == canon => Some(i),
+            _ => self.by_pair.get(&canon).copied(),
+        };
+        let idx = match found {
             // A new SYN on a pair whose connection ended, or with another ISN: a new connection.
-            Some(&i) if is_syn && (self.flows[i].ended || self.flows[i].isn_a.is_some_and(|isn| isn != seg.seq)) => {
+            Some(i) if is_syn && (self.flows[i].ended || self.flows[i].isn_a.is_some_and(|isn| isn != seg.seq)) => {
                 self.new_flow(canon, p)
             }
-            Some(&i) => i,
+            Some(i) => i,
             None => self.new_flow(canon, p),
         };
+        self.last = Some((canon, idx));
         let f = &mut self.flows[idx];
         let from = if p.src == f.key.a { Endpoint::A } else { Endpoint::B };
         let mut seg = seg;
