@@ -37,6 +37,11 @@ impl LinkDir {
         }
     }
 
+    /// One-way propagation delay.
+    pub fn delay(&self) -> u64 {
+        self.delay
+    }
+
     /// A packet of `wire_bytes` enters at `now`; returns its arrival time, or None if dropped.
     pub fn send(&mut self, now: u64, wire_bytes: u32, pure_ack: bool, rng: &mut SmallRng) -> Option<u64> {
         if pure_ack {

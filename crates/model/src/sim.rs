@@ -312,7 +312,8 @@ impl Sim {
                             window: 65535,
                             wscale: None,
                             mss: None,
-                            ts: None,
+                            // RFC 7323 3: TSval in ms here; TSecr is not modelled.
+                            ts: (hdr > 20).then_some(((self.now / 1_000_000) as u32, 0)),
                             sack_blocks: 0,
                             wire_len: wire,
                         };
@@ -333,7 +334,36 @@ impl Sim {
         self.actions = acts;
     }
 
+    /// The handshake the model does not simulate, as a capture would show it: SYN at t = 0,
+    /// SYN-ACK one way later, ACK after a round trip, when the applications start. It gives a
+    /// trace's reader the MSS options and the path's RTT (RFC 9293 3.5).
+    fn handshake(&mut self) {
+        let (up, down) = (self.links[0].delay(), self.links[1].delay());
+        let ts = (self.eps[0].hdr > 20).then_some((0, 0));
+        let hs = |flags: u8, seq: u32, ack: u32, mss: Option<u16>, hdr: u32| Segment {
+            seq,
+            ack,
+            flags: TcpFlags(flags),
+            len: 0,
+            window: 65535,
+            wscale: mss.map(|_| 7),
+            mss,
+            ts,
+            sack_blocks: 0,
+            wire_len: 14 + 20 + hdr,
+        };
+        let (mss_a, mss_b) = (self.eps[0].advmss as u16, self.eps[1].advmss as u16);
+        let opt = if self.eps[0].hdr > 20 { 40 } else { 28 };
+        self.now = 0;
+        self.record(0, EventKind::Segment(hs(TcpFlags::SYN, 0, 0, Some(mss_a), opt)));
+        self.now = up;
+        self.record(1, EventKind::Segment(hs(TcpFlags::SYN | TcpFlags::ACK, 0, 1, Some(mss_b), opt)));
+        self.now = up + down;
+        self.record(0, EventKind::Segment(hs(TcpFlags::ACK, 1, 1, None, self.eps[0].hdr)));
+    }
+
     pub fn run(mut self) -> Result<Outcome, ModelError> {
+        self.handshake();
         self.run_app(0);
         self.run_app(1);
         loop {
