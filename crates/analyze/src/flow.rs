@@ -87,6 +87,8 @@ pub struct DirSummary {
     pub rtt_ts: DurationStats,
     /// Gaps between this direction's data segments longer than the stall threshold.
     pub idle_gaps: u64,
+    /// Keep-alive probes (not counted as data for stalls, RFC 1122 4.2.3.6).
+    pub keepalives: u64,
     pub longest_idle_ns: u64,
 }
 
@@ -201,7 +203,9 @@ impl FlowAnalyzer {
         if seg.flags.ack() {
             self.on_ack(seg, p, t, ev.evidence);
         }
-        if seg.len > 0 {
+        if seg.len > 0 && self.is_keepalive(seg, d) {
+            self.dirs[d.index()].sum.keepalives += 1;
+        } else if seg.len > 0 {
             self.on_data(seg, d, t, ev.evidence);
         } else if seg.flags.syn() || seg.flags.fin() {
             self.track_seq(seg, d, t, ev.evidence);
@@ -332,6 +336,15 @@ impl FlowAnalyzer {
         } else if ack == dir.snd_una && seg.is_pure_ack() && !dir.outstanding.is_empty() {
             dir.dupacks += 1;
         }
+    }
+
+    /// A keep-alive probe with one garbage byte at snd_una - 1 and nothing outstanding (RFC 1122
+    /// 4.2.3.6 allows the byte; BSD-derived and Windows stacks send it; Linux's
+    /// `tcp_xmit_probe_skb` uses the same sequence number without data). It is not application
+    /// data and must not end a gap as a "retransmission".
+    fn is_keepalive(&self, seg: &Segment, d: Endpoint) -> bool {
+        let dir = &self.dirs[d.index()];
+        dir.started && seg.len <= 1 && dir.snd_una == dir.snd_nxt && seg.seq.wrapping_add(1) == dir.snd_una
     }
 
     fn on_data(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence) {

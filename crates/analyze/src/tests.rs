@@ -155,3 +155,17 @@ fn sequence_numbers_wrap() {
     assert!(!seq_lt(3, u32::MAX - 5));
     assert!(seq_le(7, 7));
 }
+
+#[test]
+fn a_keepalive_after_a_long_idle_is_not_a_retransmission_timeout() {
+    // RFC 1122 4.2.3.6: a BSD/Windows-style probe carries seq snd_una - 1 and one garbage byte.
+    let mut s = Script::new();
+    s.data(1.0, A, 100).ack(1.1, B, 512);
+    let (seq, ack) = (s.seq[0] - 1, s.seq[1]);
+    s.raw(5_000 * MS, A, seq, ack, TcpFlags::ACK, 1, 512, None);
+    s.ack(5_000.1, B, 512);
+    let a = analyze_events(s.ev.clone(), Config::default());
+    assert!(a.stalls().next().is_none(), "{:?}", a.flows[0].stalls);
+    assert_eq!(a.flows[0].dirs[0].keepalives, 1);
+    assert_eq!(a.flows[0].dirs[0].retransmissions, 0);
+}
