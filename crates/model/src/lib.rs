@@ -10,6 +10,7 @@
 //! each stall's cause taken from ground truth: the model knows which timer released which held
 //! data.
 
+mod app;
 mod link;
 pub mod profile;
 mod sim;

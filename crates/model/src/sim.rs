@@ -7,9 +7,10 @@ use std::collections::BinaryHeap;
 
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
-use scenario::{Call, Program, Sample as SampleKind, SideOpts, SideProgram, SockOp, Step, StrategyPair, Workload};
+use scenario::{Program, Sample as SampleKind, SideOpts, SideProgram, SockOp, Step, StrategyPair, Workload};
 use trace::{Cause, Endpoint, Event, EventKind, Evidence, Segment, TcpFlags};
 
+use crate::app::{compile, App, Compiled, Cursor, Op, State};
 use crate::link::LinkDir;
 use crate::tcp::{Action, Counters, Seg, Tcp, TimerId};
 use crate::{ModelError, Outcome, Release, RoundSample, SideEnd, SimConfig};
@@ -41,114 +42,6 @@ impl Ord for Item {
     fn cmp(&self, o: &Self) -> Ordering {
         // Min-heap on (time, insertion order).
         (o.t, o.seq).cmp(&(self.t, self.seq))
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Ready,
-    Recv,
-    SendBlocked,
-    Sleeping,
-    /// Inside a send step, between two calls (the application's per-call cost).
-    BusySend,
-    /// Inside a receive step, between two recv calls.
-    BusyRecv,
-    Done,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Op {
-    Sock(SockOp),
-    Write { len: u64, more: bool },
-}
-
-/// Where an application is in its program.
-#[derive(Debug, Clone, Copy)]
-struct Cursor {
-    phase: u8, // 0 prologue, 1 rounds, 2 epilogue, 3 done
-    round: u64,
-    idx: usize,
-}
-
-/// A step compiled once: its kind and, for a send, the exact socket operations of the plan.
-#[derive(Debug, Clone)]
-enum Compiled {
-    Send(Vec<Op>),
-    Recv(u64),
-    Sleep(u64),
-}
-
-fn compile(steps: &[Step], opts: &SideOpts) -> Vec<Compiled> {
-    steps
-        .iter()
-        .map(|st| match st {
-            Step::Send(writes) => {
-                let plan = opts.plan_message(writes);
-                let mut ops: Vec<Op> = plan.pre.iter().map(|o| Op::Sock(*o)).collect();
-                for c in &plan.calls {
-                    let more = matches!(c, Call::Send { more: true, .. });
-                    ops.push(Op::Write { len: u64::from(c.len()), more });
-                }
-                ops.extend(plan.post.iter().map(|o| Op::Sock(*o)));
-                Compiled::Send(ops)
-            }
-            Step::Recv(n) => Compiled::Recv(u64::from(*n)),
-            Step::Sleep { ns } => Compiled::Sleep(*ns),
-        })
-        .collect()
-}
-
-struct App {
-    opts: SideOpts,
-    /// prologue, round, epilogue, compiled.
-    steps: [Vec<Compiled>; 3],
-    op_idx: usize,
-    partial: Option<u64>,
-    rounds_total: u64,
-    warmup: u64,
-    cur: Cursor,
-    state: State,
-    recv_left: u64,
-    step_start: u64,
-    round_start: u64,
-    round_sleep: u64,
-    round_trace: usize,
-    step_trace: usize,
-    /// Stream mode: the client writes until this time; the server reads forever.
-    stream_until: Option<u64>,
-    endless_reader: bool,
-    is_client: bool,
-}
-
-impl App {
-    fn step(&self) -> Option<&Compiled> {
-        self.steps.get(usize::from(self.cur.phase)).and_then(|v| v.get(self.cur.idx))
-    }
-    /// Move the cursor to the next step that exists; returns true if a round just ended.
-    fn advance(&mut self) {
-        self.cur.idx += 1;
-        self.normalise();
-    }
-    fn normalise(&mut self) {
-        loop {
-            let Some(steps) = self.steps.get(usize::from(self.cur.phase)) else { return };
-            let len = steps.len();
-            if self.cur.idx < len && !(self.cur.phase == 1 && self.cur.round >= self.rounds_total) {
-                return;
-            }
-            if self.cur.phase == 1 && self.cur.idx >= len && self.cur.round + 1 < self.rounds_total {
-                self.cur.round += 1;
-                self.cur.idx = 0;
-                if len > 0 {
-                    return;
-                }
-                continue;
-            }
-            self.cur.phase += 1;
-            self.cur.idx = 0;
-            self.cur.round = 0;
-        }
     }
 }
 
