@@ -213,6 +213,12 @@ pub fn infer(f: &Facts) -> Verdict {
     };
     let text =
         if evidence.is_empty() { format!("{head}: {why}") } else { format!("{head}: {why} ({})", evidence.join(", ")) };
+    // A mechanism that bites in one round in ten or fewer is reported but does not make the
+    // comparable verdict a stall: such rows flip between runs with thread scheduling (seed 002's
+    // shape depends on whether two writes coalesce), and the key must be stable.
+    if f.stall_rounds * 10 <= f.rounds {
+        return Verdict { key: VerdictKey { stalls: false, cause: None }, text: format!("occasional {text}") };
+    }
     Verdict { key: VerdictKey { stalls: true, cause }, text }
 }
 
@@ -266,6 +272,7 @@ mod tests {
     fn facts(stalls_us: Vec<f64>, rounds: u64) -> Facts {
         Facts {
             rounds,
+            stall_rounds: (stalls_us.len() as u64).min(rounds),
             stalls_us,
             threshold_us: 10_000.0,
             client: side(true),
@@ -351,6 +358,21 @@ mod tests {
         assert!(v.text.contains("2 round trips of 20 ms"), "{}", v.text);
         assert_eq!(round_trips(41_000.0, 500), None, "loopback RTTs are not a link");
         assert_eq!(round_trips(30_000.0, 20_000), None);
+    }
+
+    #[test]
+    fn a_stall_in_one_round_in_ten_or_fewer_is_occasional() {
+        let mut f = facts(vec![41_000.0], 20);
+        f.stall_rounds = 1;
+        let v = infer(&f);
+        assert_eq!(v.key, VerdictKey { stalls: false, cause: None });
+        assert!(v.text.starts_with("occasional stalls ~41 ms in 1 of 20 rounds: Nagle"), "{}", v.text);
+        f.stalls_us = vec![41_000.0; 2];
+        f.stall_rounds = 2;
+        assert!(!infer(&f).key.stalls, "2 of 20 is one round in ten");
+        f.stalls_us = vec![41_000.0; 3];
+        f.stall_rounds = 3;
+        assert_eq!(infer(&f).key.cause, Some(Cause::NagleDelayedAck));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The library API other parts of tcpstall call (`simulate`'s agreement test, the CLI).
 
-use tcpstall_lab::{self as lab, LabOptions, Placement, Progress};
 use scenario::{Scenario, SideOpts, StrategyPair};
+use tcpstall_lab::{self as lab, LabOptions, Placement, Progress};
 
 #[test]
 fn run_scenario_reports_every_row_and_progress() {
