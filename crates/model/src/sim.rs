@@ -272,7 +272,7 @@ impl Sim {
             self.now = item.t;
             self.events += 1;
             if self.now > self.max_time || self.events > self.max_events {
-                return Err(self.stuck("the run exceeded the model's time or event budget"));
+                return Err(self.stuck("the run did not finish within the model's budget (24 h of simulated time or 2e9 events): losses and RTO backoff can stall a transfer for ever"));
             }
             match item.ev {
                 Ev::Arrive { to, seg } => {
