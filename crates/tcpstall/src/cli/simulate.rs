@@ -33,8 +33,8 @@ pub struct SimulateArgs {
     /// Scenario to run (same as the positional argument)
     #[arg(long = "scenario", value_name = "NAME", conflicts_with = "scenario_pos")]
     pub scenario: Option<String>,
-    /// Stack profile: linux, rfc-classic, macos, freebsd, windows; `all` runs each;
-    /// CLIENT:SERVER pairs two (e.g. linux:macos)
+    /// Stack profile: linux, rfc-classic, macos, freebsd, windows, or a FILE.toml with the same
+    /// keys; `all` runs each; CLIENT:SERVER pairs two (e.g. linux:macos); commas list several
     #[arg(long, value_name = "NAME", default_value = "linux")]
     pub profile: String,
     /// Override a workload parameter (repeatable), e.g. --set size=100000
@@ -87,9 +87,9 @@ pub fn profiles(spec: &str) -> anyhow::Result<Vec<(Profile, Profile)>> {
     let mut out = Vec::new();
     for one in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let pair = match one.split_once(':') {
-            Some((c, s)) => (Profile::builtin(c)?, Profile::builtin(s)?),
+            Some((c, s)) => (profile(c)?, profile(s)?),
             None => {
-                let p = Profile::builtin(one)?;
+                let p = profile(one)?;
                 (p.clone(), p)
             }
         };
@@ -99,6 +99,16 @@ pub fn profiles(spec: &str) -> anyhow::Result<Vec<(Profile, Profile)>> {
         bail!("--profile: expected a profile name, all, or CLIENT:SERVER");
     }
     Ok(out)
+}
+
+/// A built-in profile by name, or a profile file (a path ending in .toml, same keys as
+/// crates/model/profiles/*.toml).
+fn profile(name: &str) -> anyhow::Result<Profile> {
+    if name.ends_with(".toml") {
+        let text = std::fs::read_to_string(name).with_context(|| format!("--profile: cannot read {name}"))?;
+        return Ok(Profile::from_toml(name, &text)?);
+    }
+    Ok(Profile::builtin(name)?)
 }
 
 /// `--link`: the lab's SPEC; without rtt/delay keys, loopback's delay is kept.

@@ -110,6 +110,43 @@ fn bad_input_is_one_line_and_nonzero() {
     }
 }
 
+/// A profile file: the Windows profile with a newer template's 40 ms delayed ACK no longer
+/// stalls 200 ms on seed 004's odd segment count at MSS 1460 (100,840 B).
+#[test]
+fn profile_from_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("win40.toml");
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../model/profiles/windows.toml"))
+        .unwrap()
+        .replace("delack_min_ms = 200", "delack_min_ms = 40")
+        .replace("delack_max_ms = 200", "delack_max_ms = 40")
+        .replace("name = \"windows\"", "name = \"win40\"");
+    std::fs::write(&path, text).unwrap();
+    let p = path.to_str().unwrap();
+    let v = json(&[
+        "simulate",
+        "bulk-ack",
+        "--profile",
+        p,
+        "--set",
+        "size=100840",
+        "--set",
+        "rounds=3",
+        "--client",
+        "none",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(v["kernel"], "model:win40");
+    let r = &v["results"][0];
+    let p50 = r["latency_us"]["p50"].as_f64().unwrap() / 1e3;
+    assert!(r["verdict_key"]["stalls"].as_bool().unwrap(), "{}", r["verdict"]);
+    assert!((30.0..100.0).contains(&p50), "a 40 ms stall, not 200 ms: p50 {p50} ms");
+    let out = tcpstall().args(["simulate", "--profile", "/nonexistent/x.toml"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent/x.toml"));
+}
+
 /// CLIENT:SERVER pairs two profiles: a Linux client against a macOS server.
 #[test]
 fn mixed_profiles() {
