@@ -90,15 +90,16 @@ impl Tcp {
         self.mss
     }
 
-    /// tcp_incr_quickack (tcp_input.c): quick = max(quick, min(rcv_wnd / (2 * rcv_mss) or 2,
-    /// TCP_MAX_QUICKACKS)).
+    /// tcp_incr_quickack (tcp_input.c): quick = max(quick, min(rcv_wnd / (2 * rcv_mss) or 2 if
+    /// that is 0, TCP_MAX_QUICKACKS)).
     pub(super) fn incr_quickack(&mut self) {
         let mut q = self.rcv.rcv_wnd / (2 * self.rcv_mss);
         if q == 0 {
             q = 2;
         }
+        q = q.min(self.rcv.quickack_budget);
         if q > self.quick {
-            self.quick = q.min(self.rcv.quickack_budget);
+            self.quick = q;
         }
     }
 
