@@ -97,15 +97,24 @@ fn seed_001_multi_write_waits_for_the_delayed_ack_and_nodelay_then_cork_works_he
 
 #[test]
 fn seed_002_burst_of_three_stalls_on_the_third_read_and_two_does_not() {
-    let base = ["burst", "--client", "none", "--server", "none", "--set", "rounds=10"];
-    let r = lab_json(&[&base[..], &["--set", "n=3"]].concat());
-    let x = &r["results"][0];
-    assert!(x["latency_us"]["max"].as_f64().unwrap() >= 30_000.0, "{x:#}");
-    // The first rounds ride the initial quick-ACK budget; then most rounds stall. Whether the
-    // second and third messages coalesce is a race between the two threads, so only a few
-    // stalls are required.
-    assert!(x["stalls"].as_u64().unwrap() >= 2, "{x:#}");
-    assert!(x["verdict"].as_str().unwrap().contains("(read 3 of 3)"), "{x:#}");
+    let base = ["burst", "--client", "none", "--server", "none", "--set", "rounds=20"];
+    // On loopback the round trip (~10 us) is as short as a send call, so whether the second and
+    // third messages coalesce behind Nagle (the seed's stall) is a race between the two threads:
+    // when the server thread preempts the client between its sends, r1 acknowledges m1 first and
+    // nothing is held. Idle, most rounds stall; on a loaded host a run may miss, so up to three
+    // runs are allowed to show the stall.
+    let mut seen = Vec::new();
+    let stalled = (0..3).any(|_| {
+        let r = lab_json(&[&base[..], &["--set", "n=3"]].concat());
+        let x = r["results"][0].clone();
+        let ok = x["latency_us"]["max"].as_f64().unwrap() >= 30_000.0
+            && x["stalls"].as_u64().unwrap() >= 3
+            && x["verdict"].as_str().unwrap().contains("(read 3 of 3)")
+            && x["verdict_key"]["cause"] == "nagle-delayed-ack";
+        seen.push(x);
+        ok
+    });
+    assert!(stalled, "n=3 never stalled on the third read: {seen:#?}");
     let r = lab_json(&[&base[..], &["--set", "n=2"]].concat());
     let x = &r["results"][0];
     assert!(!stalls(x), "{x:#}");
