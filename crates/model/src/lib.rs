@@ -128,6 +128,8 @@ pub struct SideEnd {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
     pub end_ns: u64,
+    /// Start of the measured part: after the handshake, or the first round after warm-up.
+    pub measured_from: u64,
     pub samples: Vec<RoundSample>,
     pub releases: Vec<Release>,
     /// Empty unless `SimConfig::record_trace`.

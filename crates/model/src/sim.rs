@@ -66,6 +66,8 @@ pub(crate) struct Sim {
     call_ns: u64,
     /// Counters when the first measured round began (warm-up rounds are not wire cost).
     snapshot: Option<[Counters; 2]>,
+    /// When measuring began: after the handshake, or at the first measured round.
+    measured_from: u64,
 }
 
 const EP: [Endpoint; 2] = [Endpoint::A, Endpoint::B];
@@ -166,6 +168,7 @@ impl Sim {
             events: 0,
             call_ns: cfg.call_ns,
             snapshot: None,
+            measured_from: 0,
         }
     }
 
@@ -253,6 +256,7 @@ impl Sim {
         self.record(1, EventKind::Segment(hs(TcpFlags::SYN | TcpFlags::ACK, 0, 1, Some(mss_b), opt)));
         self.now = up + down;
         self.record(0, EventKind::Segment(hs(TcpFlags::ACK, 1, 1, None, self.eps[0].hdr)));
+        self.measured_from = self.now;
     }
 
     pub fn run(mut self) -> Result<Outcome, ModelError> {
@@ -424,6 +428,7 @@ impl Sim {
         let app = &mut self.apps[i];
         if app.is_client && app.cur.phase == 1 && app.cur.idx == 0 && app.cur.round == app.warmup && app.warmup > 0 {
             self.snapshot = Some([self.eps[0].c, self.eps[1].c]);
+            self.measured_from = now;
         }
         let app = &mut self.apps[i];
         if app.cur.phase == 1 && app.cur.idx == 0 {
@@ -572,6 +577,7 @@ impl Sim {
         };
         Outcome {
             end_ns: self.now,
+            measured_from: self.measured_from,
             samples: self.samples,
             releases: self.releases,
             trace: self.trace.unwrap_or_default(),

@@ -59,9 +59,10 @@ fn applied(opts: &scenario::SideOpts, p: &Profile, s: &SideEnd) -> Applied {
 
 /// Turn a run into a result row.
 pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Profile, server: &Profile) -> RunResult {
-    let wall_s = out.end_ns as f64 / 1e9;
-    let delivered = out.sides[0].bytes_read + out.sides[1].bytes_read;
-    let throughput_bps = if wall_s > 0.0 { delivered as f64 / wall_s } else { 0.0 };
+    // Like the lab: the measured rounds' wall time, and the payload sent in them.
+    let wall_s = out.end_ns.saturating_sub(out.measured_from) as f64 / 1e9;
+    let payload = out.sides[0].counters.bytes_sent + out.sides[1].counters.bytes_sent;
+    let throughput_bps = if wall_s > 0.0 { payload as f64 / wall_s } else { 0.0 };
     let wire = Wire { client: wire_side(&out.sides[0]), server: wire_side(&out.sides[1]) };
     let tcp = TcpSides { client: tcp_stats(&out.sides[0]), server: tcp_stats(&out.sides[1]) };
     let mut netstat = BTreeMap::new();
@@ -283,6 +284,7 @@ mod tests {
             .collect();
         Outcome {
             end_ns: t,
+            measured_from: 0,
             samples,
             releases,
             trace: Vec::new(),
