@@ -146,14 +146,17 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
         let mut now = mono_ns();
         while heap.peek().is_some_and(|p| p.at <= now) {
             let p = heap.pop().expect("peeked");
+            // The packet leaves the link when it is handed to the kernel; what the kernel's
+            // receive path does inside write(2) is the peer stack's time, as on a veth pair.
+            let sent = mono_ns();
             let r = nix::unistd::write(output.as_fd(), &p.buf[..p.len]);
             now = mono_ns();
             match r {
                 Ok(_) => {
-                    let _ = overhead.record((now - p.at).max(1));
+                    let _ = overhead.record((sent - p.at).max(1));
                     let _ = link_delay.record((p.at - p.arrival).max(1));
                     if let Some((tx, _, iface_out)) = &io.capture {
-                        let _ = tx.send(Record { iface: *iface_out, mono_ns: now, data: p.buf[..p.len].to_vec() });
+                        let _ = tx.send(Record { iface: *iface_out, mono_ns: sent, data: p.buf[..p.len].to_vec() });
                     }
                 }
                 Err(_) => {

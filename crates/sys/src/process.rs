@@ -16,8 +16,9 @@ pub fn enter_netns_on_spawn(cmd: &mut Command, netns: BorrowedFd<'_>) {
     // The parent's pid, to detect the race where the parent died between fork and prctl.
     let parent = std::process::id() as libc::pid_t;
     // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe calls are allowed: setns, prctl, getppid and kill are raw syscalls
-    // that neither allocate nor take locks. `fd` is a plain integer valid in the child because
+    // async-signal-safe calls are allowed: setns, prctl, getppid, kill, sigemptyset,
+    // sigprocmask and signal neither allocate nor take locks; `empty` is a zeroed sigset_t on
+    // the stack, initialised by sigemptyset before use. `fd` is a plain integer valid in the child because
     // fork copies the descriptor table and the caller keeps `netns` open across spawn.
     unsafe {
         cmd.pre_exec(move || {
@@ -30,10 +31,15 @@ pub fn enter_netns_on_spawn(cmd: &mut Command, netns: BorrowedFd<'_>) {
             if libc::getppid() != parent {
                 libc::kill(libc::getpid(), libc::SIGKILL);
             }
-            // SIGINT/SIGQUIT may be ignored by the parent while it waits (like system(3));
-            // the command gets the default dispositions back.
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            // The parent may block or ignore SIGINT, SIGQUIT, SIGTERM and SIGHUP while it waits
+            // (it reads them from a signalfd); the command starts with an empty signal mask
+            // and default dispositions, as if started by a shell.
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
             Ok(())
         });
     }

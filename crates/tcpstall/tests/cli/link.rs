@@ -1,1 +1,303 @@
-//! End-to-end tests of `tcpstall link`.
+//! End-to-end tests of the emulated link: `tcpstall shell`, `--capture`, cleanup after SIGKILL,
+//! and the unprivileged path. Tests that need namespaces skip (saying why) when not root.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::support::{is_root, skip, tcpstall};
+
+fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("tcpstall")
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn shell_runs_the_command_in_the_client_namespace_and_returns_its_exit_code() {
+    if !is_root() {
+        return skip("shell_runs_the_command...", "needs root for network namespaces");
+    }
+    let out = tcpstall()
+        .args(["shell", "--link", "rtt=2ms", "--", "sh", "-c", "cat /proc/net/route; echo server=$TCPSTALL_SERVER; exit 7"])
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "stderr: {stderr}");
+    // The client namespace routes everything through the TUN device (default route + /24).
+    assert!(stdout.contains("tcpstall0\t00000000"), "no default route via tcpstall0: {stdout}");
+    assert!(stdout.contains("tcpstall0\t000012C6"), "no 198.18.0.0/24 route: {stdout}");
+    assert!(stdout.contains("server=198.18.0.2"), "{stdout}");
+    assert!(stderr.contains("server namespace at 198.18.0.2"), "{stderr}");
+}
+
+#[test]
+fn shell_rejects_a_bad_link_in_one_line() {
+    let out = tcpstall().args(["shell", "--link", "rtt=20", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--link") && stderr.contains("needs a unit"), "{stderr}");
+}
+
+/// A TCP handshake from the client namespace to a server started with --server-command
+/// takes one round trip of the link: at least 20 ms at rtt=20ms, and not much more.
+#[test]
+fn server_command_is_reachable_one_rtt_away() {
+    if !is_root() {
+        return skip("server_command_is_reachable_one_rtt_away", "needs root for network namespaces");
+    }
+    if !have("python3") {
+        return skip("server_command_is_reachable_one_rtt_away", "python3 is not installed");
+    }
+    let server = "python3 -c \"import socket;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);\
+                  s.bind(('198.18.0.2',5301));s.listen();c,_=s.accept();c.sendall(c.recv(10))\"";
+    let client = "import socket,time\n\
+                  for i in range(100):\n\
+                  \x20   try:\n\
+                  \x20       t=time.monotonic();s=socket.create_connection(('198.18.0.2',5301));break\n\
+                  \x20   except OSError: time.sleep(0.05)\n\
+                  print('connect_ms=%.3f'%((time.monotonic()-t)*1e3));s.sendall(b'ping');print(s.recv(10))";
+    let out = tcpstall()
+        .args(["shell", "--link", "rtt=20ms", "--server-command", server, "--", "python3", "-c", client])
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
+    let ms: f64 = stdout.split("connect_ms=").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().parse().unwrap();
+    // Never faster than the link; the upper bound only catches gross errors (shared CPUs).
+    assert!((20.0..60.0).contains(&ms), "handshake took {ms} ms at rtt=20ms");
+    assert!(stdout.contains("b'ping'"), "{stdout}");
+}
+
+#[test]
+fn capture_is_readable_by_tcpdump_and_tshark() {
+    if !is_root() {
+        return skip("capture_is_readable_by_tcpdump_and_tshark", "needs root for network namespaces");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("link.pcapng");
+    // Three UDP datagrams through the link (the shell's own /dev/udp needs bash).
+    let cmd = "for i in 1 2 3; do python3 -c \"import socket;socket.socket(2,2).sendto(b'x'*64,('198.18.0.2',9))\" \
+               || exit 9; done";
+    if !have("python3") {
+        return skip("capture_is_readable_by_tcpdump_and_tshark", "python3 is not installed");
+    }
+    let out = tcpstall()
+        .args(["shell", "--link", "rtt=2ms", "--capture"])
+        .arg(&cap)
+        .args(["--", "sh", "-c", cmd])
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Each datagram is recorded where it entered (client) and where it left (server); so is
+    // the ICMP port-unreachable the server's stack answers with (nothing listens on port 9).
+    assert!(String::from_utf8_lossy(&out.stderr).contains("(12 packet records"), "{}", String::from_utf8_lossy(&out.stderr));
+    if have("tcpdump") {
+        let o = Command::new("tcpdump").args(["-nn", "-tt", "-r"]).arg(&cap).output().unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "tcpdump: {}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(text.matches("> 198.18.0.2.9: UDP, length 64").count(), 6, "{text}");
+        assert_eq!(text.matches("ICMP 198.18.0.2 udp port 9 unreachable").count(), 6, "{text}");
+    } else {
+        skip("capture_is_readable_by_tcpdump_and_tshark (tcpdump part)", "tcpdump is not installed");
+    }
+    if have("tshark") {
+        let o = Command::new("tshark")
+            .args(["-r"])
+            .arg(&cap)
+            .args(["-T", "fields", "-e", "frame.interface_id", "-e", "frame.time_epoch"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "tshark: {}", String::from_utf8_lossy(&o.stderr));
+        let rows: Vec<(u32, f64)> = text
+            .lines()
+            .map(|l| {
+                let mut f = l.split('\t');
+                (f.next().unwrap().parse().unwrap(), f.next().unwrap().parse().unwrap())
+            })
+            .collect();
+        assert_eq!(rows.iter().filter(|r| r.0 == 0).count(), 6, "{text}");
+        assert_eq!(rows.iter().filter(|r| r.0 == 1).count(), 6, "{text}");
+        // The first datagram reaches the server side one one-way delay (1 ms) after it
+        // entered on the client side.
+        let d = rows.iter().find(|r| r.0 == 1).unwrap().1 - rows[0].1;
+        assert!((0.001..0.0015).contains(&d), "one-way delay in the capture: {d}");
+        // Nanosecond resolution survives: tshark prints 9 decimals from if_tsresol=9.
+        assert!(text.lines().any(|l| l.split('.').nth(1).is_some_and(|d| d.len() == 9)), "{text}");
+    } else {
+        skip("capture_is_readable_by_tcpdump_and_tshark (tshark part)", "tshark is not installed");
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie has released its namespaces; it only waits for its (re)parent to reap it.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit(')').next().map(|r| r.trim_start().chars().next() != Some('Z')))
+        .unwrap_or(false)
+}
+
+fn wait_for(path: &Path, timeout: Duration) -> Option<String> {
+    let t = Instant::now();
+    while t.elapsed() < timeout {
+        if let Ok(s) = std::fs::read_to_string(path) {
+            if s.ends_with('\n') {
+                return Some(s);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// Every holder of a namespace: /proc/*/ns/net of tasks and /proc/*/fd/* descriptors.
+fn netns_holders(ns: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let p = e.path();
+        if !e.file_name().to_string_lossy().chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        if std::fs::read_link(p.join("ns/net")).is_ok_and(|l| l.to_string_lossy() == ns) {
+            out.push(format!("{} (task)", p.display()));
+        }
+        if let Ok(fds) = std::fs::read_dir(p.join("fd")) {
+            for fd in fds.flatten() {
+                if std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy() == ns) {
+                    out.push(fd.path().display().to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Issue: "Leaves nothing behind ... after SIGKILL (the next run finds and removes stale
+/// objects it owns, and only those). A test kills a run with SIGKILL and checks this."
+#[test]
+fn sigkill_leaves_nothing_behind_and_the_next_run_removes_only_its_own_leftovers() {
+    if !is_root() {
+        return skip("sigkill_leaves_nothing_behind...", "needs root for network namespaces");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("bg.pid");
+    // The command puts a grandchild in the background: PR_SET_PDEATHSIG reaches only the
+    // direct child, so this one outlives a SIGKILLed tcpstall and must be swept.
+    let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
+    let mut run = Command::new(bin()).args(["shell", "--link", "rtt=1ms", "--", "sh", "-c", &script]).spawn().unwrap();
+    let bg: u32 = wait_for(&pidfile, Duration::from_secs(10)).expect("background pid").trim().parse().unwrap();
+    let ns = std::fs::read_link(format!("/proc/{bg}/ns/net")).unwrap().to_string_lossy().into_owned();
+    let own_ns = std::fs::read_link("/proc/self/ns/net").unwrap().to_string_lossy().into_owned();
+    assert_ne!(ns, own_ns, "the command runs in its own namespace");
+    let sh_pid = std::fs::read_to_string(format!("/proc/{bg}/stat")).unwrap();
+    let sh_pid: u32 = sh_pid.rsplit(')').next().unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
+
+    // A process tagged by a live owner (this test) must survive the sweep: "only those".
+    let me = format!(
+        "{}:{}",
+        std::process::id(),
+        std::fs::read_to_string("/proc/self/stat").unwrap().rsplit(')').next().unwrap().split_whitespace().nth(19).unwrap()
+    );
+    let mut innocent = Command::new("sleep").arg("300").env("TCPSTALL_LINK_OWNER", &me).spawn().unwrap();
+
+    run.kill().unwrap(); // SIGKILL
+    run.wait().unwrap();
+    let t = Instant::now();
+    while alive(sh_pid) && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!alive(sh_pid), "the command (pid {sh_pid}) outlived tcpstall: PR_SET_PDEATHSIG failed");
+    assert!(alive(bg), "the background grandchild should still be there before the sweep (test premise)");
+    assert!(!netns_holders(&ns).is_empty());
+
+    let out = tcpstall().args(["shell", "--link", "rtt=1ms", "--", "true"]).timeout(Duration::from_secs(20)).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("removed"), "{}", String::from_utf8_lossy(&out.stderr));
+    let t = Instant::now();
+    while alive(bg) && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!alive(bg), "the stale process {bg} survived the next run");
+    assert!(alive(innocent.id()), "a process of a live owner was killed");
+    innocent.kill().unwrap();
+    innocent.wait().unwrap();
+    // Nothing holds the killed run's namespace any more, so the kernel has freed it with its
+    // TUN device and routes; and nothing was ever created in the root namespace or /run/netns.
+    let holders = netns_holders(&ns);
+    assert!(holders.is_empty(), "namespace {ns} still held by {holders:?}");
+    let links = std::fs::read_dir("/sys/class/net").unwrap().flatten().map(|e| e.file_name()).collect::<Vec<_>>();
+    assert!(!links.iter().any(|n| n.to_string_lossy().starts_with("tcpstall")), "{links:?}");
+    if let Ok(d) = std::fs::read_dir("/run/netns") {
+        assert!(!d.flatten().any(|e| e.file_name().to_string_lossy().contains("tcpstall")));
+    }
+}
+
+/// Ctrl-C (SIGINT from the terminal) reaches the command; a SIGTERM sent to tcpstall is
+/// relayed to it; either way tcpstall tears down and exits with the command's status.
+#[test]
+fn sigterm_is_relayed_to_the_command() {
+    if !is_root() {
+        return skip("sigterm_is_relayed_to_the_command", "needs root for network namespaces");
+    }
+    let mut run = Command::new(bin())
+        .args(["shell", "--quiet", "--link", "rtt=1ms", "--", "sleep", "300"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    nix_kill(run.id(), "TERM");
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = run.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "tcpstall did not end after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(128 + 15), "sleep died of SIGTERM and tcpstall reports it shell-style");
+}
+
+fn nix_kill(pid: u32, sig: &str) {
+    assert!(Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status().unwrap().success());
+}
+
+/// Without root: either the link works in an unprivileged user namespace, or tcpstall says
+/// in one line why it cannot (never a panic, never a partial setup).
+#[test]
+fn without_root_it_works_or_says_why() {
+    if !is_root() || !have("setpriv") {
+        return skip("without_root_it_works_or_says_why", "needs root to drop to uid 65534 with setpriv");
+    }
+    let b = bin();
+    let readable = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "test", "-x"])
+        .arg(&b)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !readable {
+        return skip("without_root_it_works_or_says_why", &format!("uid 65534 cannot execute {}", b.display()));
+    }
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&b)
+        .args(["shell", "--link", "rtt=2ms", "--", "sh", "-c", "cat /proc/net/route"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        assert!(String::from_utf8_lossy(&out.stdout).contains("tcpstall0"), "{stderr}");
+        eprintln!("unprivileged path works here");
+    } else {
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(stderr.contains("root"), "says what to do: {stderr}");
+        eprintln!("unprivileged path refused, as reported: {}", stderr.trim());
+    }
+}
