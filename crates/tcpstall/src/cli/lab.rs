@@ -18,7 +18,10 @@ Examples:
   tcpstall lab bulk-ack --set sweep=99912,100000  seed 004's two sizes
   tcpstall lab --matrix all --rounds 20         every strategy on both sides
   tcpstall lab --config tcp_test.conf           seed 000's own configuration file
-  tcpstall lab --port 8000 &  tcpdump -i lo port 8000   watch it on the host's loopback
+  tcpdump -i lo -w seed000.pcap port 8000 & tcpstall lab --port 8000
+                                                watch it on the host's loopback
+  tcpstall lab multi-write --link rtt=20ms,mtu=1500 --capture mw.pcap
+                                                behind an emulated link, with a capture
 
 As root each row runs in a private network namespace (lo with MTU 1500) so TcpExt counters
 belong to the run; --port, --link or no root use the caller's or the link's namespaces.";
