@@ -79,9 +79,9 @@ fi
 # Over the emulated link (20 ms RTT, MTU 1500), recorded by the link at both ends: each flow
 # appears twice, once per interface (client end = capture at A, server end = capture at B).
 # Needs root and the tcpstall binary (TCPSTALL=path, default: the workspace's debug build).
-link_capture() { # name port kind strategy count
+link_capture() { # name port kind strategy count   (LINK=spec overrides the link)
     local name=$1 port=$2 kind=$3 strategy=$4 count=$5
-    "$tcpstall" shell -q --link rtt=20ms,mtu=1500 --capture "$out/$name.pcapng" \
+    "$tcpstall" shell -q --link "${LINK:-rtt=20ms,mtu=1500}" --capture "$out/$name.pcapng" \
         --server-command "ROLE=server python3 $here/seedcap.py $port $kind $strategy $count" \
         -- sh -c "sleep 0.5; ROLE=client HOST=198.18.0.2 python3 $here/seedcap.py $port $kind $strategy $count"
     echo "$name.pcapng: $(($(stat -c %s "$out/$name.pcapng") / 1024)) KiB"
@@ -89,6 +89,8 @@ link_capture() { # name port kind strategy count
 if [ "$(id -u)" = 0 ] && $have_tcpstall; then
     link_capture link20ms-seed001-default 27160 multi default 10
     link_capture link20ms-seed001-nodelay 27161 multi nodelay 10
+    # 10 % random loss: retransmissions, some of them hidden from one end (lost before it).
+    LINK=rtt=20ms,mtu=1500,loss=10% link_capture link20ms-loss10-seed001-nodelay 27162 multi nodelay 30
 else
     echo "skipping the emulated-link captures: needs root and $tcpstall" >&2
 fi

@@ -1,6 +1,12 @@
 //! Naming the cause of a stall from what the capture shows around the gap.
 //!
 //! Rules, in the order they are tried (each cites where the mechanism lives):
+//! 0. The segment follows packets of its sender that the capture never saw (IPv4 ID gap, Linux
+//!    `ip_select_ident_segs` numbers a socket's packets consecutively), fills a sequence hole, or
+//!    acknowledges peer data that waited longer than any
+//!    delayed-ACK timer (200 ms, TCP_DELACK_MAX) with no ACK at all: the held side's segments
+//!    were lost before the capture point and this is their retransmission:
+//!    **retransmission-timeout** (hidden loss, confidence 0.6).
 //! 1. The segment ending the gap resends data already seen: **retransmission-timeout**
 //!    (RFC 6298 5.4-5.6; Linux `tcp_retransmit_timer`). Shorter than 200 ms it may be a tail
 //!    loss probe (RFC 8985 7); fast retransmit (RFC 5681 3.2) after duplicate ACKs is not a
@@ -60,6 +66,13 @@ pub(crate) struct GapContext {
     /// The releasing ACK was stamped just after the released data (reordered timestamps).
     pub ack_after_release: bool,
     pub retransmission: bool,
+    /// The segment fills a sequence hole: resent after a loss before the capture point.
+    pub fills_hole: bool,
+    /// How long the peer's oldest unacknowledged data had waited, with no ACK from the held
+    /// side during the gap, when this segment finally acknowledged it.
+    pub peer_unacked_for: Option<Duration>,
+    /// Packets from the held side that the capture did not see just before this segment.
+    pub unseen_before: u16,
     pub dupacks: u32,
     pub path_rtt: Option<Duration>,
     /// Path share between the held side's data and the peer's ACK, at this capture point.
@@ -95,7 +108,37 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
         (a, delay, released)
     });
 
-    if c.retransmission {
+    // No ACK for the peer's data for longer than any delayed-ACK timer (Linux TCP_DELACK_MAX
+    // 200 ms, include/net/tcp.h) plus the path: the held side's segments (which would have
+    // carried that ACK) were lost before the capture point, and this one is their retransmission.
+    let hidden_loss =
+        c.peer_unacked_for.is_some_and(|w| w > Duration::from_millis(210) + path_rtt && !c.retransmission);
+    let id_gap = c.unseen_before > 0 && !c.retransmission;
+    if c.fills_hole || hidden_loss || id_gap {
+        cause = Cause::RetransmissionTimeout;
+        ack_delay = None;
+        confidence = 0.6;
+        detail = if id_gap {
+            format!(
+                "the sender's IPv4 ID skipped {} packet(s) just before these {} bytes: what it sent in the gap was \
+                 lost before the capture point, and this is the retransmission",
+                c.unseen_before, c.seg.len
+            )
+        } else if c.fills_hole {
+            format!(
+                "{} bytes filled a sequence hole after {length}: resent after a loss between the sender and the \
+                 capture point",
+                c.seg.len
+            )
+        } else {
+            format!(
+                "the peer's data waited {} for any ACK, longer than any delayed-ACK timer: this side's segments \
+                 were lost before the capture point and these {} bytes are the retransmission",
+                c.peer_unacked_for.unwrap_or_default(),
+                c.seg.len
+            )
+        };
+    } else if c.retransmission {
         cause = Cause::RetransmissionTimeout;
         ack_delay = None;
         if c.dupacks >= 3 {
@@ -203,13 +246,19 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
         && (Duration::from_millis(190)..=Duration::from_millis(300)).contains(&length)
     {
         cause = Cause::ProbeTimer;
-        confidence = 0.55;
         ack_delay = None;
         detail = format!(
             "{} bytes left {length} after the last data with nothing in flight and no ACK to release them: the \
-             200 ms TCP_CORK ceiling or probe timer (an application sleeping 200 ms would look the same)",
-            c.seg.len
+             200 ms TCP_CORK ceiling or probe timer (an application sleeping 200 ms would look the same){}",
+            c.seg.len,
+            if c.peer_unacked_for.is_some() {
+                "; the peer's data went unacknowledged throughout, so a segment lost before the capture point and \
+                 resent by the retransmission timer fits too"
+            } else {
+                ""
+            }
         );
+        confidence = if c.peer_unacked_for.is_some() { 0.4 } else { 0.55 };
     } else {
         cause = Cause::Application;
         ack_delay = ack_info.and_then(|(_, d, _)| d);

@@ -55,6 +55,8 @@ pub(crate) struct Snapshot {
     pub out_bytes: u64,
     pub out_small: usize,
     pub last_sent: Option<Sent>,
+    /// The oldest unacknowledged segment.
+    pub first_sent: Option<Sent>,
     /// Peer's advertised window in bytes (scaled if scaling is known), and whether the scale is
     /// known.
     pub peer_wnd: Option<(u64, bool)>,
@@ -89,6 +91,9 @@ pub struct DirSummary {
     pub idle_gaps: u64,
     /// Keep-alive probes (not counted as data for stalls, RFC 1122 4.2.3.6).
     pub keepalives: u64,
+    /// Packets this endpoint sent that the capture did not see (IPv4 ID gaps): lost before the
+    /// capture point.
+    pub unseen_before_capture: u64,
     pub longest_idle_ns: u64,
 }
 
@@ -157,6 +162,9 @@ pub struct FlowAnalyzer {
     /// A gap that just ended, classified once the events right after it were seen (see
     /// [`REORDER_WINDOW`]).
     pending: Option<GapContext>,
+    d_acked_in_gap: bool,
+    /// Packets the capture did not see just before the next event (see [`FlowAnalyzer::note_unseen`]).
+    unseen: Option<(Endpoint, u16)>,
 }
 
 /// Captures sometimes stamp the ACK that released data a little AFTER the data it released:
@@ -178,6 +186,18 @@ impl FlowAnalyzer {
             ts_in_use: false,
             stalls: Vec::new(),
             pending: None,
+            d_acked_in_gap: false,
+            unseen: None,
+        }
+    }
+
+    /// Tells the analyser that `n` packets sent by `from` just before the NEXT event pushed were
+    /// not seen (a capture decoder learns it from IPv4 ID gaps): lost between the sender and the
+    /// capture point. A stall ended by that event is then a hidden retransmission.
+    pub fn note_unseen(&mut self, from: Endpoint, n: u16) {
+        if n > 0 {
+            self.unseen = Some((from, n));
+            self.dirs[from.index()].sum.unseen_before_capture += u64::from(n);
         }
     }
 
@@ -200,8 +220,20 @@ impl FlowAnalyzer {
             self.last_data = Some((t, d, ev.evidence));
         }
         self.account(seg, d);
+        // Whether `d` had acknowledged any of the peer's data during the current gap, before
+        // this segment (the gap detector asks; this segment's own ACK is processed next).
+        self.d_acked_in_gap = self.dirs[p.index()].ack_in_gap.is_some();
         if seg.flags.ack() {
             self.on_ack(seg, p, t, ev.evidence);
+        }
+        if seg.len == 0 && !seg.flags.syn() && !seg.flags.rst() {
+            // A segment without data whose seq is beyond what was seen: data before it was lost
+            // before the capture point (RFC 9293 3.4: seq of an empty segment is snd_nxt).
+            let dir = &mut self.dirs[d.index()];
+            if dir.started && seq_lt(dir.snd_nxt, seg.seq) && seg.seq.wrapping_sub(dir.snd_nxt) < 1 << 30 {
+                dir.hole = Some((dir.snd_nxt, seg.seq));
+                dir.snd_nxt = seg.seq;
+            }
         }
         if seg.len > 0 && self.is_keepalive(seg, d) {
             self.dirs[d.index()].sum.keepalives += 1;
@@ -210,6 +242,7 @@ impl FlowAnalyzer {
         } else if seg.flags.syn() || seg.flags.fin() {
             self.track_seq(seg, d, t, ev.evidence);
         }
+        self.unseen = None;
     }
 
     /// Records handshake times; true when this segment completes the handshake.
@@ -356,6 +389,13 @@ impl FlowAnalyzer {
             if gap >= self.cfg.min_gap + path.unwrap_or(Duration::ZERO) {
                 let dir = &self.dirs[d.index()];
                 let retransmission = dir.started && seq_lt(seg.seq, dir.snd_nxt) && !in_hole(dir.hole, seg.seq);
+                let fills_hole = dir.started && seq_lt(seg.seq, dir.snd_nxt) && in_hole(dir.hole, seg.seq);
+                // The peer's data this segment acknowledges, if it had waited the whole gap
+                // without any ACK: how long it waited (see classify: hidden loss).
+                let peer_first = self.snap[d.peer().index()].first_sent;
+                let peer_unacked_for = peer_first
+                    .filter(|f| !self.d_acked_in_gap && seg.flags.ack() && seq_le(f.end, seg.ack))
+                    .map(|f| t.since(f.t));
                 let ctx = GapContext {
                     start: t0,
                     start_frame: f0,
@@ -369,6 +409,9 @@ impl FlowAnalyzer {
                     zero_window: dir.zero_wnd_in_gap,
                     retransmission,
                     ack_after_release: false,
+                    fills_hole,
+                    peer_unacked_for,
+                    unseen_before: self.unseen.filter(|u| u.0 == d).map_or(0, |u| u.1),
                     dupacks: dir.dupacks,
                     path_rtt: path,
                     path_dir: self.path_component(d),
@@ -466,6 +509,7 @@ impl FlowAnalyzer {
             out_bytes: dir.out_bytes,
             out_small: dir.out_small,
             last_sent: dir.outstanding.back().copied(),
+            first_sent: dir.outstanding.front().copied(),
             peer_wnd,
             snd_nxt: dir.snd_nxt,
             snd_una: dir.snd_una,
@@ -559,6 +603,13 @@ impl FlowAnalyzer {
         let mut notes = Vec::new();
         for d in [Endpoint::A, Endpoint::B] {
             let s = &self.dirs[d.index()].sum;
+            if s.unseen_before_capture > 0 {
+                notes.push(format!(
+                    "{d:?} sent {} packets the capture did not see (gaps in its IPv4 IDs): lost between {d:?} and the \
+                     capture point, so their retransmissions look like new data here",
+                    s.unseen_before_capture
+                ));
+            }
             if s.super_packets > 0 {
                 notes.push(format!(
                     "{d:?} sent {} segments larger than its MSS: GRO/TSO super-packets, so the capture was taken at an \

@@ -35,6 +35,10 @@ pub struct TcpPacket {
     pub src: SocketAddr,
     pub dst: SocketAddr,
     pub segment: Segment,
+    /// IPv4 identification (RFC 791 3.1); None for IPv6. Linux numbers a connected socket's
+    /// packets consecutively (`ip_select_ident_segs`), so a jump reveals a packet lost before
+    /// the capture point.
+    pub ip_id: Option<u16>,
 }
 
 /// Why a frame is not a TCP packet we can use.
@@ -118,7 +122,7 @@ fn be16(d: &[u8], at: usize) -> Option<u16> {
 /// IP header, then TCP. The TCP payload length comes from the IP header's length fields.
 fn ip_tcp(ip: &[u8]) -> Result<TcpPacket, Skip> {
     let version = ip.first().ok_or(Skip::Malformed)? >> 4;
-    let (src, dst, tcp, ip_payload_len) = match version {
+    let (src, dst, tcp, ip_payload_len, ip_id) = match version {
         4 => {
             // RFC 791 3.1.
             let ihl = usize::from(ip[0] & 0x0f) * 4;
@@ -141,7 +145,8 @@ fn ip_tcp(ip: &[u8]) -> Result<TcpPacket, Skip> {
             }
             let s = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
             let d = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
-            (IpAddr::V4(s), IpAddr::V4(d), &ip[ihl..], total - ihl)
+            let id = be16(ip, 4).ok_or(Skip::Malformed)?;
+            (IpAddr::V4(s), IpAddr::V4(d), &ip[ihl..], total - ihl, Some(id))
         }
         6 => {
             // RFC 8200 3 and 4: walk extension headers to TCP.
@@ -180,7 +185,7 @@ fn ip_tcp(ip: &[u8]) -> Result<TcpPacket, Skip> {
             let s: [u8; 16] = ip[8..24].try_into().map_err(|_| Skip::Malformed)?;
             let d: [u8; 16] = ip[24..40].try_into().map_err(|_| Skip::Malformed)?;
             let tcp = ip.get(at..).ok_or(Skip::Malformed)?;
-            (IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d)), tcp, payload_len)
+            (IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d)), tcp, payload_len, None)
         }
         _ => return Err(Skip::NotTcp),
     };
@@ -217,5 +222,6 @@ fn ip_tcp(ip: &[u8]) -> Result<TcpPacket, Skip> {
         src: SocketAddr::new(src, h.source_port()),
         dst: SocketAddr::new(dst, h.destination_port()),
         segment: seg,
+        ip_id,
     })
 }

@@ -57,6 +57,42 @@ impl FlowFilter {
 pub struct FlowEvent {
     pub flow: FlowId,
     pub event: Event,
+    /// Packets from the same sender missing just before this one, by its IPv4 identification
+    /// (0 when none are missing or the sender's IDs are not sequential). Lost between the sender
+    /// and the capture point, or not captured.
+    pub unseen_before: u16,
+}
+
+/// Per-direction IPv4 ID tracking: is the sender numbering its packets consecutively, and did
+/// this packet skip some?
+#[derive(Debug, Default, Clone, Copy)]
+struct IpIdTrack {
+    last: Option<u16>,
+    /// IDs the last packet used: one per segment of a TSO/GSO super-packet (Linux
+    /// `ip_select_ident_segs` advances by gso_segs).
+    last_segs: u16,
+    /// Consecutive packets whose ID was exactly the expected one.
+    sequential: u8,
+}
+
+impl IpIdTrack {
+    /// Returns the number of IDs skipped before `id`, once the sender has shown 3 sequential IDs.
+    fn next(&mut self, id: u16, segs: u16) -> u16 {
+        let mut unseen = 0;
+        if let Some(last) = self.last {
+            let diff = id.wrapping_sub(last.wrapping_add(self.last_segs));
+            if diff == 0 {
+                self.sequential = self.sequential.saturating_add(1);
+            } else if self.sequential >= 3 && diff <= 32 {
+                unseen = diff;
+            } else {
+                self.sequential = 0;
+            }
+        }
+        self.last = Some(id);
+        self.last_segs = segs.max(1);
+        unseen
+    }
 }
 
 #[derive(Debug)]
@@ -67,6 +103,9 @@ struct FlowState {
     wscale: [Option<u8>; 2],
     isn_a: Option<u32>,
     ended: bool,
+    ipid: [IpIdTrack; 2],
+    /// MSS option from each endpoint's SYN (the other endpoint's segment size limit).
+    mss_opt: [Option<u16>; 2],
 }
 
 /// FxHash (rustc's hasher): the flow lookup runs once per packet and SipHash's DoS resistance
@@ -170,6 +209,19 @@ impl FlowTable {
         if seg.flags.rst() || seg.flags.fin() {
             f.ended = true;
         }
+        if seg.flags.syn() {
+            f.mss_opt[from.index()] = seg.mss;
+        }
+        let unseen_before = match p.ip_id {
+            Some(id) => {
+                // Segments this packet stands for: payload / the MSS the peer allows (1 if unknown).
+                let opt = u32::from(f.mss_opt[from.peer().index()].unwrap_or(u16::MAX));
+                let mss = opt.saturating_sub(if seg.ts.is_some() { 12 } else { 0 }).max(1);
+                let segs = u16::try_from(seg.len.div_ceil(mss)).unwrap_or(u16::MAX);
+                f.ipid[from.index()].next(id, segs)
+            }
+            None => 0,
+        };
         // Window scaling is in effect only when both SYNs carried the option (RFC 7323 2.2).
         seg.wscale = match f.wscale {
             [Some(a), Some(b)] => Some(if from == Endpoint::A { a } else { b }),
@@ -183,6 +235,7 @@ impl FlowTable {
                 kind: EventKind::Segment(seg),
                 evidence: Evidence::Frame(frame),
             },
+            unseen_before,
         }
     }
 
@@ -197,6 +250,8 @@ impl FlowTable {
             wscale: [None, None],
             isn_a: None,
             ended: false,
+            ipid: Default::default(),
+            mss_opt: [None, None],
         });
         let idx = self.flows.len() - 1;
         self.by_pair.insert(canon, idx);

@@ -104,6 +104,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
                     });
                 }
                 let f = &mut flows[i];
+                f.analyzer.note_unseen(fe.event.from, fe.unseen_before);
                 f.analyzer.push(&fe.event);
                 if let Some(p) = f.plot.as_mut() {
                     p.push(&fe.event);
