@@ -353,3 +353,18 @@ fn json(
     w.write_all(b"]}\n")?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::parse_flow;
+
+    #[test]
+    fn flow_pairs_parse_for_ipv4_and_ipv6() {
+        let (a, b) = parse_flow("127.0.0.1:5000-10.0.0.2:80").unwrap();
+        assert_eq!((a.port(), b.to_string().as_str()), (5000, "10.0.0.2:80"));
+        let (a, b) = parse_flow("[::1]:5000-[2001:db8::1]:443").unwrap();
+        assert_eq!((a.port(), b.port()), (5000, 443));
+        assert!(parse_flow("127.0.0.1:5000").is_err());
+        assert!(parse_flow("a-b").is_err());
+    }
+}
