@@ -12,6 +12,7 @@ pub mod measure;
 pub mod netstat;
 mod pair;
 mod placement;
+mod result;
 pub mod verdict;
 
 pub use pair::run_pair;

@@ -10,15 +10,14 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use nix::sched::CloneFlags;
-use report::{Applied, RunResult, TcpSides, TcpStats, Wire, WireSide};
-use scenario::{Opt, Program, RoundProgram, Sample, SideOpts, SideProgram, Step, StrategyPair, Workload};
+use report::{Applied, RunResult};
+use scenario::{Program, RoundProgram, Sample, SideOpts, SideProgram, Step, StrategyPair, Workload};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use sys::tcpinfo::{tcp_info, TcpInfo};
 
 use crate::exec::{self, Clock, Phase, Runner};
 use crate::measure::{self, Recorder};
-use crate::verdict::{self, Facts, SideFacts};
-use crate::{netstat, LabError, LabOptions, Placement, DEFAULT_STALL_MARGIN};
+use crate::{netstat, result, LabError, LabOptions, Placement};
 
 /// Run one strategy pair on one workload over a fresh connection.
 pub fn run_pair(
@@ -47,19 +46,20 @@ struct Ready {
 }
 
 /// What a side measured.
-struct SideOut {
-    applied: Applied,
-    before: TcpInfo,
-    after: TcpInfo,
-    netstat: BTreeMap<String, i64>,
+pub(crate) struct SideOut {
+    pub applied: Applied,
+    pub before: TcpInfo,
+    pub after: TcpInfo,
+    pub netstat: BTreeMap<String, i64>,
 }
 
-struct ClientOut {
-    side: SideOut,
-    rec: Recorder,
-    wall: Duration,
-    rounds: u64,
-    stream: Option<hdrhistogram::Histogram<u64>>,
+/// What the client measured on top.
+pub(crate) struct ClientOut {
+    pub side: SideOut,
+    pub rec: Recorder,
+    pub wall: Duration,
+    pub rounds: u64,
+    pub stream: Option<hdrhistogram::Histogram<u64>>,
 }
 
 /// Like `run_pair`, also returning a note on the namespace used ("" for the placement's own).
@@ -93,7 +93,7 @@ pub(crate) fn run_pair_noted(
         Ns::Caller(why) => format!("caller's namespace: {why}; TcpExt counters not measured"),
         Ns::Placement => String::new(),
     };
-    Ok((assemble(&program, pair, place, opts, srv, cli), note))
+    Ok((result::assemble(&program, pair, place, opts, srv, cli), note))
 }
 
 fn enter(path: &std::path::Path, side: &'static str) -> Result<(), LabError> {
@@ -397,131 +397,4 @@ fn client(
         out.side.netstat = netstat::delta(&b, &a, "client:");
     }
     Ok(out)
-}
-
-fn sub32(a: Option<u32>, b: Option<u32>) -> u64 {
-    u64::from(a.unwrap_or(0).wrapping_sub(b.unwrap_or(0)))
-}
-
-fn wire_side(before: &TcpInfo, after: &TcpInfo, ipv6: bool) -> WireSide {
-    let segs_out = sub32(after.segs_out, before.segs_out);
-    let data_segs_out = sub32(after.data_segs_out, before.data_segs_out);
-    let bytes_sent = after.bytes_sent.unwrap_or(0).saturating_sub(before.bytes_sent.unwrap_or(0));
-    WireSide {
-        segs_out,
-        data_segs_out,
-        pure_acks_out: segs_out.saturating_sub(data_segs_out),
-        bytes_sent,
-        wire_bytes: bytes_sent + segs_out * measure::header_bytes(ipv6, after.timestamps()),
-    }
-}
-
-fn stats(before: &TcpInfo, after: &TcpInfo) -> TcpStats {
-    TcpStats {
-        retransmits: u64::from(after.total_retrans.saturating_sub(before.total_retrans)),
-        snd_cwnd: after.snd_cwnd,
-        rtt_us: after.rtt,
-        ato_us: after.ato,
-        snd_mss: after.snd_mss,
-        rcv_mss: after.rcv_mss,
-    }
-}
-
-fn side_facts(opts: &SideOpts, prog: &SideProgram, applied: &Applied, t: &TcpInfo) -> SideFacts {
-    // A side "sends" when its measured round has a Send step.
-    let sends = prog.round.iter().any(|s| matches!(s, Step::Send(_)));
-    SideFacts {
-        sends,
-        // What held after setup, read back: TCP_NODELAY off means Nagle applies (tcp_nagle_check).
-        nagle: !applied.nodelay.unwrap_or(opts.nodelay_at_connect()),
-        corks: opts.has(Opt::Cork) || opts.has(Opt::MsgMore) || opts.has(Opt::NodelayThenCork),
-        quickack_each: opts.has(Opt::QuickackEach),
-        ato_us: t.ato,
-        snd_cwnd: t.snd_cwnd,
-    }
-}
-
-fn assemble(
-    program: &Program,
-    pair: &StrategyPair,
-    place: &Placement,
-    lab: &LabOptions,
-    srv: SideOut,
-    cli: ClientOut,
-) -> RunResult {
-    let ipv6 = place.server_ip.is_ipv6();
-    let wire = Wire {
-        client: wire_side(&cli.side.before, &cli.side.after, ipv6),
-        server: wire_side(&srv.before, &srv.after, ipv6),
-    };
-    let tcp = TcpSides { client: stats(&cli.side.before, &cli.side.after), server: stats(&srv.before, &srv.after) };
-    let mut netstat = srv.netstat.clone();
-    netstat.extend(cli.side.netstat.clone());
-    let wall_s = cli.wall.as_secs_f64();
-    let payload = wire.client.bytes_sent + wire.server.bytes_sent;
-    let throughput_bps = if wall_s > 0.0 { payload as f64 / wall_s } else { 0.0 };
-    let margin = lab.stall_threshold.unwrap_or(DEFAULT_STALL_MARGIN);
-    let threshold = measure::threshold_ns(margin.as_nanos() as u64, cli.side.after.min_rtt.unwrap_or(0));
-    let delayed_acks = if netstat.is_empty() {
-        None
-    } else {
-        Some(netstat.iter().filter(|(k, _)| k.ends_with("DelayedACKs")).map(|(_, v)| *v).sum())
-    };
-
-    let (latency_us, stalls, verdict) = match program {
-        Program::Stream { .. } => {
-            let mbps = wire.client.bytes_sent as f64 / wall_s.max(1e-9) / 1e6;
-            let ratio = wire.client.data_segs_out as f64 / (wire.server.pure_acks_out.max(1)) as f64;
-            let text = format!(
-                "no stall measured (stream): {mbps:.0} MB/s one way; the receiver sent {} pure ACKs, one per {ratio:.1} data segments",
-                wire.server.pure_acks_out
-            );
-            let latency = cli.stream.as_ref().map(measure::latency).unwrap_or_default();
-            (latency, 0, verdict::Verdict { key: trace::VerdictKey { stalls: false, cause: None }, text })
-        }
-        Program::Rounds(p) => {
-            let st = measure::stalls(&cli.rec.waits, threshold);
-            let per_round = p.client.round.iter().filter(|s| matches!(s, Step::Recv(_))).count() as u32;
-            let reads = (p.sample == Sample::ClientRecv).then_some(per_round);
-            let facts = Facts {
-                rounds: cli.rounds,
-                stalls_us: st.iter().map(|w| w.ns as f64 / 1000.0).collect(),
-                stall_rounds: {
-                    let k = u64::from(reads.unwrap_or(1).max(1));
-                    let mut r: Vec<u64> = st.iter().map(|w| u64::from(w.sample) / k).collect();
-                    r.dedup();
-                    r.len() as u64
-                },
-                threshold_us: threshold as f64 / 1000.0,
-                reads_per_round: reads,
-                stall_positions: match reads {
-                    Some(k) if k > 0 => st.iter().map(|w| w.sample % k).collect(),
-                    _ => Vec::new(),
-                },
-                client: side_facts(&pair.client, &p.client, &cli.side.applied, &cli.side.after),
-                server: side_facts(&pair.server, &p.server, &srv.applied, &srv.after),
-                delayed_acks,
-                retransmits: tcp.client.retransmits + tcp.server.retransmits,
-                min_rtt_us: cli.side.after.min_rtt.unwrap_or(0),
-            };
-            (measure::latency_of(&cli.rec.samples), st.len() as u64, verdict::infer(&facts))
-        }
-    };
-    RunResult {
-        strategy: pair.label.clone(),
-        variant: String::new(),
-        client: cli.side.applied,
-        server: srv.applied,
-        rounds: cli.rounds,
-        latency_us,
-        stalls,
-        stall_threshold_us: threshold as f64 / 1000.0,
-        wall_s,
-        throughput_bps,
-        wire,
-        tcp: Some(tcp),
-        netstat,
-        verdict: verdict.text,
-        verdict_key: verdict.key,
-    }
 }
