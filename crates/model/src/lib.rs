@@ -12,6 +12,7 @@
 
 mod app;
 mod link;
+pub mod pcap;
 pub mod profile;
 mod sim;
 mod summary;

@@ -68,6 +68,10 @@ pub struct SimulateArgs {
     /// Print the event-by-event story (write, segment, ACK, timer) of each row's first stalled round
     #[arg(long)]
     pub trace: bool,
+    /// Also write the simulated connections as a pcap file (one connection per row, client port
+    /// 40000 + row), for Wireshark or `tcpstall explain`
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<PathBuf>,
     /// List the profiles, their rules, sources and unverified values, and exit
     #[arg(long)]
     pub list_profiles: bool,
@@ -215,8 +219,23 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
     let s = scenario_from(&args)?;
     let spec = run_spec(&args)?;
     let pairs = s.matrix.clone();
-    let (report, outcomes) = model::report(&s, &pairs, &spec, args.trace);
+    let (report, outcomes) = model::report(&s, &pairs, &spec, args.trace || args.pcap.is_some());
     output::emit(&report, args.format, args.output.as_deref()).context("writing the report")?;
+    if let Some(path) = &args.pcap {
+        let traces: Vec<&[trace::Event]> = outcomes.iter().map(|o| o.trace.as_slice()).collect();
+        let bytes = model::pcap::to_pcap(&traces)?;
+        std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+        for (k, row) in report.results.iter().enumerate() {
+            let label =
+                if row.variant.is_empty() { row.strategy.clone() } else { format!("{} {}", row.strategy, row.variant) };
+            eprintln!(
+                "pcap {}: {label} is 10.0.0.1:{} -> 10.0.0.2:{}",
+                path.display(),
+                model::pcap::CLIENT_PORT0 as usize + k,
+                model::pcap::SERVER.1
+            );
+        }
+    }
     if args.trace {
         let text = stall_stories(&report, &outcomes);
         if args.format == OutputFormat::Table && args.output.is_none() {
