@@ -136,3 +136,33 @@ pub(crate) fn assemble(
         verdict_key: verdict.key,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sys::tcpinfo::TCPI_OPT_TIMESTAMPS;
+
+    #[test]
+    fn wire_side_is_a_tcp_info_delta_plus_headers() {
+        // tcpi_segs_out is a u32 (RFC 4898 tcpEStatsPerfSegsOut) and wraps: deltas wrap too.
+        let before = TcpInfo {
+            segs_out: Some(u32::MAX - 1),
+            data_segs_out: Some(7),
+            bytes_sent: Some(1000),
+            options: TCPI_OPT_TIMESTAMPS,
+            ..Default::default()
+        };
+        let after = TcpInfo {
+            segs_out: Some(10),
+            data_segs_out: Some(15),
+            bytes_sent: Some(1080),
+            options: TCPI_OPT_TIMESTAMPS,
+            ..Default::default()
+        };
+        let w = wire_side(&before, &after, false);
+        assert_eq!(
+            w,
+            WireSide { segs_out: 12, data_segs_out: 8, pure_acks_out: 4, bytes_sent: 80, wire_bytes: 80 + 12 * 66 }
+        );
+    }
+}
