@@ -75,6 +75,11 @@ pub struct Profile {
     pub summary: String,
     pub sender: SenderRules,
     pub receiver: ReceiverRules,
+    /// Timer tick rate (Linux CONFIG_HZ). Non-zero: timers are kept in ticks and fire on a tick
+    /// boundary at least one tick after their expiry (kernel/time/timer.c `calc_index` rounds
+    /// up so that no timer fires early). 0: timers fire exactly.
+    #[serde(default)]
+    pub timer_hz: u32,
     /// Where each rule comes from.
     #[serde(default)]
     pub sources: BTreeMap<String, String>,

@@ -221,3 +221,21 @@ fn third_duplicate_ack_triggers_fast_retransmit() {
     // Go-back-N from the hole: the window after fast retransmit is FlightSize / 2.
     s.expect_segment(0.1, A, 1000).expect_segment(0.1, A, 1000);
 }
+
+/// kernel/time/timer.c: with CONFIG_HZ = 250 a 40 ms delayed ACK is 10 ticks after the current
+/// tick, rounded up one more tick (`calc_index`) so it never fires early: 40 to 44 ms.
+#[test]
+fn linux_timers_fire_on_the_next_tick() {
+    let p = crate::Profile::builtin("linux").unwrap();
+    assert_eq!(p.timer_hz, 250);
+    let mut s = Script::pair(&p, &p, 1448);
+    s.at(0.0).write(A, 10);
+    s.expect_segment(0.0, A, 10).expect_ack(0.05, B);
+    s.at(1.0).read(B, 10).write(B, 10);
+    s.expect_segment(1.0, B, 10).expect_ack(1.05, A);
+    s.at(2.0).write(A, 10);
+    s.expect_segment(2.0, A, 10);
+    // Arrives at 2.05 ms (tick 0): fires at tick 0 + 10 + 1 = 44 ms.
+    s.expect_nothing_until(44.0);
+    s.expect_ack(44.0, B);
+}

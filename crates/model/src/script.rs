@@ -38,8 +38,11 @@ pub struct Script {
 
 impl Script {
     /// Both ends run `profile`; sender MSS `mss` (advmss = mss + 12, timestamps on).
+    /// Timers fire exactly (timer_hz = 0) so scripts read in round milliseconds; the tick
+    /// rounding has its own test.
     pub fn new(profile: &str, mss: u32) -> Script {
-        let p = Profile::builtin(profile).expect("profile");
+        let mut p = Profile::builtin(profile).expect("profile");
+        p.timer_hz = 0;
         Script::pair(&p, &p, mss)
     }
     pub fn pair(a: &Profile, b: &Profile, mss: u32) -> Script {

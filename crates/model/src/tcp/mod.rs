@@ -142,6 +142,7 @@ impl Counters {
 pub(crate) struct Tcp {
     pub snd: SenderRules,
     pub rcv: ReceiverRules,
+    hz: u32,
     /// Sender MSS (mss_cache): effective MSS towards the peer.
     pub mss: u32,
     /// MSS this endpoint advertised (advmss).
@@ -239,6 +240,7 @@ impl Tcp {
             lrcvtime: None,
             segs_unacked: 0,
             c: Counters::default(),
+            hz: profile.timer_hz,
             snd,
             rcv,
         }
@@ -266,6 +268,7 @@ impl Tcp {
     }
 
     fn arm(&mut self, now: u64, t: TimerId, at: u64, out: &mut Vec<Action>) {
+        let at = self.on_tick(now, at);
         let tm = &mut self.timers[t as usize];
         if tm.at.is_none() {
             tm.armed_at = now;
@@ -275,6 +278,17 @@ impl Tcp {
             tm.queued = Some(at);
             out.push(Action::Arm { timer: t, at });
         }
+    }
+    /// With a tick rate, a timer set `at - now` ahead fires on the tick after its expiry in
+    /// ticks: `jiffies + timeout` (timeout rounded up to whole ticks), plus the one-tick round-up
+    /// of kernel/time/timer.c `calc_index`.
+    fn on_tick(&self, now: u64, at: u64) -> u64 {
+        if self.hz == 0 {
+            return at;
+        }
+        let j = 1_000_000_000 / u64::from(self.hz);
+        let ticks = (at - now).div_ceil(j);
+        (now / j + ticks + 1) * j
     }
     fn cancel(&mut self, t: TimerId) {
         self.timers[t as usize].at = None;
