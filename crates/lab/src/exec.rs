@@ -10,6 +10,7 @@ use scenario::{Call, SideOpts, SockOp, Step};
 use socket2::Socket;
 
 use crate::measure::Recorder;
+use crate::txstamp::TxLog;
 use crate::LabError;
 
 /// Where in the program a side is, for error messages.
@@ -109,6 +110,11 @@ pub fn compile<'b>(steps: &[Step], opts: &SideOpts, buf: &'b [u8], sample_reads:
     ops
 }
 
+/// How many calls that hand bytes to TCP `ops` makes (for sizing logs).
+pub fn send_calls(ops: &[Op<'_>]) -> usize {
+    ops.iter().filter(|o| matches!(o, Op::Send { .. } | Op::Gather { .. })).count()
+}
+
 /// Apply one socket option change (socket2 wraps each setsockopt; tcp(7)).
 pub fn apply(sock: &Socket, op: SockOp) -> io::Result<()> {
     match op {
@@ -126,6 +132,8 @@ pub struct Runner<'a> {
     pub sbuf: &'a [u8],
     pub rbuf: Vec<u8>,
     pub io_timeout: Duration,
+    /// Per-write log for SO_TIMESTAMPING hold times, when enabled.
+    pub tx: Option<TxLog>,
 }
 
 /// Time bookkeeping of one sample.
@@ -161,7 +169,7 @@ impl Runner<'_> {
     }
 
     fn send_all(
-        &self,
+        &mut self,
         phase: Phase,
         mut off: usize,
         end: usize,
@@ -170,9 +178,13 @@ impl Runner<'_> {
         rec: &mut Option<&mut Recorder>,
     ) -> Result<(), LabError> {
         while off < end {
+            let before = clk.prev;
             let n =
                 self.sock.send_with_flags(&self.sbuf[off..end], flags).map_err(|e| self.io_err(phase, "send", e))?;
             clk.tick(rec);
+            if let Some(tx) = self.tx.as_mut() {
+                tx.write(n, before);
+            }
             off += n;
         }
         Ok(())
@@ -194,11 +206,15 @@ impl Runner<'_> {
                 }
                 Op::Send { len, flags } => self.send_all(phase, 0, *len, *flags, clk, &mut rec)?,
                 Op::Gather { bufs, total } => {
+                    let before = clk.prev;
                     let n = self
                         .sock
                         .send_vectored_with_flags(bufs, libc::MSG_NOSIGNAL)
                         .map_err(|e| self.io_err(phase, "sendmsg", e))?;
                     clk.tick(&mut rec);
+                    if let Some(tx) = self.tx.as_mut() {
+                        tx.write(n, before);
+                    }
                     // A short write (only under memory pressure or a timeout) sends the rest plainly.
                     self.send_all(phase, n, *total, libc::MSG_NOSIGNAL, clk, &mut rec)?;
                 }
@@ -305,6 +321,7 @@ mod tests {
             sbuf: &sbuf,
             rbuf: vec![0; 64],
             io_timeout: Duration::from_secs(5),
+            tx: None,
         };
         let ops = compile(&[Step::Recv(1000)], &SideOpts::none(), &sbuf, false);
         let e = r.run(&ops, Phase::Round(2), &mut Clock::start(), None).unwrap_err().to_string();

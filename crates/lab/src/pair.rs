@@ -17,6 +17,7 @@ use sys::tcpinfo::{tcp_info, TcpInfo};
 
 use crate::exec::{self, Clock, Phase, Runner};
 use crate::measure::{self, Recorder};
+use crate::txstamp::{self, TxLog};
 use crate::{netstat, result, LabError, LabOptions, Placement};
 
 /// Run one strategy pair on one workload over a fresh connection.
@@ -51,6 +52,8 @@ pub(crate) struct SideOut {
     pub before: TcpInfo,
     pub after: TcpInfo,
     pub netstat: BTreeMap<String, i64>,
+    /// Hold time inside TCP of each write of the measured rounds (SO_TIMESTAMPING), if known.
+    pub holds: Option<Vec<i64>>,
 }
 
 /// What the client measured on top.
@@ -169,9 +172,21 @@ enum Sync<'a> {
     WaitForClient(&'a mpsc::Receiver<()>, Duration),
 }
 
-/// Run a round program on one side. Returns tcp_info before and after the measured rounds, the
-/// measured wall time and the options read back right after the measured rounds (so
-/// TCP_QUICKACK shows whether quick-ACK mode survived the exchange, `tcp_in_quickack_mode`).
+/// What one side's round program measured.
+struct RoundsOut {
+    before: TcpInfo,
+    after: TcpInfo,
+    wall: Duration,
+    /// Options read back right after the measured rounds (so TCP_QUICKACK shows whether
+    /// quick-ACK mode survived the exchange, `tcp_in_quickack_mode`).
+    held: Applied,
+    /// Hold time inside TCP (ns) of the writes of the measured rounds, when SO_TIMESTAMPING
+    /// worked.
+    holds: Option<Vec<i64>>,
+}
+
+/// Run a round program on one side: tcp_info before and after the measured rounds, wall time,
+/// and per-write hold times when `stamps`.
 fn run_rounds(
     r: &mut Runner<'_>,
     side: &SideProgram,
@@ -179,15 +194,31 @@ fn run_rounds(
     opts: &SideOpts,
     mut rec: Option<&mut Recorder>,
     sync: Sync<'_>,
-) -> Result<(TcpInfo, TcpInfo, Duration, Applied), LabError> {
+    stamps: bool,
+) -> Result<RoundsOut, LabError> {
     let reads = rec.is_some() && p.sample == Sample::ClientRecv;
     let prologue = exec::compile(&side.prologue, opts, r.sbuf, false);
     let round = exec::compile(&side.round, opts, r.sbuf, reads);
     let epilogue = exec::compile(&side.epilogue, opts, r.sbuf, false);
+    if stamps && txstamp::enable(r.sock).is_ok() {
+        let per_round = exec::send_calls(&round);
+        let calls = per_round * (p.warmup_rounds + p.rounds) as usize
+            + exec::send_calls(&prologue)
+            + exec::send_calls(&epilogue);
+        r.tx = Some(TxLog::with_capacity((calls + 64).min(1 << 22)));
+    }
+    let drain = |r: &mut Runner<'_>| {
+        if let Some(tx) = r.tx.as_mut() {
+            // Evidence only: an error here (never expected) leaves fewer stamps, not a failed run.
+            let _ = tx.drain(r.sock);
+        }
+    };
     let mut clk = Clock::start();
     r.run(&prologue, Phase::Prologue, &mut clk, None)?;
+    drain(r);
     for w in 0..u64::from(p.warmup_rounds) {
         r.run(&round, Phase::Warmup(w), &mut clk, None)?;
+        drain(r);
     }
     let before = info(r.sock, r.side)?;
     let t0 = Instant::now();
@@ -200,8 +231,11 @@ fn run_rounds(
                 rec.sample((clk.prev.duration_since(start).saturating_sub(clk.slept)).as_nanos() as u64);
             }
         }
+        // Between rounds, outside the timed part: the error queue holds only so many stamps.
+        drain(r);
     }
-    let wall = t0.elapsed();
+    let t1 = Instant::now();
+    let wall = t1.duration_since(t0);
     if let Sync::WaitForClient(rx, timeout) = &sync {
         // Data the server's last send left in its queue (Nagle) is on the wire only once the
         // client has read it all: take the server's figures after the client's last round.
@@ -212,8 +246,17 @@ fn run_rounds(
     if let Sync::TellServer(tx) = &sync {
         let _ = tx.send(());
     }
+    drain(r);
+    let holds = r.tx.take().map(|tx| {
+        let (a, b) = (tx.epoch.mono_ns(t0), tx.epoch.mono_ns(t1));
+        txstamp::holds(&tx.writes, &tx.stamps)
+            .into_iter()
+            .filter(|&(tw, _)| (a..=b).contains(&tw))
+            .map(|(_, h)| h)
+            .collect()
+    });
     r.run(&epilogue, Phase::Epilogue, &mut Clock::start(), None)?;
-    Ok((before, after, wall, held))
+    Ok(RoundsOut { before, after, wall, held, holds })
 }
 
 fn bufs(side: &SideProgram, stream_write: usize) -> (Vec<u8>, Vec<u8>) {
@@ -266,7 +309,7 @@ fn server(
     })?;
     drop(listener);
     setup(&sock, opts, side, lab.io_timeout)?;
-    let (before, after, applied) = match program {
+    let (before, after, applied, holds) = match program {
         Program::Rounds(p) => {
             let (sbuf, rbuf) = bufs(&p.server, 0);
             let mut r = Runner {
@@ -276,10 +319,18 @@ fn server(
                 sbuf: &sbuf,
                 rbuf,
                 io_timeout: lab.io_timeout,
+                tx: None,
             };
-            let (b, a, _, held) =
-                run_rounds(&mut r, &p.server, p, opts, None, Sync::WaitForClient(&rounds_done, lab.io_timeout))?;
-            (b, a, held)
+            let o = run_rounds(
+                &mut r,
+                &p.server,
+                p,
+                opts,
+                None,
+                Sync::WaitForClient(&rounds_done, lab.io_timeout),
+                lab.tx_timestamps,
+            )?;
+            (o.before, o.after, o.held, o.holds)
         }
         Program::Stream { .. } => {
             let (sbuf, rbuf) = bufs(&SideProgram::default(), 0);
@@ -290,10 +341,11 @@ fn server(
                 sbuf: &sbuf,
                 rbuf,
                 io_timeout: lab.io_timeout,
+                tx: None,
             };
             let b = info(&sock, side)?;
             r.stream_recv()?;
-            (b, info(&sock, side)?, applied(&sock, opts))
+            (b, info(&sock, side)?, applied(&sock, opts), None)
         }
     };
     // Keep the socket open until the client is done, then read the namespace's counters.
@@ -306,7 +358,7 @@ fn server(
         }
         _ => BTreeMap::new(),
     };
-    Ok((SideOut { applied, before, after, netstat }, ns))
+    Ok((SideOut { applied, before, after, netstat, holds }, ns))
 }
 
 fn client(
@@ -356,11 +408,20 @@ fn client(
                 sbuf: &sbuf,
                 rbuf,
                 io_timeout: lab.io_timeout,
+                tx: None,
             };
-            let (before, after, wall, applied) =
-                run_rounds(&mut r, &p.client, p, opts, Some(&mut rec), Sync::TellServer(&rounds_done))?;
-            let side = SideOut { applied, before, after, netstat: BTreeMap::new() };
-            ClientOut { side, rec, wall, rounds: u64::from(p.rounds), stream: None }
+            let o = run_rounds(
+                &mut r,
+                &p.client,
+                p,
+                opts,
+                Some(&mut rec),
+                Sync::TellServer(&rounds_done),
+                lab.tx_timestamps,
+            )?;
+            let side =
+                SideOut { applied: o.held, before: o.before, after: o.after, netstat: BTreeMap::new(), holds: o.holds };
+            ClientOut { side, rec, wall: o.wall, rounds: u64::from(p.rounds), stream: None }
         }
         Program::Stream { duration_ns, write_size } => {
             let ws = *write_size as usize;
@@ -372,6 +433,7 @@ fn client(
                 sbuf: &sbuf,
                 rbuf,
                 io_timeout: lab.io_timeout,
+                tx: None,
             };
             let mut h = measure::histogram();
             let before = info(&sock, side)?;
@@ -381,7 +443,7 @@ fn client(
             let after = info(&sock, side)?;
             let applied = applied(&sock, opts);
             sock.shutdown(std::net::Shutdown::Write).map_err(|e| io("shutdown", e))?;
-            let side = SideOut { applied, before, after, netstat: BTreeMap::new() };
+            let side = SideOut { applied, before, after, netstat: BTreeMap::new(), holds: None };
             ClientOut { side, rec: Recorder::with_capacity(0, 0), wall, rounds: writes, stream: Some(h) }
         }
     };

@@ -1,7 +1,7 @@
 //! From what the two sides measured to one `RunResult`: wire cost from tcp_info deltas, latency
 //! percentiles, stalls and the verdict.
 
-use report::{Applied, RunResult, TcpSides, TcpStats, Wire, WireSide};
+use report::{RunResult, TcpSides, TcpStats, Wire, WireSide};
 use scenario::{Opt, Program, Sample, SideOpts, SideProgram, Step, StrategyPair};
 use sys::tcpinfo::TcpInfo;
 
@@ -38,7 +38,8 @@ fn stats(before: &TcpInfo, after: &TcpInfo) -> TcpStats {
     }
 }
 
-fn side_facts(opts: &SideOpts, prog: &SideProgram, applied: &Applied, t: &TcpInfo) -> SideFacts {
+fn side_facts(opts: &SideOpts, prog: &SideProgram, out: &SideOut, threshold_us: f64) -> SideFacts {
+    let (applied, t) = (&out.applied, &out.after);
     // A side "sends" when its measured round has a Send step.
     let sends = prog.round.iter().any(|s| matches!(s, Step::Send(_)));
     SideFacts {
@@ -49,6 +50,7 @@ fn side_facts(opts: &SideOpts, prog: &SideProgram, applied: &Applied, t: &TcpInf
         quickack_each: opts.has(Opt::QuickackEach),
         ato_us: t.ato,
         snd_cwnd: t.snd_cwnd,
+        held: out.holds.as_deref().map(|h| verdict::Held::from_holds(h, threshold_us)),
     }
 }
 
@@ -109,8 +111,8 @@ pub(crate) fn assemble(
                     Some(k) if k > 0 => st.iter().map(|w| w.sample % k).collect(),
                     _ => Vec::new(),
                 },
-                client: side_facts(&pair.client, &p.client, &cli.side.applied, &cli.side.after),
-                server: side_facts(&pair.server, &p.server, &srv.applied, &srv.after),
+                client: side_facts(&pair.client, &p.client, &cli.side, threshold as f64 / 1000.0),
+                server: side_facts(&pair.server, &p.server, &srv, threshold as f64 / 1000.0),
                 delayed_acks,
                 retransmits: tcp.client.retransmits + tcp.server.retransmits,
                 min_rtt_us: cli.side.after.min_rtt.unwrap_or(0),

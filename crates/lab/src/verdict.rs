@@ -33,6 +33,26 @@ pub struct SideFacts {
     /// tcpi_ato at the end (µs): the delayed-ACK timeout this side would use.
     pub ato_us: u32,
     pub snd_cwnd: u32,
+    /// Writes held inside this side's TCP longer than the stall threshold, from SO_TIMESTAMPING
+    /// (None when timestamps were not available).
+    pub held: Option<Held>,
+}
+
+/// Writes a side's TCP held before sending them (SCHED timestamp minus write time).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Held {
+    /// Writes held longer than the stall threshold.
+    pub count: u64,
+    /// Median hold of those (µs).
+    pub median_us: f64,
+}
+
+impl Held {
+    /// Summarise hold times (ns) against a threshold (µs).
+    pub fn from_holds(holds_ns: &[i64], threshold_us: f64) -> Held {
+        let long: Vec<f64> = holds_ns.iter().map(|&h| h as f64 / 1000.0).filter(|&h| h > threshold_us).collect();
+        Held { count: long.len() as u64, median_us: median(&long) }
+    }
 }
 
 /// Everything the inference looks at.
@@ -139,6 +159,16 @@ pub fn infer(f: &Facts) -> Verdict {
     let ato_us = f.client.ato_us.max(f.server.ato_us);
 
     let mut evidence = Vec::new();
+    let held = |h: Option<Held>| h.filter(|h| h.count > 0);
+    let (held_c, held_s) = (held(f.client.held).is_some(), held(f.server.held).is_some());
+    for (name, h) in [("client", held(f.client.held)), ("server", held(f.server.held))] {
+        if let Some(h) = h {
+            evidence.push(format!("{name} writes held ~{} in TCP x{} (SO_TIMESTAMPING)", fmt_ms(h.median_us), h.count));
+        }
+    }
+    if f.client.held.is_some() && f.server.held.is_some() && !held_c && !held_s {
+        evidence.push("no write held in TCP (SO_TIMESTAMPING)".into());
+    }
     if ato_us > 0 {
         evidence.push(format!("tcpi_ato {}", fmt_ms(f64::from(ato_us))));
     }
@@ -161,6 +191,18 @@ pub fn infer(f: &Facts) -> Verdict {
     } else if in_delack && f.delayed_acks == Some(0) {
         // The length says delayed ACK, but the namespace's counter says the timer never fired.
         None
+    } else if in_delack && (held_c || held_s) {
+        // Timestamps name the side whose TCP held the data. Held with Nagle on: Nagle waited for
+        // the peer's delayed ACK (tcp_nagle_check). Held with Nagle off and no cork: only the
+        // congestion or receive window can hold data (tcp_write_xmit, tcp_cwnd_test).
+        let (nc, ns) = (held_c && f.client.nagle, held_s && f.server.nagle);
+        if nc || ns {
+            evidence.push(format!("Nagle on at {}", who(nc, ns)));
+            Some(Cause::NagleDelayedAck)
+        } else {
+            evidence.push(format!("snd_cwnd {}", f.client.snd_cwnd.min(f.server.snd_cwnd)));
+            Some(Cause::CwndLimited)
+        }
     } else if in_delack && any_nagle {
         evidence.push(format!("Nagle on at {}", who(nagle_c, nagle_s)));
         Some(Cause::NagleDelayedAck)
@@ -266,7 +308,7 @@ mod tests {
     use super::*;
 
     fn side(nagle: bool) -> SideFacts {
-        SideFacts { sends: true, nagle, corks: false, quickack_each: false, ato_us: 40_000, snd_cwnd: 10 }
+        SideFacts { sends: true, nagle, corks: false, quickack_each: false, ato_us: 40_000, snd_cwnd: 10, held: None }
     }
 
     fn facts(stalls_us: Vec<f64>, rounds: u64) -> Facts {
@@ -373,6 +415,21 @@ mod tests {
         f.stalls_us = vec![41_000.0; 3];
         f.stall_rounds = 3;
         assert_eq!(infer(&f).key.cause, Some(Cause::NagleDelayedAck));
+    }
+
+    #[test]
+    fn timestamps_name_the_side_that_held_the_data() {
+        // Seed 002: only the server's third reply waits (Nagle behind its unacknowledged second).
+        let mut f = facts(vec![42_000.0; 20], 20);
+        f.client.held = Some(Held { count: 0, median_us: 0.0 });
+        f.server.held = Some(Held::from_holds(&[41_500_000; 20], 10_000.0));
+        let v = infer(&f);
+        assert_eq!(v.key.cause, Some(Cause::NagleDelayedAck));
+        assert!(v.text.contains("server writes held ~42 ms in TCP x20 (SO_TIMESTAMPING)"), "{}", v.text);
+        assert!(v.text.contains("Nagle on at server)"), "{}", v.text);
+        // Held with Nagle off: only a window can hold data (RFC 5681 3.1).
+        f.server.nagle = false;
+        assert_eq!(infer(&f).key.cause, Some(Cause::CwndLimited));
     }
 
     #[test]

@@ -69,6 +69,11 @@ pub struct LabArgs {
     /// Write a pcap of the emulated link to FILE
     #[arg(long, value_name = "FILE")]
     pub capture: Option<PathBuf>,
+    /// Time each write's stay inside TCP (SO_TIMESTAMPING SCHED minus write time) and name the
+    /// side that held data in the verdict. Off by default: it changes what it measures (on
+    /// 6.18 TCP_QUICKACK after each recv stops helping when TX timestamps are on)
+    #[arg(long)]
+    pub tx_timestamps: bool,
     /// No progress bar
     #[arg(long, short)]
     pub quiet: bool,
@@ -132,7 +137,7 @@ pub fn matrix_all() -> Vec<StrategyPair> {
 }
 
 pub fn lab_options(args: &LabArgs) -> anyhow::Result<LabOptions> {
-    let mut o = LabOptions::default();
+    let mut o = LabOptions { tx_timestamps: args.tx_timestamps, ..LabOptions::default() };
     if let Some(ms) = args.stall_threshold {
         if !(ms > 0.0 && ms <= 10_000.0) {
             bail!("--stall-threshold {ms}: expected milliseconds between 0 and 10000");

@@ -96,6 +96,20 @@ fn seed_001_multi_write_waits_for_the_delayed_ack_and_nodelay_then_cork_works_he
 }
 
 #[test]
+fn tx_timestamps_name_the_side_that_held_the_request() {
+    // Seed 001: the client's second write waits inside the client's TCP (Nagle) for the
+    // server's delayed ACK; SO_TIMESTAMPING's SCHED stamp shows the hold on the client only.
+    let r =
+        lab_json(&["multi-write", "--set", "requests=5", "--client", "none", "--server", "none", "--tx-timestamps"]);
+    let x = &r["results"][0];
+    let v = x["verdict"].as_str().unwrap();
+    assert_eq!(x["verdict_key"]["cause"], "nagle-delayed-ack", "{x:#}");
+    assert!(v.contains("client writes held ~") && v.contains("(SO_TIMESTAMPING)"), "{v}");
+    assert!(!v.contains("server writes held"), "{v}");
+    assert!(v.contains("Nagle on at client)"), "{v}");
+}
+
+#[test]
 fn seed_002_burst_of_three_stalls_on_the_third_read_and_two_does_not() {
     let base = ["burst", "--client", "none", "--server", "none", "--set", "rounds=20"];
     // On loopback the round trip (~10 us) is as short as a send call, so whether the second and
