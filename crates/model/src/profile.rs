@@ -50,6 +50,19 @@ pub struct SenderRules {
     pub cork: bool,
     pub msg_more: bool,
     pub sndbuf: u64,
+    /// Linux congestion-window validation (tcp_cwnd_validate, tcp_is_cwnd_limited; RFC 7661):
+    /// cwnd grows only while the sender uses it, and shrinks towards what was used after an RTO
+    /// of application-limited sending (tcp_cwnd_application_limited; RFC 2861).
+    #[serde(default)]
+    pub cwnd_validation: bool,
+    /// The floor of that shrinking: 0 = the initial window (current kernels), else segments
+    /// (2 in 2.4/2.6 kernels: `max(tp->snd_cwnd_used, 2U)`).
+    #[serde(default)]
+    pub app_limited_floor: u32,
+    /// Old-kernel bug (seed 001): TCP_NAGLE_PUSH left by TCP_NODELAY is never cleared when a new
+    /// skb is queued, so a later TCP_CORK does not hold anything.
+    #[serde(default)]
+    pub sticky_nagle_push: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -90,6 +103,7 @@ pub struct Profile {
 
 const BUILTIN: &[(&str, &str)] = &[
     ("linux", include_str!("../profiles/linux.toml")),
+    ("linux-2.6", include_str!("../profiles/linux-2.6.toml")),
     ("rfc-classic", include_str!("../profiles/rfc-classic.toml")),
     ("macos", include_str!("../profiles/macos.toml")),
     ("freebsd", include_str!("../profiles/freebsd.toml")),
@@ -142,13 +156,13 @@ mod tests {
             assert!(!p.sources.is_empty(), "{} cites nothing", p.name);
             assert!(p.sender.initial_cwnd >= 1);
         }
-        assert_eq!(Profile::names(), ["linux", "rfc-classic", "macos", "freebsd", "windows"]);
+        assert_eq!(Profile::names(), ["linux", "linux-2.6", "rfc-classic", "macos", "freebsd", "windows"]);
     }
 
     #[test]
     fn unknown_profile_lists_the_known_ones() {
         let e = Profile::builtin("solaris").unwrap_err().to_string();
-        assert!(e.contains("linux, rfc-classic"), "{e}");
+        assert!(e.contains("linux, linux-2.6, rfc-classic"), "{e}");
     }
 
     #[test]

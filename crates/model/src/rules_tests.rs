@@ -239,3 +239,34 @@ fn linux_timers_fire_on_the_next_tick() {
     s.expect_nothing_until(44.0);
     s.expect_ack(44.0, B);
 }
+
+/// Seed 001 on its 2.6 kernel: after an RTO of application-limited sending,
+/// tcp_cwnd_application_limited moves cwnd to max(used, 2) (RFC 2861; 2.6's `2U` floor), so
+/// with TCP_NODELAY the third write of a request waits for the interactive server's delayed ACK
+/// (tcp_cwnd_test): a 40 ms stall even with Nagle off.
+#[test]
+fn linux_26_app_limited_cwnd_decays_to_two() {
+    let mut s = Script::new("linux-2.6", 1448);
+    s.at(0.0).write(A, 10);
+    s.expect_segment(0.0, A, 10).expect_ack(0.05, B); // RTT sample: RTO = srtt + 200 ms
+    s.at(1.0).read(B, 10).write(B, 10); // B replies within ato: interactive (pingpong)
+    s.expect_segment(1.0, B, 10).expect_ack(1.05, A);
+    assert_eq!(s.eps[A].cwnd, 3);
+    s.at(300.0).read(A, 10).nodelay(A, true).write(A, 275).write(A, 24).write(A, 292);
+    s.expect_segment(300.0, A, 275).expect_segment(300.0, A, 24);
+    assert_eq!(s.eps[A].cwnd, 2, "decayed after an RTO of using one segment of three");
+    s.expect_nothing_until(340.0);
+    s.expect_ack(340.05, B);
+    s.expect_segment(340.1, A, 292);
+}
+
+/// Seed 001 on its 2.6 kernel: TCP_NODELAY set TCP_NAGLE_PUSH and clearing it left the bit, so
+/// NODELAY off + CORK on sends every write at once (the current kernel merges them: see
+/// nodelay_then_cork_merges_on_current_kernels).
+#[test]
+fn linux_26_sticky_push_defeats_cork() {
+    let mut s = Script::new("linux-2.6", 1448);
+    s.nodelay(A, true);
+    s.at(1.0).nodelay(A, false).cork(A, true).write(A, 275).write(A, 24).write(A, 292);
+    s.expect_segment(1.0, A, 275).expect_segment(1.0, A, 24).expect_segment(1.0, A, 292);
+}

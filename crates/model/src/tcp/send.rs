@@ -16,7 +16,9 @@ impl Tcp {
         // tcp_skb_entail (tcp.c) clears TCP_NAGLE_PUSH when a new skb is queued; a write that
         // fits in the unsent tail skb is merged into it instead (tcp_sendmsg_locked).
         if self.unsent() == 0 || self.tail_len >= self.size_goal {
-            self.nonagle &= !NAGLE_PUSH;
+            if !self.snd.sticky_nagle_push {
+                self.nonagle &= !NAGLE_PUSH;
+            }
             self.tail_len = 0;
         }
         self.write_end += len;
@@ -115,6 +117,11 @@ impl Tcp {
             sent_any = true;
         }
         self.note_release(now, sent_any, hold, trig, out);
+        // tcp_write_xmit ends with tcp_cwnd_validate when it sent or hit cwnd.
+        let cwnd_limited = self.packets_out() >= self.cwnd;
+        if sent_any || cwnd_limited {
+            self.cwnd_validate(now, cwnd_limited);
+        }
         // __tcp_push_pending_frames -> tcp_check_probe_timer: data left with nothing in flight
         // arms the probe timer at tcp_probe0_base = max(rto, TCP_RTO_MIN).
         if self.unsent() > 0
@@ -266,7 +273,10 @@ impl Tcp {
             if let Some(r) = sample {
                 self.rtt_sample(r);
             }
-            if self.cwnd < self.ssthresh {
+            if !self.cwnd_is_limited() {
+                // tcp_cong_avoid callers: no growth while the application, not cwnd, limits
+                // the sender (tcp_is_cwnd_limited; RFC 7661).
+            } else if self.cwnd < self.ssthresh {
                 // Slow start: cwnd += segments acknowledged (RFC 5681 3.1, tcp_slow_start).
                 self.cwnd = self.cwnd.saturating_add(acked);
             } else {
@@ -313,5 +323,53 @@ impl Tcp {
         self.rto =
             if self.snd.rto_rttvar_floor { s + (4 * self.rttvar).max(min) } else { (s + 4 * self.rttvar).max(min) };
         self.rto = self.rto.min(RTO_MAX);
+    }
+
+    /// tcp_is_cwnd_limited (include/net/tcp.h): in slow start, grow while cwnd is less than
+    /// twice what was in flight; otherwise only if the window was the limit.
+    fn cwnd_is_limited(&self) -> bool {
+        if !self.snd.cwnd_validation {
+            return true;
+        }
+        if self.cwnd < self.ssthresh {
+            return self.cwnd < 2 * self.max_packets_out;
+        }
+        self.is_cwnd_limited
+    }
+
+    /// tcp_cwnd_validate (tcp_output.c): track how much of the window is used; after an RTO of
+    /// application-limited sending, tcp_cwnd_application_limited moves cwnd halfway towards
+    /// max(used, floor) (RFC 2861).
+    fn cwnd_validate(&mut self, now: u64, is_cwnd_limited: bool) {
+        if !self.snd.cwnd_validation {
+            return;
+        }
+        let out = self.packets_out();
+        if self.snd_una >= self.cwnd_usage_seq
+            || is_cwnd_limited
+            || (!self.is_cwnd_limited && out > self.max_packets_out)
+        {
+            self.is_cwnd_limited = is_cwnd_limited;
+            self.max_packets_out = out;
+            self.cwnd_usage_seq = self.snd_nxt;
+        }
+        if self.cwnd_is_limited() {
+            self.cwnd_used = 0;
+            self.cwnd_stamp = now;
+            return;
+        }
+        self.cwnd_used = self.cwnd_used.max(out);
+        if self.snd.restart_after_idle && now.saturating_sub(self.cwnd_stamp) >= self.rto {
+            let floor =
+                if self.snd.app_limited_floor == 0 { self.snd.initial_cwnd } else { self.snd.app_limited_floor };
+            let used = self.cwnd_used.max(floor);
+            if used < self.cwnd {
+                // tcp_current_ssthresh: max(ssthresh, 3/4 cwnd).
+                self.ssthresh = self.ssthresh.max(self.cwnd / 2 + self.cwnd / 4);
+                self.cwnd = (self.cwnd + used) / 2;
+            }
+            self.cwnd_used = 0;
+            self.cwnd_stamp = now;
+        }
     }
 }

@@ -33,7 +33,7 @@ pub struct SimulateArgs {
     /// Scenario to run (same as the positional argument)
     #[arg(long = "scenario", value_name = "NAME", conflicts_with = "scenario_pos")]
     pub scenario: Option<String>,
-    /// Stack profile: linux, rfc-classic, macos, freebsd, windows, or a FILE.toml with the same
+    /// Stack profile: linux, linux-2.6, rfc-classic, macos, freebsd, windows, or a FILE.toml with the same
     /// keys; `all` runs each; CLIENT:SERVER pairs two (e.g. linux:macos); commas list several
     #[arg(long, value_name = "NAME", default_value = "linux")]
     pub profile: String,
@@ -360,7 +360,7 @@ mod tests {
 
     #[test]
     fn profile_specs() {
-        assert_eq!(profiles("all").unwrap().len(), 5);
+        assert_eq!(profiles("all").unwrap().len(), 6);
         let p = profiles("linux:macos").unwrap();
         assert_eq!((p[0].0.name.as_str(), p[0].1.name.as_str()), ("linux", "macos"));
         assert!(profiles("solaris").unwrap_err().to_string().contains("unknown profile 'solaris'"));

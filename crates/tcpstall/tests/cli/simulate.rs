@@ -50,9 +50,9 @@ fn seed_004_profiles_side_by_side_json() {
         "json",
     ]);
     assert_eq!(v["mode"], "simulate");
-    assert!(v["kernel"].as_str().unwrap().starts_with("model:linux,rfc-classic"));
+    assert!(v["kernel"].as_str().unwrap().starts_with("model:linux,linux-2.6,rfc-classic"));
     let rows = v["results"].as_array().unwrap();
-    assert_eq!(rows.len(), 10, "5 profiles x 2 sizes");
+    assert_eq!(rows.len(), 12, "6 profiles x 2 sizes");
     for r in rows {
         let variant = r["variant"].as_str().unwrap();
         let stalls = r["verdict_key"]["stalls"].as_bool().unwrap();
