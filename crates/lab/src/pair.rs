@@ -392,7 +392,7 @@ fn client(
     sock.connect_timeout(&SockAddr::from(addr), lab.io_timeout).map_err(|e| io(&format!("connect {addr}"), e))?;
     setup(&sock, opts, side, lab.io_timeout)?;
 
-    let out = match program {
+    let mut out = match program {
         Program::Rounds(p) => {
             let (sbuf, rbuf) = bufs(&p.client, 0);
             let per_round = p.client.round.iter().filter(|s| matches!(s, Step::Recv(_))).count().max(1);
@@ -447,12 +447,6 @@ fn client(
             ClientOut { side, rec: Recorder::with_capacity(0, 0), wall, rounds: writes, stream: Some(h) }
         }
     };
-    let mut out = out;
-    if let Program::Stream { .. } = program {
-        // Wait for the server to read everything (it closes after EOF).
-        let mut b = [0u8; 64];
-        let _ = std::io::Read::read(&mut &sock, &mut b);
-    }
     let _ = done.send(());
     if let Some(b) = ns_before {
         let a = netstat::read_thread().unwrap_or_default();

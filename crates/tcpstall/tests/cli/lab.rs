@@ -161,7 +161,11 @@ fn seed_004_bulk_ack_does_not_stall_on_linux_with_minshall() {
 
 #[test]
 fn stream_reports_throughput_and_pure_acks() {
+    let t0 = std::time::Instant::now();
     let r = lab_json(&["stream", "--set", "duration_ms=200", "--client", "none", "--server", "none"]);
+    // Regression: the client once waited for the server's close while the server waited for the
+    // client, until the 10 s I/O timeout broke the tie.
+    assert!(t0.elapsed().as_secs_f64() < 5.0, "a 200 ms stream took {:?}", t0.elapsed());
     let x = &r["results"][0];
     assert!(!stalls(x));
     assert!(x["wire"]["client"]["bytes_sent"].as_u64().unwrap() > 1_000_000, "{x:#}");
