@@ -236,6 +236,22 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
             );
         }
     }
+    if args.format == OutputFormat::Table && args.output.is_none() {
+        // What the numbers rest on: say which profiles carry unchecked values.
+        let mut seen = Vec::new();
+        for (c, sv) in &spec.profiles {
+            for p in [c, sv] {
+                if !p.unverified.is_empty() && !seen.contains(&p.name) {
+                    seen.push(p.name.clone());
+                    println!(
+                        "model: profile {} has {} unverified value(s) (tcpstall simulate --list-profiles; docs/model.md)",
+                        p.name,
+                        p.unverified.len()
+                    );
+                }
+            }
+        }
+    }
     if args.trace {
         let text = stall_stories(&report, &outcomes);
         if args.format == OutputFormat::Table && args.output.is_none() {
