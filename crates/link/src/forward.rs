@@ -27,7 +27,9 @@ use crate::model::{DirCounters, DirectionModel, DropReason, Verdict};
 /// Packets read per wake-up before delivering what is due.
 pub const BATCH: usize = 64;
 /// How long before a deadline the thread stops sleeping and spins.
-pub const DEFAULT_SPIN_NS: u64 = 40_000;
+pub const DEFAULT_SPIN_NS: u64 = 100_000;
+/// Default scheduling of the forwarder threads.
+pub const DEFAULT_PRIORITY: Priority = Priority::Nice(-10);
 
 /// CLOCK_MONOTONIC in nanoseconds.
 pub fn mono_ns() -> u64 {
@@ -49,11 +51,26 @@ pub struct DirReport {
     /// Emulator overhead: time a packet was written out minus the time the model said it
     /// should be delivered (ns).
     pub overhead: Histogram<u64>,
-    /// The model's delay for each delivered packet: delivery time minus arrival (ns), i.e.
-    /// configured delay plus jitter, serialisation and queueing.
-    pub link_delay: Histogram<u64>,
+    /// The model's delay for each delivered packet beyond `delay_base_ns`: delivery time
+    /// minus arrival minus the base (ns), i.e. jitter, serialisation and queueing. Recording
+    /// the excess keeps nanosecond resolution for small values (the histogram keeps 3
+    /// significant digits).
+    pub link_delay_excess: Histogram<u64>,
+    /// The smallest delay the model can apply (configured delay minus jitter).
+    pub delay_base_ns: u64,
     /// The configured one-way delay, for reading the histograms.
     pub configured_delay_ns: u64,
+}
+
+impl DirReport {
+    /// Quantile of the model's delay (ns).
+    pub fn link_delay_at(&self, q: f64) -> Option<u64> {
+        (!self.link_delay_excess.is_empty()).then(|| self.delay_base_ns + self.link_delay_excess.value_at_quantile(q))
+    }
+    /// Quantile of the emulator's added delay beyond the model (ns).
+    pub fn overhead_at(&self, q: f64) -> Option<u64> {
+        (!self.overhead.is_empty()).then(|| self.overhead.value_at_quantile(q))
+    }
 }
 
 pub(crate) fn histogram() -> Histogram<u64> {
@@ -69,6 +86,7 @@ pub struct DirectionIo {
     pub stop: Arc<EventFd>,
     pub mtu: u32,
     pub spin_ns: u64,
+    pub priority: Priority,
     /// Capture interfaces (where packets enter, where they leave) and the capture channel.
     pub capture: Option<(CaptureTx, u32, u32)>,
 }
@@ -99,16 +117,44 @@ impl Ord for Pending {
     }
 }
 
+/// Scheduling of the forwarder threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// Leave the thread as it is.
+    Normal,
+    /// A nice value (negative needs root).
+    Nice(i32),
+    /// SCHED_FIFO at this priority (needs root); falls back to `Nice(-10)`, then `Normal`.
+    Fifo(i32),
+}
+
+fn apply_priority(p: Priority) {
+    // Best effort: without privilege the forwarder still works, only with later wake-ups.
+    match p {
+        Priority::Normal => {}
+        Priority::Nice(n) => {
+            let _ = sys::sched::set_thread_nice(n);
+        }
+        Priority::Fifo(prio) => {
+            if sys::sched::set_thread_fifo(prio).is_err() {
+                let _ = sys::sched::set_thread_nice(-10);
+            }
+        }
+    }
+}
+
 /// Run one direction until `stop` is signalled or a device fails.
 pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
     // Best effort: without it the kernel may round sleeps up by 50 us.
     let _ = nix::sys::prctl::set_timerslack(1);
+    apply_priority(io.priority);
     let bufsize = io.mtu as usize + 256;
     let mut pool: Vec<Vec<u8>> = Vec::new();
     let mut heap: BinaryHeap<Pending> = BinaryHeap::new();
     let mut seq = 0u64;
     let mut overhead = histogram();
     let mut link_delay = histogram();
+    let base = io.model.delay_ns().saturating_sub(io.model.jitter_ns());
     let input = io.input.clone();
     let output = io.output.clone();
     let stop = io.stop.clone();
@@ -153,8 +199,8 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
             now = mono_ns();
             match r {
                 Ok(_) => {
-                    let _ = overhead.record((sent - p.at).max(1));
-                    let _ = link_delay.record((p.at - p.arrival).max(1));
+                    let _ = overhead.record(sent.saturating_sub(p.at));
+                    let _ = link_delay.record((p.at - p.arrival).saturating_sub(base));
                     if let Some((tx, _, iface_out)) = &io.capture {
                         let _ = tx.send(Record { iface: *iface_out, mono_ns: sent, data: p.buf[..p.len].to_vec() });
                     }
@@ -186,7 +232,13 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
             break;
         }
     }
-    Ok(DirReport { counters: io.model.counters.clone(), overhead, link_delay, configured_delay_ns: io.model.delay_ns() })
+    Ok(DirReport {
+        counters: io.model.counters.clone(),
+        overhead,
+        link_delay_excess: link_delay,
+        delay_base_ns: base,
+        configured_delay_ns: io.model.delay_ns(),
+    })
 }
 
 /// Sleep until `fd` is readable, `stop` fires (returns true) or `timeout_ns` passes.

@@ -56,11 +56,13 @@ pub struct LinkOptions {
     pub spin_ns: u64,
     /// Seed of the loss/jitter random numbers; None = from the OS.
     pub seed: Option<u64>,
+    /// Scheduling of the forwarder threads.
+    pub priority: forward::Priority,
 }
 
 impl Default for LinkOptions {
     fn default() -> Self {
-        LinkOptions { spin_ns: forward::DEFAULT_SPIN_NS, seed: None }
+        LinkOptions { spin_ns: forward::DEFAULT_SPIN_NS, seed: None, priority: forward::DEFAULT_PRIORITY }
     }
 }
 
@@ -119,6 +121,7 @@ impl Link {
                 stop: stop.clone(),
                 mtu: spec.mtu,
                 spin_ns: opts.spin_ns,
+                priority: opts.priority,
                 capture: capture.as_ref().map(|(c, _)| (c.sender(), iface_in, iface_out)),
             };
             let name = format!("tcpstall-fwd-{}", if dir == Dir::Up { "up" } else { "down" });

@@ -205,6 +205,10 @@ impl DirectionModel {
     pub fn delay_ns(&self) -> u64 {
         self.delay_ns
     }
+    /// The configured jitter (+-).
+    pub fn jitter_ns(&self) -> u64 {
+        self.jitter_ns
+    }
 
     /// Decide the fate of `packet` arriving at `now_ns`. Times must not go backwards.
     pub fn on_packet<R: Rng + ?Sized>(&mut self, now_ns: u64, packet: &[u8], rng: &mut R) -> Verdict {

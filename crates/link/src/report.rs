@@ -2,8 +2,6 @@
 
 use std::path::PathBuf;
 
-use hdrhistogram::Histogram;
-
 use crate::forward::DirReport;
 use crate::model::{Dir, DropReason};
 use crate::LinkSpec;
@@ -23,14 +21,6 @@ fn fmt_ns(ns: u64) -> String {
         format!("{:.3} ms", ns as f64 / 1e6)
     } else {
         format!("{:.1} us", ns as f64 / 1e3)
-    }
-}
-
-fn pct(h: &Histogram<u64>, q: f64) -> u64 {
-    if h.is_empty() {
-        0
-    } else {
-        h.value_at_quantile(q)
     }
 }
 
@@ -66,15 +56,15 @@ impl LinkReport {
                 c.delivered,
                 drops
             ));
-            if !r.link_delay.is_empty() {
+            if let (Some(p50), Some(p99)) = (r.link_delay_at(0.5), r.link_delay_at(0.99)) {
                 out.push(format!(
                     "link {}: delay p50 {} p99 {} (configured {}); emulator added p50 {} p99 {}",
                     d.label(),
-                    fmt_ns(pct(&r.link_delay, 0.5)),
-                    fmt_ns(pct(&r.link_delay, 0.99)),
+                    fmt_ns(p50),
+                    fmt_ns(p99),
                     fmt_ns(r.configured_delay_ns),
-                    fmt_ns(pct(&r.overhead, 0.5)),
-                    fmt_ns(pct(&r.overhead, 0.99)),
+                    fmt_ns(r.overhead_at(0.5).unwrap_or(0)),
+                    fmt_ns(r.overhead_at(0.99).unwrap_or(0)),
                 ));
             }
         }
@@ -96,21 +86,33 @@ mod tests {
         let mut up = DirCounters { packets_in: 10, delivered: 7, data_segments_in: 10, ..Default::default() };
         up.drops[DropReason::Loss.index()] = 3;
         let mut h = histogram();
-        h.record(10_000_000).unwrap();
+        h.record(0).unwrap();
         let mut o = histogram();
         o.record(12_000).unwrap();
         let down = DirCounters { packets_in: 5, delivered: 5, pure_acks_in: 5, ..Default::default() };
         let r = LinkReport {
             spec: "rtt=20ms".parse().unwrap(),
             dirs: vec![
-                DirReport { counters: up, overhead: o, link_delay: h, configured_delay_ns: 10_000_000 },
-                DirReport { counters: down, overhead: histogram(), link_delay: histogram(), configured_delay_ns: 10_000_000 },
+                DirReport {
+                    counters: up,
+                    overhead: o,
+                    link_delay_excess: h,
+                    delay_base_ns: 10_000_000,
+                    configured_delay_ns: 10_000_000,
+                },
+                DirReport {
+                    counters: down,
+                    overhead: histogram(),
+                    link_delay_excess: histogram(),
+                    delay_base_ns: 10_000_000,
+                    configured_delay_ns: 10_000_000,
+                },
             ],
             capture: None,
         };
         let lines = r.summary_lines();
         assert!(lines[0].contains("client->server: 10 packets in") && lines[0].contains("drops: loss 3"), "{lines:?}");
-        assert!(lines[1].contains("configured 10.000 ms") && lines[1].contains("emulator added p50 12.0 us"), "{lines:?}");
+        assert!(lines[1].contains("delay p50 10.000 ms p99 10.000 ms (configured 10.000 ms)") && lines[1].contains("emulator added p50 12.0 us"), "{lines:?}");
         assert!(lines[2].contains("server->client") && lines[2].contains("5 pure ACKs") && lines[2].ends_with("drops: none"));
         assert_eq!(r.drops(DropReason::Loss), 3);
     }

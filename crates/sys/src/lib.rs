@@ -3,5 +3,6 @@
 #![allow(unsafe_code)]
 
 pub mod process;
+pub mod sched;
 pub mod tcpinfo;
 pub mod tun;

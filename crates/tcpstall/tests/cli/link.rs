@@ -301,3 +301,87 @@ fn without_root_it_works_or_says_why() {
         eprintln!("unprivileged path refused, as reported: {}", stderr.trim());
     }
 }
+
+/// One CSV row of `tcpstall lab ... --format csv`, as a header -> value map.
+fn csv_rows(stdout: &str) -> Vec<std::collections::HashMap<String, String>> {
+    let mut lines = stdout.lines().filter(|l| !l.trim().is_empty());
+    let header: Vec<String> = lines.next().unwrap_or_default().split(',').map(String::from).collect();
+    lines
+        .map(|l| {
+            // The columns used here come before any quoted text column.
+            header.iter().cloned().zip(l.split(',').map(String::from)).collect()
+        })
+        .collect()
+}
+
+fn lab(args: &[&str]) -> (String, String) {
+    let out = tcpstall().arg("lab").args(args).timeout(Duration::from_secs(120)).output().unwrap();
+    let (o, e) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    assert!(out.status.success(), "tcpstall lab {args:?}: {e}\n{o}");
+    (o, e)
+}
+
+/// Issue: "with rtt=20ms the rr scenario's p50 lies within 20.0-20.5 ms".
+#[test]
+fn lab_rr_p50_behind_rtt_20ms_is_20_to_20_5_ms() {
+    if !is_root() {
+        return skip("lab_rr_p50_behind_rtt_20ms...", "needs root for network namespaces");
+    }
+    let (o, _) = lab(&["rr", "--link", "rtt=20ms", "--rounds", "150", "--client", "nodelay", "--server", "nodelay", "--format", "csv"]);
+    let rows = csv_rows(&o);
+    let p50: f64 = rows[0]["p50_us"].parse().unwrap();
+    assert!((20_000.0..=20_500.0).contains(&p50), "rr p50 {p50} us behind rtt=20ms\n{o}");
+}
+
+/// Issue: "with rate=50mbit a stream runs within 10% of 50 Mbit/s".
+#[test]
+fn lab_stream_behind_rate_50mbit_runs_within_10_percent() {
+    if !is_root() {
+        return skip("lab_stream_behind_rate_50mbit...", "needs root for network namespaces");
+    }
+    let (o, _) = lab(&["stream", "--link", "rate=50mbit,rtt=2ms", "--client", "none", "--server", "none", "--format", "csv"]);
+    let rows = csv_rows(&o);
+    // throughput_bps is payload bytes per second (docs/json-schema.md); the link's rate counts
+    // IP packets, of which payload is 1448/1500 at MSS 1448.
+    let bits: f64 = rows[0]["throughput_bps"].parse::<f64>().unwrap() * 8.0;
+    assert!((45e6..=55e6).contains(&bits), "stream at {:.2} Mbit/s behind rate=50mbit\n{o}", bits / 1e6);
+}
+
+/// The link's summary line for one direction: (packets in, pure ACKs in, drops of `reason`).
+fn link_counts(stdout: &str, dir: &str, reason: &str) -> (u64, u64, u64) {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("link {dir}: ")) && l.contains("packets in"))
+        .unwrap_or_else(|| panic!("no link line for {dir} in\n{stdout}"));
+    let num_before = |word: &str| -> u64 {
+        let i = line.find(word).unwrap();
+        line[..i].split_whitespace().last().unwrap().trim_start_matches('(').parse().unwrap()
+    };
+    let drops = line
+        .split(&format!("{reason} "))
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    (num_before(" packets in"), num_before(" pure ACKs"), drops)
+}
+
+fn within_5_sigma(observed: u64, n: u64, p: f64) -> bool {
+    let sd = (n as f64 * p * (1.0 - p)).sqrt();
+    (observed as f64 - n as f64 * p).abs() <= 5.0 * sd.max(1.0)
+}
+
+/// Issue: "loss and ack-loss counters match the configured fractions within sampling error".
+#[test]
+fn lab_loss_and_ack_loss_counters_match_their_fractions() {
+    if !is_root() {
+        return skip("lab_loss_and_ack_loss_counters...", "needs root for network namespaces");
+    }
+    let (o, _) = lab(&["stream", "--link", "ack-loss=50%,loss=1%,rtt=2ms", "--client", "none", "--server", "none"]);
+    // The receiver's pure ACKs travel server->client; the data client->server.
+    let (_, acks, ack_drops) = link_counts(&o, "server->client", "ack-loss");
+    assert!(acks > 500, "too few pure ACKs to judge: {acks}\n{o}");
+    assert!(within_5_sigma(ack_drops, acks, 0.5), "{ack_drops} of {acks} pure ACKs dropped at 50%\n{o}");
+    let (packets, _, lost) = link_counts(&o, "client->server", "loss");
+    assert!(within_5_sigma(lost, packets, 0.01), "{lost} of {packets} packets lost at 1%\n{o}");
+}

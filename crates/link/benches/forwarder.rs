@@ -1,0 +1,226 @@
+//! Forwarding capacity and added delay of the emulator, each beside a veth pair measured in
+//! the same run. Needs root (namespaces, veth via `ip`). `cargo bench -p tcpstall-link`.
+//!
+//! - packets/s: one sender blasts 64-byte UDP payloads for a few seconds, the receiver counts;
+//! - bulk: one TCP stream, Gbit/s of payload at the receiver;
+//! - added delay: sequential UDP ping-pongs through a link with delay=1ms (rtt 2 ms), the
+//!   forwarder's own histogram of lateness against its deadlines, and the round trips over
+//!   2 ms beside the veth round trip; for several spin/priority settings.
+//!
+//! Targets (issue): >= 2 Gbit/s bulk, >= 300k packets/s, p99 added delay <= 50 us.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tcpstall_link::forward::Priority;
+use tcpstall_link::model::Dir;
+use tcpstall_link::netns::{run_in, SERVER_IP};
+use tcpstall_link::{Link, LinkOptions, LinkSpec};
+
+fn new_namespace() -> OwnedFd {
+    std::thread::spawn(|| {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare(CLONE_NEWNET)");
+        OwnedFd::from(std::fs::File::open("/proc/thread-self/ns/net").unwrap())
+    })
+    .join()
+    .unwrap()
+}
+
+fn ip_in(ns: BorrowedFd<'_>, args: &str) {
+    let mut c = Command::new("ip");
+    c.args(args.split_whitespace());
+    sys::process::enter_netns_on_spawn(&mut c, ns);
+    let st = c.status().expect("ip");
+    assert!(st.success(), "ip {args}");
+}
+
+/// Two namespaces joined by a veth pair, same addresses and MTU as the emulator.
+fn veth() -> (OwnedFd, OwnedFd) {
+    let (c, s) = (new_namespace(), new_namespace());
+    let mut holder = Command::new("sleep");
+    holder.arg("600");
+    sys::process::enter_netns_on_spawn(&mut holder, s.as_fd());
+    let mut h = holder.spawn().unwrap();
+    ip_in(c.as_fd(), &format!("link add va mtu 1500 type veth peer name vb netns {}", h.id()));
+    let _ = h.kill();
+    let _ = h.wait();
+    for (ns, dev, addr) in [(&c, "va", "198.18.0.1/24"), (&s, "vb", "198.18.0.2/24")] {
+        ip_in(ns.as_fd(), "link set lo up");
+        ip_in(ns.as_fd(), &format!("addr add {addr} dev {dev}"));
+        ip_in(ns.as_fd(), &format!("link set {dev} up"));
+    }
+    (c, s)
+}
+
+fn pps(c: BorrowedFd<'_>, s: BorrowedFd<'_>, secs: f64) -> f64 {
+    let rx = run_in(s, || UdpSocket::bind((SERVER_IP, 9000)).unwrap()).unwrap();
+    let tx = run_in(c, || UdpSocket::bind("0.0.0.0:0").unwrap()).unwrap();
+    rx.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let count = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let (c2, d2) = (count.clone(), done.clone());
+    let r = std::thread::spawn(move || {
+        let mut b = [0u8; 2048];
+        while !d2.load(Ordering::Relaxed) {
+            if rx.recv(&mut b).is_ok() {
+                c2.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    });
+    let payload = [0u8; 64];
+    let start = Instant::now();
+    let mut marked = None;
+    while start.elapsed().as_secs_f64() < secs {
+        let _ = tx.send_to(&payload, (SERVER_IP, 9000));
+        if marked.is_none() && start.elapsed() > Duration::from_millis(300) {
+            marked = Some((Instant::now(), count.load(Ordering::Relaxed)));
+        }
+    }
+    let (t0, n0) = marked.unwrap();
+    let n = count.load(Ordering::Relaxed) - n0;
+    let dt = t0.elapsed().as_secs_f64();
+    done.store(true, Ordering::Relaxed);
+    r.join().unwrap();
+    n as f64 / dt
+}
+
+fn bulk_gbps(c: BorrowedFd<'_>, s: BorrowedFd<'_>, secs: f64) -> f64 {
+    let l = run_in(s, || TcpListener::bind((SERVER_IP, 9001)).unwrap()).unwrap();
+    let count = Arc::new(AtomicU64::new(0));
+    let c2 = count.clone();
+    let r = std::thread::spawn(move || {
+        let (mut k, _) = l.accept().unwrap();
+        let mut b = vec![0u8; 1 << 18];
+        while let Ok(n) = k.read(&mut b) {
+            if n == 0 {
+                break;
+            }
+            c2.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    });
+    let mut w = run_in(c, || TcpStream::connect((SERVER_IP, 9001)).unwrap()).unwrap();
+    let chunk = vec![1u8; 1 << 18];
+    let start = Instant::now();
+    let mut marked = None;
+    while start.elapsed().as_secs_f64() < secs {
+        w.write_all(&chunk).unwrap();
+        if marked.is_none() && start.elapsed() > Duration::from_millis(300) {
+            marked = Some((Instant::now(), count.load(Ordering::Relaxed)));
+        }
+    }
+    let (t0, n0) = marked.unwrap();
+    let n = count.load(Ordering::Relaxed) - n0;
+    let dt = t0.elapsed().as_secs_f64();
+    drop(w);
+    r.join().unwrap();
+    n as f64 * 8.0 / dt / 1e9
+}
+
+/// Sequential UDP round trips; returns sorted RTTs in ns.
+fn rtts(c: BorrowedFd<'_>, s: BorrowedFd<'_>, n: usize) -> Vec<u64> {
+    let srv = run_in(s, || UdpSocket::bind((SERVER_IP, 9002)).unwrap()).unwrap();
+    let cli = run_in(c, || UdpSocket::bind("0.0.0.0:0").unwrap()).unwrap();
+    cli.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let e = std::thread::spawn(move || {
+        let mut b = [0u8; 64];
+        for _ in 0..n {
+            let (k, from) = srv.recv_from(&mut b).unwrap();
+            srv.send_to(&b[..k], from).unwrap();
+        }
+    });
+    let mut out = Vec::with_capacity(n);
+    let mut b = [0u8; 64];
+    for _ in 0..n {
+        let t = Instant::now();
+        cli.send_to(&[1], (SERVER_IP, 9002)).unwrap();
+        cli.recv(&mut b).unwrap();
+        out.push(t.elapsed().as_nanos() as u64);
+        std::thread::sleep(Duration::from_micros(300));
+    }
+    e.join().unwrap();
+    out.sort_unstable();
+    out
+}
+
+fn q(v: &[u64], p: f64) -> u64 {
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+fn open(spec: &str, opts: &LinkOptions) -> Link {
+    Link::open_with(&spec.parse::<LinkSpec>().unwrap(), None, opts).expect("link")
+}
+
+fn main() {
+    if !nix::unistd::geteuid().is_root() {
+        println!("SKIP forwarder bench: needs root for namespaces and veth");
+        return;
+    }
+    let quick = std::env::args().any(|a| a == "--quick");
+    let secs = if quick { 1.5 } else { 3.0 };
+    let opts = LinkOptions::default();
+    println!("forwarder bench ({} cores online, defaults: spin {} us, {:?})", num_cpus(), opts.spin_ns / 1000, opts.priority);
+
+    let (vc, vs) = veth();
+    let v_pps = pps(vc.as_fd(), vs.as_fd(), secs);
+    let link = open("mtu=1500", &opts);
+    let e_pps = pps(link.client().netns(), link.server().netns(), secs);
+    let rep = link.finish().unwrap();
+    let up = &rep.dir(Dir::Up).unwrap().counters;
+    println!(
+        "packets/s, 64-byte UDP: veth {:.0}k  emulator {:.0}k  ratio {:.2}  (target >= 300k; forwarder read {} delivered {})",
+        v_pps / 1e3,
+        e_pps / 1e3,
+        e_pps / v_pps,
+        up.packets_in,
+        up.delivered
+    );
+
+    let v_bulk = bulk_gbps(vc.as_fd(), vs.as_fd(), secs);
+    let link = open("mtu=1500", &opts);
+    let e_bulk = bulk_gbps(link.client().netns(), link.server().netns(), secs);
+    drop(link);
+    println!("bulk TCP, mtu 1500: veth {v_bulk:.2} Gbit/s  emulator {e_bulk:.2} Gbit/s  ratio {:.2}  (target >= 2)", e_bulk / v_bulk);
+
+    let n = if quick { 1000 } else { 3000 };
+    let v = rtts(vc.as_fd(), vs.as_fd(), n);
+    println!("round trip, veth: p50 {:.1} us p99 {:.1} us", q(&v, 0.5) as f64 / 1e3, q(&v, 0.99) as f64 / 1e3);
+    let settings: Vec<(u64, Priority)> = if quick {
+        vec![(opts.spin_ns, opts.priority)]
+    } else {
+        vec![
+            (0, Priority::Normal),
+            (40_000, Priority::Normal),
+            (100_000, Priority::Normal),
+            (100_000, Priority::Nice(-10)),
+            (100_000, Priority::Fifo(1)),
+            (200_000, Priority::Nice(-10)),
+        ]
+    };
+    for (spin, prio) in settings {
+        let o = LinkOptions { spin_ns: spin, priority: prio, ..LinkOptions::default() };
+        let link = open("delay=1ms", &o);
+        let e = rtts(link.client().netns(), link.server().netns(), n);
+        let rep = link.finish().unwrap();
+        let mut h = rep.dirs[0].overhead.clone();
+        h.add(&rep.dirs[1].overhead).unwrap();
+        let over = |p: f64| (q(&e, p) as f64 - 2e6 - q(&v, p) as f64) / 1e3;
+        println!(
+            "added delay, delay=1ms, spin {:>2} us, {:<10}: forwarder lateness p50 {:.1} us p99 {:.1} us; round trip - 2 ms - veth: p50 {:.1} us p99 {:.1} us  (target p99 <= 50 us)",
+            spin / 1000,
+            format!("{prio:?}"),
+            h.value_at_quantile(0.5) as f64 / 1e3,
+            h.value_at_quantile(0.99) as f64 / 1e3,
+            over(0.5),
+            over(0.99),
+        );
+    }
+}
+
+fn num_cpus() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}

@@ -1,0 +1,29 @@
+//! Scheduling of the calling thread (owned by the link work).
+
+use std::io;
+
+/// Put the calling thread (not the whole process: on Linux the policy is per task) into
+/// SCHED_FIFO at `priority` (1-99). Needs CAP_SYS_NICE (root); the kernel's RT throttling
+/// (sched_rt_runtime_us) still leaves other tasks at least 5% of each CPU.
+pub fn set_thread_fifo(priority: i32) -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: priority };
+    // SAFETY: sched_setscheduler reads one `struct sched_param` from the pointer, which is a
+    // live local; pid 0 means the calling thread.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Set the nice value of the calling thread (setpriority(PRIO_PROCESS, tid) acts on one
+/// thread on Linux). Negative values need CAP_SYS_NICE.
+pub fn set_thread_nice(nice: i32) -> io::Result<()> {
+    let tid = nix::unistd::gettid().as_raw();
+    // SAFETY: setpriority takes plain integers and touches no memory of ours.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
