@@ -152,11 +152,12 @@ impl Link {
     /// Stop forwarding and collect what the link did.
     pub fn finish(mut self) -> Result<LinkReport, LinkError> {
         let dirs = self.stop_threads()?;
+        let device_drops = [self.client.tun_tx_dropped().ok(), self.server.tun_tx_dropped().ok()];
         let capture = match self.capture.take() {
             None => None,
             Some((c, path)) => Some((path, c.finish()?)),
         };
-        Ok(LinkReport { spec: self.spec.clone(), dirs, capture })
+        Ok(LinkReport { spec: self.spec.clone(), dirs, capture, device_drops })
     }
 
     fn stop_threads(&mut self) -> Result<Vec<DirReport>, LinkError> {

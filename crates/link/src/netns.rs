@@ -66,6 +66,17 @@ impl End {
     pub(crate) fn tun_shared(&self) -> Arc<OwnedFd> {
         self.tun.clone()
     }
+
+    /// Packets the kernel dropped on their way *into* the forwarder: the TUN device's transmit
+    /// drops (drivers/net/tun.c tun_net_xmit drops when its ring of tx_queue_len packets is
+    /// full, i.e. when the forwarder falls behind). Read from /proc/thread-self/net/dev on a
+    /// thread inside the namespace (that file shows the reading thread's namespace).
+    pub fn tun_tx_dropped(&self) -> Result<u64, LinkError> {
+        let text = run_in(self.netns(), || std::fs::read_to_string("/proc/thread-self/net/dev"))?
+            .map_err(|e| LinkError::Io { what: "reading /proc/net/dev".into(), source: e })?;
+        parse_tx_dropped(&text, TUN_NAME)
+            .ok_or_else(|| LinkError::Setup(format!("{TUN_NAME} is missing from /proc/net/dev")))
+    }
 }
 
 fn setup_in_new_namespace(ip: Ipv4Addr, mtu: u32) -> Result<(OwnedFd, OwnedFd), LinkError> {
@@ -125,4 +136,30 @@ pub fn run_in<T: Send, F: FnOnce() -> T + Send>(ns: BorrowedFd<'_>, f: F) -> Res
         .join()
         .map_err(|_| LinkError::Setup("thread in namespace panicked".into()))?
     })
+}
+
+/// The transmit "drop" column of `dev` in a /proc/net/dev table (proc(5): after the name, 8
+/// receive columns, then bytes, packets, errs, drop, ... for transmit).
+pub fn parse_tx_dropped(text: &str, dev: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (name, rest) = l.split_once(':')?;
+        if name.trim() != dev {
+            return None;
+        }
+        rest.split_whitespace().nth(11)?.parse().ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tx_drop_column_of_proc_net_dev() {
+        let t = "Inter-|   Receive                                                |  Transmit\n \
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n\
+    lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0\n\
+tcpstall0: 1500 1 0 0 0 0 0 0 3000 2 0 17 0 0 0 0\n";
+        assert_eq!(super::parse_tx_dropped(t, "tcpstall0"), Some(17));
+        assert_eq!(super::parse_tx_dropped(t, "lo"), Some(0));
+        assert_eq!(super::parse_tx_dropped(t, "eth0"), None);
+    }
 }

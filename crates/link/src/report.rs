@@ -14,6 +14,10 @@ pub struct LinkReport {
     pub dirs: Vec<DirReport>,
     /// The capture file and the number of packet records written to it.
     pub capture: Option<(PathBuf, u64)>,
+    /// Per direction, packets the kernel dropped at the sending side's TUN device before the
+    /// forwarder read them (its queue of 500 packets was full): the emulator's own capacity
+    /// limit, not part of the configured link. None if it could not be read.
+    pub device_drops: [Option<u64>; 2],
 }
 
 fn fmt_ns(ns: u64) -> String {
@@ -46,6 +50,10 @@ impl LinkReport {
                 .filter(|&&x| c.drops_of(x) > 0)
                 .map(|&x| format!("{} {}", x.label(), c.drops_of(x)))
                 .collect();
+            let mut drops = drops;
+            if let Some(n) = self.device_drops[d.index()].filter(|&n| n > 0) {
+                drops.push(format!("device queue {n} (forwarder fell behind; not counted as in)"));
+            }
             let drops = if drops.is_empty() { "none".to_string() } else { drops.join(", ") };
             out.push(format!(
                 "link {}: {} packets in ({} data segments, {} pure ACKs), {} delivered; drops: {}",
@@ -109,11 +117,13 @@ mod tests {
                 },
             ],
             capture: None,
+            device_drops: [Some(0), Some(4)],
         };
         let lines = r.summary_lines();
         assert!(lines[0].contains("client->server: 10 packets in") && lines[0].contains("drops: loss 3"), "{lines:?}");
         assert!(lines[1].contains("delay p50 10.000 ms p99 10.000 ms (configured 10.000 ms)") && lines[1].contains("emulator added p50 12.0 us"), "{lines:?}");
-        assert!(lines[2].contains("server->client") && lines[2].contains("5 pure ACKs") && lines[2].ends_with("drops: none"));
+        assert!(lines[2].contains("server->client") && lines[2].contains("5 pure ACKs"), "{lines:?}");
+        assert!(lines[2].ends_with("drops: device queue 4 (forwarder fell behind; not counted as in)"), "{lines:?}");
         assert_eq!(r.drops(DropReason::Loss), 3);
     }
 }
