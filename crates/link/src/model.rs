@@ -15,7 +15,7 @@
 use std::collections::VecDeque;
 
 use rand::Rng;
-use scenario::{LinkSpec, QueueLimit};
+use scenario::{AckDir, LinkSpec, QueueLimit};
 
 /// Direction of travel: `Up` is client to server, `Down` server to client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -149,6 +149,10 @@ impl DirCounters {
     }
 }
 
+fn thins(ack_dir: AckDir, dir: Dir) -> bool {
+    matches!((ack_dir, dir), (AckDir::Both, _) | (AckDir::Up, Dir::Up) | (AckDir::Down, Dir::Down))
+}
+
 /// One direction of the link.
 #[derive(Debug, Clone)]
 pub struct DirectionModel {
@@ -189,8 +193,8 @@ impl DirectionModel {
             rate_bps: spec.rate_bps.filter(|&r| r > 0),
             queue,
             loss: spec.loss,
-            ack_loss: spec.ack_loss,
-            ack_every: spec.ack_every,
+            ack_loss: if thins(spec.ack_dir, dir) { spec.ack_loss } else { 0.0 },
+            ack_every: spec.ack_every.filter(|_| thins(spec.ack_dir, dir)),
             mtu: spec.mtu,
             busy_until_scaled: 0,
             backlog: VecDeque::new(),

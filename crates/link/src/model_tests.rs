@@ -221,3 +221,17 @@ fn jitter_with_reorder_may_reorder_but_stays_in_range() {
     }
     assert!(inversions > 100, "only {inversions} reorderings");
 }
+
+#[test]
+fn ack_dir_down_thins_only_the_data_receivers_acks() {
+    // Seed 003 dropped the receiver's pure ACKs (iptables OUTPUT --sport 5001 on the receiver),
+    // never the sender's handshake ACK.
+    let mut m = LinkModel::new(&spec("ack-every=1000,ack-dir=down"));
+    let ack = tcp4(0, "A");
+    let r = &mut rng();
+    for i in 0..10 {
+        assert!(matches!(m.on_packet(i, Dir::Up, &ack, r), Verdict::Deliver { .. }));
+    }
+    let down: usize = (0..10).filter(|&i| matches!(m.on_packet(i, Dir::Down, &ack, r), Verdict::Deliver { .. })).count();
+    assert_eq!(down, 1);
+}

@@ -13,6 +13,20 @@ pub enum QueueLimit {
     Packets(u64),
 }
 
+/// Which direction's pure ACKs `ack-loss` / `ack-every` thin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AckDir {
+    /// Pure ACKs in both directions.
+    #[default]
+    Both,
+    /// Only client-to-server pure ACKs (the client receives the data).
+    Up,
+    /// Only server-to-client pure ACKs (the server receives the data): seed 003's rule, which
+    /// matched the receiver's OUTPUT with `--sport 5001`, so never the sender's handshake ACK.
+    Down,
+}
+
 /// One emulated link. Delays are one-way per direction: `up` is client to server, `down` is
 /// server to client. Fractions are probabilities in [0, 1].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,6 +46,9 @@ pub struct LinkSpec {
     pub ack_loss: f64,
     /// Keep only every Nth pure ACK (seed 003's `-m statistic --mode nth --every N`).
     pub ack_every: Option<u32>,
+    /// The direction(s) `ack_loss` and `ack_every` apply to.
+    #[serde(default)]
+    pub ack_dir: AckDir,
     pub mtu: u32,
 }
 
@@ -47,6 +64,7 @@ impl Default for LinkSpec {
             loss: 0.0,
             ack_loss: 0.0,
             ack_every: None,
+            ack_dir: AckDir::Both,
             mtu: 1500,
         }
     }
@@ -179,6 +197,14 @@ impl FromStr for LinkSpec {
                     }
                     l.ack_every = Some(n);
                 }
+                "ack-dir" => {
+                    l.ack_dir = match v.trim() {
+                        "both" => AckDir::Both,
+                        "up" => AckDir::Up,
+                        "down" => AckDir::Down,
+                        o => return Err(e(format!("'{o}' is not up, down or both"))),
+                    }
+                }
                 "mtu" => {
                     let m: u32 = v.trim().parse().map_err(|_| e(format!("'{v}' is not a whole number")))?;
                     if !(576..=65535).contains(&m) {
@@ -188,7 +214,7 @@ impl FromStr for LinkSpec {
                 }
                 other => {
                     return Err(format!(
-                        "link: unknown key '{other}' (known: rtt, delay, delay-up, delay-down, jitter, reorder, rate, queue, loss, ack-loss, ack-every, mtu)"
+                        "link: unknown key '{other}' (known: rtt, delay, delay-up, delay-down, jitter, reorder, rate, queue, loss, ack-loss, ack-every, ack-dir, mtu)"
                     ))
                 }
             }
@@ -234,6 +260,11 @@ impl fmt::Display for LinkSpec {
         if let Some(n) = self.ack_every {
             parts.push(format!("ack-every={n}"));
         }
+        match self.ack_dir {
+            AckDir::Both => {}
+            AckDir::Up => parts.push("ack-dir=up".into()),
+            AckDir::Down => parts.push("ack-dir=down".into()),
+        }
         parts.push(format!("mtu={}", self.mtu));
         f.write_str(&parts.join(","))
     }
@@ -260,6 +291,11 @@ mod tests {
         assert_eq!(l.loss, 0.01);
         assert_eq!(l.ack_every, Some(2));
         assert_eq!(l.queue, Some(QueueLimit::Packets(100)));
+        assert_eq!(l.ack_dir, AckDir::Both);
+        let l: LinkSpec = "ack-loss=50%,ack-dir=down".parse().unwrap();
+        assert_eq!(l.ack_dir, AckDir::Down);
+        assert_eq!(l.to_string(), "rtt=0ms,ack-loss=50%,ack-dir=down,mtu=1500");
+        assert!("ack-dir=sideways".parse::<LinkSpec>().unwrap_err().contains("not up, down or both"));
     }
 
     #[test]
