@@ -163,7 +163,12 @@ fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let secs = if quick { 1.5 } else { 3.0 };
     let opts = LinkOptions::default();
-    println!("forwarder bench ({} cores online, defaults: spin {} us, {:?})", num_cpus(), opts.spin_ns / 1000, opts.priority);
+    println!(
+        "forwarder bench ({} cores online, defaults: spin {} us, {:?})",
+        num_cpus(),
+        opts.spin_ns / 1000,
+        opts.priority
+    );
 
     let (vc, vs) = veth();
     let v_pps = pps(vc.as_fd(), vs.as_fd(), secs);
@@ -184,7 +189,10 @@ fn main() {
     let link = open("mtu=1500", &opts);
     let e_bulk = bulk_gbps(link.client().netns(), link.server().netns(), secs);
     drop(link);
-    println!("bulk TCP, mtu 1500: veth {v_bulk:.2} Gbit/s  emulator {e_bulk:.2} Gbit/s  ratio {:.2}  (target >= 2)", e_bulk / v_bulk);
+    println!(
+        "bulk TCP, mtu 1500: veth {v_bulk:.2} Gbit/s  emulator {e_bulk:.2} Gbit/s  ratio {:.2}  (target >= 2)",
+        e_bulk / v_bulk
+    );
 
     let n = if quick { 1000 } else { 3000 };
     let v = rtts(vc.as_fd(), vs.as_fd(), n);

@@ -86,7 +86,9 @@ impl DropReason {
 pub enum Verdict {
     Drop(DropReason),
     /// Deliver at this time (same clock as `now_ns`).
-    Deliver { at_ns: u64 },
+    Deliver {
+        at_ns: u64,
+    },
 }
 
 /// What kind of segment a packet is, for ACK thinning and the pure-ACK/data ratio.
@@ -221,7 +223,13 @@ impl DirectionModel {
     }
 
     /// As [`on_packet`](Self::on_packet) with the packet already classified.
-    pub fn on_packet_of_kind<R: Rng + ?Sized>(&mut self, now_ns: u64, bytes: u64, kind: PacketKind, rng: &mut R) -> Verdict {
+    pub fn on_packet_of_kind<R: Rng + ?Sized>(
+        &mut self,
+        now_ns: u64,
+        bytes: u64,
+        kind: PacketKind,
+        rng: &mut R,
+    ) -> Verdict {
         let c = &mut self.counters;
         c.packets_in += 1;
         c.bytes_in += bytes;
@@ -252,7 +260,7 @@ impl DirectionModel {
             if let Some(n) = self.ack_every {
                 let i = self.pure_acks_seen;
                 self.pure_acks_seen += 1;
-                if i % u64::from(n) != 0 {
+                if i % u64::from(n) >= 1 {
                     return Verdict::Drop(DropReason::AckEvery);
                 }
             }

@@ -232,6 +232,7 @@ fn ack_dir_down_thins_only_the_data_receivers_acks() {
     for i in 0..10 {
         assert!(matches!(m.on_packet(i, Dir::Up, &ack, r), Verdict::Deliver { .. }));
     }
-    let down: usize = (0..10).filter(|&i| matches!(m.on_packet(i, Dir::Down, &ack, r), Verdict::Deliver { .. })).count();
+    let down: usize =
+        (0..10).filter(|&i| matches!(m.on_packet(i, Dir::Down, &ack, r), Verdict::Deliver { .. })).count();
     assert_eq!(down, 1);
 }

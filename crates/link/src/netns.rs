@@ -80,7 +80,8 @@ impl End {
 }
 
 fn setup_in_new_namespace(ip: Ipv4Addr, mtu: u32) -> Result<(OwnedFd, OwnedFd), LinkError> {
-    unshare(CloneFlags::CLONE_NEWNET).map_err(|e| LinkError::Privilege(privilege_hint("creating a network namespace", e)))?;
+    unshare(CloneFlags::CLONE_NEWNET)
+        .map_err(|e| LinkError::Privilege(privilege_hint("creating a network namespace", e)))?;
     // No IPv6 on the link: router solicitations and MLD reports would otherwise cross it and
     // show up in captures. /proc/sys/net is resolved against the opener's namespace, i.e. this
     // thread's new one. Best effort: a kernel without IPv6 has no such file.
@@ -93,7 +94,9 @@ fn setup_in_new_namespace(ip: Ipv4Addr, mtu: u32) -> Result<(OwnedFd, OwnedFd), 
     };
     sys::tun::set_up("lo").map_err(io("bringing up lo in the new namespace"))?;
     let (tun, name) = sys::tun::create_tun(TUN_NAME).map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound => LinkError::Setup("/dev/net/tun is missing: the kernel has no TUN support (modprobe tun)".into()),
+        io::ErrorKind::NotFound => {
+            LinkError::Setup("/dev/net/tun is missing: the kernel has no TUN support (modprobe tun)".into())
+        }
         io::ErrorKind::PermissionDenied => LinkError::Privilege(format!(
             "cannot open /dev/net/tun: permission denied ({}); as root this works, and without root it needs the \
              device to be world read-writable (mode 0666, as most distributions ship it)",
@@ -119,7 +122,9 @@ fn tun_mode() -> String {
 
 pub(crate) fn privilege_hint(what: &str, e: nix::Error) -> String {
     match e {
-        nix::Error::EPERM => format!("{what}: operation not permitted (needs root, or CAP_SYS_ADMIN in a user namespace)"),
+        nix::Error::EPERM => {
+            format!("{what}: operation not permitted (needs root, or CAP_SYS_ADMIN in a user namespace)")
+        }
         other => format!("{what}: {}", other.desc()),
     }
 }

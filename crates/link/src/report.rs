@@ -121,7 +121,11 @@ mod tests {
         };
         let lines = r.summary_lines();
         assert!(lines[0].contains("client->server: 10 packets in") && lines[0].contains("drops: loss 3"), "{lines:?}");
-        assert!(lines[1].contains("delay p50 10.000 ms p99 10.000 ms (configured 10.000 ms)") && lines[1].contains("emulator added p50 12.0 us"), "{lines:?}");
+        assert!(
+            lines[1].contains("delay p50 10.000 ms p99 10.000 ms (configured 10.000 ms)")
+                && lines[1].contains("emulator added p50 12.0 us"),
+            "{lines:?}"
+        );
         assert!(lines[2].contains("server->client") && lines[2].contains("5 pure ACKs"), "{lines:?}");
         assert!(lines[2].ends_with("drops: device queue 4 (forwarder fell behind; not counted as in)"), "{lines:?}");
         assert_eq!(r.drops(DropReason::Loss), 3);

@@ -88,7 +88,10 @@ pub fn run_session(cfg: &SessionConfig, mut notify: impl FnMut(&str)) -> Result<
         "client namespace {CLIENT_IP} (the command runs here); server namespace at {SERVER_IP}, behind link {}",
         cfg.spec
     ));
-    notify(&format!("enter the server namespace from another terminal: nsenter --net={}", link.server().netns_path().display()));
+    notify(&format!(
+        "enter the server namespace from another terminal: nsenter --net={}",
+        link.server().netns_path().display()
+    ));
     let mut server = match &cfg.server_command {
         None => None,
         Some(c) => {
@@ -115,7 +118,9 @@ pub fn run_session(cfg: &SessionConfig, mut notify: impl FnMut(&str)) -> Result<
         }
     };
     let status = loop {
-        if let Some(st) = client.try_wait().map_err(|e| LinkError::Io { what: "waiting for the command".into(), source: e })? {
+        if let Some(st) =
+            client.try_wait().map_err(|e| LinkError::Io { what: "waiting for the command".into(), source: e })?
+        {
             break st;
         }
         let mut fds = [PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];

@@ -174,7 +174,11 @@ fn capture_records_both_sides_with_nanosecond_timestamps() {
 }
 
 fn tempfile_dir() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("tcpstall-link-test-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let d = std::env::temp_dir().join(format!(
+        "tcpstall-link-test-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     std::fs::create_dir_all(&d).unwrap();
     d
 }

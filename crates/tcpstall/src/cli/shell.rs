@@ -46,12 +46,7 @@ pub struct ShellArgs {
 
 pub fn run(args: ShellArgs) -> anyhow::Result<i32> {
     let spec: LinkSpec = args.link.parse().map_err(|e: String| anyhow::anyhow!("--link: {e}"))?;
-    let cfg = SessionConfig {
-        spec,
-        capture: args.capture,
-        server_command: args.server_command,
-        command: args.command,
-    };
+    let cfg = SessionConfig { spec, capture: args.capture, server_command: args.server_command, command: args.command };
     let quiet = args.quiet;
     let out = run_session(&cfg, |line| {
         if !quiet {

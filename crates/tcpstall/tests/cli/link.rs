@@ -21,7 +21,15 @@ fn shell_runs_the_command_in_the_client_namespace_and_returns_its_exit_code() {
         return skip("shell_runs_the_command...", "needs root for network namespaces");
     }
     let out = tcpstall()
-        .args(["shell", "--link", "rtt=2ms", "--", "sh", "-c", "cat /proc/net/route; echo server=$TCPSTALL_SERVER; exit 7"])
+        .args([
+            "shell",
+            "--link",
+            "rtt=2ms",
+            "--",
+            "sh",
+            "-c",
+            "cat /proc/net/route; echo server=$TCPSTALL_SERVER; exit 7",
+        ])
         .timeout(Duration::from_secs(20))
         .output()
         .unwrap();
@@ -69,7 +77,8 @@ fn server_command_is_reachable_one_rtt_away() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
-    let ms: f64 = stdout.split("connect_ms=").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().parse().unwrap();
+    let ms: f64 =
+        stdout.split("connect_ms=").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().parse().unwrap();
     // Never faster than the link; the upper bound only catches gross errors (shared CPUs).
     assert!((20.0..60.0).contains(&ms), "handshake took {ms} ms at rtt=20ms");
     assert!(stdout.contains("b'ping'"), "{stdout}");
@@ -98,7 +107,11 @@ fn capture_is_readable_by_tcpdump_and_tshark() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // Each datagram is recorded where it entered (client) and where it left (server); so is
     // the ICMP port-unreachable the server's stack answers with (nothing listens on port 9).
-    assert!(String::from_utf8_lossy(&out.stderr).contains("(12 packet records"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("(12 packet records"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     if have("tcpdump") {
         let o = Command::new("tcpdump").args(["-nn", "-tt", "-r"]).arg(&cap).output().unwrap();
         let text = String::from_utf8_lossy(&o.stdout);
@@ -141,7 +154,7 @@ fn alive(pid: u32) -> bool {
     // A zombie has released its namespaces; it only waits for its (re)parent to reap it.
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rsplit(')').next().map(|r| r.trim_start().chars().next() != Some('Z')))
+        .and_then(|s| s.rsplit(')').next().map(|r| !r.trim_start().starts_with('Z')))
         .unwrap_or(false)
 }
 
@@ -204,7 +217,14 @@ fn sigkill_leaves_nothing_behind_and_the_next_run_removes_only_its_own_leftovers
     let me = format!(
         "{}:{}",
         std::process::id(),
-        std::fs::read_to_string("/proc/self/stat").unwrap().rsplit(')').next().unwrap().split_whitespace().nth(19).unwrap()
+        std::fs::read_to_string("/proc/self/stat")
+            .unwrap()
+            .rsplit(')')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .nth(19)
+            .unwrap()
     );
     let mut innocent = Command::new("sleep").arg("300").env("TCPSTALL_LINK_OWNER", &me).spawn().unwrap();
 
@@ -218,7 +238,11 @@ fn sigkill_leaves_nothing_behind_and_the_next_run_removes_only_its_own_leftovers
     assert!(alive(bg), "the background grandchild should still be there before the sweep (test premise)");
     assert!(!netns_holders(&ns).is_empty());
 
-    let out = tcpstall().args(["shell", "--link", "rtt=1ms", "--", "true"]).timeout(Duration::from_secs(20)).output().unwrap();
+    let out = tcpstall()
+        .args(["shell", "--link", "rtt=1ms", "--", "true"])
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("removed"), "{}", String::from_utf8_lossy(&out.stderr));
     let t = Instant::now();
@@ -247,10 +271,8 @@ fn sigterm_is_relayed_to_the_command() {
     if !is_root() {
         return skip("sigterm_is_relayed_to_the_command", "needs root for network namespaces");
     }
-    let mut run = Command::new(bin())
-        .args(["shell", "--quiet", "--link", "rtt=1ms", "--", "sleep", "300"])
-        .spawn()
-        .unwrap();
+    let mut run =
+        Command::new(bin()).args(["shell", "--quiet", "--link", "rtt=1ms", "--", "sleep", "300"]).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(500));
     nix_kill(run.id(), "TERM");
     let t = Instant::now();
@@ -327,7 +349,9 @@ fn lab_rr_p50_behind_rtt_20ms_is_20_to_20_5_ms() {
     if !is_root() {
         return skip("lab_rr_p50_behind_rtt_20ms...", "needs root for network namespaces");
     }
-    let (o, _) = lab(&["rr", "--link", "rtt=20ms", "--rounds", "150", "--client", "nodelay", "--server", "nodelay", "--format", "csv"]);
+    let (o, _) = lab(&[
+        "rr", "--link", "rtt=20ms", "--rounds", "150", "--client", "nodelay", "--server", "nodelay", "--format", "csv",
+    ]);
     let rows = csv_rows(&o);
     let p50: f64 = rows[0]["p50_us"].parse().unwrap();
     assert!((20_000.0..=20_500.0).contains(&p50), "rr p50 {p50} us behind rtt=20ms\n{o}");
@@ -339,7 +363,8 @@ fn lab_stream_behind_rate_50mbit_runs_within_10_percent() {
     if !is_root() {
         return skip("lab_stream_behind_rate_50mbit...", "needs root for network namespaces");
     }
-    let (o, _) = lab(&["stream", "--link", "rate=50mbit,rtt=2ms", "--client", "none", "--server", "none", "--format", "csv"]);
+    let (o, _) =
+        lab(&["stream", "--link", "rate=50mbit,rtt=2ms", "--client", "none", "--server", "none", "--format", "csv"]);
     let rows = csv_rows(&o);
     // throughput_bps is payload bytes per second (docs/json-schema.md); the link's rate counts
     // IP packets, of which payload is 1448/1500 at MSS 1448.
