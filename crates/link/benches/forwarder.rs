@@ -177,12 +177,13 @@ fn main() {
     let rep = link.finish().unwrap();
     let up = &rep.dir(Dir::Up).unwrap().counters;
     println!(
-        "packets/s, 64-byte UDP: veth {:.0}k  emulator {:.0}k  ratio {:.2}  (target >= 300k; forwarder read {} delivered {})",
+        "packets/s, 64-byte UDP: veth {:.0}k  emulator {:.0}k  ratio {:.2}  (target >= 300k; forwarder read {} delivered {}, device queue drops {:?})",
         v_pps / 1e3,
         e_pps / 1e3,
         e_pps / v_pps,
         up.packets_in,
-        up.delivered
+        up.delivered,
+        rep.device_drops[0]
     );
 
     let v_bulk = bulk_gbps(vc.as_fd(), vs.as_fd(), secs);
@@ -202,11 +203,10 @@ fn main() {
     } else {
         vec![
             (0, Priority::Normal),
-            (40_000, Priority::Normal),
+            (0, Priority::Nice(-10)),
             (100_000, Priority::Normal),
             (100_000, Priority::Nice(-10)),
             (100_000, Priority::Fifo(1)),
-            (200_000, Priority::Nice(-10)),
         ]
     };
     for (spin, prio) in settings {

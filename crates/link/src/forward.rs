@@ -12,6 +12,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 use hdrhistogram::Histogram;
@@ -83,7 +84,10 @@ pub struct DirectionIo {
     pub rng: SmallRng,
     pub input: Arc<OwnedFd>,
     pub output: Arc<OwnedFd>,
+    /// Written when the forwarder must stop (wakes a sleeping thread)...
     pub stop: Arc<EventFd>,
+    /// ...and set before that, checked on every turn of a busy loop.
+    pub stopping: Arc<AtomicBool>,
     pub mtu: u32,
     pub spin_ns: u64,
     pub priority: Priority,
@@ -159,6 +163,9 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
     let output = io.output.clone();
     let stop = io.stop.clone();
     loop {
+        if io.stopping.load(AtomicOrdering::Relaxed) {
+            break;
+        }
         // 1. Read a batch.
         let mut got = 0;
         while got < BATCH {

@@ -17,6 +17,7 @@ pub mod sweep;
 pub mod userns;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -74,6 +75,7 @@ pub struct Link {
     client: End,
     server: End,
     stop: Arc<EventFd>,
+    stopping: Arc<AtomicBool>,
     threads: Vec<JoinHandle<Result<DirReport, String>>>,
     capture: Option<(Capture, PathBuf)>,
 }
@@ -92,6 +94,7 @@ impl Link {
             EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
                 .map_err(|e| LinkError::Setup(format!("eventfd: {}", e.desc())))?,
         );
+        let stopping = Arc::new(AtomicBool::new(false));
         let capture = match capture {
             None => None,
             Some(p) => {
@@ -119,6 +122,7 @@ impl Link {
                 input: input.tun_shared(),
                 output: output.tun_shared(),
                 stop: stop.clone(),
+                stopping: stopping.clone(),
                 mtu: spec.mtu,
                 spin_ns: opts.spin_ns,
                 priority: opts.priority,
@@ -131,7 +135,7 @@ impl Link {
                 .map_err(|e| LinkError::Io { what: "spawning a forwarder thread".into(), source: e })?;
             threads.push(h);
         }
-        Ok(Link { spec: spec.clone(), privilege, client, server, stop, threads, capture })
+        Ok(Link { spec: spec.clone(), privilege, client, server, stop, stopping, threads, capture })
     }
 
     pub fn spec(&self) -> &LinkSpec {
@@ -161,6 +165,7 @@ impl Link {
     }
 
     fn stop_threads(&mut self) -> Result<Vec<DirReport>, LinkError> {
+        self.stopping.store(true, Ordering::Relaxed);
         let _ = self.stop.write(1);
         let mut out = Vec::new();
         let mut err = None;
