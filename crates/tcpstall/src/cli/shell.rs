@@ -16,13 +16,14 @@ Examples:
   tcpstall shell --link rtt=40ms,loss=1% --capture run.pcapng \\
       --server-command 'iperf3 -s -1' -- iperf3 -c 198.18.0.2
 
-  # Seed 003's receiver-side pure-ACK thinning, without iptables:
-  tcpstall shell --link ack-loss=50% --server-command 'nc -l 5001 >/dev/null' -- sh -c 'head -c 100M /dev/zero | nc 198.18.0.2 5001'
+  # Seed 003's receiver-side pure-ACK thinning (keep 1 of 2 of the server's), no iptables:
+  tcpstall shell --link ack-every=2,ack-dir=down --server-command 'nc -l 5001 >/dev/null' \\
+      -- sh -c 'head -c 100M /dev/zero | nc 198.18.0.2 5001'
 
 The command runs in the client namespace (198.18.0.1); the server namespace (198.18.0.2) is
 behind the link. Both see TCPSTALL_CLIENT, TCPSTALL_SERVER, TCPSTALL_SERVER_NETNS (a path for
 `nsenter --net=`) and TCPSTALL_LINK. Link keys: rtt, delay, delay-up, delay-down, jitter,
-reorder, rate, queue, loss, ack-loss, ack-every, mtu (see docs/link.md).";
+reorder, rate, queue, loss, ack-loss, ack-every, ack-dir, mtu (see docs/link.md).";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]

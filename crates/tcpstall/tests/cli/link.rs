@@ -383,9 +383,12 @@ fn link_counts(stdout: &str, dir: &str, reason: &str) -> (u64, u64, u64) {
         line[..i].split_whitespace().last().unwrap().trim_start_matches('(').parse().unwrap()
     };
     let drops = line
-        .split(&format!("{reason} "))
+        .split("drops: ")
         .nth(1)
-        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .unwrap_or_default()
+        .split(", ")
+        .find_map(|item| item.strip_prefix(&format!("{reason} ")))
+        .and_then(|n| n.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
     (num_before(" packets in"), num_before(" pure ACKs"), drops)
