@@ -55,8 +55,9 @@ pub struct Capture {
 
 impl Capture {
     /// Create `path` and start the writer. `realtime_offset_ns` is CLOCK_REALTIME minus
-    /// CLOCK_MONOTONIC, so packets carry wall-clock timestamps like any tcpdump capture.
-    pub fn start(path: &Path, realtime_offset_ns: i128, names: [String; 2]) -> Result<Capture, LinkError> {
+    /// CLOCK_MONOTONIC, so packets carry wall-clock timestamps like any tcpdump capture; `link`
+    /// (the spec) goes into each interface's description.
+    pub fn start(path: &Path, realtime_offset_ns: i128, names: [String; 2], link: &str) -> Result<Capture, LinkError> {
         let file = File::create(path)
             .map_err(|e| LinkError::Io { what: format!("creating capture file {}", path.display()), source: e })?;
         let mut w = PcapNgWriter::new(BufWriter::with_capacity(1 << 20, file))
@@ -68,7 +69,7 @@ impl Capture {
                 options: vec![
                     InterfaceDescriptionOption::IfName(Cow::Owned(name.clone())),
                     InterfaceDescriptionOption::IfDescription(Cow::Owned(format!(
-                        "tcpstall link, {} side",
+                        "tcpstall link {link}, {} side",
                         if i == 0 { "client" } else { "server" }
                     ))),
                     InterfaceDescriptionOption::IfTsResol(9),

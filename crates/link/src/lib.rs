@@ -102,7 +102,7 @@ impl Link {
                     format!("client {} {}", netns::TUN_NAME, netns::CLIENT_IP),
                     format!("server {} {}", netns::TUN_NAME, netns::SERVER_IP),
                 ];
-                Some((Capture::start(p, forward::realtime_offset_ns(), names)?, p.to_path_buf()))
+                Some((Capture::start(p, forward::realtime_offset_ns(), names, &spec.to_string())?, p.to_path_buf()))
             }
         };
         let mut seeder = match opts.seed {
