@@ -59,7 +59,7 @@ impl Capture {
     /// (the spec) goes into each interface's description.
     pub fn start(path: &Path, realtime_offset_ns: i128, names: [String; 2], link: &str) -> Result<Capture, LinkError> {
         let file = File::create(path)
-            .map_err(|e| LinkError::Io { what: format!("creating capture file {}", path.display()), source: e })?;
+            .map_err(|e| LinkError::Io { what: format!("creating capture file {}", path.display()), err: e })?;
         let mut w = PcapNgWriter::new(BufWriter::with_capacity(1 << 20, file))
             .map_err(|e| LinkError::Setup(format!("writing {}: {e}", path.display())))?;
         for (i, name) in names.iter().enumerate() {
@@ -81,7 +81,7 @@ impl Capture {
         let thread = std::thread::Builder::new()
             .name("tcpstall-capture".into())
             .spawn(move || write_loop(w, rx, realtime_offset_ns))
-            .map_err(|e| LinkError::Io { what: "spawning the capture thread".into(), source: e })?;
+            .map_err(|e| LinkError::Io { what: "spawning the capture thread".into(), err: e })?;
         Ok(Capture { tx: Some(tx), thread: Some(thread), path: path.to_path_buf() })
     }
 

@@ -38,12 +38,10 @@ pub enum LinkError {
     /// Missing privilege, with the reason and what to do.
     #[error("{0}")]
     Privilege(String),
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// An OS error, with what was being done (the error is part of the message, not a source,
+    /// so chains print it once).
+    #[error("{what}: {err}")]
+    Io { what: String, err: std::io::Error },
     #[error("{0}")]
     Setup(String),
     #[error("forwarder: {0}")]
@@ -132,7 +130,7 @@ impl Link {
             let h = std::thread::Builder::new()
                 .name(name)
                 .spawn(move || forward::run_direction(io))
-                .map_err(|e| LinkError::Io { what: "spawning a forwarder thread".into(), source: e })?;
+                .map_err(|e| LinkError::Io { what: "spawning a forwarder thread".into(), err: e })?;
             threads.push(h);
         }
         Ok(Link { spec: spec.clone(), privilege, client, server, stop, stopping, threads, capture })

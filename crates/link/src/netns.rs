@@ -44,7 +44,7 @@ impl End {
         let h = std::thread::Builder::new()
             .name("tcpstall-netns".into())
             .spawn(move || setup_in_new_namespace(ip, mtu))
-            .map_err(|e| LinkError::Io { what: "spawning the namespace thread".into(), source: e })?;
+            .map_err(|e| LinkError::Io { what: "spawning the namespace thread".into(), err: e })?;
         let (ns, tun) = h.join().map_err(|_| LinkError::Setup("namespace setup thread panicked".into()))??;
         Ok(End { ns, tun: Arc::new(tun), ip })
     }
@@ -73,7 +73,7 @@ impl End {
     /// thread inside the namespace (that file shows the reading thread's namespace).
     pub fn tun_tx_dropped(&self) -> Result<u64, LinkError> {
         let text = run_in(self.netns(), || std::fs::read_to_string("/proc/thread-self/net/dev"))?
-            .map_err(|e| LinkError::Io { what: "reading /proc/net/dev".into(), source: e })?;
+            .map_err(|e| LinkError::Io { what: "reading /proc/net/dev".into(), err: e })?;
         parse_tx_dropped(&text, TUN_NAME)
             .ok_or_else(|| LinkError::Setup(format!("{TUN_NAME} is missing from /proc/net/dev")))
     }
@@ -90,7 +90,7 @@ fn setup_in_new_namespace(ip: Ipv4Addr, mtu: u32) -> Result<(OwnedFd, OwnedFd), 
     }
     let io = |what: &str| {
         let what = what.to_string();
-        move |source: io::Error| LinkError::Io { what, source }
+        move |err: io::Error| LinkError::Io { what, err }
     };
     sys::tun::set_up("lo").map_err(io("bringing up lo in the new namespace"))?;
     let (tun, name) = sys::tun::create_tun(TUN_NAME).map_err(|e| match e.kind() {
@@ -102,7 +102,7 @@ fn setup_in_new_namespace(ip: Ipv4Addr, mtu: u32) -> Result<(OwnedFd, OwnedFd), 
              device to be world read-writable (mode 0666, as most distributions ship it)",
             tun_mode()
         )),
-        _ => LinkError::Io { what: "creating the TUN device (TUNSETIFF)".into(), source: e },
+        _ => LinkError::Io { what: "creating the TUN device (TUNSETIFF)".into(), err: e },
     })?;
     sys::tun::set_mtu(&name, mtu).map_err(io("setting the TUN MTU"))?;
     sys::tun::set_ipv4(&name, ip, PREFIX).map_err(io("setting the TUN address"))?;

@@ -10,6 +10,7 @@
 
 use std::ffi::OsString;
 use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
@@ -66,11 +67,24 @@ fn spawn_in(end: &End, mut cmd: Command, link: &Link, what: &str) -> Result<Chil
         .env("TCPSTALL_CLIENT_NETNS", link.client().netns_path())
         .env("TCPSTALL_LINK", link.spec().to_string());
     sys::process::enter_netns_on_spawn(&mut cmd, end.netns());
-    cmd.spawn().map_err(|e| LinkError::Io { what: format!("cannot run {what}"), source: e })
+    cmd.spawn().map_err(|e| LinkError::Io { what: format!("cannot run {what}"), err: e })
 }
 
 fn kill(child: &Child, sig: Signal) {
     let _ = nix::sys::signal::kill(Pid::from_raw(child.id() as i32), sig);
+}
+
+/// Wait for any children left (orphans reparented to us as subreaper) for up to `limit`.
+fn reap_orphans(limit: Duration) {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    let t = Instant::now();
+    loop {
+        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) if t.elapsed() < limit => std::thread::sleep(Duration::from_millis(5)),
+            Ok(WaitStatus::StillAlive) | Err(_) => return, // ECHILD: none left
+            Ok(_) => {}
+        }
+    }
 }
 
 /// Run a session. `notify` receives human-readable lines (where the namespaces are).
@@ -79,6 +93,9 @@ pub fn run_session(cfg: &SessionConfig, mut notify: impl FnMut(&str)) -> Result<
     mask.thread_block().map_err(|e| LinkError::Setup(format!("blocking signals: {}", e.desc())))?;
     let sfd = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
         .map_err(|e| LinkError::Setup(format!("signalfd: {}", e.desc())))?;
+    // Orphans of the command (a background job whose shell exited) are reparented to us rather
+    // than to init, so they can be reaped at the end instead of lingering as zombies.
+    let _ = nix::sys::prctl::set_child_subreaper(true);
     let swept = crate::sweep::sweep();
     if !swept.is_empty() {
         notify(&format!("removed {} stale process(es) left by killed runs: {:?}", swept.len(), swept));
@@ -96,7 +113,9 @@ pub fn run_session(cfg: &SessionConfig, mut notify: impl FnMut(&str)) -> Result<
         None => None,
         Some(c) => {
             let mut cmd = Command::new("/bin/sh");
-            cmd.arg("-c").arg(c);
+            // Its own process group: the terminal's Ctrl-C goes to the command only, and the
+            // whole group (sh and what it started) is signalled at the end.
+            cmd.arg("-c").arg(c).process_group(0);
             Some(spawn_in(link.server(), cmd, &link, &format!("--server-command '{c}'"))?)
         }
     };
@@ -119,7 +138,7 @@ pub fn run_session(cfg: &SessionConfig, mut notify: impl FnMut(&str)) -> Result<
     };
     let status = loop {
         if let Some(st) =
-            client.try_wait().map_err(|e| LinkError::Io { what: "waiting for the command".into(), source: e })?
+            client.try_wait().map_err(|e| LinkError::Io { what: "waiting for the command".into(), err: e })?
         {
             break st;
         }
@@ -138,16 +157,24 @@ pub fn run_session(cfg: &SessionConfig, mut notify: impl FnMut(&str)) -> Result<
         }
     };
     if let Some(mut s) = server.take() {
+        let group = Pid::from_raw(-(s.id() as i32));
         if s.try_wait().ok().flatten().is_none() {
-            kill(&s, Signal::SIGTERM);
+            let _ = nix::sys::signal::kill(group, Signal::SIGTERM);
             let t = Instant::now();
             while s.try_wait().ok().flatten().is_none() && t.elapsed() < Duration::from_secs(1) {
                 std::thread::sleep(Duration::from_millis(10));
             }
-            kill(&s, Signal::SIGKILL);
         }
+        let _ = nix::sys::signal::kill(group, Signal::SIGKILL);
         let _ = s.wait();
     }
+    // Whatever the command or the server left running (background jobs) would keep the
+    // namespaces alive: everything carrying this run's tag goes.
+    let leftovers = crate::sweep::kill_own_leftovers();
+    if !leftovers.is_empty() {
+        notify(&format!("killed {} process(es) left running behind the link: {:?}", leftovers.len(), leftovers));
+    }
+    reap_orphans(Duration::from_millis(500));
     let report = link.finish()?;
     Ok(SessionOutcome { exit_code: exit_code(status), report, swept })
 }

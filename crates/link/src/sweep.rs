@@ -74,6 +74,31 @@ pub fn tag_in_environ(env: &[u8]) -> Option<String> {
         .map(|v| String::from_utf8_lossy(v).into_owned())
 }
 
+/// Processes carrying exactly `tag` (this run's own, at the end of a session).
+pub fn find_owned_by(tag: &str) -> Vec<u32> {
+    let Ok(dir) = fs::read_dir("/proc") else { return Vec::new() };
+    let me = std::process::id();
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/environ")).ok().and_then(|env| tag_in_environ(&env)).as_deref() == Some(tag)
+        })
+        .collect()
+}
+
+/// Kill (SIGKILL) what this run started and left running: background jobs of the command or
+/// of the server command. Returns the pids killed.
+pub fn kill_own_leftovers() -> Vec<u32> {
+    let tag = owner_tag();
+    find_owned_by(&tag)
+        .into_iter()
+        .filter(|&pid| {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).is_ok()
+        })
+        .collect()
+}
+
 /// Kill the stale processes (SIGKILL); returns the pids killed.
 pub fn sweep() -> Vec<u32> {
     let mut killed = Vec::new();
