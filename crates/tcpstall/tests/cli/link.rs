@@ -413,3 +413,27 @@ fn lab_loss_and_ack_loss_counters_match_their_fractions() {
     let (packets, _, lost) = link_counts(&o, "client->server", "loss");
     assert!(within_5_sigma(lost, packets, 0.01), "{lost} of {packets} packets lost at 1%\n{o}");
 }
+
+/// Issue: "Leaves nothing behind ... on normal exit": a background job of the command and the
+/// server command's children do not outlive the session.
+#[test]
+fn normal_exit_leaves_no_process_behind() {
+    if !is_root() {
+        return skip("normal_exit_leaves_no_process_behind", "needs root for network namespaces");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (bg, srv) = (dir.path().join("bg.pid"), dir.path().join("srv.pid"));
+    let out = tcpstall()
+        .args(["shell", "--link", "rtt=1ms", "--server-command"])
+        .arg(format!("sleep 301 & echo $! > {}; wait", srv.display()))
+        .args(["--", "sh", "-c"])
+        .arg(format!("sleep 300 & echo $! > {}; while [ ! -s {} ]; do sleep 0.05; done", bg.display(), srv.display()))
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for f in [&bg, &srv] {
+        let pid: u32 = std::fs::read_to_string(f).unwrap().trim().parse().unwrap();
+        assert!(!alive(pid), "{} (pid {pid}) outlived the session", f.display());
+    }
+}
