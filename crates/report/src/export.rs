@@ -189,16 +189,26 @@ impl Exporter for Table {
             let l = format!("  {}", label(x));
             out.push_str(&format!("{l:<w$}  {}\n", x.verdict));
         }
-        out.push_str("\noptions held (read back with getsockopt after the measured rounds):\n");
+        let model = r.mode == "simulate";
+        out.push_str(if model {
+            "\noptions as modelled (the profile's rules applied to each strategy):\n"
+        } else {
+            "\noptions held (read back with getsockopt after the measured rounds):\n"
+        });
         for x in &r.results {
             let l = format!("  {}", label(x));
             out.push_str(&format!("{l:<w$}  client {}; server {}\n", applied(&x.client), applied(&x.server)));
         }
         out.push_str(
             "\nms/round: wall time / rounds; stalls: waits longer than the threshold \
-             (10 ms over the round trip unless set);\nsegs = data + acks (tcp_info); \
-             wire = payload + 66 header bytes per segment (Ethernet 14, IPv4 20, TCP 20, timestamps 12)\n",
+             (10 ms over the round trip unless set);\n",
         );
+        out.push_str(if model {
+            "segs = data + acks (counted by the model); wire = payload + link, IP and TCP headers per segment\n"
+        } else {
+            "segs = data + acks (tcp_info); \
+             wire = payload + 66 header bytes per segment (Ethernet 14, IPv4 20, TCP 20, timestamps 12)\n"
+        });
         out.into_bytes()
     }
 }
@@ -311,7 +321,8 @@ fn md_cell(s: &str) -> String {
 
 impl Exporter for Markdown {
     fn export(&self, r: &Report) -> Vec<u8> {
-        let mut out = format!("**{} {}** `{}` on Linux {} ({})\n\n", r.tool, r.mode, r.scenario, r.kernel, r.link);
+        let host = if r.mode == "simulate" { r.kernel.clone() } else { format!("Linux {}", r.kernel) };
+        let mut out = format!("**{} {}** `{}` on {host} ({})\n\n", r.tool, r.mode, r.scenario, r.link);
         let p = params(&r.params);
         if !p.is_empty() {
             out.push_str(&format!("Parameters: `{p}`\n\n"));
