@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use lab::{LabOptions, Progress};
-use scenario::{Opt, Scenario, SideOpts, StrategyPair, Workload};
+use scenario::Scenario;
 
+use super::common::ScenarioArgs;
 use super::output::{self, OutputFormat};
 
 const EXAMPLES: &str = "\
@@ -29,36 +30,14 @@ belong to the run; --port, --link or no root use the caller's or the link's name
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct LabArgs {
-    /// Scenario to run (`tcpstall scenarios` lists them) [default: chunked]
-    pub scenario: Option<String>,
-    /// Override a workload parameter (repeatable), e.g. --set round=10 --set writes=275,24,292
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub sets: Vec<String>,
-    /// Client strategies, comma-separated (nodelay, quickack-once, quickack-each, cork, msg-more,
-    /// writev, buffer, nodelay-then-cork, none): run this one pair instead of the matrix
-    #[arg(long, value_name = "LIST")]
-    pub client: Option<String>,
-    /// Server strategies (as --client)
-    #[arg(long, value_name = "LIST")]
-    pub server: Option<String>,
-    /// Strategy matrix: `default` (the scenario's own) or `all` (each strategy on both sides)
-    #[arg(long, value_name = "NAME", default_value = "default")]
-    pub matrix: String,
+    #[command(flatten)]
+    pub common: ScenarioArgs,
     /// Run seed 000's tcp_test.conf (keys no_delay, quickack, cork, msg_more, send, n_chunk, round)
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// A wait is a stall when it exceeds the round trip by more than MS milliseconds [default: 10]
     #[arg(long, value_name = "MS")]
     pub stall_threshold: Option<f64>,
-    /// Shortcut for the scenario's round-count parameter (--set round=N for chunked, ...)
-    #[arg(long, value_name = "N")]
-    pub rounds: Option<u32>,
-    /// Output format
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: OutputFormat,
-    /// Write the output to FILE instead of stdout
-    #[arg(long, short, value_name = "FILE")]
-    pub output: Option<PathBuf>,
     /// Server port (default: any free port). Runs in the caller's namespace so tcpdump on the
     /// host sees it; a port in use is an error
     #[arg(long, value_name = "N")]
@@ -79,61 +58,19 @@ pub struct LabArgs {
     pub quiet: bool,
 }
 
-/// The parameter that counts rounds in each workload.
-fn rounds_key(w: &Workload) -> anyhow::Result<&'static str> {
-    Ok(match w {
-        Workload::Chunked(_) => "round",
-        Workload::MultiWrite(_) => "requests",
-        Workload::Burst(_) | Workload::BulkAck(_) | Workload::Rr(_) => "rounds",
-        Workload::Stream(_) => bail!("--rounds: the stream scenario runs for a time; use --set duration_ms=N"),
-    })
-}
-
-fn side(flag: &str, list: Option<&str>) -> anyhow::Result<SideOpts> {
-    SideOpts::parse_list(list.unwrap_or("none")).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
-}
-
 /// Build the scenario to run from the flags.
 pub fn scenario_from(args: &LabArgs) -> anyhow::Result<Scenario> {
-    let mut s = match &args.config {
+    let base = match &args.config {
         Some(path) => {
-            if let Some(name) = &args.scenario {
+            if let Some(name) = &args.common.scenario {
                 bail!("--config runs seed 000's chunked scenario from the file; drop the scenario name '{name}'");
             }
             let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-            scenario::parse_tcp_test_conf(&path.display().to_string(), &text)?.scenario()?
+            Some(scenario::parse_tcp_test_conf(&path.display().to_string(), &text)?.scenario()?)
         }
-        None => Scenario::builtin(args.scenario.as_deref().unwrap_or("chunked"))?,
+        None => None,
     };
-    s.apply_sets(&args.sets)?;
-    if let Some(n) = args.rounds {
-        let key = rounds_key(&s.workload)?;
-        s.apply_sets(&[format!("{key}={n}")]).map_err(|e| anyhow::anyhow!("--rounds: {e}"))?;
-    }
-    if args.client.is_some() || args.server.is_some() {
-        if args.matrix != "default" {
-            bail!("--client/--server run one pair; they cannot go with --matrix {}", args.matrix);
-        }
-        let pair = StrategyPair::new(side("client", args.client.as_deref())?, side("server", args.server.as_deref())?);
-        s.matrix = vec![pair];
-    } else {
-        match args.matrix.as_str() {
-            "default" => {}
-            "all" => s.matrix = matrix_all(),
-            other => bail!("unknown matrix '{other}' (expected default or all)"),
-        }
-    }
-    Ok(s)
-}
-
-/// `--matrix all`: the default, then every single strategy applied on both sides.
-pub fn matrix_all() -> Vec<StrategyPair> {
-    let mut m = vec![StrategyPair::new(SideOpts::none(), SideOpts::none())];
-    for o in Opt::ALL {
-        let side = SideOpts::new(vec![o]).unwrap_or_default();
-        m.push(StrategyPair { label: o.as_str().to_string(), client: side.clone(), server: side });
-    }
-    m
+    args.common.build(base)
 }
 
 pub fn lab_options(args: &LabArgs) -> anyhow::Result<LabOptions> {
@@ -168,10 +105,10 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     let report = lab::run_scenario(&s, &env.placement, &opts, &mut progress);
     bar.finish_and_clear();
     let link_lines = env.finish();
-    if !report.results.is_empty() || args.format != OutputFormat::Table {
-        output::emit(&report, args.format, args.output.as_deref())?;
+    if !report.results.is_empty() || args.common.format != OutputFormat::Table {
+        output::emit(&report, args.common.format, args.common.output.as_deref())?;
     }
-    if args.format == OutputFormat::Table {
+    if args.common.format == OutputFormat::Table {
         if let Ok(lines) = &link_lines {
             for l in lines {
                 println!("{l}");
@@ -191,6 +128,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
 mod tests {
     use super::*;
     use clap::Parser;
+    use scenario::Opt;
 
     fn parse(args: &[&str]) -> LabArgs {
         let mut v = vec!["tcpstall", "lab"];

@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod common;
 pub mod explain;
 pub mod lab;
 pub mod linkenv;

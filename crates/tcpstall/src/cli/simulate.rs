@@ -6,9 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use model::{Outcome, Profile, RunSpec};
-use scenario::{LinkSpec, Scenario, SideOpts, StrategyPair};
+use scenario::{LinkSpec, Scenario};
 use trace::{Endpoint, Event, EventKind};
 
+use super::common::ScenarioArgs;
 use super::output::{self, OutputFormat};
 
 const EXAMPLES: &str = "\
@@ -28,27 +29,15 @@ takes (default 2us): on loopback it decides how small writes group into segments
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct SimulateArgs {
-    /// Scenario to run (`tcpstall scenarios` lists them) [default: chunked]
-    pub scenario_pos: Option<String>,
     /// Scenario to run (same as the positional argument)
-    #[arg(long = "scenario", value_name = "NAME", conflicts_with = "scenario_pos")]
-    pub scenario: Option<String>,
+    #[arg(long = "scenario", value_name = "NAME", conflicts_with = "scenario")]
+    pub scenario_flag: Option<String>,
     /// Stack profile: linux, linux-2.6, rfc-classic, macos, freebsd, windows, or a FILE.toml with the same
     /// keys; `all` runs each; CLIENT:SERVER pairs two (e.g. linux:macos); commas list several
     #[arg(long, value_name = "NAME", default_value = "linux")]
     pub profile: String,
-    /// Override a workload parameter (repeatable), e.g. --set size=100000
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub sets: Vec<String>,
-    /// Client strategies, comma-separated: run this one pair instead of the matrix
-    #[arg(long, value_name = "LIST")]
-    pub client: Option<String>,
-    /// Server strategies (as --client)
-    #[arg(long, value_name = "LIST")]
-    pub server: Option<String>,
-    /// Strategy matrix: `default` (the scenario's own) or `all`
-    #[arg(long, value_name = "NAME", default_value = "default")]
-    pub matrix: String,
+    #[command(flatten)]
+    pub common: ScenarioArgs,
     /// The modelled link (the lab's SPEC syntax)
     #[arg(long, value_name = "SPEC")]
     pub link: Option<String>,
@@ -75,12 +64,6 @@ pub struct SimulateArgs {
     /// List the profiles, their rules, sources and unverified values, and exit
     #[arg(long)]
     pub list_profiles: bool,
-    /// Output format
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: OutputFormat,
-    /// Write the output to FILE instead of stdout
-    #[arg(long, short, value_name = "FILE")]
-    pub output: Option<PathBuf>,
 }
 
 /// `--profile`: one name, `all`, or CLIENT:SERVER.
@@ -136,29 +119,11 @@ pub fn link(spec: Option<&str>) -> anyhow::Result<(LinkSpec, String)> {
     Ok((lo, label))
 }
 
-fn side(flag: &str, list: Option<&str>) -> anyhow::Result<SideOpts> {
-    SideOpts::parse_list(list.unwrap_or("none")).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
-}
-
 /// The scenario and its strategy pairs from the flags.
 pub fn scenario_from(args: &SimulateArgs) -> anyhow::Result<Scenario> {
-    let name = args.scenario.as_deref().or(args.scenario_pos.as_deref()).unwrap_or("chunked");
-    let mut s = Scenario::builtin(name)?;
-    s.apply_sets(&args.sets)?;
-    if args.client.is_some() || args.server.is_some() {
-        if args.matrix != "default" {
-            bail!("--client/--server run one pair; they cannot go with --matrix {}", args.matrix);
-        }
-        s.matrix =
-            vec![StrategyPair::new(side("client", args.client.as_deref())?, side("server", args.server.as_deref())?)];
-    } else {
-        match args.matrix.as_str() {
-            "default" => {}
-            "all" => s.matrix = super::lab::matrix_all(),
-            other => bail!("unknown matrix '{other}' (expected default or all)"),
-        }
-    }
-    Ok(s)
+    // --scenario NAME and the positional name conflict: at most one is set.
+    let base = args.scenario_flag.as_deref().map(Scenario::builtin).transpose()?;
+    args.common.build(base)
 }
 
 pub fn run_spec(args: &SimulateArgs) -> anyhow::Result<RunSpec> {
@@ -213,14 +178,14 @@ fn call_cost(v: &str) -> anyhow::Result<u64> {
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
     if args.list_profiles {
-        output::write_bytes(list_profiles().as_bytes(), args.output.as_deref())?;
+        output::write_bytes(list_profiles().as_bytes(), args.common.output.as_deref())?;
         return Ok(0);
     }
     let s = scenario_from(&args)?;
     let spec = run_spec(&args)?;
     let pairs = s.matrix.clone();
     let (report, outcomes) = model::report(&s, &pairs, &spec, args.trace || args.pcap.is_some());
-    output::emit(&report, args.format, args.output.as_deref()).context("writing the report")?;
+    output::emit(&report, args.common.format, args.common.output.as_deref()).context("writing the report")?;
     if let Some(path) = &args.pcap {
         let traces: Vec<&[trace::Event]> = outcomes.iter().map(|o| o.trace.as_slice()).collect();
         let bytes = model::pcap::to_pcap(&traces)?;
@@ -236,7 +201,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
             );
         }
     }
-    if args.format == OutputFormat::Table && args.output.is_none() {
+    if args.common.format == OutputFormat::Table && args.common.output.is_none() {
         // What the numbers rest on: say which profiles carry unchecked values.
         let mut seen = Vec::new();
         for (c, sv) in &spec.profiles {
@@ -254,7 +219,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
     }
     if args.trace {
         let text = stall_stories(&report, &outcomes);
-        if args.format == OutputFormat::Table && args.output.is_none() {
+        if args.common.format == OutputFormat::Table && args.common.output.is_none() {
             output::write_bytes(text.as_bytes(), None)?;
         } else {
             eprint!("{text}");
@@ -373,6 +338,28 @@ fn line(e: &Event, origin: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> SimulateArgs {
+        let mut v = vec!["tcpstall", "simulate"];
+        v.extend_from_slice(args);
+        match crate::cli::Cli::parse_from(v).command {
+            crate::cli::Command::Simulate(a) => a,
+            _ => panic!("not simulate"),
+        }
+    }
+
+    #[test]
+    fn scenario_by_flag_or_position() {
+        let s = scenario_from(&parse(&["--scenario", "multi-write", "--rounds", "7"])).unwrap();
+        assert_eq!(s.workload.params_json()["requests"], 7);
+        let s = scenario_from(&parse(&["multi-write", "--client", "cork"])).unwrap();
+        assert_eq!(s.matrix.len(), 1);
+        assert_eq!(s.matrix[0].label, "client:cork");
+        let both = ["tcpstall", "simulate", "burst", "--scenario", "rr"];
+        assert!(crate::cli::Cli::try_parse_from(both).is_err());
+        assert!(scenario_from(&parse(&["--scenario", "nope"])).is_err());
+    }
 
     #[test]
     fn profile_specs() {

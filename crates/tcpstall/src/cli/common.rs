@@ -1,0 +1,93 @@
+//! Flags shared by the subcommands that run a scenario (`lab`, `simulate`): which scenario,
+//! its parameter overrides, the strategy matrix, and where the report goes.
+
+use std::path::PathBuf;
+
+use anyhow::bail;
+use scenario::{Opt, Scenario, SideOpts, StrategyPair, Workload};
+
+use super::output::OutputFormat;
+
+#[derive(Debug, clap::Args)]
+pub struct ScenarioArgs {
+    /// Scenario to run (`tcpstall scenarios` lists them) [default: chunked]
+    pub scenario: Option<String>,
+    /// Override a workload parameter (repeatable), e.g. --set round=10 --set writes=275,24,292
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Client strategies, comma-separated (nodelay, quickack-once, quickack-each, cork, msg-more,
+    /// writev, buffer, nodelay-then-cork, none): run this one pair instead of the matrix
+    #[arg(long, value_name = "LIST")]
+    pub client: Option<String>,
+    /// Server strategies (as --client)
+    #[arg(long, value_name = "LIST")]
+    pub server: Option<String>,
+    /// Strategy matrix: `default` (the scenario's own) or `all` (each strategy on both sides)
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    pub matrix: String,
+    /// Shortcut for the scenario's round-count parameter (--set round=N for chunked, ...)
+    #[arg(long, value_name = "N")]
+    pub rounds: Option<u32>,
+    /// Output format
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: OutputFormat,
+    /// Write the output to FILE instead of stdout
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+impl ScenarioArgs {
+    /// The scenario to run: `base` when the subcommand found it elsewhere (lab's --config,
+    /// simulate's --scenario), else the built-in named by the positional argument (default
+    /// chunked); then --set, --rounds, and the strategy pairs of --client/--server or --matrix.
+    pub fn build(&self, base: Option<Scenario>) -> anyhow::Result<Scenario> {
+        let mut s = match base {
+            Some(s) => s,
+            None => Scenario::builtin(self.scenario.as_deref().unwrap_or("chunked"))?,
+        };
+        s.apply_sets(&self.sets)?;
+        if let Some(n) = self.rounds {
+            let key = rounds_key(&s.workload)?;
+            s.apply_sets(&[format!("{key}={n}")]).map_err(|e| anyhow::anyhow!("--rounds: {e}"))?;
+        }
+        if self.client.is_some() || self.server.is_some() {
+            if self.matrix != "default" {
+                bail!("--client/--server run one pair; they cannot go with --matrix {}", self.matrix);
+            }
+            let pair =
+                StrategyPair::new(side("client", self.client.as_deref())?, side("server", self.server.as_deref())?);
+            s.matrix = vec![pair];
+        } else {
+            match self.matrix.as_str() {
+                "default" => {}
+                "all" => s.matrix = matrix_all(),
+                other => bail!("unknown matrix '{other}' (expected default or all)"),
+            }
+        }
+        Ok(s)
+    }
+}
+
+/// The parameter that counts rounds in each workload.
+fn rounds_key(w: &Workload) -> anyhow::Result<&'static str> {
+    Ok(match w {
+        Workload::Chunked(_) => "round",
+        Workload::MultiWrite(_) => "requests",
+        Workload::Burst(_) | Workload::BulkAck(_) | Workload::Rr(_) => "rounds",
+        Workload::Stream(_) => bail!("--rounds: the stream scenario runs for a time; use --set duration_ms=N"),
+    })
+}
+
+fn side(flag: &str, list: Option<&str>) -> anyhow::Result<SideOpts> {
+    SideOpts::parse_list(list.unwrap_or("none")).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+}
+
+/// `--matrix all`: the default, then every single strategy applied on both sides.
+pub fn matrix_all() -> Vec<StrategyPair> {
+    let mut m = vec![StrategyPair::new(SideOpts::none(), SideOpts::none())];
+    for o in Opt::ALL {
+        let side = SideOpts::new(vec![o]).unwrap_or_default();
+        m.push(StrategyPair { label: o.as_str().to_string(), client: side.clone(), server: side });
+    }
+    m
+}
