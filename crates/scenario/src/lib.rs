@@ -10,7 +10,7 @@ mod strategy;
 mod workload;
 
 pub use conf::{parse_tcp_test_conf, TcpTestConf};
-pub use link_spec::{AckDir, LinkSpec, QueueLimit};
+pub use link_spec::{parse_duration_ns, AckDir, DurationError, LinkSpec, QueueLimit};
 pub use strategy::{Call, MessagePlan, Opt, SideOpts, SockOp, StrategyPair};
 pub use workload::{
     split, BulkAck, Burst, Chunked, MultiWrite, Program, RoundProgram, Rr, Sample, SideProgram, Step, Stream, Workload,

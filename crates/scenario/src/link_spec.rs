@@ -81,7 +81,32 @@ impl LinkSpec {
     }
 }
 
-fn parse_duration_ns(v: &str) -> Result<u64, String> {
+/// Why a duration did not parse; the caller names the flag or key and the value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("needs a unit (ns, us, ms or s)")]
+    NoUnit,
+    #[error("is not a duration")]
+    NotANumber,
+    /// Negative, or longer than the limit (in ns).
+    #[error("is out of range (0 to {})", show_ns(*.0))]
+    OutOfRange(u64),
+}
+
+/// `60 s`, `10 ms`, `2 us`: a limit for an error message.
+fn show_ns(ns: u64) -> String {
+    let (div, unit) = match ns {
+        1_000_000_000.. => (1e9, "s"),
+        1_000_000.. => (1e6, "ms"),
+        1_000.. => (1e3, "us"),
+        _ => (1.0, "ns"),
+    };
+    format!("{} {unit}", ns as f64 / div)
+}
+
+/// A duration with a unit (`250us`, `1.5ms`, `20ms`, `1s`: ns, us, ms or s) in nanoseconds,
+/// from 0 to `max_ns`. The link SPEC's delays and jitter, and `tcpstall simulate --call-cost`.
+pub fn parse_duration_ns(v: &str, max_ns: u64) -> Result<u64, DurationError> {
     let v = v.trim();
     let (num, mult) = if let Some(n) = v.strip_suffix("ns") {
         (n, 1.0)
@@ -92,13 +117,22 @@ fn parse_duration_ns(v: &str) -> Result<u64, String> {
     } else if let Some(n) = v.strip_suffix('s') {
         (n, 1e9)
     } else {
-        return Err(format!("'{v}' needs a unit (ns, us, ms or s)"));
+        return Err(DurationError::NoUnit);
     };
-    let x: f64 = num.trim().parse().map_err(|_| format!("'{v}' is not a duration"))?;
-    if !(0.0..=60e9).contains(&(x * mult)) {
-        return Err(format!("'{v}' is out of range (0 to 60 s)"));
+    let x: f64 = num.trim().parse().map_err(|_| DurationError::NotANumber)?;
+    if !(0.0..=max_ns as f64).contains(&(x * mult)) {
+        return Err(DurationError::OutOfRange(max_ns));
     }
     Ok((x * mult).round() as u64)
+}
+
+/// Longest delay or jitter a link SPEC takes.
+const MAX_LINK_DELAY_NS: u64 = 60_000_000_000;
+
+/// A link SPEC's delay or jitter.
+fn link_duration(v: &str) -> Result<u64, String> {
+    let v = v.trim();
+    parse_duration_ns(v, MAX_LINK_DELAY_NS).map_err(|e| format!("'{v}' {e}"))
 }
 
 fn parse_rate(v: &str) -> Result<u64, String> {
@@ -149,15 +183,15 @@ impl FromStr for LinkSpec {
             let (k, v) = part.split_once('=').ok_or_else(|| format!("link: '{part}' is not key=value"))?;
             let e = |m: String| format!("link {k}: {m}");
             match k.trim() {
-                "rtt" => rtt = Some(parse_duration_ns(v).map_err(e)?),
+                "rtt" => rtt = Some(link_duration(v).map_err(e)?),
                 "delay" => {
-                    let d = parse_duration_ns(v).map_err(e)?;
+                    let d = link_duration(v).map_err(e)?;
                     up = Some(d);
                     down = Some(d);
                 }
-                "delay-up" => up = Some(parse_duration_ns(v).map_err(e)?),
-                "delay-down" => down = Some(parse_duration_ns(v).map_err(e)?),
-                "jitter" => l.jitter_ns = parse_duration_ns(v).map_err(e)?,
+                "delay-up" => up = Some(link_duration(v).map_err(e)?),
+                "delay-down" => down = Some(link_duration(v).map_err(e)?),
+                "jitter" => l.jitter_ns = link_duration(v).map_err(e)?,
                 "reorder" => {
                     l.reorder = match v.trim() {
                         "1" | "yes" | "on" | "true" => true,
@@ -296,6 +330,21 @@ mod tests {
         assert_eq!(l.ack_dir, AckDir::Down);
         assert_eq!(l.to_string(), "rtt=0ms,ack-loss=50%,ack-dir=down,mtu=1500");
         assert!("ack-dir=sideways".parse::<LinkSpec>().unwrap_err().contains("not up, down or both"));
+    }
+
+    #[test]
+    fn durations_take_a_unit_and_a_limit() {
+        assert_eq!(parse_duration_ns(" 1.5ms ", 10_000_000), Ok(1_500_000));
+        assert_eq!(parse_duration_ns("2us", 10_000_000), Ok(2_000));
+        assert_eq!(parse_duration_ns("0.25s", MAX_LINK_DELAY_NS), Ok(250_000_000));
+        assert_eq!(parse_duration_ns("7ns", 10), Ok(7));
+        assert_eq!(parse_duration_ns("5", 10_000_000), Err(DurationError::NoUnit));
+        assert_eq!(parse_duration_ns("fastms", 10_000_000), Err(DurationError::NotANumber));
+        assert_eq!(parse_duration_ns("11ms", 10_000_000), Err(DurationError::OutOfRange(10_000_000)));
+        assert_eq!(parse_duration_ns("-1us", 10_000_000), Err(DurationError::OutOfRange(10_000_000)));
+        assert_eq!(DurationError::OutOfRange(10_000_000).to_string(), "is out of range (0 to 10 ms)");
+        assert_eq!(link_duration("61s").unwrap_err(), "'61s' is out of range (0 to 60 s)");
+        assert_eq!(link_duration(" x ms").unwrap_err(), "'x ms' is not a duration");
     }
 
     #[test]

@@ -154,26 +154,16 @@ pub fn run_spec(args: &SimulateArgs) -> anyhow::Result<RunSpec> {
     })
 }
 
-/// `--call-cost`: a duration with a unit (ns, us, ms), at most 10 ms.
+/// Longest `--call-cost`: one call taking longer would be a stall of its own.
+const MAX_CALL_COST_NS: u64 = 10_000_000;
+
+/// `--call-cost`: a duration with a unit (ns, us, ms or s; bare `0` too), at most 10 ms.
 fn call_cost(v: &str) -> anyhow::Result<u64> {
     let v = v.trim();
-    let (num, mult) = if let Some(n) = v.strip_suffix("ns") {
-        (n, 1.0)
-    } else if let Some(n) = v.strip_suffix("us") {
-        (n, 1e3)
-    } else if let Some(n) = v.strip_suffix("ms") {
-        (n, 1e6)
-    } else if v == "0" {
-        ("0", 1.0)
-    } else {
-        bail!("--call-cost {v}: needs a unit (ns, us or ms)");
-    };
-    let x: f64 = num.trim().parse().map_err(|_| anyhow::anyhow!("--call-cost {v}: not a duration"))?;
-    let ns = x * mult;
-    if !(0.0..=10e6).contains(&ns) {
-        bail!("--call-cost {v}: expected 0 to 10ms");
+    if v == "0" {
+        return Ok(0);
     }
-    Ok(ns.round() as u64)
+    scenario::parse_duration_ns(v, MAX_CALL_COST_NS).map_err(|e| anyhow::anyhow!("--call-cost {v}: {e}"))
 }
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
@@ -367,6 +357,16 @@ mod tests {
         let p = profiles("linux:macos").unwrap();
         assert_eq!((p[0].0.name.as_str(), p[0].1.name.as_str()), ("linux", "macos"));
         assert!(profiles("solaris").unwrap_err().to_string().contains("unknown profile 'solaris'"));
+    }
+
+    #[test]
+    fn call_cost_is_a_duration_up_to_10ms() {
+        assert_eq!(call_cost("2us").unwrap(), 2_000);
+        assert_eq!(call_cost(" 0 ").unwrap(), 0);
+        assert_eq!(call_cost("10ms").unwrap(), 10_000_000);
+        assert!(call_cost("5").unwrap_err().to_string().starts_with("--call-cost 5: needs a unit"));
+        assert!(call_cost("11ms").unwrap_err().to_string().contains("out of range (0 to 10 ms)"));
+        assert!(call_cost("-1us").is_err());
     }
 
     #[test]
