@@ -99,14 +99,15 @@ pub(crate) fn run_pair_noted(
     Ok((result::assemble(&program, pair, place, opts, srv, cli), note))
 }
 
+/// Move this thread into the network namespace of `f`; `what` names it in the error.
+fn set_netns(f: &File, side: &'static str, what: String) -> Result<(), LabError> {
+    nix::sched::setns(f.as_fd(), CloneFlags::CLONE_NEWNET).map_err(|e| LabError::Netns { side, what, source: e.into() })
+}
+
 fn enter(path: &std::path::Path, side: &'static str) -> Result<(), LabError> {
     let f =
         File::open(path).map_err(|e| LabError::Netns { side, what: format!("open {}", path.display()), source: e })?;
-    nix::sched::setns(f.as_fd(), CloneFlags::CLONE_NEWNET).map_err(|e| LabError::Netns {
-        side,
-        what: format!("setns {}", path.display()),
-        source: e.into(),
-    })
+    set_netns(&f, side, format!("setns {}", path.display()))
 }
 
 /// Enter the server's namespace: the placement's, a fresh private one, or stay.
@@ -259,6 +260,18 @@ fn run_rounds(
     Ok(RoundsOut { before, after, wall, held, holds })
 }
 
+/// A runner for one side's connected socket, no SO_TIMESTAMPING log yet.
+fn runner<'a>(
+    side: &'static str,
+    sock: &'a Socket,
+    opts: &SideOpts,
+    sbuf: &'a [u8],
+    rbuf: Vec<u8>,
+    io_timeout: Duration,
+) -> Runner<'a> {
+    Runner { side, sock, after_recv: opts.after_recv_ops(), sbuf, rbuf, io_timeout, tx: None }
+}
+
 fn bufs(side: &SideProgram, stream_write: usize) -> (Vec<u8>, Vec<u8>) {
     let n = exec::max_len(&[&side.prologue, &side.round, &side.epilogue]).max(stream_write);
     // Send bytes are a pattern, not zeros, so nothing on the path can treat them specially.
@@ -312,15 +325,7 @@ fn server(
     let (before, after, applied, holds) = match program {
         Program::Rounds(p) => {
             let (sbuf, rbuf) = bufs(&p.server, 0);
-            let mut r = Runner {
-                side,
-                sock: &sock,
-                after_recv: opts.after_recv_ops(),
-                sbuf: &sbuf,
-                rbuf,
-                io_timeout: lab.io_timeout,
-                tx: None,
-            };
+            let mut r = runner(side, &sock, opts, &sbuf, rbuf, lab.io_timeout);
             let o = run_rounds(
                 &mut r,
                 &p.server,
@@ -334,15 +339,7 @@ fn server(
         }
         Program::Stream { .. } => {
             let (sbuf, rbuf) = bufs(&SideProgram::default(), 0);
-            let mut r = Runner {
-                side,
-                sock: &sock,
-                after_recv: opts.after_recv_ops(),
-                sbuf: &sbuf,
-                rbuf,
-                io_timeout: lab.io_timeout,
-                tx: None,
-            };
+            let mut r = runner(side, &sock, opts, &sbuf, rbuf, lab.io_timeout);
             let b = info(&sock, side)?;
             r.stream_recv()?;
             (b, info(&sock, side)?, applied(&sock, opts), None)
@@ -353,8 +350,7 @@ fn server(
     let netstat = match (ns_before, counted) {
         (Some(b), true) => {
             let a = netstat::read_thread().unwrap_or_default();
-            let split = place.client_netns.is_some() && place.client_netns != place.server_netns;
-            netstat::delta(&b, &a, if split { "server:" } else { "" })
+            netstat::delta(&b, &a, if place.client_apart() { "server:" } else { "" })
         }
         _ => BTreeMap::new(),
     };
@@ -376,13 +372,9 @@ fn client(
         .recv_timeout(lab.io_timeout + Duration::from_secs(5))
         .map_err(|_| LabError::PeerClosed { side, phase: "setup".into(), detail: "the server did not start".into() })?;
     // Own counters only when the client lives in a namespace of its own, apart from the server's.
-    let split = place.client_netns.is_some() && place.client_netns != place.server_netns;
+    let split = place.client_apart();
     if let Some(f) = netns {
-        nix::sched::setns(f.as_fd(), CloneFlags::CLONE_NEWNET).map_err(|e| LabError::Netns {
-            side,
-            what: "setns to the server's namespace".into(),
-            source: e.into(),
-        })?;
+        set_netns(&f, side, "setns to the server's namespace".into())?;
     } else if let Some(p) = &place.client_netns {
         enter(p, side)?;
     }
@@ -401,15 +393,7 @@ fn client(
                 Sample::ClientRecv => p.rounds as usize * per_round,
             };
             let mut rec = Recorder::with_capacity(samples, samples * 4 + 1024);
-            let mut r = Runner {
-                side,
-                sock: &sock,
-                after_recv: opts.after_recv_ops(),
-                sbuf: &sbuf,
-                rbuf,
-                io_timeout: lab.io_timeout,
-                tx: None,
-            };
+            let mut r = runner(side, &sock, opts, &sbuf, rbuf, lab.io_timeout);
             let o = run_rounds(
                 &mut r,
                 &p.client,
@@ -426,15 +410,7 @@ fn client(
         Program::Stream { duration_ns, write_size } => {
             let ws = *write_size as usize;
             let (sbuf, rbuf) = bufs(&SideProgram::default(), ws);
-            let mut r = Runner {
-                side,
-                sock: &sock,
-                after_recv: opts.after_recv_ops(),
-                sbuf: &sbuf,
-                rbuf,
-                io_timeout: lab.io_timeout,
-                tx: None,
-            };
+            let mut r = runner(side, &sock, opts, &sbuf, rbuf, lab.io_timeout);
             let mut h = measure::histogram();
             let before = info(&sock, side)?;
             let t0 = Instant::now();

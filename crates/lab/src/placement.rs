@@ -28,4 +28,10 @@ impl Placement {
             link: "loopback".into(),
         }
     }
+
+    /// The client lives in a namespace of its own, apart from the server's: each side's TcpExt
+    /// counters are its own.
+    pub(crate) fn client_apart(&self) -> bool {
+        self.client_netns.is_some() && self.client_netns != self.server_netns
+    }
 }
