@@ -117,22 +117,25 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
             }
         }
     }
-    let stats = dec.stats();
-    let labels: Vec<String> = flows.iter().map(|f| label(&dec, &f.key)).collect();
-    let done: Vec<(FlowKey, FlowAnalysis, Option<PlotCollector>)> =
-        flows.into_iter().map(|f| (f.key, f.analyzer.finish(), f.plot)).collect();
+    let found = Findings {
+        stats: dec.stats(),
+        labels: flows.iter().map(|f| label(&dec, &f.key)).collect(),
+        flows: flows.into_iter().map(|f| (f.key, f.analyzer.finish(), f.plot)).collect(),
+        failure,
+    };
 
     // Streamed to stdout: a capture with many stalls does not build its report in memory.
     let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     match args.format {
-        ExplainFormat::Text => text(&mut w, &args, &stats, &done, &labels, failure.as_ref()),
-        ExplainFormat::Json => json(&mut w, &args, &stats, &done, &labels, failure.as_ref()),
+        ExplainFormat::Text => text(&mut w, &args, &found),
+        ExplainFormat::Json => json(&mut w, &args, &found),
     }
     .and_then(|()| w.flush().map_err(Into::into))
     .context("writing the report")?;
 
+    let Findings { stats, flows, labels, failure } = found;
     if let Some(path) = &args.plot {
-        let items: Vec<(String, &FlowAnalysis, &PlotCollector)> = done
+        let items: Vec<(String, &FlowAnalysis, &PlotCollector)> = flows
             .iter()
             .enumerate()
             .filter_map(|(i, (_, fa, pc))| pc.as_ref().map(|pc| (format!("flow {}: {}", i + 1, labels[i]), fa, pc)))
@@ -197,14 +200,17 @@ fn dir_line(name: &str, d: &DirSummary) -> String {
     )
 }
 
-fn text(
-    s: &mut impl std::io::Write,
-    args: &ExplainArgs,
-    stats: &wire::DecodeStats,
-    flows: &[(FlowKey, FlowAnalysis, Option<PlotCollector>)],
-    labels: &[String],
-    failure: Option<&WireError>,
-) -> anyhow::Result<()> {
+/// What a capture held: the decoder's counts, each flow's analysis (and plot) with its label,
+/// and the error that ended the file early, if any.
+struct Findings {
+    stats: wire::DecodeStats,
+    flows: Vec<(FlowKey, FlowAnalysis, Option<PlotCollector>)>,
+    labels: Vec<String>,
+    failure: Option<WireError>,
+}
+
+fn text(s: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> anyhow::Result<()> {
+    let Findings { stats, flows, labels, failure } = found;
     let _ = writeln!(
         s,
         "{}: {} frames, {} TCP packets in {} flows{}{}",
@@ -293,20 +299,14 @@ fn text(
     Ok(())
 }
 
-fn json(
-    w: &mut impl std::io::Write,
-    args: &ExplainArgs,
-    stats: &wire::DecodeStats,
-    flows: &[(FlowKey, FlowAnalysis, Option<PlotCollector>)],
-    labels: &[String],
-    failure: Option<&WireError>,
-) -> anyhow::Result<()> {
+fn json(w: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> anyhow::Result<()> {
+    let Findings { stats, flows, labels, failure } = found;
     // One JSON document, written piece by piece: the stalls of a flow are streamed one object at
     // a time instead of being collected into one value tree.
     let head = serde_json::json!({
         "file": args.file.display().to_string(),
         "decode": stats,
-        "error": failure.map(|e| serde_json::json!({"offset": e.offset, "message": e.to_string()})),
+        "error": failure.as_ref().map(|e| serde_json::json!({"offset": e.offset, "message": e.to_string()})),
     });
     let head = serde_json::to_string(&head)?;
     write!(w, "{},\"flows\":[", &head[..head.len() - 1])?;
