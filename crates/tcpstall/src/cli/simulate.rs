@@ -181,8 +181,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
         let bytes = model::pcap::to_pcap(&traces)?;
         std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
         for (k, row) in report.results.iter().enumerate() {
-            let label =
-                if row.variant.is_empty() { row.strategy.clone() } else { format!("{} {}", row.strategy, row.variant) };
+            let label = row_label(row);
             eprintln!(
                 "pcap {}: {label} is 10.0.0.1:{} -> 10.0.0.2:{}",
                 path.display(),
@@ -247,8 +246,7 @@ fn stall_stories(report: &report::Report, outcomes: &[Outcome]) -> String {
         let Some((k, first)) = out.samples.iter().enumerate().find(|(_, x)| x.latency > threshold) else {
             continue;
         };
-        let label =
-            if row.variant.is_empty() { row.strategy.clone() } else { format!("{} {}", row.strategy, row.variant) };
+        let label = row_label(row);
         let _ = writeln!(
             s,
             "\n== {label}: first stalled sample #{} ({:.3} ms; threshold {:.3} ms) ==",
@@ -291,6 +289,15 @@ fn stall_stories(report: &report::Report, outcomes: &[Outcome]) -> String {
         s.push_str("\nno stalled round to trace\n");
     }
     s
+}
+
+/// "strategy variant", as the pcap lines and the stall stories name a row.
+fn row_label(row: &report::RunResult) -> String {
+    if row.variant.is_empty() {
+        row.strategy.clone()
+    } else {
+        format!("{} {}", row.strategy, row.variant)
+    }
 }
 
 fn side_name(e: Endpoint) -> &'static str {
