@@ -7,6 +7,7 @@
 //! rounds and after them; when the run owns its network namespace the TcpExt counters of that
 //! namespace are read too. The verdict is inferred from those numbers (`verdict::infer`).
 
+pub mod cancel;
 mod exec;
 pub mod measure;
 pub mod netstat;
@@ -16,6 +17,7 @@ mod result;
 pub mod txstamp;
 pub mod verdict;
 
+pub use cancel::Cancel;
 pub use pair::run_pair;
 pub use placement::Placement;
 
@@ -48,6 +50,9 @@ pub struct LabOptions {
     /// after every recv no longer prevents seed 000's stalls (measured: 19 stalls in 10 rounds
     /// with it, 0 without).
     pub tx_timestamps: bool,
+    /// Cancellation (Ctrl-C): checked between rows; cancelling shuts the running row's sockets
+    /// down so it stops at once. The rows finished before stay in the report.
+    pub cancel: Cancel,
 }
 
 impl Default for LabOptions {
@@ -59,6 +64,7 @@ impl Default for LabOptions {
             lo_mtu: Some(1500),
             io_timeout: Duration::from_secs(10),
             tx_timestamps: false,
+            cancel: Cancel::new(),
         }
     }
 }
@@ -116,7 +122,8 @@ pub fn kernel_release() -> String {
 
 /// Run every row of the scenario (its matrix, for each workload variant) and return the report.
 /// The first error stops the run; the rows measured before it stay in `report.results` and the
-/// error is in `report.errors`.
+/// error is in `report.errors`. So does `opts.cancel`: the row in progress is abandoned and
+/// `report.errors` says the run was interrupted.
 pub fn run_scenario(s: &Scenario, place: &Placement, opts: &LabOptions, progress: &mut dyn FnMut(Progress)) -> Report {
     let variants = s.workload.variants();
     let total = variants.len() * s.matrix.len();
@@ -136,15 +143,26 @@ pub fn run_scenario(s: &Scenario, place: &Placement, opts: &LabOptions, progress
     let mut index = 0;
     'rows: for (variant, workload) in &variants {
         for pair in &s.matrix {
+            let label = if variant.is_empty() { pair.label.clone() } else { format!("{variant} / {}", pair.label) };
+            if opts.cancel.is_cancelled() {
+                report.errors.push(interrupted(&label, report.results.len(), total, false));
+                break 'rows;
+            }
             progress(Progress::Start { index, total, label: pair.label.clone() });
             let r = pair::run_pair_noted(workload, pair, place, opts);
             progress(Progress::Done { index, total });
             index += 1;
             match r {
+                // A row that finished before the cancel took effect is complete: keep it.
                 Ok((mut row, note)) => {
                     row.variant = variant.clone();
                     ns_note.get_or_insert(note);
                     report.results.push(row);
+                }
+                // Whatever the sockets reported after being shut down is the echo of the cancel.
+                Err(_) if opts.cancel.is_cancelled() => {
+                    report.errors.push(interrupted(&label, report.results.len(), total, true));
+                    break 'rows;
                 }
                 Err(e) => {
                     report.errors.push(format!("{}: {e}", pair.label));
@@ -162,6 +180,12 @@ pub fn run_scenario(s: &Scenario, place: &Placement, opts: &LabOptions, progress
         add_cost_comparison(&mut report.results);
     }
     report
+}
+
+/// The error line of a cancelled run.
+fn interrupted(label: &str, done: usize, total: usize, during: bool) -> String {
+    let at = if during { "during" } else { "before" };
+    format!("interrupted {at} row '{label}' (abandoned): {done} of {total} rows finished and are shown")
 }
 
 /// Stream rows: throughput relative to the first row (segment counts grow with throughput, so

@@ -308,6 +308,8 @@ fn server(
         }
     })?;
     listener.listen(1).map_err(|e| io("listen", e))?;
+    // Ctrl-C shuts the listener down: a blocked accept returns.
+    let listen_watch = lab.cancel.watch(&listener);
     // accept(2) honours SO_RCVTIMEO (inet_csk_accept uses sock_rcvtimeo).
     listener.set_read_timeout(Some(lab.io_timeout)).map_err(|e| io("SO_RCVTIMEO", e))?;
     let local = listener.local_addr().ok().and_then(|a| a.as_socket()).unwrap_or(addr);
@@ -320,7 +322,9 @@ fn server(
             io("accept", e)
         }
     })?;
+    drop(listen_watch);
     drop(listener);
+    let _watch = lab.cancel.watch(&sock);
     setup(&sock, opts, side, lab.io_timeout)?;
     let (before, after, applied, holds) = match program {
         Program::Rounds(p) => {
@@ -381,6 +385,7 @@ fn client(
     let ns_before = if split { netstat::read_thread().ok() } else { None };
     let sock =
         Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(|e| io("socket", e))?;
+    let _watch = lab.cancel.watch(&sock);
     sock.connect_timeout(&SockAddr::from(addr), lab.io_timeout).map_err(|e| io(&format!("connect {addr}"), e))?;
     setup(&sock, opts, side, lab.io_timeout)?;
 

@@ -89,6 +89,42 @@ pub fn lab_options(args: &LabArgs) -> anyhow::Result<LabOptions> {
     Ok(o)
 }
 
+/// Ctrl-C (and SIGTERM, SIGHUP) while the rows run: the first signal cancels the run (the row in
+/// progress stops, the finished rows are printed, exit 128 + signal); a second one quits at once.
+struct Interrupts {
+    handle: signal_hook::iterator::Handle,
+    thread: std::thread::JoinHandle<Option<i32>>,
+}
+
+impl Interrupts {
+    /// Start listening. Call after the link environment is open: this starts a thread.
+    fn start(cancel: lab::Cancel) -> anyhow::Result<Interrupts> {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+            .context("cannot install the Ctrl-C handler")?;
+        let handle = signals.handle();
+        let thread = std::thread::spawn(move || {
+            let mut first = None;
+            for sig in signals.forever() {
+                if first.is_some() {
+                    // The user insists: leave now. Whatever the link left is swept by the next run.
+                    std::process::exit(128 + sig);
+                }
+                first = Some(sig);
+                cancel.cancel();
+            }
+            first
+        });
+        Ok(Interrupts { handle, thread })
+    }
+
+    /// Stop listening (signals get their default action again); the signal received, if any.
+    fn stop(self) -> Option<i32> {
+        self.handle.close();
+        self.thread.join().ok().flatten()
+    }
+}
+
 pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     let s = scenario_from(&args)?;
     let opts = lab_options(&args)?;
@@ -102,7 +138,13 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
         }
         Progress::Done { index, .. } => bar.set_position(index as u64 + 1),
     };
+    // The link is up (it may need a single-threaded process): now the signal thread may start.
+    let interrupts = Interrupts::start(opts.cancel.clone());
     let report = lab::run_scenario(&s, &env.placement, &opts, &mut progress);
+    let signal = match interrupts {
+        Ok(i) => i.stop(),
+        Err(_) => None,
+    };
     bar.finish_and_clear();
     let link_lines = env.finish();
     if !report.results.is_empty() || args.common.format != OutputFormat::Table {
@@ -119,9 +161,12 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     if let Some(e) = report.errors.first() {
         // One line; whatever was measured before it is already printed above.
         eprintln!("tcpstall: {e}");
-        return Ok(1);
     }
-    Ok(0)
+    Ok(match (signal, report.errors.is_empty()) {
+        (Some(sig), _) => 128 + sig,
+        (None, false) => 1,
+        (None, true) => 0,
+    })
 }
 
 #[cfg(test)]

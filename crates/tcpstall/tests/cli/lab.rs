@@ -274,3 +274,37 @@ fn scenarios_lists_the_catalogue() {
     assert!(t.contains("burst (seed 002)") && t.contains("matrix:"), "{t}");
     fails_with_one_line(&["scenarios", "nosuch"], "unknown scenario");
 }
+
+#[test]
+fn ctrl_c_keeps_the_finished_rows_and_exits_130() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    // Two rows: 1-byte messages (about 50 ms for 1000 rounds) then 64 MiB messages (tens of
+    // seconds). SIGINT two seconds in lands in the second row, long after the first finished.
+    let bin = assert_cmd::cargo::cargo_bin("tcpstall");
+    let child = Command::new(bin)
+        .args(["lab", "bulk-ack", "--client", "nodelay", "--set", "sweep=1,67108864", "--set", "rounds=1000"])
+        .args(["--format", "json", "--quiet"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tcpstall");
+    std::thread::sleep(Duration::from_secs(2));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("send SIGINT");
+    let t0 = Instant::now();
+    let out = child.wait_with_output().expect("wait for tcpstall");
+    // The row in progress is abandoned at once (its sockets are shut down), not run to its end.
+    assert!(t0.elapsed() < Duration::from_secs(10), "took {:?} to stop", t0.elapsed());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "stderr: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line on stderr: {err}");
+    assert!(err.contains("interrupted during row 'size=67108864 depth=1 / client:nodelay'"), "{err}");
+    let r: Value = serde_json::from_slice(&out.stdout).expect("the finished rows as JSON");
+    let rows = r["results"].as_array().expect("results");
+    assert_eq!(rows.len(), 1, "{r:#}");
+    assert_eq!(rows[0]["variant"], "size=1 depth=1");
+    assert_eq!(rows[0]["rounds"], 1000);
+    assert_eq!(rows[0]["wire"]["client"]["bytes_sent"], 1000, "{r:#}");
+    assert!(r["errors"][0].as_str().unwrap().contains("1 of 2 rows finished"), "{r:#}");
+}

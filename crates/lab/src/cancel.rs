@@ -1,0 +1,135 @@
+//! Stopping a lab run from another thread (the CLI's Ctrl-C handler).
+//!
+//! `run_scenario` checks the flag between rows. The row in progress is stopped promptly: every
+//! socket of the row (listener and both connected ends) is registered here while it is open, and
+//! `cancel()` shuts them down, so a thread blocked in accept(2), recv(2) or send(2) returns at
+//! once (shutdown(2) wakes the sleepers: `inet_shutdown` calls `sk_state_change`, and a listening
+//! socket is stopped by `tcp_disconnect` -> `inet_csk_listen_stop`, net/ipv4/af_inet.c).
+//!
+//! The registry holds a duplicate of each socket (dup(2) via `Socket::try_clone`), never a raw fd
+//! number, so a shutdown can never reach an unrelated file that reused the number; the duplicate
+//! is dropped when the owner unregisters, before the owner closes its socket.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use socket2::Socket;
+
+/// A cancellation token: cheap to clone; clones share the flag and the registry.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    flag: AtomicBool,
+    next: AtomicU64,
+    socks: Mutex<Vec<(u64, Socket)>>,
+}
+
+/// Two tokens are equal when they are clones of one another.
+impl PartialEq for Cancel {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl Eq for Cancel {}
+
+impl Cancel {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Ask the run to stop: set the flag and shut down every registered socket.
+    pub fn cancel(&self) {
+        self.inner.flag.store(true, Ordering::SeqCst);
+        for (_, s) in self.socks().iter() {
+            // The peer may already have closed; nothing to do then.
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.flag.load(Ordering::SeqCst)
+    }
+
+    fn socks(&self) -> MutexGuard<'_, Vec<(u64, Socket)>> {
+        // A panic while holding the lock leaves a plain Vec behind: still usable.
+        self.inner.socks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Register `sock` until the returned guard is dropped (drop the guard before the socket).
+    /// A token already cancelled shuts the socket down at once.
+    pub(crate) fn watch(&self, sock: &Socket) -> Watch<'_> {
+        let id = self.inner.next.fetch_add(1, Ordering::Relaxed);
+        // dup(2) can only fail for lack of descriptors; the flag checks between rows remain.
+        if let Ok(dup) = sock.try_clone() {
+            let mut socks = self.socks();
+            // Checked under the lock `cancel` takes after setting the flag: either cancel sees
+            // this socket, or this sees the flag.
+            if self.is_cancelled() {
+                let _ = dup.shutdown(std::net::Shutdown::Both);
+            }
+            socks.push((id, dup));
+        }
+        Watch { cancel: self, id }
+    }
+}
+
+/// Keeps a socket registered with a [`Cancel`]; unregisters it when dropped.
+pub(crate) struct Watch<'a> {
+    cancel: &'a Cancel,
+    id: u64,
+}
+
+impl Drop for Watch<'_> {
+    fn drop(&mut self) {
+        self.cancel.socks().retain(|(id, _)| *id != self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn cancel_wakes_a_blocked_recv_and_accept() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = Socket::from(std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap());
+        let (_peer, _) = l.accept().unwrap();
+        let listener = Socket::from(l);
+        let cancel = Cancel::new();
+        let t0 = Instant::now();
+        std::thread::scope(|s| {
+            let w1 = cancel.watch(&c);
+            let w2 = cancel.watch(&listener);
+            let reader = s.spawn(|| (&c).read(&mut [0u8; 16]));
+            let acceptor = s.spawn(|| listener.accept().map(|_| ()));
+            std::thread::sleep(Duration::from_millis(50));
+            cancel.cancel();
+            // shutdown(SHUT_RD): recv returns 0 (end of stream) instead of blocking.
+            assert_eq!(reader.join().unwrap().unwrap(), 0);
+            assert!(acceptor.join().unwrap().is_err(), "accept on a shut-down listener fails (EINVAL)");
+            drop((w1, w2));
+        });
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        assert!(cancel.is_cancelled());
+        assert!(cancel.socks().is_empty(), "guards unregister their sockets");
+    }
+
+    #[test]
+    fn a_socket_watched_after_cancel_is_shut_at_once() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = Socket::from(std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap());
+        let cancel = Cancel::new();
+        cancel.cancel();
+        let _w = cancel.watch(&c);
+        assert_eq!((&c).read(&mut [0u8; 4]).unwrap(), 0);
+        assert_eq!(cancel, cancel.clone());
+        assert_ne!(cancel, Cancel::new());
+    }
+}
