@@ -128,6 +128,8 @@ impl Interrupts {
 pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     let s = scenario_from(&args)?;
     let opts = lab_options(&args)?;
+    // Before measuring: an output path that cannot be written must not cost a run.
+    let sink = output::Sink::open(args.common.output.as_deref())?;
     let env = super::linkenv::open(args.link.as_deref(), args.capture.as_deref())?;
     let total = (s.workload.variants().len() * s.matrix.len()) as u64;
     let bar = output::progress_bar(total, args.quiet);
@@ -148,7 +150,9 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     bar.finish_and_clear();
     let link_lines = env.finish();
     if !report.results.is_empty() || args.common.format != OutputFormat::Table {
-        output::emit(&report, args.common.format, args.common.output.as_deref())?;
+        sink.write(&report::export(&report, args.common.format.into()))?;
+    } else {
+        sink.discard();
     }
     if args.common.format == OutputFormat::Table {
         if let Ok(lines) = &link_lines {

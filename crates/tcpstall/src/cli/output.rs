@@ -1,8 +1,9 @@
 //! Output helpers shared by `lab` and `simulate`: the format flag, writing a report where the
 //! user asked, and the progress bar.
 
+use std::fs::{File, OpenOptions};
 use std::io::{IsTerminal, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -35,20 +36,68 @@ impl From<OutputFormat> for report::Format {
 
 /// Write `report` in `format` to `output` (a file) or to stdout.
 pub fn emit(report: &report::Report, format: OutputFormat, output: Option<&Path>) -> anyhow::Result<()> {
-    let bytes = report::export(report, format.into());
-    write_bytes(&bytes, output)
+    Sink::open(output)?.write(&report::export(report, format.into()))
 }
 
 /// Write bytes to a file or stdout. A closed stdout (`| head`) is not an error worth a message.
 pub fn write_bytes(bytes: &[u8], output: Option<&Path>) -> anyhow::Result<()> {
-    match output {
-        Some(p) => std::fs::write(p, bytes).with_context(|| format!("cannot write {}", p.display())),
-        None => {
-            let mut out = std::io::stdout().lock();
-            match out.write_all(bytes).and_then(|()| out.flush()) {
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-                r => r.context("cannot write to stdout"),
+    Sink::open(output)?.write(bytes)
+}
+
+/// Where the output goes, opened before any measuring so that a path that cannot be written (a
+/// missing directory, a directory) is an error before the run rather than after it.
+#[derive(Debug)]
+pub struct Sink {
+    file: Option<OutFile>,
+}
+
+#[derive(Debug)]
+struct OutFile {
+    file: File,
+    path: PathBuf,
+    /// The file did not exist before: `discard` removes it again.
+    created: bool,
+}
+
+impl Sink {
+    /// Stdout, or `path` created (or opened, left as it is until `write`).
+    pub fn open(path: Option<&Path>) -> anyhow::Result<Sink> {
+        let Some(p) = path else { return Ok(Sink { file: None }) };
+        let created = !p.exists();
+        // No truncation yet: a run that ends with nothing to write leaves an existing file alone.
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(p)
+            .with_context(|| format!("cannot write {}", p.display()))?;
+        Ok(Sink { file: Some(OutFile { file, path: p.to_path_buf(), created }) })
+    }
+
+    /// Replace the file's content with `bytes`, or write them to stdout.
+    pub fn write(self, bytes: &[u8]) -> anyhow::Result<()> {
+        match self.file {
+            Some(mut f) => f
+                .file
+                .set_len(0)
+                .and_then(|()| f.file.write_all(bytes))
+                .and_then(|()| f.file.flush())
+                .with_context(|| format!("cannot write {}", f.path.display())),
+            None => {
+                let mut out = std::io::stdout().lock();
+                match out.write_all(bytes).and_then(|()| out.flush()) {
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                    r => r.context("cannot write to stdout"),
+                }
             }
+        }
+    }
+
+    /// Nothing to write after all: remove the file if this run created it.
+    pub fn discard(self) {
+        if let Some(f) = self.file.filter(|f| f.created) {
+            drop(f.file);
+            let _ = std::fs::remove_file(&f.path);
         }
     }
 }
@@ -67,4 +116,31 @@ pub fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
     // sleeps between ticks and does not touch the sockets.
     bar.enable_steady_tick(Duration::from_millis(250));
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unwritable_output_fails_when_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Sink::open(Some(&dir.path().join("missing/out.json"))).unwrap_err();
+        assert!(format!("{e:#}").starts_with("cannot write "), "{e:#}");
+        assert!(Sink::open(Some(dir.path())).is_err(), "a directory is not a file");
+    }
+
+    #[test]
+    fn write_replaces_the_content_and_discard_removes_only_a_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out.txt");
+        std::fs::write(&p, "old content, longer").unwrap();
+        Sink::open(Some(&p)).unwrap().write(b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
+        Sink::open(Some(&p)).unwrap().discard();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "new", "an existing file is left alone");
+        let q = dir.path().join("fresh.txt");
+        Sink::open(Some(&q)).unwrap().discard();
+        assert!(!q.exists());
+    }
 }

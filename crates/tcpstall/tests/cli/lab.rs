@@ -252,6 +252,18 @@ fn bad_input_is_one_line_and_non_zero() {
 }
 
 #[test]
+fn an_unwritable_output_fails_before_measuring() {
+    // A 200-round chunked run stalls for seconds: failing in well under a second shows the file
+    // was opened first.
+    let dir = tempfile::tempdir().unwrap();
+    let t0 = std::time::Instant::now();
+    let missing = dir.path().join("no/such/dir/out.json");
+    fails_with_one_line(&["lab", "--rounds", "200", "-q", "-o", missing.to_str().unwrap()], "cannot write ");
+    fails_with_one_line(&["lab", "--rounds", "200", "-q", "-o", dir.path().to_str().unwrap()], "Is a directory");
+    assert!(t0.elapsed().as_secs_f64() < 3.0, "took {:?}", t0.elapsed());
+}
+
+#[test]
 fn a_port_in_use_is_a_one_line_error() {
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = busy.local_addr().unwrap().port().to_string();
