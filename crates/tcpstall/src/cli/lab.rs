@@ -21,7 +21,7 @@ Examples:
   tcpstall lab --config tcp_test.conf           seed 000's own configuration file
   tcpdump -i lo -w seed000.pcap port 8000 & tcpstall lab --port 8000
                                                 watch it on the host's loopback
-  tcpstall lab multi-write --link rtt=20ms,mtu=1500 --capture mw.pcap
+  tcpstall lab multi-write --link rtt=20ms,mtu=1500 --capture mw.pcapng
                                                 behind an emulated link, with a capture
 
 As root each row runs in a private network namespace (lo with MTU 1500) so TcpExt counters
@@ -45,7 +45,7 @@ pub struct LabArgs {
     /// Run behind an emulated link (see `tcpstall shell --help` for SPEC)
     #[arg(long, value_name = "SPEC")]
     pub link: Option<String>,
-    /// Write a pcap of the emulated link to FILE
+    /// Write a pcapng capture of the emulated link (both ends, one interface each) to FILE
     #[arg(long, value_name = "FILE")]
     pub capture: Option<PathBuf>,
     /// Time each write's stay inside TCP (SO_TIMESTAMPING SCHED minus write time) and name the
@@ -64,6 +64,19 @@ pub fn scenario_from(args: &LabArgs) -> anyhow::Result<Scenario> {
         Some(path) => {
             if let Some(name) = &args.common.scenario {
                 bail!("--config runs seed 000's chunked scenario from the file; drop the scenario name '{name}'");
+            }
+            // The file's options are the one pair to run: other strategy flags would replace them.
+            let c = &args.common;
+            if let Some(flag) = [
+                c.client.as_ref().map(|_| "--client"),
+                c.server.as_ref().map(|_| "--server"),
+                (c.matrix != "default").then_some("--matrix"),
+            ]
+            .into_iter()
+            .flatten()
+            .next()
+            {
+                bail!("--config runs the file's one configuration (its no_delay/quickack/cork/msg_more); drop {flag}");
             }
             let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
             Some(scenario::parse_tcp_test_conf(&path.display().to_string(), &text)?.scenario()?)
@@ -210,6 +223,22 @@ mod tests {
         assert_eq!(s.matrix.len(), 1 + Opt::ALL.len());
         assert!(scenario_from(&parse(&["--matrix", "some"])).is_err());
         assert!(scenario_from(&parse(&["--matrix", "all", "--client", "cork"])).is_err());
+    }
+
+    #[test]
+    fn config_refuses_strategy_flags_that_would_drop_its_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("tcp_test.conf");
+        std::fs::write(&conf, "no_delay 1\nround 3\n").unwrap();
+        let c = conf.to_str().unwrap();
+        for extra in [&["--client", "cork"][..], &["--server", "nodelay"], &["--matrix", "all"]] {
+            let mut a = vec!["--config", c];
+            a.extend_from_slice(extra);
+            let e = scenario_from(&parse(&a)).unwrap_err().to_string();
+            assert!(e.contains(&format!("drop {}", extra[0])), "{e}");
+        }
+        let s = scenario_from(&parse(&["--config", c, "--set", "round=2"])).unwrap();
+        assert_eq!(s.matrix[0].label, "config:nodelay");
     }
 
     #[test]
