@@ -16,8 +16,22 @@ const ABOUT: &str = "A Linux laboratory for TCP small-message latency: finds whi
 (Nagle, delayed ACK, cork, congestion window, pure-ACK rate) makes your 40 ms or 200 ms stall, \
 and which fix works on this kernel.";
 
+const EXAMPLES: &str = "\
+Examples:
+  tcpstall lab                              seed 000 on loopback: 1000 bytes as 100 writes of 10,
+                                            every strategy of its matrix (Nagle + delayed ACK)
+  tcpstall lab multi-write --client cork    seed 001, one pair: the client corks each request
+  tcpstall lab burst --link rtt=20ms        seed 002 behind an emulated 20 ms round trip
+  tcpstall scenarios                        the built-in scenarios, their seeds and matrices
+  tcpstall simulate --profile rfc-classic   the same scenario on a model of another stack
+  tcpstall explain capture.pcapng           find and classify the stalls in a capture
+  tcpstall shell --link rtt=20ms,rate=100mbit
+                                            a shell 20 ms away from a second namespace
+
+Each subcommand has its own --help with examples.";
+
 #[derive(Debug, Parser)]
-#[command(name = "tcpstall", version, about = ABOUT, propagate_version = true)]
+#[command(name = "tcpstall", version, about = ABOUT, propagate_version = true, after_help = EXAMPLES)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -5,11 +5,19 @@ use serde_json::json;
 
 use super::output::{self, OutputFormat};
 
+const EXAMPLES: &str = "\
+Examples:
+  tcpstall scenarios                      every built-in scenario: seed, finding, parameters, matrix
+  tcpstall scenarios burst                one of them
+  tcpstall scenarios --format json        the catalogue as JSON (also csv, markdown)
+  tcpstall lab burst --set n=2            run one, overriding a parameter";
+
 #[derive(Debug, clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct ScenariosArgs {
     /// Show only this scenario
     pub name: Option<String>,
-    /// Output format (table or json)
+    /// Output format
     #[arg(long, value_enum, default_value = "table")]
     pub format: OutputFormat,
 }
@@ -54,6 +62,68 @@ pub fn catalogue_json(list: &[Scenario]) -> serde_json::Value {
     )
 }
 
+fn strategies(p: &scenario::StrategyPair) -> String {
+    let side = |o: &scenario::SideOpts| {
+        let v: Vec<&str> = o.opts().iter().map(|o| o.as_str()).collect();
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join("+")
+        }
+    };
+    format!("{}=client:{}/server:{}", p.label, side(&p.client), side(&p.server))
+}
+
+fn csv_field(s: &str) -> String {
+    // RFC 4180 2.6/2.7: quote fields with commas, quotes or line breaks; double the quotes.
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// The catalogue as CSV: one line per scenario; the matrix as `label=client:..../server:...`
+/// entries separated by `;`.
+pub fn catalogue_csv(list: &[Scenario]) -> String {
+    let mut out = String::from("name,seed,kind,summary,finding,params,matrix\n");
+    for s in list {
+        let matrix: Vec<String> = s.matrix.iter().map(strategies).collect();
+        let f = [
+            s.name.clone(),
+            s.seed.clone().unwrap_or_default(),
+            s.workload.kind().to_string(),
+            s.summary.clone(),
+            s.finding.clone(),
+            params(s),
+            matrix.join(";"),
+        ];
+        out.push_str(&f.iter().map(|x| csv_field(x)).collect::<Vec<_>>().join(","));
+        out.push('\n');
+    }
+    out
+}
+
+/// The catalogue as a Markdown table.
+pub fn catalogue_markdown(list: &[Scenario]) -> String {
+    let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+    let mut out =
+        String::from("| scenario | seed | summary | finding | parameters | matrix |\n|---|---|---|---|---|---|\n");
+    for s in list {
+        let labels: Vec<&str> = s.matrix.iter().map(|p| p.label.as_str()).collect();
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | `{}` | {} |\n",
+            cell(&s.name),
+            cell(s.seed.as_deref().unwrap_or("")),
+            cell(&s.summary),
+            cell(&s.finding),
+            cell(&params(s)),
+            cell(&labels.join(", "))
+        ));
+    }
+    out
+}
+
 /// The catalogue for people.
 pub fn catalogue_text(list: &[Scenario]) -> String {
     let mut out = String::new();
@@ -86,7 +156,8 @@ pub fn run(args: ScenariosArgs) -> anyhow::Result<i32> {
             v
         }
         OutputFormat::Table => catalogue_text(&list).into_bytes(),
-        other => anyhow::bail!("--format {other:?} is not available for scenarios (use table or json)"),
+        OutputFormat::Csv => catalogue_csv(&list).into_bytes(),
+        OutputFormat::Markdown => catalogue_markdown(&list).into_bytes(),
     };
     output::write_bytes(&bytes, None)?;
     Ok(0)
@@ -103,6 +174,18 @@ mod tests {
         assert!(t.contains("params:  n_chunk=100 round=100 send=1000"), "{t}");
         assert!(t.contains("matrix:  default, nodelay, quickack-once, quickack-each, cork, msg-more, writev, buffer"));
         assert!(t.contains("\nrr\n"));
+    }
+
+    #[test]
+    fn csv_and_markdown_have_one_line_per_scenario() {
+        let list = Scenario::catalogue();
+        let csv = catalogue_csv(&list);
+        assert_eq!(csv.lines().count(), 1 + list.len(), "{csv}");
+        assert!(csv.lines().nth(1).unwrap().starts_with("chunked,000,chunked,"), "{csv}");
+        assert!(csv.contains("nodelay=client:nodelay/server:nodelay"), "{csv}");
+        let md = catalogue_markdown(&list);
+        assert_eq!(md.lines().filter(|l| l.starts_with("| ")).count(), 1 + list.len(), "{md}");
+        assert!(md.contains("| burst | 002 |"), "{md}");
     }
 
     #[test]
