@@ -80,8 +80,12 @@ fn onoff(v: Option<bool>) -> &'static str {
     }
 }
 
-fn applied(a: &crate::Applied) -> String {
-    let mut s = format!("nodelay={} cork={} quickack={}", onoff(a.nodelay), onoff(a.cork), onoff(a.quickack));
+/// The options of one side. In the lab, TCP_QUICKACK read back is a state, not a setting that
+/// holds (do_tcp_getsockopt returns `!inet_csk_in_pingpong_mode`, net/ipv4/tcp.c): it is labelled
+/// `quickack-state` there; the model reports whether the strategy asked for it.
+fn applied(a: &crate::Applied, model: bool) -> String {
+    let qa = if model { "quickack" } else { "quickack-state" };
+    let mut s = format!("nodelay={} cork={} {qa}={}", onoff(a.nodelay), onoff(a.cork), onoff(a.quickack));
     if let Some(m) = a.mss {
         s.push_str(&format!(" mss={m}"));
     }
@@ -197,7 +201,17 @@ impl Exporter for Table {
         });
         for x in &r.results {
             let l = format!("  {}", label(x));
-            out.push_str(&format!("{l:<w$}  client {}; server {}\n", applied(&x.client), applied(&x.server)));
+            out.push_str(&format!(
+                "{l:<w$}  client {}; server {}\n",
+                applied(&x.client, model),
+                applied(&x.server, model)
+            ));
+        }
+        if !model {
+            out.push_str(
+                "  (quickack-state is what getsockopt(TCP_QUICKACK) reports: the socket's ACK mode at that moment, \
+                 on = not in interactive 'pingpong' mode; TCP_QUICKACK never holds, so 'on' does not mean it was set)\n",
+            );
         }
         out.push_str(
             "\nms/round: wall time / rounds; stalls: waits longer than the threshold \
@@ -447,7 +461,12 @@ mod tests {
         assert!(row.contains(" 830 ") || row.contains("83.0"), "{row}");
         assert!(text.contains("client -> server"));
         assert!(text.contains("  nodelay  no stalls"), "{text}");
-        assert!(text.contains("nodelay=off cork=off quickack=on mss=1448 cc=bbr"), "{text}");
+        assert!(text.contains("nodelay=off cork=off quickack-state=on mss=1448 cc=bbr"), "{text}");
+        assert!(text.contains("TCP_QUICKACK never holds"), "{text}");
+        let mut m = sample();
+        m.mode = "simulate".into();
+        let text = String::from_utf8(export(&m, Format::Table)).unwrap();
+        assert!(text.contains("nodelay=off cork=off quickack=on mss=1448"), "{text}");
     }
 
     #[test]
