@@ -161,6 +161,11 @@ fn main() {
         return;
     }
     let quick = std::env::args().any(|a| a == "--quick");
+    if let Some(list) = arg_value("--variants") {
+        let rounds = arg_value("--rounds").map_or(3, |r| r.parse().expect("--rounds N"));
+        compare_variants(&list, rounds);
+        return;
+    }
     let secs = if quick { 1.5 } else { 3.0 };
     let opts = LinkOptions::default();
     println!(
@@ -227,6 +232,122 @@ fn main() {
             over(0.99),
         );
     }
+}
+
+/// Medians over rounds of one variant: packets/s, emulator/veth pps ratio, Gbit/s, lateness
+/// p99 (us), round trip - 2 ms - veth p50 and p99 (us).
+#[derive(Default)]
+struct Samples {
+    pps: Vec<f64>,
+    ratio: Vec<f64>,
+    gbps: Vec<f64>,
+    late99: Vec<f64>,
+    rtt50: Vec<f64>,
+    rtt99: Vec<f64>,
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// `--variants base,napi,busy20,rps1-2,pin1-0,fifo --rounds N`: every variant of the forwarder
+/// (see [`variant`]) measured in each round right after the veth pair, interleaved, so slow
+/// phases of a shared machine hit all of them alike; medians at the end.
+fn compare_variants(list: &str, rounds: usize) {
+    let names: Vec<&str> = list.split(',').collect();
+    let (vc, vs) = veth();
+    let mut all: Vec<Samples> = names.iter().map(|_| Samples::default()).collect();
+    let mut veth_pps = Vec::new();
+    let mut veth_gbps = Vec::new();
+    for round in 0..rounds {
+        let v_pps = pps(vc.as_fd(), vs.as_fd(), 2.0);
+        let v_bulk = bulk_gbps(vc.as_fd(), vs.as_fd(), 2.0);
+        let v_rtt = rtts(vc.as_fd(), vs.as_fd(), 1000);
+        veth_pps.push(v_pps);
+        veth_gbps.push(v_bulk);
+        println!("round {round} veth: {:.0}k packets/s, {v_bulk:.2} Gbit/s", v_pps / 1e3);
+        for (name, acc) in names.iter().zip(all.iter_mut()) {
+            let o = variant(name);
+            let link = open("mtu=1500", &o);
+            let e_pps = pps(link.client().netns(), link.server().netns(), 2.0);
+            let drops = link.finish().unwrap().device_drops[0];
+            let link = open("mtu=1500", &o);
+            let e_bulk = bulk_gbps(link.client().netns(), link.server().netns(), 2.0);
+            drop(link);
+            let link = open("delay=1ms", &o);
+            let e = rtts(link.client().netns(), link.server().netns(), 1000);
+            let rep = link.finish().unwrap();
+            let mut h = rep.dirs[0].overhead.clone();
+            h.add(&rep.dirs[1].overhead).unwrap();
+            let over = |p: f64| (q(&e, p) as f64 - 2e6 - q(&v_rtt, p) as f64) / 1e3;
+            let late99 = h.value_at_quantile(0.99) as f64 / 1e3;
+            println!(
+                "round {round} {name:<14} {:>4.0}k packets/s (x{:.2} veth, device drops {drops:?}), {e_bulk:.2} Gbit/s, lateness p99 {late99:.1} us, round trip - 2 ms - veth p50 {:.1} p99 {:.1} us",
+                e_pps / 1e3,
+                e_pps / v_pps,
+                over(0.5),
+                over(0.99)
+            );
+            acc.pps.push(e_pps);
+            acc.ratio.push(e_pps / v_pps);
+            acc.gbps.push(e_bulk);
+            acc.late99.push(late99);
+            acc.rtt50.push(over(0.5));
+            acc.rtt99.push(over(0.99));
+        }
+    }
+    println!(
+        "medians over {rounds} rounds; veth {:.0}k packets/s, {:.2} Gbit/s",
+        median(&veth_pps) / 1e3,
+        median(&veth_gbps)
+    );
+    println!("| variant | packets/s | x veth | Gbit/s | lateness p99 | rtt excess p50 | rtt excess p99 |");
+    for (name, a) in names.iter().zip(&all) {
+        println!(
+            "| {name} | {:.0}k | {:.2} | {:.2} | {:.1} us | {:.1} us | {:.1} us |",
+            median(&a.pps) / 1e3,
+            median(&a.ratio),
+            median(&a.gbps),
+            median(&a.late99),
+            median(&a.rtt50),
+            median(&a.rtt99)
+        );
+    }
+}
+
+fn arg_value(flag: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1).cloned())
+}
+
+/// A forwarder variant by name, parts joined with '+': `base` (the defaults), `napi` (IFF_NAPI
+/// devices), `busyN` (busy-poll N us after the input runs dry), `pinA-B` (up thread on CPU A,
+/// down on B), `rpsC-S` (RPS masks of the client's and the server's device; `rpsM` both),
+/// `normal` / `fifo` (scheduling instead of nice -10).
+fn variant(name: &str) -> LinkOptions {
+    let mut o = LinkOptions::default();
+    for part in name.split('+') {
+        if part == "napi" {
+            o.devices[0].napi = true;
+            o.devices[1].napi = true;
+        } else if let Some(us) = part.strip_prefix("busy") {
+            o.busy_poll_ns = us.parse::<u64>().unwrap() * 1000;
+        } else if let Some(p) = part.strip_prefix("pin") {
+            let (a, b) = p.split_once('-').unwrap();
+            o.cpus = Some([a.parse().unwrap(), b.parse().unwrap()]);
+        } else if let Some(m) = part.strip_prefix("rps") {
+            let (c, s) = m.split_once('-').unwrap_or((m, m));
+            o.devices[0].rps_mask = c.parse().unwrap();
+            o.devices[1].rps_mask = s.parse().unwrap();
+        } else if part == "normal" {
+            o.priority = Priority::Normal;
+        } else if part == "fifo" {
+            o.priority = Priority::Fifo(1);
+        }
+    }
+    o
 }
 
 fn num_cpus() -> usize {

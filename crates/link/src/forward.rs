@@ -29,6 +29,8 @@ use crate::model::{DirCounters, DirectionModel, DropReason, Verdict};
 pub const BATCH: usize = 64;
 /// How long before a deadline the thread stops sleeping and spins.
 pub const DEFAULT_SPIN_NS: u64 = 100_000;
+/// How long a thread keeps polling its input after it ran dry, before sleeping.
+pub const DEFAULT_BUSY_POLL_NS: u64 = 0;
 /// Default scheduling of the forwarder threads.
 pub const DEFAULT_PRIORITY: Priority = Priority::Nice(-10);
 
@@ -91,6 +93,9 @@ pub struct DirectionIo {
     pub mtu: u32,
     pub spin_ns: u64,
     pub priority: Priority,
+    pub busy_poll_ns: u64,
+    /// Pin the thread to this CPU.
+    pub cpu: Option<usize>,
     /// Capture interfaces (where packets enter, where they leave) and the capture channel.
     pub capture: Option<(CaptureTx, u32, u32)>,
 }
@@ -152,6 +157,13 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
     // Best effort: without it the kernel may round sleeps up by 50 us.
     let _ = nix::sys::prctl::set_timerslack(1);
     apply_priority(io.priority);
+    if let Some(cpu) = io.cpu {
+        let mut set = nix::sched::CpuSet::new();
+        if set.set(cpu).is_ok() {
+            let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+        }
+    }
+    let mut last_rx = 0u64;
     let bufsize = io.mtu as usize + 256;
     let mut pool: Vec<Vec<u8>> = Vec::new();
     let mut heap: BinaryHeap<Pending> = BinaryHeap::new();
@@ -222,6 +234,13 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
         }
         if got == BATCH {
             continue; // more may be waiting
+        }
+        if got > 0 {
+            last_rx = now;
+        }
+        if now.saturating_sub(last_rx) < io.busy_poll_ns {
+            std::hint::spin_loop();
+            continue; // busy-poll: a packet is likely to follow soon
         }
         // 3. Wait for a packet, the next deadline, or stop.
         let timeout = match heap.peek() {

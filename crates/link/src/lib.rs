@@ -48,7 +48,8 @@ pub enum LinkError {
     Forwarder(String),
 }
 
-/// Tuning knobs of the forwarder (defaults suit everything but experiments).
+/// Tuning knobs of the forwarder (defaults suit everything but experiments; the forwarder
+/// bench's `--variants` compares them, docs/link.md has the numbers).
 #[derive(Debug, Clone)]
 pub struct LinkOptions {
     /// Spin this long before a deadline instead of sleeping.
@@ -57,11 +58,24 @@ pub struct LinkOptions {
     pub seed: Option<u64>,
     /// Scheduling of the forwarder threads.
     pub priority: forward::Priority,
+    /// After the input device runs dry, keep polling it this long before sleeping.
+    pub busy_poll_ns: u64,
+    /// Setup of the client's and the server's TUN device.
+    pub devices: [netns::DeviceOptions; 2],
+    /// Pin the client->server and server->client threads to these CPUs.
+    pub cpus: Option<[usize; 2]>,
 }
 
 impl Default for LinkOptions {
     fn default() -> Self {
-        LinkOptions { spin_ns: forward::DEFAULT_SPIN_NS, seed: None, priority: forward::DEFAULT_PRIORITY }
+        LinkOptions {
+            spin_ns: forward::DEFAULT_SPIN_NS,
+            seed: None,
+            priority: forward::DEFAULT_PRIORITY,
+            busy_poll_ns: forward::DEFAULT_BUSY_POLL_NS,
+            devices: [netns::DeviceOptions::default(); 2],
+            cpus: None,
+        }
     }
 }
 
@@ -86,8 +100,8 @@ impl Link {
 
     pub fn open_with(spec: &LinkSpec, capture: Option<&Path>, opts: &LinkOptions) -> Result<Link, LinkError> {
         let privilege = userns::acquire()?;
-        let client = End::create(netns::CLIENT_IP, spec.mtu)?;
-        let server = End::create(netns::SERVER_IP, spec.mtu)?;
+        let client = End::create_with(netns::CLIENT_IP, spec.mtu, opts.devices[0])?;
+        let server = End::create_with(netns::SERVER_IP, spec.mtu, opts.devices[1])?;
         let stop = Arc::new(
             EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
                 .map_err(|e| LinkError::Setup(format!("eventfd: {}", e.desc())))?,
@@ -124,6 +138,8 @@ impl Link {
                 mtu: spec.mtu,
                 spin_ns: opts.spin_ns,
                 priority: opts.priority,
+                busy_poll_ns: opts.busy_poll_ns,
+                cpu: opts.cpus.map(|c| c[dir.index()]),
                 capture: capture.as_ref().map(|(c, _)| (c.sender(), iface_in, iface_out)),
             };
             let name = format!("tcpstall-fwd-{}", if dir == Dir::Up { "up" } else { "down" });

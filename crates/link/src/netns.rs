@@ -30,6 +30,17 @@ pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 /// Both ends share one /24 on their TUN devices, so each has a connected route to the other.
 pub const PREFIX: u8 = 24;
 
+/// How an end's TUN device is set up; the default (plain device, no RPS) is what the
+/// forwarder bench found best on a 2-core machine (docs/link.md, "Packet rate").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceOptions {
+    /// `IFF_NAPI`: packets the forwarder writes are received by a NAPI poll with GRO.
+    pub napi: bool,
+    /// Receive packet steering: CPUs (bit mask) that process the packets the forwarder writes
+    /// into this end, instead of the forwarder's own CPU inside write(2). 0 = no RPS.
+    pub rps_mask: u64,
+}
+
 /// One end: a network namespace holding a configured TUN device.
 #[derive(Debug)]
 pub struct End {
@@ -41,9 +52,14 @@ pub struct End {
 impl End {
     /// Create a namespace with `TUN_NAME` at `ip/PREFIX`, MTU `mtu`, up, default route via it.
     pub fn create(ip: Ipv4Addr, mtu: u32) -> Result<End, LinkError> {
+        End::create_with(ip, mtu, DeviceOptions::default())
+    }
+
+    /// [`End::create`] with a non-default device setup.
+    pub fn create_with(ip: Ipv4Addr, mtu: u32, dev: DeviceOptions) -> Result<End, LinkError> {
         let h = std::thread::Builder::new()
             .name("tcpstall-netns".into())
-            .spawn(move || setup_in_new_namespace(ip, mtu))
+            .spawn(move || setup_in_new_namespace(ip, mtu, dev))
             .map_err(|e| LinkError::Io { what: "spawning the namespace thread".into(), err: e })?;
         let (ns, tun) = h.join().map_err(|_| LinkError::Setup("namespace setup thread panicked".into()))??;
         Ok(End { ns, tun: Arc::new(tun), ip })
@@ -79,9 +95,16 @@ impl End {
     }
 }
 
-fn setup_in_new_namespace(ip: Ipv4Addr, mtu: u32) -> Result<(OwnedFd, OwnedFd), LinkError> {
+fn setup_in_new_namespace(ip: Ipv4Addr, mtu: u32, dev: DeviceOptions) -> Result<(OwnedFd, OwnedFd), LinkError> {
     unshare(CloneFlags::CLONE_NEWNET)
         .map_err(|e| LinkError::Privilege(privilege_hint("creating a network namespace", e)))?;
+    if dev.rps_mask != 0 {
+        // net.core.rps_default_mask (per namespace on this kernel: a fresh namespace shows its
+        // own 0) is copied into the rps_cpus of every receive queue registered afterwards
+        // (net/core/net-sysfs.c rx_queue_default_mask), so it must be set before TUNSETIFF.
+        std::fs::write("/proc/sys/net/core/rps_default_mask", format!("{:x}", dev.rps_mask))
+            .map_err(|err| LinkError::Io { what: "setting net.core.rps_default_mask".into(), err })?;
+    }
     // No IPv6 on the link: router solicitations and MLD reports would otherwise cross it and
     // show up in captures. /proc/sys/net is resolved against the opener's namespace, i.e. this
     // thread's new one. Best effort: a kernel without IPv6 has no such file.
@@ -93,7 +116,7 @@ fn setup_in_new_namespace(ip: Ipv4Addr, mtu: u32) -> Result<(OwnedFd, OwnedFd), 
         move |err: io::Error| LinkError::Io { what, err }
     };
     sys::tun::set_up("lo").map_err(io("bringing up lo in the new namespace"))?;
-    let (tun, name) = sys::tun::create_tun(TUN_NAME).map_err(|e| match e.kind() {
+    let (tun, name) = sys::tun::create_tun_with(TUN_NAME, dev.napi).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => {
             LinkError::Setup("/dev/net/tun is missing: the kernel has no TUN support (modprobe tun)".into())
         }

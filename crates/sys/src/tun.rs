@@ -83,13 +83,22 @@ fn ctl_socket() -> io::Result<OwnedFd> {
 /// the calling thread's network namespace. The fd is non-blocking. Returns the fd and the
 /// device's name as the kernel assigned it.
 pub fn create_tun(name: &str) -> io::Result<(OwnedFd, String)> {
+    create_tun_with(name, false)
+}
+
+/// [`create_tun`], optionally with `IFF_NAPI`: a packet written to the device is queued on the
+/// device's NAPI instance and received by its poll (drivers/net/tun.c: tun_get_user queues the
+/// skb and calls napi_schedule, tun_napi_poll -> tun_napi_receive -> napi_gro_receive) instead
+/// of by netif_receive_skb directly in the writer's context (tun_rx_batched).
+pub fn create_tun_with(name: &str, napi: bool) -> io::Result<(OwnedFd, String)> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open("/dev/net/tun")?;
     let mut req = IfReq::new(name)?;
-    req.set_short((libc::IFF_TUN | libc::IFF_NO_PI) as i16);
+    let napi = if napi { libc::IFF_NAPI } else { 0 };
+    req.set_short((libc::IFF_TUN | libc::IFF_NO_PI | napi) as i16);
     // SAFETY: TUNSETIFF reads and writes a `struct ifreq`; `req` is a live, properly sized
     // (40-byte) repr(C) value for the duration of the call, and the fd is a valid open
     // /dev/net/tun descriptor owned by `file`.
