@@ -67,6 +67,27 @@ fn udp_round_trip_takes_the_configured_rtt() {
     assert_eq!(report.dirs[1].counters.delivered, 30);
 }
 
+/// The forwarder variants the bench compares (IFF_NAPI devices, RPS, busy-poll, a pinned
+/// thread) change where and when the kernel processes packets, never what the link does:
+/// every datagram still crosses, no earlier than the configured delay.
+#[test]
+fn forwarder_variants_carry_every_packet_no_earlier_than_the_delay() {
+    use tcpstall_link::netns::DeviceOptions;
+    use tcpstall_link::LinkOptions;
+    let dev = DeviceOptions { napi: true, rps_mask: 1 };
+    let opts = LinkOptions { devices: [dev; 2], busy_poll_ns: 20_000, cpus: Some([0, 0]), ..LinkOptions::default() };
+    let link = match Link::open_with(&"rtt=2ms".parse::<LinkSpec>().unwrap(), None, &opts) {
+        Ok(l) => l,
+        Err(LinkError::Privilege(why)) => return eprintln!("SKIP: {why}"),
+        Err(e) => panic!("link: {e}"),
+    };
+    let rtts = udp_rtts(&link, 50);
+    assert!(rtts.iter().all(|r| *r >= Duration::from_millis(2)), "a round trip beat the link: {rtts:?}");
+    let report = link.finish().unwrap();
+    assert_eq!(report.dirs[0].counters.delivered, 50, "{:?}", report.dirs[0].counters);
+    assert_eq!(report.dirs[1].counters.delivered, 50, "{:?}", report.dirs[1].counters);
+}
+
 #[test]
 fn no_delay_link_is_fast() {
     let Some(link) = open("mtu=1500", None) else { return };
