@@ -44,6 +44,9 @@ enum Ns {
 struct Ready {
     addr: SocketAddr,
     netns: Option<File>,
+    /// The client shares the server's namespace and reads its TcpExt counters (around the
+    /// client's measured rounds, which define the measurement).
+    count_shared: bool,
 }
 
 /// What a side measured.
@@ -184,6 +187,41 @@ struct RoundsOut {
     /// Hold time inside TCP (ns) of the writes of the measured rounds, when SO_TIMESTAMPING
     /// worked.
     holds: Option<Vec<i64>>,
+    /// TcpExt deltas over the measured rounds (empty when this side does not count).
+    netstat: BTreeMap<String, i64>,
+}
+
+/// How long a snapshot waits for written bytes to leave the socket (see `settle`).
+const SETTLE_LIMIT: Duration = Duration::from_secs(2);
+
+/// tcp_info once every byte written has left the socket (tcpi_notsent_bytes == 0, i.e.
+/// write_seq == snd_nxt, tcp_get_info in net/ipv4/tcp.c), waiting at most `SETTLE_LIMIT`. Taken
+/// outside the timed rounds, so that a snapshot never cuts a message in two: with messages in
+/// flight at the ends of the measured rounds (bulk-ack depth >= 2) the byte and segment deltas
+/// would otherwise depend on how much of them had been sent at that instant.
+fn settle(sock: &Socket, side: &'static str, cancel: &crate::Cancel) -> Result<TcpInfo, LabError> {
+    let deadline = Instant::now() + SETTLE_LIMIT;
+    loop {
+        let i = info(sock, side)?;
+        if i.notsent_bytes.unwrap_or(0) == 0 || Instant::now() >= deadline || cancel.is_cancelled() {
+            return Ok(i);
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// What `run_rounds` does besides running the rounds.
+struct RoundsCfg<'a> {
+    sync: Sync<'a>,
+    /// Time writes with SO_TIMESTAMPING.
+    stamps: bool,
+    /// Read this thread's namespace TcpExt counters around the measured rounds, names prefixed so.
+    count: Option<&'static str>,
+    cancel: &'a crate::Cancel,
+}
+
+fn read_counters(count: Option<&'static str>) -> Option<BTreeMap<String, i64>> {
+    count.and_then(|_| netstat::read_thread().ok())
 }
 
 /// Run a round program on one side: tcp_info before and after the measured rounds, wall time,
@@ -194,9 +232,9 @@ fn run_rounds(
     p: &RoundProgram,
     opts: &SideOpts,
     mut rec: Option<&mut Recorder>,
-    sync: Sync<'_>,
-    stamps: bool,
+    cfg: RoundsCfg<'_>,
 ) -> Result<RoundsOut, LabError> {
+    let RoundsCfg { sync, stamps, count, cancel } = cfg;
     let reads = rec.is_some() && p.sample == Sample::ClientRecv;
     let prologue = exec::compile(&side.prologue, opts, r.sbuf, false);
     let round = exec::compile(&side.round, opts, r.sbuf, reads);
@@ -221,7 +259,9 @@ fn run_rounds(
         r.run(&round, Phase::Warmup(w), &mut clk, None)?;
         drain(r);
     }
-    let before = info(r.sock, r.side)?;
+    let before = settle(r.sock, r.side, cancel)?;
+    // Counters from here to the end of the measured rounds: warm-up rounds are not counted.
+    let ns_before = read_counters(count);
     let t0 = Instant::now();
     for i in 0..u64::from(p.rounds) {
         let mut clk = Clock::start();
@@ -242,7 +282,11 @@ fn run_rounds(
         // client has read it all: take the server's figures after the client's last round.
         let _ = rx.recv_timeout(*timeout);
     }
-    let after = info(r.sock, r.side)?;
+    let after = settle(r.sock, r.side, cancel)?;
+    let netstat = match (ns_before, read_counters(count), count) {
+        (Some(b), Some(a), Some(prefix)) => netstat::delta(&b, &a, prefix),
+        _ => BTreeMap::new(),
+    };
     let held = applied(r.sock, opts);
     if let Sync::TellServer(tx) = &sync {
         let _ = tx.send(());
@@ -257,7 +301,7 @@ fn run_rounds(
             .collect()
     });
     r.run(&epilogue, Phase::Epilogue, &mut Clock::start(), None)?;
-    Ok(RoundsOut { before, after, wall, held, holds })
+    Ok(RoundsOut { before, after, wall, held, holds, netstat })
 }
 
 /// A runner for one side's connected socket, no SO_TIMESTAMPING log yet.
@@ -290,8 +334,19 @@ fn server(
 ) -> Result<(SideOut, Ns), LabError> {
     let side = "server";
     let (ns, ns_file) = server_ns(place, lab)?;
-    let counted = !matches!(ns, Ns::Caller(_));
-    let ns_before = if counted { netstat::read_thread().ok() } else { None };
+    // Whose counters: a namespace the client shares is counted by the client, around its
+    // measured rounds; a namespace of the server's own by the server (prefixed when the client
+    // has one too).
+    let shared = match ns {
+        Ns::Private => true,
+        Ns::Placement => place.client_netns == place.server_netns,
+        Ns::Caller(_) => false,
+    };
+    let count = match ns {
+        Ns::Caller(_) => None,
+        _ if shared => None,
+        _ => Some(if place.client_apart() { "server:" } else { "" }),
+    };
     let io = |what: &str, e| LabError::Io { side, what: what.into(), source: e };
 
     let addr = SocketAddr::new(place.server_ip, lab.port);
@@ -314,7 +369,7 @@ fn server(
     listener.set_read_timeout(Some(lab.io_timeout)).map_err(|e| io("SO_RCVTIMEO", e))?;
     let local = listener.local_addr().ok().and_then(|a| a.as_socket()).unwrap_or(addr);
     // The client may already have failed; then accept times out and it reports why.
-    let _ = ready.send(Ready { addr: local, netns: ns_file });
+    let _ = ready.send(Ready { addr: local, netns: ns_file, count_shared: shared });
     let (sock, _) = listener.accept().map_err(|e| {
         if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) {
             LabError::Timeout { side, phase: "accept".into(), secs: lab.io_timeout.as_secs() }
@@ -326,7 +381,7 @@ fn server(
     drop(listener);
     let _watch = lab.cancel.watch(&sock);
     setup(&sock, opts, side, lab.io_timeout)?;
-    let (before, after, applied, holds) = match program {
+    let (before, after, applied, holds, netstat) = match program {
         Program::Rounds(p) => {
             let (sbuf, rbuf) = bufs(&p.server, 0);
             let mut r = runner(side, &sock, opts, &sbuf, rbuf, lab.io_timeout);
@@ -336,28 +391,30 @@ fn server(
                 p,
                 opts,
                 None,
-                Sync::WaitForClient(&rounds_done, lab.io_timeout),
-                lab.tx_timestamps,
+                RoundsCfg {
+                    sync: Sync::WaitForClient(&rounds_done, lab.io_timeout),
+                    stamps: lab.tx_timestamps,
+                    count,
+                    cancel: &lab.cancel,
+                },
             )?;
-            (o.before, o.after, o.held, o.holds)
+            (o.before, o.after, o.held, o.holds, o.netstat)
         }
         Program::Stream { .. } => {
             let (sbuf, rbuf) = bufs(&SideProgram::default(), 0);
             let mut r = runner(side, &sock, opts, &sbuf, rbuf, lab.io_timeout);
             let b = info(&sock, side)?;
+            let ns_before = read_counters(count);
             r.stream_recv()?;
-            (b, info(&sock, side)?, applied(&sock, opts), None)
+            let netstat = match (ns_before, read_counters(count), count) {
+                (Some(b), Some(a), Some(prefix)) => netstat::delta(&b, &a, prefix),
+                _ => BTreeMap::new(),
+            };
+            (b, info(&sock, side)?, applied(&sock, opts), None, netstat)
         }
     };
-    // Keep the socket open until the client is done, then read the namespace's counters.
+    // Keep the socket open until the client is done.
     let _ = done.recv_timeout(lab.io_timeout);
-    let netstat = match (ns_before, counted) {
-        (Some(b), true) => {
-            let a = netstat::read_thread().unwrap_or_default();
-            netstat::delta(&b, &a, if place.client_apart() { "server:" } else { "" })
-        }
-        _ => BTreeMap::new(),
-    };
     Ok((SideOut { applied, before, after, netstat, holds }, ns))
 }
 
@@ -372,7 +429,7 @@ fn client(
 ) -> Result<ClientOut, LabError> {
     let side = "client";
     let io = |what: &str, e| LabError::Io { side, what: what.into(), source: e };
-    let Ready { addr, netns } = ready
+    let Ready { addr, netns, count_shared } = ready
         .recv_timeout(lab.io_timeout + Duration::from_secs(5))
         .map_err(|_| LabError::PeerClosed { side, phase: "setup".into(), detail: "the server did not start".into() })?;
     // Own counters only when the client lives in a namespace of its own, apart from the server's.
@@ -382,14 +439,20 @@ fn client(
     } else if let Some(p) = &place.client_netns {
         enter(p, side)?;
     }
-    let ns_before = if split { netstat::read_thread().ok() } else { None };
+    let count = if split {
+        Some("client:")
+    } else if count_shared {
+        Some("")
+    } else {
+        None
+    };
     let sock =
         Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(|e| io("socket", e))?;
     let _watch = lab.cancel.watch(&sock);
     sock.connect_timeout(&SockAddr::from(addr), lab.io_timeout).map_err(|e| io(&format!("connect {addr}"), e))?;
     setup(&sock, opts, side, lab.io_timeout)?;
 
-    let mut out = match program {
+    let out = match program {
         Program::Rounds(p) => {
             let (sbuf, rbuf) = bufs(&p.client, 0);
             let per_round = p.client.round.iter().filter(|s| matches!(s, Step::Recv(_))).count().max(1);
@@ -405,11 +468,15 @@ fn client(
                 p,
                 opts,
                 Some(&mut rec),
-                Sync::TellServer(&rounds_done),
-                lab.tx_timestamps,
+                RoundsCfg {
+                    sync: Sync::TellServer(&rounds_done),
+                    stamps: lab.tx_timestamps,
+                    count,
+                    cancel: &lab.cancel,
+                },
             )?;
             let side =
-                SideOut { applied: o.held, before: o.before, after: o.after, netstat: BTreeMap::new(), holds: o.holds };
+                SideOut { applied: o.held, before: o.before, after: o.after, netstat: o.netstat, holds: o.holds };
             ClientOut { side, rec, wall: o.wall, rounds: u64::from(p.rounds), stream: None }
         }
         Program::Stream { duration_ns, write_size } => {
@@ -418,20 +485,23 @@ fn client(
             let mut r = runner(side, &sock, opts, &sbuf, rbuf, lab.io_timeout);
             let mut h = measure::histogram();
             let before = info(&sock, side)?;
+            let ns_before = read_counters(count);
             let t0 = Instant::now();
             let writes = r.stream_send(ws, Duration::from_nanos(*duration_ns), &mut h)?;
             let wall = t0.elapsed();
             let after = info(&sock, side)?;
+            // Retransmission timeouts while the send queue drains belong to the stream too.
+            settle(&sock, side, &lab.cancel)?;
+            let netstat = match (ns_before, read_counters(count), count) {
+                (Some(b), Some(a), Some(prefix)) => netstat::delta(&b, &a, prefix),
+                _ => BTreeMap::new(),
+            };
             let applied = applied(&sock, opts);
             sock.shutdown(std::net::Shutdown::Write).map_err(|e| io("shutdown", e))?;
-            let side = SideOut { applied, before, after, netstat: BTreeMap::new(), holds: None };
+            let side = SideOut { applied, before, after, netstat, holds: None };
             ClientOut { side, rec: Recorder::with_capacity(0, 0), wall, rounds: writes, stream: Some(h) }
         }
     };
     let _ = done.send(());
-    if let Some(b) = ns_before {
-        let a = netstat::read_thread().unwrap_or_default();
-        out.side.netstat = netstat::delta(&b, &a, "client:");
-    }
     Ok(out)
 }

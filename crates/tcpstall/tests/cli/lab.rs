@@ -320,3 +320,24 @@ fn ctrl_c_keeps_the_finished_rows_and_exits_130() {
     assert_eq!(rows[0]["wire"]["client"]["bytes_sent"], 1000, "{r:#}");
     assert!(r["errors"][0].as_str().unwrap().contains("1 of 2 rows finished"), "{r:#}");
 }
+
+#[test]
+fn wire_and_counters_cover_the_measured_rounds_only() {
+    // Depth 2: a message is always in flight at the ends of the measured rounds; the snapshots
+    // wait until every written byte has left the socket, so the payload is exactly rounds x size
+    // and grows with the size.
+    let r = lab_json(&["bulk-ack", "--client", "none", "--set", "depth=2", "--set", "rounds=5"]);
+    let r2 =
+        lab_json(&["bulk-ack", "--client", "none", "--set", "depth=2", "--set", "rounds=5", "--set", "size=99900"]);
+    assert_eq!(r["results"][0]["wire"]["client"]["bytes_sent"], 500_000, "{r:#}");
+    assert_eq!(r2["results"][0]["wire"]["client"]["bytes_sent"], 499_500, "{r2:#}");
+    if !is_root() {
+        skip("wire_and_counters_cover_the_measured_rounds_only", "TcpExt counters need a private namespace (root)");
+        return;
+    }
+    // Seed 001: one delayed ACK per request. Ten warm-up requests stall too, but are not counted.
+    let r = lab_json(&["multi-write", "--client", "none", "--set", "requests=5", "--set", "warmup=10"]);
+    let x = &r["results"][0];
+    let d = x["netstat"]["DelayedACKs"].as_i64().expect("DelayedACKs");
+    assert!((3..=7).contains(&d), "DelayedACKs +{d} for 5 measured requests: {x:#}");
+}
