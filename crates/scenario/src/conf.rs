@@ -2,7 +2,7 @@
 //! (0 or 1), send, n_chunk, round. Unknown keys, repeated keys and bad values are errors that
 //! name the file and line.
 
-use crate::{Chunked, Opt, Scenario, ScenarioError, SideOpts, StrategyPair, Workload};
+use crate::{limits, Chunked, Opt, Scenario, ScenarioError, SideOpts, StrategyPair, Workload};
 
 /// The parsed configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,11 +91,11 @@ pub fn parse_tcp_test_conf(file: &str, text: &str) -> Result<TcpTestConf, Scenar
             "1" => Ok(true),
             _ => Err(err(format!("{key} must be 0 or 1, not '{v}'"))),
         };
+        // The same bounds as the scenario files and --set (crate::limits), named by this line.
         let num = |v: &str| -> Result<u32, ScenarioError> {
-            match v.parse::<u32>() {
-                Ok(n) if n > 0 => Ok(n),
-                _ => Err(err(format!("{key} must be a whole number of at least 1, not '{v}'"))),
-            }
+            let n = v.parse::<i128>().map_err(|_| err(format!("{key} must be a whole number, not '{v}'")))?;
+            limits::check(key, n).map_err(|e| err(e.to_string()))?;
+            u32::try_from(n).map_err(|_| err(format!("{key} = {n} is out of range")))
         };
         match key {
             "no_delay" => c.no_delay = flag(value)?,
@@ -147,6 +147,28 @@ mod tests {
         assert!(e.contains("no value"), "{e}");
         let e = parse_tcp_test_conf("t.conf", "round 1\nround 2\n").unwrap_err().to_string();
         assert!(e.contains("set twice"), "{e}");
+        let e = parse_tcp_test_conf("t.conf", "round x\n").unwrap_err().to_string();
+        assert_eq!(e, "t.conf:1: round must be a whole number, not 'x'");
+    }
+
+    #[test]
+    fn counts_have_the_same_limits_as_the_scenario_files() {
+        // QA: `round 4000000000` used to abort allocating 32 GB of samples.
+        let e = parse_tcp_test_conf("t.conf", "send 1000\nround 4000000000\n").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "t.conf:2: round = 4000000000 is above the limit of 1000000 (each round keeps a latency sample in memory)"
+        );
+        let e = parse_tcp_test_conf("t.conf", "n_chunk 2000\n").unwrap_err().to_string();
+        assert!(e.starts_with("t.conf:1: n_chunk = 2000 is above the limit of 1024 (UIO_MAXIOV"), "{e}");
+        let e = parse_tcp_test_conf("t.conf", "send 99999999999\n").unwrap_err().to_string();
+        assert!(e.starts_with("t.conf:1: send = 99999999999 is above the limit of 67108864"), "{e}");
+        let c = parse_tcp_test_conf("t.conf", "round 1000000\nn_chunk 1024\nsend 67108864\n").unwrap();
+        assert!(c.scenario().is_ok());
+        // The --set path says the same.
+        let mut s = c.scenario().unwrap();
+        let e = s.apply_sets(&["round=4000000000"]).unwrap_err().to_string();
+        assert!(e.contains("round = 4000000000 is above the limit of 1000000"), "{e}");
     }
 
     #[test]

@@ -5,16 +5,20 @@
 //! parsed TOML and deserialising again, so an override is validated exactly like the file.
 
 mod conf;
+mod limits;
 mod link_spec;
 mod strategy;
 mod workload;
 
 pub use conf::{parse_tcp_test_conf, TcpTestConf};
+pub use limits::{
+    MAX_BURST_BYTES, MAX_BURST_N, MAX_BYTES, MAX_DEPTH, MAX_DURATION_MS, MAX_INTERVAL_MS, MAX_SAMPLES, MAX_VARIANTS,
+    MAX_WARMUP, MAX_WRITES,
+};
 pub use link_spec::{parse_duration_ns, AckDir, DurationError, LinkSpec, QueueLimit};
 pub use strategy::{Call, MessagePlan, Opt, SideOpts, SockOp, StrategyPair};
 pub use workload::{
     split, BulkAck, Burst, Chunked, MultiWrite, Program, RoundProgram, Rr, Sample, SideProgram, Step, Stream, Workload,
-    MAX_BYTES,
 };
 
 use serde::{Deserialize, Serialize};
@@ -191,6 +195,37 @@ mod tests {
         let mut s = Scenario::builtin("bulk-ack").unwrap();
         s.apply_sets(&["sweep=99900,99912,99913,100000"]).unwrap();
         assert_eq!(s.workload.variants().len(), 4);
+    }
+
+    /// QA finding 2: `--set round=4000000000` aborted allocating 32 GB; every count of every
+    /// workload now has a limit, and the message names the parameter and the limit.
+    #[test]
+    fn every_count_of_every_workload_has_a_limit() {
+        let cases = [
+            ("chunked", "round=4000000000", "round = 4000000000 is above the limit of 1000000"),
+            ("chunked", "n_chunk=1025", "n_chunk = 1025 is above the limit of 1024"),
+            ("multi-write", "requests=4000000000", "requests = 4000000000 is above the limit of 1000000"),
+            ("multi-write", "warmup=4000000000", "warmup = 4000000000 is above the limit of 10000"),
+            ("multi-write", "writes=67108864,1", "the request (sum of writes) = 67108865 is above the limit"),
+            ("burst", "rounds=4000000000", "rounds = 4000000000 is above the limit of 1000000"),
+            ("burst", "n=4000000000", "n = 4000000000 is above the limit of 10000"),
+            ("burst", "rounds=400000", "n x rounds = 1200000 is above the limit of 1000000"),
+            ("bulk-ack", "rounds=4000000000", "rounds = 4000000000 is above the limit of 1000000"),
+            ("bulk-ack", "depth=65", "depth = 65 is above the limit of 64"),
+            ("rr", "rounds=4000000000", "rounds = 4000000000 is above the limit of 1000000"),
+            ("stream", "duration_ms=600001", "duration_ms = 600001 is above the limit of 600000"),
+        ];
+        for (name, set, want) in cases {
+            let mut s = Scenario::builtin(name).unwrap();
+            let before = s.workload.clone();
+            let e = s.apply_sets(&[set]).unwrap_err().to_string();
+            assert!(e.contains(want), "{name} {set}: {e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+            assert_eq!(s.workload, before, "a rejected --set leaves the workload alone");
+        }
+        // The limits themselves are accepted.
+        let mut s = Scenario::builtin("rr").unwrap();
+        s.apply_sets(&["rounds=1000000", "size=67108864"]).unwrap();
     }
 
     #[test]

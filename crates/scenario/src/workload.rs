@@ -3,11 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::limits::{at_most, check, MAX_BURST_BYTES, MAX_BYTES, MAX_SAMPLES, MAX_VARIANTS, MAX_WRITES};
 use crate::ScenarioError;
-
-/// Largest single message or write tcpstall accepts (64 MiB): larger sizes are almost certainly
-/// a typo and would only exhaust memory.
-pub const MAX_BYTES: u32 = 64 << 20;
 
 fn d_send() -> u32 {
     1000
@@ -148,19 +145,9 @@ pub enum Program {
     },
 }
 
-fn positive(name: &str, v: u32) -> Result<(), ScenarioError> {
-    if v == 0 {
-        return Err(ScenarioError::Invalid(format!("{name} must be at least 1")));
-    }
-    Ok(())
-}
-
-fn bytes(name: &str, v: u32) -> Result<(), ScenarioError> {
-    positive(name, v)?;
-    if v > MAX_BYTES {
-        return Err(ScenarioError::Invalid(format!("{name} = {v} is larger than the {MAX_BYTES}-byte limit")));
-    }
-    Ok(())
+/// Check a parameter against its bounds (crate::limits).
+fn param(name: &str, v: u32) -> Result<(), ScenarioError> {
+    check(name, i128::from(v))
 }
 
 /// Split `total` bytes into `n` writes as evenly as possible (the first ones one byte larger).
@@ -182,13 +169,14 @@ impl Workload {
         }
     }
 
-    /// Reject zero and absurd sizes with a message naming the parameter.
+    /// Reject zero and out-of-bounds values (crate::limits) with one line naming the parameter
+    /// and the limit.
     pub fn validate(&self) -> Result<(), ScenarioError> {
         match self {
             Workload::Chunked(c) => {
-                bytes("send", c.send)?;
-                positive("n_chunk", c.n_chunk)?;
-                positive("round", c.round)?;
+                param("send", c.send)?;
+                param("n_chunk", c.n_chunk)?;
+                param("round", c.round)?;
                 if c.n_chunk > c.send {
                     return Err(ScenarioError::Invalid(format!(
                         "n_chunk = {} is more than send = {} bytes: chunks would be empty",
@@ -200,41 +188,56 @@ impl Workload {
                 if m.writes.is_empty() {
                     return Err(ScenarioError::Invalid("writes must list at least one size".into()));
                 }
+                at_most(
+                    "the number of writes",
+                    m.writes.len() as u64,
+                    MAX_WRITES,
+                    "UIO_MAXIOV, the most writev can gather",
+                )?;
                 for w in &m.writes {
-                    bytes("each of writes", *w)?;
+                    param("writes", *w)?;
                 }
-                bytes("response", m.response)?;
-                positive("requests", m.requests)?;
+                let total: u64 = m.writes.iter().map(|&w| u64::from(w)).sum();
+                at_most("the request (sum of writes)", total, u64::from(MAX_BYTES), "bytes in one message")?;
+                param("response", m.response)?;
+                param("warmup", m.warmup)?;
+                param("requests", m.requests)?;
             }
             Workload::Burst(b) => {
-                positive("n", b.n)?;
-                bytes("size", b.size)?;
-                positive("rounds", b.rounds)?;
-                if b.interval_ms > 60_000 {
-                    return Err(ScenarioError::Invalid("interval_ms above 60000 is not useful".into()));
-                }
+                param("n", b.n)?;
+                param("size", b.size)?;
+                param("interval_ms", b.interval_ms)?;
+                param("rounds", b.rounds)?;
+                at_most(
+                    "n x size",
+                    u64::from(b.n) * u64::from(b.size),
+                    MAX_BURST_BYTES,
+                    "bytes: the client sends all n messages before reading a reply, so beyond what the \
+                     socket buffers hold both sides block in send, a deadlock, not a stall",
+                )?;
+                at_most(
+                    "n x rounds",
+                    u64::from(b.n) * u64::from(b.rounds),
+                    MAX_SAMPLES,
+                    "every reply is a latency sample kept in memory",
+                )?;
             }
             Workload::BulkAck(b) => {
-                bytes("size", b.size)?;
-                positive("depth", b.depth)?;
-                if b.depth > 64 {
-                    return Err(ScenarioError::Invalid("depth above 64 is not useful".into()));
-                }
-                positive("rounds", b.rounds)?;
+                param("size", b.size)?;
+                param("depth", b.depth)?;
+                param("rounds", b.rounds)?;
                 for s in &b.sweep {
-                    bytes("each size of sweep", *s)?;
+                    param("sweep", *s)?;
                 }
+                at_most("the sweep's sizes", b.sweep.len() as u64, MAX_VARIANTS, "each is a full run")?;
             }
             Workload::Stream(s) => {
-                positive("duration_ms", s.duration_ms)?;
-                if s.duration_ms > 600_000 {
-                    return Err(ScenarioError::Invalid("duration_ms above 600000 (10 minutes) is not useful".into()));
-                }
-                bytes("write_size", s.write_size)?;
+                param("duration_ms", s.duration_ms)?;
+                param("write_size", s.write_size)?;
             }
             Workload::Rr(r) => {
-                bytes("size", r.size)?;
-                positive("rounds", r.rounds)?;
+                param("size", r.size)?;
+                param("rounds", r.rounds)?;
             }
         }
         Ok(())
@@ -384,6 +387,42 @@ mod tests {
         let v = w.variants();
         assert_eq!(v.len(), 2);
         assert_eq!(v[1].0, "size=100000 depth=1");
+    }
+
+    /// QA finding 4: `burst --set n=30000` (size 132) deadlocked both sides in send().
+    #[test]
+    fn a_burst_larger_than_the_socket_buffers_is_rejected_as_a_deadlock() {
+        let w = Workload::Burst(Burst { n: 8000, size: 1448, interval_ms: 0, rounds: 1 });
+        let e = w.validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with("n x size = 11584000 is above the limit of 1048576 (bytes: the client sends all n"),
+            "{e}"
+        );
+        assert!(e.contains("a deadlock, not a stall"), "{e}");
+        assert_eq!(e.lines().count(), 1);
+        let w = Workload::Burst(Burst { n: 8, size: 131_072, interval_ms: 0, rounds: 1 });
+        assert!(w.validate().is_ok(), "exactly 1 MiB fits");
+        let w = Workload::Burst(Burst { n: 3, size: 132, interval_ms: 50, rounds: 20 });
+        assert!(w.validate().is_ok(), "seed 002");
+    }
+
+    #[test]
+    fn a_message_is_bounded_in_writes_and_bytes() {
+        let mw = |writes: Vec<u32>| Workload::MultiWrite(MultiWrite { writes, response: 1, warmup: 0, requests: 1 });
+        // Four maximal writes would overflow a u32 sum; the total is checked in u64.
+        let e = mw(vec![MAX_BYTES; 64]).validate().unwrap_err().to_string();
+        assert!(e.starts_with("the request (sum of writes) = 4294967296 is above the limit of 67108864"), "{e}");
+        let e = mw(vec![1; 1025]).validate().unwrap_err().to_string();
+        assert!(e.starts_with("the number of writes = 1025 is above the limit of 1024 (UIO_MAXIOV"), "{e}");
+        assert!(mw(vec![1; 1024]).validate().is_ok());
+    }
+
+    #[test]
+    fn a_sweep_is_bounded() {
+        let b = |sweep: Vec<u32>| Workload::BulkAck(BulkAck { size: 1, depth: 1, rounds: 1, sweep });
+        assert!(b((1..=4096).collect()).validate().is_ok());
+        let e = b((1..=4097).collect()).validate().unwrap_err().to_string();
+        assert_eq!(e, "the sweep's sizes = 4097 is above the limit of 4096 (each is a full run)");
     }
 
     #[test]

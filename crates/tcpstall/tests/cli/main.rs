@@ -5,3 +5,4 @@ mod lab;
 mod link;
 mod simulate;
 mod support;
+mod validation;

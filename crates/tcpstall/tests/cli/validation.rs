@@ -1,0 +1,59 @@
+//! Bad workload, strategy and link input (QA findings 2, 4, 9, 11, 13): one line on stderr, a
+//! non-zero exit, before anything is allocated, measured or set up.
+
+use crate::support::tcpstall;
+
+/// Run tcpstall with `args`; it must fail at once with one stderr line containing `needle`.
+fn rejects(args: &[&str], needle: &str) {
+    let t0 = std::time::Instant::now();
+    let out = tcpstall().args(args).output().expect("run tcpstall");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} should fail; stderr: {err}");
+    assert_ne!(out.status.code(), Some(134), "{args:?} aborted: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line expected, got: {err}");
+    assert!(err.contains(needle), "{args:?}: expected '{needle}' in: {err}");
+    assert!(out.stdout.is_empty(), "{args:?}: nothing measured, nothing printed");
+    assert!(t0.elapsed().as_secs() < 10, "{args:?} took {:?} to refuse", t0.elapsed());
+}
+
+/// QA 2: huge counts aborted allocating memory (exit 134) or ran forever.
+#[test]
+fn huge_counts_are_refused_with_the_parameter_and_its_limit() {
+    let limit = "is above the limit of 1000000";
+    rejects(&["lab", "--set", "round=4000000000", "-q", "--client", "nodelay"], &format!("round = 4000000000 {limit}"));
+    rejects(&["lab", "multi-write", "--set", "requests=4000000000", "-q"], &format!("requests = 4000000000 {limit}"));
+    rejects(
+        &["lab", "multi-write", "--set", "warmup=4000000000", "-q"],
+        "warmup = 4000000000 is above the limit of 10000",
+    );
+    rejects(&["lab", "burst", "--set", "rounds=4000000000", "-q"], &format!("rounds = 4000000000 {limit}"));
+    rejects(&["lab", "burst", "--set", "n=4000000000", "-q"], "n = 4000000000 is above the limit of 10000");
+    rejects(&["simulate", "burst", "--set", "n=4000000000"], "n = 4000000000 is above the limit of 10000");
+    rejects(&["lab", "bulk-ack", "--set", "rounds=4000000000", "-q"], &format!("rounds = 4000000000 {limit}"));
+    rejects(&["lab", "rr", "--rounds", "4000000000", "-q"], &format!("rounds = 4000000000 {limit}"));
+    rejects(&["simulate", "--rounds", "4000000000"], &format!("round = 4000000000 {limit}"));
+    rejects(
+        &["simulate", "chunked", "--set", "n_chunk=5000", "--set", "send=10000"],
+        "n_chunk = 5000 is above the limit of 1024",
+    );
+}
+
+/// QA 2: the tcp_test.conf path has the same limits, named by file and line.
+#[test]
+fn a_config_file_with_a_huge_count_is_refused_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("tcp_test.conf");
+    std::fs::write(&conf, "no_delay 1\nsend 1000\nround 4000000000\n").unwrap();
+    let conf = conf.to_str().unwrap();
+    rejects(&["lab", "--config", conf, "-q"], &format!("{conf}:3: round = 4000000000 is above the limit of 1000000"));
+}
+
+/// QA 4: a burst beyond what the socket buffers hold deadlocked both sides in send().
+#[test]
+fn a_burst_that_would_deadlock_is_refused_and_says_why() {
+    // 8000 x 132 bytes = 1,056,000 > 1 MiB.
+    let args = ["lab", "burst", "--set", "n=8000", "--set", "rounds=1", "--client", "nodelay", "-q"];
+    rejects(&args, "n x size = 1056000 is above the limit of 1048576");
+    rejects(&args, "a deadlock, not a stall");
+    rejects(&["simulate", "burst", "--set", "size=1448", "--set", "n=1000"], "a deadlock, not a stall");
+}
