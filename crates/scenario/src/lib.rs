@@ -94,9 +94,14 @@ impl Scenario {
             .ok_or_else(|| ScenarioError::Unknown(name.to_string()))
     }
 
-    /// Apply `key=value` overrides to the workload's parameters. Values are TOML values;
-    /// a bare comma list (`275,24,292`) is read as an array of integers.
+    /// Apply `key=value` overrides to the workload's parameters. A number parameter takes a
+    /// whole number; a list parameter (`writes`, `sweep`, `depths`) a comma list (`275,24,292`,
+    /// brackets optional) or one number (a one-element list). For bulk-ack, a list for `depth`
+    /// is a depth sweep (`depths`). Each value is checked against its limits (crate::limits) as
+    /// it is set; then the result is validated exactly like a scenario file. On error the
+    /// scenario is left as it was.
     pub fn apply_sets<S: AsRef<str>>(&mut self, sets: &[S]) -> Result<(), ScenarioError> {
+        let mut workload = self.workload.clone();
         for set in sets {
             let set = set.as_ref();
             let (key, value) = set.split_once('=').ok_or_else(|| ScenarioError::BadSet(set.to_string()))?;
@@ -104,48 +109,89 @@ impl Scenario {
             if key.is_empty() {
                 return Err(ScenarioError::BadSet(set.to_string()));
             }
-            let parsed = parse_value(value);
-            let kind = self.workload.kind();
-            let mut doc = toml::Value::try_from(&self.workload)
-                .map_err(|e| ScenarioError::SetRejected { key: key.into(), msg: e.to_string() })?;
-            let params = doc.get_mut(kind).and_then(|v| v.as_table_mut()).ok_or_else(|| {
-                ScenarioError::SetRejected { key: key.into(), msg: "workload has no parameters".into() }
-            })?;
-            if !params.contains_key(key) && !optional_key(kind, key) {
-                let mut known: Vec<_> = params.keys().cloned().collect();
+            let rejected = |msg: String| ScenarioError::SetRejected { key: key.into(), msg };
+            let kind = workload.kind();
+            let mut doc = toml::Value::try_from(&workload).map_err(|e| rejected(one_line(&e.to_string())))?;
+            let params = doc
+                .get_mut(kind)
+                .and_then(|v| v.as_table_mut())
+                .ok_or_else(|| rejected("workload has no parameters".into()))?;
+            let optional = optional_keys(kind);
+            if !params.contains_key(key) && !optional.contains(&key) {
+                let mut known: Vec<_> = params.keys().cloned().chain(optional.iter().map(|k| k.to_string())).collect();
                 known.sort();
-                return Err(ScenarioError::SetRejected {
-                    key: key.into(),
-                    msg: format!("{} has no parameter '{key}' (it has: {})", self.name, known.join(", ")),
-                });
+                known.dedup();
+                return Err(rejected(format!("{} has no parameter '{key}' (it has: {})", self.name, known.join(", "))));
             }
-            params.insert(key.to_string(), parsed);
-            let w: Workload = doc.try_into().map_err(|e: toml::de::Error| ScenarioError::SetRejected {
-                key: key.into(),
-                msg: one_line(e.message()),
-            })?;
-            w.validate().map_err(|e| ScenarioError::SetRejected { key: key.into(), msg: e.to_string() })?;
-            self.workload = w;
+            let is_list = |k: &str| optional.contains(&k) || params.get(k).is_some_and(|v| v.is_array());
+            // Bulk-ack's depth takes a list too: the depths to sweep.
+            let depth_sweep = kind == "bulk-ack" && key == "depth" && (value.contains(',') || value.starts_with('['));
+            let (field, parsed) = if depth_sweep {
+                ("depths", list_value(key, "depths", value)?)
+            } else if is_list(key) {
+                (key, list_value(key, key, value)?)
+            } else if params.get(key).is_some_and(|v| v.is_integer()) {
+                (key, int_value(key, value)?)
+            } else {
+                (key, parse_toml_value(value))
+            };
+            params.insert(field.to_string(), parsed);
+            if kind == "bulk-ack" && key == "depth" && !depth_sweep {
+                params.remove("depths");
+            }
+            let w: Workload = doc.try_into().map_err(|e: toml::de::Error| rejected(one_line(e.message())))?;
+            workload = w;
         }
+        // Between parameters (n x size, n_chunk <= send, ...) only once all are set, so the
+        // order of the --set flags does not matter; the message names the parameters.
+        workload.validate()?;
+        self.workload = workload;
         Ok(())
     }
 }
 
-fn optional_key(kind: &str, key: &str) -> bool {
-    kind == "bulk-ack" && key == "sweep"
+/// Parameters a workload may leave out of its file (list parameters that default to empty).
+fn optional_keys(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "bulk-ack" => &["depths", "sweep"],
+        _ => &[],
+    }
 }
 
-fn parse_value(v: &str) -> toml::Value {
-    if let Ok(i) = v.replace('_', "").parse::<i64>() {
-        return toml::Value::Integer(i);
+/// A whole number: `100000`, `100_000`.
+fn whole(v: &str) -> Option<i128> {
+    v.trim().replace('_', "").parse::<i128>().ok()
+}
+
+/// A number parameter's value, checked against its bounds.
+fn int_value(key: &str, value: &str) -> Result<toml::Value, ScenarioError> {
+    let rejected = |msg: String| ScenarioError::SetRejected { key: key.into(), msg };
+    let n = whole(value).ok_or_else(|| rejected(format!("'{value}' is not a whole number")))?;
+    limits::check(key, n).map_err(|e| rejected(e.to_string()))?;
+    let n = i64::try_from(n).map_err(|_| rejected(format!("'{value}' is out of range")))?;
+    Ok(toml::Value::Integer(n))
+}
+
+/// A list parameter's value: `1,2,3`, `[1, 2, 3]`, one number, or nothing (an empty list);
+/// each element checked against the bounds of `bound`. `key` is what the user typed.
+fn list_value(key: &str, bound: &str, value: &str) -> Result<toml::Value, ScenarioError> {
+    let rejected = |msg: String| ScenarioError::SetRejected { key: key.into(), msg };
+    let inner = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')).unwrap_or(value).trim();
+    if inner.is_empty() {
+        return Ok(toml::Value::Array(Vec::new()));
     }
-    if v.contains(',') && !v.starts_with('[') {
-        let items: Option<Vec<toml::Value>> =
-            v.split(',').map(|p| p.trim().replace('_', "").parse::<i64>().ok().map(toml::Value::Integer)).collect();
-        if let Some(items) = items {
-            return toml::Value::Array(items);
-        }
+    let items: Option<Vec<i128>> = inner.split(',').map(whole).collect();
+    let items = items.ok_or_else(|| rejected(format!("'{value}' is not a list of whole numbers")))?;
+    let mut out = Vec::with_capacity(items.len());
+    for n in items {
+        limits::check(bound, n).map_err(|e| rejected(e.to_string()))?;
+        out.push(toml::Value::Integer(i64::try_from(n).map_err(|_| rejected(format!("'{value}' is out of range")))?));
     }
+    Ok(toml::Value::Array(out))
+}
+
+/// Any other parameter: a TOML value, or else the text as a string.
+fn parse_toml_value(v: &str) -> toml::Value {
     if let Ok(t) = format!("x = {v}").parse::<toml::Table>() {
         if let Some(x) = t.get("x") {
             return x.clone();
@@ -183,6 +229,9 @@ mod tests {
         assert_eq!(m.requests, 5);
         let e = s.apply_sets(&["bogus=1"]).unwrap_err().to_string();
         assert!(e.contains("no parameter 'bogus'"), "{e}");
+        let mut b = Scenario::builtin("bulk-ack").unwrap();
+        let e = b.apply_sets(&["bogus=1"]).unwrap_err().to_string();
+        assert!(e.ends_with("(it has: depth, depths, rounds, size, sweep)"), "{e}");
         let e = s.apply_sets(&["response=0"]).unwrap_err().to_string();
         assert!(e.contains("response must be at least 1"), "{e}");
         let e = s.apply_sets(&["response=abc"]).unwrap_err().to_string();
@@ -212,7 +261,9 @@ mod tests {
             ("burst", "rounds=400000", "n x rounds = 1200000 is above the limit of 1000000"),
             ("bulk-ack", "rounds=4000000000", "rounds = 4000000000 is above the limit of 1000000"),
             ("bulk-ack", "depth=65", "depth = 65 is above the limit of 64"),
+            ("bulk-ack", "sweep=1,99999999999", "each size of sweep = 99999999999 is above the limit of 67108864"),
             ("rr", "rounds=4000000000", "rounds = 4000000000 is above the limit of 1000000"),
+            ("rr", "size=99999999999999999999", "size = 99999999999999999999 is above the limit of 67108864"),
             ("stream", "duration_ms=600001", "duration_ms = 600001 is above the limit of 600000"),
         ];
         for (name, set, want) in cases {
@@ -226,6 +277,74 @@ mod tests {
         // The limits themselves are accepted.
         let mut s = Scenario::builtin("rr").unwrap();
         s.apply_sets(&["rounds=1000000", "size=67108864"]).unwrap();
+        // Limits between parameters are checked once all are set: the order of --set does not matter.
+        let mut s = Scenario::builtin("burst").unwrap();
+        s.apply_sets(&["n=10000", "size=104", "rounds=100"]).unwrap();
+        let mut s = Scenario::builtin("chunked").unwrap();
+        s.apply_sets(&["send=10", "n_chunk=5"]).unwrap();
+    }
+
+    /// QA finding 11: values are read as the parameter's type, with our words, not serde's.
+    #[test]
+    fn set_values_are_whole_numbers_or_lists_in_plain_words() {
+        let mut s = Scenario::builtin("bulk-ack").unwrap();
+        s.apply_sets(&["sweep=100000"]).unwrap();
+        let Workload::BulkAck(b) = &s.workload else { panic!() };
+        assert_eq!(b.sweep, vec![100_000]);
+        s.apply_sets(&["sweep=[99_912, 100000]"]).unwrap();
+        assert_eq!(s.workload.variants().len(), 2);
+        s.apply_sets(&["sweep="]).unwrap();
+        assert_eq!(s.workload.variants().len(), 1);
+
+        let mut s = Scenario::builtin("multi-write").unwrap();
+        let e = s.apply_sets(&["writes=275,abc"]).unwrap_err().to_string();
+        assert_eq!(e, "--set writes: '275,abc' is not a list of whole numbers");
+        let e = s.apply_sets(&["writes=1.5"]).unwrap_err().to_string();
+        assert_eq!(e, "--set writes: '1.5' is not a list of whole numbers");
+        let e = s.apply_sets(&["response=abc"]).unwrap_err().to_string();
+        assert_eq!(e, "--set response: 'abc' is not a whole number");
+        let e = s.apply_sets(&["requests=1.5"]).unwrap_err().to_string();
+        assert_eq!(e, "--set requests: '1.5' is not a whole number");
+        let e = s.apply_sets(&["requests=-3"]).unwrap_err().to_string();
+        assert_eq!(e, "--set requests: requests must be at least 1");
+        let e = s.apply_sets(&["writes=275,-1"]).unwrap_err().to_string();
+        assert_eq!(e, "--set writes: each of writes must be at least 1");
+        s.apply_sets(&["writes=600"]).unwrap();
+        let Workload::MultiWrite(m) = &s.workload else { panic!() };
+        assert_eq!(m.writes, vec![600]);
+        for set in ["writes=x", "response=[1]", "warmup=", "requests=1e3"] {
+            let e = s.apply_sets(&[set]).unwrap_err().to_string();
+            assert!(!e.contains("invalid type") && !e.contains("expected"), "serde wording in: {e}");
+        }
+    }
+
+    #[test]
+    fn bulk_ack_depth_can_be_swept_with_sizes() {
+        let mut s = Scenario::builtin("bulk-ack").unwrap();
+        s.apply_sets(&["depth=1,2"]).unwrap();
+        let labels: Vec<_> = s.workload.variants().into_iter().map(|(l, _)| l).collect();
+        assert_eq!(labels, ["size=100000 depth=1", "size=100000 depth=2"]);
+        s.apply_sets(&["sweep=99912,100000"]).unwrap();
+        let v = s.workload.variants();
+        let labels: Vec<_> = v.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(labels, ["size=99912 depth=1", "size=99912 depth=2", "size=100000 depth=1", "size=100000 depth=2"]);
+        // Each variant is one concrete workload: its program sends `depth - 1` messages ahead.
+        let Program::Rounds(p) = v[3].1.program() else { panic!() };
+        assert_eq!(p.client.prologue, vec![Step::Send(vec![100_000])]);
+        assert_eq!(v[3].1.params_json()["depth"], 2);
+        assert!(v[3].1.params_json().get("depths").is_none());
+        // One depth again ends the depth sweep.
+        s.apply_sets(&["depth=2"]).unwrap();
+        assert_eq!(s.workload.variants().len(), 2);
+        assert!(s.workload.variants().iter().all(|(l, _)| l.ends_with("depth=2")));
+        let e = s.apply_sets(&["depth=1,65"]).unwrap_err().to_string();
+        assert_eq!(e, "--set depth: each of depths = 65 is above the limit of 64 (messages in flight)");
+        let e = s.apply_sets(&["depth=1,x"]).unwrap_err().to_string();
+        assert_eq!(e, "--set depth: '1,x' is not a list of whole numbers");
+        // A scenario file may list depths too.
+        let mut t = toml::to_string(&Scenario::builtin("bulk-ack").unwrap()).unwrap();
+        t = t.replace("depth = 1\n", "depth = 1\ndepths = [1, 2]\n");
+        assert_eq!(Scenario::from_toml("b.toml", &t).unwrap().workload.variants().len(), 2);
     }
 
     #[test]

@@ -53,7 +53,8 @@ pub struct Burst {
 
 /// Seed 004: `size` bytes in one write, then a 1-byte application ack; `depth` messages in
 /// flight (1 = stop and wait, 2 = double buffering). `sweep`, when not empty, runs every size
-/// listed instead of `size`.
+/// listed instead of `size`; `depths`, when not empty, every depth listed instead of `depth`
+/// (`--set depth=1,2` fills it), each size at each depth.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BulkAck {
@@ -62,6 +63,8 @@ pub struct BulkAck {
     pub rounds: u32,
     #[serde(default)]
     pub sweep: Vec<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depths: Vec<u32>,
 }
 
 /// Seed 003: one-way bulk transfer for `duration_ms`, in writes of `write_size`.
@@ -229,7 +232,11 @@ impl Workload {
                 for s in &b.sweep {
                     param("sweep", *s)?;
                 }
-                at_most("the sweep's sizes", b.sweep.len() as u64, MAX_VARIANTS, "each is a full run")?;
+                for d in &b.depths {
+                    param("depths", *d)?;
+                }
+                let variants = (b.sweep.len().max(1) * b.depths.len().max(1)) as u64;
+                at_most("the sweep's variants", variants, MAX_VARIANTS, "each is a full run")?;
             }
             Workload::Stream(s) => {
                 param("duration_ms", s.duration_ms)?;
@@ -243,18 +250,28 @@ impl Workload {
         Ok(())
     }
 
-    /// The concrete workloads to run: one, or one per size of a bulk-ack sweep. Each comes
-    /// with a short label ("" when there is one).
+    /// The concrete workloads to run: one, or for a bulk-ack sweep one per size and depth
+    /// (sizes outer, depths inner). Each comes with a short label ("" when there is one).
     pub fn variants(&self) -> Vec<(String, Workload)> {
         match self {
-            Workload::BulkAck(b) if !b.sweep.is_empty() => b
-                .sweep
-                .iter()
-                .map(|&size| {
-                    let w = Workload::BulkAck(BulkAck { size, sweep: Vec::new(), ..b.clone() });
-                    (format!("size={size} depth={}", b.depth), w)
-                })
-                .collect(),
+            Workload::BulkAck(b) if !b.sweep.is_empty() || !b.depths.is_empty() => {
+                let sizes = if b.sweep.is_empty() { vec![b.size] } else { b.sweep.clone() };
+                let depths = if b.depths.is_empty() { vec![b.depth] } else { b.depths.clone() };
+                sizes
+                    .iter()
+                    .flat_map(|&size| depths.iter().map(move |&depth| (size, depth)))
+                    .map(|(size, depth)| {
+                        let w = Workload::BulkAck(BulkAck {
+                            size,
+                            depth,
+                            rounds: b.rounds,
+                            sweep: Vec::new(),
+                            depths: Vec::new(),
+                        });
+                        (format!("size={size} depth={depth}"), w)
+                    })
+                    .collect()
+            }
             _ => vec![(String::new(), self.clone())],
         }
     }
@@ -322,7 +339,8 @@ impl Workload {
                 // Depth D: D - 1 messages are sent ahead, then each round sends one and reads one
                 // ack, so D messages are outstanding (seed 004's double buffering at D = 2).
                 let size = b.sweep.first().copied().unwrap_or(b.size);
-                let ahead = (b.depth - 1) as usize;
+                let depth = b.depths.first().copied().unwrap_or(b.depth);
+                let ahead = depth.saturating_sub(1) as usize;
                 Program::Rounds(RoundProgram {
                     client: SideProgram {
                         prologue: vec![Step::Send(vec![size]); ahead],
@@ -374,7 +392,7 @@ mod tests {
 
     #[test]
     fn bulk_ack_depth_two_sends_one_ahead() {
-        let w = Workload::BulkAck(BulkAck { size: 100_000, depth: 2, rounds: 3, sweep: vec![] });
+        let w = Workload::BulkAck(BulkAck { size: 100_000, depth: 2, rounds: 3, sweep: vec![], depths: vec![] });
         let Program::Rounds(p) = w.program() else { panic!("round program") };
         assert_eq!(p.client.prologue, vec![Step::Send(vec![100_000])]);
         assert_eq!(p.client.epilogue, vec![Step::Recv(1)]);
@@ -383,7 +401,8 @@ mod tests {
 
     #[test]
     fn sweep_expands_into_variants() {
-        let w = Workload::BulkAck(BulkAck { size: 1, depth: 1, rounds: 3, sweep: vec![99_912, 100_000] });
+        let w =
+            Workload::BulkAck(BulkAck { size: 1, depth: 1, rounds: 3, sweep: vec![99_912, 100_000], depths: vec![] });
         let v = w.variants();
         assert_eq!(v.len(), 2);
         assert_eq!(v[1].0, "size=100000 depth=1");
@@ -419,10 +438,13 @@ mod tests {
 
     #[test]
     fn a_sweep_is_bounded() {
-        let b = |sweep: Vec<u32>| Workload::BulkAck(BulkAck { size: 1, depth: 1, rounds: 1, sweep });
-        assert!(b((1..=4096).collect()).validate().is_ok());
-        let e = b((1..=4097).collect()).validate().unwrap_err().to_string();
-        assert_eq!(e, "the sweep's sizes = 4097 is above the limit of 4096 (each is a full run)");
+        let b = |sweep: Vec<u32>, depths: Vec<u32>| {
+            Workload::BulkAck(BulkAck { size: 1, depth: 1, rounds: 1, sweep, depths })
+        };
+        assert!(b((1..=4096).collect(), vec![]).validate().is_ok());
+        let e = b((1..=4096).collect(), vec![1, 2]).validate().unwrap_err().to_string();
+        assert_eq!(e, "the sweep's variants = 8192 is above the limit of 4096 (each is a full run)");
+        assert_eq!(b(vec![], vec![1, 2]).variants().len(), 2);
     }
 
     #[test]

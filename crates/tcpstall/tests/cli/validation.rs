@@ -57,3 +57,22 @@ fn a_burst_that_would_deadlock_is_refused_and_says_why() {
     rejects(&args, "a deadlock, not a stall");
     rejects(&["simulate", "burst", "--set", "size=1448", "--set", "n=1000"], "a deadlock, not a stall");
 }
+
+/// QA 11: `--set` values in plain words, a single value for a list, and a depth sweep.
+#[test]
+fn set_values_are_read_as_the_parameter_type() {
+    rejects(
+        &["lab", "multi-write", "--set", "writes=275,abc", "-q"],
+        "--set writes: '275,abc' is not a list of whole numbers",
+    );
+    rejects(&["lab", "multi-write", "--set", "response=abc", "-q"], "--set response: 'abc' is not a whole number");
+    let out = tcpstall()
+        .args(["simulate", "bulk-ack", "--set", "sweep=100000", "--set", "depth=1,2", "--set", "rounds=4"])
+        .args(["--client", "none", "--format", "json"])
+        .output()
+        .expect("run tcpstall");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let variants: Vec<_> = r["results"].as_array().unwrap().iter().map(|x| x["variant"].as_str().unwrap()).collect();
+    assert_eq!(variants, ["size=100000 depth=1", "size=100000 depth=2"], "{r:#}");
+}
