@@ -54,6 +54,15 @@ fn side_facts(opts: &SideOpts, prog: &SideProgram, out: &SideOut, threshold_us: 
     }
 }
 
+/// A TcpExt counter summed over both sides ("client:X" and "server:X" when counted apart); None
+/// when the run counted nothing.
+fn sum_of(netstat: &std::collections::BTreeMap<String, i64>, name: &str) -> Option<i64> {
+    if netstat.is_empty() {
+        return None;
+    }
+    Some(netstat.iter().filter(|(k, _)| k.rsplit(':').next() == Some(name)).map(|(_, v)| *v).sum())
+}
+
 pub(crate) fn assemble(
     program: &Program,
     pair: &StrategyPair,
@@ -75,22 +84,27 @@ pub(crate) fn assemble(
     let throughput_bps = if wall_s > 0.0 { payload as f64 / wall_s } else { 0.0 };
     let margin = lab.stall_threshold.unwrap_or(DEFAULT_STALL_MARGIN);
     let threshold = measure::threshold_ns(margin.as_nanos() as u64, cli.side.after.min_rtt.unwrap_or(0));
-    let delayed_acks = if netstat.is_empty() {
-        None
-    } else {
-        Some(netstat.iter().filter(|(k, _)| k.ends_with("DelayedACKs")).map(|(_, v)| *v).sum())
-    };
+    let delayed_acks = sum_of(&netstat, "DelayedACKs");
 
     let (latency_us, stalls, verdict) = match program {
         Program::Stream { .. } => {
-            let mbps = wire.client.bytes_sent as f64 / wall_s.max(1e-9) / 1e6;
-            let ratio = wire.client.data_segs_out as f64 / (wire.server.pure_acks_out.max(1)) as f64;
-            let text = format!(
-                "no stall measured (stream): {mbps:.0} MB/s one way; the receiver sent {} pure ACKs, one per {ratio:.1} data segments",
-                wire.server.pure_acks_out
-            );
-            let latency = cli.stream.as_ref().map(measure::latency).unwrap_or_default();
-            (latency, 0, verdict::Verdict { key: trace::VerdictKey { stalls: false, cause: None }, text })
+            let h = cli.stream.as_ref();
+            let us = |ns: u64| ns as f64 / 1000.0;
+            let facts = verdict::StreamFacts {
+                bytes: wire.client.bytes_sent,
+                wall_s,
+                data_segs: wire.client.data_segs_out,
+                pure_acks: wire.server.pure_acks_out,
+                writes: cli.rounds,
+                waits_over: h.map_or(0, |h| h.count_between(threshold.max(1), u64::MAX)),
+                threshold_us: threshold as f64 / 1000.0,
+                max_wait_us: h.map_or(0.0, |h| us(h.max())),
+                p99_wait_us: h.map_or(0.0, |h| us(h.value_at_quantile(0.99))),
+                retransmits: tcp.client.retransmits + tcp.server.retransmits,
+                timeouts: sum_of(&netstat, "TCPTimeouts"),
+            };
+            let latency = h.map(measure::latency).unwrap_or_default();
+            (latency, facts.waits_over, verdict::infer_stream(&facts))
         }
         Program::Rounds(p) => {
             let st = measure::stalls(&cli.rec.waits, threshold);

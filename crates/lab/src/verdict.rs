@@ -264,6 +264,95 @@ pub fn infer(f: &Facts) -> Verdict {
     Verdict { key: VerdictKey { stalls: true, cause }, text }
 }
 
+/// What a stream run (seed 003) measured: the sender's write waits and the wire.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StreamFacts {
+    /// Payload bytes the sender sent and the seconds it spent writing them.
+    pub bytes: u64,
+    pub wall_s: f64,
+    /// The sender's data segments and the receiver's pure ACKs.
+    pub data_segs: u64,
+    pub pure_acks: u64,
+    /// Writes, and those that waited longer than the threshold (µs).
+    pub writes: u64,
+    pub waits_over: u64,
+    pub threshold_us: f64,
+    pub max_wait_us: f64,
+    pub p99_wait_us: f64,
+    /// Retransmitted segments (tcp_info) and TcpExt TCPTimeouts (None when not counted).
+    pub retransmits: u64,
+    pub timeouts: Option<i64>,
+}
+
+/// A rate in bytes per second for people, never rounded to zero.
+pub fn fmt_rate(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.2} GB/s", bps / 1e9)
+    } else if bps >= 10e6 {
+        format!("{:.0} MB/s", bps / 1e6)
+    } else if bps >= 1e6 {
+        format!("{:.1} MB/s", bps / 1e6)
+    } else if bps >= 1e3 {
+        format!("{:.1} kB/s", bps / 1e3)
+    } else {
+        format!("{bps:.0} B/s")
+    }
+}
+
+/// The verdict of a stream. A write that waits is normal (the send buffer is full: flow and
+/// congestion control); waits of TCP_RTO_MIN or more with retransmission timeouts counted
+/// (TcpExt TCPTimeouts, `tcp_retransmit_timer` in net/ipv4/tcp_timer.c) or retransmissions are
+/// stalls: the sender sat idle until the retransmission timer fired (RFC 6298 5.4-5.6).
+pub fn infer_stream(f: &StreamFacts) -> Verdict {
+    let ratio = f.data_segs as f64 / f.pure_acks.max(1) as f64;
+    let tail = format!(
+        "{} one way; the receiver sent {} pure ACKs, one per {ratio:.1} data segments",
+        fmt_rate(f.bytes as f64 / f.wall_s.max(1e-9)),
+        f.pure_acks
+    );
+    let mut evidence = Vec::new();
+    if let Some(t) = f.timeouts.filter(|&t| t > 0) {
+        evidence.push(format!("TCPTimeouts +{t}"));
+    }
+    if f.retransmits > 0 {
+        evidence.push(format!("retransmits +{}", f.retransmits));
+    }
+    let rto = f.timeouts.is_some_and(|t| t > 0) || f.retransmits > 0;
+    if f.waits_over == 0 {
+        let text = if rto {
+            format!("no stall measured (stream, {}): {tail}", evidence.join(", "))
+        } else {
+            format!("no stall measured (stream): {tail}")
+        };
+        return Verdict { key: VerdictKey { stalls: false, cause: None }, text };
+    }
+    let waits = format!(
+        "{} of {} writes waited over {} (longest {}, p99 {})",
+        f.waits_over,
+        f.writes,
+        fmt_ms(f.threshold_us),
+        fmt_ms(f.max_wait_us),
+        fmt_ms(f.p99_wait_us)
+    );
+    if rto && f.max_wait_us >= 0.9 * RTO_MIN_US {
+        let text = format!(
+            "stalls (stream): {waits}: {} ({}); {tail}",
+            Cause::RetransmissionTimeout.explain(),
+            evidence.join(", ")
+        );
+        return Verdict { key: VerdictKey { stalls: true, cause: Some(Cause::RetransmissionTimeout) }, text };
+    }
+    let why = if rto {
+        format!("waiting for room in the send buffer while losses were repaired ({})", evidence.join(", "))
+    } else {
+        "waiting for room in the send buffer (flow or congestion control, no retransmission)".to_string()
+    };
+    Verdict {
+        key: VerdictKey { stalls: false, cause: None },
+        text: format!("no TCP timer stall (stream): {waits}, {why}; {tail}"),
+    }
+}
+
 /// Wire cost of one row, for comparing rows: total segments both ways and payload bytes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Cost {
@@ -440,6 +529,41 @@ mod tests {
         f.stall_positions = vec![2; 20];
         let v = infer(&f);
         assert!(v.text.starts_with("stalls ~42 ms x1 per round (read 3 of 3)"), "{}", v.text);
+    }
+
+    #[test]
+    fn a_stream_with_long_waits_and_timeouts_stalls_on_the_rto() {
+        // QA's ack-loss=75% run: 598 retransmits, TCPTimeouts +2, longest write wait 257 ms >=
+        // TCP_RTO_MIN (include/net/tcp.h; RFC 6298 5.5 backs the timer off).
+        let mut f = StreamFacts {
+            bytes: 200_000,
+            wall_s: 1.0,
+            data_segs: 150,
+            pure_acks: 40,
+            writes: 1000,
+            waits_over: 12,
+            threshold_us: 10_000.0,
+            max_wait_us: 257_000.0,
+            p99_wait_us: 22_800.0,
+            retransmits: 598,
+            timeouts: Some(2),
+        };
+        let v = infer_stream(&f);
+        assert_eq!(v.key, VerdictKey { stalls: true, cause: Some(Cause::RetransmissionTimeout) });
+        assert!(v.text.contains("12 of 1000 writes waited over 10 ms (longest 257 ms, p99 23 ms)"), "{}", v.text);
+        assert!(v.text.contains("TCPTimeouts +2, retransmits +598"), "{}", v.text);
+        assert!(v.text.contains("200.0 kB/s one way"), "never rounded to 0 MB/s: {}", v.text);
+        // Waits without any loss repair: a full send buffer, not a stall.
+        f.retransmits = 0;
+        f.timeouts = Some(0);
+        let v = infer_stream(&f);
+        assert!(!v.key.stalls);
+        assert!(v.text.contains("room in the send buffer"), "{}", v.text);
+        f.waits_over = 0;
+        assert!(infer_stream(&f).text.starts_with("no stall measured (stream): 200.0 kB/s"));
+        assert_eq!(fmt_rate(2.5e9), "2.50 GB/s");
+        assert_eq!(fmt_rate(3.3e6), "3.3 MB/s");
+        assert_eq!(fmt_rate(12.0), "12 B/s");
     }
 
     #[test]
