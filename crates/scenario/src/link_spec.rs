@@ -160,13 +160,17 @@ fn parse_rate(v: &str) -> Result<u64, String> {
     Err(format!("rate '{v}' needs a unit (kbit, mbit, gbit; kbps, mbps, gbps are bytes)"))
 }
 
-fn parse_fraction(v: &str) -> Result<f64, String> {
+/// A probability written as a percentage (`0.5%`). A bare number is refused: netem reads
+/// `loss 0.5` as 0.5 %, so `loss=0.5` would be read as 50 % by some users and 0.5 % by others.
+fn parse_percent(v: &str) -> Result<f64, String> {
     let v = v.trim();
-    let x = if let Some(p) = v.strip_suffix('%') {
-        p.trim().parse::<f64>().map_err(|_| format!("'{v}' is not a percentage"))? / 100.0
-    } else {
-        v.parse::<f64>().map_err(|_| format!("'{v}' is not a fraction"))?
+    let Some(p) = v.strip_suffix('%') else {
+        return Err(match v.parse::<f64>() {
+            Ok(_) => format!("'{v}' needs a % sign (netem reads `loss {v}` as {v} percent): write {v}%"),
+            Err(_) => format!("'{v}' is not a percentage (e.g. 0.5%)"),
+        });
     };
+    let x = p.trim().parse::<f64>().map_err(|_| format!("'{v}' is not a percentage (e.g. 0.5%)"))? / 100.0;
     if !(0.0..=1.0).contains(&x) {
         return Err(format!("'{v}' is outside 0-100%"));
     }
@@ -179,10 +183,20 @@ impl FromStr for LinkSpec {
         let mut l = LinkSpec::default();
         let mut rtt: Option<u64> = None;
         let (mut up, mut down) = (None, None);
-        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let parts: Vec<&str> = s.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
+        if parts.is_empty() {
+            return Err("link: the SPEC is empty (give key=value pairs, e.g. rtt=20ms)".into());
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for part in parts {
             let (k, v) = part.split_once('=').ok_or_else(|| format!("link: '{part}' is not key=value"))?;
+            let k = k.trim();
+            if seen.contains(&k) {
+                return Err(format!("link: '{k}' is given twice"));
+            }
+            seen.push(k);
             let e = |m: String| format!("link {k}: {m}");
-            match k.trim() {
+            match k {
                 "rtt" => rtt = Some(link_duration(v).map_err(e)?),
                 "delay" => {
                     let d = link_duration(v).map_err(e)?;
@@ -222,8 +236,8 @@ impl FromStr for LinkSpec {
                     }
                     l.queue = Some(q);
                 }
-                "loss" => l.loss = parse_fraction(v).map_err(e)?,
-                "ack-loss" => l.ack_loss = parse_fraction(v).map_err(e)?,
+                "loss" => l.loss = parse_percent(v).map_err(e)?,
+                "ack-loss" => l.ack_loss = parse_percent(v).map_err(e)?,
                 "ack-every" => {
                     let n: u32 = v.trim().parse().map_err(|_| e(format!("'{v}' is not a whole number")))?;
                     if n == 0 {
@@ -253,14 +267,37 @@ impl FromStr for LinkSpec {
                 }
             }
         }
-        let half = rtt.map(|r| (r / 2, r - r / 2));
-        l.delay_up_ns = up.or(half.map(|h| h.0)).unwrap_or(0);
-        l.delay_down_ns = down.or(half.map(|h| h.1)).unwrap_or(0);
-        if let (Some(r), Some(u), Some(d)) = (rtt, up, down) {
-            if u + d != r {
-                return Err(format!("link: rtt={r}ns disagrees with delay-up + delay-down = {}ns", u + d));
+        if seen.contains(&"delay") {
+            if let Some(one) = seen.iter().find(|k| matches!(**k, "delay-up" | "delay-down")) {
+                return Err(format!("link: delay sets both directions; it cannot go with {one}"));
             }
         }
+        // rtt is the sum of the two one-way delays: the ones not given are derived from it (an
+        // even split when neither is given), and the ones given must fit in it.
+        (l.delay_up_ns, l.delay_down_ns) = match (rtt, up, down) {
+            (None, u, d) => (u.unwrap_or(0), d.unwrap_or(0)),
+            (Some(r), None, None) => (r / 2, r - r / 2),
+            (Some(r), Some(u), Some(d)) if u + d == r => (u, d),
+            (Some(r), Some(u), Some(d)) => {
+                return Err(format!(
+                    "link: rtt={} disagrees with the one-way delays ({} up + {} down = {}); give rtt with at most one of delay-up, delay-down",
+                    show_ns(r),
+                    show_ns(u),
+                    show_ns(d),
+                    show_ns(u + d)
+                ))
+            }
+            (Some(r), Some(u), None) if u <= r => (u, r - u),
+            (Some(r), None, Some(d)) if d <= r => (r - d, d),
+            (Some(r), u, d) => {
+                let (name, one) = if u.is_some() { ("delay-up", u) } else { ("delay-down", d) };
+                return Err(format!(
+                    "link: {name}={} is longer than rtt={}",
+                    show_ns(one.unwrap_or(0)),
+                    show_ns(r)
+                ));
+            }
+        };
         Ok(l)
     }
 }
@@ -320,7 +357,7 @@ mod tests {
 
     #[test]
     fn ack_thinning_and_loss() {
-        let l: LinkSpec = "ack-loss=50%,loss=0.01,ack-every=2,queue=100p".parse().unwrap();
+        let l: LinkSpec = "ack-loss=50%,loss=1%,ack-every=2,queue=100p".parse().unwrap();
         assert_eq!(l.ack_loss, 0.5);
         assert_eq!(l.loss, 0.01);
         assert_eq!(l.ack_every, Some(2));
@@ -355,5 +392,58 @@ mod tests {
         assert!("mtu=100".parse::<LinkSpec>().is_err());
         assert!("bogus=1".parse::<LinkSpec>().unwrap_err().contains("unknown key 'bogus'"));
         assert!("rtt=20ms,delay-up=1ms,delay-down=1ms".parse::<LinkSpec>().is_err());
+    }
+
+    /// QA 9: `loss=0.5` meant 50 % here but 0.5 % to netem users (netem's `loss 0.5` is a
+    /// percentage, tc-netem(8)): a bare number is refused with the spelling to use.
+    #[test]
+    fn loss_takes_a_percent_sign() {
+        let l: LinkSpec = "loss=0.5%,ack-loss=75 %".parse().unwrap();
+        assert_eq!(l.loss, 0.005);
+        assert_eq!(l.ack_loss, 0.75);
+        assert_eq!(
+            "loss=0.5".parse::<LinkSpec>().unwrap_err(),
+            "link loss: '0.5' needs a % sign (netem reads `loss 0.5` as 0.5 percent): write 0.5%"
+        );
+        assert!("ack-loss=1".parse::<LinkSpec>().unwrap_err().contains("write 1%"));
+        assert!("loss=some%".parse::<LinkSpec>().unwrap_err().contains("is not a percentage"));
+        // What Display writes parses back.
+        assert_eq!(l.to_string().parse::<LinkSpec>().unwrap(), l);
+    }
+
+    /// QA 9: rtt is the sum of the one-way delays, whichever of them are given.
+    #[test]
+    fn rtt_and_one_way_delays_agree_or_are_refused() {
+        let ms = 1_000_000;
+        let d = |s: &str| s.parse::<LinkSpec>().map(|l| (l.delay_up_ns / ms, l.delay_down_ns / ms));
+        assert_eq!(d("rtt=10ms"), Ok((5, 5)));
+        assert_eq!(d("rtt=10ms,delay-up=1ms"), Ok((1, 9)));
+        assert_eq!(d("delay-down=1ms,rtt=10ms"), Ok((9, 1)));
+        assert_eq!(d("rtt=10ms,delay-up=10ms"), Ok((10, 0)));
+        assert_eq!(d("rtt=10ms,delay=5ms"), Ok((5, 5)));
+        assert_eq!(d("rtt=10ms,delay-up=4ms,delay-down=6ms"), Ok((4, 6)));
+        assert_eq!(d("delay-up=3ms"), Ok((3, 0)));
+        assert_eq!(d("rtt=10ms,delay-up=11ms").unwrap_err(), "link: delay-up=11 ms is longer than rtt=10 ms");
+        assert_eq!(
+            d("delay=1ms,rtt=10ms").unwrap_err(),
+            "link: rtt=10 ms disagrees with the one-way delays (1 ms up + 1 ms down = 2 ms); give rtt with at most one of delay-up, delay-down"
+        );
+        assert_eq!(
+            d("delay=1ms,delay-up=2ms").unwrap_err(),
+            "link: delay sets both directions; it cannot go with delay-up"
+        );
+    }
+
+    /// QA 9: `rtt=5ms,rtt=6ms` kept the last silently; `--link ""` meant no link at all.
+    #[test]
+    fn repeated_keys_and_empty_specs_are_refused() {
+        assert_eq!("rtt=5ms,rtt=6ms".parse::<LinkSpec>().unwrap_err(), "link: 'rtt' is given twice");
+        assert_eq!("loss=1%, loss =2%".parse::<LinkSpec>().unwrap_err(), "link: 'loss' is given twice");
+        for empty in ["", " ", ",", " , "] {
+            assert_eq!(
+                empty.parse::<LinkSpec>().unwrap_err(),
+                "link: the SPEC is empty (give key=value pairs, e.g. rtt=20ms)"
+            );
+        }
     }
 }

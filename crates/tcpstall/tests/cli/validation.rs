@@ -76,3 +76,29 @@ fn set_values_are_read_as_the_parameter_type() {
     let variants: Vec<_> = r["results"].as_array().unwrap().iter().map(|x| x["variant"].as_str().unwrap()).collect();
     assert_eq!(variants, ["size=100000 depth=1", "size=100000 depth=2"], "{r:#}");
 }
+
+/// QA 9: link SPECs: a bare loss number, repeated keys, an empty SPEC, rtt against one delay.
+#[test]
+fn link_specs_that_could_be_misread_are_refused() {
+    rejects(
+        &["simulate", "--link", "rtt=2ms,loss=0.5"],
+        "'0.5' needs a % sign (netem reads `loss 0.5` as 0.5 percent): write 0.5%",
+    );
+    rejects(&["simulate", "--link", "ack-loss=0.5"], "write 0.5%");
+    rejects(&["simulate", "--link", "rtt=5ms,rtt=6ms"], "'rtt' is given twice");
+    rejects(&["simulate", "--link", ""], "the SPEC is empty");
+    rejects(&["lab", "--link", "", "-q"], "the SPEC is empty");
+    rejects(&["simulate", "--link", "delay=1ms,rtt=10ms"], "rtt=10 ms disagrees with the one-way delays");
+    rejects(&["simulate", "--link", "rtt=10ms,delay-up=12ms"], "delay-up=12 ms is longer than rtt=10 ms");
+    // rtt with one one-way delay: the other is what is left, so a round trip takes the rtt
+    // (QA: the other was taken as half the rtt, a 6 ms round trip for rtt=10ms).
+    let out = tcpstall()
+        .args(["simulate", "rr", "--link", "rtt=10ms,delay-up=1ms", "--rounds", "3", "--client", "none"])
+        .args(["--format", "json"])
+        .output()
+        .expect("run tcpstall");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let p50 = r["results"][0]["latency_us"]["p50"].as_f64().expect("p50");
+    assert!((9_000.0..11_000.0).contains(&p50), "a 10 ms round trip, got p50 {p50} us");
+}
