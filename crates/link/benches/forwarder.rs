@@ -323,13 +323,18 @@ fn arg_value(flag: &str) -> Option<String> {
 }
 
 /// A forwarder variant by name, parts joined with '+': `base` (the defaults), `napi` (IFF_NAPI
-/// devices), `busyN` (busy-poll N us after the input runs dry), `pinA-B` (up thread on CPU A,
+/// devices), `tnapi` (IFF_NAPI with the poll in a kernel thread), `busyN` (busy-poll N us after the input runs dry), `pinA-B` (up thread on CPU A,
 /// down on B), `rpsC-S` (RPS masks of the client's and the server's device; `rpsM` both),
 /// `normal` / `fifo` (scheduling instead of nice -10).
 fn variant(name: &str) -> LinkOptions {
     let mut o = LinkOptions::default();
     for part in name.split('+') {
-        if part == "napi" {
+        if part == "tnapi" {
+            for d in &mut o.devices {
+                d.napi = true;
+                d.threaded_napi = true;
+            }
+        } else if part == "napi" {
             o.devices[0].napi = true;
             o.devices[1].napi = true;
         } else if let Some(us) = part.strip_prefix("busy") {

@@ -36,6 +36,9 @@ pub const PREFIX: u8 = 24;
 pub struct DeviceOptions {
     /// `IFF_NAPI`: packets the forwarder writes are received by a NAPI poll with GRO.
     pub napi: bool,
+    /// With `napi`: run the device's NAPI poll in its own kernel thread (sysfs `threaded`),
+    /// so write(2) only queues the packet and the receive path runs there, in batches.
+    pub threaded_napi: bool,
     /// Receive packet steering: CPUs (bit mask) that process the packets the forwarder writes
     /// into this end, instead of the forwarder's own CPU inside write(2). 0 = no RPS.
     pub rps_mask: u64,
@@ -132,7 +135,27 @@ fn setup_in_new_namespace(ip: Ipv4Addr, mtu: u32, dev: DeviceOptions) -> Result<
     sys::tun::set_up(&name).map_err(io("bringing the TUN device up"))?;
     sys::tun::add_default_route(&name).map_err(io("adding the default route"))?;
     let ns = File::open("/proc/thread-self/ns/net").map_err(io("opening /proc/thread-self/ns/net"))?;
+    if dev.napi && dev.threaded_napi {
+        set_threaded_napi(&name)?;
+    }
     Ok((OwnedFd::from(ns), tun))
+}
+
+/// Write 1 to `/sys/class/net/NAME/threaded` (net/core/net-sysfs.c threaded_store ->
+/// dev_set_threaded). /sys shows the devices of the namespace that mounted it, so this thread
+/// (about to exit) takes a private mount namespace (unshare(2): CLONE_NEWNS implies CLONE_FS,
+/// allowed in a multi-threaded process) and mounts a fresh sysfs over /sys there; nothing is
+/// visible outside the thread and the mount goes with it.
+fn set_threaded_napi(name: &str) -> Result<(), LinkError> {
+    use nix::mount::{mount, MsFlags};
+    let err = |what: &str, e: nix::Error| LinkError::Setup(format!("threaded NAPI: {what}: {}", e.desc()));
+    unshare(CloneFlags::CLONE_NEWNS).map_err(|e| err("unshare(CLONE_NEWNS)", e))?;
+    mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
+        .map_err(|e| err("making / private", e))?;
+    mount(Some("sysfs"), "/sys", Some("sysfs"), MsFlags::empty(), None::<&str>)
+        .map_err(|e| err("mounting sysfs", e))?;
+    std::fs::write(format!("/sys/class/net/{name}/threaded"), "1")
+        .map_err(|e| LinkError::Io { what: format!("writing /sys/class/net/{name}/threaded"), err: e })
 }
 
 fn tun_mode() -> String {
