@@ -58,6 +58,31 @@ pub struct LabArgs {
     pub quiet: bool,
 }
 
+/// Drop reasons a link spec asks for (loss, ack-loss, ack-every, queue for a bottleneck, mtu) are
+/// part of the experiment; `device queue` (the TUN device's queue overflowed: the forwarder fell
+/// behind) and `write-error` are the emulator failing. From the link's summary lines ("link DIR:
+/// ...; drops: REASON N, ..."), the warning to show when there are any.
+pub fn unasked_drops_warning(lines: &[String]) -> Option<String> {
+    let mut found = Vec::new();
+    for l in lines {
+        let Some((head, drops)) = l.split_once("; drops: ") else { continue };
+        let dir = head.strip_prefix("link ").and_then(|h| h.split(':').next()).unwrap_or("link");
+        for item in drops.split(", ") {
+            let item = item.split(" (").next().unwrap_or(item);
+            if item.starts_with("device queue ") || item.starts_with("write-error ") {
+                found.push(format!("{dir}: {item}"));
+            }
+        }
+    }
+    (!found.is_empty()).then(|| {
+        format!(
+            "the emulated link dropped packets it was not configured to drop ({}): it could not keep up, so the \
+             numbers above are not trustworthy (lower rate=, or re-run on an idle host)",
+            found.join("; ")
+        )
+    })
+}
+
 /// Build the scenario to run from the flags.
 pub fn scenario_from(args: &LabArgs) -> anyhow::Result<Scenario> {
     let base = match &args.config {
@@ -162,6 +187,14 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     };
     bar.finish_and_clear();
     let link_lines = env.finish();
+    let mut report = report;
+    let warning = link_lines.as_ref().ok().and_then(|l| unasked_drops_warning(l));
+    if warning.is_some() {
+        // The link summarises the whole run, not each row: every row's numbers are suspect.
+        for r in &mut report.results {
+            r.verdict.push_str(" [not trustworthy: the emulated link dropped packets it was not asked to drop]");
+        }
+    }
     if !report.results.is_empty() || args.common.format != OutputFormat::Table {
         sink.write(&report::export(&report, args.common.format.into()))?;
     } else {
@@ -175,6 +208,9 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
         }
     }
     link_lines?;
+    if let Some(w) = &warning {
+        eprintln!("tcpstall: warning: {w}");
+    }
     if let Some(e) = report.errors.first() {
         // One line; whatever was measured before it is already printed above.
         eprintln!("tcpstall: {e}");
@@ -239,6 +275,23 @@ mod tests {
         }
         let s = scenario_from(&parse(&["--config", c, "--set", "round=2"])).unwrap();
         assert_eq!(s.matrix[0].label, "config:nodelay");
+    }
+
+    #[test]
+    fn drops_the_link_was_not_asked_for_are_a_warning() {
+        let lines = [
+            "link client->server: 10 packets in (10 data segments, 0 pure ACKs), 7 delivered; drops: loss 3"
+                .to_string(),
+            "link client->server: delay p50 1.000 ms p99 1.000 ms (configured 1.000 ms); emulator added p50 1 us"
+                .into(),
+            "link server->client: 5 packets in (0 data segments, 5 pure ACKs), 5 delivered; drops: ack-loss 1, \
+             device queue 25 (forwarder fell behind; not counted as in)"
+                .into(),
+        ];
+        let w = unasked_drops_warning(&lines).unwrap();
+        assert!(w.contains("(server->client: device queue 25)"), "{w}");
+        assert!(w.contains("not trustworthy"), "{w}");
+        assert_eq!(unasked_drops_warning(&lines[..2]), None, "configured loss is the experiment");
     }
 
     #[test]
