@@ -75,12 +75,18 @@ impl fmt::Display for Opt {
 impl FromStr for Opt {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
+        if NONE.contains(&s) {
+            return Err(format!("'{s}' is not a strategy: it means no strategy and stands alone"));
+        }
         Opt::ALL.into_iter().find(|o| o.as_str() == s).ok_or_else(|| {
             let names: Vec<_> = Opt::ALL.iter().map(|o| o.as_str()).collect();
-            format!("unknown strategy '{s}' (expected one of: {}, or none)", names.join(", "))
+            format!("unknown strategy '{s}' (expected one of: {}; or none alone for no strategy)", names.join(", "))
         })
     }
 }
+
+/// The words for "no strategy" in a list: `none`, and `default` (the kernel's defaults).
+const NONE: [&str; 2] = ["none", "default"];
 
 /// The strategies one side applies: a set, kept sorted so equal sets compare equal.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -171,13 +177,24 @@ impl SideOpts {
         MessagePlan { pre, calls, post }
     }
 
-    /// Parse a comma-separated list, `none` or empty for no strategy.
+    /// Parse a list of strategies separated by `,` or `+`; `none` (or `default`) alone for no
+    /// strategy. An empty list, an empty item, and `none` among strategies are errors.
     pub fn parse_list(s: &str) -> Result<Self, String> {
         let s = s.trim();
-        if s.is_empty() || s == "none" || s == "default" {
+        if s.is_empty() {
+            return Err("the strategy list is empty (use none for no strategy)".into());
+        }
+        if NONE.contains(&s) {
             return Ok(SideOpts::none());
         }
-        let opts = s.split([',', '+']).map(|p| p.trim().parse::<Opt>()).collect::<Result<Vec<_>, _>>()?;
+        let items: Vec<&str> = s.split([',', '+']).map(str::trim).collect();
+        if let Some(none) = items.iter().find(|p| NONE.contains(p)) {
+            return Err(format!("'{s}': {none} means no strategy, so it cannot be listed with strategies"));
+        }
+        if items.iter().any(|p| p.is_empty()) {
+            return Err(format!("'{s}' has an empty item (strategies are separated by single commas)"));
+        }
+        let opts = items.into_iter().map(str::parse::<Opt>).collect::<Result<Vec<_>, _>>()?;
         SideOpts::new(opts)
     }
 }
@@ -309,6 +326,30 @@ mod tests {
         let e = SideOpts::parse_list("nagle").unwrap_err();
         assert!(e.contains("unknown strategy 'nagle'"), "{e}");
         assert_eq!(SideOpts::parse_list("none").unwrap(), SideOpts::none());
+    }
+
+    /// QA 13: `none,nodelay` said "unknown strategy 'none' (expected ..., or none)", and an
+    /// empty list silently meant none.
+    #[test]
+    fn none_stands_alone_and_a_list_is_never_empty() {
+        assert_eq!(SideOpts::parse_list(" default ").unwrap(), SideOpts::none());
+        assert_eq!(
+            SideOpts::parse_list("none,nodelay").unwrap_err(),
+            "'none,nodelay': none means no strategy, so it cannot be listed with strategies"
+        );
+        assert!(SideOpts::parse_list("nodelay+default").unwrap_err().contains("default means no strategy"));
+        assert_eq!(SideOpts::parse_list("").unwrap_err(), "the strategy list is empty (use none for no strategy)");
+        assert_eq!(SideOpts::parse_list("  ").unwrap_err(), "the strategy list is empty (use none for no strategy)");
+        assert!(SideOpts::parse_list("nodelay,,cork").unwrap_err().contains("has an empty item"));
+        assert!(SideOpts::parse_list("nodelay,").unwrap_err().contains("has an empty item"));
+        let e = SideOpts::parse_list("nodelay,nagle").unwrap_err();
+        assert!(e.starts_with("unknown strategy 'nagle' (expected one of: nodelay, "), "{e}");
+        assert!(e.ends_with("; or none alone for no strategy)"), "{e}");
+        assert!("none".parse::<Opt>().unwrap_err().contains("stands alone"));
+        assert_eq!(
+            SideOpts::parse_list("cork + nodelay").unwrap(),
+            SideOpts::new(vec![Opt::Nodelay, Opt::Cork]).unwrap()
+        );
     }
 
     #[test]

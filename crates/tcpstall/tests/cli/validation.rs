@@ -102,3 +102,15 @@ fn link_specs_that_could_be_misread_are_refused() {
     let p50 = r["results"][0]["latency_us"]["p50"].as_f64().expect("p50");
     assert!((9_000.0..11_000.0).contains(&p50), "a 10 ms round trip, got p50 {p50} us");
 }
+
+/// QA 13: `none` among strategies, and an empty list.
+#[test]
+fn strategy_lists_are_none_alone_or_strategies() {
+    rejects(
+        &["lab", "--client", "none,nodelay", "-q"],
+        "--client: 'none,nodelay': none means no strategy, so it cannot be listed with strategies",
+    );
+    rejects(&["simulate", "--server", "nodelay,none"], "--server: 'nodelay,none': none means no strategy");
+    rejects(&["lab", "--client", "", "-q"], "--client: the strategy list is empty (use none for no strategy)");
+    rejects(&["simulate", "--client", "nagle"], "unknown strategy 'nagle'");
+}
