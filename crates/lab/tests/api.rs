@@ -57,3 +57,21 @@ fn run_pair_applies_and_reads_back_the_strategy() {
     assert_eq!(r.wire.client.data_segs_out, 9);
     assert_eq!(r.wire.client.bytes_sent, 3 * (275 + 24 + 292));
 }
+
+#[test]
+fn a_cancelled_run_keeps_finished_rows_and_says_it_was_interrupted() {
+    let mut s = Scenario::builtin("rr").unwrap();
+    s.apply_sets(&["rounds=50"]).unwrap();
+    let opts = LabOptions::default();
+    let cancel = opts.cancel.clone();
+    // Cancel as the second row starts: the first row is complete and kept.
+    let r = lab::run_scenario(&s, &Placement::loopback(), &opts, &mut |p| {
+        if let Progress::Start { index: 1, .. } = p {
+            cancel.cancel();
+        }
+    });
+    assert_eq!(r.results.len(), 1, "{:?}", r.errors);
+    assert_eq!(r.results[0].rounds, 50);
+    assert_eq!(r.errors.len(), 1);
+    assert!(r.errors[0].starts_with("interrupted during row 'nodelay' (abandoned): 1 of 2 rows"), "{}", r.errors[0]);
+}
