@@ -127,8 +127,9 @@ pub fn lab_options(args: &LabArgs) -> anyhow::Result<LabOptions> {
     Ok(o)
 }
 
-/// Ctrl-C (and SIGTERM, SIGHUP) while the rows run: the first signal cancels the run (the row in
-/// progress stops, the finished rows are printed, exit 128 + signal); a second one quits at once.
+/// Ctrl-C (and SIGTERM, SIGHUP) from the first row to the last line of output: the first signal
+/// cancels the run (the row in progress stops, the finished rows are printed, the link is torn
+/// down, exit 128 + signal); a second one quits at once.
 struct Interrupts {
     handle: signal_hook::iterator::Handle,
     thread: std::thread::JoinHandle<Option<i32>>,
@@ -156,7 +157,8 @@ impl Interrupts {
         Ok(Interrupts { handle, thread })
     }
 
-    /// Stop listening (signals get their default action again); the signal received, if any.
+    /// Stop listening; the first signal received, if any. (signal-hook leaves its handler
+    /// installed: a signal after this is ignored, and the process is about to exit.)
     fn stop(self) -> Option<i32> {
         self.handle.close();
         self.thread.join().ok().flatten()
@@ -181,10 +183,6 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     // The link is up (it may need a single-threaded process): now the signal thread may start.
     let interrupts = Interrupts::start(opts.cancel.clone());
     let report = lab::run_scenario(&s, &env.placement, &opts, &mut progress);
-    let signal = match interrupts {
-        Ok(i) => i.stop(),
-        Err(_) => None,
-    };
     bar.finish_and_clear();
     let link_lines = env.finish();
     let mut report = report;
@@ -214,6 +212,13 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     if let Some(e) = report.errors.first() {
         // One line; whatever was measured before it is already printed above.
         eprintln!("tcpstall: {e}");
+    }
+    let signal = match interrupts {
+        Ok(i) => i.stop(),
+        Err(_) => None,
+    };
+    if signal.is_some() && report.errors.is_empty() {
+        eprintln!("tcpstall: interrupted after the last row: every row above is complete");
     }
     Ok(match (signal, report.errors.is_empty()) {
         (Some(sig), _) => 128 + sig,
