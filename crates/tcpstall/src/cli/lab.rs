@@ -25,7 +25,8 @@ Examples:
                                                 behind an emulated link, with a capture
 
 As root each row runs in a private network namespace (lo with MTU 1500) so TcpExt counters
-belong to the run; --port, --link or no root use the caller's or the link's namespaces.";
+belong to the run; --port, --link or no root use the caller's or the link's namespaces.
+Ctrl-C stops the row in progress and prints the rows already finished (exit 130).";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
