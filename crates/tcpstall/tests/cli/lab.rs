@@ -210,6 +210,10 @@ fn config_file_runs_its_one_configuration() {
     assert_eq!(rows[0]["client"]["nodelay"], true);
     assert_eq!(rows[0]["rounds"], 3);
 
+    // The file is the one configuration: strategy flags would silently replace its options.
+    fails_with_one_line(&["lab", "--config", conf.to_str().unwrap(), "--client", "cork"], "drop --client");
+    fails_with_one_line(&["lab", "--config", conf.to_str().unwrap(), "--matrix", "all"], "drop --matrix");
+
     std::fs::write(&conf, "no_delay 1\nnagle 0\n").unwrap();
     fails_with_one_line(&["lab", "--config", conf.to_str().unwrap()], ":2: unknown key 'nagle'");
 }
@@ -285,6 +289,13 @@ fn scenarios_lists_the_catalogue() {
     let t = String::from_utf8_lossy(&out.stdout);
     assert!(t.contains("burst (seed 002)") && t.contains("matrix:"), "{t}");
     fails_with_one_line(&["scenarios", "nosuch"], "unknown scenario");
+    // Every format the help lists works.
+    for (format, first) in [("csv", "name,seed,kind,"), ("markdown", "| scenario | seed |")] {
+        let out = tcpstall().args(["scenarios", "--format", format]).output().unwrap();
+        assert!(out.status.success(), "{format}: {}", String::from_utf8_lossy(&out.stderr));
+        let t = String::from_utf8_lossy(&out.stdout);
+        assert!(t.starts_with(first) && t.lines().count() >= 7, "{format}: {t}");
+    }
 }
 
 #[test]
