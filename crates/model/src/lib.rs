@@ -128,9 +128,17 @@ pub struct SideEnd {
 /// What a run produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
+    /// When the run ended: both applications done, epilogue included.
     pub end_ns: u64,
-    /// Start of the measured part: after the handshake, or the first round after warm-up.
+    /// Start of the measured part: the client's first measured round, after its prologue
+    /// (bulk-ack's messages sent ahead) and warm-up rounds.
     pub measured_from: u64,
+    /// End of the measured part: the client's last measured round is over (for a stream, the
+    /// end of the run). What comes later is the epilogue (bulk-ack at depth D drains its D - 1
+    /// outstanding messages), which the lab does not time or count either.
+    pub measured_to: u64,
+    /// Warm-up rounds run before `measured_from`.
+    pub warmup_rounds: u64,
     pub samples: Vec<RoundSample>,
     pub releases: Vec<Release>,
     /// Empty unless `SimConfig::record_trace`.
@@ -145,7 +153,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// Segments put on the wire by both sides.
+    /// Segments put on the wire by both sides in the measured part.
     pub fn segments(&self) -> u64 {
         self.sides[0].counters.segs_out + self.sides[1].counters.segs_out
     }

@@ -64,10 +64,16 @@ pub(crate) struct Sim {
     max_events: u64,
     events: u64,
     call_ns: u64,
-    /// Counters when the first measured round began (warm-up rounds are not wire cost).
-    snapshot: Option<[Counters; 2]>,
-    /// When measuring began: after the handshake, or at the first measured round.
+    /// Each side's counters when its first measured round began: the prologue and warm-up
+    /// rounds are not the measured rounds' wire cost (the lab reads tcp_info at the same point).
+    before: [Option<Counters>; 2],
+    /// Both sides' state when the client finished its last measured round (the lab reads
+    /// tcp_info there too): what the epilogue sends is not counted.
+    after: Option<[SideEnd; 2]>,
+    /// When measuring began: the client's first measured round (after prologue and warm-up).
     measured_from: u64,
+    /// When the client finished its last measured round (None until then, and for a stream).
+    measured_to: Option<u64>,
 }
 
 const EP: [Endpoint; 2] = [Endpoint::A, Endpoint::B];
@@ -167,8 +173,10 @@ impl Sim {
             max_events: cfg.max_events,
             events: 0,
             call_ns: cfg.call_ns,
-            snapshot: None,
+            before: [None; 2],
+            after: None,
             measured_from: 0,
+            measured_to: None,
         }
     }
 
@@ -300,7 +308,7 @@ impl Sim {
                     match self.apps[i].state {
                         State::Sleeping => {
                             self.apps[i].state = State::Ready;
-                            self.apps[i].advance();
+                            self.advance(i);
                         }
                         State::BusySend => self.apps[i].state = State::SendBlocked,
                         State::BusyRecv => self.apps[i].state = State::Recv,
@@ -425,10 +433,14 @@ impl Sim {
     fn step_begins(&mut self, i: usize) {
         let now = self.now;
         let tlen = self.trace.as_ref().map_or(0, Vec::len);
-        let app = &mut self.apps[i];
-        if app.is_client && app.cur.phase == 1 && app.cur.idx == 0 && app.cur.round == app.warmup && app.warmup > 0 {
-            self.snapshot = Some([self.eps[0].c, self.eps[1].c]);
-            self.measured_from = now;
+        let app = &self.apps[i];
+        if app.cur.phase == 1 && app.cur.idx == 0 && app.cur.round == app.warmup && self.before[i].is_none() {
+            // Like the lab's run_rounds: each side reads its counters once its prologue and
+            // warm-up rounds are done, and the client's clock starts there.
+            self.before[i] = Some(self.eps[i].c);
+            if app.is_client {
+                self.measured_from = now;
+            }
         }
         let app = &mut self.apps[i];
         if app.cur.phase == 1 && app.cur.idx == 0 {
@@ -547,7 +559,39 @@ impl Sim {
                 _ => {}
             }
         }
+        self.advance(i);
+    }
+
+    /// Move application `i` to its next step; when the client leaves its last measured round,
+    /// the measured part ends: the time and both sides' state are taken there, as the lab
+    /// stops its clock and reads tcp_info before running the epilogue.
+    fn advance(&mut self, i: usize) {
+        let app = &mut self.apps[i];
+        let was_measuring = app.cur.phase == 1;
         app.advance();
+        if app.is_client && was_measuring && app.cur.phase != 1 && self.measured_to.is_none() {
+            self.measured_to = Some(self.now);
+            self.after = Some([self.side_end(0), self.side_end(1)]);
+        }
+    }
+
+    /// Endpoint `k`'s state now, its counters since its measured rounds began.
+    fn side_end(&self, k: usize) -> SideEnd {
+        let e = &self.eps[k];
+        SideEnd {
+            counters: match self.before[k] {
+                Some(b) => e.c.since(&b),
+                None => e.c,
+            },
+            cwnd: e.cwnd,
+            srtt_ns: e.srtt.unwrap_or(0),
+            ato_ns: e.ato,
+            mss: e.mss,
+            rcv_mss: e.rcv_mss,
+            nodelay: e.nonagle & crate::tcp::NAGLE_OFF != 0,
+            cork: e.nonagle & crate::tcp::NAGLE_CORK != 0,
+            bytes_read: e.copied,
+        }
     }
 
     /// Setup operations right after connect()/accept() (SideOpts::setup_ops).
@@ -560,28 +604,17 @@ impl Sim {
     }
 
     fn finish(self) -> Outcome {
-        let snap = self.snapshot;
-        let side = |k: usize, e: &Tcp| SideEnd {
-            counters: match snap {
-                Some(s) => e.c.since(&s[k]),
-                None => e.c,
-            },
-            cwnd: e.cwnd,
-            srtt_ns: e.srtt.unwrap_or(0),
-            ato_ns: e.ato,
-            mss: e.mss,
-            rcv_mss: e.rcv_mss,
-            nodelay: e.nonagle & crate::tcp::NAGLE_OFF != 0,
-            cork: e.nonagle & crate::tcp::NAGLE_CORK != 0,
-            bytes_read: e.copied,
-        };
+        // A stream has no rounds: it is measured until the transfer is over.
+        let sides = self.after.unwrap_or_else(|| [self.side_end(0), self.side_end(1)]);
         Outcome {
             end_ns: self.now,
             measured_from: self.measured_from,
+            measured_to: self.measured_to.unwrap_or(self.now),
+            warmup_rounds: self.apps[0].warmup,
             samples: self.samples,
             releases: self.releases,
             trace: self.trace.unwrap_or_default(),
-            sides: [side(0, &self.eps[0]), side(1, &self.eps[1])],
+            sides,
             writes: self.writes,
             dropped: self.links[0].dropped + self.links[1].dropped,
             events: self.events,
