@@ -27,6 +27,25 @@ pub mod linktype {
     pub const IPV6: u32 = 229;
     /// Linux cooked capture v2 (`tcpdump -i any`, libpcap 1.10+).
     pub const LINUX_SLL2: u32 = 276;
+
+    /// Every link type above with its name, for messages.
+    pub const SUPPORTED: &[(u32, &str)] = &[
+        (NULL, "BSD loopback"),
+        (ETHERNET, "Ethernet"),
+        (DLT_RAW_12, "raw IP"),
+        (DLT_RAW_14, "raw IP"),
+        (RAW, "raw IP"),
+        (LOOP, "OpenBSD loopback"),
+        (LINUX_SLL, "Linux cooked v1"),
+        (IPV4, "IPv4"),
+        (IPV6, "IPv6"),
+        (LINUX_SLL2, "Linux cooked v2"),
+    ];
+
+    /// "0 BSD loopback, 1 Ethernet, ...": the supported link types, for messages.
+    pub fn supported_list() -> String {
+        SUPPORTED.iter().map(|(n, name)| format!("{n} {name}")).collect::<Vec<_>>().join(", ")
+    }
 }
 
 /// A decoded TCP packet.

@@ -9,16 +9,17 @@ pub struct WireError {
     pub offset: u64,
     /// What is wrong, in words.
     pub what: String,
-    #[source]
-    pub source: Option<std::io::Error>,
+    /// The OS error behind it, when there is one. Its text is already in `what`, so it is not
+    /// chained as the error's `source()`: a `{:#}` chain (anyhow) would print it twice.
+    pub io: Option<std::io::Error>,
 }
 
 impl WireError {
     pub(crate) fn new(offset: u64, what: impl Into<String>) -> Self {
-        WireError { offset, what: what.into(), source: None }
+        WireError { offset, what: what.into(), io: None }
     }
     pub(crate) fn io(offset: u64, what: impl Into<String>, e: std::io::Error) -> Self {
         let what = format!("{}: {e}", what.into());
-        WireError { offset, what, source: Some(e) }
+        WireError { offset, what, io: Some(e) }
     }
 }

@@ -42,6 +42,28 @@ pub struct DecodeStats {
     pub bytes: u64,
 }
 
+impl DecodeStats {
+    /// When no TCP packet came out because the frames are on a link type this decoder does not
+    /// know (and none were only filtered out), the one line that says so, naming the link type
+    /// and the supported ones: "no TCP packets decoded: link type 9999 is not supported
+    /// (supported: 0 BSD loopback, 1 Ethernet, ...); 394 of 394 frames are on it".
+    pub fn unsupported_linktype(&self) -> Option<String> {
+        if self.tcp_packets > 0 || self.filtered_out > 0 || self.unknown_linktype == 0 {
+            return None;
+        }
+        let lt = self.first_unknown_linktype.map_or_else(|| "?".to_string(), |l| l.to_string());
+        let on = if self.unknown_linktype == self.frames {
+            format!("all {} frames are on it", self.frames)
+        } else {
+            format!("{} of {} frames are on unsupported link types", self.unknown_linktype, self.frames)
+        };
+        Some(format!(
+            "no TCP packets decoded: link type {lt} is not supported (supported: {}); {on}",
+            linktype::supported_list()
+        ))
+    }
+}
+
 /// A capture file turned into a stream of per-flow trace events.
 pub struct Decoder<R: Read> {
     reader: CaptureReader<R>,

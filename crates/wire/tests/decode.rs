@@ -355,3 +355,46 @@ fn ipv4_id_gaps_reveal_packets_lost_before_the_capture_point() {
         assert_eq!(e.unseen_before, 0);
     }
 }
+
+/// A capture whose link type this decoder does not know yields no TCP packet: the statistics
+/// say which link type, and the one-line reason lists the supported ones (tcpdump.org
+/// linktypes.html numbers); a capture with some TCP gets no such line.
+#[test]
+fn unsupported_link_type_is_named_with_the_supported_ones() {
+    let f = eth_tcp4(false, 1, 0, false, b"x", &[]);
+    let file = pcap(false, 9999, &[(0, 0, f.clone()), (0, 10, f.clone())]);
+    let mut dec = Decoder::new(&file[..], FlowFilter::default()).unwrap();
+    assert!(dec.next_event().unwrap().is_none());
+    let st = dec.stats();
+    assert_eq!((st.frames, st.tcp_packets, st.unknown_linktype, st.first_unknown_linktype), (2, 0, 2, Some(9999)));
+    let why = st.unsupported_linktype().expect("a reason");
+    assert!(
+        why.starts_with(
+            "no TCP packets decoded: link type 9999 is not supported (supported: 0 BSD loopback, 1 Ethernet"
+        ),
+        "{why}"
+    );
+    assert!(why.contains("276 Linux cooked v2") && why.ends_with("all 2 frames are on it"), "{why}");
+    assert_eq!(why.lines().count(), 1);
+    let file = pcap(false, linktype::ETHERNET, &[(0, 0, f)]);
+    let mut dec = Decoder::new(&file[..], FlowFilter::default()).unwrap();
+    while dec.next_event().unwrap().is_some() {}
+    assert_eq!(dec.stats().unsupported_linktype(), None);
+}
+
+/// An OS error is in the message once: not chained again as the error's source (anyhow's
+/// `{:#}` would print it twice, "Is a directory ... : Is a directory").
+#[test]
+fn io_errors_are_printed_once() {
+    struct Fails;
+    impl std::io::Read for Fails {
+        fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::from_raw_os_error(21))
+        }
+    }
+    let Err(e) = Decoder::new(Fails, FlowFilter::default()) else { panic!("a reader that fails is an error") };
+    assert!(std::error::Error::source(&e).is_none());
+    let text = e.to_string();
+    assert_eq!(text.matches("os error 21").count(), 1, "{text}");
+    assert!(e.io.is_some());
+}

@@ -25,7 +25,7 @@ Linux cooked v1/v2 (tcpdump -i any), raw IP and BSD loopback; IPv4 and IPv6. A s
 a connection's data flow longer than the path RTT plus --min-gap; each gets a cause:
 nagle-delayed-ack, delayed-ack, cwnd-limited, rwnd-limited, retransmission-timeout, probe-timer or
 application. Exit status: 0 done, 1 the file is damaged after some packets (the valid prefix is
-analysed and printed), 2 not readable at all.";
+analysed and printed), 2 not readable at all, or no TCP packet decoded because of its link type.";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExplainFormat {
@@ -82,6 +82,9 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     // "-" reads standard input: `tcpdump -w - ... | tcpstall explain -`.
     let raw: Box<dyn std::io::Read> = if args.file.as_os_str() == "-" {
         Box::new(std::io::stdin().lock())
+    } else if args.file.is_dir() {
+        // open(2) succeeds on a directory and read(2) then fails: say it once, up front.
+        bail!("cannot read {}: Is a directory", args.file.display());
     } else {
         Box::new(std::fs::File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?)
     };
@@ -115,6 +118,12 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
                 failure = Some(e);
                 break;
             }
+        }
+    }
+    if failure.is_none() {
+        if let Some(why) = dec.stats().unsupported_linktype() {
+            // Nothing to analyse, and an empty report would look like "no stalls".
+            bail!("{}: {why}", args.file.display());
         }
     }
     let found = Findings {

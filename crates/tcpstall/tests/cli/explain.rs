@@ -123,3 +123,50 @@ fn explain_reads_standard_input() {
         .stdout(predicate::str::contains("nagle-delayed-ack"))
         .stdout(predicate::str::contains("sent the SYN"));
 }
+
+/// QA finding 15: a capture on a link type the decoder does not know yields no TCP packet; an
+/// empty report would read as "no stalls", so it is a one-line error naming the link type and
+/// the supported ones (tcpdump.org linktypes.html numbers), exit 2, nothing on stdout.
+#[test]
+fn explain_unknown_link_type_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lt9999.pcap");
+    // pcap header (magic, v2.4, zone, sigfigs, snaplen, network = 9999), then 3 records.
+    let mut file = 0xa1b2_c3d4u32.to_le_bytes().to_vec();
+    file.extend(2u16.to_le_bytes());
+    file.extend(4u16.to_le_bytes());
+    for v in [0u32, 0, 65_535, 9_999] {
+        file.extend(v.to_le_bytes());
+    }
+    for i in 0..3u32 {
+        for v in [i, 0, 60, 60] {
+            file.extend(v.to_le_bytes());
+        }
+        file.extend([0u8; 60]);
+    }
+    std::fs::write(&path, &file).unwrap();
+    for format in ["text", "json"] {
+        let out = tcpstall().args(["explain", "--format", format]).arg(&path).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{format}");
+        assert!(out.stdout.is_empty(), "{format}: {}", String::from_utf8_lossy(&out.stdout));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(
+            err.contains(
+                "no TCP packets decoded: link type 9999 is not supported (supported: 0 BSD loopback, 1 Ethernet"
+            ),
+            "{err}"
+        );
+        assert!(err.contains("all 3 frames are on it"), "{err}");
+    }
+}
+
+/// `explain DIR`: one clear line, the OS error said once.
+#[test]
+fn explain_a_directory_says_so_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tcpstall().arg("explain").arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end(), format!("tcpstall: cannot read {}: Is a directory", dir.path().display()));
+}
