@@ -12,19 +12,28 @@ use trace::{Endpoint, Event, EventKind};
 use super::common::ScenarioArgs;
 use super::output::{self, OutputFormat};
 
+/// Shown after the options. clap re-wraps any line longer than the terminal, so every line is
+/// kept under 80 columns and reads the same at 80 and 100 (QA finding 14).
 const EXAMPLES: &str = "\
 Examples:
-  tcpstall simulate --profile macos --scenario bulk-ack --set size=100000 --link mtu=1500
-  tcpstall simulate bulk-ack --profile all --set sweep=99900,100000       seed 004 side by side
-  tcpstall simulate bulk-ack --profile rfc-classic --mss 1460              Windows' segment size
-  tcpstall simulate chunked --profile linux --trace --set round=5          the story of a stall
-  tcpstall simulate multi-write --profile linux:macos                      Linux client, macOS server
-  tcpstall simulate --list-profiles                                        rules and what is unverified
+  tcpstall simulate bulk-ack --profile macos --set size=100000 --link mtu=1500
+      seed 004 (100,000 B, then a 1-byte ack) on the macOS model
+  tcpstall simulate bulk-ack --profile all --set sweep=99900,100000
+      seed 004 on every profile, both sizes side by side
+  tcpstall simulate bulk-ack --profile rfc-classic --mss 1460
+      Windows' segment size (no timestamps): the segment parity flips
+  tcpstall simulate chunked --profile linux --trace --set round=5
+      the story of a stall, event by event
+  tcpstall simulate multi-write --profile linux:macos
+      a Linux client against a macOS server
+  tcpstall simulate --list-profiles
+      the rules, their sources and what is unverified
 
-The default link is the lab's: loopback with MTU 1500 (5 us each way, 40 Gbit/s). --link takes
-the lab's SPEC (rtt=20ms,rate=100mbit,loss=1%,mtu=1500,...); without rtt/delay it keeps
-loopback's delay, without rate loopback's rate. --call-cost is the time one application call
-takes (default 2us): on loopback it decides how small writes group into segments.";
+The default link is the lab's: loopback with MTU 1500 (5 us each way,
+40 Gbit/s). --link takes the lab's SPEC (rtt=20ms,rate=100mbit,loss=1%,...);
+without rtt/delay it keeps loopback's delay, without rate loopback's rate.
+--call-cost is the time one application call takes (default 2us): on
+loopback it decides how small writes group into segments.";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
@@ -364,6 +373,14 @@ mod tests {
         let p = profiles("linux:macos").unwrap();
         assert_eq!((p[0].0.name.as_str(), p[0].1.name.as_str()), ("linux", "macos"));
         assert!(profiles("solaris").unwrap_err().to_string().contains("unknown profile 'solaris'"));
+    }
+
+    /// clap re-wraps a help line longer than the terminal: the examples fit in 80 columns.
+    #[test]
+    fn examples_fit_80_columns() {
+        for l in EXAMPLES.lines() {
+            assert!(l.chars().count() < 80, "{} columns: {l}", l.chars().count());
+        }
     }
 
     #[test]

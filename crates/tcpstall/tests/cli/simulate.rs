@@ -162,6 +162,27 @@ fn depth_2_epilogue_wait_is_named_not_folded_into_ms_per_round() {
     }
 }
 
+/// QA finding 14: the examples after `simulate --help` read the same at 80 and 100 columns
+/// (clap re-wraps a line longer than the terminal, which cut them mid-sentence), and no line
+/// of them is wider than the terminal.
+#[test]
+fn help_examples_read_the_same_at_80_and_100_columns() {
+    let examples = |cols: &str| {
+        let out = tcpstall().args(["simulate", "--help"]).env("COLUMNS", cols).output().unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).unwrap();
+        let at = text.find("Examples:").expect("an Examples section");
+        text[at..].to_string()
+    };
+    let (narrow, wide) = (examples("80"), examples("100"));
+    assert_eq!(narrow, wide, "the examples were re-wrapped at 80 columns");
+    for l in narrow.lines() {
+        assert!(l.chars().count() <= 80, "wider than 80 columns: {l}");
+    }
+    assert!(narrow.contains("\n  tcpstall simulate bulk-ack --profile all --set sweep=99900,100000\n"));
+    assert!(narrow.contains("\n      a Linux client against a macOS server\n"));
+}
+
 /// Same input, same output to the nanosecond: the model reads no clock.
 #[test]
 fn deterministic_output() {
