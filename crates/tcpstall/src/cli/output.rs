@@ -34,11 +34,6 @@ impl From<OutputFormat> for report::Format {
     }
 }
 
-/// Write `report` in `format` to `output` (a file) or to stdout.
-pub fn emit(report: &report::Report, format: OutputFormat, output: Option<&Path>) -> anyhow::Result<()> {
-    Sink::open(output)?.write(&report::export(report, format.into()))
-}
-
 /// Write bytes to a file or stdout. A closed stdout (`| head`) is not an error worth a message.
 pub fn write_bytes(bytes: &[u8], output: Option<&Path>) -> anyhow::Result<()> {
     Sink::open(output)?.write(bytes)

@@ -183,8 +183,10 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
     let s = scenario_from(&args)?;
     let spec = run_spec(&args)?;
     let pairs = s.matrix.clone();
+    // Open the output before simulating, so a path that cannot be written fails first.
+    let sink = output::Sink::open(args.common.output.as_deref())?;
     let (report, outcomes) = model::report(&s, &pairs, &spec, args.trace || args.pcap.is_some());
-    output::emit(&report, args.common.format, args.common.output.as_deref()).context("writing the report")?;
+    sink.write(&report::export(&report, args.common.format.into())).context("writing the report")?;
     if let Some(path) = &args.pcap {
         let traces: Vec<&[trace::Event]> = outcomes.iter().map(|o| o.trace.as_slice()).collect();
         let bytes = model::pcap::to_pcap(&traces)?;
