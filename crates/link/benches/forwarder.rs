@@ -8,6 +8,10 @@
 //!   2 ms beside the veth round trip; for several spin/priority settings.
 //!
 //! Targets (issue): >= 2 Gbit/s bulk, >= 300k packets/s, p99 added delay <= 50 us.
+//!
+//! `-- --variants base,napi,tnapi,busy20,rps1-2,pin0-1,fifo --rounds 4` instead compares
+//! forwarder variants (`LinkOptions`, see [`variant`]) round by round against veth: packets/s,
+//! Gbit/s, lateness and round trip of each, medians at the end (docs/link.md, "Packet rate").
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
