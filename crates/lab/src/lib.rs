@@ -5,12 +5,15 @@
 //! (`scenario::Workload::program`) with the strategy's exact socket operations. The client
 //! times rounds (or reads) and every socket call; both read `tcp_info` before the measured
 //! rounds and after them; when the run owns its network namespace the TcpExt counters of that
-//! namespace are read too. The verdict is inferred from those numbers (`verdict::infer`).
+//! namespace are read too. The verdict is inferred from those numbers (`verdict::infer`). The
+//! prologue and epilogue (outside the measured rounds) are timed too, and a wait there longer
+//! than the stall threshold is named in the verdict, not counted (`outside`).
 
 pub mod cancel;
 mod exec;
 pub mod measure;
 pub mod netstat;
+pub mod outside;
 mod pair;
 mod placement;
 mod result;
@@ -199,7 +202,8 @@ pub fn add_throughput_comparison(rows: &mut [RunResult]) {
     }
 }
 
-/// Append "fewest segments" / "Nx the segments of the best fix" to stall-free rows, per variant.
+/// Add "fewest segments" / "Nx the segments of the best fix" to stall-free rows, per variant (before
+/// any prologue/epilogue note, beside the verdict it qualifies).
 pub fn add_cost_comparison(rows: &mut [RunResult]) {
     let mut variants: Vec<String> = rows.iter().map(|r| r.variant.clone()).collect();
     variants.dedup();
@@ -216,7 +220,7 @@ pub fn add_cost_comparison(rows: &mut [RunResult]) {
         let base = idx.iter().position(|&i| rows[i].strategy == "default").map(|k| costs[k]);
         for (&i, c) in idx.iter().zip(verdict::compare_cost(&costs, base)) {
             if let Some(c) = c {
-                rows[i].verdict = format!("{}, {c}", rows[i].verdict);
+                outside::insert_before_notes(&mut rows[i].verdict, &format!(", {c}"));
             }
         }
     }

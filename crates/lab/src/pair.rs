@@ -57,6 +57,16 @@ pub(crate) struct SideOut {
     pub netstat: BTreeMap<String, i64>,
     /// Hold time inside TCP of each write of the measured rounds (SO_TIMESTAMPING), if known.
     pub holds: Option<Vec<i64>>,
+    /// How long this side's calls waited outside the measured rounds.
+    pub outside: OutsideWaits,
+}
+
+/// Waits (ns, those of at least `measure::WAIT_FLOOR_NS`) of one side's socket calls in the
+/// prologue and in the epilogue. Not samples, not stalls: the verdict names the long ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct OutsideWaits {
+    pub prologue: Vec<u64>,
+    pub epilogue: Vec<u64>,
 }
 
 /// What the client measured on top.
@@ -189,6 +199,13 @@ struct RoundsOut {
     holds: Option<Vec<i64>>,
     /// TcpExt deltas over the measured rounds (empty when this side does not count).
     netstat: BTreeMap<String, i64>,
+    outside: OutsideWaits,
+}
+
+/// Room for the waits of running `ops` once: a call can wait more than once only when a
+/// receive takes several reads.
+fn outside_recorder(ops: &[exec::Op<'_>]) -> Recorder {
+    Recorder::with_capacity(0, ops.len() * 4 + 64)
 }
 
 /// How long a snapshot waits for written bytes to leave the socket (see `settle`).
@@ -252,8 +269,11 @@ fn run_rounds(
             let _ = tx.drain(r.sock);
         }
     };
+    // The prologue's and the epilogue's calls are timed like those of a round (outside the timed
+    // rounds, so at no cost to them), into recorders of their own: never samples or stalls.
+    let mut pro = outside_recorder(&prologue);
     let mut clk = Clock::start();
-    r.run(&prologue, Phase::Prologue, &mut clk, None)?;
+    r.run(&prologue, Phase::Prologue, &mut clk, Some(&mut pro))?;
     drain(r);
     for w in 0..u64::from(p.warmup_rounds) {
         r.run(&round, Phase::Warmup(w), &mut clk, None)?;
@@ -300,8 +320,21 @@ fn run_rounds(
             .map(|(_, h)| h)
             .collect()
     });
-    r.run(&epilogue, Phase::Epilogue, &mut Clock::start(), None)?;
-    Ok(RoundsOut { before, after, wall, held, holds, netstat })
+    // The client's epilogue clock starts at the end of its last measured round: its first wait
+    // then also covers the settle above, which waits for data its TCP still holds (a Nagle-held
+    // tail of the last message). The server's starts here: before, it waited for the client's
+    // signal, which is the client's time, not a hold of the server's.
+    let mut epi = outside_recorder(&epilogue);
+    let mut clk = match &sync {
+        Sync::TellServer(_) => Clock { prev: t1, slept: Duration::ZERO },
+        Sync::WaitForClient(..) => Clock::start(),
+    };
+    r.run(&epilogue, Phase::Epilogue, &mut clk, Some(&mut epi))?;
+    let outside = OutsideWaits {
+        prologue: pro.waits.iter().map(|w| w.ns).collect(),
+        epilogue: epi.waits.iter().map(|w| w.ns).collect(),
+    };
+    Ok(RoundsOut { before, after, wall, held, holds, netstat, outside })
 }
 
 /// A runner for one side's connected socket, no SO_TIMESTAMPING log yet.
@@ -381,7 +414,7 @@ fn server(
     drop(listener);
     let _watch = lab.cancel.watch(&sock);
     setup(&sock, opts, side, lab.io_timeout)?;
-    let (before, after, applied, holds, netstat) = match program {
+    let (before, after, applied, holds, netstat, outside) = match program {
         Program::Rounds(p) => {
             let (sbuf, rbuf) = bufs(&p.server, 0);
             let mut r = runner(side, &sock, opts, &sbuf, rbuf, lab.io_timeout);
@@ -398,7 +431,7 @@ fn server(
                     cancel: &lab.cancel,
                 },
             )?;
-            (o.before, o.after, o.held, o.holds, o.netstat)
+            (o.before, o.after, o.held, o.holds, o.netstat, o.outside)
         }
         Program::Stream { .. } => {
             let (sbuf, rbuf) = bufs(&SideProgram::default(), 0);
@@ -410,12 +443,12 @@ fn server(
                 (Some(b), Some(a), Some(prefix)) => netstat::delta(&b, &a, prefix),
                 _ => BTreeMap::new(),
             };
-            (b, info(&sock, side)?, applied(&sock, opts), None, netstat)
+            (b, info(&sock, side)?, applied(&sock, opts), None, netstat, OutsideWaits::default())
         }
     };
     // Keep the socket open until the client is done.
     let _ = done.recv_timeout(lab.io_timeout);
-    Ok((SideOut { applied, before, after, netstat, holds }, ns))
+    Ok((SideOut { applied, before, after, netstat, holds, outside }, ns))
 }
 
 fn client(
@@ -475,8 +508,14 @@ fn client(
                     cancel: &lab.cancel,
                 },
             )?;
-            let side =
-                SideOut { applied: o.held, before: o.before, after: o.after, netstat: o.netstat, holds: o.holds };
+            let side = SideOut {
+                applied: o.held,
+                before: o.before,
+                after: o.after,
+                netstat: o.netstat,
+                holds: o.holds,
+                outside: o.outside,
+            };
             ClientOut { side, rec, wall: o.wall, rounds: u64::from(p.rounds), stream: None }
         }
         Program::Stream { duration_ns, write_size } => {
@@ -498,7 +537,7 @@ fn client(
             };
             let applied = applied(&sock, opts);
             sock.shutdown(std::net::Shutdown::Write).map_err(|e| io("shutdown", e))?;
-            let side = SideOut { applied, before, after, netstat, holds: None };
+            let side = SideOut { applied, before, after, netstat, holds: None, outside: OutsideWaits::default() };
             ClientOut { side, rec: Recorder::with_capacity(0, 0), wall, rounds: writes, stream: Some(h) }
         }
     };

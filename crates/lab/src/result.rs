@@ -6,6 +6,7 @@ use scenario::{Opt, Program, Sample, SideOpts, SideProgram, Step, StrategyPair};
 use sys::tcpinfo::TcpInfo;
 
 use crate::measure;
+use crate::outside::{self, Span, SpanSide};
 use crate::pair::{ClientOut, SideOut};
 use crate::verdict::{self, Facts, SideFacts};
 use crate::{LabOptions, Placement, DEFAULT_STALL_MARGIN};
@@ -51,6 +52,21 @@ fn side_facts(opts: &SideOpts, prog: &SideProgram, out: &SideOut, threshold_us: 
         ato_us: t.ato,
         snd_cwnd: t.snd_cwnd,
         held: out.holds.as_deref().map(|h| verdict::Held::from_holds(h, threshold_us)),
+    }
+}
+
+/// One side in the prologue or epilogue, for `outside::note`. Data this side could have had
+/// queued there: what it sends in the span, and in the epilogue also the last measured round's.
+fn span_side(span: Span, opts: &SideOpts, prog: &SideProgram, out: &SideOut) -> SpanSide {
+    let sends = |steps: &[Step]| steps.iter().any(|s| matches!(s, Step::Send(_)));
+    let (queued, waits) = match span {
+        Span::Prologue => (sends(&prog.prologue), &out.outside.prologue),
+        Span::Epilogue => (sends(&prog.epilogue) || sends(&prog.round), &out.outside.epilogue),
+    };
+    SpanSide {
+        waits_ns: waits.clone(),
+        nagle: queued && !out.applied.nodelay.unwrap_or(opts.nodelay_at_connect()),
+        corks: queued && (opts.has(Opt::Cork) || opts.has(Opt::MsgMore) || opts.has(Opt::NodelayThenCork)),
     }
 }
 
@@ -131,7 +147,17 @@ pub(crate) fn assemble(
                 retransmits: tcp.client.retransmits + tcp.server.retransmits,
                 min_rtt_us: cli.side.after.min_rtt.unwrap_or(0),
             };
-            (measure::latency_of(&cli.rec.samples), st.len() as u64, verdict::infer(&facts))
+            let mut v = verdict::infer(&facts);
+            // Named, not counted: the key (and the stalls, samples and ms/round) stay those of
+            // the measured rounds.
+            for span in [Span::Prologue, Span::Epilogue] {
+                let c = span_side(span, &pair.client, &p.client, &cli.side);
+                let s = span_side(span, &pair.server, &p.server, &srv);
+                if let Some(note) = outside::note(span, &c, &s, threshold) {
+                    v.text = format!("{}; {note}", v.text);
+                }
+            }
+            (measure::latency_of(&cli.rec.samples), st.len() as u64, v)
         }
     };
     RunResult {

@@ -108,7 +108,7 @@ pub fn median(v: &[f64]) -> f64 {
     s[s.len() / 2]
 }
 
-fn fmt_ms(us: f64) -> String {
+pub(crate) fn fmt_ms(us: f64) -> String {
     let ms = us / 1000.0;
     if ms >= 10.0 {
         format!("{ms:.0} ms")
