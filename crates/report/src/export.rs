@@ -213,9 +213,11 @@ impl Exporter for Table {
                  on = not in interactive 'pingpong' mode; TCP_QUICKACK never holds, so 'on' does not mean it was set)\n",
             );
         }
+        // Lab and model time the same window: the client's first measured round to the end of
+        // its last (`wall_s`); a wait outside it is named in the verdict, not counted.
         out.push_str(
-            "\nms/round: wall time / rounds; stalls: waits longer than the threshold \
-             (10 ms over the round trip unless set);\n",
+            "\nms/round: wall time of the measured rounds / rounds (prologue, warm-up and epilogue excluded);\n\
+             stalls: waits longer than the threshold (10 ms over the round trip unless set);\n",
         );
         out.push_str(if model {
             "segs = data + acks (counted by the model); wire = payload + link, IP and TCP headers per segment\n"
@@ -463,6 +465,12 @@ mod tests {
         assert!(text.contains("  nodelay  no stalls"), "{text}");
         assert!(text.contains("nodelay=off cork=off quickack-state=on mss=1448 cc=bbr"), "{text}");
         assert!(text.contains("TCP_QUICKACK never holds"), "{text}");
+        assert!(
+            text.contains(
+                "ms/round: wall time of the measured rounds / rounds (prologue, warm-up and epilogue excluded)"
+            ),
+            "{text}"
+        );
         let mut m = sample();
         m.mode = "simulate".into();
         let text = String::from_utf8(export(&m, Format::Table)).unwrap();
