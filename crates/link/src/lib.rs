@@ -46,6 +46,29 @@ pub enum LinkError {
     Setup(String),
     #[error("forwarder: {0}")]
     Forwarder(String),
+    /// The command of `tcpstall shell` could not be started (exec failed).
+    #[error("cannot run {command}: {}", describe_exec_error(err))]
+    NotStarted { command: String, err: std::io::Error },
+}
+
+impl LinkError {
+    /// The exit status a shell gives when it cannot start a command (POSIX, "Command Search
+    /// and Execution"): 127 if it is not found, 126 if it is found but cannot be executed.
+    pub fn shell_exit_code(&self) -> Option<i32> {
+        match self {
+            LinkError::NotStarted { err, .. } if err.kind() == std::io::ErrorKind::NotFound => Some(127),
+            LinkError::NotStarted { .. } => Some(126),
+            _ => None,
+        }
+    }
+}
+
+fn describe_exec_error(err: &std::io::Error) -> String {
+    match err.kind() {
+        std::io::ErrorKind::NotFound => "command not found".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied (not executable?)".into(),
+        _ => err.to_string(),
+    }
 }
 
 /// Tuning knobs of the forwarder (defaults suit everything but experiments; the forwarder

@@ -9,7 +9,7 @@
 //! the peer gets SIGTERM (then SIGKILL after a second) and the link is torn down.
 
 use std::ffi::OsString;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus};
@@ -59,15 +59,51 @@ fn signals() -> SigSet {
     s
 }
 
-fn spawn_in(end: &End, mut cmd: Command, link: &Link, what: &str) -> Result<Child, LinkError> {
-    cmd.env(OWNER_VAR, owner_tag())
-        .env("TCPSTALL_CLIENT", CLIENT_IP.to_string())
-        .env("TCPSTALL_SERVER", SERVER_IP.to_string())
-        .env("TCPSTALL_SERVER_NETNS", link.server().netns_path())
-        .env("TCPSTALL_CLIENT_NETNS", link.client().netns_path())
-        .env("TCPSTALL_LINK", link.spec().to_string());
-    sys::process::enter_netns_on_spawn(&mut cmd, end.netns());
-    cmd.spawn().map_err(|e| LinkError::Io { what: format!("cannot run {what}"), err: e })
+/// Where the commands run: the link, and the PID namespace (with its own /proc) if made.
+struct Place<'a> {
+    link: &'a Link,
+    pid_ns: Option<&'a sys::process::PidNs>,
+}
+
+impl Place<'_> {
+    /// A path naming `end`'s network namespace for `nsenter --net=` inside the commands: the
+    /// init of their PID namespace keeps the descriptors open, and their /proc is its.
+    fn netns_path(&self, end: &End) -> PathBuf {
+        match self.pid_ns {
+            Some(ns) if ns.mount_ns().is_some() => PathBuf::from(format!("/proc/1/fd/{}", end.netns().as_raw_fd())),
+            _ => end.netns_path(),
+        }
+    }
+
+    fn spawn_in(&self, end: &End, mut cmd: Command) -> Result<Child, std::io::Error> {
+        let link = self.link;
+        cmd.env(OWNER_VAR, owner_tag())
+            .env("TCPSTALL_CLIENT", CLIENT_IP.to_string())
+            .env("TCPSTALL_SERVER", SERVER_IP.to_string())
+            .env("TCPSTALL_SERVER_NETNS", self.netns_path(link.server()))
+            .env("TCPSTALL_CLIENT_NETNS", self.netns_path(link.client()))
+            .env("TCPSTALL_LINK", link.spec().to_string());
+        sys::process::enter_on_spawn(&mut cmd, end.netns(), self.pid_ns.and_then(|n| n.mount_ns()));
+        cmd.spawn()
+    }
+}
+
+/// A PID namespace for the commands (see `sys::process::PidNs`): with a private /proc if the
+/// kernel allows it, without one otherwise, or none (then only the owner-tag sweep of the
+/// next run removes background jobs of a SIGKILLed run).
+fn pid_namespace(link: &Link, notify: &mut impl FnMut(&str)) -> Option<sys::process::PidNs> {
+    let keep = [link.client().netns().as_raw_fd(), link.server().netns().as_raw_fd()];
+    let first = sys::process::PidNs::start(&keep, true);
+    match first.or_else(|_| sys::process::PidNs::start(&keep, false)) {
+        Ok(ns) => Some(ns),
+        Err(e) => {
+            notify(&format!(
+                "no PID namespace for the commands ({e}): if tcpstall is killed, their background jobs survive \
+                 until the next run removes them"
+            ));
+            None
+        }
+    }
 }
 
 fn kill(child: &Child, sig: Signal) {
@@ -101,6 +137,22 @@ pub fn run_session(cfg: &SessionConfig, mut notify: impl FnMut(&str)) -> Result<
         notify(&format!("removed {} stale process(es) left by killed runs: {:?}", swept.len(), swept));
     }
     let link = Link::open(&cfg.spec, cfg.capture.as_deref())?;
+    let pid_ns = pid_namespace(&link, &mut notify);
+    let place = Place { link: &link, pid_ns: pid_ns.as_ref() };
+    let started = start_commands(cfg, &place);
+    if let Some(ns) = &pid_ns {
+        // Threads may be started again from this thread (link.finish joins, captures flush).
+        let _ = ns.leave();
+    }
+    let (mut server, mut client) = match started {
+        Ok(x) => x,
+        Err(e) => {
+            if let Some(ns) = pid_ns {
+                ns.kill();
+            }
+            return Err(e);
+        }
+    };
     notify(&format!(
         "client namespace {CLIENT_IP} (the command runs here); server namespace at {SERVER_IP}, behind link {}",
         cfg.spec
@@ -109,33 +161,6 @@ pub fn run_session(cfg: &SessionConfig, mut notify: impl FnMut(&str)) -> Result<
         "enter the server namespace from another terminal: nsenter --net={}",
         link.server().netns_path().display()
     ));
-    let mut server = match &cfg.server_command {
-        None => None,
-        Some(c) => {
-            let mut cmd = Command::new("/bin/sh");
-            // Its own process group: the terminal's Ctrl-C goes to the command only, and the
-            // whole group (sh and what it started) is signalled at the end.
-            cmd.arg("-c").arg(c).process_group(0);
-            Some(spawn_in(link.server(), cmd, &link, &format!("--server-command '{c}'"))?)
-        }
-    };
-    let argv: Vec<OsString> = if cfg.command.is_empty() {
-        vec![std::env::var_os("SHELL").filter(|s| !s.is_empty()).unwrap_or_else(|| "/bin/sh".into())]
-    } else {
-        cfg.command.clone()
-    };
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]);
-    let mut client = match spawn_in(link.client(), cmd, &link, &format!("'{}'", argv[0].to_string_lossy())) {
-        Ok(c) => c,
-        Err(e) => {
-            if let Some(s) = server.as_mut() {
-                kill(s, Signal::SIGKILL);
-                let _ = s.wait();
-            }
-            return Err(e);
-        }
-    };
     let status = loop {
         if let Some(st) =
             client.try_wait().map_err(|e| LinkError::Io { what: "waiting for the command".into(), err: e })?
@@ -168,6 +193,11 @@ pub fn run_session(cfg: &SessionConfig, mut notify: impl FnMut(&str)) -> Result<
         let _ = nix::sys::signal::kill(group, Signal::SIGKILL);
         let _ = s.wait();
     }
+    // Everything else started behind the link (background jobs of the command, also ones that
+    // left their process group) dies with the init of the PID namespace.
+    if let Some(ns) = pid_ns {
+        ns.kill();
+    }
     // Whatever the command or the server left running (background jobs) would keep the
     // namespaces alive: everything carrying this run's tag goes.
     let leftovers = crate::sweep::kill_own_leftovers();
@@ -177,4 +207,40 @@ pub fn run_session(cfg: &SessionConfig, mut notify: impl FnMut(&str)) -> Result<
     reap_orphans(Duration::from_millis(500));
     let report = link.finish()?;
     Ok(SessionOutcome { exit_code: exit_code(status), report, swept })
+}
+
+/// Start the server command (if any), then the command; if the command cannot start, the
+/// server command is stopped again.
+fn start_commands(cfg: &SessionConfig, place: &Place<'_>) -> Result<(Option<Child>, Child), LinkError> {
+    let link = place.link;
+    let mut server = match &cfg.server_command {
+        None => None,
+        Some(c) => {
+            let mut cmd = Command::new("/bin/sh");
+            // Its own process group: the terminal's Ctrl-C goes to the command only, and the
+            // whole group (sh and what it started) is signalled at the end.
+            cmd.arg("-c").arg(c).process_group(0);
+            let child = place
+                .spawn_in(link.server(), cmd)
+                .map_err(|err| LinkError::NotStarted { command: format!("--server-command '{c}'"), err })?;
+            Some(child)
+        }
+    };
+    let argv: Vec<OsString> = if cfg.command.is_empty() {
+        vec![std::env::var_os("SHELL").filter(|s| !s.is_empty()).unwrap_or_else(|| "/bin/sh".into())]
+    } else {
+        cfg.command.clone()
+    };
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
+    match place.spawn_in(link.client(), cmd) {
+        Ok(c) => Ok((server, c)),
+        Err(err) => {
+            if let Some(s) = server.as_mut() {
+                kill(s, Signal::SIGKILL);
+                let _ = s.wait();
+            }
+            Err(LinkError::NotStarted { command: format!("'{}'", argv[0].to_string_lossy()), err })
+        }
+    }
 }

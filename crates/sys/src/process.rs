@@ -1,9 +1,13 @@
-//! Starting child processes inside a network namespace (owned by the link work).
+//! Starting child processes inside a network namespace (owned by the link work), and the PID
+//! namespace that makes everything a session started die with it.
 
+use std::ffi::CString;
+use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 /// Arrange for `cmd`, when spawned, to enter the network namespace `netns` (an open
 /// /proc/PID/ns/net-style file) before exec, and to receive SIGKILL when the thread that
@@ -12,23 +16,44 @@ use std::process::Command;
 ///
 /// `netns` must stay open until `spawn` returns.
 pub fn enter_netns_on_spawn(cmd: &mut Command, netns: BorrowedFd<'_>) {
+    enter_on_spawn(cmd, netns, None);
+}
+
+/// [`enter_netns_on_spawn`], and also enter the mount namespace `mntns` (a [`PidNs`]'s, with
+/// its own /proc) before exec, keeping the current directory (setns(CLONE_NEWNS) moves the
+/// caller to the namespace's root, mount_namespaces(7)).
+pub fn enter_on_spawn(cmd: &mut Command, netns: BorrowedFd<'_>, mntns: Option<BorrowedFd<'_>>) {
     let fd = netns.as_raw_fd();
-    // The parent's pid, to detect the race where the parent died between fork and prctl.
+    let mnt = mntns.map(|m| m.as_raw_fd());
+    let cwd = std::env::current_dir().ok().and_then(|d| CString::new(d.as_os_str().as_bytes()).ok());
+    // The parent's pid, to detect the race where the parent died between fork and prctl. In a
+    // child PID namespace ([`PidNs`]) getppid() is 0 (the parent is outside it) until the
+    // parent dies and the namespace's init (pid 1) adopts the child.
     let parent = std::process::id() as libc::pid_t;
     // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe calls are allowed: setns, prctl, getppid, kill, sigemptyset,
+    // async-signal-safe calls are allowed: setns, chdir, prctl, getppid, kill, sigemptyset,
     // sigprocmask and signal neither allocate nor take locks; `empty` is a zeroed sigset_t on
-    // the stack, initialised by sigemptyset before use. `fd` is a plain integer valid in the child because
-    // fork copies the descriptor table and the caller keeps `netns` open across spawn.
+    // the stack, initialised by sigemptyset before use; `cwd` was allocated before fork and
+    // is only read. `fd` and `mnt` are plain integers valid in the child because fork copies
+    // the descriptor table and the caller keeps them open across spawn.
     unsafe {
         cmd.pre_exec(move || {
             if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
                 return Err(io::Error::last_os_error());
             }
+            if let Some(m) = mnt {
+                if libc::setns(m, libc::CLONE_NEWNS) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                if let Some(d) = &cwd {
+                    libc::chdir(d.as_ptr());
+                }
+            }
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
                 return Err(io::Error::last_os_error());
             }
-            if libc::getppid() != parent {
+            let ppid = libc::getppid();
+            if ppid != parent && ppid != 0 {
                 libc::kill(libc::getpid(), libc::SIGKILL);
             }
             // The parent may block or ignore SIGINT, SIGQUIT, SIGTERM and SIGHUP while it waits
@@ -43,4 +68,168 @@ pub fn enter_netns_on_spawn(cmd: &mut Command, netns: BorrowedFd<'_>) {
             Ok(())
         });
     }
+}
+
+/// A PID namespace (pid_namespaces(7)) for the processes of a session, so that all of them,
+/// including background jobs, daemons that called setsid() and double-forked, die with the
+/// process that created it, even by SIGKILL:
+///
+/// - its init (pid 1) is a forked copy of this process that never execs: it only reaps the
+///   orphans reparented to it. It has PR_SET_PDEATHSIG = SIGKILL, which the kernel delivers
+///   even to an init when it comes from outside its namespace (kernel/signal.c,
+///   `sig_task_ignored` / `send_signal_locked`: `force` for a sender outside the namespace),
+///   and it also exits when the pipe whose write end this process holds reports a hang-up;
+/// - when the init of a PID namespace dies, the kernel SIGKILLs every other process in it
+///   (kernel/pid_namespace.c `zap_pid_ns_processes`): no user-space step can be skipped.
+///
+/// The init is not the command itself because a namespace's init ignores every signal it
+/// has no handler for (so `sleep` as pid 1 would ignore Ctrl-C and SIGTERM).
+///
+/// With `private_proc`, the init also creates a mount namespace (propagation private) with
+/// a /proc of the new PID namespace, which the session's commands enter
+/// ([`enter_on_spawn`]), so `ps`, `pkill` and `/proc/$pid` agree with the pids the commands
+/// see. The init keeps the descriptors `keep` open (and closes all others), so
+/// `/proc/1/fd/N` names them inside.
+pub struct PidNs {
+    init: Child,
+    saved: File,
+    _hangup: OwnedFd,
+    mnt: Option<File>,
+}
+
+impl PidNs {
+    /// Create the namespace and its init. Until [`PidNs::leave`], children forked by the
+    /// calling thread start in the new namespace (unshare(CLONE_NEWPID) sets only the
+    /// thread's `pid_ns_for_children`), and the thread cannot start threads (clone refuses
+    /// CLONE_THREAD while its namespace for children differs, kernel/fork.c).
+    pub fn start(keep: &[RawFd], private_proc: bool) -> io::Result<PidNs> {
+        let saved = File::open("/proc/thread-self/ns/pid")?;
+        // SAFETY: unshare only changes this thread's namespace for future children.
+        if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let started = Self::spawn_init(keep, private_proc);
+        let (init, hangup) = match started {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = setns_pid(saved.as_fd());
+                return Err(e);
+            }
+        };
+        let mnt = if private_proc {
+            match File::open(format!("/proc/{}/ns/mnt", init.id())) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    let ns = PidNs { init, saved, _hangup: hangup, mnt: None };
+                    let _ = ns.leave();
+                    ns.kill();
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
+        Ok(PidNs { init, saved, _hangup: hangup, mnt })
+    }
+
+    fn spawn_init(keep: &[RawFd], private_proc: bool) -> io::Result<(Child, OwnedFd)> {
+        let mut fds = [0 as RawFd; 2];
+        // SAFETY: pipe2 writes two descriptors into `fds`, which we then own.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: both descriptors were just created by pipe2 and are owned by nobody else.
+        let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let hup = rd.as_raw_fd();
+        let mut keep: Vec<RawFd> = keep.iter().copied().chain([hup]).collect();
+        keep.sort_unstable();
+        keep.dedup();
+        let mut cmd = Command::new("/bin/true"); // never executed: the init stays in pre_exec
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
+        // SAFETY: runs in the child between fork and exec and never returns Ok (so nothing is
+        // executed): prctl, unshare, mount, close_range (syscall), waitpid, poll and _exit are
+        // async-signal-safe and allocate nothing; `keep` and the C strings were built before
+        // fork and are only read. Closing every descriptor but `keep` releases the child's
+        // copy of std's exec-status pipe, so `spawn` returns once setup is done; an error
+        // before that is reported through that pipe as spawn's error.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                if private_proc {
+                    if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    let root = c"/";
+                    if libc::mount(
+                        std::ptr::null(),
+                        root.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_REC | libc::MS_PRIVATE,
+                        std::ptr::null(),
+                    ) != 0
+                    {
+                        return Err(io::Error::last_os_error());
+                    }
+                    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+                    if libc::mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), flags, std::ptr::null()) != 0
+                    {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
+                let mut lo: libc::c_uint = 0;
+                for &k in &keep {
+                    if k as libc::c_uint > lo {
+                        libc::syscall(libc::SYS_close_range, lo, k as libc::c_uint - 1, 0);
+                    }
+                    lo = k as libc::c_uint + 1;
+                }
+                libc::syscall(libc::SYS_close_range, lo, libc::c_uint::MAX, 0);
+                loop {
+                    while libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) > 0 {}
+                    let mut p = libc::pollfd { fd: hup, events: libc::POLLIN, revents: 0 };
+                    // The write end is held only by the creator (its copy here was closed
+                    // above): a hang-up means it is gone, PR_SET_PDEATHSIG or not (this also
+                    // covers the creator dying before prctl above).
+                    if libc::poll(&mut p, 1, 200) > 0 && p.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+                        libc::_exit(0);
+                    }
+                }
+            });
+        }
+        let child = cmd.spawn()?;
+        drop(rd);
+        Ok((child, wr))
+    }
+
+    /// Children forked by the calling thread start in its own PID namespace again.
+    pub fn leave(&self) -> io::Result<()> {
+        setns_pid(self.saved.as_fd())
+    }
+
+    /// The mount namespace with the private /proc, if one was made.
+    pub fn mount_ns(&self) -> Option<BorrowedFd<'_>> {
+        self.mnt.as_ref().map(|f| f.as_fd())
+    }
+
+    /// The init's pid (in the creator's namespace).
+    pub fn init_pid(&self) -> u32 {
+        self.init.id()
+    }
+
+    /// Kill the init, so the kernel kills every process in the namespace, and reap it.
+    pub fn kill(mut self) {
+        let _ = self.init.kill();
+        let _ = self.init.wait();
+    }
+}
+
+fn setns_pid(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: setns with a valid namespace descriptor only changes this thread's namespace
+    // for future children.
+    if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWPID) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

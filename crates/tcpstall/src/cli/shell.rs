@@ -49,12 +49,20 @@ pub fn run(args: ShellArgs) -> anyhow::Result<i32> {
     let spec: LinkSpec = args.link.parse().map_err(|e: String| anyhow::anyhow!("--link: {e}"))?;
     let cfg = SessionConfig { spec, capture: args.capture, server_command: args.server_command, command: args.command };
     let quiet = args.quiet;
-    let out = run_session(&cfg, |line| {
+    let out = match run_session(&cfg, |line| {
         if !quiet {
             eprintln!("tcpstall shell: {line}");
         }
-    })
-    .context("shell")?;
+    }) {
+        Ok(out) => out,
+        // Like a shell: one line, 127 when the command is not found, 126 when it cannot be
+        // executed (the link was up and is torn down already; nothing was measured).
+        Err(e) if e.shell_exit_code().is_some() => {
+            eprintln!("tcpstall shell: {e}");
+            return Ok(e.shell_exit_code().unwrap_or(126));
+        }
+        Err(e) => return Err(e).context("shell"),
+    };
     if !quiet {
         for l in out.report.summary_lines() {
             eprintln!("tcpstall shell: {l}");
