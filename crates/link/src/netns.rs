@@ -53,7 +53,7 @@ pub struct End {
 }
 
 impl End {
-    /// Create a namespace with `TUN_NAME` at `ip/PREFIX`, MTU `mtu`, up, default route via it.
+    /// Create a namespace with `TUN_NAME` at `ip/PREFIX`, MTU `mtu`, up; no default route.
     pub fn create(ip: Ipv4Addr, mtu: u32) -> Result<End, LinkError> {
         End::create_with(ip, mtu, DeviceOptions::default())
     }
@@ -133,7 +133,10 @@ fn setup_in_new_namespace(ip: Ipv4Addr, mtu: u32, dev: DeviceOptions) -> Result<
     sys::tun::set_mtu(&name, mtu).map_err(io("setting the TUN MTU"))?;
     sys::tun::set_ipv4(&name, ip, PREFIX).map_err(io("setting the TUN address"))?;
     sys::tun::set_up(&name).map_err(io("bringing the TUN device up"))?;
-    sys::tun::add_default_route(&name).map_err(io("adding the default route"))?;
+    // No default route: the connected /24 reaches the other end, and anything else (the
+    // host's DNS server in /etc/resolv.conf, e.g. the reverse lookup `python3 -m http.server`
+    // makes at start) fails at once with ENETUNREACH instead of going into the link, dying
+    // at the far end and making the resolver wait its full timeout (QA 17).
     let ns = File::open("/proc/thread-self/ns/net").map_err(io("opening /proc/thread-self/ns/net"))?;
     if dev.napi && dev.threaded_napi {
         set_threaded_napi(&name)?;

@@ -88,13 +88,28 @@ impl Place<'_> {
     }
 }
 
+/// The commands' /etc/hosts: the host's, then names for the two ends, so that lookups of
+/// them (e.g. the reverse lookup of its address `python3 -m http.server` makes) are answered
+/// from the file instead of a DNS server, which is not reachable from the namespaces.
+fn hosts_file() -> Vec<u8> {
+    let mut h = std::fs::read("/etc/hosts").unwrap_or_default();
+    if !h.is_empty() && !h.ends_with(b"\n") {
+        h.push(b'\n');
+    }
+    h.extend_from_slice(
+        format!("# added by tcpstall shell for its link\n{CLIENT_IP}\ttcpstall-client client\n{SERVER_IP}\ttcpstall-server server\n")
+            .as_bytes(),
+    );
+    h
+}
+
 /// A PID namespace for the commands (see `sys::process::PidNs`): with a private /proc if the
 /// kernel allows it, without one otherwise, or none (then only the owner-tag sweep of the
 /// next run removes background jobs of a SIGKILLed run).
 fn pid_namespace(link: &Link, notify: &mut impl FnMut(&str)) -> Option<sys::process::PidNs> {
     let keep = [link.client().netns().as_raw_fd(), link.server().netns().as_raw_fd()];
-    let first = sys::process::PidNs::start(&keep, true);
-    match first.or_else(|_| sys::process::PidNs::start(&keep, false)) {
+    let first = sys::process::PidNs::start(&keep, true, Some(hosts_file()));
+    match first.or_else(|_| sys::process::PidNs::start(&keep, false, None)) {
         Ok(ns) => Some(ns),
         Err(e) => {
             notify(&format!(

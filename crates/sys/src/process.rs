@@ -102,13 +102,16 @@ impl PidNs {
     /// calling thread start in the new namespace (unshare(CLONE_NEWPID) sets only the
     /// thread's `pid_ns_for_children`), and the thread cannot start threads (clone refuses
     /// CLONE_THREAD while its namespace for children differs, kernel/fork.c).
-    pub fn start(keep: &[RawFd], private_proc: bool) -> io::Result<PidNs> {
+    ///
+    /// `hosts` (with `private_proc` only): the contents of /etc/hosts in the mount namespace,
+    /// best effort (a missing /etc/hosts or /tmp leaves the host's file visible).
+    pub fn start(keep: &[RawFd], private_proc: bool, hosts: Option<Vec<u8>>) -> io::Result<PidNs> {
         let saved = File::open("/proc/thread-self/ns/pid")?;
         // SAFETY: unshare only changes this thread's namespace for future children.
         if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        let started = Self::spawn_init(keep, private_proc);
+        let started = Self::spawn_init(keep, private_proc, hosts);
         let (init, hangup) = match started {
             Ok(x) => x,
             Err(e) => {
@@ -132,7 +135,7 @@ impl PidNs {
         Ok(PidNs { init, saved, _hangup: hangup, mnt })
     }
 
-    fn spawn_init(keep: &[RawFd], private_proc: bool) -> io::Result<(Child, OwnedFd)> {
+    fn spawn_init(keep: &[RawFd], private_proc: bool, hosts: Option<Vec<u8>>) -> io::Result<(Child, OwnedFd)> {
         let mut fds = [0 as RawFd; 2];
         // SAFETY: pipe2 writes two descriptors into `fds`, which we then own.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -147,9 +150,9 @@ impl PidNs {
         let mut cmd = Command::new("/bin/true"); // never executed: the init stays in pre_exec
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
         // SAFETY: runs in the child between fork and exec and never returns Ok (so nothing is
-        // executed): prctl, unshare, mount, close_range (syscall), waitpid, poll and _exit are
-        // async-signal-safe and allocate nothing; `keep` and the C strings were built before
-        // fork and are only read. Closing every descriptor but `keep` releases the child's
+        // executed): prctl, unshare, mount, umount2, open, write, close, close_range (syscall),
+        // waitpid, poll and _exit are async-signal-safe and allocate nothing; `keep` and
+        // `hosts` were built before fork and are only read. Closing every descriptor but `keep` releases the child's
         // copy of std's exec-status pipe, so `spawn` returns once setup is done; an error
         // before that is reported through that pipe as spawn's error.
         unsafe {
@@ -176,6 +179,33 @@ impl PidNs {
                     if libc::mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), flags, std::ptr::null()) != 0
                     {
                         return Err(io::Error::last_os_error());
+                    }
+                    if let Some(h) = &hosts {
+                        // A tmpfs mounted on /tmp of this namespace only long enough to hold
+                        // the file and bind it over /etc/hosts; once detached, the bind mount
+                        // keeps the file: nothing is written to any real file system.
+                        if libc::mount(c"tmpfs".as_ptr(), c"/tmp".as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()) == 0
+                        {
+                            let fd = libc::open(
+                                c"/tmp/hosts".as_ptr(),
+                                libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                                0o644,
+                            );
+                            if fd >= 0 {
+                                let n = libc::write(fd, h.as_ptr().cast(), h.len());
+                                libc::close(fd);
+                                if n == h.len() as isize {
+                                    libc::mount(
+                                        c"/tmp/hosts".as_ptr(),
+                                        c"/etc/hosts".as_ptr(),
+                                        std::ptr::null(),
+                                        libc::MS_BIND,
+                                        std::ptr::null(),
+                                    );
+                                }
+                            }
+                            libc::umount2(c"/tmp".as_ptr(), libc::MNT_DETACH);
+                        }
                     }
                 }
                 let mut lo: libc::c_uint = 0;
