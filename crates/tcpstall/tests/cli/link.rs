@@ -1,7 +1,7 @@
 //! End-to-end tests of the emulated link: `tcpstall shell`, `--capture`, cleanup after SIGKILL,
 //! and the unprivileged path. Tests that need namespaces skip (saying why) when not root.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -36,9 +36,10 @@ fn shell_runs_the_command_in_the_client_namespace_and_returns_its_exit_code() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(7), "stderr: {stderr}");
-    // The client namespace routes everything through the TUN device (default route + /24).
-    assert!(stdout.contains("tcpstall0\t00000000"), "no default route via tcpstall0: {stdout}");
+    // The client namespace reaches the other end through the TUN device (the /24), and has no
+    // default route, so off-link destinations fail at once instead of entering the link.
     assert!(stdout.contains("tcpstall0\t000012C6"), "no 198.18.0.0/24 route: {stdout}");
+    assert!(!stdout.contains("\t00000000\t00000000\t0001"), "a default route: {stdout}");
     assert!(stdout.contains("server=198.18.0.2"), "{stdout}");
     assert!(stderr.contains("server namespace at 198.18.0.2"), "{stderr}");
 }
@@ -158,19 +159,6 @@ fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-fn wait_for(path: &Path, timeout: Duration) -> Option<String> {
-    let t = Instant::now();
-    while t.elapsed() < timeout {
-        if let Ok(s) = std::fs::read_to_string(path) {
-            if s.ends_with('\n') {
-                return Some(s);
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    None
-}
-
 /// Every holder of a namespace: /proc/*/ns/net of tasks and /proc/*/fd/* descriptors.
 fn netns_holders(ns: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -193,27 +181,89 @@ fn netns_holders(ns: &str) -> Vec<String> {
     out
 }
 
-/// Issue: "Leaves nothing behind ... after SIGKILL (the next run finds and removes stale
-/// objects it owns, and only those). A test kills a run with SIGKILL and checks this."
-#[test]
-fn sigkill_leaves_nothing_behind_and_the_next_run_removes_only_its_own_leftovers() {
-    if !is_root() {
-        return skip("sigkill_leaves_nothing_behind...", "needs root for network namespaces");
+/// Host pids of the processes whose environment carries the owner tag of the tcpstall run
+/// `run` (`TCPSTALL_LINK_OWNER=<pid>:<start time>`), with their command lines. The commands
+/// run in their own PID namespace, so pids they print themselves ($!) are not host pids.
+fn tagged_by(run: u32) -> Vec<(u32, String)> {
+    let prefix = format!("TCPSTALL_LINK_OWNER={run}:");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
+        if env.split(|&b| b == 0).any(|kv| kv.starts_with(prefix.as_bytes())) && alive(pid) {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            out.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ").trim().to_string()));
+        }
     }
-    let dir = tempfile::tempdir().unwrap();
-    let pidfile = dir.path().join("bg.pid");
-    // The command puts a grandchild in the background: PR_SET_PDEATHSIG reaches only the
-    // direct child, so this one outlives a SIGKILLed tcpstall and must be swept.
-    let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
-    let mut run = Command::new(bin()).args(["shell", "--link", "rtt=1ms", "--", "sh", "-c", &script]).spawn().unwrap();
-    let bg: u32 = wait_for(&pidfile, Duration::from_secs(10)).expect("background pid").trim().parse().unwrap();
-    let ns = std::fs::read_link(format!("/proc/{bg}/ns/net")).unwrap().to_string_lossy().into_owned();
-    let own_ns = std::fs::read_link("/proc/self/ns/net").unwrap().to_string_lossy().into_owned();
-    assert_ne!(ns, own_ns, "the command runs in its own namespace");
-    let sh_pid = std::fs::read_to_string(format!("/proc/{bg}/stat")).unwrap();
-    let sh_pid: u32 = sh_pid.rsplit(')').next().unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
+    out
+}
 
-    // A process tagged by a live owner (this test) must survive the sweep: "only those".
+/// Wait until the processes tagged by `run` include every command line in `want`.
+fn wait_tagged(run: u32, want: &[&str]) -> Vec<(u32, String)> {
+    let t = Instant::now();
+    loop {
+        let procs = tagged_by(run);
+        if want.iter().all(|w| procs.iter().any(|(_, c)| c == w)) {
+            return procs;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "never saw all of {want:?} running: {procs:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// QA 16: after SIGKILL of tcpstall, no process it started survives, not even the server
+/// command's child, a background job, or a job that left its session with setsid: they run in
+/// a PID namespace whose init dies with tcpstall (PR_SET_PDEATHSIG), and the kernel kills the
+/// rest of the namespace with it (kernel/pid_namespace.c zap_pid_ns_processes). Then nothing
+/// holds the link's namespaces, so the kernel has freed them with their devices and routes.
+/// The next run still sweeps processes tagged by a dead owner (the fallback where no PID
+/// namespace can be made) and only those.
+#[test]
+fn sigkill_leaves_no_process_of_the_run_and_the_next_run_removes_only_stale_ones() {
+    if !is_root() {
+        return skip("sigkill_leaves_no_process_of_the_run...", "needs root for network namespaces");
+    }
+    if !have("setsid") {
+        return skip("sigkill_leaves_no_process_of_the_run...", "needs setsid");
+    }
+    let mut run = Command::new(bin())
+        .args(["shell", "--link", "rtt=1ms", "--server-command", "sleep 301; echo", "--"])
+        .args(["sh", "-c", "sleep 303 & setsid sleep 304 & sleep 302"])
+        .spawn()
+        .unwrap();
+    let procs = wait_tagged(run.id(), &["sleep 301", "sleep 302", "sleep 303", "sleep 304"]);
+    let client = procs.iter().find(|(_, c)| c == "sleep 302").unwrap().0;
+    let ns = std::fs::read_link(format!("/proc/{client}/ns/net")).unwrap().to_string_lossy().into_owned();
+    let own_ns = std::fs::read_link("/proc/self/ns/net").unwrap().to_string_lossy().into_owned();
+    assert_ne!(ns, own_ns, "the command runs in its own network namespace");
+    let dead_tag = std::fs::read(format!("/proc/{client}/environ")).unwrap();
+    let dead_tag = dead_tag
+        .split(|&b| b == 0)
+        .find_map(|kv| kv.strip_prefix(b"TCPSTALL_LINK_OWNER="))
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .unwrap();
+
+    run.kill().unwrap(); // SIGKILL
+    run.wait().unwrap();
+    let t = Instant::now();
+    let survivors = |procs: &[(u32, String)]| procs.iter().filter(|(p, _)| alive(*p)).cloned().collect::<Vec<_>>();
+    while !survivors(&procs).is_empty() && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(survivors(&procs).is_empty(), "outlived a SIGKILLed tcpstall: {:?}", survivors(&procs));
+    while !netns_holders(&ns).is_empty() && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let holders = netns_holders(&ns);
+    assert!(holders.is_empty(), "namespace {ns} still held by {holders:?}");
+    let links = std::fs::read_dir("/sys/class/net").unwrap().flatten().map(|e| e.file_name()).collect::<Vec<_>>();
+    assert!(!links.iter().any(|n| n.to_string_lossy().starts_with("tcpstall")), "{links:?}");
+    if let Ok(d) = std::fs::read_dir("/run/netns") {
+        assert!(!d.flatten().any(|e| e.file_name().to_string_lossy().contains("tcpstall")));
+    }
+
+    // The sweep: a process tagged by the dead run goes, one tagged by a live owner (this
+    // test) stays.
     let me = format!(
         "{}:{}",
         std::process::id(),
@@ -226,18 +276,8 @@ fn sigkill_leaves_nothing_behind_and_the_next_run_removes_only_its_own_leftovers
             .nth(19)
             .unwrap()
     );
+    let mut stale = Command::new("sleep").arg("300").env("TCPSTALL_LINK_OWNER", &dead_tag).spawn().unwrap();
     let mut innocent = Command::new("sleep").arg("300").env("TCPSTALL_LINK_OWNER", &me).spawn().unwrap();
-
-    run.kill().unwrap(); // SIGKILL
-    run.wait().unwrap();
-    let t = Instant::now();
-    while alive(sh_pid) && t.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(!alive(sh_pid), "the command (pid {sh_pid}) outlived tcpstall: PR_SET_PDEATHSIG failed");
-    assert!(alive(bg), "the background grandchild should still be there before the sweep (test premise)");
-    assert!(!netns_holders(&ns).is_empty());
-
     let out = tcpstall()
         .args(["shell", "--link", "rtt=1ms", "--", "true"])
         .timeout(Duration::from_secs(20))
@@ -246,22 +286,17 @@ fn sigkill_leaves_nothing_behind_and_the_next_run_removes_only_its_own_leftovers
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("removed"), "{}", String::from_utf8_lossy(&out.stderr));
     let t = Instant::now();
-    while alive(bg) && t.elapsed() < Duration::from_secs(5) {
+    let stale_status = loop {
+        if let Some(s) = stale.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(5), "the stale process survived the next run");
         std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(!alive(bg), "the stale process {bg} survived the next run");
-    assert!(alive(innocent.id()), "a process of a live owner was killed");
+    };
+    assert!(!stale_status.success());
+    assert!(innocent.try_wait().unwrap().is_none(), "a process of a live owner was killed");
     innocent.kill().unwrap();
     innocent.wait().unwrap();
-    // Nothing holds the killed run's namespace any more, so the kernel has freed it with its
-    // TUN device and routes; and nothing was ever created in the root namespace or /run/netns.
-    let holders = netns_holders(&ns);
-    assert!(holders.is_empty(), "namespace {ns} still held by {holders:?}");
-    let links = std::fs::read_dir("/sys/class/net").unwrap().flatten().map(|e| e.file_name()).collect::<Vec<_>>();
-    assert!(!links.iter().any(|n| n.to_string_lossy().starts_with("tcpstall")), "{links:?}");
-    if let Ok(d) = std::fs::read_dir("/run/netns") {
-        assert!(!d.flatten().any(|e| e.file_name().to_string_lossy().contains("tcpstall")));
-    }
 }
 
 /// Ctrl-C (SIGINT from the terminal) reaches the command; a SIGTERM sent to tcpstall is
@@ -414,26 +449,106 @@ fn lab_loss_and_ack_loss_counters_match_their_fractions() {
     assert!(within_5_sigma(lost, packets, 0.01), "{lost} of {packets} packets lost at 1%\n{o}");
 }
 
-/// Issue: "Leaves nothing behind ... on normal exit": a background job of the command and the
-/// server command's children do not outlive the session.
+/// Issue: "Leaves nothing behind ... on normal exit": a background job of the command, one
+/// that left its session, and the server command's children do not outlive the session.
 #[test]
 fn normal_exit_leaves_no_process_behind() {
     if !is_root() {
         return skip("normal_exit_leaves_no_process_behind", "needs root for network namespaces");
     }
     let dir = tempfile::tempdir().unwrap();
-    let (bg, srv) = (dir.path().join("bg.pid"), dir.path().join("srv.pid"));
+    let go = dir.path().join("go");
+    let mut run = Command::new(bin())
+        .args(["shell", "--quiet", "--link", "rtt=1ms", "--server-command", "sleep 301 & wait", "--", "sh", "-c"])
+        .arg(format!("sleep 300 & setsid sleep 299 & while [ ! -e {} ]; do sleep 0.05; done", go.display()))
+        .spawn()
+        .unwrap();
+    let procs = wait_tagged(run.id(), &["sleep 299", "sleep 300", "sleep 301"]);
+    std::fs::write(&go, "").unwrap();
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = run.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "the session did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success());
+    for (pid, cmd) in procs {
+        assert!(!alive(pid), "{cmd} (pid {pid}) outlived the session");
+    }
+}
+
+/// QA 18: a command that cannot be started ends the session like a shell would: one line
+/// saying why, exit 127 when it is not found, 126 when it is not executable (POSIX "Command
+/// Search and Execution").
+#[test]
+fn a_command_that_cannot_start_exits_127_or_126_with_one_line() {
+    if !is_root() {
+        return skip("a_command_that_cannot_start...", "needs root for network namespaces");
+    }
+    let out =
+        tcpstall().args(["shell", "--", "tcpstall-no-such-command"]).timeout(Duration::from_secs(20)).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(127), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("'tcpstall-no-such-command'") && stderr.contains("command not found"), "{stderr}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-executable");
+    std::fs::write(&file, "#!/bin/sh\n").unwrap();
+    let out = tcpstall().args(["shell", "--"]).arg(&file).timeout(Duration::from_secs(20)).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(126), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("permission denied"), "{stderr}");
+}
+
+/// QA 17: lookups inside the namespaces do not hang. `python3 -m http.server --bind` makes a
+/// reverse lookup of its address before it listens; with the host's DNS server reachable only
+/// through a default route into the link, it hung for the resolver's timeout. Now the
+/// commands' /etc/hosts names the two ends and there is no default route, so it listens at
+/// once, names resolve from the file, and an off-link address fails with ENETUNREACH.
+#[test]
+fn python_http_server_is_reachable_within_2_s_and_lookups_do_not_hang() {
+    if !is_root() {
+        return skip("python_http_server_is_reachable...", "needs root for network namespaces");
+    }
+    if !have("python3") {
+        return skip("python_http_server_is_reachable...", "python3 is not installed");
+    }
+    let client = r#"
+import errno, socket, time
+t = time.monotonic()
+while True:
+    try:
+        socket.create_connection(("198.18.0.2", 8080), timeout=1).close()
+        break
+    except OSError:
+        if time.monotonic() - t > 10:
+            raise
+        time.sleep(0.02)
+print("ready %.3f" % (time.monotonic() - t))
+print("server", socket.gethostbyname("tcpstall-server"), socket.gethostbyaddr("198.18.0.1")[0])
+t = time.monotonic()
+try:
+    socket.create_connection(("192.0.2.1", 53), timeout=5)
+except OSError as e:
+    print("off-link", errno.errorcode.get(e.errno, e.errno), "%.3f" % (time.monotonic() - t))
+"#;
     let out = tcpstall()
-        .args(["shell", "--link", "rtt=1ms", "--server-command"])
-        .arg(format!("sleep 301 & echo $! > {}; wait", srv.display()))
-        .args(["--", "sh", "-c"])
-        .arg(format!("sleep 300 & echo $! > {}; while [ ! -s {} ]; do sleep 0.05; done", bg.display(), srv.display()))
-        .timeout(Duration::from_secs(20))
+        .args(["shell", "--link", "rtt=2ms", "--server-command", "exec python3 -m http.server 8080 --bind 198.18.0.2"])
+        .args(["--", "python3", "-c", client])
+        .timeout(Duration::from_secs(30))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    for f in [&bg, &srv] {
-        let pid: u32 = std::fs::read_to_string(f).unwrap().trim().parse().unwrap();
-        assert!(!alive(pid), "{} (pid {pid}) outlived the session", f.display());
-    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let ready: f64 = stdout.lines().find_map(|l| l.strip_prefix("ready ")).unwrap().parse().unwrap();
+    assert!(ready < 2.0, "http.server listened only after {ready} s");
+    assert!(stdout.contains("server 198.18.0.2 tcpstall-client"), "{stdout}");
+    let off = stdout.lines().find_map(|l| l.strip_prefix("off-link ")).unwrap_or_else(|| panic!("{stdout}"));
+    let (code, secs) = off.split_once(' ').unwrap();
+    assert_eq!(code, "ENETUNREACH", "{stdout}");
+    assert!(secs.parse::<f64>().unwrap() < 1.0, "{stdout}");
 }
