@@ -1,12 +1,12 @@
 //! Finding what a killed run left behind.
 //!
 //! The namespaces, devices and routes of a link belong to the process (see `netns`), so the
-//! kernel removes them when it dies, even by SIGKILL. The only thing that can outlive it is a
-//! process the user started in a namespace (`tcpstall shell`) that escaped PR_SET_PDEATHSIG, e.g. a
-//! grandchild put in the background; it would keep the namespace alive. Every process
-//! tcpstall starts carries `TCPSTALL_LINK_OWNER=<pid>:<start time>` in its environment (which
-//! its own children inherit); a later run kills the processes whose owner is gone, and only
-//! those.
+//! kernel removes them when it dies, even by SIGKILL. The processes `tcpstall shell` starts
+//! run in a PID namespace whose init dies with it, and the kernel kills the rest of that
+//! namespace (`sys::process::PidNs`). This sweep is the fallback where no PID namespace could
+//! be made: every process tcpstall starts carries `TCPSTALL_LINK_OWNER=<pid>:<start time>` in
+//! its environment (which its own children inherit); a later run kills the processes whose
+//! owner is gone, and only those.
 
 use std::fs;
 

@@ -22,7 +22,10 @@ Examples:
 
 The command runs in the client namespace (198.18.0.1); the server namespace (198.18.0.2) is
 behind the link. Both see TCPSTALL_CLIENT, TCPSTALL_SERVER, TCPSTALL_SERVER_NETNS (a path for
-`nsenter --net=`) and TCPSTALL_LINK. Link keys: rtt, delay, delay-up, delay-down, jitter,
+`nsenter --net=`) and TCPSTALL_LINK; their /etc/hosts names the ends `client` and `server`.
+There is no default route: off-link addresses (and so DNS) fail at once. Everything started
+runs in its own PID namespace and dies with tcpstall. A command that cannot start exits 127
+(not found) or 126 (not executable). Link keys: rtt, delay, delay-up, delay-down, jitter,
 reorder, rate, queue, loss, ack-loss, ack-every, ack-dir, mtu (see docs/link.md).";
 
 #[derive(Debug, clap::Args)]
