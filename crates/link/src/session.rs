@@ -13,6 +13,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -103,22 +104,64 @@ fn hosts_file() -> Vec<u8> {
     h
 }
 
-/// A PID namespace for the commands (see `sys::process::PidNs`): with a private /proc if the
-/// kernel allows it, without one otherwise, or none (then only the owner-tag sweep of the
-/// next run removes background jobs of a SIGKILLed run).
-fn pid_namespace(link: &Link, notify: &mut impl FnMut(&str)) -> Option<sys::process::PidNs> {
+/// The commands, started.
+struct Launched {
+    pid_ns: Option<sys::process::PidNs>,
+    server: Option<Child>,
+    client: Child,
+    /// The launcher thread lives until this is dropped (the commands' PR_SET_PDEATHSIG
+    /// follows the thread that forked them).
+    hold: Option<mpsc::Sender<()>>,
+}
+
+/// Start the commands in a PID namespace (see `sys::process::PidNs`): with a private /proc
+/// and /etc/hosts if the kernel allows it, without them otherwise, or in none (then only the
+/// owner-tag sweep of the next run removes background jobs of a SIGKILLed run).
+///
+/// The namespace is entered by a launcher thread, not this one: unshare(CLONE_NEWPID) keeps
+/// a thread from starting threads until it returns to its own PID namespace, and without
+/// root that return is refused (setns needs CAP_SYS_ADMIN over the original namespace). The
+/// launcher forks the init and the commands, hands them over, and waits for the session to
+/// end; it never starts a thread.
+fn launch<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    cfg: &'env SessionConfig,
+    link: &'env Link,
+    notify: &mut impl FnMut(&str),
+) -> Result<Launched, LinkError> {
     let keep = [link.client().netns().as_raw_fd(), link.server().netns().as_raw_fd()];
-    let first = sys::process::PidNs::start(&keep, true, Some(hosts_file()));
-    match first.or_else(|_| sys::process::PidNs::start(&keep, false, None)) {
-        Ok(ns) => Some(ns),
-        Err(e) => {
-            notify(&format!(
-                "no PID namespace for the commands ({e}): if tcpstall is killed, their background jobs survive \
-                 until the next run removes them"
-            ));
-            None
+    let mut why = String::new();
+    for private in [true, false] {
+        let (tx, rx) = mpsc::channel();
+        let (hold, wait) = mpsc::channel::<()>();
+        scope.spawn(move || match sys::process::PidNs::start(&keep, private, private.then(hosts_file)) {
+            Err(e) => {
+                let _ = tx.send(Err(e));
+            }
+            Ok(ns) => {
+                let started = start_commands(cfg, &Place { link, pid_ns: Some(&ns) });
+                let _ = tx.send(Ok((ns, started)));
+                let _ = wait.recv(); // until `hold` is dropped
+            }
+        });
+        match rx.recv() {
+            Ok(Ok((ns, Ok((server, client))))) => {
+                return Ok(Launched { pid_ns: Some(ns), server, client, hold: Some(hold) });
+            }
+            Ok(Ok((ns, Err(e)))) => {
+                ns.kill();
+                return Err(e);
+            }
+            Ok(Err(e)) => why = e.to_string(),
+            Err(_) => why = "the launcher thread failed".into(),
         }
     }
+    notify(&format!(
+        "no PID namespace for the commands ({why}): if tcpstall is killed, their background jobs survive until the \
+         next run removes them"
+    ));
+    let (server, client) = start_commands(cfg, &Place { link, pid_ns: None })?;
+    Ok(Launched { pid_ns: None, server, client, hold: None })
 }
 
 fn kill(child: &Child, sig: Signal) {
@@ -152,67 +195,12 @@ pub fn run_session(cfg: &SessionConfig, mut notify: impl FnMut(&str)) -> Result<
         notify(&format!("removed {} stale process(es) left by killed runs: {:?}", swept.len(), swept));
     }
     let link = Link::open(&cfg.spec, cfg.capture.as_deref())?;
-    let pid_ns = pid_namespace(&link, &mut notify);
-    let place = Place { link: &link, pid_ns: pid_ns.as_ref() };
-    let started = start_commands(cfg, &place);
-    if let Some(ns) = &pid_ns {
-        // Threads may be started again from this thread (link.finish joins, captures flush).
-        let _ = ns.leave();
-    }
-    let (mut server, mut client) = match started {
-        Ok(x) => x,
-        Err(e) => {
-            if let Some(ns) = pid_ns {
-                ns.kill();
-            }
-            return Err(e);
-        }
-    };
-    notify(&format!(
-        "client namespace {CLIENT_IP} (the command runs here); server namespace at {SERVER_IP}, behind link {}",
-        cfg.spec
-    ));
-    notify(&format!(
-        "enter the server namespace from another terminal: nsenter --net={}",
-        link.server().netns_path().display()
-    ));
-    let status = loop {
-        if let Some(st) =
-            client.try_wait().map_err(|e| LinkError::Io { what: "waiting for the command".into(), err: e })?
-        {
-            break st;
-        }
-        let mut fds = [PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
-        let _ = poll(&mut fds, PollTimeout::from(50u16));
-        while let Ok(Some(info)) = sfd.read_signal() {
-            let Ok(sig) = Signal::try_from(info.ssi_signo as i32) else { continue };
-            // SI_KERNEL: generated by the terminal for the whole foreground process group.
-            let from_terminal = info.ssi_code == libc::SI_KERNEL;
-            if !from_terminal {
-                kill(&client, sig);
-                if let Some(s) = &server {
-                    kill(s, sig);
-                }
-            }
-        }
-    };
-    if let Some(mut s) = server.take() {
-        let group = Pid::from_raw(-(s.id() as i32));
-        if s.try_wait().ok().flatten().is_none() {
-            let _ = nix::sys::signal::kill(group, Signal::SIGTERM);
-            let t = Instant::now();
-            while s.try_wait().ok().flatten().is_none() && t.elapsed() < Duration::from_secs(1) {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-        let _ = nix::sys::signal::kill(group, Signal::SIGKILL);
-        let _ = s.wait();
-    }
-    // Everything else started behind the link (background jobs of the command, also ones that
-    // left their process group) dies with the init of the PID namespace.
-    if let Some(ns) = pid_ns {
-        ns.kill();
-    }
+    let status = std::thread::scope(|scope| {
+        let Launched { pid_ns, server, client, hold } = launch(scope, cfg, &link, &mut notify)?;
+        let status = supervise(cfg, &link, &sfd, server, client, pid_ns, &mut notify);
+        drop(hold);
+        status
+    })?;
     // Whatever the command or the server left running (background jobs) would keep the
     // namespaces alive: everything carrying this run's tag goes.
     let leftovers = crate::sweep::kill_own_leftovers();
@@ -258,4 +246,63 @@ fn start_commands(cfg: &SessionConfig, place: &Place<'_>) -> Result<(Option<Chil
             Err(LinkError::NotStarted { command: format!("'{}'", argv[0].to_string_lossy()), err })
         }
     }
+}
+
+/// Wait for the command, relaying signals; then stop the server command and everything else
+/// started behind the link.
+fn supervise(
+    cfg: &SessionConfig,
+    link: &Link,
+    sfd: &SignalFd,
+    mut server: Option<Child>,
+    mut client: Child,
+    pid_ns: Option<sys::process::PidNs>,
+    notify: &mut impl FnMut(&str),
+) -> Result<ExitStatus, LinkError> {
+    notify(&format!(
+        "client namespace {CLIENT_IP} (the command runs here); server namespace at {SERVER_IP}, behind link {}",
+        cfg.spec
+    ));
+    notify(&format!(
+        "enter the server namespace from another terminal: nsenter --net={}",
+        link.server().netns_path().display()
+    ));
+    let status = loop {
+        if let Some(st) =
+            client.try_wait().map_err(|e| LinkError::Io { what: "waiting for the command".into(), err: e })?
+        {
+            break st;
+        }
+        let mut fds = [PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
+        let _ = poll(&mut fds, PollTimeout::from(50u16));
+        while let Ok(Some(info)) = sfd.read_signal() {
+            let Ok(sig) = Signal::try_from(info.ssi_signo as i32) else { continue };
+            // SI_KERNEL: generated by the terminal for the whole foreground process group.
+            let from_terminal = info.ssi_code == libc::SI_KERNEL;
+            if !from_terminal {
+                kill(&client, sig);
+                if let Some(s) = &server {
+                    kill(s, sig);
+                }
+            }
+        }
+    };
+    if let Some(mut s) = server.take() {
+        let group = Pid::from_raw(-(s.id() as i32));
+        if s.try_wait().ok().flatten().is_none() {
+            let _ = nix::sys::signal::kill(group, Signal::SIGTERM);
+            let t = Instant::now();
+            while s.try_wait().ok().flatten().is_none() && t.elapsed() < Duration::from_secs(1) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        let _ = nix::sys::signal::kill(group, Signal::SIGKILL);
+        let _ = s.wait();
+    }
+    // Everything else started behind the link (background jobs of the command, also ones that
+    // left their process group) dies with the init of the PID namespace.
+    if let Some(ns) = pid_ns {
+        ns.kill();
+    }
+    Ok(status)
 }

@@ -92,47 +92,39 @@ pub fn enter_on_spawn(cmd: &mut Command, netns: BorrowedFd<'_>, mntns: Option<Bo
 /// `/proc/1/fd/N` names them inside.
 pub struct PidNs {
     init: Child,
-    saved: File,
     _hangup: OwnedFd,
     mnt: Option<File>,
 }
 
 impl PidNs {
-    /// Create the namespace and its init. Until [`PidNs::leave`], children forked by the
-    /// calling thread start in the new namespace (unshare(CLONE_NEWPID) sets only the
-    /// thread's `pid_ns_for_children`), and the thread cannot start threads (clone refuses
-    /// CLONE_THREAD while its namespace for children differs, kernel/fork.c).
+    /// Create the namespace and its init. From then on, children forked by the calling
+    /// thread start in the new namespace (unshare(CLONE_NEWPID) sets only the thread's
+    /// `pid_ns_for_children`), and the thread can no longer start threads (copy_process in
+    /// kernel/fork.c refuses CLONE_THREAD while that differs from its own namespace; going
+    /// back with setns needs CAP_SYS_ADMIN over the original namespace, which a process in
+    /// its own user namespace lacks). So call it from a thread dedicated to forking, which
+    /// must live as long as the processes it forks (their PR_SET_PDEATHSIG follows it).
     ///
     /// `hosts` (with `private_proc` only): the contents of /etc/hosts in the mount namespace,
     /// best effort (a missing /etc/hosts or /tmp leaves the host's file visible).
     pub fn start(keep: &[RawFd], private_proc: bool, hosts: Option<Vec<u8>>) -> io::Result<PidNs> {
-        let saved = File::open("/proc/thread-self/ns/pid")?;
         // SAFETY: unshare only changes this thread's namespace for future children.
         if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        let started = Self::spawn_init(keep, private_proc, hosts);
-        let (init, hangup) = match started {
-            Ok(x) => x,
-            Err(e) => {
-                let _ = setns_pid(saved.as_fd());
-                return Err(e);
-            }
-        };
+        let (init, hangup) = Self::spawn_init(keep, private_proc, hosts)?;
         let mnt = if private_proc {
             match File::open(format!("/proc/{}/ns/mnt", init.id())) {
                 Ok(f) => Some(f),
                 Err(e) => {
-                    let ns = PidNs { init, saved, _hangup: hangup, mnt: None };
-                    let _ = ns.leave();
-                    ns.kill();
+                    PidNs { init, _hangup: hangup, mnt: None }.kill();
                     return Err(e);
                 }
             }
         } else {
             None
         };
-        Ok(PidNs { init, saved, _hangup: hangup, mnt })
+        Ok(PidNs { init, _hangup: hangup, mnt })
     }
 
     fn spawn_init(keep: &[RawFd], private_proc: bool, hosts: Option<Vec<u8>>) -> io::Result<(Child, OwnedFd)> {
@@ -233,11 +225,6 @@ impl PidNs {
         Ok((child, wr))
     }
 
-    /// Children forked by the calling thread start in its own PID namespace again.
-    pub fn leave(&self) -> io::Result<()> {
-        setns_pid(self.saved.as_fd())
-    }
-
     /// The mount namespace with the private /proc, if one was made.
     pub fn mount_ns(&self) -> Option<BorrowedFd<'_>> {
         self.mnt.as_ref().map(|f| f.as_fd())
@@ -253,13 +240,4 @@ impl PidNs {
         let _ = self.init.kill();
         let _ = self.init.wait();
     }
-}
-
-fn setns_pid(fd: BorrowedFd<'_>) -> io::Result<()> {
-    // SAFETY: setns with a valid namespace descriptor only changes this thread's namespace
-    // for future children.
-    if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWPID) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
