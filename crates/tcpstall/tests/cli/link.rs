@@ -440,10 +440,19 @@ fn lab_loss_and_ack_loss_counters_match_their_fractions() {
     if !is_root() {
         return skip("lab_loss_and_ack_loss_counters...", "needs root for network namespaces");
     }
-    let (o, _) = lab(&["stream", "--link", "ack-loss=50%,loss=1%,rtt=2ms", "--client", "none", "--server", "none"]);
-    // The receiver's pure ACKs travel server->client; the data client->server.
-    let (_, acks, ack_drops) = link_counts(&o, "server->client", "ack-loss");
-    assert!(acks > 500, "too few pure ACKs to judge: {acks}\n{o}");
+    // The receiver's pure ACKs travel server->client; the data client->server. When other
+    // tests load the 2 shared cores, a run can stall in retransmission timeouts (every other
+    // ACK is lost) and carry too few ACKs to judge: measure once more then.
+    let mut runs = 0;
+    let (o, acks, ack_drops) = loop {
+        let (o, _) = lab(&["stream", "--link", "ack-loss=50%,loss=1%,rtt=2ms", "--client", "none", "--server", "none"]);
+        let (_, acks, ack_drops) = link_counts(&o, "server->client", "ack-loss");
+        runs += 1;
+        if acks > 500 || runs == 3 {
+            break (o, acks, ack_drops);
+        }
+    };
+    assert!(acks > 500, "too few pure ACKs to judge after {runs} runs: {acks}\n{o}");
     assert!(within_5_sigma(ack_drops, acks, 0.5), "{ack_drops} of {acks} pure ACKs dropped at 50%\n{o}");
     let (packets, _, lost) = link_counts(&o, "client->server", "loss");
     assert!(within_5_sigma(lost, packets, 0.01), "{lost} of {packets} packets lost at 1%\n{o}");
