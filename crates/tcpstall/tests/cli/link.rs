@@ -284,7 +284,8 @@ fn sigkill_leaves_no_process_of_the_run_and_the_next_run_removes_only_stale_ones
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("removed"), "{}", String::from_utf8_lossy(&out.stderr));
+    // Every `--link` run sweeps, so a test running in parallel may have removed the stale
+    // process first and this run has nothing to report: what must hold is that it is gone.
     let t = Instant::now();
     let stale_status = loop {
         if let Some(s) = stale.try_wait().unwrap() {
