@@ -15,7 +15,7 @@
 
 use trace::Cause;
 
-use crate::verdict::{fmt_ms, DELACK_MAX_US, DELACK_MIN_US, RTO_MIN_US};
+use crate::verdict::{fmt_ms, who, DELACK_MAX_US, DELACK_MIN_US, RTO_MIN_US};
 
 /// Which part of the program, outside the measured rounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,15 +45,6 @@ pub struct SpanSide {
     pub nagle: bool,
     /// TCP_CORK or MSG_MORE held such data.
     pub corks: bool,
-}
-
-fn who(c: bool, s: bool) -> &'static str {
-    match (c, s) {
-        (true, true) => "client and server",
-        (true, false) => "client",
-        (false, true) => "server",
-        (false, false) => "neither side",
-    }
 }
 
 /// Which timer a wait of `len_us` could be, given what could have held data: the same length

@@ -131,7 +131,8 @@ fn per_round(n: usize, rounds: u64) -> String {
     }
 }
 
-fn who(c: bool, s: bool) -> &'static str {
+/// Which of the two sides a flag pair names.
+pub(crate) fn who(c: bool, s: bool) -> &'static str {
     match (c, s) {
         (true, true) => "client and server",
         (true, false) => "client",

@@ -81,6 +81,30 @@ pub(crate) struct App {
 }
 
 impl App {
+    /// An application at the start of its program: `steps` are the compiled prologue, round and
+    /// epilogue; `rounds_total` counts warm-up rounds too.
+    pub fn new(opts: &SideOpts, steps: [Vec<Compiled>; 3], rounds_total: u64, warmup: u64, is_client: bool) -> App {
+        App {
+            opts: opts.clone(),
+            steps,
+            op_idx: 0,
+            partial: None,
+            rounds_total,
+            warmup,
+            cur: Cursor { phase: 0, round: 0, idx: 0 },
+            state: State::Ready,
+            recv_left: 0,
+            step_start: 0,
+            round_start: 0,
+            round_sleep: 0,
+            round_trace: 0,
+            step_trace: 0,
+            stream_until: None,
+            endless_reader: false,
+            is_client,
+        }
+    }
+
     pub fn step(&self) -> Option<&Compiled> {
         self.steps.get(usize::from(self.cur.phase)).and_then(|v| v.get(self.cur.idx))
     }

@@ -10,7 +10,7 @@ use rand::SeedableRng;
 use scenario::{Program, Sample as SampleKind, SideOpts, SideProgram, SockOp, Step, StrategyPair, Workload};
 use trace::{Cause, Endpoint, Event, EventKind, Evidence, Segment, TcpFlags};
 
-use crate::app::{compile, App, Compiled, Cursor, Op, State};
+use crate::app::{compile, App, Compiled, Op, State};
 use crate::link::LinkDir;
 use crate::tcp::{Action, Counters, Seg, Tcp, TimerId};
 use crate::{ModelError, Outcome, Release, RoundSample, SideEnd, SimConfig};
@@ -100,46 +100,18 @@ impl Sim {
         let (program, sample_kind) = match workload.program() {
             Program::Rounds(p) => {
                 let total = u64::from(p.warmup_rounds) + u64::from(p.rounds);
-                let mk = |prog: SideProgram, opts: &SideOpts, is_client| App {
-                    opts: opts.clone(),
-                    steps: [compile(&prog.prologue, opts), compile(&prog.round, opts), compile(&prog.epilogue, opts)],
-                    op_idx: 0,
-                    partial: None,
-                    rounds_total: total,
-                    warmup: u64::from(p.warmup_rounds),
-                    cur: Cursor { phase: 0, round: 0, idx: 0 },
-                    state: State::Ready,
-                    recv_left: 0,
-                    step_start: 0,
-                    round_start: 0,
-                    round_sleep: 0,
-                    round_trace: 0,
-                    step_trace: 0,
-                    stream_until: None,
-                    endless_reader: false,
-                    is_client,
+                let mk = |prog: SideProgram, opts: &SideOpts, is_client| {
+                    let steps =
+                        [compile(&prog.prologue, opts), compile(&prog.round, opts), compile(&prog.epilogue, opts)];
+                    App::new(opts, steps, total, u64::from(p.warmup_rounds), is_client)
                 };
                 ([mk(p.client, &pair.client, true), mk(p.server, &pair.server, false)], p.sample)
             }
             Program::Stream { duration_ns, write_size } => {
                 let mk = |step: Step, opts: &SideOpts, is_client: bool| App {
-                    opts: opts.clone(),
-                    steps: [Vec::new(), compile(&[step], opts), Vec::new()],
-                    op_idx: 0,
-                    partial: None,
-                    rounds_total: u64::MAX,
-                    warmup: 0,
-                    cur: Cursor { phase: 0, round: 0, idx: 0 },
-                    state: State::Ready,
-                    recv_left: 0,
-                    step_start: 0,
-                    round_start: 0,
-                    round_sleep: 0,
-                    round_trace: 0,
-                    step_trace: 0,
                     stream_until: is_client.then_some(duration_ns),
                     endless_reader: !is_client,
-                    is_client,
+                    ..App::new(opts, [Vec::new(), compile(&[step], opts), Vec::new()], u64::MAX, 0, is_client)
                 };
                 (
                     [
