@@ -93,7 +93,6 @@ fn in_process(path: &Path) -> (u64, usize, f64) {
         while flows.len() <= i {
             flows.push(FlowAnalyzer::new(Config::default()));
         }
-        flows[i].note_unseen(fe.event.from, fe.unseen_before);
         flows[i].push(&fe.event);
     }
     let stalls: usize = flows.into_iter().map(|f| f.finish().stalls.len()).sum();

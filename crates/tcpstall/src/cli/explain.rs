@@ -78,7 +78,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
         bail!("--min-gap {}: expected milliseconds between 0 and 60000", args.min_gap);
     }
     let filter = FlowFilter { pair: args.flow.as_deref().map(parse_flow).transpose()?, port: args.port };
-    let cfg = Config { min_gap: Duration((args.min_gap * 1e6) as u64) };
+    let cfg = Config { min_gap: Duration((args.min_gap * 1e6) as u64), ..Config::default() };
     // "-" reads standard input: `tcpdump -w - ... | tcpstall explain -`.
     let raw: Box<dyn std::io::Read> = if args.file.as_os_str() == "-" {
         Box::new(std::io::stdin().lock())
@@ -107,7 +107,6 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
                     });
                 }
                 let f = &mut flows[i];
-                f.analyzer.note_unseen(fe.event.from, fe.unseen_before);
                 f.analyzer.push(&fe.event);
                 if let Some(p) = f.plot.as_mut() {
                     p.push(&fe.event);
@@ -173,9 +172,9 @@ fn dur(d: Option<Duration>) -> String {
     d.map_or("-".into(), |d| d.to_string())
 }
 
-fn frames(ev: &[Evidence]) -> String {
+fn frames(ev: &[analyze::EvidenceItem]) -> String {
     ev.iter()
-        .map(|e| match e {
+        .map(|e| match e.source {
             Evidence::Frame(n) => format!("#{n}"),
             Evidence::Model(n) => format!("step {n}"),
             Evidence::Lab => "lab".into(),
@@ -341,21 +340,7 @@ fn json(w: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> an
                 w.write_all(b",")?;
             }
             w.write_all(b"\n")?;
-            serde_json::to_writer(
-                &mut *w,
-                &serde_json::json!({
-                    "start_s": st.start.as_secs_f64(),
-                    "length_ms": st.length.as_millis_f64(),
-                    "held": st.held,
-                    "cause": st.cause,
-                    "confidence": st.confidence,
-                    "evidence": st.evidence,
-                    "ack_delay_ms": st.ack_delay.map(|d| d.as_millis_f64()),
-                    "released_bytes": st.released_bytes,
-                    "explanation": st.cause.explain(),
-                    "detail": st.detail,
-                }),
-            )?;
+            serde_json::to_writer(&mut *w, st)?;
         }
         w.write_all(b"]}")?;
     }

@@ -30,7 +30,8 @@ fn explain_json_lists_stalls_with_evidence() {
     assert!(stalls.len() >= 15, "{}", stalls.len());
     for s in stalls {
         assert_eq!(s["cause"], "nagle-delayed-ack");
-        assert!(s["length_ms"].as_f64().unwrap() >= 30.0);
+        assert!(s["length_ns"].as_u64().unwrap() >= 30_000_000);
+        assert!(s["waited"] == "B" && s["held"] == "A", "{s}");
         assert!(!s["evidence"].as_array().unwrap().is_empty());
     }
     assert!(v["flows"][0]["directions"]["a_to_b"]["wire"]["pure_acks"].as_u64().is_some());

@@ -118,7 +118,7 @@ fn pcap_round_trips_through_explain() {
         assert_eq!(stalls.len() as u64, row["stalls"].as_u64().unwrap(), "{}: {}", row["variant"], row["verdict"]);
         for st in stalls {
             assert_eq!(st["cause"], row["verdict_key"]["cause"], "{}", st["detail"]);
-            assert!(st["length_ms"].as_f64().unwrap() >= 150.0);
+            assert!(st["length_ns"].as_u64().unwrap() >= 150_000_000);
         }
     }
     assert_eq!(rows[1]["stalls"], 3);
