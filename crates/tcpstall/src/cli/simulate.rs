@@ -253,7 +253,7 @@ fn list_profiles() -> String {
 fn stall_stories(report: &report::Report, outcomes: &[Outcome]) -> String {
     let mut s = String::new();
     for (row, out) in report.results.iter().zip(outcomes) {
-        let threshold = (row.stall_threshold_us * 1e3) as u64;
+        let threshold = (row.slow_sample_threshold_us * 1e3) as u64;
         let Some((k, first)) = out.samples.iter().enumerate().find(|(_, x)| x.latency > threshold) else {
             continue;
         };

@@ -169,8 +169,8 @@ fn stream_reports_throughput_and_pure_acks() {
     let x = &r["results"][0];
     assert!(!stalls(x));
     assert!(x["wire"]["client"]["bytes_sent"].as_u64().unwrap() > 1_000_000, "{x:#}");
-    assert!(x["wire"]["server"]["pure_acks_out"].as_u64().unwrap() > 0, "{x:#}");
-    assert!(x["throughput_bps"].as_f64().unwrap() > 0.0);
+    assert!(x["wire"]["server"]["non_data_segs_out"].as_u64().unwrap() > 0, "{x:#}");
+    assert!(x["throughput_bytes_per_s"].as_f64().unwrap() > 0.0);
 }
 
 #[test]
@@ -189,7 +189,7 @@ fn json_contract_has_the_documented_fields() {
         assert!(x["latency_us"][k].is_f64(), "latency_us.{k}");
     }
     for side in ["client", "server"] {
-        for k in ["segs_out", "data_segs_out", "pure_acks_out", "bytes_sent", "wire_bytes"] {
+        for k in ["segs_out", "data_segs_out", "non_data_segs_out", "bytes_sent", "wire_bytes"] {
             assert!(x["wire"][side][k].is_u64(), "wire.{side}.{k}");
         }
     }

@@ -402,9 +402,9 @@ fn lab_stream_behind_rate_50mbit_runs_within_10_percent() {
     let (o, _) =
         lab(&["stream", "--link", "rate=50mbit,rtt=2ms", "--client", "none", "--server", "none", "--format", "csv"]);
     let rows = csv_rows(&o);
-    // throughput_bps is payload bytes per second (docs/json-schema.md); the link's rate counts
+    // throughput_bytes_per_s is payload bytes per second (docs/json-schema.md); the link's rate counts
     // IP packets, of which payload is 1448/1500 at MSS 1448.
-    let bits: f64 = rows[0]["throughput_bps"].parse::<f64>().unwrap() * 8.0;
+    let bits: f64 = rows[0]["throughput_bytes_per_s"].parse::<f64>().unwrap() * 8.0;
     assert!((45e6..=55e6).contains(&bits), "stream at {:.2} Mbit/s behind rate=50mbit\n{o}", bits / 1e6);
 }
 
