@@ -62,7 +62,7 @@ fn seed_000_chunked_default_stalls_twice_per_round_and_the_fixes_do_not() {
         assert!(p50_us(x) >= 60_000.0, "{stalled}: {x:#}");
         assert_eq!(x["verdict_key"]["cause"], "nagle-delayed-ack", "{stalled}: {x:#}");
         // The first round rides the initial quick-ACK budget; the others stall twice.
-        assert!(x["stalls"].as_u64().unwrap() >= 8, "{stalled}: {x:#}");
+        assert!(x["stall_count"].as_u64().unwrap() >= 8, "{stalled}: {x:#}");
         assert!(x["verdict"].as_str().unwrap().starts_with("stalls ~"), "{x:#}");
     }
     for fixed in ["nodelay", "quickack-each", "cork", "msg-more", "writev", "buffer"] {
@@ -122,7 +122,7 @@ fn seed_002_burst_of_three_stalls_on_the_third_read_and_two_does_not() {
         let r = lab_json(&[&base[..], &["--set", "n=3"]].concat());
         let x = r["results"][0].clone();
         let ok = x["latency_us"]["max"].as_f64().unwrap() >= 30_000.0
-            && x["stalls"].as_u64().unwrap() >= 3
+            && x["stall_count"].as_u64().unwrap() >= 3
             && x["verdict"].as_str().unwrap().contains("(read 3 of 3)")
             && x["verdict_key"]["cause"] == "nagle-delayed-ack";
         seen.push(x);
@@ -176,13 +176,23 @@ fn stream_reports_throughput_and_pure_acks() {
 #[test]
 fn json_contract_has_the_documented_fields() {
     let r = lab_json(&["rr", "--set", "rounds=50"]);
-    for k in ["tool", "version", "schema", "kernel", "mode", "scenario", "params", "link", "results"] {
+    for k in ["tool", "version", "schema_version", "kernel", "mode", "scenario", "params", "link", "results"] {
         assert!(r.get(k).is_some(), "missing top-level '{k}'");
     }
     let x = &r["results"][0];
-    for k in
-        ["strategy", "client", "server", "rounds", "latency_us", "stalls", "wall_s", "wire", "verdict", "verdict_key"]
-    {
+    for k in [
+        "strategy",
+        "client",
+        "server",
+        "rounds",
+        "latency_us",
+        "stall_count",
+        "stall_records",
+        "wall_s",
+        "wire",
+        "verdict",
+        "verdict_key",
+    ] {
         assert!(x.get(k).is_some(), "missing result field '{k}'");
     }
     for k in ["p50", "p90", "p99", "p999", "max", "mean"] {
@@ -330,7 +340,7 @@ fn ctrl_c_keeps_the_finished_rows_and_exits_130() {
     // The finished rows are whole: all their rounds, their stalls, their verdict.
     let d = row(&r, "default");
     assert_eq!(d["rounds"], 30);
-    assert!(d["stalls"].as_u64().unwrap() >= 30, "{d:#}");
+    assert!(d["stall_count"].as_u64().unwrap() >= 30, "{d:#}");
     assert_eq!(d["wire"]["client"]["bytes_sent"], 30_000, "{d:#}");
     let e = r["errors"][0].as_str().unwrap();
     assert!(e.contains(&format!("{} of 8 rows finished", rows.len())), "{e}");
@@ -387,7 +397,7 @@ fn bulk_ack_depth_2_names_the_drain_wait_after_the_measured_rounds_without_count
             assert_eq!(x["variant"], "size=100000 depth=2", "{x:#}");
             // Counted nowhere: no stall, every sample short, and the wall time (ms/round) is the
             // rounds' samples plus less than the 30 ms the wait would add.
-            assert!(!stalls(x) && x["stalls"] == 0, "{x:#}");
+            assert!(!stalls(x) && x["stall_count"] == 0, "{x:#}");
             assert!(x["latency_us"]["max"].as_f64().unwrap() < 30_000.0, "{x:#}");
             let samples_s = x["latency_us"]["mean"].as_f64().unwrap() * 10.0 / 1e6;
             assert!(x["wall_s"].as_f64().unwrap() < samples_s + 0.020, "{x:#}");
