@@ -83,9 +83,11 @@ pub struct DirSummary {
     /// Zero-window advertisements sent by this endpoint.
     pub zero_windows: u64,
     /// Largest payload of one segment.
+    #[serde(rename = "max_segment_bytes")]
     pub max_segment: u32,
     /// MSS this endpoint may send: the peer's SYN MSS option minus the timestamp option; without
     /// the handshake, an estimate (the largest segment seen, at least 536: RFC 9293 3.7.1).
+    #[serde(rename = "mss_bytes")]
     pub mss: Option<u32>,
     /// Whether `mss` came from the SYN's option (else it is estimated).
     pub mss_known: bool,

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 use trace::VerdictKey;
 
+pub mod explain;
 mod export;
 mod schema;
 pub use export::{export, exporter, label, Csv, Json, Markdown, Table};

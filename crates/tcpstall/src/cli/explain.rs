@@ -309,40 +309,30 @@ fn text(s: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> an
 
 fn json(w: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> anyhow::Result<()> {
     let Findings { stats, flows, labels, failure } = found;
-    // One JSON document, written piece by piece: the stalls of a flow are streamed one object at
-    // a time instead of being collected into one value tree.
-    let head = serde_json::json!({
-        "file": args.file.display().to_string(),
-        "decode": stats,
-        "error": failure.as_ref().map(|e| serde_json::json!({"offset": e.offset, "message": e.to_string()})),
-    });
+    let head = report::explain::ExplainHead {
+        tool: "tcpstall",
+        version: env!("CARGO_PKG_VERSION"),
+        schema_version: report::SCHEMA_VERSION,
+        mode: "explain",
+        file: args.file.display().to_string(),
+        decode: stats,
+        error: failure
+            .as_ref()
+            .map(|e| report::explain::ExplainError { offset_bytes: e.offset, message: e.to_string() }),
+    };
     let head = serde_json::to_string(&head)?;
     write!(w, "{},\"flows\":[", &head[..head.len() - 1])?;
     for (i, (k, fa, _)) in flows.iter().enumerate() {
-        let flow = serde_json::json!({
-            "flow": i + 1,
-            "a": k.a.to_string(),
-            "b": k.b.to_string(),
-            "interface": k.interface,
-            "label": labels[i],
-            "first_s": fa.first.as_secs_f64(),
-            "last_s": fa.last.as_secs_f64(),
-            "capture_point": fa.capture_point,
-            "capture_note": fa.capture_note,
-            "path_rtt_ms": fa.path_rtt.map(|d| d.as_millis_f64()),
-            "directions": { "a_to_b": fa.dirs[0], "b_to_a": fa.dirs[1] },
-            "notes": fa.notes,
-        });
-        let flow = serde_json::to_string(&flow)?;
-        write!(w, "{}\n{},\"stalls\":[", if i > 0 { "," } else { "" }, &flow[..flow.len() - 1])?;
-        for (j, st) in fa.stalls.iter().enumerate() {
-            if j > 0 {
-                w.write_all(b",")?;
-            }
-            w.write_all(b"\n")?;
-            serde_json::to_writer(&mut *w, st)?;
-        }
-        w.write_all(b"]}")?;
+        let flow = report::explain::ExplainFlow::new(
+            i + 1,
+            k.a.to_string(),
+            k.b.to_string(),
+            k.interface,
+            labels[i].clone(),
+            fa,
+        );
+        w.write_all(if i > 0 { b",\n" } else { b"\n" })?;
+        serde_json::to_writer(&mut *w, &flow)?;
     }
     w.write_all(b"]}\n")?;
     Ok(())
