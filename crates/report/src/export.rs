@@ -80,6 +80,46 @@ fn onoff(v: Option<bool>) -> &'static str {
     }
 }
 
+/// Every row's stall records for people (`--stalls`): one line per record with its sides,
+/// cause and confidence, then its evidence, times in ms on the row's trace clock.
+pub fn stall_records_text(r: &Report) -> String {
+    let mut out = String::new();
+    for x in &r.results {
+        let label = if x.variant.is_empty() { x.strategy.clone() } else { format!("{} {}", x.strategy, x.variant) };
+        out.push_str(&format!(
+            "\nstall records: {label} ({})\n",
+            if x.stall_records.is_empty() { "none".to_string() } else { x.stall_summary.counts_text() }
+        ));
+        for (i, s) in x.stall_records.iter().enumerate() {
+            let window = (x.measured_from_ns..=x.measured_to_ns).contains(&s.start.0);
+            out.push_str(&format!(
+                "  {:>3} {:>10.3} ms {:>8.2} ms  {} waited, {} held {} B  {} {:.2}{}\n",
+                i + 1,
+                s.start.0 as f64 / 1e6,
+                s.length.as_millis_f64(),
+                side(s.waited),
+                side(s.held),
+                s.bytes_held,
+                s.cause,
+                s.confidence,
+                if window || x.measured_to_ns == 0 { "" } else { "  (outside the measured rounds)" }
+            ));
+            for e in &s.evidence {
+                out.push_str(&format!("        {:>10.3} ms  {}\n", e.t.0 as f64 / 1e6, e.what));
+            }
+            out.push_str(&format!("        {}\n", s.detail));
+        }
+    }
+    out
+}
+
+fn side(e: trace::Endpoint) -> &'static str {
+    match e {
+        trace::Endpoint::A => "client",
+        trace::Endpoint::B => "server",
+    }
+}
+
 /// What produced the results: "Linux 6.18.0" for the lab, "model linux" for simulate.
 fn host(r: &Report) -> String {
     match (&r.kernel, &r.profile) {

@@ -9,7 +9,7 @@ use trace::VerdictKey;
 pub mod explain;
 mod export;
 mod schema;
-pub use export::{export, exporter, label, Csv, Json, Markdown, Table};
+pub use export::{export, exporter, label, stall_records_text, Csv, Json, Markdown, Table};
 pub use schema::*;
 
 /// Output formats.

@@ -199,6 +199,14 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     } else {
         sink.discard();
     }
+    if args.common.stalls {
+        let text = report::stall_records_text(&report);
+        if args.common.format == OutputFormat::Table && args.common.output.is_none() {
+            output::write_bytes(text.as_bytes(), None)?;
+        } else {
+            eprint!("{text}");
+        }
+    }
     if args.common.format == OutputFormat::Table {
         if let Ok(lines) = &link_lines {
             for l in lines {
