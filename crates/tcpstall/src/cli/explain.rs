@@ -77,6 +77,10 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     if !(args.min_gap.is_finite() && args.min_gap >= 0.0 && args.min_gap <= 60_000.0) {
         bail!("--min-gap {}: expected milliseconds between 0 and 60000", args.min_gap);
     }
+    // Before any analysis: a plot that cannot be written must not cost the run.
+    if let Some(p) = &args.plot {
+        super::output::check_writable("--plot", p)?;
+    }
     let filter = FlowFilter { pair: args.flow.as_deref().map(parse_flow).transpose()?, port: args.port };
     let cfg = Config { min_gap: Duration((args.min_gap * 1e6) as u64), ..Config::default() };
     // "-" reads standard input: `tcpdump -w - ... | tcpstall explain -`.

@@ -171,6 +171,9 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     let opts = lab_options(&args)?;
     // Before measuring: an output path that cannot be written must not cost a run.
     let sink = output::Sink::open(args.common.output.as_deref())?;
+    if let Some(p) = &args.capture {
+        output::check_writable("--capture", p)?;
+    }
     let env = super::linkenv::open(args.link.as_deref(), args.capture.as_deref())?;
     let total = (s.workload.variants().len() * s.matrix.len()) as u64;
     let bar = output::progress_bar(total, args.quiet);

@@ -97,6 +97,14 @@ impl Sink {
     }
 }
 
+/// Fail now, in one line, if `path` cannot be written: called before any work starts for the
+/// files written at the end (--plot, --pcap) or by another layer (--capture). A file this
+/// check creates is removed again.
+pub fn check_writable(flag: &str, path: &Path) -> anyhow::Result<()> {
+    Sink::open(Some(path)).context(flag.to_string())?.discard();
+    Ok(())
+}
+
 /// A progress bar over `total` steps on stderr; hidden when `quiet` or stderr is not a
 /// terminal, so pipes and CI logs stay clean.
 pub fn progress_bar(total: u64, quiet: bool) -> ProgressBar {

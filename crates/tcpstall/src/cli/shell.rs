@@ -50,6 +50,10 @@ pub struct ShellArgs {
 
 pub fn run(args: ShellArgs) -> anyhow::Result<i32> {
     let spec: LinkSpec = args.link.parse().map_err(|e: String| anyhow::anyhow!("--link: {e}"))?;
+    // Before the link is built: a capture that cannot be written fails in one line.
+    if let Some(p) = &args.capture {
+        super::output::check_writable("--capture", p)?;
+    }
     let cfg = SessionConfig { spec, capture: args.capture, server_command: args.server_command, command: args.command };
     let quiet = args.quiet;
     let out = match run_session(&cfg, |line| {

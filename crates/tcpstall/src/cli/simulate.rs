@@ -185,6 +185,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
     let pairs = s.matrix.clone();
     // Open the output before simulating, so a path that cannot be written fails first.
     let sink = output::Sink::open(args.common.output.as_deref())?;
+    if let Some(p) = &args.pcap {
+        output::check_writable("--pcap", p)?;
+    }
     let (report, outcomes) = model::report(&s, &pairs, &spec, args.trace || args.pcap.is_some());
     sink.write(&report::export(&report, args.common.format.into())).context("writing the report")?;
     if args.common.stalls {
