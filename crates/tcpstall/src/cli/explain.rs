@@ -51,6 +51,9 @@ pub struct ExplainArgs {
     /// Output format
     #[arg(long, value_enum, default_value = "text")]
     pub format: ExplainFormat,
+    /// Also list the application gaps (the writer had not written yet: not stalls, counted apart)
+    #[arg(long)]
+    pub app_gaps: bool,
     /// Also draw a time-sequence diagram per flow (data, ACK line, stalls shaded) as SVG
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
@@ -267,29 +270,30 @@ fn text(s: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> an
         );
         s.write_all(dir_line("A->B", &fa.dirs[0]).as_bytes())?;
         s.write_all(dir_line("B->A", &fa.dirs[1]).as_bytes())?;
-        if fa.stalls.is_empty() {
-            writeln!(s, "  no stalls")?;
+        // TCP stalls first; application gaps (the writer had not written) are not stalls:
+        // counted apart, listed only with --app-gaps.
+        let sum = analyze::StallSummary::of(&fa.stalls);
+        let gaps = if sum.application_gap_count > 0 {
+            format!(
+                "; {} application gap(s), not stalls{}",
+                sum.application_gap_count,
+                if args.app_gaps { "" } else { " (--app-gaps lists them)" }
+            )
+        } else {
+            String::new()
+        };
+        writeln!(s, "  {} stalls: {}{gaps}", sum.stall_count, sum.counts_text())?;
+        let shown: Vec<&analyze::Stall> =
+            fa.stalls.iter().filter(|st| args.app_gaps || st.cause.is_tcp_stall()).collect();
+        if shown.is_empty() {
             continue;
         }
-        let mut counts: Vec<(trace::Cause, usize, u64)> = Vec::new();
-        for st in &fa.stalls {
-            match counts.iter_mut().find(|c| c.0 == st.cause) {
-                Some(c) => {
-                    c.1 += 1;
-                    c.2 += st.length.as_nanos();
-                }
-                None => counts.push((st.cause, 1, st.length.as_nanos())),
-            }
-        }
-        let summary: Vec<String> =
-            counts.iter().map(|(c, n, ns)| format!("{n} {c} ({} total)", Duration(*ns))).collect();
-        writeln!(s, "  {} stalls: {}", fa.stalls.len(), summary.join(", "))?;
         let _ = writeln!(
             s,
             "  {:>4} {:>10} {:>10} {:>4}  {:<22} {:>4}  evidence (frames)",
             "#", "start s", "length", "held", "cause", "conf"
         );
-        for (j, st) in fa.stalls.iter().enumerate() {
+        for (j, st) in shown.iter().enumerate() {
             let held = match st.held {
                 Endpoint::A => "A",
                 Endpoint::B => "B",

@@ -161,3 +161,20 @@ pub fn explain_a_directory_says_so_once() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim_end(), format!("tcpstall: cannot read {}: Is a directory", dir.path().display()));
 }
+
+/// An application gap (the writer had not written) is not a stall: counted apart, listed only
+/// with --app-gaps; the stalls of a lossy link are named from their resent ranges.
+pub fn explain_counts_application_gaps_apart_and_lists_them_on_request() {
+    let f = capture("link20ms-loss10-seed001-nodelay.pcapng");
+    let out = tcpstall().args(["explain"]).arg(&f).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("application gap(s), not stalls (--app-gaps lists them)"), "{text}");
+    let listed = |t: &str| t.lines().any(|l| l.split_whitespace().nth(5) == Some("application"));
+    assert!(!listed(&text), "listed without --app-gaps: {text}");
+    assert!(text.contains("retransmission-timeout"), "{text}");
+    let out = tcpstall().args(["explain", "--app-gaps"]).arg(&f).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(listed(&text), "{text}");
+    assert!(text.contains("not a TCP stall"), "{text}");
+}

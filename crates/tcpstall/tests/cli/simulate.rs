@@ -343,3 +343,22 @@ pub fn model_agrees_with_the_kernel() {
     assert!(cells >= 20, "too few cells compared: {cells}");
     assert!(pct >= 95.0, "{agree}/{cells} agree ({pct:.1}%) < 95%:\n{}", report.join("\n"));
 }
+
+/// `--stalls` prints every record for people: sides, cause, confidence and the evidence
+/// packets; the JSON carries the same records.
+pub fn stalls_flag_lists_the_records_with_evidence() {
+    let out = tcpstall()
+        .args(["simulate", "multi-write", "--set", "requests=3", "--set", "warmup=0", "--client", "none"])
+        .args(["--server", "none", "--stalls"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("stall records: default (2 nagle-delayed-ack"), "{text}");
+    assert!(text.contains("server waited, client held 316 B  nagle-delayed-ack"), "{text}");
+    assert!(text.contains("unacknowledged (sub-MSS)") && text.contains("released"), "{text}");
+    let v = json(&["simulate", "multi-write", "--set", "requests=3", "--set", "warmup=0", "--format", "json"]);
+    let rec = &v["results"][0]["stall_records"][0];
+    assert_eq!(rec["cause"], "nagle-delayed-ack", "{rec}");
+    assert!(rec["evidence"].as_array().unwrap().len() >= 3, "{rec}");
+}
