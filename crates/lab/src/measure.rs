@@ -78,11 +78,16 @@ pub fn latency(h: &Histogram<u64>) -> Latency {
 
 /// Latency of a list of nanosecond samples.
 pub fn latency_of(samples: &[u64]) -> Latency {
+    latency(&histogram_of(samples))
+}
+
+/// The histogram of a list of nanosecond samples.
+pub fn histogram_of(samples: &[u64]) -> Histogram<u64> {
     let mut h = histogram();
     for &s in samples {
         h.saturating_record(s.max(1));
     }
-    latency(&h)
+    h
 }
 
 /// The stall threshold: `over` above the no-stall baseline. The baseline of a wait for the peer

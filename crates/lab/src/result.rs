@@ -102,6 +102,8 @@ pub(crate) fn assemble(
     let threshold = measure::threshold_ns(margin.as_nanos() as u64, cli.side.after.min_rtt.unwrap_or(0));
     let delayed_acks = sum_of(&netstat, "DelayedACKs");
 
+    // The histogram behind latency_us, for the HTML report (not in the JSON).
+    let latency_dist;
     let (latency_us, stalls, verdict) = match program {
         Program::Stream { .. } => {
             let h = cli.stream.as_ref();
@@ -120,6 +122,7 @@ pub(crate) fn assemble(
                 timeouts: sum_of(&netstat, "TCPTimeouts"),
             };
             let latency = h.map(measure::latency).unwrap_or_default();
+            latency_dist = h.map(report::LatencyDist::from_histogram_ns).unwrap_or_default();
             (latency, facts.waits_over, verdict::infer_stream(&facts))
         }
         Program::Rounds(p) => {
@@ -157,7 +160,9 @@ pub(crate) fn assemble(
                     v.text = format!("{}; {note}", v.text);
                 }
             }
-            (measure::latency_of(&cli.rec.samples), st.len() as u64, v)
+            let h = measure::histogram_of(&cli.rec.samples);
+            latency_dist = report::LatencyDist::from_histogram_ns(&h);
+            (measure::latency(&h), st.len() as u64, v)
         }
     };
     RunResult {
@@ -181,6 +186,7 @@ pub(crate) fn assemble(
         netstat,
         verdict: verdict.text,
         verdict_key: verdict.key,
+        latency_dist: Some(latency_dist),
     }
 }
 

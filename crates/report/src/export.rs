@@ -474,6 +474,7 @@ mod tests {
             netstat: Default::default(),
             verdict: if stalls > 0 { "stalls ~40 ms x2 per round: Nagle, \"held\"".into() } else { "no stalls".into() },
             verdict_key: VerdictKey { stalls: stalls > 0, cause: (stalls > 0).then_some(Cause::NagleDelayedAck) },
+            latency_dist: None,
         };
         Report {
             tool: "tcpstall".into(),

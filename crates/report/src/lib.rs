@@ -8,8 +8,11 @@ use trace::VerdictKey;
 
 pub mod explain;
 mod export;
+pub mod html;
+mod latency;
 mod schema;
 pub use export::{export, exporter, label, stall_records_text, Csv, Json, Markdown, Table};
+pub use latency::{histogram_ns, LatencyDist};
 pub use schema::*;
 
 /// Output formats.

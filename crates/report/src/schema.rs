@@ -81,6 +81,9 @@ pub struct RunResult {
     pub verdict: String,
     /// The comparable verdict (stall or not, and why).
     pub verdict_key: VerdictKey,
+    /// The HdrHistogram behind `latency_us`, for the HTML report (not in the JSON).
+    #[serde(skip)]
+    pub latency_dist: Option<crate::LatencyDist>,
 }
 
 /// Options a side asked for and what held when read back.

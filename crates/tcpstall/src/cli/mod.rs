@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 
 pub mod common;
 pub mod explain;
+pub mod htmlreport;
 pub mod lab;
 pub mod linkenv;
 pub mod output;

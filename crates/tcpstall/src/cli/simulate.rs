@@ -70,6 +70,10 @@ pub struct SimulateArgs {
     /// 40000 + row), for Wireshark or `tcpstall explain`
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<PathBuf>,
+    /// Also write a self-contained HTML report (tables, latency CDFs, wire cost, stall ladders,
+    /// time-sequence graphs from the model's packets) to FILE.html
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
     /// List the profiles, their rules, sources and unverified values, and exit
     #[arg(long)]
     pub list_profiles: bool,
@@ -188,7 +192,11 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
     if let Some(p) = &args.pcap {
         output::check_writable("--pcap", p)?;
     }
-    let (report, outcomes) = model::report(&s, &pairs, &spec, args.trace || args.pcap.is_some());
+    if let Some(p) = &args.report {
+        output::check_writable("--report", p)?;
+    }
+    let record = args.trace || args.pcap.is_some() || args.report.is_some();
+    let (report, outcomes) = model::report(&s, &pairs, &spec, record);
     sink.write(&report::export(&report, args.common.format.into())).context("writing the report")?;
     if args.common.stalls {
         let text = report::stall_records_text(&report);
@@ -211,6 +219,18 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
                 model::pcap::SERVER.1
             );
         }
+    }
+    if let Some(path) = &args.report {
+        let kernel = format!("model, profile {}", report.profile.as_deref().unwrap_or("?"));
+        let header = super::htmlreport::header("simulate", &report.scenario, &report.link, kernel);
+        let traces: Vec<&[Event]> = outcomes.iter().map(|o| o.trace.as_slice()).collect();
+        let mut page = super::htmlreport::rows_page(&report, header, &traces, "the model recorded no packets");
+        for (f, o) in page.flows.iter_mut().zip(&outcomes) {
+            if o.trace.len() >= model::TRACE_LIMIT {
+                f.events_note = Some(format!("the model kept the first {} events only", model::TRACE_LIMIT));
+            }
+        }
+        super::htmlreport::write(path, &page)?;
     }
     if args.common.format == OutputFormat::Table && args.common.output.is_none() {
         // What the numbers rest on: say which profiles carry unchecked values.

@@ -1,0 +1,98 @@
+//! One self-contained HTML report (`--report FILE.html`) for lab, simulate and explain (pure:
+//! [`render`] returns the bytes).
+//!
+//! The page is static HTML (header, strategy table, stall table: readable without scripts) plus
+//! one inline JSON document ([`ReportData`]) that a small hand-written inline script draws as
+//! SVG: the latency CDFs, the chosen strategy's histogram, the wire-cost bars, the ladder of a
+//! selected stall and the zoomable time-sequence graphs. Nothing is loaded from the network.
+//!
+//! The builder is generic: a [`Page`] is a header, optional strategy rows (lab, simulate; the
+//! ranking of `advise` will be rows too) and flows (a row's connection, or a capture's flow),
+//! each with its stall records and, when they were recorded, its packets as `trace::Event`s.
+//! A flow without packets still gets its stall table; the page says its graphs need packets.
+
+mod build;
+mod page;
+
+pub use build::{data, Ladder, LadderArrow, ReportData, Series, StallRow, StrategyRow, TimeSeq, LIMITS};
+
+use analyze::Stall;
+use serde::Serialize;
+use trace::Event;
+
+use crate::RunResult;
+
+/// The page's header.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Header {
+    /// "lab", "simulate" or "explain".
+    pub mode: String,
+    /// The command line as run.
+    pub command: String,
+    pub version: String,
+    /// The kernel the run measured (lab), or the model's profiles (simulate).
+    pub kernel: String,
+    /// The host that made the report.
+    pub host: String,
+    /// When the report was made (UTC, ISO 8601).
+    pub date: String,
+    /// Scenario name, or the capture file for explain.
+    pub scenario: String,
+    pub link: String,
+}
+
+/// One connection: a strategy row's (lab, simulate) or a capture's flow (explain).
+#[derive(Debug, Clone)]
+pub struct FlowIn<'a> {
+    pub label: String,
+    /// The strategy row it belongs to, if any.
+    pub row: Option<usize>,
+    pub stalls: &'a [Stall],
+    /// The connection's packets (segments; other events are drawn as marks), `None` when the
+    /// producer did not record them.
+    pub events: Option<&'a [Event]>,
+    /// Why there are no packets, or what is missing from them (shown on the page).
+    pub events_note: Option<String>,
+    /// Path round-trip time, for the ladder's one-way delay.
+    pub rtt_ns: Option<u64>,
+    /// Where the packets were seen ("at A", "same host", "model").
+    pub capture_point: String,
+}
+
+/// Everything the page shows.
+#[derive(Debug, Clone)]
+pub struct Page<'a> {
+    pub header: Header,
+    /// Strategy rows: the same values as the JSON's `results`.
+    pub rows: &'a [RunResult],
+    pub flows: Vec<FlowIn<'a>>,
+    /// Errors of the run (rows measured before them are still valid).
+    pub errors: &'a [String],
+    /// Extra notes for the page's top (e.g. "the capture was damaged after frame N").
+    pub notes: Vec<String>,
+}
+
+/// The HTML document.
+pub fn render(p: &Page) -> Vec<u8> {
+    page::html(p, &data(p)).into_bytes()
+}
+
+/// `seconds` since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC` (civil calendar, proleptic
+/// Gregorian; Howard Hinnant's days-from-civil inverse).
+pub fn utc_date(seconds: u64) -> String {
+    let days = (seconds / 86_400) as i64;
+    let rem = seconds % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests;
