@@ -121,7 +121,8 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
         verdict,
         verdict_key: key,
         // The samples behind latency_us, through the lab's HdrHistogram (the HTML report's CDF).
-        latency_dist: (!out.stream).then(|| report::LatencyDist::from_samples_ns(out.samples.iter().map(|s| s.latency))),
+        latency_dist: (!out.stream)
+            .then(|| report::LatencyDist::from_samples_ns(out.samples.iter().map(|s| s.latency))),
     }
 }
 

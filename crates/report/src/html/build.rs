@@ -345,7 +345,9 @@ fn ladder_of(stall: usize, flow: usize, st: &Stall, ev: &[Event], rtt_ns: Option
         .filter_map(|e| {
             let text = match &e.kind {
                 EventKind::Timer(k) => format!("timer fires: {}", timer_name(*k)),
-                EventKind::Write { bytes, more } => format!("write {bytes} B{}", if *more { " (MSG_MORE)" } else { "" }),
+                EventKind::Write { bytes, more } => {
+                    format!("write {bytes} B{}", if *more { " (MSG_MORE)" } else { "" })
+                }
                 EventKind::Read { bytes } => format!("read {bytes} B"),
                 EventKind::Segment(_) => return None,
             };

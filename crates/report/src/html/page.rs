@@ -97,7 +97,10 @@ pub(super) fn html(p: &Page, d: &ReportData) -> String {
          a graph to zoom in on that time span, double-click to zoom out.</p><div id=\"graphs\"></div></section>\n",
     );
     let json = serde_json::to_string(d).unwrap_or_else(|_| "null".into()).replace('<', "\\u003c");
-    let _ = write!(s, "<script type=\"application/json\" id=\"data\">{json}</script>\n<script>{JS}</script>\n</body></html>\n");
+    let _ = write!(
+        s,
+        "<script type=\"application/json\" id=\"data\">{json}</script>\n<script>{JS}</script>\n</body></html>\n"
+    );
     s
 }
 
@@ -112,10 +115,17 @@ fn strategy_table(s: &mut String, d: &ReportData) {
          </tr></thead><tbody>",
     );
     for (i, r) in d.strategies.iter().enumerate() {
-        let _ = write!(s, "<tr data-row=\"{i}\"><td class=\"n\" data-v=\"{i}\">{}</td><td data-k=\"strategy\">{}</td>", i + 1, esc(&r.label));
+        let _ = write!(
+            s,
+            "<tr data-row=\"{i}\"><td class=\"n\" data-v=\"{i}\">{}</td><td data-k=\"strategy\">{}</td>",
+            i + 1,
+            esc(&r.label)
+        );
         let l = &r.latency_us;
         cell(s, "rounds", r.rounds as f64);
-        for (k, v) in [("p50", l.p50), ("p90", l.p90), ("p99", l.p99), ("p999", l.p999), ("max", l.max), ("mean", l.mean)] {
+        for (k, v) in
+            [("p50", l.p50), ("p90", l.p90), ("p99", l.p99), ("p999", l.p999), ("max", l.max), ("mean", l.mean)]
+        {
             cell(s, k, v);
         }
         cell(s, "stall_count", r.stall_count as f64);

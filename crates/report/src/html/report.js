@@ -249,8 +249,8 @@
     var st = D.stalls[L.stall];
     document.getElementById("ladder-title").textContent = "Ladder of stall #" + (L.stall + 1) + ": " + st.cause + ", " + L.length_ms + " ms, " + st.held + " held " + st.bytes_held + " B";
     var end = Math.max(L.length_ms, 0) + L.one_way_ms, pad = Math.max(end * 0.04, 0.05);
-    var W = 1000, H = Math.max(360, Math.min(1400, 90 + L.arrows.length * 26)), m = { l: 70, r: 20, t: 40, b: 20 };
-    var xa = 240, xb = 560;
+    var W = 1200, H = Math.max(360, Math.min(1400, 90 + L.arrows.length * 14)), m = { l: 70, r: 20, t: 40, b: 20 };
+    var xa = 190, xb = 470;
     var ys = lin(-pad, end + pad, m.t, H - m.b);
     svg.setAttribute("viewBox", "0 0 " + W + " " + H);
     svg.setAttribute("height", H);
@@ -268,21 +268,26 @@
     el("line", { x1: xa, x2: xa, y1: m.t - 14, y2: H - m.b, "class": "host" }, svg);
     el("line", { x1: xb, x2: xb, y1: m.t - 14, y2: H - m.b, "class": "host" }, svg);
     el("rect", { x: xa - 40, width: 40, y: ys(0), height: Math.max(1, ys(L.length_ms) - ys(0)), "class": "stallband" }, svg);
+    // Labels in a column right of B, each at least one line below the previous, with a leader
+    // line to its arrow's head: packets microseconds apart stay readable on a real time axis.
+    var ly = m.t - 14;
     L.arrows.forEach(function (a) {
       var x1 = a.from ? xb : xa, x2 = a.from ? xa : xb, y1 = ys(a.t_ms), y2 = ys(a.t_ms + L.one_way_ms);
       var ln = el("line", { x1: x1, y1: y1, x2: x2, y2: y2, "class": "arrow" + (a.from ? " b" : "") + (a.release ? " rel" : ""), "marker-end": "url(#ah)", "data-frame": a.frame === null ? "" : a.frame }, svg);
       el("title", {}, ln, (a.frame === null ? "" : "#" + a.frame + " ") + a.label + (a.note ? " — " + a.note : ""));
       counts.ladder++;
-      el("text", { x: (x1 + x2) / 2, y: (y1 + y2) / 2 - 3, "text-anchor": "middle" }, svg, a.t_ms.toFixed(3) + " " + a.label + (a.frame === null ? "" : " #" + a.frame));
-      if (a.note) {
-        var t = el("text", { x: xb + 12, y: y2 + 4, "class": a.release ? "relnote" : "" }, svg, a.note.length > 70 ? a.note.slice(0, 69) + "…" : a.note);
-        el("title", {}, t, a.note);
-      }
+      ly = Math.max(ly + 13, (y1 + y2) / 2 + 4);
+      el("line", { x1: (x1 + x2) / 2, y1: (y1 + y2) / 2, x2: xb + 14, y2: ly - 4, stroke: "#ccc" }, svg);
+      var txt = a.t_ms.toFixed(3) + " ms " + (a.frame === null ? "" : "#" + a.frame + " ") + (a.from ? "B→A " : "A→B ") + a.label + (a.note ? ": " + a.note : "");
+      var t = el("text", { x: xb + 16, y: ly, "class": a.release ? "relnote" : "" }, svg, txt.length > 95 ? txt.slice(0, 94) + "…" : txt);
+      el("title", {}, t, txt);
     });
+    if (ly + 20 > H) { H = ly + 20; svg.setAttribute("viewBox", "0 0 " + W + " " + H); svg.setAttribute("height", H); }
     L.marks.forEach(function (mk2) {
       var x = mk2[1] ? xb : xa;
       el("circle", { cx: x, cy: ys(mk2[0]), r: 3.5, "class": "mark" }, svg);
-      el("text", { x: mk2[1] ? x + 8 : x - 8, y: ys(mk2[0]) + 4, "text-anchor": mk2[1] ? "start" : "end", "class": "mark" }, svg, mk2[2]);
+      var mt = el("text", { x: mk2[1] ? x - 8 : x + 8, y: ys(mk2[0]) - 4, "text-anchor": mk2[1] ? "end" : "start", "class": "mark" }, svg, mk2[2]);
+      el("title", {}, mt, mk2[0].toFixed(3) + " ms: " + mk2[2]);
     });
     var note = "released by: " + L.release + (L.cut ? "; " + L.cut + " more packets not drawn" : "") + (L.one_way_ms ? "" : "; path RTT unknown: arrows drawn flat");
     el("text", { x: m.l, y: 30 }, svg, note);

@@ -41,7 +41,11 @@ fn nagle() -> (Vec<Event>, Vec<Stall>) {
         cause: Cause::NagleDelayedAck,
         confidence: 0.9,
         evidence: vec![
-            EvidenceItem { t: Instant(1_000_000), source: Evidence::Frame(2), what: "A data 10 B, unacknowledged".into() },
+            EvidenceItem {
+                t: Instant(1_000_000),
+                source: Evidence::Frame(2),
+                what: "A data 10 B, unacknowledged".into(),
+            },
             EvidenceItem { t: Instant(41_000_000), source: Evidence::Frame(3), what: "B pure ACK, 40 ms late".into() },
         ],
         ack_delay: Some(Duration(40_000_000)),

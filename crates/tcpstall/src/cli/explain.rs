@@ -6,10 +6,9 @@ use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use analyze::plot::{render_svg, PlotCollector};
 use analyze::{Config, DirSummary, FlowAnalysis, FlowAnalyzer};
 use anyhow::{bail, Context};
-use trace::{Duration, Endpoint, Evidence};
+use trace::{Duration, Endpoint, Event, Evidence};
 use wire::{Decoder, FlowFilter, FlowKey, WireError};
 
 const EXAMPLES: &str = "\
@@ -17,7 +16,7 @@ Examples:
   tcpdump -i lo -w x.pcap port 8000 &   ...   tcpstall explain x.pcap
   tcpstall explain x.pcapng --port 8000
   tcpstall explain x.pcap --flow 10.0.0.1:5000-10.0.0.2:80 --format json
-  tcpstall explain x.pcap --plot x.svg
+  tcpstall explain x.pcap --report x.html
   tcpdump -i any -w - port 8000 | tcpstall explain -
 
 Reads pcap (micro- or nanosecond) and pcapng (any number of interfaces), link types Ethernet,
@@ -54,10 +53,17 @@ pub struct ExplainArgs {
     /// Also list the application gaps (the writer had not written yet: not stalls, counted apart)
     #[arg(long)]
     pub app_gaps: bool,
-    /// Also draw a time-sequence diagram per flow (data, ACK line, stalls shaded) as SVG
-    #[arg(long, value_name = "FILE.svg")]
+    /// Also write a self-contained HTML report: stall table, ladder of each stall's packets,
+    /// zoomable time-sequence graphs (the most stalled flows first, downsampled when big)
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
+    /// Replaced by --report (its time-sequence graphs have axes, zoom and the stall table)
+    #[arg(long, value_name = "FILE.svg", hide = true)]
     pub plot: Option<PathBuf>,
 }
+
+/// Packets kept per flow for --report (beyond them the page says the flow was cut).
+const REPORT_EVENTS_PER_FLOW: usize = 2_000_000;
 
 /// Parses `ADDR:PORT-ADDR:PORT` (IPv6 in brackets).
 pub fn parse_flow(s: &str) -> anyhow::Result<(SocketAddr, SocketAddr)> {
@@ -73,16 +79,21 @@ pub fn parse_flow(s: &str) -> anyhow::Result<(SocketAddr, SocketAddr)> {
 struct Flow {
     key: FlowKey,
     analyzer: FlowAnalyzer,
-    plot: Option<PlotCollector>,
+    /// The packets, for --report.
+    events: Option<Vec<Event>>,
+    cut: u64,
 }
 
 pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     if !(args.min_gap.is_finite() && args.min_gap >= 0.0 && args.min_gap <= 60_000.0) {
         bail!("--min-gap {}: expected milliseconds between 0 and 60000", args.min_gap);
     }
-    // Before any analysis: a plot that cannot be written must not cost the run.
-    if let Some(p) = &args.plot {
-        super::output::check_writable("--plot", p)?;
+    if args.plot.is_some() {
+        bail!("--plot was replaced by --report FILE.html (time-sequence graphs with axes and zoom, the stall table and each stall's ladder)");
+    }
+    // Before any analysis: a report that cannot be written must not cost the run.
+    if let Some(p) = &args.report {
+        super::output::check_writable("--report", p)?;
     }
     let filter = FlowFilter { pair: args.flow.as_deref().map(parse_flow).transpose()?, port: args.port };
     let cfg = Config { min_gap: Duration((args.min_gap * 1e6) as u64), ..Config::default() };
@@ -110,13 +121,16 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
                     flows.push(Flow {
                         key,
                         analyzer: FlowAnalyzer::new(cfg),
-                        plot: args.plot.is_some().then(PlotCollector::default),
+                        events: args.report.is_some().then(Vec::new),
+                        cut: 0,
                     });
                 }
                 let f = &mut flows[i];
                 f.analyzer.push(&fe.event);
-                if let Some(p) = f.plot.as_mut() {
-                    p.push(&fe.event);
+                match f.events.as_mut() {
+                    Some(v) if v.len() < REPORT_EVENTS_PER_FLOW => v.push(fe.event),
+                    Some(_) => f.cut += 1,
+                    None => {}
                 }
             }
             Ok(None) => break,
@@ -135,7 +149,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     let found = Findings {
         stats: dec.stats(),
         labels: flows.iter().map(|f| label(&dec, &f.key)).collect(),
-        flows: flows.into_iter().map(|f| (f.key, f.analyzer.finish(), f.plot)).collect(),
+        flows: flows.into_iter().map(|f| (f.key, f.analyzer.finish(), f.events.map(|e| (e, f.cut)))).collect(),
         failure,
     };
 
@@ -148,15 +162,10 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     .and_then(|()| w.flush().map_err(Into::into))
     .context("writing the report")?;
 
-    let Findings { stats, flows, labels, failure } = found;
-    if let Some(path) = &args.plot {
-        let items: Vec<(String, &FlowAnalysis, &PlotCollector)> = flows
-            .iter()
-            .enumerate()
-            .filter_map(|(i, (_, fa, pc))| pc.as_ref().map(|pc| (format!("flow {}: {}", i + 1, labels[i]), fa, pc)))
-            .collect();
-        std::fs::write(path, render_svg(&items)).with_context(|| format!("cannot write {}", path.display()))?;
+    if let Some(path) = &args.report {
+        html_report(path, &args, &found)?;
     }
+    let Findings { stats, failure, .. } = found;
     if let Some(e) = failure {
         eprintln!("tcpstall: {}: {e:#} (the {} packets before it were analysed)", args.file.display(), stats.frames);
         return Ok(1);
@@ -219,7 +228,8 @@ fn dir_line(name: &str, d: &DirSummary) -> String {
 /// and the error that ended the file early, if any.
 struct Findings {
     stats: wire::DecodeStats,
-    flows: Vec<(FlowKey, FlowAnalysis, Option<PlotCollector>)>,
+    /// Each flow's key, analysis and, for --report, its packets and how many were not kept.
+    flows: Vec<(FlowKey, FlowAnalysis, Option<(Vec<Event>, u64)>)>,
     labels: Vec<String>,
     failure: Option<WireError>,
 }
@@ -313,6 +323,36 @@ fn text(s: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> an
         }
     }
     Ok(())
+}
+
+/// `--report`: the flows' stall tables, ladders and time-sequence graphs on one page.
+fn html_report(path: &std::path::Path, args: &ExplainArgs, found: &Findings) -> anyhow::Result<()> {
+    let Findings { stats, flows, labels, failure } = found;
+    let summary = format!("{} frames, {} TCP packets in {} flows", stats.frames, stats.tcp_packets, flows.len());
+    let kernel = format!("the capture's: not known (this host: {})", super::htmlreport::this_kernel());
+    let header = super::htmlreport::header("explain", &args.file.display().to_string(), &summary, kernel);
+    let page_flows = flows
+        .iter()
+        .enumerate()
+        .map(|(i, (_, fa, ev))| report::html::FlowIn {
+            label: format!("flow {}: {}", i + 1, labels[i]),
+            row: None,
+            stalls: &fa.stalls,
+            events: ev.as_ref().map(|(e, _)| e.as_slice()),
+            events_note: ev
+                .as_ref()
+                .filter(|(_, cut)| *cut > 0)
+                .map(|(e, cut)| format!("only its first {} packets are drawn ({cut} more not kept)", e.len())),
+            rtt_ns: fa.path_rtt.map(|d| d.0),
+            capture_point: fa.capture_note.clone(),
+        })
+        .collect();
+    let mut notes = Vec::new();
+    if let Some(e) = failure {
+        notes.push(format!("DAMAGED FILE: {e}; the page covers the packets before it"));
+    }
+    let page = report::html::Page { header, rows: &[], flows: page_flows, errors: &[], notes };
+    super::htmlreport::write(path, &page)
 }
 
 fn json(w: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> anyhow::Result<()> {

@@ -42,7 +42,14 @@ fn shell_quote(a: &str) -> String {
 
 /// The page of a lab or simulate report: one flow per row, with the row's packets when the
 /// producer recorded them (`events[k]` for row k; empty when it recorded none).
-pub fn rows_page<'a>(r: &'a report::Report, header: Header, events: &[&'a [Event]], no_events: &str) -> Page<'a> {
+/// `rtt_ns` is the path's round trip without delays (the link's), for the ladder's slant.
+pub fn rows_page<'a>(
+    r: &'a report::Report,
+    header: Header,
+    events: &[&'a [Event]],
+    rtt_ns: Option<u64>,
+    no_events: &str,
+) -> Page<'a> {
     let flows = r
         .results
         .iter()
@@ -59,7 +66,7 @@ pub fn rows_page<'a>(r: &'a report::Report, header: Header, events: &[&'a [Event
                 stalls: &row.stall_records,
                 events: ev,
                 events_note: None,
-                rtt_ns: row.tcp.as_ref().map(|t| u64::from(t.client.rtt_us) * 1000).filter(|&r| r > 0),
+                rtt_ns,
                 capture_point: r.mode.clone(),
             }
         })
@@ -73,5 +80,6 @@ pub fn rows_page<'a>(r: &'a report::Report, header: Header, events: &[&'a [Event
 
 /// Write the page.
 pub fn write(path: &Path, page: &Page) -> anyhow::Result<()> {
-    std::fs::write(path, report::html::render(page)).with_context(|| format!("--report: cannot write {}", path.display()))
+    std::fs::write(path, report::html::render(page))
+        .with_context(|| format!("--report: cannot write {}", path.display()))
 }

@@ -57,6 +57,10 @@ pub struct LabArgs {
     /// No progress bar
     #[arg(long, short)]
     pub quiet: bool,
+    /// Also write a self-contained HTML report (tables, latency CDFs from each row's
+    /// HdrHistogram, wire cost, stall records) to FILE.html
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
 }
 
 /// Drop reasons a link spec asks for (loss, ack-loss, ack-every, queue for a bottleneck, mtu) are
@@ -174,6 +178,9 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     if let Some(p) = &args.capture {
         output::check_writable("--capture", p)?;
     }
+    if let Some(p) = &args.report {
+        output::check_writable("--report", p)?;
+    }
     let env = super::linkenv::open(args.link.as_deref(), args.capture.as_deref())?;
     let total = (s.workload.variants().len() * s.matrix.len()) as u64;
     let bar = output::progress_bar(total, args.quiet);
@@ -201,6 +208,14 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
         sink.write(&report::export(&report, args.common.format.into()))?;
     } else {
         sink.discard();
+    }
+    if let Some(path) = &args.report {
+        let header =
+            super::htmlreport::header("lab", &report.scenario, &report.link, report.kernel.clone().unwrap_or_default());
+        // Rows carry no packets yet: the page says its ladders and graphs need them.
+        let no_packets = "lab rows carry no packets in this build: the ladders and time-sequence graphs need them \
+                          (simulate --report and explain --report have them)";
+        super::htmlreport::write(path, &super::htmlreport::rows_page(&report, header, &[], None, no_packets))?;
     }
     if args.common.stalls {
         let text = report::stall_records_text(&report);

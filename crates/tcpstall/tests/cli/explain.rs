@@ -61,13 +61,19 @@ pub fn explain_port_filter_and_flow_filter() {
         .stderr(predicate::str::contains("ADDR:PORT-ADDR:PORT"));
 }
 
-pub fn explain_plot_writes_an_svg() {
+/// `--plot` was replaced by `--report`: a clear one-line error before any work.
+pub fn explain_plot_says_to_use_report() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("x.svg");
-    tcpstall().args(["explain", "--plot"]).arg(&svg).arg(capture("http-client-post.pcap")).assert().success();
-    let s = std::fs::read_to_string(&svg).unwrap();
-    assert!(s.starts_with("<svg") && s.trim_end().ends_with("</svg>"));
-    assert!(s.contains("nagle-delayed-ack"), "stalls are shaded and labelled");
+    tcpstall()
+        .args(["explain", "--plot"])
+        .arg(&svg)
+        .arg(capture("http-client-post.pcap"))
+        .assert()
+        .failure()
+        .stdout("")
+        .stderr(predicate::str::contains("--plot was replaced by --report FILE.html"));
+    assert!(!svg.exists());
 }
 
 pub fn explain_truncated_file_prints_the_valid_prefix_and_fails() {

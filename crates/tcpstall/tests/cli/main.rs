@@ -5,6 +5,7 @@
 mod explain;
 mod lab;
 mod link;
+mod report;
 mod simulate;
 mod support;
 mod validation;
@@ -27,7 +28,7 @@ fn main() {
         t!(explain::explain_json_lists_stalls_with_evidence),
         t!(explain::explain_fixed_strategy_shows_no_stalls),
         t!(explain::explain_port_filter_and_flow_filter),
-        t!(explain::explain_plot_writes_an_svg),
+        t!(explain::explain_plot_says_to_use_report),
         t!(explain::explain_truncated_file_prints_the_valid_prefix_and_fails),
         t!(explain::explain_not_a_capture_is_a_one_line_error),
         t!(explain::explain_reads_standard_input),
@@ -68,6 +69,11 @@ fn main() {
         t!(link::a_command_that_cannot_start_exits_127_or_126_with_one_line, Root),
         t!(link::python_http_server_is_reachable_at_once_and_lookups_do_not_hang, Root, Tool("python3")),
         t!(link::unwritable_capture_fails_before_the_link_is_built),
+        t!(report::simulate_report_renders_with_the_json_numbers, Tool("chromium")),
+        t!(report::explain_report_renders_a_capture, Tool("chromium")),
+        t!(report::lab_report_renders_without_packets, Tool("chromium")),
+        t!(report::unwritable_report_fails_before_any_work),
+        t!(report::simulate_report_data_snapshot),
         t!(simulate::issue_example_prints_the_table),
         t!(simulate::seed_004_profiles_side_by_side_json),
         t!(simulate::trace_shows_the_first_stalled_round),
