@@ -321,7 +321,9 @@
     sr.data.forEach(function (p) {
       if (p[0] < x0 || p[0] > x1) return;
       var x = xs(p[0]).toFixed(1);
-      d += "M" + x + "," + ys(p[1]).toFixed(1) + "V" + Math.min(ys(p[2]), ys(p[1]) - 1).toFixed(1);
+      // tcptrace's "I": a bar from the first byte to the last, capped at the top.
+      var y2 = Math.min(ys(p[2]), ys(p[1]) - 3).toFixed(1);
+      d += "M" + x + "," + ys(p[1]).toFixed(1) + "V" + y2 + "m-2.5,0h5";
     });
     el("path", { d: d, "class": "seg" }, pg);
     [["win", sr.win], ["ack", sr.ack]].forEach(function (l) {
@@ -336,7 +338,15 @@
       dd += "H" + (W - m.r);
       el("path", { d: dd, "class": l[0] }, pg);
     });
-    el("text", { x: m.l + 4, y: 14, "class": "title" }, svg, ts.label + " " + sr.dir + ": " + sr.segments + " data segments" + (sr.downsampled ? " (downsampled: merged into " + D.limits.bins + " time bins, lowest and highest byte per bin)" : ""));
+    var lg = el("g", {}, svg);
+    [["seg", "data"], ["ack", "ACK"], ["win", "window edge (off the top when it does not limit)"], ["stallband", "stall"]].forEach(function (k, j) {
+      var x = W - m.r - 430 + [0, 50, 100, 360][j];
+      if (k[0] === "stallband") el("rect", { x: x, y: 4, width: 10, height: 10, "class": k[0] }, lg);
+      else el("path", { d: "M" + x + ",9h12", "class": k[0] }, lg);
+      el("text", { x: x + 15, y: 13 }, lg, k[1]);
+    });
+    el("text", { x: m.l + 4, y: 14, "class": "title" }, svg, ts.label + " " + sr.dir + ": " + sr.segments + " data segments" + (sr.downsampled ? " (downsampled: " + D.limits.bins + " time bins)" : ""));
+    if (sr.downsampled) el("text", { x: m.l + 4, y: H - 22, "class": "note" }, svg, "downsampled: " + sr.segments + " segments merged into " + D.limits.bins + " time bins (each keeps its lowest and highest byte, its first and last ACK); zooming in does not add detail");
     return { xs: xs, m: m, W: W, H: H };
   }
   function drawGraphs() {
@@ -409,5 +419,7 @@
   ok.id = "report-ok";
   ok.hidden = true;
   for (var k in counts) ok.setAttribute("data-" + k, counts[k]);
+  // Milliseconds from navigation start to here: parsing, the data and every chart drawn.
+  ok.setAttribute("data-ms", Math.round(performance.now()));
   document.body.appendChild(ok);
 })();

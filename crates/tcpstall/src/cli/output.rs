@@ -98,7 +98,7 @@ impl Sink {
 }
 
 /// Fail now, in one line, if `path` cannot be written: called before any work starts for the
-/// files written at the end (--plot, --pcap) or by another layer (--capture). A file this
+/// files written at the end (--report, --pcap) or by another layer (--capture). A file this
 /// check creates is removed again.
 pub fn check_writable(flag: &str, path: &Path) -> anyhow::Result<()> {
     Sink::open(Some(path)).context(flag.to_string())?.discard();
