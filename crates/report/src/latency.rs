@@ -84,7 +84,9 @@ mod tests {
     #[test]
     fn cdf_reaches_one_and_holds_the_tail() {
         // 990 samples at 100 us, 9 at 40 ms, 1 at 200 ms: p99 = 100 us, p99.9 = 40 ms.
-        let s = std::iter::repeat(100_000).take(990).chain(std::iter::repeat(40_000_000).take(9)).chain([200_000_000]);
+        let mut s = vec![100_000u64; 990];
+        s.extend([40_000_000; 9]);
+        s.push(200_000_000);
         let d = LatencyDist::from_samples_ns(s);
         assert_eq!(d.count, 1000);
         let at = |us: f64| d.cdf.iter().filter(|p| p[0] <= us).map(|p| p[1]).fold(0.0, f64::max);

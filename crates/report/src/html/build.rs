@@ -26,7 +26,7 @@ pub struct Limits {
 }
 
 pub const LIMITS: Limits =
-    Limits { graphs: 8, bins: 2000, stalls_per_flow: 20, stalls: 400, ladders_per_flow: 3, ladders: 60, arrows: 120 };
+    Limits { graphs: 8, bins: 1000, stalls_per_flow: 20, stalls: 400, ladders_per_flow: 3, ladders: 60, arrows: 120 };
 
 /// What the page draws (embedded as JSON; also what the snapshot tests compare).
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -213,8 +213,8 @@
     el("text", { x: lw, y: 14, "class": "title" }, svg, "segments in the measured rounds");
     el("text", { x: split + 10, y: 14, "class": "title" }, svg, "wire bytes per round");
     bars.forEach(function (b, k) {
-      el("rect", { x: lw + 200 + k * 95, y: H - 18, width: 10, height: 8, fill: b[3] }, svg);
-      el("text", { x: lw + 214 + k * 95, y: H - 10 }, svg, b[0]);
+      el("rect", { x: lw + 140 + k * 125, y: H - 18, width: 10, height: 8, fill: b[3] }, svg);
+      el("text", { x: lw + 154 + k * 125, y: H - 10 }, svg, b[0]);
     });
     S.forEach(function (s, i) {
       var y0 = m.t + i * gh;

@@ -226,10 +226,13 @@ fn dir_line(name: &str, d: &DirSummary) -> String {
 
 /// What a capture held: the decoder's counts, each flow's analysis (and plot) with its label,
 /// and the error that ended the file early, if any.
+/// A flow's packets kept for --report, and how many more were not kept.
+type Packets = (Vec<Event>, u64);
+
 struct Findings {
     stats: wire::DecodeStats,
     /// Each flow's key, analysis and, for --report, its packets and how many were not kept.
-    flows: Vec<(FlowKey, FlowAnalysis, Option<(Vec<Event>, u64)>)>,
+    flows: Vec<(FlowKey, FlowAnalysis, Option<Packets>)>,
     labels: Vec<String>,
     failure: Option<WireError>,
 }

@@ -177,7 +177,7 @@ pub fn explain_report_renders_a_capture() {
         same(&format!("stall {i} length"), ms("length_ns"), cell(&dom, at, "length_ms"));
         same(&format!("stall {i} confidence"), s["confidence"].as_f64().unwrap(), cell(&dom, at, "confidence"));
     }
-    assert!(!dom.contains(&"<tr data-stall=\"20\""), "at most 20 per flow");
+    assert!(!dom.contains("<tr data-stall=\"20\""), "at most 20 per flow");
     assert!(dom.contains("the first 20 listed"), "the page says the list is cut");
     check_ladder(&dom, &stalls[0]);
     assert_eq!(tags(&dom, "svg", "tseq").len(), 2, "a graph per direction with data");
