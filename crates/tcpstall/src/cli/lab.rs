@@ -202,14 +202,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     } else {
         sink.discard();
     }
-    if args.common.stalls {
-        let text = report::stall_records_text(&report);
-        if args.common.format == OutputFormat::Table && args.common.output.is_none() {
-            output::write_bytes(text.as_bytes(), None)?;
-        } else {
-            eprint!("{text}");
-        }
-    }
+    output::stall_records(&report, &args.common)?;
     if args.common.format == OutputFormat::Table {
         if let Ok(lines) = &link_lines {
             for l in lines {
