@@ -268,14 +268,33 @@ pub fn bad_input_is_one_line_and_non_zero() {
 }
 
 pub fn an_unwritable_output_fails_before_measuring() {
-    // A 200-round chunked run stalls for seconds: failing in well under a second shows the file
-    // was opened first.
+    // The lab is pointed at a port this test holds: had it started measuring before checking
+    // the output, it would fail with "port N is already in use" instead (and a 200-round
+    // chunked run would take seconds, not well under one).
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
     let dir = tempfile::tempdir().unwrap();
     let t0 = std::time::Instant::now();
     let missing = dir.path().join("no/such/dir/out.json");
-    fails_with_one_line(&["lab", "--rounds", "200", "-q", "-o", missing.to_str().unwrap()], "cannot write ");
-    fails_with_one_line(&["lab", "--rounds", "200", "-q", "-o", dir.path().to_str().unwrap()], "Is a directory");
-    assert!(t0.elapsed().as_secs_f64() < 3.0, "took {:?}", t0.elapsed());
+    let base = ["lab", "--rounds", "200", "-q", "--port", &port];
+    fails_with_one_line(&[&base[..], &["-o", missing.to_str().unwrap()]].concat(), "cannot write ");
+    fails_with_one_line(&[&base[..], &["-o", dir.path().to_str().unwrap()]].concat(), "Is a directory");
+    assert!(t0.elapsed().as_secs_f64() < 10.0, "took {:?}", t0.elapsed());
+    // The check leaves nothing behind.
+    assert!(!dir.path().join("no").exists());
+    // The same port without the bad output does fail on the port: the probe above is live.
+    fails_with_one_line(&["lab", "rr", "--set", "rounds=10", "--port", &port], "already in use");
+}
+
+/// --plot and --pcap are checked before the analysis or the simulation runs: one line, no file.
+pub fn unwritable_plot_and_pcap_fail_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("no/such/dir/x.svg");
+    let cap = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/captures/seed000-default.pcap");
+    fails_with_one_line(&["explain", cap, "--plot", bad.to_str().unwrap()], "--plot: cannot write ");
+    let out = tcpstall().args(["explain", cap, "--plot", bad.to_str().unwrap()]).output().unwrap();
+    assert!(out.stdout.is_empty(), "no analysis printed: {}", String::from_utf8_lossy(&out.stdout));
+    fails_with_one_line(&["simulate", "--pcap", bad.to_str().unwrap()], "--pcap: cannot write ");
 }
 
 pub fn a_port_in_use_is_a_one_line_error() {
