@@ -54,7 +54,10 @@ fn main() {
         ("no_delay_link_is_fast", no_delay_link_is_fast),
         ("loss_drops_about_the_configured_fraction", loss_drops_about_the_configured_fraction),
         ("tcp_stream_is_limited_to_the_rate", tcp_stream_is_limited_to_the_rate),
-        ("capture_records_both_sides_with_nanosecond_timestamps", capture_records_both_sides_with_nanosecond_timestamps),
+        (
+            "capture_records_both_sides_with_nanosecond_timestamps",
+            capture_records_both_sides_with_nanosecond_timestamps,
+        ),
     ];
     let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"));
     // Listing (cargo's --list) must not build namespaces.

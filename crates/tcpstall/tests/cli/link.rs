@@ -380,7 +380,15 @@ pub fn lab_stream_behind_rate_50mbit_never_exceeds_it() {
     let _one_at_a_time = exclusive();
     twice("stream behind rate=50mbit", || {
         let (o, _) = lab(&[
-            "stream", "--link", "rate=50mbit,rtt=2ms", "--client", "none", "--server", "none", "--format", "csv",
+            "stream",
+            "--link",
+            "rate=50mbit,rtt=2ms",
+            "--client",
+            "none",
+            "--server",
+            "none",
+            "--format",
+            "csv",
         ]);
         let rows = csv_rows(&o);
         // throughput_bps is payload bytes per second (docs/json-schema.md); the link's rate
