@@ -199,7 +199,7 @@ pub fn json_contract_has_the_documented_fields() {
     }
     assert_eq!(x["rounds"], 50);
     // 1-byte request/response: the reply piggybacks the ACK, one data segment per message.
-    assert_eq!(x["wire"]["client"]["bytes_sent"], 50);
+    payload_is(x, 50);
 }
 
 pub fn config_file_runs_its_one_configuration() {
@@ -237,7 +237,7 @@ pub fn the_shipped_example_config_is_seed_000() {
     assert_eq!(x["strategy"], "config:none", "{x:#}");
     assert_eq!(x["rounds"], 4);
     assert_eq!(x["client"]["nodelay"], false);
-    assert_eq!(x["wire"]["client"]["bytes_sent"], 4000, "{x:#}");
+    payload_is(x, 4000);
     // The seed's finding: the default options stall (Nagle x delayed ACK).
     assert!(stalls(x), "{x:#}");
     assert_eq!(x["verdict_key"]["cause"], "nagle-delayed-ack", "{x:#}");
@@ -278,14 +278,33 @@ pub fn bad_input_is_one_line_and_non_zero() {
 }
 
 pub fn an_unwritable_output_fails_before_measuring() {
-    // A 200-round chunked run stalls for seconds: failing in well under a second shows the file
-    // was opened first.
+    // The lab is pointed at a port this test holds: had it started measuring before checking
+    // the output, it would fail with "port N is already in use" instead (and a 200-round
+    // chunked run would take seconds, not well under one).
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
     let dir = tempfile::tempdir().unwrap();
     let t0 = std::time::Instant::now();
     let missing = dir.path().join("no/such/dir/out.json");
-    fails_with_one_line(&["lab", "--rounds", "200", "-q", "-o", missing.to_str().unwrap()], "cannot write ");
-    fails_with_one_line(&["lab", "--rounds", "200", "-q", "-o", dir.path().to_str().unwrap()], "Is a directory");
-    assert!(t0.elapsed().as_secs_f64() < 3.0, "took {:?}", t0.elapsed());
+    let base = ["lab", "--rounds", "200", "-q", "--port", &port];
+    fails_with_one_line(&[&base[..], &["-o", missing.to_str().unwrap()]].concat(), "cannot write ");
+    fails_with_one_line(&[&base[..], &["-o", dir.path().to_str().unwrap()]].concat(), "Is a directory");
+    assert!(t0.elapsed().as_secs_f64() < 10.0, "took {:?}", t0.elapsed());
+    // The check leaves nothing behind.
+    assert!(!dir.path().join("no").exists());
+    // The same port without the bad output does fail on the port: the probe above is live.
+    fails_with_one_line(&["lab", "rr", "--set", "rounds=10", "--port", &port], "already in use");
+}
+
+/// --plot and --pcap are checked before the analysis or the simulation runs: one line, no file.
+pub fn unwritable_plot_and_pcap_fail_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("no/such/dir/x.svg");
+    let cap = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/captures/seed000-default.pcap");
+    fails_with_one_line(&["explain", cap, "--plot", bad.to_str().unwrap()], "--plot: cannot write ");
+    let out = tcpstall().args(["explain", cap, "--plot", bad.to_str().unwrap()]).output().unwrap();
+    assert!(out.stdout.is_empty(), "no analysis printed: {}", String::from_utf8_lossy(&out.stdout));
+    fails_with_one_line(&["simulate", "--pcap", bad.to_str().unwrap()], "--pcap: cannot write ");
 }
 
 pub fn a_port_in_use_is_a_one_line_error() {
@@ -350,7 +369,7 @@ pub fn ctrl_c_keeps_the_finished_rows_and_exits_130() {
     let d = row(&r, "default");
     assert_eq!(d["rounds"], 30);
     assert!(d["stall_count"].as_u64().unwrap() >= 30, "{d:#}");
-    assert_eq!(d["wire"]["client"]["bytes_sent"], 30_000, "{d:#}");
+    payload_is(d, 30_000);
     let e = r["errors"][0].as_str().unwrap();
     assert!(e.contains(&format!("{} of 8 rows finished", rows.len())), "{e}");
 }
@@ -362,8 +381,19 @@ pub fn wire_covers_the_measured_rounds_only() {
     let r = lab_json(&["bulk-ack", "--client", "none", "--set", "depth=2", "--set", "rounds=5"]);
     let r2 =
         lab_json(&["bulk-ack", "--client", "none", "--set", "depth=2", "--set", "rounds=5", "--set", "size=99900"]);
-    assert_eq!(r["results"][0]["wire"]["client"]["bytes_sent"], 500_000, "{r:#}");
-    assert_eq!(r2["results"][0]["wire"]["client"]["bytes_sent"], 499_500, "{r2:#}");
+    payload_is(&r["results"][0], 500_000);
+    payload_is(&r2["results"][0], 499_500);
+}
+
+/// The client's payload in the measured rounds is `want` bytes. tcpi_bytes_sent counts
+/// retransmissions too: on a loaded host a tail loss probe (RFC 8985 7; tcp_send_loss_probe)
+/// may resend the last segment when an ACK is late, so each retransmission may add up to one
+/// segment (snd_mss), and only then.
+fn payload_is(x: &Value, want: u64) {
+    let sent = x["wire"]["client"]["bytes_sent"].as_u64().unwrap();
+    let retrans = x["tcp"]["client"]["retransmits"].as_u64().unwrap();
+    let mss = x["tcp"]["client"]["snd_mss"].as_u64().unwrap();
+    assert!((want..=want + retrans * mss).contains(&sent), "sent {sent}, want {want} (+{retrans} retransmits): {x:#}");
 }
 
 /// TcpExt counters are the namespace's, so they belong to the run only with root (a private

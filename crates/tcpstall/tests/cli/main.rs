@@ -47,6 +47,7 @@ fn main() {
         t!(lab::table_shows_rows_verdicts_and_held_options),
         t!(lab::bad_input_is_one_line_and_non_zero),
         t!(lab::an_unwritable_output_fails_before_measuring),
+        t!(lab::unwritable_plot_and_pcap_fail_first),
         t!(lab::a_port_in_use_is_a_one_line_error),
         t!(lab::scenarios_lists_the_catalogue),
         t!(lab::ctrl_c_keeps_the_finished_rows_and_exits_130),
