@@ -46,7 +46,7 @@ impl StallSummary {
                 CauseCount {
                     cause,
                     count: v.len() as u64,
-                    total: Duration(v.iter().sum()),
+                    total: Duration(v.iter().fold(0u64, |a, &b| a.saturating_add(b))),
                     median: Duration(v[v.len() / 2]),
                 }
             })
