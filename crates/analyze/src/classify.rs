@@ -1,50 +1,66 @@
-//! Naming the cause of a stall from what the capture shows around the gap.
+//! The one classifier: naming the cause of a stall from the packets around it.
 //!
-//! Rules, in the order they are tried (each cites where the mechanism lives):
-//! 0. The segment follows packets of its sender that the capture never saw (IPv4 ID gap, Linux
-//!    `ip_select_ident_segs` numbers a socket's packets consecutively), fills a sequence hole, or
-//!    acknowledges peer data that waited longer than any
-//!    delayed-ACK timer (200 ms, TCP_DELACK_MAX) with no ACK at all: the held side's segments
-//!    were lost before the capture point and this is their retransmission:
-//!    **retransmission-timeout** (hidden loss, confidence 0.6).
-//! 1. The segment ending the gap resends data already seen: **retransmission-timeout**
-//!    (RFC 6298 5.4-5.6; Linux `tcp_retransmit_timer`). Shorter than 200 ms it may be a tail
-//!    loss probe (RFC 8985 7); fast retransmit (RFC 5681 3.2) after duplicate ACKs is not a
-//!    timeout and gets a lower confidence.
-//! 2. The peer advertised a zero window at the start of or during the gap, or the sender had
-//!    unacknowledged data filling the peer's window: **rwnd-limited** (RFC 9293 3.8.6.2.1; Linux `tcp_snd_wnd_test`).
-//! 3. The sender had unacknowledged data, an ACK from the peer arrived during the gap and the
-//!    data left right after it (the ACK released it). The ACK's lateness beyond the path RTT is
-//!    the peer's ACK delay (RFC 9293 3.8.6.3, RFC 1122 4.2.3.2; Linux `__tcp_ack_snd_check`,
-//!    `tcp_delack_timer`: 40 ms minimum, 200 ms maximum). Then:
-//!    - exactly one sub-MSS segment was unacknowledged and the released segment is sub-MSS:
-//!      **nagle-delayed-ack** (RFC 9293 3.7.4; Linux `tcp_nagle_check` with `tcp_minshall_check`:
-//!      a small segment waits while an earlier small segment is unacknowledged);
-//!    - two or more sub-MSS segments were unacknowledged: Nagle was off (with Nagle on, at most
-//!      one small segment is ever in flight), so the sender waited for the congestion window:
-//!      **cwnd-limited** (RFC 5681 3.1; Linux `tcp_cwnd_test`);
-//!    - only full-sized segments were unacknowledged and a sub-MSS segment was released: classic
-//!      Nagle without Minshall's rule (RFC 896; not Linux): **nagle-delayed-ack**, lower
-//!      confidence;
-//!    - a full-sized segment was released after several in flight: **cwnd-limited**;
-//!    - otherwise **delayed-ack** alone.
-//! 4. Nothing was unacknowledged, no ACK released the data, the gap is 190..300 ms and a
-//!    sub-MSS segment ended it: corked or Nagle-held data pushed by the probe timer
-//!    (Linux `tcp_probe_timer`, `tcp_send_probe0`; TCP_CORK's 200 ms ceiling, tcp(7)):
-//!    **probe-timer**, with a confidence that admits an application sleeping 200 ms looks the same.
-//! 5. Otherwise **application**: everything was acknowledged (or nothing released the data) and
-//!    nobody sent.
+//! A cause is named only with its signature in the evidence; what the evidence cannot show is
+//! said, with lower confidence, never guessed. The rules, in the order they are tried:
+//!
+//! 1. **Resent range** (the segment ending the gap resends sequence space already seen, or fills
+//!    a hole the capture saw open): loss. Which recovery sent it follows from which range and
+//!    when:
+//!    - after three duplicate ACKs (or SACK blocks): **fast-retransmit** (RFC 5681 3.2, RFC 6675);
+//!    - the LAST outstanding segment resent while earlier ones are still unacknowledged, sooner
+//!      than the RTO: **tail-loss-probe** (RFC 8985 7.3; Linux `tcp_send_loss_probe` resends
+//!      the tail, `tcp_retransmit_timer` the head);
+//!    - the head (snd_una) resent at least TCP_RTO_MIN after its previous transmission:
+//!      **retransmission-timeout** (RFC 6298 5.4-5.6; Linux `tcp_retransmit_timer`);
+//!    - sooner than TCP_RTO_MIN with no duplicate ACKs: **retransmission-timeout** at low
+//!      confidence (a lowered `rto_min` route metric or a RACK reordering timer, RFC 8985 6.2);
+//!    - longer than TCP_RTO_MAX (120 s, backoff included): **unknown** (no timer is that long:
+//!      the capture was paused or spliced).
+//! 2. **Window** (the peer advertised a zero window, or a window the flight filled, scale
+//!    known): **rwnd-limited** (RFC 9293 3.8.6.2.1; Linux `tcp_snd_wnd_test`, `tcp_send_probe0`).
+//! 3. **An ACK released the data** (the peer's ACK of outstanding data came during the gap and
+//!    the data left within the ACK's path share plus 2 ms). The ACK's lateness beyond the path
+//!    is the peer's ACK delay (RFC 9293 3.8.6.3, RFC 1122 4.2.3.2; Linux `__tcp_ack_snd_check`,
+//!    `tcp_delack_timer`). Then:
+//!    - exactly one sub-MSS segment was unacknowledged and the released one is sub-MSS:
+//!      **nagle-delayed-ack** (RFC 9293 3.7.4; Linux `tcp_nagle_check` with `tcp_minshall_check`);
+//!    - only full-sized segments were unacknowledged, a sub-MSS segment was released, and by the
+//!      ACK of everything sent (a window opens on a partial ACK; RFC 896's Nagle waits for all):
+//!      classic Nagle without Minshall's rule (RFC 896, RFC 1122 4.2.3.4; not Linux):
+//!      **nagle-delayed-ack**;
+//!    - two or more segments in flight, as many as this sender ever had in flight (the window
+//!      was never seen larger), two or more of them sub-MSS meaning Nagle was off:
+//!      **cwnd-limited** (RFC 5681 3.1; Linux `tcp_cwnd_test`); below that largest flight the
+//!      window was not full, and the release is the application's write: **application**;
+//!    - otherwise (one full-sized segment out): **delayed-ack**, the mechanism not shown.
+//! 4. **Nothing in flight**, no ACK released anything, a sub-MSS segment left at the probe
+//!    timer's own interval after the last data (max(RTO, TCP_RTO_MIN), `tcp_probe0_base`):
+//!    **probe-timer** (corked, MSG_MORE or held data; an application pausing exactly that long
+//!    looks the same, said in the text).
+//! 5. **Nothing in flight** otherwise: the writer had not written: **application**, not a stall.
+//! 6. Data in flight, no ACK seen and nothing resent: **unknown** (the capture may have missed
+//!    the ACKs, or the application wrote late).
 
-use crate::flow::{AckSeen, Snapshot};
-use crate::Stall;
+use crate::flow::{seq_le, AckSeen, Snapshot};
+use crate::timers::Timers;
+use crate::{EvidenceItem, Stall};
 use trace::{CapturePoint, Cause, Duration, Endpoint, Evidence, Instant, Segment};
 
-/// The peer's ACK is "delayed" when it came this much later than the path explains.
-/// Linux's delayed-ACK timer is 40 ms (TCP_DELACK_MIN) to 200 ms (TCP_DELACK_MAX); other stacks
-/// use 100 ms (macOS) or up to 500 ms (RFC 1122 4.2.3.2). 30 ms leaves room for a timer that
-/// fires early by a jiffy and for the capture point.
-pub(crate) const DELAYED_ACK_MIN: Duration = Duration::from_millis(30);
-pub(crate) const DELAYED_ACK_MAX: Duration = Duration::from_millis(520);
+/// How the segment that ended a gap relates to what was sent before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resend {
+    /// New data.
+    No,
+    /// Resends the oldest unacknowledged range (snd_una): what an RTO or fast retransmit sends.
+    Head,
+    /// Resends the newest outstanding segment while older ones are unacknowledged: a TLP.
+    Tail,
+    /// Resends some other range already seen.
+    Other,
+    /// Fills a hole the capture saw open (a later range arrived first): the range was lost
+    /// between the sender and the capture point.
+    FillsHole,
+}
 
 /// What the analyser knows at the end of a gap.
 #[derive(Debug, Clone)]
@@ -56,7 +72,9 @@ pub(crate) struct GapContext {
     pub held: Endpoint,
     /// The segment that ended the gap.
     pub seg: Segment,
-    pub mss: Option<u32>,
+    pub mss: u32,
+    /// The MSS came from the SYN's option (else estimated).
+    pub mss_known: bool,
     /// The held direction's state when the gap began.
     pub snap: Snapshot,
     /// The last ACK from the peer during the gap that advanced the held direction.
@@ -65,226 +83,305 @@ pub(crate) struct GapContext {
     pub zero_window: bool,
     /// The releasing ACK was stamped just after the released data (reordered timestamps).
     pub ack_after_release: bool,
-    pub retransmission: bool,
-    /// The segment fills a sequence hole: resent after a loss before the capture point.
-    pub fills_hole: bool,
-    /// How long the peer's oldest unacknowledged data had waited, with no ACK from the held
-    /// side during the gap, when this segment finally acknowledged it.
-    pub peer_unacked_for: Option<Duration>,
-    /// Packets from the held side that the capture did not see just before this segment.
-    pub unseen_before: u16,
+    pub resend: Resend,
+    /// When the resent range was last sent before (RFC 6298 5.5 backoff counts from there).
+    pub resent_prev_tx: Option<(Instant, Evidence)>,
     pub dupacks: u32,
+    pub sack_seen: bool,
+    /// Largest number of segments this sender ever had in flight before the gap, and whether
+    /// it resent anything before (a loss may have shrunk the window, RFC 5681 3.1).
+    pub max_flight_segs: usize,
+    pub lost_before: bool,
     pub path_rtt: Option<Duration>,
+    /// The path RTT was measured on the handshake (Karn-clean, RFC 6298 3); else estimated from
+    /// data ACKs, which can include an ACK delay.
+    pub rtt_from_handshake: bool,
     /// Path share between the held side's data and the peer's ACK, at this capture point.
     pub path_dir: Option<Duration>,
     pub capture_point: CapturePoint,
     pub super_packets: bool,
+    pub timers: Timers,
+}
+
+fn side(e: Endpoint) -> &'static str {
+    match e {
+        Endpoint::A => "A",
+        Endpoint::B => "B",
+    }
 }
 
 pub(crate) fn classify(c: &GapContext) -> Stall {
     let length = c.end.since(c.start);
-    let mut evidence = vec![c.start_frame];
-    let push = |e: Evidence, ev: &mut Vec<Evidence>| {
-        if !ev.contains(&e) {
-            ev.push(e)
-        }
+    let t = &c.timers;
+    let h = side(c.held);
+    let p = side(c.held.peer());
+    let mut ev: Vec<EvidenceItem> = Vec::new();
+    // One item per packet: what a packet shows twice is said in one line.
+    let mut add = |t: Instant, source: Evidence, what: String| match ev.iter_mut().find(|e| e.source == source) {
+        Some(e) if !e.what.contains(&what) => e.what = format!("{}; {what}", e.what),
+        Some(_) => {}
+        None => ev.push(EvidenceItem { t, source, what }),
     };
-    let mss = c.mss.unwrap_or(536);
-    let released_small = c.seg.len < mss;
+    add(c.start, c.start_frame, "last data before the gap".to_string());
     let path_rtt = c.path_rtt.unwrap_or(Duration::ZERO);
-    let cause;
-    let mut confidence: f64;
-    let ack_delay;
-    let detail: String;
+    let released_small = c.seg.len < c.mss;
+    let mss_note = if c.mss_known { "" } else { " (MSS estimated: handshake not captured)" };
 
-    // How late the ACK was beyond the path, and whether it released the data.
+    // How late the ACK was beyond the path, and whether it released the data: the data leaves
+    // as soon as the sender processes the ACK, so the capture sees it after the rest of the
+    // round trip (the part not between the data and the ACK) plus scheduling (2 ms).
     let ack_info = c.ack.map(|a| {
         let raw = a.earliest_sent.map(|s| a.t.since(s));
-        let delay = raw.map(|r| Duration(r.as_nanos().saturating_sub(c.path_dir.unwrap_or(Duration::ZERO).as_nanos())));
-        // The data leaves as soon as the ACK is processed: within a millisecond at the sender,
-        // plus the path when the capture point sees the ACK leave the peer.
-        let tolerance = Duration::from_millis(2) + path_rtt;
-        let released = c.end.since(a.t) <= tolerance;
+        let delay = match (raw, c.path_dir) {
+            (Some(r), Some(pd)) => Some(Duration(r.0.saturating_sub(pd.0))),
+            _ => None,
+        };
+        let back = Duration(path_rtt.0.saturating_sub(c.path_dir.unwrap_or(Duration::ZERO).0));
+        // No timer is involved: the sender transmits from the ACK's softirq (`tcp_data_snd_check`).
+        let released = c.end.since(a.t) <= Duration::from_millis(2) + back;
         (a, delay, released)
     });
 
-    // No ACK for the peer's data for longer than any delayed-ACK timer (Linux TCP_DELACK_MAX
-    // 200 ms, include/net/tcp.h) plus the path: the held side's segments (which would have
-    // carried that ACK) were lost before the capture point, and this one is their retransmission.
-    let hidden_loss =
-        c.peer_unacked_for.is_some_and(|w| w > Duration::from_millis(210) + path_rtt && !c.retransmission);
-    let id_gap = c.unseen_before > 0 && !c.retransmission;
-    if c.fills_hole || hidden_loss || id_gap {
-        cause = Cause::RetransmissionTimeout;
-        ack_delay = None;
-        confidence = 0.6;
-        detail = if id_gap {
-            format!(
-                "the sender's IPv4 ID skipped {} packet(s) just before these {} bytes: what it sent in the gap was \
-                 lost before the capture point, and this is the retransmission",
-                c.unseen_before, c.seg.len
-            )
-        } else if c.fills_hole {
-            format!(
-                "{} bytes filled a sequence hole after {length}: resent after a loss between the sender and the \
-                 capture point",
+    let cause: Cause;
+    let mut confidence: f64;
+    let mut ack_delay = None;
+    let detail: String;
+
+    if c.resend != Resend::No {
+        let (prev_t, prev_f) = c.resent_prev_tx.unwrap_or((c.start, c.start_frame));
+        let since_prev = c.end.since(prev_t);
+        add(prev_t, prev_f, format!("{h} sent this range before"));
+        let rto_floor = Duration(t.rto_min.0.saturating_sub(t.jiffy.0));
+        if length > t.rto_max + path_rtt {
+            cause = Cause::Unknown;
+            confidence = 0.3;
+            detail = format!(
+                "{} bytes resent after {length}, longer than any retransmission timer (TCP_RTO_MAX 120 s with \
+                 backoff): the capture was paused, spliced or its clock jumped",
                 c.seg.len
-            )
+            );
+        } else if c.dupacks >= 3 || (c.sack_seen && c.dupacks >= 1) {
+            cause = Cause::FastRetransmit;
+            confidence = 0.85;
+            detail = format!(
+                "{} bytes resent after {} duplicate ACKs{} from {p}: fast retransmit (RFC 5681 3.2), {length} \
+                 after the last data",
+                c.seg.len,
+                c.dupacks,
+                if c.sack_seen { " with SACK blocks" } else { "" }
+            );
+        } else if c.resend == Resend::Tail && since_prev < rto_floor {
+            cause = Cause::TailLossProbe;
+            confidence = 0.75;
+            detail = format!(
+                "the last outstanding segment ({} bytes) was resent {since_prev} after it was sent, before the \
+                 RTO, with earlier data still unacknowledged: a tail-loss probe (RFC 8985 7.3)",
+                c.seg.len
+            );
+        } else if since_prev + t.jiffy >= t.rto_min {
+            cause = Cause::RetransmissionTimeout;
+            confidence = if c.resend == Resend::FillsHole { 0.8 } else { 0.9 };
+            let one_out = c.snap.out_count <= 1;
+            detail = format!(
+                "{} bytes {} {since_prev} after their previous transmission, with no ACK for them: the \
+                 retransmission timer fired (at least TCP_RTO_MIN 200 ms, RFC 6298 5.5){}",
+                c.seg.len,
+                if c.resend == Resend::FillsHole {
+                    "filled a sequence hole (lost between the sender and the capture point)"
+                } else {
+                    "were resent"
+                },
+                if one_out { "; with one segment in flight a tail-loss probe fires at the same time" } else { "" }
+            );
         } else {
-            format!(
-                "the peer's data waited {} for any ACK, longer than any delayed-ACK timer: this side's segments \
-                 were lost before the capture point and these {} bytes are the retransmission",
-                c.peer_unacked_for.unwrap_or_default(),
-                c.seg.len
-            )
-        };
-    } else if c.retransmission {
-        cause = Cause::RetransmissionTimeout;
-        ack_delay = None;
-        if c.dupacks >= 3 {
+            cause = Cause::RetransmissionTimeout;
             confidence = 0.5;
             detail = format!(
-                "{} bytes resent after {} duplicate ACKs: fast retransmit (RFC 5681 3.2) that still took {length}",
-                c.seg.len, c.dupacks
-            );
-        } else if length >= Duration::from_millis(190) {
-            confidence = 0.9;
-            detail = format!("{} bytes resent after {length} with no ACK: the retransmission timer fired", c.seg.len);
-        } else {
-            confidence = 0.6;
-            detail = format!(
-                "{} bytes resent after {length}: shorter than Linux's 200 ms minimum RTO, possibly a tail loss probe \
-                 (RFC 8985)",
+                "{} bytes resent {since_prev} after their previous transmission with no duplicate ACKs: shorter \
+                 than Linux's 200 ms minimum RTO, so a lowered rto_min route metric or a RACK reordering timer \
+                 (RFC 8985 6.2) sent it",
                 c.seg.len
             );
         }
-        if let Some(s) = c.snap.last_sent {
-            push(s.frame, &mut evidence);
-        }
     } else if c.zero_window || (c.snap.out_count > 0 && window_closed(c)) {
-        let (wnd, known) = if c.zero_window { (0, true) } else { c.snap.peer_wnd.unwrap_or((0, false)) };
+        let (wnd, _) = if c.zero_window { (0, true) } else { c.snap.peer_wnd.unwrap_or((0, true)) };
         cause = Cause::RwndLimited;
-        confidence = if wnd == 0 {
-            0.9
-        } else if known {
-            0.75
-        } else {
-            0.5
-        };
-        ack_delay = None;
+        confidence = if wnd == 0 { 0.9 } else { 0.75 };
         detail = format!(
-            "the peer advertised a {} window with {} bytes in flight{}",
+            "{p} advertised a {} window with {} bytes in flight, so {h} could not send until the window opened",
             if wnd == 0 { "zero".to_string() } else { format!("{wnd}-byte") },
-            c.snap.out_bytes,
-            if known || wnd == 0 { "" } else { " (window scale unknown: handshake not captured)" }
+            c.snap.out_bytes
         );
         if let Some(a) = c.ack {
-            push(a.frame, &mut evidence);
+            add(a.t, a.frame, format!("{p} window update"));
         }
     } else if let (true, Some((a, delay, true))) = (c.snap.out_count > 0, ack_info) {
         // The ACK released held data.
-        push(c.snap.last_sent.map_or(c.start_frame, |s| s.frame), &mut evidence);
-        push(a.frame, &mut evidence);
+        if let Some(s) = c.snap.last_sent {
+            add(
+                s.t,
+                s.frame,
+                format!("{h} data {} B, unacknowledged{}", s.len, if s.small { " (sub-MSS)" } else { "" }),
+            );
+        }
         ack_delay = delay;
-        let delayed = delay.is_some_and(|d| (DELAYED_ACK_MIN..=DELAYED_ACK_MAX).contains(&d));
-        let timer_like = delay.is_some_and(|d| {
-            let ms = d.as_millis_f64();
-            (36.0..=48.0).contains(&ms) || (95.0..=110.0).contains(&ms) || (190.0..=215.0).contains(&ms)
-        });
-        let held_small = c.snap.last_sent.map(|s| s.len);
         let delay_txt = match delay {
-            Some(d) => {
-                format!("the peer's {}ACK came {d} after the data it acknowledges", if a.pure { "pure " } else { "" })
-            }
-            None => "the peer's ACK (delay unknown: acknowledged data was retransmitted)".to_string(),
+            Some(d) => format!(
+                "{p}'s {}ACK came {d} after the data it acknowledges{}",
+                if a.pure { "pure " } else { "" },
+                if t.at_timer_interval(d) { " (a delayed-ACK timer's interval)" } else { "" }
+            ),
+            None => format!("{p}'s ACK (its delay could not be measured: no handshake RTT or the data was resent)"),
         };
+        add(
+            a.t,
+            a.frame,
+            match delay {
+                Some(d) => format!("{p} ACK, {d} after the data"),
+                None => format!("{p} ACK"),
+            },
+        );
+        let delayed = delay.is_some_and(|d| t.is_delayed_ack(d));
+        let timer = delay.is_some_and(|d| t.at_timer_interval(d));
+        let base = if timer {
+            0.95
+        } else if delayed {
+            0.85
+        } else if delay.is_none() {
+            0.6
+        } else {
+            0.5
+        };
+        let full_window = c.snap.out_count >= 2 && (c.snap.out_count >= c.max_flight_segs || c.lost_before);
         if c.snap.out_small == 1 && released_small {
             cause = Cause::NagleDelayedAck;
-            confidence = if timer_like {
-                0.95
-            } else if delayed {
-                0.85
-            } else {
-                0.55
-            };
+            confidence = base;
             detail = format!(
-                "a {}-byte segment was unacknowledged, so Nagle held the next {} bytes; {delay_txt}, and they left right \
-                 after it",
-                held_small.unwrap_or(0),
-                c.seg.len
+                "a {}-byte segment was unacknowledged, so Nagle held the next {} bytes{mss_note}; {delay_txt}, and \
+                 they left right after it",
+                c.snap.last_small_len, c.seg.len
             );
-        } else if c.snap.out_small >= 2 {
-            cause = Cause::CwndLimited;
-            confidence = if delayed { 0.75 } else { 0.6 };
-            detail = format!(
-                "{} segments ({} bytes, {} of them sub-MSS, so Nagle was off) were in flight and the sender waited; \
-                 {delay_txt}",
-                c.snap.out_count, c.snap.out_bytes, c.snap.out_small
-            );
-        } else if released_small {
+        } else if c.snap.out_small == 0 && released_small && seq_le(c.snap.snd_nxt, a.ack) {
+            // RFC 896's rule holds a small segment while ANY data is unacknowledged, so only the
+            // ACK of everything releases it; a congestion window opens on a partial ACK.
             cause = Cause::NagleDelayedAck;
-            confidence = if delayed { 0.6 } else { 0.45 };
+            confidence = base * 0.75;
             detail = format!(
-                "only full-sized segments were unacknowledged, yet {} bytes waited for the ACK: classic Nagle without \
-                 Minshall's rule (RFC 896; Linux would have sent); {delay_txt}",
+                "only full-sized segments were unacknowledged, yet {} bytes waited for the ACK: classic Nagle \
+                 without Minshall's rule (RFC 896; Linux would have sent){mss_note}; {delay_txt}",
                 c.seg.len
+            );
+        } else if full_window {
+            cause = Cause::CwndLimited;
+            confidence = if c.snap.out_small >= 2 { base * 0.8 } else { base * 0.85 };
+            detail = format!(
+                "{} segments ({} bytes{}) were in flight, as many as {h} ever had, and the next waited for the \
+                 ACK; {delay_txt}",
+                c.snap.out_count,
+                c.snap.out_bytes,
+                if c.snap.out_small >= 2 {
+                    format!(", {} of them sub-MSS, so Nagle was off", c.snap.out_small)
+                } else {
+                    String::new()
+                }
             );
         } else if c.snap.out_count >= 2 {
-            cause = Cause::CwndLimited;
-            confidence = if delayed { 0.7 } else { 0.6 };
+            cause = Cause::Application;
+            confidence = 0.5;
             detail = format!(
-                "{} full-sized segments were in flight and the next one waited for the ACK; {delay_txt}",
-                c.snap.out_count
+                "{} segments were in flight, fewer than the {} {h} had in flight before, so neither the \
+                 congestion window nor Nagle (Nagle off: several sub-MSS in flight) held the next data: the \
+                 application wrote it then; {delay_txt}",
+                c.snap.out_count, c.max_flight_segs
             );
         } else {
             cause = Cause::DelayedAck;
-            confidence = if delayed { 0.6 } else { 0.4 };
-            detail = format!("the sender waited for the ACK of its only segment; {delay_txt}");
+            confidence = base * 0.6;
+            detail = format!(
+                "{h} waited for the ACK of its only outstanding ({}-byte) segment before sending {} bytes; \
+                 {delay_txt}; the packets do not show whether a one-segment congestion window or the \
+                 application held them",
+                c.snap.out_bytes, c.seg.len
+            );
         }
-    } else if c.snap.out_count == 0
-        && released_small
-        && (Duration::from_millis(190)..=Duration::from_millis(300)).contains(&length)
-    {
+    } else if c.snap.out_count == 0 && released_small && t.is_probe_interval(length, path_rtt) {
         cause = Cause::ProbeTimer;
-        ack_delay = None;
+        confidence = 0.6;
         detail = format!(
-            "{} bytes left {length} after the last data with nothing in flight and no ACK to release them: the \
-             200 ms TCP_CORK ceiling or probe timer (an application sleeping 200 ms would look the same){}",
-            c.seg.len,
-            if c.peer_unacked_for.is_some() {
-                "; the peer's data went unacknowledged throughout, so a segment lost before the capture point and \
-                 resent by the retransmission timer fits too"
-            } else {
-                ""
+            "{} bytes left {length} after the last data, with nothing in flight and no ACK to release them: the \
+             probe timer's interval (max(RTO, 200 ms), tcp_probe0_base) that releases corked, MSG_MORE or \
+             held data (an application pausing exactly this long would look the same)",
+            c.seg.len
+        );
+    } else if let Some(a) = c.ack.filter(|a| seq_le(c.snap.snd_nxt, a.ack)) {
+        // Everything in flight was acknowledged during the gap, and the data left later than
+        // an ACK-released send would: the writer wrote then.
+        cause = Cause::Application;
+        confidence = 0.7;
+        add(a.t, a.frame, format!("{p} ACK of everything {h} had sent"));
+        detail = format!(
+            "{p} acknowledged everything {h} had sent {} before the new data left, so nothing held it: \
+             {h}'s application wrote it then, not a TCP stall",
+            c.end.since(a.t)
+        );
+    } else if c.snap.out_count == 0 {
+        cause = Cause::Application;
+        confidence = 0.8;
+        detail = format!(
+            "everything {h} had sent was acknowledged and nothing held: {h}'s application wrote nothing for \
+             {length} (think time or idle), not a TCP stall"
+        );
+    } else {
+        cause = Cause::Unknown;
+        confidence = 0.3;
+        detail = format!(
+            "{} bytes were unacknowledged and {}: the packets show nothing that held or released the new data \
+             (the capture may have missed the ACKs, or the application wrote late)",
+            c.snap.out_bytes,
+            match ack_info {
+                Some((a, _, _)) => format!("{p}'s ACK came {} before the data left", c.end.since(a.t)),
+                None => format!("no ACK from {p} came during the gap"),
             }
         );
-        confidence = if c.peer_unacked_for.is_some() { 0.4 } else { 0.55 };
-    } else {
-        cause = Cause::Application;
-        ack_delay = ack_info.and_then(|(_, d, _)| d);
-        if c.snap.out_count == 0 {
-            confidence = 0.8;
-            detail = format!(
-                "nothing was unacknowledged and no segment was held: {:?}'s application sent nothing for {length}",
-                c.held
-            );
-        } else {
-            confidence = 0.5;
-            detail = format!(
-                "{} bytes were unacknowledged but no ACK released the new data: the application wrote late",
-                c.snap.out_bytes
-            );
-        }
     }
-    push(c.end_frame, &mut evidence);
+    add(
+        c.end,
+        c.end_frame,
+        format!("{h} data {} B{}", c.seg.len, if c.resend != Resend::No { ", resent" } else { ", released" }),
+    );
 
     // What the capture point hides.
     let mut caveats = String::new();
-    if c.capture_point == CapturePoint::Unknown {
-        confidence *= 0.9;
-        caveats.push_str(" [handshake not captured: RTT and ACK delay estimated]");
+    // A segment lost between its sender and the capture point, then resent by the RTO, looks
+    // like new data here: only a capture at the sender (or on the same host) rules that out.
+    let at_sender = matches!(
+        (c.capture_point, c.held),
+        (CapturePoint::SameHost, _) | (CapturePoint::AtA, Endpoint::A) | (CapturePoint::AtB, Endpoint::B)
+    );
+    if matches!(cause, Cause::Application | Cause::ProbeTimer)
+        && !at_sender
+        && length + t.jiffy >= t.rto_min
+        && length <= t.rto_max
+    {
+        confidence = confidence.min(0.4);
+        caveats.push_str(&format!(
+            " [or a retransmission after a timeout: a segment {h} sent may have been lost before the capture \
+             point, which this capture cannot show]"
+        ));
     }
-    if c.ack_after_release && matches!(cause, Cause::NagleDelayedAck | Cause::CwndLimited | Cause::DelayedAck) {
+    let timing_based = matches!(
+        cause,
+        Cause::NagleDelayedAck | Cause::CwndLimited | Cause::DelayedAck | Cause::ProbeTimer | Cause::TailLossProbe
+    );
+    if !c.rtt_from_handshake && timing_based {
+        confidence *= 0.85;
+        caveats.push_str(if c.path_rtt.is_some() {
+            " [no handshake: the path RTT is estimated from ACK timing]"
+        } else {
+            " [no handshake and no RTT sample: ACK delays unmeasured]"
+        });
+    }
+    if c.ack_after_release && timing_based {
         confidence *= 0.95;
         caveats.push_str(" [the capture stamped the releasing ACK just after the data it released]");
     }
@@ -292,21 +389,64 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
         confidence *= 0.85;
         caveats.push_str(" [GRO/TSO super-packets: segment boundaries hidden]");
     }
+    if c.capture_point == CapturePoint::Unknown && !timing_based && cause != Cause::Application {
+        confidence *= 0.95;
+    }
+    ev.sort_by_key(|e| e.t);
     Stall {
         start: c.start,
         length,
+        waited: c.held.peer(),
         held: c.held,
+        bytes_held: c.seg.len,
         cause,
         confidence: (confidence * 100.0).round() / 100.0,
-        evidence,
+        evidence: ev,
         ack_delay,
-        released_bytes: c.seg.len,
         detail: detail + &caveats,
     }
 }
 
+/// A SYN (or SYN-ACK) sent again: the connection waited for the SYN retransmission timer
+/// (TCP_TIMEOUT_INIT 1 s, doubling: RFC 6298 5.7, Linux `tcp_retransmit_timer` on a SYN_SENT
+/// socket). The resent SYN is the signature.
+pub(crate) fn syn_stall(
+    from: Endpoint,
+    prev: (Instant, Evidence),
+    now: (Instant, Evidence),
+    what: &str,
+    timers: &Timers,
+) -> Stall {
+    let length = now.0.since(prev.0);
+    let at_timer = length + timers.jiffy >= Duration(timers.syn_rto.0 / 2) && length <= timers.rto_max;
+    Stall {
+        start: prev.0,
+        length,
+        waited: Endpoint::A,
+        held: from,
+        bytes_held: 0,
+        cause: if at_timer { Cause::RetransmissionTimeout } else { Cause::Unknown },
+        confidence: if at_timer { 0.9 } else { 0.3 },
+        evidence: vec![
+            EvidenceItem { t: prev.0, source: prev.1, what: format!("{} {what}", side(from)) },
+            EvidenceItem { t: now.0, source: now.1, what: format!("{} {what} resent", side(from)) },
+        ],
+        ack_delay: None,
+        detail: if at_timer {
+            format!(
+                "{} resent its {what} {length} later with no answer: the connection waited for the SYN \
+                 retransmission timer (1 s, doubling; RFC 6298 5.7)",
+                side(from)
+            )
+        } else {
+            format!("{} resent its {what} {length} later, not at a SYN retransmission timer's interval", side(from))
+        },
+    }
+}
+
 /// RFC 9293 3.8.6.2.1: the usable window is snd_una + snd_wnd - snd_nxt; the sender cannot send
-/// `len` bytes when it is smaller (Linux `tcp_snd_wnd_test`).
+/// `len` bytes when it is smaller (Linux `tcp_snd_wnd_test`). Only with a known window scale:
+/// an unscaled window is known exactly when the handshake showed no scale option.
 fn window_closed(c: &GapContext) -> bool {
     let Some((wnd, known)) = c.snap.peer_wnd else { return false };
     if wnd == 0 {
@@ -317,5 +457,5 @@ fn window_closed(c: &GapContext) -> bool {
     }
     let in_flight = u64::from(c.snap.snd_nxt.wrapping_sub(c.snap.snd_una));
     let usable = wnd.saturating_sub(in_flight);
-    usable < u64::from(c.seg.len.min(c.mss.unwrap_or(536)))
+    usable < u64::from(c.seg.len.min(c.mss))
 }

@@ -1,6 +1,6 @@
 //! Per-connection state: sequence tracking per direction, RTT samples, the gap detector.
 
-use crate::classify::{classify, GapContext};
+use crate::classify::{classify, syn_stall, GapContext, Resend};
 use crate::stats::{DurationStats, WireCost};
 use crate::{Config, Stall};
 use serde::Serialize;
@@ -34,6 +34,9 @@ pub(crate) struct Sent {
     pub small: bool,
     /// Retransmitted: excluded from RTT samples (Karn's algorithm, RFC 6298 3).
     pub retx: bool,
+    /// Its latest transmission (the first, or the latest retransmission): RFC 6298 5.5's
+    /// backoff counts from there.
+    pub last_tx: (Instant, Evidence),
 }
 
 /// An ACK from the peer that advanced this direction's `snd_una`.
@@ -42,6 +45,8 @@ pub(crate) struct AckSeen {
     pub t: Instant,
     pub frame: Evidence,
     pub pure: bool,
+    /// The acknowledgement number: everything below it is acknowledged.
+    pub ack: u32,
     /// Send time of the earliest segment it newly acknowledged (when the peer's delayed-ACK
     /// timer would have been armed: `inet_csk_reset_xmit_timer(ICSK_TIME_DACK)` on the first
     /// unacknowledged segment).
@@ -54,11 +59,13 @@ pub(crate) struct Snapshot {
     pub out_count: usize,
     pub out_bytes: u64,
     pub out_small: usize,
+    /// Size of the newest unacknowledged sub-MSS segment (what Minshall's rule looks at).
+    pub last_small_len: u32,
     pub last_sent: Option<Sent>,
     /// The oldest unacknowledged segment.
     pub first_sent: Option<Sent>,
-    /// Peer's advertised window in bytes (scaled if scaling is known), and whether the scale is
-    /// known.
+    /// Peer's advertised window in bytes (scaled), and whether the scale is known: both SYNs
+    /// seen (RFC 7323 2.2: with no option on either SYN the window is unscaled, known exactly).
     pub peer_wnd: Option<(u64, bool)>,
     pub snd_nxt: u32,
     pub snd_una: u32,
@@ -76,10 +83,14 @@ pub struct DirSummary {
     /// Zero-window advertisements sent by this endpoint.
     pub zero_windows: u64,
     /// Largest payload of one segment.
+    #[serde(rename = "max_segment_bytes")]
     pub max_segment: u32,
-    /// MSS this endpoint may send: the peer's SYN MSS option minus the timestamp option, or
-    /// the largest segment seen when the handshake is missing.
+    /// MSS this endpoint may send: the peer's SYN MSS option minus the timestamp option; without
+    /// the handshake, an estimate (the largest segment seen, at least 536: RFC 9293 3.7.1).
+    #[serde(rename = "mss_bytes")]
     pub mss: Option<u32>,
+    /// Whether `mss` came from the SYN's option (else it is estimated).
+    pub mss_known: bool,
     /// Segments larger than the MSS: GRO/TSO super-packets (capture taken at an endpoint).
     pub super_packets: u64,
     pub max_in_flight_bytes: u64,
@@ -91,9 +102,12 @@ pub struct DirSummary {
     pub idle_gaps: u64,
     /// Keep-alive probes (not counted as data for stalls, RFC 1122 4.2.3.6).
     pub keepalives: u64,
-    /// Packets this endpoint sent that the capture did not see (IPv4 ID gaps): lost before the
-    /// capture point.
-    pub unseen_before_capture: u64,
+    /// Bytes this endpoint sent that the peer acknowledged but the capture never saw: capture
+    /// loss (a filtered or overrun capture), not network loss.
+    pub acked_unseen_bytes: u64,
+    /// SYNs (or SYN-ACKs) sent again: connect stalls.
+    pub syn_retransmissions: u64,
+    pub max_in_flight_segments: u64,
     pub longest_idle_ns: u64,
 }
 
@@ -110,8 +124,14 @@ struct Dir {
     out_small: usize,
     /// MSS option the PEER sent in its SYN (what this direction may send).
     peer_mss_opt: Option<u16>,
-    /// Last window this endpoint advertised (raw) and its scale when known.
-    adv_window: Option<(u16, Option<u8>)>,
+    /// This endpoint's SYN, when seen: its window-scale option (None: no option).
+    syn_wscale: Option<Option<u8>>,
+    /// This endpoint's latest SYN (time, frame, ISN), for SYN retransmissions.
+    last_syn: Option<(Instant, Evidence, u32)>,
+    /// The SYN was sent more than once: its RTT sample is ambiguous (Karn, RFC 6298 3).
+    syn_resent: bool,
+    /// Last window field this endpoint advertised (raw, unscaled).
+    adv_window: Option<u16>,
     tsvals: VecDeque<(u32, Instant)>,
     last_data_t: Option<Instant>,
     /// The latest advancing ACK from the peer since the last data segment of the connection.
@@ -119,6 +139,39 @@ struct Dir {
     /// The peer advertised a zero window since the last data segment of the connection.
     zero_wnd_in_gap: bool,
     dupacks: u32,
+    /// A duplicate ACK carried SACK blocks (RFC 2018) since the last advance.
+    sack_in_dupacks: bool,
+    /// The peer acknowledged up to here, beyond the data seen so far, at this time.
+    ack_ahead: Option<(u32, Instant)>,
+}
+
+/// The receiver's ACK can be stamped before the data it acknowledges (the link emulator writes
+/// a packet into the TUN device and stamps it after the kernel answered; per-CPU stamping).
+/// Data acknowledged in advance and seen within this window is that reordering; bytes still
+/// unseen after it were missed by the capture.
+const ACK_AHEAD_WINDOW: Duration = Duration::from_millis(2);
+
+impl Dir {
+    /// Bytes the peer acknowledged that the capture never showed within [`ACK_AHEAD_WINDOW`]:
+    /// the capture missed them (filtered or overrun): not network loss. Accept the ACK.
+    fn settle_ack_ahead(&mut self, now: Instant) {
+        let Some((ack, t)) = self.ack_ahead else { return };
+        if !seq_lt(self.snd_nxt, ack) {
+            self.ack_ahead = None;
+        } else if now.since(t) > ACK_AHEAD_WINDOW {
+            self.ack_ahead = None;
+            self.sum.acked_unseen_bytes += u64::from(ack.wrapping_sub(self.snd_nxt));
+            self.snd_nxt = ack;
+            self.hole = None;
+            if seq_lt(self.snd_una, ack) {
+                self.snd_una = ack;
+                while let Some(s) = self.outstanding.pop_front() {
+                    self.out_bytes -= u64::from(s.len);
+                    self.out_small -= usize::from(s.small);
+                }
+            }
+        }
+    }
 }
 
 /// Handshake times, when the capture saw it.
@@ -140,6 +193,9 @@ pub struct FlowAnalysis {
     pub capture_note: String,
     /// Round-trip time of the path (without ACK delays), when it could be estimated.
     pub path_rtt: Option<Duration>,
+    /// `path_rtt` was measured on a handshake whose SYN and SYN-ACK were each sent once
+    /// (Karn's rule, RFC 6298 3); else it is estimated from data ACKs.
+    pub path_rtt_from_handshake: bool,
     /// Index 0 = endpoint A's sends, 1 = B's.
     pub dirs: [DirSummary; 2],
     pub stalls: Vec<Stall>,
@@ -163,8 +219,6 @@ pub struct FlowAnalyzer {
     /// [`REORDER_WINDOW`]).
     pending: Option<GapContext>,
     d_acked_in_gap: bool,
-    /// Packets the capture did not see just before the next event (see [`FlowAnalyzer::note_unseen`]).
-    unseen: Option<(Endpoint, u16)>,
 }
 
 /// Captures sometimes stamp the ACK that released data a little AFTER the data it released:
@@ -187,17 +241,6 @@ impl FlowAnalyzer {
             stalls: Vec::new(),
             pending: None,
             d_acked_in_gap: false,
-            unseen: None,
-        }
-    }
-
-    /// Tells the analyser that `n` packets sent by `from` just before the NEXT event pushed were
-    /// not seen (a capture decoder learns it from IPv4 ID gaps): lost between the sender and the
-    /// capture point. A stall ended by that event is then a hidden retransmission.
-    pub fn note_unseen(&mut self, from: Endpoint, n: u16) {
-        if n > 0 {
-            self.unseen = Some((from, n));
-            self.dirs[from.index()].sum.unseen_before_capture += u64::from(n);
         }
     }
 
@@ -214,7 +257,7 @@ impl FlowAnalyzer {
         self.last = self.last.max(t);
         let d = ev.from;
         let p = d.peer();
-        if self.handshake(seg, d, t) {
+        if self.handshake(seg, d, t, ev.evidence) {
             // The handshake's last ACK starts the first gap: data held from the start (a corked
             // first request) is a stall too.
             self.last_data = Some((t, d, ev.evidence));
@@ -242,18 +285,31 @@ impl FlowAnalyzer {
         } else if seg.flags.syn() || seg.flags.fin() {
             self.track_seq(seg, d, t, ev.evidence);
         }
-        self.unseen = None;
     }
 
-    /// Records handshake times; true when this segment completes the handshake.
-    fn handshake(&mut self, seg: &Segment, d: Endpoint, t: Instant) -> bool {
+    /// Records handshake times and SYN retransmissions; true when this segment completes the
+    /// handshake.
+    fn handshake(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence) -> bool {
         if seg.flags.syn() {
+            let dir = &mut self.dirs[d.index()];
+            // The same ISN again: a retransmitted SYN (RFC 9293 3.8.1; the SYN's RTO, RFC 6298 5.7).
+            if let Some((t0, f0, isn)) = dir.last_syn {
+                if isn == seg.seq {
+                    dir.syn_resent = true;
+                    dir.sum.syn_retransmissions += 1;
+                    let what = if seg.flags.ack() { "SYN-ACK" } else { "SYN" };
+                    let st = syn_stall(d, (t0, f0), (t, frame), what, &self.cfg.timers);
+                    self.stalls.push(st);
+                }
+            }
+            dir.last_syn = Some((t, frame, seg.seq));
+            dir.syn_wscale = Some(seg.wscale);
             self.dirs[d.peer().index()].peer_mss_opt = seg.mss;
             if !seg.flags.ack() && d == Endpoint::A {
-                self.hs.syn.get_or_insert(t);
+                self.hs.syn = Some(t);
                 self.ts_in_use = seg.ts.is_some();
             } else if seg.flags.ack() && d == Endpoint::B {
-                self.hs.syn_ack.get_or_insert(t);
+                self.hs.syn_ack = Some(t);
                 self.ts_in_use &= seg.ts.is_some();
             }
         } else if d == Endpoint::A && self.hs.syn_ack.is_some() && self.hs.ack.is_none() && seg.flags.ack() {
@@ -281,16 +337,30 @@ impl FlowAnalyzer {
         if seg.window == 0 && !seg.flags.syn() && !seg.flags.rst() {
             s.zero_windows += 1;
         }
-        self.dirs[d.index()].adv_window = Some((seg.window, seg.wscale));
+        if !seg.flags.syn() {
+            self.dirs[d.index()].adv_window = Some(seg.window);
+        }
     }
 
-    /// The MSS direction `d` may send (see [`DirSummary::mss`]).
-    fn mss(&self, d: Endpoint) -> Option<u32> {
+    /// The MSS direction `d` may send, and whether it is known (see [`DirSummary::mss`]).
+    fn mss(&self, d: Endpoint) -> (u32, bool) {
         let dir = &self.dirs[d.index()];
         match dir.peer_mss_opt {
             // RFC 7323 / tcp_current_mss: the timestamp option takes 12 bytes of every segment.
-            Some(m) => Some(u32::from(m).saturating_sub(if self.ts_in_use { 12 } else { 0 })),
-            None => (dir.sum.max_segment > 0).then_some(dir.sum.max_segment),
+            Some(m) => (u32::from(m).saturating_sub(if self.ts_in_use { 12 } else { 0 }).max(1), true),
+            // Unknown: a segment below 536 bytes (RFC 9293 3.7.1's default MSS) is sub-MSS on
+            // any path; above it, the largest segment seen is the best lower bound.
+            None => (dir.sum.max_segment.max(DEFAULT_MSS), false),
+        }
+    }
+
+    /// The peer's window scale as this direction must apply it: known once both SYNs were seen
+    /// (RFC 7323 2.2: scaling is in effect only when both SYNs carry the option; otherwise 0).
+    fn peer_wscale(&self, d: Endpoint) -> Option<u8> {
+        match (self.dirs[d.index()].syn_wscale, self.dirs[d.peer().index()].syn_wscale) {
+            (Some(Some(_)), Some(Some(peer))) => Some(peer.min(14)),
+            (Some(_), Some(_)) => Some(0),
+            _ => None,
         }
     }
 
@@ -316,9 +386,26 @@ impl FlowAnalyzer {
             return;
         }
         let ack = seg.ack;
+        dir.settle_ack_ahead(t);
+        if seq_lt(dir.snd_nxt, ack) && ack.wrapping_sub(dir.snd_nxt) < 1 << 30 {
+            // The peer acknowledges bytes not seen yet: either their timestamps were reordered
+            // (the data shows up within ACK_AHEAD_WINDOW) or the capture missed them.
+            if dir.ack_ahead.is_none_or(|(a, _)| seq_lt(a, ack)) {
+                dir.ack_ahead = Some((ack, t));
+            }
+        }
+        if let Some((lo, hi)) = dir.hole {
+            // The peer acknowledges across a hole that was never filled: the capture missed
+            // those bytes (a filtered or overrun capture), the network delivered them.
+            if seq_le(hi, ack) && seq_le(ack, dir.snd_nxt) {
+                dir.sum.acked_unseen_bytes += u64::from(hi.wrapping_sub(lo));
+                dir.hole = None;
+            }
+        }
         if seq_lt(dir.snd_una, ack) && seq_le(ack, dir.snd_nxt) {
             dir.snd_una = ack;
             dir.dupacks = 0;
+            dir.sack_in_dupacks = false;
             let mut earliest: Option<Instant> = None;
             let mut exact_rtt = None;
             while let Some(s) = dir.outstanding.front().copied() {
@@ -352,7 +439,7 @@ impl FlowAnalyzer {
                     }
                 }
             }
-            let seen = AckSeen { t, frame, pure: seg.is_pure_ack(), earliest_sent: earliest };
+            let seen = AckSeen { t, frame, pure: seg.is_pure_ack(), ack, earliest_sent: earliest };
             dir.ack_in_gap = Some(seen);
             // An ACK stamped just after the data it released (see REORDER_WINDOW).
             if let Some(p) = self.pending.as_mut() {
@@ -367,7 +454,9 @@ impl FlowAnalyzer {
                 }
             }
         } else if ack == dir.snd_una && seg.is_pure_ack() && !dir.outstanding.is_empty() {
+            // RFC 5681 2 (DUPLICATE ACKNOWLEDGMENT), RFC 6675 for SACK blocks.
             dir.dupacks += 1;
+            dir.sack_in_dupacks |= seg.sack_blocks > 0;
         }
     }
 
@@ -381,21 +470,14 @@ impl FlowAnalyzer {
     }
 
     fn on_data(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence) {
-        let mss = self.mss(d);
+        let (mss, mss_known) = self.mss(d);
         // The gap detector: a gap in the connection's data flow ends here.
         if let Some((t0, _, f0)) = self.last_data {
             let gap = t.since(t0);
             let path = self.path_rtt();
             if gap >= self.cfg.min_gap + path.unwrap_or(Duration::ZERO) {
                 let dir = &self.dirs[d.index()];
-                let retransmission = dir.started && seq_lt(seg.seq, dir.snd_nxt) && !in_hole(dir.hole, seg.seq);
-                let fills_hole = dir.started && seq_lt(seg.seq, dir.snd_nxt) && in_hole(dir.hole, seg.seq);
-                // The peer's data this segment acknowledges, if it had waited the whole gap
-                // without any ACK: how long it waited (see classify: hidden loss).
-                let peer_first = self.snap[d.peer().index()].first_sent;
-                let peer_unacked_for = peer_first
-                    .filter(|f| !self.d_acked_in_gap && seg.flags.ack() && seq_le(f.end, seg.ack))
-                    .map(|f| t.since(f.t));
+                let (resend, resent_prev_tx) = resend_kind(dir, seg);
                 let ctx = GapContext {
                     start: t0,
                     start_frame: f0,
@@ -404,19 +486,23 @@ impl FlowAnalyzer {
                     held: d,
                     seg: *seg,
                     mss,
+                    mss_known,
                     snap: self.snap[d.index()],
                     ack: dir.ack_in_gap,
                     zero_window: dir.zero_wnd_in_gap,
-                    retransmission,
                     ack_after_release: false,
-                    fills_hole,
-                    peer_unacked_for,
-                    unseen_before: self.unseen.filter(|u| u.0 == d).map_or(0, |u| u.1),
+                    resend,
+                    resent_prev_tx,
                     dupacks: dir.dupacks,
+                    sack_seen: dir.sack_in_dupacks,
+                    max_flight_segs: dir.sum.max_in_flight_segments as usize,
+                    lost_before: dir.sum.retransmissions > 0,
                     path_rtt: path,
+                    rtt_from_handshake: self.handshake_rtt().is_some(),
                     path_dir: self.path_component(d),
                     capture_point: self.capture_point(),
                     super_packets: dir.sum.super_packets > 0,
+                    timers: self.cfg.timers,
                 };
                 self.flush_pending();
                 self.pending = Some(ctx);
@@ -433,14 +519,13 @@ impl FlowAnalyzer {
             }
         }
         dir.last_data_t = Some(t);
-        if let Some(m) = mss {
-            if seg.len > m && m > 0 {
-                dir.sum.super_packets += 1;
-            }
+        if mss_known && seg.len > mss {
+            dir.sum.super_packets += 1;
         }
         // Sequence tracking: new data, retransmission, or a segment filling a hole.
         let end = seg.seq.wrapping_add(seg.seq_space());
-        let small = seg.len < mss.unwrap_or(DEFAULT_MSS).max(1);
+        let small = seg.len < mss;
+        dir.settle_ack_ahead(t);
         if !dir.started {
             dir.started = true;
             dir.snd_una = seg.seq;
@@ -457,6 +542,7 @@ impl FlowAnalyzer {
                 for s in dir.outstanding.iter_mut() {
                     if seq_lt(seg.seq, s.end) && seq_lt(s.end.wrapping_sub(s.len), end) {
                         s.retx = true;
+                        s.last_tx = (t, frame);
                     }
                 }
             }
@@ -473,12 +559,21 @@ impl FlowAnalyzer {
                         dir.out_small -= usize::from(s.small);
                     }
                 }
-                dir.outstanding.push_back(Sent { end, t, frame, len: seg.len, small, retx: false });
+                dir.outstanding.push_back(Sent {
+                    end,
+                    t,
+                    frame,
+                    len: seg.len,
+                    small,
+                    retx: false,
+                    last_tx: (t, frame),
+                });
                 dir.out_bytes += u64::from(seg.len);
                 dir.out_small += usize::from(small);
             }
         }
         dir.sum.max_in_flight_bytes = dir.sum.max_in_flight_bytes.max(dir.out_bytes);
+        dir.sum.max_in_flight_segments = dir.sum.max_in_flight_segments.max(dir.outstanding.len() as u64);
         if let Some((v, _)) = seg.ts {
             if dir.tsvals.back().is_none_or(|&(last, _)| seq_lt(last, v)) {
                 if dir.tsvals.len() >= MAX_TSVALS {
@@ -492,7 +587,7 @@ impl FlowAnalyzer {
         for e in [Endpoint::A, Endpoint::B] {
             self.snap[e.index()] = self.snapshot(e);
             self.dirs[e.index()].ack_in_gap = None;
-            self.dirs[e.index()].zero_wnd_in_gap = self.dirs[e.peer().index()].adv_window.is_some_and(|w| w.0 == 0);
+            self.dirs[e.index()].zero_wnd_in_gap = self.dirs[e.peer().index()].adv_window.is_some_and(|w| w == 0);
         }
     }
 
@@ -500,14 +595,16 @@ impl FlowAnalyzer {
         let dir = &self.dirs[d.index()];
         // The peer's last advertised window, scaled when the handshake told the scale
         // (RFC 7323 2.3: the window field of non-SYN segments is shifted by the peer's scale).
-        let peer_wnd = self.dirs[d.peer().index()].adv_window.map(|(w, s)| match s {
-            Some(shift) => (u64::from(w) << shift.min(14), true),
+        let scale = self.peer_wscale(d);
+        let peer_wnd = self.dirs[d.peer().index()].adv_window.map(|w| match scale {
+            Some(shift) => (u64::from(w) << shift, true),
             None => (u64::from(w), false),
         });
         Snapshot {
             out_count: dir.outstanding.len(),
             out_bytes: dir.out_bytes,
             out_small: dir.out_small,
+            last_small_len: dir.outstanding.iter().rev().find(|s| s.small).map_or(0, |s| s.len),
             last_sent: dir.outstanding.back().copied(),
             first_sent: dir.outstanding.front().copied(),
             peer_wnd,
@@ -519,24 +616,34 @@ impl FlowAnalyzer {
     /// Round trip of the path without ACK delays: the handshake when it was seen, else the
     /// larger of the two directions' smallest ACK samples.
     pub fn path_rtt(&self) -> Option<Duration> {
-        let hs = match (self.hs.syn, self.hs.ack) {
+        let hs = self.handshake_rtt();
+        // Each direction's smallest sample; at an endpoint one of them is ~0 (the local ACK),
+        // so only the larger one measures the path. A direction with fewer than 3 samples may
+        // hold only delayed ACKs (40 ms and more), which are no path RTT: then the smallest
+        // sample of all is the estimate (low, not high: a delayed ACK must not hide stalls).
+        let mins =
+            |n: u64| self.dirs.iter().filter(move |d| d.sum.rtt_ack.count >= n).filter_map(|d| d.sum.rtt_ack.min());
+        let samples = mins(3).max().or_else(|| mins(1).min());
+        hs.or(samples)
+    }
+
+    /// The handshake's round trip, only when neither the SYN nor the SYN-ACK was sent twice
+    /// (Karn's rule, RFC 6298 3: a sample from a retransmitted segment is ambiguous).
+    fn handshake_rtt(&self) -> Option<Duration> {
+        if self.dirs[0].syn_resent || self.dirs[1].syn_resent {
+            return None;
+        }
+        match (self.hs.syn, self.hs.ack) {
             (Some(s), Some(a)) => Some(a.since(s)),
             _ => None,
-        };
-        // Each direction's smallest sample; at an endpoint one of them is ~0 (the local ACK),
-        // so only the larger one measures the path, and only once both directions have one.
-        let samples = match (self.dirs[0].sum.rtt_ack.min(), self.dirs[1].sum.rtt_ack.min()) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
-        hs.or(samples)
+        }
     }
 
     /// The part of the path RTT between seeing `d`'s data and seeing the peer's ACK for it at
     /// this capture point (the whole RTT at d's side, ~0 at the peer's side).
     fn path_component(&self, d: Endpoint) -> Option<Duration> {
-        let hs = match (self.hs.syn, self.hs.syn_ack, self.hs.ack) {
-            (Some(s), Some(sa), Some(a)) => Some(if d == Endpoint::A { sa.since(s) } else { a.since(sa) }),
+        let hs = match (self.handshake_rtt(), self.hs.syn, self.hs.syn_ack, self.hs.ack) {
+            (Some(_), Some(s), Some(sa), Some(a)) => Some(if d == Endpoint::A { sa.since(s) } else { a.since(sa) }),
             _ => None,
         };
         let sample = self.dirs[d.index()].sum.rtt_ack.min();
@@ -550,12 +657,13 @@ impl FlowAnalyzer {
     /// the whole round trip and SYN-ACK -> ACK is ~0; at B the reverse; in the middle both are
     /// parts; on loopback both are ~0.
     pub fn capture_point(&self) -> CapturePoint {
-        let (Some(s), Some(sa), Some(a)) = (self.hs.syn, self.hs.syn_ack, self.hs.ack) else {
+        let (Some(s), Some(sa), Some(a), Some(_)) = (self.hs.syn, self.hs.syn_ack, self.hs.ack, self.handshake_rtt())
+        else {
             return CapturePoint::Unknown;
         };
         let total = a.since(s);
         if total < Duration::from_micros(300) {
-            return CapturePoint::Middle;
+            return CapturePoint::SameHost;
         }
         let (l1, l2) = (sa.since(s).as_nanos(), a.since(sa).as_nanos());
         if l2 * 5 < total.as_nanos() {
@@ -576,16 +684,17 @@ impl FlowAnalyzer {
     pub fn finish(mut self) -> FlowAnalysis {
         self.flush_pending();
         for d in [Endpoint::A, Endpoint::B] {
-            self.dirs[d.index()].sum.mss = self.mss(d);
+            let (mss, known) = self.mss(d);
+            let s = &mut self.dirs[d.index()].sum;
+            // An estimate is only worth reporting when this direction sent data.
+            s.mss = (known || s.wire.data_segments > 0).then_some(mss);
+            s.mss_known = known;
         }
         let cp = self.capture_point();
         let path = self.path_rtt();
-        let loopback = path.is_some_and(|r| r < Duration::from_micros(300));
         let capture_note = match cp {
-            CapturePoint::Middle if loopback => {
-                "loopback or same host: both ends' views coincide, every stall is seen as \
-                 it happened"
-                    .to_string()
+            CapturePoint::SameHost => {
+                "same host (loopback): both ends' views coincide, every stall is seen as it happened".to_string()
             }
             CapturePoint::Middle => "between the endpoints: each side's send and receive times are shifted by part of \
                  the round trip; ACK delays are estimated by subtracting it"
@@ -596,6 +705,11 @@ impl FlowAnalyzer {
             CapturePoint::AtB => "at endpoint B (the SYN receiver): B's sends are seen when they leave, A's when they \
                  arrive; A's ACK delays include the network round trip, subtracted using the handshake"
                 .to_string(),
+            CapturePoint::Unknown if self.hs.syn.is_some() && self.handshake_rtt().is_none() => {
+                "unknown (the SYN or SYN-ACK was resent, so the handshake gives no RTT sample by Karn's rule): \
+                 round trip estimated from data ACKs, confidence lowered"
+                    .to_string()
+            }
             CapturePoint::Unknown => "unknown (handshake not captured): round trip and ACK delays are estimated from \
                  ACK timing, confidence lowered"
                 .to_string(),
@@ -603,11 +717,15 @@ impl FlowAnalyzer {
         let mut notes = Vec::new();
         for d in [Endpoint::A, Endpoint::B] {
             let s = &self.dirs[d.index()].sum;
-            if s.unseen_before_capture > 0 {
+            if s.acked_unseen_bytes > 0 {
                 notes.push(format!(
-                    "{d:?} sent {} packets the capture did not see (gaps in its IPv4 IDs): lost between {d:?} and the \
-                     capture point, so their retransmissions look like new data here",
-                    s.unseen_before_capture
+                    "{} acknowledged {} bytes from {d:?} that the capture never saw: the capture missed them \
+                     (filtered or overrun), which is not network loss",
+                    match d.peer() {
+                        Endpoint::A => "A",
+                        Endpoint::B => "B",
+                    },
+                    s.acked_unseen_bytes
                 ));
             }
             if s.super_packets > 0 {
@@ -625,10 +743,32 @@ impl FlowAnalyzer {
             capture_point: cp,
             capture_note,
             path_rtt: path,
+            path_rtt_from_handshake: self.handshake_rtt().is_some(),
             dirs: [self.dirs[0].sum.clone(), self.dirs[1].sum.clone()],
             stalls: self.stalls,
             notes,
         }
+    }
+}
+
+/// Whether a data segment resends sequence space already seen, which range, and when that range
+/// was last sent (see [`Resend`]).
+fn resend_kind(dir: &Dir, seg: &Segment) -> (Resend, Option<(Instant, Evidence)>) {
+    if !dir.started || !seq_lt(seg.seq, dir.snd_nxt) {
+        return (Resend::No, None);
+    }
+    let covering =
+        dir.outstanding.iter().find(|s| seq_lt(seg.seq, s.end) && seq_le(s.end.wrapping_sub(s.len), seg.seq));
+    let prev = covering.map(|s| s.last_tx);
+    if in_hole(dir.hole, seg.seq) {
+        return (Resend::FillsHole, prev);
+    }
+    if !seq_lt(seg.seq, dir.snd_una) && seg.seq == dir.snd_una {
+        return (Resend::Head, prev);
+    }
+    match dir.outstanding.back() {
+        Some(last) if dir.outstanding.len() >= 2 && seg.seq == last.end.wrapping_sub(last.len) => (Resend::Tail, prev),
+        _ => (Resend::Other, prev),
     }
 }
 

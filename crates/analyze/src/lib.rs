@@ -15,11 +15,15 @@ mod classify;
 mod flow;
 pub mod plot;
 mod stats;
+mod summary;
+mod timers;
 
 pub use flow::{DirSummary, FlowAnalysis, FlowAnalyzer, Handshake};
 pub use stats::{DurationStats, WireCost};
+pub use summary::{outside_notes, verdict, CauseCount, StallSummary, Window};
+pub use timers::Timers;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use trace::{Cause, Duration, Endpoint, Event, Evidence, Instant};
 
 /// Analysis settings. Times are arguments; nothing here reads a clock.
@@ -28,34 +32,55 @@ pub struct Config {
     /// A gap shorter than this (plus the path RTT) is not a stall. Default 10 ms: far above
     /// loopback and LAN scheduling noise, far below the 40 ms delayed-ACK timer.
     pub min_gap: Duration,
+    /// Timer constants (HZ-dependent tolerance) the rules match intervals against.
+    pub timers: Timers,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { min_gap: Duration::from_millis(10) }
+        Config { min_gap: Duration::from_millis(10), timers: Timers::default() }
     }
 }
 
-/// One stall: a gap in the data flow and why it happened.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One piece of evidence: a packet (or counter) and what it shows, with its time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceItem {
+    /// When it happened (ns since the trace's origin).
+    #[serde(rename = "t_ns")]
+    pub t: Instant,
+    /// Where it came from: a capture frame, a model step, a lab counter.
+    pub source: Evidence,
+    /// What it shows ("A data 12 B, unacknowledged", "B pure ACK, 40.1 ms after the data").
+    pub what: String,
+}
+
+/// One stall record: a wait for bytes the writer had already handed to TCP (or, for
+/// [`Cause::Application`], a gap where it had not), and why. The same record serves lab,
+/// simulate and explain (JSON schema v2, docs/json-schema.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stall {
-    /// Time of the last data segment before the gap.
+    /// Time of the last data segment before the gap (ns since the trace's origin).
+    #[serde(rename = "start_ns")]
     pub start: Instant,
-    /// Length of the gap.
+    /// Length of the gap (ns).
+    #[serde(rename = "length_ns")]
     pub length: Duration,
-    /// The endpoint whose data was held (the one that sent the segment ending the gap).
+    /// The endpoint that waited for the bytes (the reader; for a connect stall, the opener).
+    pub waited: Endpoint,
+    /// The endpoint whose bytes (or SYN) were held: the one that sent the segment ending the gap.
     pub held: Endpoint,
-    pub cause: Cause,
-    /// 0..1: how sure the classification is, lowered where the capture point hides the truth.
-    pub confidence: f64,
-    /// The packets that show it: data before the gap, the unacknowledged segment, the ACK that
-    /// came during the gap, the segment that ended it.
-    pub evidence: Vec<Evidence>,
-    /// How late the peer's ACK was, beyond the path's round trip, if an ACK released the data.
-    pub ack_delay: Option<Duration>,
     /// Payload bytes of the segment that ended the gap.
-    pub released_bytes: u32,
-    /// One sentence with the specifics (sizes, delays, what could not be seen).
+    pub bytes_held: u32,
+    pub cause: Cause,
+    /// 0..1: how sure the classification is, lowered where the evidence cannot show the cause.
+    pub confidence: f64,
+    /// The packets (or counters) that show it, in time order.
+    pub evidence: Vec<EvidenceItem>,
+    /// How late the peer's ACK was beyond the path's round trip, when an ACK released the data
+    /// and the capture let it be measured (ns).
+    #[serde(rename = "ack_delay_ns")]
+    pub ack_delay: Option<Duration>,
+    /// One sentence with the specifics (sizes, delays, and what the evidence could not show).
     pub detail: String,
 }
 
@@ -66,7 +91,8 @@ pub struct Analysis {
 }
 
 impl Analysis {
-    /// All stalls of all flows, in time order within each flow.
+    /// All stall records of all flows (application gaps included), in time order within each
+    /// flow.
     pub fn stalls(&self) -> impl Iterator<Item = &Stall> {
         self.flows.iter().flat_map(|f| f.stalls.iter())
     }

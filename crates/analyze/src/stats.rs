@@ -3,8 +3,9 @@
 use serde::Serialize;
 use trace::Duration;
 
-/// Count, minimum, mean and maximum of a series of durations.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+/// Count, minimum, mean and maximum of a series of durations. Serialised as `count`,
+/// `min_ns`, `mean_ns`, `max_ns` (integers that fit JSON; the running sum stays internal).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct DurationStats {
     pub count: u64,
     pub min_ns: u64,
@@ -33,6 +34,18 @@ impl DurationStats {
     }
 }
 
+impl Serialize for DurationStats {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("DurationStats", 4)?;
+        st.serialize_field("count", &self.count)?;
+        st.serialize_field("min_ns", &self.min().map(|d| d.0))?;
+        st.serialize_field("mean_ns", &self.mean().map(|d| d.0))?;
+        st.serialize_field("max_ns", &self.max().map(|d| d.0))?;
+        st.end()
+    }
+}
+
 /// Wire cost of one direction: what it put on the wire.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct WireCost {
@@ -44,4 +57,20 @@ pub struct WireCost {
     pub payload_bytes: u64,
     /// Bytes on the wire as captured (link + IP + TCP headers + payload).
     pub wire_bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sum of many long RTTs overflows u64 (and JSON integers); it is never serialised.
+    #[test]
+    fn huge_sums_serialise_as_json() {
+        let mut s = DurationStats::default();
+        for _ in 0..4 {
+            s.add(Duration(u64::MAX / 2));
+        }
+        let j = serde_json::to_string(&s).unwrap();
+        assert!(j.contains("\"count\":4") && j.contains("mean_ns"), "{j}");
+    }
 }

@@ -20,6 +20,23 @@ impl Script {
         s.raw(20_000, Endpoint::A, 1000, 5000, TcpFlags::ACK, 0, 512, None);
         s
     }
+    /// No handshake: the capture starts mid-connection.
+    fn mid_connection() -> Self {
+        Script { ev: Vec::new(), seq: [1000, 5000] }
+    }
+    /// A handshake at t = 0 whose SYNs carry no window-scale option (RFC 7323 2.2: unscaled).
+    fn unscaled() -> Self {
+        let mut s = Script::mid_connection();
+        s.raw(0, Endpoint::A, 999, 0, TcpFlags::SYN, 0, 65535, Some(1460));
+        s.raw(10_000, Endpoint::B, 4999, 1000, TcpFlags::SYN | TcpFlags::ACK, 0, 65535, Some(1460));
+        s.raw(20_000, Endpoint::A, 1000, 5000, TcpFlags::ACK, 0, 65535, None);
+        for e in &mut s.ev {
+            if let EventKind::Segment(seg) = &mut e.kind {
+                seg.wscale = None;
+            }
+        }
+        s
+    }
     #[allow(clippy::too_many_arguments)]
     fn raw(&mut self, t: u64, from: Endpoint, seq: u32, ack: u32, flags: u8, len: u32, window: u16, mss: Option<u16>) {
         let n = self.ev.len() as u64 + 1;
@@ -84,7 +101,9 @@ fn nagle_released_by_a_delayed_ack() {
     assert!(st[0].length.as_millis_f64() >= 30.0);
     assert!(st[0].confidence >= 0.9);
     assert!(st[0].ack_delay.unwrap().as_millis_f64() >= 30.0);
-    assert_eq!(st[0].evidence, vec![Evidence::Frame(4), Evidence::Frame(5), Evidence::Frame(6)]);
+    let frames: Vec<Evidence> = st[0].evidence.iter().map(|e| e.source).collect();
+    assert_eq!(frames, vec![Evidence::Frame(4), Evidence::Frame(5), Evidence::Frame(6)]);
+    assert_eq!((st[0].held, st[0].waited, st[0].bytes_held), (A, B, 990));
 }
 
 #[test]
@@ -168,4 +187,189 @@ fn a_keepalive_after_a_long_idle_is_not_a_retransmission_timeout() {
     assert!(a.stalls().next().is_none(), "{:?}", a.flows[0].stalls);
     assert_eq!(a.flows[0].dirs[0].keepalives, 1);
     assert_eq!(a.flows[0].dirs[0].retransmissions, 0);
+}
+
+fn stalls(s: &Script) -> Vec<crate::Stall> {
+    analyze_events(s.ev.clone(), Config::default()).stalls().cloned().collect()
+}
+
+#[test]
+fn without_a_handshake_small_segments_are_judged_against_536_not_the_largest_seen() {
+    // RFC 9293 3.7.1: 536 is the default MSS; a 60-byte segment is sub-MSS on any path, so a
+    // 4-byte segment unacknowledged, then 60 bytes released by a 39 ms ACK, is Nagle
+    // (tcp_nagle_check), not "delayed-ack" because the largest segment seen was 60 bytes.
+    let mut s = Script::mid_connection();
+    s.data(0.0, B, 100).ack(0.1, A, 512).data(1.0, A, 4).ack(40.0, B, 512).data(40.1, A, 60);
+    let st = stalls(&s);
+    assert_eq!(st.iter().map(|s| s.cause).collect::<Vec<_>>(), vec![Cause::NagleDelayedAck], "{st:?}");
+    // No handshake: lower confidence, and the text says the MSS and RTT were estimated.
+    assert!(st[0].confidence < 0.9, "{st:?}");
+    assert!(st[0].detail.contains("MSS estimated"), "{}", st[0].detail);
+}
+
+#[test]
+fn a_periodic_sender_with_nagle_off_is_not_cwnd_limited() {
+    // 54 bytes every 20 ms, TCP_NODELAY (several sub-MSS in flight), the peer ACKs every other
+    // segment after a delay: the flight never exceeds what it has been, so the congestion
+    // window (RFC 5681 3.1) held nothing; each write is the application's.
+    let mut s = Script::new();
+    let mut t = 1.0;
+    for i in 0..40 {
+        s.data(t, A, 54);
+        if i % 2 == 1 {
+            // The ACK of the previous two arrives 33 ms later, between later writes.
+            let seq = s.seq[0];
+            let ack_t = ((t + 13.0) * MS as f64) as u64;
+            s.raw(ack_t, B, 5000, seq - 54, TcpFlags::ACK, 0, 512, None);
+        }
+        t += 20.0;
+    }
+    s.ev.sort_by_key(|e| e.t);
+    let st = stalls(&s);
+    let cwnd = st.iter().filter(|s| s.cause == Cause::CwndLimited).count();
+    assert!(cwnd <= 1, "{cwnd} cwnd-limited claims: {st:#?}");
+    assert!(st.iter().all(|s| s.cause != Cause::NagleDelayedAck), "{st:#?}");
+}
+
+#[test]
+fn a_syn_resent_after_3_s_is_a_connect_stall_and_gives_no_handshake_rtt() {
+    // RFC 6298 5.7 / Linux TCP_TIMEOUT_INIT: the SYN's RTO; Karn's rule (RFC 6298 3): the
+    // handshake of a resent SYN is no RTT sample, so the path RTT comes from the data (0.1 ms).
+    let mut s = Script::mid_connection();
+    s.raw(0, A, 999, 0, TcpFlags::SYN, 0, 65535, Some(1460));
+    s.raw(3_000 * MS, A, 999, 0, TcpFlags::SYN, 0, 65535, Some(1460));
+    s.raw(3_000 * MS + 100_000, B, 4999, 1000, TcpFlags::SYN | TcpFlags::ACK, 0, 65535, Some(1460));
+    s.raw(3_000 * MS + 200_000, A, 1000, 5000, TcpFlags::ACK, 0, 512, None);
+    s.data(3_001.0, A, 100).ack(3_001.1, B, 512).data(3_001.2, B, 100).ack(3_001.3, A, 512);
+    let a = analyze_events(s.ev.clone(), Config::default());
+    let st: Vec<_> = a.stalls().collect();
+    assert_eq!(st.len(), 1, "{st:?}");
+    assert_eq!(st[0].cause, Cause::RetransmissionTimeout);
+    assert!((2_900.0..3_100.0).contains(&st[0].length.as_millis_f64()));
+    assert_eq!(a.flows[0].dirs[0].syn_retransmissions, 1);
+    assert!(!a.flows[0].path_rtt_from_handshake);
+    assert!(a.flows[0].path_rtt.unwrap().as_millis_f64() < 1.0, "{:?}", a.flows[0].path_rtt);
+}
+
+#[test]
+fn an_unscaled_window_is_known_exactly_and_a_full_one_is_rwnd_limited() {
+    // RFC 7323 2.2: no window-scale option on the SYNs means scale 0, so a 2920-byte window is
+    // 2920 bytes, full with two segments in flight (RFC 9293 3.8.6.2.1, tcp_snd_wnd_test).
+    let mut s = Script::unscaled();
+    s.raw(500_000, B, 5000, 1000, TcpFlags::ACK, 0, 2920, None);
+    s.data(1.0, A, 1460).data(1.01, A, 1460);
+    // The peer's ACK covers the first segment only after 60 ms, with the window still 2920.
+    let seq = s.seq[0] - 1460;
+    s.raw(61 * MS, B, 5000, seq, TcpFlags::ACK, 0, 2920, None);
+    s.data(61.05, A, 1460);
+    let st = stalls(&s);
+    assert_eq!(st.iter().map(|s| s.cause).collect::<Vec<_>>(), vec![Cause::RwndLimited], "{st:?}");
+}
+
+#[test]
+fn server_think_time_of_265_ms_is_the_application_not_the_probe_timer() {
+    // The probe timer fires at max(RTO, TCP_RTO_MIN) (tcp_probe0_base): ~200 ms on a LAN.
+    // 265 ms is not its interval: an application pause.
+    let mut s = Script::new();
+    s.data(1.0, A, 100).ack(1.1, B, 512).data(266.0, B, 100);
+    let st = stalls(&s);
+    assert_eq!(st.iter().map(|s| s.cause).collect::<Vec<_>>(), vec![Cause::Application], "{st:?}");
+    assert!(!st[0].detail.contains("unacknowledged"), "{}", st[0].detail);
+}
+
+#[test]
+fn a_resend_after_years_is_no_retransmission_timer() {
+    // TCP_RTO_MAX is 120 s (include/net/tcp.h): a 14-year gap is a spliced capture.
+    let mut s = Script::new();
+    s.data(1.0, A, 100).resend(14.0 * 365.0 * 86_400_000.0, A, 100);
+    let st = stalls(&s);
+    assert_eq!(st.iter().map(|s| s.cause).collect::<Vec<_>>(), vec![Cause::Unknown], "{st:?}");
+    assert!(st[0].confidence <= 0.3);
+}
+
+#[test]
+fn the_tail_resent_before_the_rto_is_a_tail_loss_probe() {
+    // RFC 8985 7.3 / tcp_send_loss_probe: the last segment is resent ~2 RTT after it was sent
+    // while earlier data is unacknowledged; an RTO would resend the head (tcp_retransmit_timer).
+    let mut s = Script::new();
+    s.data(1.0, A, 1460).data(1.01, A, 1460).data(1.02, A, 500).resend(31.0, A, 500);
+    let st = stalls(&s);
+    assert_eq!(st.iter().map(|s| s.cause).collect::<Vec<_>>(), vec![Cause::TailLossProbe], "{st:?}");
+}
+
+#[test]
+fn a_resend_after_three_duplicate_acks_is_fast_retransmit() {
+    // RFC 5681 3.2: the third duplicate ACK triggers the retransmission of snd_una's segment.
+    let mut s = Script::new();
+    s.data(1.0, A, 1460);
+    let head = s.seq[0] - 1460;
+    s.data(1.01, A, 1460).data(1.02, A, 1460).data(1.03, A, 1460);
+    for i in 0..3 {
+        s.raw(25 * MS + i * 10_000, B, 5000, head, TcpFlags::ACK, 0, 512, None);
+    }
+    let (seq, ack) = (head, s.seq[1]);
+    s.raw(25 * MS + 40_000, A, seq, ack, TcpFlags::ACK, 1460, 512, None);
+    let st = stalls(&s);
+    assert_eq!(st.iter().map(|s| s.cause).collect::<Vec<_>>(), vec![Cause::FastRetransmit], "{st:?}");
+}
+
+#[test]
+fn bytes_acknowledged_but_never_captured_are_capture_loss_not_network_loss() {
+    // A capture filtered to data segments, or one that dropped packets itself: the peer ACKs
+    // bytes the capture never saw. No resent range, so no retransmission is claimed.
+    let mut s = Script::new();
+    s.data(1.0, A, 100);
+    s.seq[0] += 1000; // 1000 bytes the capture missed
+    s.data(1.5, A, 100).ack(1.6, B, 512).data(300.0, B, 100).ack(300.1, A, 512);
+    let a = analyze_events(s.ev.clone(), Config::default());
+    assert_eq!(a.flows[0].dirs[0].acked_unseen_bytes, 1000, "{:?}", a.flows[0].dirs[0]);
+    assert!(a.stalls().all(|s| !matches!(s.cause, Cause::RetransmissionTimeout | Cause::FastRetransmit)));
+}
+
+/// Any sequence of segments, however inconsistent (random seq/ack/flags/windows, times that
+/// jump), is analysed without a panic, and every record is well-formed: a confidence in 0..1,
+/// evidence in time order, a cause with a non-empty explanation.
+#[test]
+fn random_segments_never_panic_and_records_are_well_formed() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(9);
+    for round in 0..200 {
+        let mut ev = Vec::new();
+        let mut t = 0u64;
+        let base: u32 = rng.gen();
+        for n in 0..300u64 {
+            t += match rng.gen_range(0..10) {
+                0 => rng.gen_range(0..u64::MAX / 1024),
+                1..=3 => rng.gen_range(0..300 * MS),
+                _ => rng.gen_range(0..MS),
+            };
+            let flags = [TcpFlags::ACK, TcpFlags::SYN, TcpFlags::SYN | TcpFlags::ACK, TcpFlags::FIN | TcpFlags::ACK]
+                [rng.gen_range(0..4) * usize::from(rng.gen_range(0..8) == 0)]
+                | if rng.gen() { TcpFlags::PSH } else { 0 };
+            ev.push(Event {
+                t: Instant(t),
+                from: if rng.gen() { A } else { B },
+                kind: EventKind::Segment(Segment {
+                    seq: base.wrapping_add(rng.gen_range(0..20_000)),
+                    ack: base.wrapping_add(rng.gen_range(0..20_000)),
+                    flags: TcpFlags(flags),
+                    len: [0, 1, 10, 536, 1448, 65_000][rng.gen_range(0..6)],
+                    window: rng.gen(),
+                    wscale: if rng.gen() { Some(rng.gen_range(0..20)) } else { None },
+                    mss: if rng.gen() { Some(rng.gen()) } else { None },
+                    ts: if rng.gen() { Some((rng.gen(), rng.gen())) } else { None },
+                    sack_blocks: rng.gen_range(0..4),
+                    wire_len: 60,
+                }),
+                evidence: Evidence::Frame(n + 1),
+            });
+        }
+        let a = analyze_events(ev, Config::default());
+        for s in a.stalls() {
+            assert!((0.0..=1.0).contains(&s.confidence), "round {round}: {s:?}");
+            assert!(s.evidence.windows(2).all(|w| w[0].t <= w[1].t), "round {round}: {s:?}");
+            assert!(!s.cause.explain().is_empty() && !s.detail.is_empty());
+        }
+        serde_json::to_string(&a.flows[0]).expect("serialisable");
+    }
 }

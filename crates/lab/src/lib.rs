@@ -133,8 +133,9 @@ pub fn run_scenario(s: &Scenario, place: &Placement, opts: &LabOptions, progress
     let mut report = Report {
         tool: "tcpstall".into(),
         version: env!("CARGO_PKG_VERSION").into(),
-        schema: report::SCHEMA_VERSION,
-        kernel: kernel_release(),
+        schema_version: report::SCHEMA_VERSION,
+        kernel: Some(kernel_release()),
+        profile: None,
         mode: "lab".into(),
         scenario: s.name.clone(),
         params: s.workload.params_json(),
@@ -194,10 +195,11 @@ fn interrupted(label: &str, done: usize, total: usize, during: bool) -> String {
 /// Stream rows: throughput relative to the first row (segment counts grow with throughput, so
 /// comparing them would mislead).
 pub fn add_throughput_comparison(rows: &mut [RunResult]) {
-    let Some(base) = rows.first().map(|r| (r.strategy.clone(), r.throughput_bps)) else { return };
+    let Some(base) = rows.first().map(|r| (r.strategy.clone(), r.throughput_bytes_per_s)) else { return };
     for r in rows.iter_mut().skip(1) {
         if base.1 > 0.0 {
-            r.verdict = format!("{}; {:.0}% of {}'s throughput", r.verdict, 100.0 * r.throughput_bps / base.1, base.0);
+            r.verdict =
+                format!("{}; {:.0}% of {}'s throughput", r.verdict, 100.0 * r.throughput_bytes_per_s / base.1, base.0);
         }
     }
 }

@@ -158,7 +158,7 @@ fn applied(sock: &Socket, opts: &SideOpts) -> Applied {
         strategies: opts.opts().iter().map(|o| o.as_str().to_string()).collect(),
         nodelay: sock.nodelay().ok(),
         cork: sock.cork().ok(),
-        quickack: sock.quickack().ok(),
+        quickack_state: sock.quickack().ok(),
         mss: sock.mss().ok(),
         congestion: sock.tcp_congestion().ok().map(|b| String::from_utf8_lossy(&b).trim_end_matches('\0').to_string()),
     }

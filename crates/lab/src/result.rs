@@ -22,7 +22,7 @@ fn wire_side(before: &TcpInfo, after: &TcpInfo, ipv6: bool) -> WireSide {
     WireSide {
         segs_out,
         data_segs_out,
-        pure_acks_out: segs_out.saturating_sub(data_segs_out),
+        non_data_segs_out: segs_out.saturating_sub(data_segs_out),
         bytes_sent,
         wire_bytes: bytes_sent + segs_out * measure::header_bytes(ipv6, after.timestamps()),
     }
@@ -97,7 +97,7 @@ pub(crate) fn assemble(
     netstat.extend(cli.side.netstat.clone());
     let wall_s = cli.wall.as_secs_f64();
     let payload = wire.client.bytes_sent + wire.server.bytes_sent;
-    let throughput_bps = if wall_s > 0.0 { payload as f64 / wall_s } else { 0.0 };
+    let throughput_bytes_per_s = if wall_s > 0.0 { payload as f64 / wall_s } else { 0.0 };
     let margin = lab.stall_threshold.unwrap_or(DEFAULT_STALL_MARGIN);
     let threshold = measure::threshold_ns(margin.as_nanos() as u64, cli.side.after.min_rtt.unwrap_or(0));
     let delayed_acks = sum_of(&netstat, "DelayedACKs");
@@ -110,7 +110,7 @@ pub(crate) fn assemble(
                 bytes: wire.client.bytes_sent,
                 wall_s,
                 data_segs: wire.client.data_segs_out,
-                pure_acks: wire.server.pure_acks_out,
+                pure_acks: wire.server.non_data_segs_out,
                 writes: cli.rounds,
                 waits_over: h.map_or(0, |h| h.count_between(threshold.max(1), u64::MAX)),
                 threshold_us: threshold as f64 / 1000.0,
@@ -167,10 +167,15 @@ pub(crate) fn assemble(
         server: srv.applied,
         rounds: cli.rounds,
         latency_us,
-        stalls,
-        stall_threshold_us: threshold as f64 / 1000.0,
+        slow_samples: stalls,
+        slow_sample_threshold_us: threshold as f64 / 1000.0,
+        stall_count: stalls,
+        stall_summary: Default::default(),
+        stall_records: Vec::new(),
+        measured_from_ns: 0,
+        measured_to_ns: 0,
         wall_s,
-        throughput_bps,
+        throughput_bytes_per_s,
         wire,
         tcp: Some(tcp),
         netstat,
@@ -204,7 +209,7 @@ mod tests {
         let w = wire_side(&before, &after, false);
         assert_eq!(
             w,
-            WireSide { segs_out: 12, data_segs_out: 8, pure_acks_out: 4, bytes_sent: 80, wire_bytes: 80 + 12 * 66 }
+            WireSide { segs_out: 12, data_segs_out: 8, non_data_segs_out: 4, bytes_sent: 80, wire_bytes: 80 + 12 * 66 }
         );
     }
 }

@@ -122,6 +122,16 @@ impl Link {
     }
 
     pub fn open_with(spec: &LinkSpec, capture: Option<&Path>, opts: &LinkOptions) -> Result<Link, LinkError> {
+        if spec.mtu > scenario::TUN_MAX_MTU {
+            return Err(LinkError::Setup(format!(
+                "mtu={}: the emulated link's TUN devices take {}-{} (drivers/net/tun.c MAX_MTU); {} is loopback's, \
+                 for `tcpstall simulate`",
+                spec.mtu,
+                scenario::MIN_MTU,
+                scenario::TUN_MAX_MTU,
+                spec.mtu
+            )));
+        }
         let privilege = userns::acquire()?;
         let client = End::create_with(netns::CLIENT_IP, spec.mtu, opts.devices[0])?;
         let server = End::create_with(netns::SERVER_IP, spec.mtu, opts.devices[1])?;

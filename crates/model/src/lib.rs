@@ -20,7 +20,7 @@ mod tcp;
 
 pub use profile::{AckPolicy, NagleRule, Profile};
 pub use sim::TRACE_LIMIT;
-pub use summary::{report, run_result, RunSpec};
+pub use summary::{classify, report, run_result, RunSpec};
 pub use tcp::Counters;
 
 use scenario::{LinkSpec, StrategyPair, Workload};
@@ -165,8 +165,6 @@ pub fn simulate(workload: &Workload, pair: &StrategyPair, cfg: &SimConfig) -> Re
     sim.setup();
     sim.run()
 }
-
-pub(crate) use sim::cause_within;
 
 #[cfg(test)]
 mod rules_tests;

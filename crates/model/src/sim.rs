@@ -8,7 +8,7 @@ use std::collections::BinaryHeap;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use scenario::{Program, Sample as SampleKind, SideOpts, SideProgram, SockOp, Step, StrategyPair, Workload};
-use trace::{Cause, Endpoint, Event, EventKind, Evidence, Segment, TcpFlags};
+use trace::{Endpoint, Event, EventKind, Evidence, Segment, TcpFlags};
 
 use crate::app::{compile, App, Compiled, Op, State};
 use crate::link::LinkDir;
@@ -594,10 +594,4 @@ impl Sim {
             sample_reads: self.sample_kind == SampleKind::ClientRecv,
         }
     }
-}
-
-/// For the stall verdicts: the release (timer-driven) with the longest wait inside [start, end].
-pub(crate) fn cause_within(releases: &[Release], start: u64, end: u64) -> Option<Cause> {
-    let lo = releases.partition_point(|r| r.t < start);
-    releases[lo..].iter().take_while(|r| r.t <= end).max_by_key(|r| r.t - r.since.max(start)).map(|r| r.cause)
 }

@@ -1,13 +1,15 @@
-//! From a model run to the shared result schema: latency percentiles, stalls (the threshold
-//! rule: 10 ms above the no-stall baseline), wire cost per side, and the verdict with its cause
-//! taken from the model's ground truth.
+//! From a model run to the shared result schema: latency percentiles, slow samples (10 ms
+//! above the no-stall baseline), wire cost per side, and the stall records and verdict from the
+//! one classifier (`analyze`) reading the packets the model put on the wire. The model's own
+//! release reasons are not used for the verdict: they are the oracle the classifier is tested
+//! against (tests/oracle.rs).
 
 use report::{Applied, Latency, Report, RunResult, TcpSides, TcpStats, Wire, WireSide};
-use scenario::{Opt, Scenario, StrategyPair, Workload};
+use scenario::{Scenario, StrategyPair, Workload};
 use std::collections::BTreeMap;
-use trace::{Cause, VerdictKey};
+use trace::VerdictKey;
 
-use crate::{cause_within, simulate, ModelError, Outcome, Profile, SideEnd, SimConfig};
+use crate::{simulate, ModelError, Outcome, Profile, SideEnd, SimConfig};
 
 /// A stall is a sample this far above the no-stall baseline (the lab's default rule).
 pub const STALL_MARGIN_NS: u64 = 10_000_000;
@@ -40,7 +42,7 @@ fn wire_side(s: &SideEnd) -> WireSide {
     WireSide {
         segs_out: s.counters.segs_out,
         data_segs_out: s.counters.data_segs_out,
-        pure_acks_out: s.counters.segs_out - s.counters.data_segs_out,
+        non_data_segs_out: s.counters.segs_out - s.counters.data_segs_out,
         bytes_sent: s.counters.bytes_sent,
         wire_bytes: s.counters.wire_bytes,
     }
@@ -51,7 +53,8 @@ fn applied(opts: &scenario::SideOpts, p: &Profile, s: &SideEnd) -> Applied {
         strategies: opts.opts().iter().map(|o| o.as_str().to_string()).collect(),
         nodelay: Some(s.nodelay),
         cork: p.sender.cork.then_some(s.cork),
-        quickack: p.receiver.quickack_sockopt.then_some(opts.has(Opt::QuickackOnce) || opts.has(Opt::QuickackEach)),
+        // Not read back in the model (the lab's getsockopt state has no model counterpart).
+        quickack_state: None,
         mss: Some(s.mss),
         congestion: Some("reno (model)".into()),
     }
@@ -63,7 +66,7 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
     // and the payload sent in them.
     let wall_s = out.measured_to.saturating_sub(out.measured_from) as f64 / 1e9;
     let payload = out.sides[0].counters.bytes_sent + out.sides[1].counters.bytes_sent;
-    let throughput_bps = if wall_s > 0.0 { payload as f64 / wall_s } else { 0.0 };
+    let throughput_bytes_per_s = if wall_s > 0.0 { payload as f64 / wall_s } else { 0.0 };
     let wire = Wire { client: wire_side(&out.sides[0]), server: wire_side(&out.sides[1]) };
     let tcp = TcpSides { client: tcp_stats(&out.sides[0]), server: tcp_stats(&out.sides[1]) };
     let mut netstat = BTreeMap::new();
@@ -74,21 +77,27 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
     netstat.insert("TcpRetransSegs".to_string(), both(|s| s.counters.retransmits));
     netstat.insert("TCPWinProbe".to_string(), both(|s| s.counters.probes));
 
-    let (latency, stalls, threshold_ns, key, verdict) = if out.stream {
+    let records = classify(out, client, server);
+    let window =
+        analyze::Window { from_ns: out.measured_from, to_ns: out.measured_to, warmed_up: out.warmup_rounds > 0 };
+    let unit = if out.sample_reads { "reads" } else { "rounds" };
+    let (summary, key, text) = analyze::verdict(&records, window, out.samples.len() as u64, unit);
+    let (latency, slow_samples, threshold_ns, key, verdict) = if out.stream {
         let c = &out.sides[0].counters;
         let s = &out.sides[1].counters;
         let acks = s.segs_out - s.data_segs_out;
         let ratio = if acks > 0 { c.data_segs_out as f64 / acks as f64 } else { 0.0 };
         let verdict = format!(
             "stream: {:.1} MB/s, {} data segments, {} pure ACKs (1 ACK per {:.1} segments)",
-            throughput_bps / 1e6,
+            throughput_bytes_per_s / 1e6,
             c.data_segs_out,
             acks,
             ratio
         );
         (Latency::default(), 0, 0, VerdictKey { stalls: false, cause: None }, verdict)
     } else {
-        stall_verdict(out)
+        let (latency, slow, threshold) = latency_and_slow_samples(out);
+        (latency, slow, threshold, key, text)
     };
     RunResult {
         strategy: pair.label.clone(),
@@ -97,10 +106,15 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
         server: applied(&pair.server, server, &out.sides[1]),
         rounds: if out.stream { out.writes } else { out.samples.len() as u64 },
         latency_us: latency,
-        stalls,
-        stall_threshold_us: threshold_ns as f64 / 1e3,
+        slow_samples,
+        slow_sample_threshold_us: threshold_ns as f64 / 1e3,
+        stall_count: summary.stall_count,
+        stall_summary: summary,
+        stall_records: records,
+        measured_from_ns: out.measured_from,
+        measured_to_ns: out.measured_to,
         wall_s,
-        throughput_bps,
+        throughput_bytes_per_s,
         wire,
         tcp: Some(tcp),
         netstat,
@@ -120,9 +134,22 @@ fn tcp_stats(s: &SideEnd) -> TcpStats {
     }
 }
 
-/// Stalls: samples more than [`STALL_MARGIN_NS`] above the no-stall baseline, where the
-/// baseline is the smallest sample once the timer waits the model knows about are taken out.
-fn stall_verdict(out: &Outcome) -> (Latency, u64, u64, VerdictKey, String) {
+/// The classifier on the packets the model put on the wire (the trace holds them when
+/// `SimConfig::record_trace`): the same stall records a capture of this run would get. The
+/// timers match the profiles' HZ (the coarser of the two sides).
+pub fn classify(out: &Outcome, client: &Profile, server: &Profile) -> Vec<analyze::Stall> {
+    if out.trace.is_empty() {
+        return Vec::new();
+    }
+    let hz = u64::from(client.timer_hz.min(server.timer_hz).max(1));
+    let cfg = analyze::Config { min_gap: trace::Duration(STALL_MARGIN_NS), timers: analyze::Timers::linux(hz) };
+    let segments = out.trace.iter().filter(|e| matches!(e.kind, trace::EventKind::Segment(_))).cloned();
+    analyze::analyze_events(segments, cfg).flows.into_iter().flat_map(|f| f.stalls).collect()
+}
+
+/// Latency percentiles and slow samples (more than [`STALL_MARGIN_NS`] above the no-stall
+/// baseline: the smallest sample once the timer waits the model knows about are taken out).
+fn latency_and_slow_samples(out: &Outcome) -> (Latency, u64, u64) {
     let mut sorted: Vec<u64> = out.samples.iter().map(|s| s.latency).collect();
     sorted.sort_unstable();
     let n = sorted.len();
@@ -141,84 +168,8 @@ fn stall_verdict(out: &Outcome) -> (Latency, u64, u64, VerdictKey, String) {
     };
     let baseline = out.samples.iter().map(|s| s.latency.saturating_sub(waited(s))).min().unwrap_or(0);
     let threshold = baseline + STALL_MARGIN_NS;
-    let mut counts: BTreeMap<Cause, u64> = BTreeMap::new();
-    // Like the lab, a stall is a wait: a stalled sample counts each timer-released hold longer
-    // than the margin inside it (seed 000 has two per round), and at least one.
-    let mut stalls = 0u64;
-    let mut stalled_samples = 0u64;
-    let mut waits: Vec<u64> = Vec::new();
-    for s in &out.samples {
-        if s.latency <= threshold {
-            continue;
-        }
-        let lo = out.releases.partition_point(|r| r.t < s.start);
-        let inside: Vec<u64> = out.releases[lo..]
-            .iter()
-            .take_while(|r| r.t <= s.end)
-            .map(|r| r.t - r.since.max(s.start))
-            .filter(|&w| w > STALL_MARGIN_NS)
-            .collect();
-        // The model knows every timer that held data: a slow sample without one is transfer
-        // time (slow start, serialisation), not a stall.
-        if inside.is_empty() {
-            continue;
-        }
-        {
-            stalled_samples += 1;
-            stalls += inside.len() as u64;
-            waits.extend(inside);
-            let c = cause_within(&out.releases, s.start, s.end).unwrap_or(Cause::Application);
-            *counts.entry(c).or_default() += 1;
-        }
-    }
-    waits.sort_unstable();
-    let typical = waits.get(waits.len() / 2).copied().unwrap_or(0) as f64 / 1e6;
-    let cause = counts.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(c, _)| *c);
-    let key = VerdictKey { stalls: stalls > 0, cause };
-    let unit = if out.sample_reads { "reads" } else { "rounds" };
-    let verdict = match cause {
-        Some(c) => {
-            format!("stalls ~{typical:.0} ms in {stalled_samples} of {n} {unit} ({stalls} waits): {}", c.explain())
-        }
-        None => format!("no stall (p50 {:.3} ms, max {:.3} ms)", latency.p50 / 1e3, latency.max / 1e3),
-    };
-    let verdict = match unmeasured_waits(out) {
-        Some(note) => format!("{verdict}; {note}"),
-        None => verdict,
-    };
-    (latency, stalls, threshold, key, verdict)
-}
-
-/// Timer waits longer than the stall margin that happened outside the measured rounds: in
-/// the prologue or the epilogue, which neither the samples nor the wall time cover (the lab
-/// times the same rounds). Bulk-ack at depth 2 ends with one: its last message has no
-/// successor to push its tail out, so on a classic stack (RFC 896 Nagle, RFC 1122 delayed
-/// ACK) the tail can wait for the delayed ACK once while the pipeline drains; whether it does
-/// depends on the parity of the full segments since the receiver's last ACK (seed 004).
-/// Warm-up rounds are left out on purpose (they exist to reach the steady state).
-fn unmeasured_waits(out: &Outcome) -> Option<String> {
-    let long = |r: &&crate::Release| r.t - r.since > STALL_MARGIN_NS;
-    let describe = |rs: Vec<&crate::Release>, when: &str| -> Option<String> {
-        let longest = rs.iter().max_by_key(|r| r.t - r.since)?;
-        let ms = (longest.t - longest.since) as f64 / 1e6;
-        let what = match rs.len() {
-            1 => format!("1 wait of {ms:.0} ms"),
-            n => format!("{n} waits up to {ms:.0} ms"),
-        };
-        let side = match longest.side {
-            trace::Endpoint::A => "client",
-            trace::Endpoint::B => "server",
-        };
-        Some(format!("{when} (not in the samples or ms/round): {what}, the {side}'s data held ({})", longest.cause))
-    };
-    let after: Vec<_> = out.releases.iter().filter(|r| r.t > out.measured_to).filter(long).collect();
-    let mut notes = Vec::new();
-    notes.extend(describe(after, "epilogue after the measured rounds"));
-    if out.warmup_rounds == 0 {
-        let before: Vec<_> = out.releases.iter().filter(|r| r.t < out.measured_from).filter(long).collect();
-        notes.extend(describe(before, "prologue before the measured rounds"));
-    }
-    (!notes.is_empty()).then(|| notes.join("; "))
+    let slow = out.samples.iter().filter(|s| s.latency > threshold).count() as u64;
+    (latency, slow, threshold)
 }
 
 /// Run a scenario's strategy pairs (and sweep variants) for every profile pair: one report.
@@ -242,7 +193,9 @@ pub fn report(
                 cfg.seed = spec.seed;
                 cfg.mss = spec.mss;
                 cfg.timestamps = spec.timestamps;
-                cfg.record_trace = record_trace;
+                // The classifier reads the packets; a stream has no stall verdict and millions of
+                // segments, so only its caller's --trace/--pcap records one.
+                cfg.record_trace = record_trace || !matches!(workload, Workload::Stream(_));
                 cfg.call_ns = spec.call_ns;
                 let label = match (many, variant.is_empty()) {
                     (true, true) => format!("profile={pname}"),
@@ -259,12 +212,13 @@ pub fn report(
             }
         }
     }
-    let kernel = spec.profiles.iter().map(|(c, s)| profile_label(c, s)).collect::<Vec<_>>().join(",");
+    let profile = spec.profiles.iter().map(|(c, s)| profile_label(c, s)).collect::<Vec<_>>().join(",");
     let report = Report {
         tool: "tcpstall".into(),
         version: env!("CARGO_PKG_VERSION").into(),
-        schema: report::SCHEMA_VERSION,
-        kernel: format!("model:{kernel}"),
+        schema_version: report::SCHEMA_VERSION,
+        kernel: None,
+        profile: Some(profile),
         mode: "simulate".into(),
         scenario: scenario.name.clone(),
         params: scenario.workload.params_json(),
@@ -292,7 +246,7 @@ pub fn profile_label(client: &Profile, server: &Profile) -> String {
 mod tests {
     use super::*;
     use crate::{Counters, Release, RoundSample};
-    use trace::Endpoint;
+    use trace::{Cause, Endpoint};
 
     fn side() -> SideEnd {
         SideEnd {
@@ -345,12 +299,11 @@ mod tests {
         assert_eq!(percentile(&[], 0.5), 0.0);
     }
 
-    /// A sample is a stall when it is more than 10 ms over the baseline AND a timer held data
-    /// inside it; the cause is the timer's.
+    /// Slow samples are samples over the baseline + 10 ms (the 30 ms one has no timer wait
+    /// inside and still counts as slow: slow is not a stall).
     #[test]
-    fn stalls_need_a_timer_and_the_margin() {
-        // Samples: 1 ms, 41 ms (a 40 ms delayed-ACK release inside), 30 ms (slow, no timer).
-        let start2 = 2_000_000; // second sample starts after 1 ms + 1 ms gap
+    fn slow_samples_are_over_the_baseline_plus_the_margin() {
+        let start2 = 2_000_000;
         let rel = Release {
             t: start2 + 40_500_000,
             since: start2 + 500_000,
@@ -358,55 +311,7 @@ mod tests {
             side: Endpoint::A,
         };
         let out = outcome(&[1.0, 41.0, 30.0], vec![rel]);
-        let (_, stalls, threshold, key, verdict) = stall_verdict(&out);
-        assert_eq!(stalls, 1, "{verdict}");
-        assert_eq!(threshold, 11_000_000);
-        assert_eq!(key, VerdictKey { stalls: true, cause: Some(Cause::NagleDelayedAck) });
-        let out = outcome(&[1.0, 30.0], Vec::new());
-        let (_, stalls, _, key, _) = stall_verdict(&out);
-        assert_eq!((stalls, key.stalls, key.cause), (0, false, None));
-    }
-
-    /// A timer wait after the last measured round (bulk-ack's epilogue at depth 2) or before the
-    /// first (the prologue) is neither a stall nor hidden: the verdict names it, and the wall
-    /// time stops at the last measured round as the lab's does. Warm-up waits stay out.
-    #[test]
-    fn waits_outside_the_measured_rounds_are_named_not_counted() {
-        let mut out = outcome(&[0.05, 0.05], Vec::new());
-        let end = out.samples[1].end;
-        out.measured_to = end;
-        out.end_ns = end + 200_100_000;
-        out.releases.push(Release {
-            t: end + 200_000_000,
-            since: end - 10_000,
-            cause: Cause::NagleDelayedAck,
-            side: Endpoint::A,
-        });
-        let p = Profile::builtin("rfc-classic").unwrap();
-        let pair = StrategyPair { label: "default".into(), client: Default::default(), server: Default::default() };
-        let r = run_result(&out, &pair, "", &p, &p);
-        assert_eq!((r.stalls, r.verdict_key.stalls), (0, false), "{}", r.verdict);
-        assert!(r.wall_s < 0.005, "wall {} s: the epilogue is not in it", r.wall_s);
-        assert!(
-            r.verdict.contains("epilogue after the measured rounds")
-                && r.verdict.contains("1 wait of 200 ms, the client's data held (nagle-delayed-ack)"),
-            "{}",
-            r.verdict
-        );
-        // Before the first measured round: the prologue, unless warm-up rounds ran there.
-        let mut out = outcome(&[0.05], Vec::new());
-        out.measured_from = 300_000_000;
-        for s in &mut out.samples {
-            s.start += 300_000_000;
-            s.end += 300_000_000;
-        }
-        out.measured_to = out.samples[0].end;
-        out.releases.push(Release { t: 250_000_000, since: 10_000_000, cause: Cause::DelayedAck, side: Endpoint::B });
-        let (_, _, _, _, verdict) = stall_verdict(&out);
-        assert!(verdict.contains("prologue before the measured rounds"), "{verdict}");
-        assert!(verdict.contains("the server's data held (delayed-ack)"), "{verdict}");
-        out.warmup_rounds = 3;
-        let (_, _, _, _, verdict) = stall_verdict(&out);
-        assert!(!verdict.contains("prologue"), "{verdict}");
+        let (_, slow, threshold) = latency_and_slow_samples(&out);
+        assert_eq!((slow, threshold), (2, 11_000_000));
     }
 }

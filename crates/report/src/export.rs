@@ -80,12 +80,64 @@ fn onoff(v: Option<bool>) -> &'static str {
     }
 }
 
+/// Every row's stall records for people (`--stalls`): one line per record with its sides,
+/// cause and confidence, then its evidence, times in ms on the row's trace clock.
+pub fn stall_records_text(r: &Report) -> String {
+    let mut out = String::new();
+    for x in &r.results {
+        let label = if x.variant.is_empty() { x.strategy.clone() } else { format!("{} {}", x.strategy, x.variant) };
+        out.push_str(&format!(
+            "\nstall records: {label} ({})\n",
+            if x.stall_records.is_empty() { "none".to_string() } else { x.stall_summary.counts_text() }
+        ));
+        for (i, s) in x.stall_records.iter().enumerate() {
+            let window = (x.measured_from_ns..=x.measured_to_ns).contains(&s.start.0);
+            out.push_str(&format!(
+                "  {:>3} {:>10.3} ms {:>8.2} ms  {} waited, {} held {} B  {} {:.2}{}\n",
+                i + 1,
+                s.start.0 as f64 / 1e6,
+                s.length.as_millis_f64(),
+                side(s.waited),
+                side(s.held),
+                s.bytes_held,
+                s.cause,
+                s.confidence,
+                if window || x.measured_to_ns == 0 { "" } else { "  (outside the measured rounds)" }
+            ));
+            for e in &s.evidence {
+                out.push_str(&format!("        {:>10.3} ms  {}\n", e.t.0 as f64 / 1e6, e.what));
+            }
+            out.push_str(&format!("        {}\n", s.detail));
+        }
+    }
+    out
+}
+
+fn side(e: trace::Endpoint) -> &'static str {
+    match e {
+        trace::Endpoint::A => "client",
+        trace::Endpoint::B => "server",
+    }
+}
+
+/// What produced the results: "Linux 6.18.0" for the lab, "model linux" for simulate.
+fn host(r: &Report) -> String {
+    match (&r.kernel, &r.profile) {
+        (Some(k), _) => format!("Linux {k}"),
+        (None, Some(p)) => format!("model {p}"),
+        (None, None) => "unknown".to_string(),
+    }
+}
+
 /// The options of one side. In the lab, TCP_QUICKACK read back is a state, not a setting that
 /// holds (do_tcp_getsockopt returns `!inet_csk_in_pingpong_mode`, net/ipv4/tcp.c): it is labelled
 /// `quickack-state` there; the model reports whether the strategy asked for it.
 fn applied(a: &crate::Applied, model: bool) -> String {
     let qa = if model { "quickack" } else { "quickack-state" };
-    let mut s = format!("nodelay={} cork={} {qa}={}", onoff(a.nodelay), onoff(a.cork), onoff(a.quickack));
+    let mut s = format!("nodelay={} cork={}", onoff(a.nodelay), onoff(a.cork));
+    if !model {
+        s.push_str(&format!(" {qa}={}", onoff(a.quickack_state)));
+    }
     if let Some(m) = a.mss {
         s.push_str(&format!(" mss={m}"));
     }
@@ -100,6 +152,9 @@ fn params(p: &serde_json::Value) -> String {
         serde_json::Value::Object(m) => m
             .iter()
             .map(|(k, v)| match v {
+                // As `tcpstall scenarios` prints it: `[]` for an empty list (`--set k=` and
+                // `--set k=[]` both set one), else `a,b`.
+                serde_json::Value::Array(a) if a.is_empty() => format!("{k}=[]"),
                 serde_json::Value::Array(a) => {
                     let items: Vec<String> = a.iter().map(|x| x.to_string()).collect();
                     format!("{k}={}", items.join(","))
@@ -144,7 +199,7 @@ fn wire_cells(w: &WireSide) -> [String; 5] {
     [
         w.segs_out.to_string(),
         w.data_segs_out.to_string(),
-        w.pure_acks_out.to_string(),
+        w.non_data_segs_out.to_string(),
         bytes(w.bytes_sent),
         bytes(w.wire_bytes),
     ]
@@ -152,7 +207,7 @@ fn wire_cells(w: &WireSide) -> [String; 5] {
 
 impl Exporter for Table {
     fn export(&self, r: &Report) -> Vec<u8> {
-        let mut out = format!("{} {}: {} on {} ({})\n", r.tool, r.mode, r.scenario, r.kernel, r.link);
+        let mut out = format!("{} {}: {} on {} ({})\n", r.tool, r.mode, r.scenario, host(r), r.link);
         let p = params(&r.params);
         if !p.is_empty() {
             out.push_str(&format!("params: {p}\n"));
@@ -176,7 +231,7 @@ impl Exporter for Table {
                 ms(x.latency_us.p50),
                 ms(x.latency_us.p99),
                 ms(x.latency_us.max),
-                x.stalls.to_string(),
+                x.stall_count.to_string(),
             ];
             row.extend(wire_cells(&x.wire.client));
             row.extend(wire_cells(&x.wire.server));
@@ -216,9 +271,16 @@ impl Exporter for Table {
         // Lab and model time the same window: the client's first measured round to the end of
         // its last (`wall_s`); a wait outside it is named in the verdict, not counted.
         out.push_str(
-            "\nms/round: wall time of the measured rounds / rounds (prologue, warm-up and epilogue excluded);\n\
-             stalls: waits longer than the threshold (10 ms over the round trip unless set);\n",
+            "\nms/round: wall time of the measured rounds / rounds (prologue, warm-up and epilogue excluded);\n",
         );
+        // A scenario that pauses between rounds (burst's interval_ms) spends that pause inside
+        // the measured window: say so beside the number, with the pause.
+        if let Some(ms) = r.params.get("interval_ms").and_then(|v| v.as_f64()).filter(|ms| *ms > 0.0) {
+            out.push_str(&format!(
+                "  (it includes the scenario's own pause of interval_ms={ms} between rounds; p50/p99/max do not)\n"
+            ));
+        }
+        out.push_str("stalls: waits longer than the threshold (10 ms over the round trip unless set);\n");
         out.push_str(if model {
             "segs = data + acks (counted by the model); wire = payload + link, IP and TCP headers per segment\n"
         } else {
@@ -280,15 +342,16 @@ impl Exporter for Csv {
             "p999_us",
             "max_us",
             "mean_us",
-            "stalls",
-            "stall_threshold_us",
-            "throughput_bps",
+            "stall_count",
+            "slow_samples",
+            "slow_sample_threshold_us",
+            "throughput_bytes_per_s",
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
         for side in ["client", "server"] {
-            for f in ["segs_out", "data_segs_out", "pure_acks_out", "bytes_sent", "wire_bytes"] {
+            for f in ["segs_out", "data_segs_out", "non_data_segs_out", "bytes_sent", "wire_bytes"] {
                 head.push(format!("{side}_{f}"));
             }
         }
@@ -311,13 +374,15 @@ impl Exporter for Csv {
                 format!("{:.1}", l.p999),
                 format!("{:.1}", l.max),
                 format!("{:.1}", l.mean),
-                x.stalls.to_string(),
-                format!("{:.1}", x.stall_threshold_us),
-                format!("{:.0}", x.throughput_bps),
+                x.stall_count.to_string(),
+                x.slow_samples.to_string(),
+                format!("{:.1}", x.slow_sample_threshold_us),
+                format!("{:.0}", x.throughput_bytes_per_s),
             ];
             for w in [&x.wire.client, &x.wire.server] {
                 f.extend(
-                    [w.segs_out, w.data_segs_out, w.pure_acks_out, w.bytes_sent, w.wire_bytes].map(|n| n.to_string()),
+                    [w.segs_out, w.data_segs_out, w.non_data_segs_out, w.bytes_sent, w.wire_bytes]
+                        .map(|n| n.to_string()),
                 );
             }
             f.push(x.verdict_key.stalls.to_string());
@@ -337,7 +402,7 @@ fn md_cell(s: &str) -> String {
 
 impl Exporter for Markdown {
     fn export(&self, r: &Report) -> Vec<u8> {
-        let host = if r.mode == "simulate" { r.kernel.clone() } else { format!("Linux {}", r.kernel) };
+        let host = host(r);
         let mut out = format!("**{} {}** `{}` on {host} ({})\n\n", r.tool, r.mode, r.scenario, r.link);
         let p = params(&r.params);
         if !p.is_empty() {
@@ -356,14 +421,14 @@ impl Exporter for Markdown {
                 ms(x.latency_us.p50),
                 ms(x.latency_us.p99),
                 ms(x.latency_us.max),
-                x.stalls,
+                x.stall_count,
                 c.segs_out,
                 c.data_segs_out,
-                c.pure_acks_out,
+                c.non_data_segs_out,
                 c.wire_bytes,
                 s.segs_out,
                 s.data_segs_out,
-                s.pure_acks_out,
+                s.non_data_segs_out,
                 s.wire_bytes,
                 md_cell(&x.verdict)
             ));
@@ -389,22 +454,27 @@ mod tests {
                 strategies: vec![],
                 nodelay: Some(false),
                 cork: Some(false),
-                quickack: Some(true),
+                quickack_state: Some(true),
                 mss: Some(1448),
                 congestion: Some("bbr".into()),
             },
             server: Applied::default(),
             rounds: 100,
             latency_us: Latency { p50, p90: p50, p99: p50, p999: p50, max: p50, mean: p50 },
-            stalls,
-            stall_threshold_us: 10_020.0,
+            slow_samples: stalls,
+            slow_sample_threshold_us: 10_020.0,
+            stall_count: stalls,
+            stall_summary: Default::default(),
+            stall_records: vec![],
+            measured_from_ns: 0,
+            measured_to_ns: 0,
             wall_s: p50 * 100.0 / 1e6,
-            throughput_bps: 1.0,
+            throughput_bytes_per_s: 1.0,
             wire: Wire {
                 client: WireSide {
                     segs_out: segs,
                     data_segs_out: segs / 2,
-                    pure_acks_out: segs / 2,
+                    non_data_segs_out: segs / 2,
                     bytes_sent: 100_000,
                     wire_bytes: 100_000 + segs * 66,
                 },
@@ -418,8 +488,9 @@ mod tests {
         Report {
             tool: "tcpstall".into(),
             version: "0.1.0".into(),
-            schema: crate::SCHEMA_VERSION,
-            kernel: "6.18".into(),
+            schema_version: crate::SCHEMA_VERSION,
+            kernel: Some("6.18".into()),
+            profile: None,
             mode: "lab".into(),
             scenario: "chunked".into(),
             params: serde_json::json!({"send": 1000, "n_chunk": 100, "round": 100}),
@@ -436,7 +507,7 @@ mod tests {
         assert_eq!(back, r);
         let v: serde_json::Value = serde_json::from_slice(&export(&r, Format::Json)).unwrap();
         assert_eq!(v["results"][0]["verdict_key"]["cause"], "nagle-delayed-ack");
-        assert_eq!(v["results"][1]["wire"]["client"]["pure_acks_out"], 10_000);
+        assert_eq!(v["results"][1]["wire"]["client"]["non_data_segs_out"], 10_000);
         assert!(v.get("errors").is_none(), "empty errors are left out");
     }
 
@@ -473,8 +544,11 @@ mod tests {
         );
         let mut m = sample();
         m.mode = "simulate".into();
+        (m.kernel, m.profile) = (None, Some("linux".into()));
         let text = String::from_utf8(export(&m, Format::Table)).unwrap();
-        assert!(text.contains("nodelay=off cork=off quickack=on mss=1448"), "{text}");
+        // The model reads no TCP_QUICKACK state back: it is not shown.
+        assert!(text.contains("nodelay=off cork=off mss=1448"), "{text}");
+        assert!(text.contains("on model linux"), "{text}");
     }
 
     #[test]

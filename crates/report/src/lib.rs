@@ -6,9 +6,10 @@
 use serde::{Deserialize, Serialize};
 use trace::VerdictKey;
 
+pub mod explain;
 mod export;
 mod schema;
-pub use export::{export, exporter, label, Csv, Json, Markdown, Table};
+pub use export::{export, exporter, label, stall_records_text, Csv, Json, Markdown, Table};
 pub use schema::*;
 
 /// Output formats.

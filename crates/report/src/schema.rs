@@ -5,7 +5,12 @@ use serde::{Deserialize, Serialize};
 use trace::VerdictKey;
 
 /// Version of the JSON layout below.
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: stall records from the one classifier (`stall_records`, `stall_count`, `stall_summary`),
+/// `slow_samples` for latency samples above the threshold (was `stalls`), units in names
+/// (`throughput_bytes_per_s`, was `throughput_bps`), `non_data_segs_out` (was `pure_acks_out`:
+/// it counts SYN/FIN/RST too), `quickack_state`, `kernel` only for real kernels and
+/// `profile` for the model, `schema_version` (was `schema`).
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -13,9 +18,13 @@ pub struct Report {
     pub tool: String,
     /// tcpstall's version.
     pub version: String,
-    pub schema: u32,
-    /// `uname -r` for the lab; the profile name(s) for the model ("model:linux").
-    pub kernel: String,
+    pub schema_version: u32,
+    /// `uname -r` of the kernel the lab ran on; absent for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    /// The model's stack profile(s) ("linux", "linux:rfc-classic"); absent for the lab.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
     /// "lab" or "simulate".
     pub mode: String,
     pub scenario: String,
@@ -43,12 +52,24 @@ pub struct RunResult {
     /// Rounds measured (excluding warm-up).
     pub rounds: u64,
     pub latency_us: Latency,
-    /// Latency samples above the stall threshold.
-    pub stalls: u64,
-    pub stall_threshold_us: f64,
+    /// Latency samples above `slow_sample_threshold_us` (a slow sample can hold several
+    /// stalls, or none: a scheduling delay is slow without being a TCP stall).
+    pub slow_samples: u64,
+    pub slow_sample_threshold_us: f64,
+    /// Stall records with a TCP cause in the measured rounds (application gaps excluded), from
+    /// the classifier.
+    pub stall_count: u64,
+    /// Counts of the measured rounds' stall records by cause.
+    pub stall_summary: analyze::StallSummary,
+    /// Every stall record of the connection (prologue and epilogue included: compare `start_ns`
+    /// with `measured_from_ns`/`measured_to_ns`), application gaps included.
+    pub stall_records: Vec<analyze::Stall>,
+    /// The measured rounds' window on the trace's clock (ns).
+    pub measured_from_ns: u64,
+    pub measured_to_ns: u64,
     pub wall_s: f64,
     /// Application payload delivered per second, both directions added (bytes/s).
-    pub throughput_bps: f64,
+    pub throughput_bytes_per_s: f64,
     pub wire: Wire,
     /// Kernel-side figures when known (lab: tcp_info; model: its own state).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -71,8 +92,9 @@ pub struct Applied {
     pub nodelay: Option<bool>,
     /// TCP_CORK read back after setup.
     pub cork: Option<bool>,
-    /// TCP_QUICKACK read back after setup.
-    pub quickack: Option<bool>,
+    /// TCP_QUICKACK read back with getsockopt: the socket's ACK mode at that moment (on = not
+    /// in pingpong mode), not whether the option was set. Absent where not read (the model).
+    pub quickack_state: Option<bool>,
     /// TCP_MAXSEG read back.
     pub mss: Option<u32>,
     /// TCP_CONGESTION read back.
@@ -100,8 +122,8 @@ pub struct Wire {
 pub struct WireSide {
     pub segs_out: u64,
     pub data_segs_out: u64,
-    /// segs_out - data_segs_out: pure ACKs (and SYN/FIN/RST without data).
-    pub pure_acks_out: u64,
+    /// segs_out - data_segs_out: segments without data: pure ACKs plus SYN/FIN/RST.
+    pub non_data_segs_out: u64,
     /// Payload bytes sent, retransmissions included (tcpi_bytes_sent).
     pub bytes_sent: u64,
     /// Estimated bytes on the wire: payload plus headers per segment.

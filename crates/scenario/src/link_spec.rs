@@ -27,6 +27,14 @@ pub enum AckDir {
     Down,
 }
 
+/// The smallest MTU accepted: IPv4's minimum (RFC 791; IPV4_MIN_MTU, the TUN device's minimum).
+pub const MIN_MTU: u32 = 68;
+/// The largest MTU accepted: loopback's (drivers/net/loopback.c), which `simulate` models.
+pub const MAX_MTU: u32 = 65536;
+/// The largest MTU a TUN device takes (drivers/net/tun.c: MAX_MTU 65535), so the emulated
+/// link's largest.
+pub const TUN_MAX_MTU: u32 = 65535;
+
 /// One emulated link. Delays are one-way per direction: `up` is client to server, `down` is
 /// server to client. Fractions are probabilities in [0, 1].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -255,8 +263,16 @@ impl FromStr for LinkSpec {
                 }
                 "mtu" => {
                     let m: u32 = v.trim().parse().map_err(|_| e(format!("'{v}' is not a whole number")))?;
-                    if !(576..=65535).contains(&m) {
-                        return Err(e(format!("{m} is outside 576-65535")));
+                    // What the kernel accepts on the devices tcpstall builds or models: IPv4
+                    // needs 68 (RFC 791 "Fragmentation and Reassembly"; net/ipv4 IPV4_MIN_MTU,
+                    // also the TUN device's minimum), a TUN device takes up to 65535
+                    // (drivers/net/tun.c MAX_MTU), loopback has 65536 (drivers/net/loopback.c),
+                    // the MTU `simulate` models loopback with. `Link::open` refuses 65536.
+                    if !(MIN_MTU..=MAX_MTU).contains(&m) {
+                        return Err(e(format!(
+                            "{m} is outside {MIN_MTU}-{MAX_MTU} (IPv4's minimum to loopback's 65536; the emulated \
+                             link's TUN devices take at most {TUN_MAX_MTU})"
+                        )));
                     }
                     l.mtu = m;
                 }
@@ -385,11 +401,22 @@ mod tests {
     }
 
     #[test]
+    fn mtu_range_is_the_kernels() {
+        for ok in ["mtu=68", "mtu=1500", "mtu=65535", "mtu=65536"] {
+            assert!(ok.parse::<LinkSpec>().is_ok(), "{ok}");
+        }
+        for bad in ["mtu=67", "mtu=65537", "mtu=0"] {
+            let e = bad.parse::<LinkSpec>().unwrap_err();
+            assert!(e.contains("outside 68-65536") && e.contains("at most 65535"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn bad_specs_say_what_is_wrong() {
         assert!("rtt=20".parse::<LinkSpec>().unwrap_err().contains("needs a unit"));
         assert!("rate=fast".parse::<LinkSpec>().is_err());
         assert!("loss=150%".parse::<LinkSpec>().unwrap_err().contains("outside"));
-        assert!("mtu=100".parse::<LinkSpec>().is_err());
+        assert!("mtu=60".parse::<LinkSpec>().is_err());
         assert!("bogus=1".parse::<LinkSpec>().unwrap_err().contains("unknown key 'bogus'"));
         assert!("rtt=20ms,delay-up=1ms,delay-down=1ms".parse::<LinkSpec>().is_err());
     }

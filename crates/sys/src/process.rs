@@ -241,3 +241,14 @@ impl PidNs {
         let _ = self.init.wait();
     }
 }
+
+/// Restore SIGPIPE's default action, so that `tcpstall ... | head` ends quietly the way Unix
+/// filters do, instead of every `print!` panicking on EPIPE (the Rust runtime sets SIGPIPE to
+/// SIG_IGN at start-up). Call once, first thing in `main`, before any thread starts.
+pub fn default_sigpipe() {
+    // SAFETY: signal(2) with SIG_DFL installs no handler code; it changes only the process's
+    // disposition of SIGPIPE, and is called before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}

@@ -5,6 +5,7 @@ mod cli;
 use clap::Parser;
 
 fn main() {
+    sys::process::default_sigpipe();
     let args = cli::Cli::parse();
     match cli::run(args) {
         Ok(code) => std::process::exit(code),

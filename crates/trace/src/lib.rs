@@ -151,9 +151,12 @@ pub enum CapturePoint {
     AtA,
     /// At endpoint B (the server).
     AtB,
-    /// Somewhere in between (a router, the link emulator) or loopback, where both views coincide.
+    /// Somewhere in between (a router, the link emulator).
     #[default]
     Middle,
+    /// Loopback or both endpoints on the capturing host: both views coincide (round trip under
+    /// 300 µs).
+    SameHost,
     /// Unknown: a capture whose origin cannot be told.
     Unknown,
 }
@@ -195,37 +198,51 @@ pub enum Evidence {
 }
 
 /// The stall causes tcpstall names. One vocabulary for the lab, captures and the model, so
-/// their verdicts can be compared cell by cell.
+/// their verdicts can be compared cell by cell. The classifier (`tcpstall-analyze`, classify.rs)
+/// is the only code that decides which one a stall gets; each rule cites its source there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Cause {
-    /// A sub-MSS segment held by Nagle (RFC 9293 3.7.4; Linux `tcp_nagle_check`) while an earlier
-    /// small segment is unacknowledged, released by the peer's delayed ACK.
+    /// A sub-MSS segment held by Nagle (RFC 9293 3.7.4; Linux `tcp_nagle_check` with
+    /// `tcp_minshall_check`) while an earlier small segment is unacknowledged, released by the
+    /// peer's delayed ACK.
     NagleDelayedAck,
-    /// The peer delayed its ACK (RFC 9293 3.8.6.3) and nothing else was held.
+    /// The sender waited for the peer's delayed ACK (RFC 9293 3.8.6.3) and the packets do not
+    /// show what else held the data.
     DelayedAck,
     /// Flight size reached the congestion window (RFC 5681 3.1) and the sender waited for an ACK.
     CwndLimited,
-    /// The peer's receive window was full or zero (RFC 9293 3.8.6.2).
+    /// The peer's receive window was full or zero (RFC 9293 3.8.6.2; zero-window probes).
     RwndLimited,
-    /// A retransmission timeout (RFC 6298 5).
+    /// A retransmission timeout (RFC 6298 5): the oldest unacknowledged range resent.
     RetransmissionTimeout,
-    /// Corked or held data released by the probe timer with nothing in flight (Linux
-    /// `tcp_probe_timer` / `tcp_send_probe0`, at least 200 ms).
+    /// A tail-loss probe (RFC 8985 7; Linux `tcp_send_loss_probe`): the last segment resent
+    /// about two round trips after it was sent.
+    TailLossProbe,
+    /// Fast retransmit after duplicate ACKs (RFC 5681 3.2, RFC 6675).
+    FastRetransmit,
+    /// Corked, MSG_MORE or Nagle-held data with nothing in flight, released by the 200 ms probe
+    /// timer (Linux `tcp_probe_timer`, `tcp_probe0_base`; TCP_CORK's 200 ms ceiling, tcp(7)).
     ProbeTimer,
-    /// Everything acknowledged, nobody sending: the application waited.
+    /// The writer had not written yet (think time, idle): not a TCP stall. Listed apart and
+    /// excluded from stall counts.
     Application,
+    /// Something held the data but the evidence shows no mechanism's signature.
+    Unknown,
 }
 
 impl Cause {
-    pub const ALL: [Cause; 7] = [
+    pub const ALL: [Cause; 10] = [
         Cause::NagleDelayedAck,
         Cause::DelayedAck,
         Cause::CwndLimited,
         Cause::RwndLimited,
         Cause::RetransmissionTimeout,
+        Cause::TailLossProbe,
+        Cause::FastRetransmit,
         Cause::ProbeTimer,
         Cause::Application,
+        Cause::Unknown,
     ];
     pub fn as_str(self) -> &'static str {
         match self {
@@ -234,20 +251,30 @@ impl Cause {
             Cause::CwndLimited => "cwnd-limited",
             Cause::RwndLimited => "rwnd-limited",
             Cause::RetransmissionTimeout => "retransmission-timeout",
+            Cause::TailLossProbe => "tail-loss-probe",
+            Cause::FastRetransmit => "fast-retransmit",
             Cause::ProbeTimer => "probe-timer",
             Cause::Application => "application",
+            Cause::Unknown => "unknown",
         }
+    }
+    /// A wait TCP caused (everything but [`Cause::Application`]): what stall counts count.
+    pub fn is_tcp_stall(self) -> bool {
+        self != Cause::Application
     }
     /// One sentence for people: what held the data.
     pub fn explain(self) -> &'static str {
         match self {
             Cause::NagleDelayedAck => "Nagle holds the next small write until the peer's delayed ACK",
-            Cause::DelayedAck => "the peer delays its ACK and the sender waits for it",
-            Cause::CwndLimited => "the congestion window is full and the ACK that opens it is delayed",
-            Cause::RwndLimited => "the receiver's window is full",
+            Cause::DelayedAck => "the sender waits for the peer's delayed ACK",
+            Cause::CwndLimited => "the congestion window is full and the sender waits for the ACK that opens it",
+            Cause::RwndLimited => "the receiver's window is full or zero",
             Cause::RetransmissionTimeout => "a segment was lost and resent after the retransmission timeout",
-            Cause::ProbeTimer => "corked or held data waits for the probe timer",
-            Cause::Application => "everything was acknowledged and nobody sent: the application waited",
+            Cause::TailLossProbe => "the last segment was lost or late and resent by the tail-loss probe",
+            Cause::FastRetransmit => "a segment was lost and resent after duplicate ACKs",
+            Cause::ProbeTimer => "corked or held data waits for the 200 ms probe timer",
+            Cause::Application => "the writer had not written yet (application think time or idle): not a TCP stall",
+            Cause::Unknown => "data waited, but the packets show no mechanism's signature",
         }
     }
 }

@@ -223,9 +223,14 @@ impl FlowTable {
             None => 0,
         };
         // Window scaling is in effect only when both SYNs carried the option (RFC 7323 2.2).
-        seg.wscale = match f.wscale {
-            [Some(a), Some(b)] => Some(if from == Endpoint::A { a } else { b }),
-            _ => None,
+        // A SYN keeps its own option as decoded (the analyser decides what is in effect).
+        seg.wscale = if seg.flags.syn() {
+            seg.wscale
+        } else {
+            match f.wscale {
+                [Some(a), Some(b)] => Some(if from == Endpoint::A { a } else { b }),
+                _ => None,
+            }
         };
         FlowEvent {
             flow: f.id,

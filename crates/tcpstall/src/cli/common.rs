@@ -34,6 +34,10 @@ pub struct ScenarioArgs {
     /// Write the output to FILE instead of stdout
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// After the table, list every stall record of every row (time, length, sides, cause,
+    /// confidence, evidence); JSON always carries them in `stall_records`
+    #[arg(long)]
+    pub stalls: bool,
 }
 
 impl ScenarioArgs {

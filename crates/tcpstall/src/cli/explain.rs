@@ -51,6 +51,9 @@ pub struct ExplainArgs {
     /// Output format
     #[arg(long, value_enum, default_value = "text")]
     pub format: ExplainFormat,
+    /// Also list the application gaps (the writer had not written yet: not stalls, counted apart)
+    #[arg(long)]
+    pub app_gaps: bool,
     /// Also draw a time-sequence diagram per flow (data, ACK line, stalls shaded) as SVG
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
@@ -77,8 +80,12 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     if !(args.min_gap.is_finite() && args.min_gap >= 0.0 && args.min_gap <= 60_000.0) {
         bail!("--min-gap {}: expected milliseconds between 0 and 60000", args.min_gap);
     }
+    // Before any analysis: a plot that cannot be written must not cost the run.
+    if let Some(p) = &args.plot {
+        super::output::check_writable("--plot", p)?;
+    }
     let filter = FlowFilter { pair: args.flow.as_deref().map(parse_flow).transpose()?, port: args.port };
-    let cfg = Config { min_gap: Duration((args.min_gap * 1e6) as u64) };
+    let cfg = Config { min_gap: Duration((args.min_gap * 1e6) as u64), ..Config::default() };
     // "-" reads standard input: `tcpdump -w - ... | tcpstall explain -`.
     let raw: Box<dyn std::io::Read> = if args.file.as_os_str() == "-" {
         Box::new(std::io::stdin().lock())
@@ -107,7 +114,6 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
                     });
                 }
                 let f = &mut flows[i];
-                f.analyzer.note_unseen(fe.event.from, fe.unseen_before);
                 f.analyzer.push(&fe.event);
                 if let Some(p) = f.plot.as_mut() {
                     p.push(&fe.event);
@@ -173,9 +179,9 @@ fn dur(d: Option<Duration>) -> String {
     d.map_or("-".into(), |d| d.to_string())
 }
 
-fn frames(ev: &[Evidence]) -> String {
+fn frames(ev: &[analyze::EvidenceItem]) -> String {
     ev.iter()
-        .map(|e| match e {
+        .map(|e| match e.source {
             Evidence::Frame(n) => format!("#{n}"),
             Evidence::Model(n) => format!("step {n}"),
             Evidence::Lab => "lab".into(),
@@ -264,29 +270,30 @@ fn text(s: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> an
         );
         s.write_all(dir_line("A->B", &fa.dirs[0]).as_bytes())?;
         s.write_all(dir_line("B->A", &fa.dirs[1]).as_bytes())?;
-        if fa.stalls.is_empty() {
-            writeln!(s, "  no stalls")?;
+        // TCP stalls first; application gaps (the writer had not written) are not stalls:
+        // counted apart, listed only with --app-gaps.
+        let sum = analyze::StallSummary::of(&fa.stalls);
+        let gaps = if sum.application_gap_count > 0 {
+            format!(
+                "; {} application gap(s), not stalls{}",
+                sum.application_gap_count,
+                if args.app_gaps { "" } else { " (--app-gaps lists them)" }
+            )
+        } else {
+            String::new()
+        };
+        writeln!(s, "  {} stalls: {}{gaps}", sum.stall_count, sum.counts_text())?;
+        let shown: Vec<&analyze::Stall> =
+            fa.stalls.iter().filter(|st| args.app_gaps || st.cause.is_tcp_stall()).collect();
+        if shown.is_empty() {
             continue;
         }
-        let mut counts: Vec<(trace::Cause, usize, u64)> = Vec::new();
-        for st in &fa.stalls {
-            match counts.iter_mut().find(|c| c.0 == st.cause) {
-                Some(c) => {
-                    c.1 += 1;
-                    c.2 += st.length.as_nanos();
-                }
-                None => counts.push((st.cause, 1, st.length.as_nanos())),
-            }
-        }
-        let summary: Vec<String> =
-            counts.iter().map(|(c, n, ns)| format!("{n} {c} ({} total)", Duration(*ns))).collect();
-        writeln!(s, "  {} stalls: {}", fa.stalls.len(), summary.join(", "))?;
         let _ = writeln!(
             s,
             "  {:>4} {:>10} {:>10} {:>4}  {:<22} {:>4}  evidence (frames)",
             "#", "start s", "length", "held", "cause", "conf"
         );
-        for (j, st) in fa.stalls.iter().enumerate() {
+        for (j, st) in shown.iter().enumerate() {
             let held = match st.held {
                 Endpoint::A => "A",
                 Endpoint::B => "B",
@@ -310,54 +317,30 @@ fn text(s: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> an
 
 fn json(w: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> anyhow::Result<()> {
     let Findings { stats, flows, labels, failure } = found;
-    // One JSON document, written piece by piece: the stalls of a flow are streamed one object at
-    // a time instead of being collected into one value tree.
-    let head = serde_json::json!({
-        "file": args.file.display().to_string(),
-        "decode": stats,
-        "error": failure.as_ref().map(|e| serde_json::json!({"offset": e.offset, "message": e.to_string()})),
-    });
+    let head = report::explain::ExplainHead {
+        tool: "tcpstall",
+        version: env!("CARGO_PKG_VERSION"),
+        schema_version: report::SCHEMA_VERSION,
+        mode: "explain",
+        file: args.file.display().to_string(),
+        decode: stats,
+        error: failure
+            .as_ref()
+            .map(|e| report::explain::ExplainError { offset_bytes: e.offset, message: e.to_string() }),
+    };
     let head = serde_json::to_string(&head)?;
     write!(w, "{},\"flows\":[", &head[..head.len() - 1])?;
     for (i, (k, fa, _)) in flows.iter().enumerate() {
-        let flow = serde_json::json!({
-            "flow": i + 1,
-            "a": k.a.to_string(),
-            "b": k.b.to_string(),
-            "interface": k.interface,
-            "label": labels[i],
-            "first_s": fa.first.as_secs_f64(),
-            "last_s": fa.last.as_secs_f64(),
-            "capture_point": fa.capture_point,
-            "capture_note": fa.capture_note,
-            "path_rtt_ms": fa.path_rtt.map(|d| d.as_millis_f64()),
-            "directions": { "a_to_b": fa.dirs[0], "b_to_a": fa.dirs[1] },
-            "notes": fa.notes,
-        });
-        let flow = serde_json::to_string(&flow)?;
-        write!(w, "{}\n{},\"stalls\":[", if i > 0 { "," } else { "" }, &flow[..flow.len() - 1])?;
-        for (j, st) in fa.stalls.iter().enumerate() {
-            if j > 0 {
-                w.write_all(b",")?;
-            }
-            w.write_all(b"\n")?;
-            serde_json::to_writer(
-                &mut *w,
-                &serde_json::json!({
-                    "start_s": st.start.as_secs_f64(),
-                    "length_ms": st.length.as_millis_f64(),
-                    "held": st.held,
-                    "cause": st.cause,
-                    "confidence": st.confidence,
-                    "evidence": st.evidence,
-                    "ack_delay_ms": st.ack_delay.map(|d| d.as_millis_f64()),
-                    "released_bytes": st.released_bytes,
-                    "explanation": st.cause.explain(),
-                    "detail": st.detail,
-                }),
-            )?;
-        }
-        w.write_all(b"]}")?;
+        let flow = report::explain::ExplainFlow::new(
+            i + 1,
+            k.a.to_string(),
+            k.b.to_string(),
+            k.interface,
+            labels[i].clone(),
+            fa,
+        );
+        w.write_all(if i > 0 { b",\n" } else { b"\n" })?;
+        serde_json::to_writer(&mut *w, &flow)?;
     }
     w.write_all(b"]}\n")?;
     Ok(())

@@ -18,7 +18,7 @@ Examples:
   tcpstall lab burst --set n=2 --format json    seed 002 with two messages per burst, as JSON
   tcpstall lab bulk-ack --set sweep=99912,100000  seed 004's two sizes
   tcpstall lab --matrix all --rounds 20         every strategy on both sides
-  tcpstall lab --config tcp_test.conf           seed 000's own configuration file
+  tcpstall lab --config examples/tcp_test.conf  seed 000's configuration file (in the repo)
   tcpdump -i lo -w seed000.pcap port 8000 & tcpstall lab --port 8000
                                                 watch it on the host's loopback
   tcpstall lab multi-write --link rtt=20ms,mtu=1500 --capture mw.pcapng
@@ -26,14 +26,28 @@ Examples:
 
 As root each row runs in a private network namespace (lo with MTU 1500) so TcpExt counters
 belong to the run; --port, --link or no root use the caller's or the link's namespaces.
-Ctrl-C stops the row in progress and prints the rows already finished (exit 130).";
+Ctrl-C stops the row in progress and prints the rows already finished (exit 130).
+
+--config FILE (seed 000's tcp_test.conf; docs/config.md): one `key value` per line, `#` starts a
+comment, each key at most once, a missing key keeps its default:
+  no_delay 0|1   TCP_NODELAY on both sides                       default 0
+  quickack 0|1   TCP_QUICKACK set once after connecting          default 0
+  cork 0|1       TCP_CORK around each message                    default 0
+  msg_more 0|1   MSG_MORE on all but a message's last write      default 0
+  send N         bytes per message, each way (1-67108864)        default 1000
+  n_chunk N      writes per message (1-1024, at most send)       default 100
+  round N        rounds (1-1000000)                              default 100
+It runs the chunked scenario as one row, `config:OPTIONS`; --set/--rounds change the sizes
+afterwards; --client/--server/--matrix are refused. An error names the file and line, e.g.
+`tcp_test.conf:2: unknown key 'nagle' (known: ...)`, and exits non-zero before measuring.";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct LabArgs {
     #[command(flatten)]
     pub common: ScenarioArgs,
-    /// Run seed 000's tcp_test.conf (keys no_delay, quickack, cork, msg_more, send, n_chunk, round)
+    /// Run seed 000's tcp_test.conf (keys no_delay, quickack, cork, msg_more, send, n_chunk, round;
+    /// format below and in docs/config.md)
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// A wait is a stall when it exceeds the round trip by more than MS milliseconds [default: 10]
@@ -171,6 +185,9 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     let opts = lab_options(&args)?;
     // Before measuring: an output path that cannot be written must not cost a run.
     let sink = output::Sink::open(args.common.output.as_deref())?;
+    if let Some(p) = &args.capture {
+        output::check_writable("--capture", p)?;
+    }
     let env = super::linkenv::open(args.link.as_deref(), args.capture.as_deref())?;
     let total = (s.workload.variants().len() * s.matrix.len()) as u64;
     let bar = output::progress_bar(total, args.quiet);
@@ -199,6 +216,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     } else {
         sink.discard();
     }
+    output::stall_records(&report, &args.common)?;
     if args.common.format == OutputFormat::Table {
         if let Ok(lines) = &link_lines {
             for l in lines {

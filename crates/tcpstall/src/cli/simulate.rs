@@ -185,8 +185,12 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
     let pairs = s.matrix.clone();
     // Open the output before simulating, so a path that cannot be written fails first.
     let sink = output::Sink::open(args.common.output.as_deref())?;
+    if let Some(p) = &args.pcap {
+        output::check_writable("--pcap", p)?;
+    }
     let (report, outcomes) = model::report(&s, &pairs, &spec, args.trace || args.pcap.is_some());
     sink.write(&report::export(&report, args.common.format.into())).context("writing the report")?;
+    output::stall_records(&report, &args.common)?;
     if let Some(path) = &args.pcap {
         let traces: Vec<&[trace::Event]> = outcomes.iter().map(|o| o.trace.as_slice()).collect();
         let bytes = model::pcap::to_pcap(&traces)?;
@@ -253,7 +257,7 @@ fn list_profiles() -> String {
 fn stall_stories(report: &report::Report, outcomes: &[Outcome]) -> String {
     let mut s = String::new();
     for (row, out) in report.results.iter().zip(outcomes) {
-        let threshold = (row.stall_threshold_us * 1e3) as u64;
+        let threshold = (row.slow_sample_threshold_us * 1e3) as u64;
         let Some((k, first)) = out.samples.iter().enumerate().find(|(_, x)| x.latency > threshold) else {
             continue;
         };

@@ -9,8 +9,7 @@ fn capture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/captures").join(name)
 }
 
-#[test]
-fn explain_names_nagle_delayed_ack_in_seed_000() {
+pub fn explain_names_nagle_delayed_ack_in_seed_000() {
     tcpstall()
         .args(["explain"])
         .arg(capture("seed000-default.pcap"))
@@ -21,8 +20,7 @@ fn explain_names_nagle_delayed_ack_in_seed_000() {
         .stdout(predicate::str::contains("A->B"));
 }
 
-#[test]
-fn explain_json_lists_stalls_with_evidence() {
+pub fn explain_json_lists_stalls_with_evidence() {
     let out = tcpstall().args(["explain", "--format", "json"]).arg(capture("seed001-default.pcap")).output().unwrap();
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
@@ -30,15 +28,15 @@ fn explain_json_lists_stalls_with_evidence() {
     assert!(stalls.len() >= 15, "{}", stalls.len());
     for s in stalls {
         assert_eq!(s["cause"], "nagle-delayed-ack");
-        assert!(s["length_ms"].as_f64().unwrap() >= 30.0);
+        assert!(s["length_ns"].as_u64().unwrap() >= 30_000_000);
+        assert!(s["waited"] == "B" && s["held"] == "A", "{s}");
         assert!(!s["evidence"].as_array().unwrap().is_empty());
     }
     assert!(v["flows"][0]["directions"]["a_to_b"]["wire"]["pure_acks"].as_u64().is_some());
     assert!(v["error"].is_null());
 }
 
-#[test]
-fn explain_fixed_strategy_shows_no_stalls() {
+pub fn explain_fixed_strategy_shows_no_stalls() {
     tcpstall()
         .args(["explain"])
         .arg(capture("seed002-nodelay.pcap"))
@@ -48,8 +46,7 @@ fn explain_fixed_strategy_shows_no_stalls() {
         .stdout(predicate::str::contains("nagle").not());
 }
 
-#[test]
-fn explain_port_filter_and_flow_filter() {
+pub fn explain_port_filter_and_flow_filter() {
     tcpstall()
         .args(["explain", "--port", "1"])
         .arg(capture("seed000-default.pcap"))
@@ -64,8 +61,7 @@ fn explain_port_filter_and_flow_filter() {
         .stderr(predicate::str::contains("ADDR:PORT-ADDR:PORT"));
 }
 
-#[test]
-fn explain_plot_writes_an_svg() {
+pub fn explain_plot_writes_an_svg() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("x.svg");
     tcpstall().args(["explain", "--plot"]).arg(&svg).arg(capture("http-client-post.pcap")).assert().success();
@@ -74,8 +70,7 @@ fn explain_plot_writes_an_svg() {
     assert!(s.contains("nagle-delayed-ack"), "stalls are shaded and labelled");
 }
 
-#[test]
-fn explain_truncated_file_prints_the_valid_prefix_and_fails() {
+pub fn explain_truncated_file_prints_the_valid_prefix_and_fails() {
     let dir = tempfile::tempdir().unwrap();
     let cut = dir.path().join("cut.pcap");
     let full = std::fs::read(capture("seed001-default.pcap")).unwrap();
@@ -90,8 +85,7 @@ fn explain_truncated_file_prints_the_valid_prefix_and_fails() {
         .stderr(predicate::str::contains("byte offset"));
 }
 
-#[test]
-fn explain_not_a_capture_is_a_one_line_error() {
+pub fn explain_not_a_capture_is_a_one_line_error() {
     let dir = tempfile::tempdir().unwrap();
     let txt = dir.path().join("notes.txt");
     std::fs::write(&txt, "hello, this is not a capture\n").unwrap();
@@ -112,8 +106,7 @@ fn explain_not_a_capture_is_a_one_line_error() {
         .stderr(predicate::str::contains("cannot open"));
 }
 
-#[test]
-fn explain_reads_standard_input() {
+pub fn explain_reads_standard_input() {
     let bytes = std::fs::read(capture("seed002-default.pcap")).unwrap();
     tcpstall()
         .args(["explain", "-"])
@@ -127,8 +120,7 @@ fn explain_reads_standard_input() {
 /// QA finding 15: a capture on a link type the decoder does not know yields no TCP packet; an
 /// empty report would read as "no stalls", so it is a one-line error naming the link type and
 /// the supported ones (tcpdump.org linktypes.html numbers), exit 2, nothing on stdout.
-#[test]
-fn explain_unknown_link_type_is_a_one_line_error() {
+pub fn explain_unknown_link_type_is_a_one_line_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("lt9999.pcap");
     // pcap header (magic, v2.4, zone, sigfigs, snaplen, network = 9999), then 3 records.
@@ -162,11 +154,27 @@ fn explain_unknown_link_type_is_a_one_line_error() {
 }
 
 /// `explain DIR`: one clear line, the OS error said once.
-#[test]
-fn explain_a_directory_says_so_once() {
+pub fn explain_a_directory_says_so_once() {
     let dir = tempfile::tempdir().unwrap();
     let out = tcpstall().arg("explain").arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim_end(), format!("tcpstall: cannot read {}: Is a directory", dir.path().display()));
+}
+
+/// An application gap (the writer had not written) is not a stall: counted apart, listed only
+/// with --app-gaps; the stalls of a lossy link are named from their resent ranges.
+pub fn explain_counts_application_gaps_apart_and_lists_them_on_request() {
+    let f = capture("link20ms-loss10-seed001-nodelay.pcapng");
+    let out = tcpstall().args(["explain"]).arg(&f).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("application gap(s), not stalls (--app-gaps lists them)"), "{text}");
+    let listed = |t: &str| t.lines().any(|l| l.split_whitespace().nth(5) == Some("application"));
+    assert!(!listed(&text), "listed without --app-gaps: {text}");
+    assert!(text.contains("retransmission-timeout"), "{text}");
+    let out = tcpstall().args(["explain", "--app-gaps"]).arg(&f).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(listed(&text), "{text}");
+    assert!(text.contains("not a TCP stall"), "{text}");
 }

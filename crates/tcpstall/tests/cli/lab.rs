@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::support::{is_root, skip, tcpstall};
+use crate::support::{exclusive, tcpstall};
 
 /// Run `tcpstall lab ARGS --format json -q`, expect success, return the report.
 fn lab_json(args: &[&str]) -> Value {
@@ -50,8 +50,8 @@ fn fails_with_one_line(args: &[&str], needle: &str) {
     assert!(err.contains(needle), "{args:?}: expected '{needle}' in: {err}");
 }
 
-#[test]
-fn seed_000_chunked_default_stalls_twice_per_round_and_the_fixes_do_not() {
+pub fn seed_000_chunked_default_stalls_twice_per_round_and_the_fixes_do_not() {
+    let _one_at_a_time = exclusive();
     let r = lab_json(&["chunked", "--set", "round=6"]);
     assert_eq!(r["tool"], "tcpstall");
     assert_eq!(r["scenario"], "chunked");
@@ -62,13 +62,15 @@ fn seed_000_chunked_default_stalls_twice_per_round_and_the_fixes_do_not() {
         assert!(p50_us(x) >= 60_000.0, "{stalled}: {x:#}");
         assert_eq!(x["verdict_key"]["cause"], "nagle-delayed-ack", "{stalled}: {x:#}");
         // The first round rides the initial quick-ACK budget; the others stall twice.
-        assert!(x["stalls"].as_u64().unwrap() >= 8, "{stalled}: {x:#}");
+        assert!(x["stall_count"].as_u64().unwrap() >= 8, "{stalled}: {x:#}");
         assert!(x["verdict"].as_str().unwrap().starts_with("stalls ~"), "{x:#}");
     }
+    // The fixed rows: no stall in the packet evidence, and a round well under one delayed-ACK
+    // wait (a stall is >= 30 ms; idle they take about 1 ms, on a loaded host a few ms).
     for fixed in ["nodelay", "quickack-each", "cork", "msg-more", "writev", "buffer"] {
         let x = row(&r, fixed);
-        assert!(p50_us(x) < 5_000.0, "{fixed}: {x:#}");
         assert!(!stalls(x), "{fixed}: {x:#}");
+        assert!(p50_us(x) < 30_000.0, "{fixed}: {x:#}");
     }
     // NODELAY: every 10-byte write is a segment; cork sends each message as one.
     let (nodelay, cork) = (data_segs(row(&r, "nodelay")), data_segs(row(&r, "cork")));
@@ -78,8 +80,8 @@ fn seed_000_chunked_default_stalls_twice_per_round_and_the_fixes_do_not() {
     assert_eq!(row(&r, "default")["server"]["nodelay"], false);
 }
 
-#[test]
-fn seed_001_multi_write_waits_for_the_delayed_ack_and_nodelay_then_cork_works_here() {
+pub fn seed_001_multi_write_waits_for_the_delayed_ack_and_nodelay_then_cork_works_here() {
+    let _one_at_a_time = exclusive();
     let r = lab_json(&["multi-write", "--set", "requests=5"]);
     let d = row(&r, "default");
     assert!(p50_us(d) >= 30_000.0, "{d:#}");
@@ -88,15 +90,14 @@ fn seed_001_multi_write_waits_for_the_delayed_ack_and_nodelay_then_cork_works_he
     // clears TCP_NAGLE_PUSH): no stall and one segment per request.
     for fixed in ["nodelay", "cork", "nodelay-then-cork", "msg-more", "writev", "buffer", "server quickack-each"] {
         let x = row(&r, fixed);
-        assert!(p50_us(x) < 5_000.0, "{fixed}: {x:#}");
         assert!(!stalls(x), "{fixed}: {x:#}");
+        assert!(p50_us(x) < 30_000.0, "{fixed}: {x:#}");
     }
     let ntc = row(&r, "nodelay-then-cork");
     assert!(ntc["wire"]["client"]["data_segs_out"].as_u64().unwrap() <= 6, "{ntc:#}");
 }
 
-#[test]
-fn tx_timestamps_name_the_side_that_held_the_request() {
+pub fn tx_timestamps_name_the_side_that_held_the_request() {
     // Seed 001: the client's second write waits inside the client's TCP (Nagle) for the
     // server's delayed ACK; SO_TIMESTAMPING's SCHED stamp shows the hold on the client only.
     let r =
@@ -109,20 +110,20 @@ fn tx_timestamps_name_the_side_that_held_the_request() {
     assert!(v.contains("Nagle on at client)"), "{v}");
 }
 
-#[test]
-fn seed_002_burst_of_three_stalls_on_the_third_read_and_two_does_not() {
+pub fn seed_002_burst_of_three_stalls_on_the_third_read_and_two_does_not() {
     let base = ["burst", "--client", "none", "--server", "none", "--set", "rounds=20"];
     // On loopback the round trip (~10 us) is as short as a send call, so whether the second and
     // third messages coalesce behind Nagle (the seed's stall) is a race between the two threads:
     // when the server thread preempts the client between its sends, r1 acknowledges m1 first and
     // nothing is held. Idle, most rounds stall; on a loaded host a run may miss, so up to three
     // runs are allowed to show the stall.
+    let _one_at_a_time = exclusive();
     let mut seen = Vec::new();
     let stalled = (0..3).any(|_| {
         let r = lab_json(&[&base[..], &["--set", "n=3"]].concat());
         let x = r["results"][0].clone();
         let ok = x["latency_us"]["max"].as_f64().unwrap() >= 30_000.0
-            && x["stalls"].as_u64().unwrap() >= 3
+            && x["stall_count"].as_u64().unwrap() >= 3
             && x["verdict"].as_str().unwrap().contains("(read 3 of 3)")
             && x["verdict_key"]["cause"] == "nagle-delayed-ack";
         seen.push(x);
@@ -132,18 +133,13 @@ fn seed_002_burst_of_three_stalls_on_the_third_read_and_two_does_not() {
     let r = lab_json(&[&base[..], &["--set", "n=2"]].concat());
     let x = &r["results"][0];
     assert!(!stalls(x), "{x:#}");
-    assert!(x["latency_us"]["p90"].as_f64().unwrap() < 5_000.0, "{x:#}");
+    assert!(x["latency_us"]["p90"].as_f64().unwrap() < 30_000.0, "{x:#}");
 }
 
-#[test]
-fn seed_004_bulk_ack_does_not_stall_on_linux_with_minshall() {
-    if !is_root() {
-        skip(
-            "seed_004_bulk_ack_does_not_stall_on_linux_with_minshall",
-            "needs root for a private namespace with lo MTU 1500 (loopback's 65536 would make 100,000 bytes two segments)",
-        );
-        return;
-    }
+pub fn seed_004_bulk_ack_does_not_stall_on_linux_with_minshall() {
+    // Root: a private namespace with lo MTU 1500 (loopback's 65536 would make 100,000 bytes two
+    // segments).
+    let _one_at_a_time = exclusive();
     let r = lab_json(&["bulk-ack", "--set", "rounds=5", "--set", "sweep=99912,100000"]);
     assert!(r["link"].as_str().unwrap().contains("lo mtu 1500"), "{r:#}");
     for x in r["results"].as_array().unwrap() {
@@ -152,15 +148,14 @@ fn seed_004_bulk_ack_does_not_stall_on_linux_with_minshall() {
         // lets the tail go.
         assert_eq!(x["client"]["mss"], 1448, "{x:#}");
         assert!(!stalls(x), "{x:#}");
-        assert!(p50_us(x) < 5_000.0, "{x:#}");
+        assert!(p50_us(x) < 30_000.0, "{x:#}");
     }
     assert_eq!(r["results"][3]["variant"], "size=100000 depth=1");
     // TcpExt counters belong to the run's own namespace.
     assert!(r["results"][0]["netstat"]["DelayedACKs"].is_i64(), "{r:#}");
 }
 
-#[test]
-fn stream_reports_throughput_and_pure_acks() {
+pub fn stream_reports_throughput_and_pure_acks() {
     let t0 = std::time::Instant::now();
     let r = lab_json(&["stream", "--set", "duration_ms=200", "--client", "none", "--server", "none"]);
     // Regression: the client once waited for the server's close while the server waited for the
@@ -169,37 +164,45 @@ fn stream_reports_throughput_and_pure_acks() {
     let x = &r["results"][0];
     assert!(!stalls(x));
     assert!(x["wire"]["client"]["bytes_sent"].as_u64().unwrap() > 1_000_000, "{x:#}");
-    assert!(x["wire"]["server"]["pure_acks_out"].as_u64().unwrap() > 0, "{x:#}");
-    assert!(x["throughput_bps"].as_f64().unwrap() > 0.0);
+    assert!(x["wire"]["server"]["non_data_segs_out"].as_u64().unwrap() > 0, "{x:#}");
+    assert!(x["throughput_bytes_per_s"].as_f64().unwrap() > 0.0);
 }
 
-#[test]
-fn json_contract_has_the_documented_fields() {
+pub fn json_contract_has_the_documented_fields() {
     let r = lab_json(&["rr", "--set", "rounds=50"]);
-    for k in ["tool", "version", "schema", "kernel", "mode", "scenario", "params", "link", "results"] {
+    for k in ["tool", "version", "schema_version", "kernel", "mode", "scenario", "params", "link", "results"] {
         assert!(r.get(k).is_some(), "missing top-level '{k}'");
     }
     let x = &r["results"][0];
-    for k in
-        ["strategy", "client", "server", "rounds", "latency_us", "stalls", "wall_s", "wire", "verdict", "verdict_key"]
-    {
+    for k in [
+        "strategy",
+        "client",
+        "server",
+        "rounds",
+        "latency_us",
+        "stall_count",
+        "stall_records",
+        "wall_s",
+        "wire",
+        "verdict",
+        "verdict_key",
+    ] {
         assert!(x.get(k).is_some(), "missing result field '{k}'");
     }
     for k in ["p50", "p90", "p99", "p999", "max", "mean"] {
         assert!(x["latency_us"][k].is_f64(), "latency_us.{k}");
     }
     for side in ["client", "server"] {
-        for k in ["segs_out", "data_segs_out", "pure_acks_out", "bytes_sent", "wire_bytes"] {
+        for k in ["segs_out", "data_segs_out", "non_data_segs_out", "bytes_sent", "wire_bytes"] {
             assert!(x["wire"][side][k].is_u64(), "wire.{side}.{k}");
         }
     }
     assert_eq!(x["rounds"], 50);
     // 1-byte request/response: the reply piggybacks the ACK, one data segment per message.
-    assert_eq!(x["wire"]["client"]["bytes_sent"], 50);
+    payload_is(x, 50);
 }
 
-#[test]
-fn config_file_runs_its_one_configuration() {
+pub fn config_file_runs_its_one_configuration() {
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("tcp_test.conf");
     std::fs::write(&conf, "no_delay 1\nquickack 0\ncork 0\nmsg_more 0\nsend 1000\nn_chunk 100\nround 3\n").unwrap();
@@ -218,8 +221,29 @@ fn config_file_runs_its_one_configuration() {
     fails_with_one_line(&["lab", "--config", conf.to_str().unwrap()], ":2: unknown key 'nagle'");
 }
 
-#[test]
-fn csv_markdown_and_output_file() {
+/// The repository's examples/tcp_test.conf is seed 000's default configuration and runs as
+/// written (the README's `--config` example); here with 4 rounds instead of its 100.
+pub fn the_shipped_example_config_is_seed_000() {
+    let conf = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/tcp_test.conf");
+    let text = std::fs::read_to_string(conf).expect("examples/tcp_test.conf is in the repository");
+    for line in ["no_delay 0", "quickack 0", "cork 0", "msg_more 0", "send 1000", "n_chunk 100", "round 100"] {
+        assert!(text.lines().any(|l| l.trim() == line), "seed 000 has '{line}': {text}");
+    }
+    let _one_at_a_time = exclusive();
+    let r = lab_json(&["--config", conf, "--set", "round=4"]);
+    let rows = r["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{r:#}");
+    let x = &rows[0];
+    assert_eq!(x["strategy"], "config:none", "{x:#}");
+    assert_eq!(x["rounds"], 4);
+    assert_eq!(x["client"]["nodelay"], false);
+    payload_is(x, 4000);
+    // The seed's finding: the default options stall (Nagle x delayed ACK).
+    assert!(stalls(x), "{x:#}");
+    assert_eq!(x["verdict_key"]["cause"], "nagle-delayed-ack", "{x:#}");
+}
+
+pub fn csv_markdown_and_output_file() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("rr.csv");
     tcpstall().args(["lab", "rr", "--set", "rounds=20", "--format", "csv", "-q", "-o"]).arg(&file).assert().success();
@@ -234,8 +258,7 @@ fn csv_markdown_and_output_file() {
     assert!(md.contains("| strategy |") && md.contains("| nodelay |"), "{md}");
 }
 
-#[test]
-fn table_shows_rows_verdicts_and_held_options() {
+pub fn table_shows_rows_verdicts_and_held_options() {
     let out = tcpstall().args(["lab", "multi-write", "--set", "requests=3", "--client", "cork"]).output().unwrap();
     assert!(out.status.success());
     let t = String::from_utf8_lossy(&out.stdout);
@@ -245,8 +268,7 @@ fn table_shows_rows_verdicts_and_held_options() {
     assert!(out.stderr.is_empty(), "no progress bar when stderr is not a terminal");
 }
 
-#[test]
-fn bad_input_is_one_line_and_non_zero() {
+pub fn bad_input_is_one_line_and_non_zero() {
     fails_with_one_line(&["lab", "nosuch"], "unknown scenario 'nosuch'");
     fails_with_one_line(&["lab", "rr", "--set", "size=0"], "size must be at least 1");
     fails_with_one_line(&["lab", "rr", "--set", "size=99999999999"], "--set size");
@@ -255,20 +277,37 @@ fn bad_input_is_one_line_and_non_zero() {
     fails_with_one_line(&["lab", "--stall-threshold=0"], "--stall-threshold 0");
 }
 
-#[test]
-fn an_unwritable_output_fails_before_measuring() {
-    // A 200-round chunked run stalls for seconds: failing in well under a second shows the file
-    // was opened first.
+pub fn an_unwritable_output_fails_before_measuring() {
+    // The lab is pointed at a port this test holds: had it started measuring before checking
+    // the output, it would fail with "port N is already in use" instead (and a 200-round
+    // chunked run would take seconds, not well under one).
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
     let dir = tempfile::tempdir().unwrap();
     let t0 = std::time::Instant::now();
     let missing = dir.path().join("no/such/dir/out.json");
-    fails_with_one_line(&["lab", "--rounds", "200", "-q", "-o", missing.to_str().unwrap()], "cannot write ");
-    fails_with_one_line(&["lab", "--rounds", "200", "-q", "-o", dir.path().to_str().unwrap()], "Is a directory");
-    assert!(t0.elapsed().as_secs_f64() < 3.0, "took {:?}", t0.elapsed());
+    let base = ["lab", "--rounds", "200", "-q", "--port", &port];
+    fails_with_one_line(&[&base[..], &["-o", missing.to_str().unwrap()]].concat(), "cannot write ");
+    fails_with_one_line(&[&base[..], &["-o", dir.path().to_str().unwrap()]].concat(), "Is a directory");
+    assert!(t0.elapsed().as_secs_f64() < 10.0, "took {:?}", t0.elapsed());
+    // The check leaves nothing behind.
+    assert!(!dir.path().join("no").exists());
+    // The same port without the bad output does fail on the port: the probe above is live.
+    fails_with_one_line(&["lab", "rr", "--set", "rounds=10", "--port", &port], "already in use");
 }
 
-#[test]
-fn a_port_in_use_is_a_one_line_error() {
+/// --plot and --pcap are checked before the analysis or the simulation runs: one line, no file.
+pub fn unwritable_plot_and_pcap_fail_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("no/such/dir/x.svg");
+    let cap = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/captures/seed000-default.pcap");
+    fails_with_one_line(&["explain", cap, "--plot", bad.to_str().unwrap()], "--plot: cannot write ");
+    let out = tcpstall().args(["explain", cap, "--plot", bad.to_str().unwrap()]).output().unwrap();
+    assert!(out.stdout.is_empty(), "no analysis printed: {}", String::from_utf8_lossy(&out.stdout));
+    fails_with_one_line(&["simulate", "--pcap", bad.to_str().unwrap()], "--pcap: cannot write ");
+}
+
+pub fn a_port_in_use_is_a_one_line_error() {
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = busy.local_addr().unwrap().port().to_string();
     fails_with_one_line(
@@ -277,8 +316,7 @@ fn a_port_in_use_is_a_one_line_error() {
     );
 }
 
-#[test]
-fn scenarios_lists_the_catalogue() {
+pub fn scenarios_lists_the_catalogue() {
     let out = tcpstall().args(["scenarios", "--format", "json"]).output().unwrap();
     assert!(out.status.success());
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -298,14 +336,14 @@ fn scenarios_lists_the_catalogue() {
     }
 }
 
-#[test]
-fn ctrl_c_keeps_the_finished_rows_and_exits_130() {
+pub fn ctrl_c_keeps_the_finished_rows_and_exits_130() {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
     // Seed 000's matrix with 30 rounds: `default` waits on delayed-ACK timers for about 2.5 s
     // (timer-bound, so load hardly moves it, and idle, so it does not disturb the tests running
     // beside it), `nodelay` takes milliseconds, `quickack-once` stalls for 2.5 s again. SIGINT
-    // at 3.5 s lands after `default` finished and before the matrix ends.
+    // at 4 s lands after `default` finished (even when a loaded host slows its start) and
+    // before the matrix ends.
     let bin = assert_cmd::cargo::cargo_bin("tcpstall");
     let child = Command::new(bin)
         .args(["lab", "chunked", "--set", "round=30", "--format", "json", "--quiet"])
@@ -313,7 +351,7 @@ fn ctrl_c_keeps_the_finished_rows_and_exits_130() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn tcpstall");
-    std::thread::sleep(Duration::from_millis(3500));
+    std::thread::sleep(Duration::from_millis(4000));
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("send SIGINT");
     let t0 = Instant::now();
@@ -330,26 +368,38 @@ fn ctrl_c_keeps_the_finished_rows_and_exits_130() {
     // The finished rows are whole: all their rounds, their stalls, their verdict.
     let d = row(&r, "default");
     assert_eq!(d["rounds"], 30);
-    assert!(d["stalls"].as_u64().unwrap() >= 30, "{d:#}");
-    assert_eq!(d["wire"]["client"]["bytes_sent"], 30_000, "{d:#}");
+    assert!(d["stall_count"].as_u64().unwrap() >= 30, "{d:#}");
+    payload_is(d, 30_000);
     let e = r["errors"][0].as_str().unwrap();
     assert!(e.contains(&format!("{} of 8 rows finished", rows.len())), "{e}");
 }
 
-#[test]
-fn wire_and_counters_cover_the_measured_rounds_only() {
+pub fn wire_covers_the_measured_rounds_only() {
     // Depth 2: a message is always in flight at the ends of the measured rounds; the snapshots
     // wait until every written byte has left the socket, so the payload is exactly rounds x size
     // and grows with the size.
     let r = lab_json(&["bulk-ack", "--client", "none", "--set", "depth=2", "--set", "rounds=5"]);
     let r2 =
         lab_json(&["bulk-ack", "--client", "none", "--set", "depth=2", "--set", "rounds=5", "--set", "size=99900"]);
-    assert_eq!(r["results"][0]["wire"]["client"]["bytes_sent"], 500_000, "{r:#}");
-    assert_eq!(r2["results"][0]["wire"]["client"]["bytes_sent"], 499_500, "{r2:#}");
-    if !is_root() {
-        skip("wire_and_counters_cover_the_measured_rounds_only", "TcpExt counters need a private namespace (root)");
-        return;
-    }
+    payload_is(&r["results"][0], 500_000);
+    payload_is(&r2["results"][0], 499_500);
+}
+
+/// The client's payload in the measured rounds is `want` bytes. tcpi_bytes_sent counts
+/// retransmissions too: on a loaded host a tail loss probe (RFC 8985 7; tcp_send_loss_probe)
+/// may resend the last segment when an ACK is late, so each retransmission may add up to one
+/// segment (snd_mss), and only then.
+fn payload_is(x: &Value, want: u64) {
+    let sent = x["wire"]["client"]["bytes_sent"].as_u64().unwrap();
+    let retrans = x["tcp"]["client"]["retransmits"].as_u64().unwrap();
+    let mss = x["tcp"]["client"]["snd_mss"].as_u64().unwrap();
+    assert!((want..=want + retrans * mss).contains(&sent), "sent {sent}, want {want} (+{retrans} retransmits): {x:#}");
+}
+
+/// TcpExt counters are the namespace's, so they belong to the run only with root (a private
+/// namespace per row).
+pub fn tcpext_counters_cover_the_measured_rounds_only() {
+    let _one_at_a_time = exclusive();
     // Seed 001: one delayed ACK per request. Ten warm-up requests stall too, but are not counted.
     let r = lab_json(&["multi-write", "--client", "none", "--set", "requests=5", "--set", "warmup=10"]);
     let x = &r["results"][0];
@@ -362,20 +412,14 @@ fn wire_and_counters_cover_the_measured_rounds_only() {
 /// delays it (RFC 1122 4.2.3.2; `tcp_send_delayed_ack`, TCP_ATO_MIN 40 ms) and Nagle holds the
 /// server's last 1-byte ack behind it (RFC 896; `tcp_nagle_check`). The verdict names the wait;
 /// the samples, stalls, ms/round and `verdict_key` (the measured rounds) do not count it.
-#[test]
-fn bulk_ack_depth_2_names_the_drain_wait_after_the_measured_rounds_without_counting_it() {
-    if !is_root() {
-        skip(
-            "bulk_ack_depth_2_names_the_drain_wait_after_the_measured_rounds_without_counting_it",
-            "needs root for a private namespace with lo MTU 1500 (as in seed 004)",
-        );
-        return;
-    }
+pub fn bulk_ack_depth_2_names_the_drain_wait_after_the_measured_rounds_without_counting_it() {
+    // Root: a private namespace with lo MTU 1500 (as in seed 004).
+    let _one_at_a_time = exclusive();
     // Whether a row ends with the wait is a race in the kernel (the client's ACK may ride on
     // the tail of its last message instead): measured in 20 runs of the three rows, 18, 19 and
     // 12 of 20 rows had it, every run at least one row. So: up to three runs, one row suffices.
     let prefix = "epilogue after the measured rounds (not in the samples or ms/round): 1 wait of ";
-    let mut named = Vec::new();
+    let (mut named, mut misses) = (Vec::new(), Vec::new());
     for _ in 0..3 {
         let r = lab_json(&["bulk-ack", "--set", "depth=1,2", "--set", "rounds=10"]);
         for x in r["results"].as_array().unwrap() {
@@ -385,17 +429,24 @@ fn bulk_ack_depth_2_names_the_drain_wait_after_the_measured_rounds_without_count
                 continue;
             }
             assert_eq!(x["variant"], "size=100000 depth=2", "{x:#}");
-            // Counted nowhere: no stall, every sample short, and the wall time (ms/round) is the
-            // rounds' samples plus less than the 30 ms the wait would add.
-            assert!(!stalls(x) && x["stalls"] == 0, "{x:#}");
+            // Counted nowhere: no stall and no sample as long as the wait.
+            assert!(!stalls(x) && x["stall_count"] == 0, "{x:#}");
             assert!(x["latency_us"]["max"].as_f64().unwrap() < 30_000.0, "{x:#}");
-            let samples_s = x["latency_us"]["mean"].as_f64().unwrap() * 10.0 / 1e6;
-            assert!(x["wall_s"].as_f64().unwrap() < samples_s + 0.020, "{x:#}");
             let Some(at) = v.find(prefix) else { continue };
             let ms: f64 = v[at + prefix.len()..].split(' ').next().unwrap().parse().expect("wait in ms");
             assert!(ms >= 30.0, "a delayed ACK is >= 40 ms (TCP_ATO_MIN): {v}");
             assert!(v.ends_with("(nagle-delayed-ack)"), "{v}");
             assert!(v.starts_with("no stalls"), "{v}");
+            // Nor is it in the wall time (ms/round): the wall time exceeds the rounds' samples by
+            // less than the wait. On a loaded host the gaps between rounds add up too, so a miss
+            // costs one more run, and two misses fail with both figures.
+            let samples_ms = x["latency_us"]["mean"].as_f64().unwrap() * 10.0 / 1e3;
+            let extra_ms = x["wall_s"].as_f64().unwrap() * 1e3 - samples_ms;
+            if extra_ms >= ms {
+                misses.push(format!("{}: wall time {extra_ms:.1} ms over the samples, wait {ms} ms", x["strategy"]));
+                assert!(misses.len() < 2, "the epilogue wait looks counted in ms/round: {misses:?}\n{x:#}");
+                continue;
+            }
             named.push(format!("{}: {ms} ms", x["strategy"]));
         }
         if !named.is_empty() {

@@ -1,4 +1,6 @@
-//! End-to-end tests of the `tcpstall` binary: one test binary, one module per area.
+//! End-to-end tests of the `tcpstall` binary: one test binary, one module per area. The harness
+//! is `libtest-mimic` (see support.rs): a test that needs root or a tool says so as `ignored`
+//! with the reason outside CI, and fails under `CI=true`.
 
 mod explain;
 mod lab;
@@ -6,3 +8,86 @@ mod link;
 mod simulate;
 mod support;
 mod validation;
+
+use support::{needs, test, Need};
+
+macro_rules! t {
+    ($m:ident :: $f:ident) => {
+        test(concat!(stringify!($m), "::", stringify!($f)), $m::$f)
+    };
+    ($m:ident :: $f:ident, $($need:expr),+) => {
+        needs(concat!(stringify!($m), "::", stringify!($f)), &[$($need),+], $m::$f)
+    };
+}
+
+fn main() {
+    use Need::{Root, Tool};
+    let trials = vec![
+        t!(explain::explain_names_nagle_delayed_ack_in_seed_000),
+        t!(explain::explain_json_lists_stalls_with_evidence),
+        t!(explain::explain_fixed_strategy_shows_no_stalls),
+        t!(explain::explain_port_filter_and_flow_filter),
+        t!(explain::explain_plot_writes_an_svg),
+        t!(explain::explain_truncated_file_prints_the_valid_prefix_and_fails),
+        t!(explain::explain_not_a_capture_is_a_one_line_error),
+        t!(explain::explain_reads_standard_input),
+        t!(explain::explain_unknown_link_type_is_a_one_line_error),
+        t!(explain::explain_a_directory_says_so_once),
+        t!(explain::explain_counts_application_gaps_apart_and_lists_them_on_request),
+        t!(lab::seed_000_chunked_default_stalls_twice_per_round_and_the_fixes_do_not),
+        t!(lab::seed_001_multi_write_waits_for_the_delayed_ack_and_nodelay_then_cork_works_here),
+        t!(lab::tx_timestamps_name_the_side_that_held_the_request),
+        t!(lab::seed_002_burst_of_three_stalls_on_the_third_read_and_two_does_not),
+        t!(lab::seed_004_bulk_ack_does_not_stall_on_linux_with_minshall, Root),
+        t!(lab::stream_reports_throughput_and_pure_acks),
+        t!(lab::json_contract_has_the_documented_fields),
+        t!(lab::config_file_runs_its_one_configuration),
+        t!(lab::the_shipped_example_config_is_seed_000),
+        t!(lab::csv_markdown_and_output_file),
+        t!(lab::table_shows_rows_verdicts_and_held_options),
+        t!(lab::bad_input_is_one_line_and_non_zero),
+        t!(lab::an_unwritable_output_fails_before_measuring),
+        t!(lab::unwritable_plot_and_pcap_fail_first),
+        t!(lab::a_port_in_use_is_a_one_line_error),
+        t!(lab::scenarios_lists_the_catalogue),
+        t!(lab::ctrl_c_keeps_the_finished_rows_and_exits_130),
+        t!(lab::wire_covers_the_measured_rounds_only),
+        t!(lab::tcpext_counters_cover_the_measured_rounds_only, Root),
+        t!(lab::bulk_ack_depth_2_names_the_drain_wait_after_the_measured_rounds_without_counting_it, Root),
+        t!(link::shell_runs_the_command_in_the_client_namespace_and_returns_its_exit_code, Root),
+        t!(link::shell_rejects_a_bad_link_in_one_line),
+        t!(link::server_command_is_reachable_one_rtt_away, Root, Tool("python3")),
+        t!(link::capture_is_readable_by_tcpdump_and_tshark, Root, Tool("python3"), Tool("tcpdump"), Tool("tshark")),
+        t!(link::sigkill_leaves_no_process_of_the_run_and_the_next_run_removes_only_stale_ones, Root, Tool("setsid")),
+        t!(link::sigterm_is_relayed_to_the_command, Root),
+        t!(link::sigint_and_sigterm_reach_the_whole_pipeline, Root),
+        t!(link::without_root_it_works_or_says_why, Root, Tool("setpriv")),
+        t!(link::lab_rr_behind_rtt_20ms_shows_the_delay, Root),
+        t!(link::lab_stream_behind_rate_50mbit_never_exceeds_it, Root),
+        t!(link::lab_loss_and_ack_loss_counters_match_their_fractions, Root),
+        t!(link::normal_exit_leaves_no_process_behind, Root),
+        t!(link::a_command_that_cannot_start_exits_127_or_126_with_one_line, Root),
+        t!(link::python_http_server_is_reachable_at_once_and_lookups_do_not_hang, Root, Tool("python3")),
+        t!(link::unwritable_capture_fails_before_the_link_is_built),
+        t!(simulate::issue_example_prints_the_table),
+        t!(simulate::seed_004_profiles_side_by_side_json),
+        t!(simulate::trace_shows_the_first_stalled_round),
+        t!(simulate::pcap_round_trips_through_explain),
+        t!(simulate::depth_2_epilogue_wait_is_named_not_folded_into_ms_per_round),
+        t!(simulate::help_examples_read_the_same_at_80_and_100_columns),
+        t!(simulate::deterministic_output),
+        t!(simulate::bad_input_is_one_line_and_nonzero),
+        t!(simulate::profile_from_a_file),
+        t!(simulate::mixed_profiles),
+        t!(simulate::stalls_flag_lists_the_records_with_evidence),
+        t!(simulate::list_profiles_shows_sources_and_unverified_values),
+        t!(simulate::model_agrees_with_the_kernel),
+        t!(validation::huge_counts_are_refused_with_the_parameter_and_its_limit),
+        t!(validation::a_config_file_with_a_huge_count_is_refused_at_its_line),
+        t!(validation::a_burst_that_would_deadlock_is_refused_and_says_why),
+        t!(validation::set_values_are_read_as_the_parameter_type),
+        t!(validation::link_specs_that_could_be_misread_are_refused),
+        t!(validation::strategy_lists_are_none_alone_or_strategies),
+    ];
+    support::run(trials)
+}

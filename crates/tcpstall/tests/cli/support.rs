@@ -1,7 +1,17 @@
-//! Helpers shared by the end-to-end tests.
+//! Helpers shared by the end-to-end tests, and the harness's registration of them.
+//!
+//! The test binary runs under `libtest-mimic` (`harness = false`) so that a test which needs
+//! something this machine lacks (root, a tool) is reported as `ignored` with the reason in the
+//! normal `cargo test` output, and listed again at the end. When the environment variable `CI`
+//! is set (to anything but "", "0" or "false"), such a test FAILS instead, naming what it
+//! lacked: CI runs as root with the tools installed, so a skip there hides a broken setup.
 #![allow(dead_code)]
 
-/// True when running as root (CI is); tests that need root or namespaces say why they skip.
+use std::sync::{Mutex, MutexGuard};
+
+use libtest_mimic::Trial;
+
+/// True when running as root (CI is).
 pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -9,9 +19,107 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// Print why a test skips, in a form `cargo test` shows with --nocapture and CI logs keep.
-pub fn skip(test: &str, why: &str) {
-    eprintln!("SKIP {test}: {why}");
+/// True when the environment says this is CI (`CI` set, and not "", "0" or "false").
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
+}
+
+/// True when `tool` is on the PATH.
+pub fn have(tool: &str) -> bool {
+    std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Something a test needs from the machine.
+#[derive(Clone, Copy, Debug)]
+pub enum Need {
+    /// Root: network namespaces, TUN devices, a private loopback with MTU 1500.
+    Root,
+    /// A program on the PATH.
+    Tool(&'static str),
+    /// Any other check: `Err(what is missing)`.
+    Check(fn() -> Result<(), String>),
+}
+
+impl Need {
+    fn missing(&self) -> Option<String> {
+        match self {
+            Need::Root if !is_root() => Some("root (network namespaces, TUN devices)".into()),
+            Need::Tool(t) if !have(t) => Some(format!("{t} on the PATH")),
+            Need::Check(f) => f().err(),
+            _ => None,
+        }
+    }
+}
+
+/// Tests that did not run here, with the reason (printed once more after the run).
+static SKIPPED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// A test that needs nothing but the tcpstall binary and loopback sockets.
+pub fn test(name: &str, f: fn()) -> Trial {
+    Trial::test(name, move || {
+        f();
+        Ok(())
+    })
+}
+
+/// A test that needs `needs`: runs when all are there; otherwise ignored with the reason, or,
+/// under CI, a failure naming what is missing.
+pub fn needs(name: &str, needs: &[Need], f: fn()) -> Trial {
+    let missing: Vec<String> = needs.iter().filter_map(Need::missing).collect();
+    if missing.is_empty() {
+        return test(name, f);
+    }
+    let why = format!("needs {}", missing.join(" and "));
+    if in_ci() {
+        let msg = format!("{name} cannot run: it {why} (CI is set, so a test that cannot run fails)");
+        return Trial::test(name, move || Err(msg.into()));
+    }
+    SKIPPED.lock().unwrap_or_else(|e| e.into_inner()).push(format!("{name}: {why}"));
+    // If forced to run (--ignored), it says why instead of passing without testing anything.
+    let msg = format!("not run: {why}");
+    Trial::test(name, move || Err(msg.into())).with_ignored_flag(true).with_kind(format!("skipped, {why}"))
+}
+
+/// Run the trials like libtest, then list the skipped tests with their reasons.
+pub fn run(trials: Vec<Trial>) -> ! {
+    let args = libtest_mimic::Arguments::from_args();
+    let listing = args.list;
+    let conclusion = libtest_mimic::run(&args, trials);
+    let skipped = SKIPPED.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if !listing && !skipped.is_empty() && !args.ignored && !args.include_ignored {
+        println!("{} tests skipped on this machine (set CI=1 to make them fail instead):", skipped.len());
+        for s in &skipped {
+            println!("  SKIPPED {s}");
+        }
+        println!();
+    }
+    conclusion.exit()
+}
+
+/// Serialises the tests that measure time or load the machine (real sockets, the emulated
+/// link, stalls timed against 30 ms): run side by side in one process they would delay each
+/// other's packets and timers.
+pub fn exclusive() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A timing check that may miss on a loaded machine: tried at most twice; when both tries miss,
+/// panics with both figures.
+pub fn twice<T>(what: &str, mut f: impl FnMut() -> Result<T, String>) -> T {
+    match f() {
+        Ok(v) => v,
+        Err(first) => match f() {
+            Ok(v) => {
+                eprintln!("{what}: the first try missed ({first}); the second met it");
+                v
+            }
+            Err(second) => panic!("{what}: both tries missed\n  first:  {first}\n  second: {second}"),
+        },
+    }
 }
 
 pub fn tcpstall() -> assert_cmd::Command {

@@ -1,0 +1,94 @@
+//! The timer constants every classification rule uses, in one place.
+//!
+//! Linux keeps its TCP timers in jiffies (include/net/tcp.h): a timer of `HZ/25` fires after
+//! 40 ms plus up to one jiffy of rounding, so the tolerance of every timer band is one jiffy.
+//! The jiffy is the one HZ-dependent value: the model passes its profile's HZ and the lab its
+//! kernel's; a capture of an unknown host gets the coarsest common one (HZ=100, 10 ms).
+
+use trace::Duration;
+
+/// Timer constants and the tolerance to match them with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timers {
+    /// One jiffy (1/HZ): the rounding of every kernel timer.
+    pub jiffy: Duration,
+    /// TCP_DELACK_MIN = TCP_ATO_MIN = HZ/25 (include/net/tcp.h): the shortest delayed-ACK timer.
+    pub delack_min: Duration,
+    /// The longest delayed ACK any stack is allowed: 500 ms (RFC 1122 4.2.3.2). Linux caps at
+    /// TCP_DELACK_MAX = HZ/5 (200 ms).
+    pub delack_max: Duration,
+    /// TCP_RTO_MIN = HZ/5 (include/net/tcp.h): the shortest RTO, and the probe timer's base
+    /// (`tcp_probe0_base` = max(rto, TCP_RTO_MIN)).
+    pub rto_min: Duration,
+    /// TCP_RTO_MAX = 120 s (include/net/tcp.h): no retransmission timer is longer, backoff
+    /// included (RFC 6298 2.5 allows a maximum of at least 60 s).
+    pub rto_max: Duration,
+    /// TCP_TIMEOUT_INIT = 1 s (include/net/tcp.h; RFC 6298 2.1): the SYN's first RTO.
+    pub syn_rto: Duration,
+}
+
+impl Timers {
+    /// Linux's constants at the given HZ.
+    pub const fn linux(hz: u64) -> Timers {
+        Timers {
+            jiffy: Duration::from_nanos(1_000_000_000 / hz),
+            delack_min: Duration::from_millis(40),
+            delack_max: Duration::from_millis(500),
+            rto_min: Duration::from_millis(200),
+            rto_max: Duration::from_millis(120_000),
+            syn_rto: Duration::from_millis(1_000),
+        }
+    }
+
+    /// The delayed-ACK band: an ACK this much later than the path explains was held by a
+    /// delayed-ACK timer (40 ms on Linux, 100 ms on macOS, 200 ms on Windows, up to 500 ms by
+    /// RFC 1122). The lower edge admits a timer armed one jiffy before the data arrived.
+    pub fn is_delayed_ack(&self, d: Duration) -> bool {
+        d.0 + self.jiffy.0 >= self.delack_min.0 && d.0 <= self.delack_max.0 + self.jiffy.0
+    }
+
+    /// A delay at one of the usual delayed-ACK timers' own intervals: Linux 40 ms
+    /// (TCP_DELACK_MIN), macOS 100 ms (`tcp_delack`), 200 ms (Linux TCP_DELACK_MAX, Windows
+    /// TcpDelAckTicks=2), each within one jiffy before and two after (timer wheel slack).
+    pub fn at_timer_interval(&self, d: Duration) -> bool {
+        [40u64, 100, 200].iter().any(|&ms| {
+            let t = Duration::from_millis(ms).0;
+            d.0 + self.jiffy.0 >= t && d.0 <= t + 2 * self.jiffy.0
+        })
+    }
+
+    /// The probe timer's interval for data held with nothing in flight: max(RTO, TCP_RTO_MIN)
+    /// (`tcp_probe0_base`), so TCP_RTO_MIN plus up to the path's RTO excess; within a jiffy
+    /// before and three after plus the round trip (the RTO is srtt + 4 rttvar on a quiet path).
+    pub fn is_probe_interval(&self, d: Duration, path_rtt: Duration) -> bool {
+        d.0 + self.jiffy.0 >= self.rto_min.0 && d.0 <= self.rto_min.0 + 3 * self.jiffy.0 + 2 * path_rtt.0
+    }
+}
+
+impl Default for Timers {
+    /// For captures of an unknown host: Linux's constants with HZ=100's 10 ms jiffy, the
+    /// coarsest tolerance in common use.
+    fn default() -> Self {
+        Timers::linux(100)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// include/net/tcp.h: TCP_DELACK_MIN = HZ/25, TCP_RTO_MIN = HZ/5; one jiffy of rounding.
+    #[test]
+    fn bands_follow_the_kernel_constants_with_one_jiffy() {
+        let t = Timers::linux(250);
+        assert!(t.is_delayed_ack(Duration::from_millis(40)));
+        assert!(t.is_delayed_ack(Duration::from_millis(37)));
+        assert!(!t.is_delayed_ack(Duration::from_millis(30)));
+        assert!(t.at_timer_interval(Duration::from_millis(44)));
+        assert!(!t.at_timer_interval(Duration::from_millis(60)));
+        assert!(t.is_probe_interval(Duration::from_millis(204), Duration::ZERO));
+        // A 265 ms server think time is not the probe timer (the false claim).
+        assert!(!t.is_probe_interval(Duration::from_millis(265), Duration::ZERO));
+        assert!(!t.is_probe_interval(Duration::from_millis(190), Duration::ZERO));
+    }
+}

@@ -1,0 +1,171 @@
+//! docs/json-schema.md is the JSON contract: every field serialised by the typed schema must
+//! be documented there, and every documented field must be serialised. Each table that
+//! documents an object follows a `<!-- fields: PATH -->` marker; this test compares its first
+//! column with the keys of a fully populated sample at PATH.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use analyze::{EvidenceItem, FlowAnalyzer, Stall, StallSummary};
+use serde_json::Value;
+use tcpstall_report::explain::{ExplainError, ExplainFlow, ExplainHead};
+use tcpstall_report::*;
+use trace::{Cause, Duration, Endpoint, Evidence, Instant, VerdictKey};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// (path, documented field names) for every marked table.
+fn documented() -> Vec<(String, BTreeSet<String>)> {
+    let text = std::fs::read_to_string(root().join("docs/json-schema.md")).unwrap();
+    let mut out: Vec<(String, BTreeSet<String>)> = Vec::new();
+    let mut current: Option<usize> = None;
+    for line in text.lines() {
+        if let Some(rest) = line.trim().strip_prefix("<!-- fields:") {
+            out.push((rest.trim_end_matches("-->").trim().to_string(), BTreeSet::new()));
+            current = Some(out.len() - 1);
+        } else if let (Some(i), true) = (current, line.starts_with("| `")) {
+            let first = line.split('|').nth(1).unwrap();
+            for name in first.split(',') {
+                out[i].1.insert(name.trim().trim_matches('`').to_string());
+            }
+        } else if !line.starts_with('|') {
+            current = current.filter(|_| line.trim().is_empty() || line.starts_with("<!--"));
+            if !line.trim().is_empty() {
+                current = None;
+            }
+        }
+    }
+    out
+}
+
+fn at<'a>(v: &'a Value, path: &str) -> &'a Value {
+    let mut cur = v;
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (name, elem) = match part.strip_suffix("[]") {
+            Some(n) => (n, true),
+            None => (part, false),
+        };
+        cur = &cur[name];
+        if elem {
+            cur = &cur[0];
+        }
+    }
+    cur
+}
+
+fn stall() -> Stall {
+    Stall {
+        start: Instant(1),
+        length: Duration(2),
+        waited: Endpoint::B,
+        held: Endpoint::A,
+        bytes_held: 10,
+        cause: Cause::NagleDelayedAck,
+        confidence: 0.9,
+        evidence: vec![EvidenceItem { t: Instant(1), source: Evidence::Frame(3), what: "x".into() }],
+        ack_delay: Some(Duration(40)),
+        detail: "d".into(),
+    }
+}
+
+fn lab_sample() -> Value {
+    let side = Applied {
+        strategies: vec!["nodelay".into()],
+        nodelay: Some(true),
+        cork: Some(false),
+        quickack_state: Some(true),
+        mss: Some(1448),
+        congestion: Some("bbr".into()),
+    };
+    let recs = vec![stall()];
+    let row = RunResult {
+        strategy: "default".into(),
+        variant: "size=1".into(),
+        client: side.clone(),
+        server: side,
+        rounds: 1,
+        latency_us: Latency::default(),
+        slow_samples: 1,
+        slow_sample_threshold_us: 1.0,
+        stall_count: 1,
+        stall_summary: StallSummary::of(&recs),
+        stall_records: recs,
+        measured_from_ns: 0,
+        measured_to_ns: 1,
+        wall_s: 1.0,
+        throughput_bytes_per_s: 1.0,
+        wire: Wire::default(),
+        tcp: Some(TcpSides::default()),
+        netstat: [("DelayedACKs".to_string(), 1)].into_iter().collect(),
+        verdict: "v".into(),
+        verdict_key: VerdictKey { stalls: true, cause: Some(Cause::NagleDelayedAck) },
+    };
+    let r = Report {
+        tool: "tcpstall".into(),
+        version: "0".into(),
+        schema_version: SCHEMA_VERSION,
+        kernel: Some("6.18".into()),
+        profile: Some("linux".into()),
+        mode: "lab".into(),
+        scenario: "chunked".into(),
+        params: serde_json::json!({}),
+        link: "loopback".into(),
+        results: vec![row],
+        errors: vec!["e".into()],
+    };
+    serde_json::to_value(&r).unwrap()
+}
+
+fn explain_sample() -> Value {
+    let path = root().join("testdata/captures/seed001-default.pcap");
+    let file = std::fs::File::open(path).unwrap();
+    let mut dec = wire::Decoder::new(std::io::BufReader::new(file), wire::FlowFilter::default()).unwrap();
+    let mut fa = FlowAnalyzer::new(analyze::Config::default());
+    while let Some(fe) = dec.next_event().unwrap() {
+        fa.push(&fe.event);
+    }
+    let fa = fa.finish();
+    assert!(!fa.stalls.is_empty());
+    let stats = dec.stats();
+    let head = ExplainHead {
+        tool: "tcpstall",
+        version: "0",
+        schema_version: SCHEMA_VERSION,
+        mode: "explain",
+        file: "f".into(),
+        decode: &stats,
+        error: Some(ExplainError { offset_bytes: 1, message: "m".into() }),
+    };
+    let mut v = serde_json::to_value(&head).unwrap();
+    let flow = ExplainFlow::new(1, "a".into(), "b".into(), 0, "l".into(), &fa);
+    v["flows"] = Value::Array(vec![serde_json::to_value(&flow).unwrap()]);
+    v
+}
+
+#[test]
+fn every_serialised_field_is_documented_and_every_documented_field_serialised() {
+    let (lab, explain) = (lab_sample(), explain_sample());
+    let docs = documented();
+    assert!(docs.len() >= 15, "the doc's marked tables: {}", docs.len());
+    let mut problems = Vec::new();
+    for (path, names) in &docs {
+        let (doc, p) = match path.strip_prefix("explain:") {
+            Some(p) => (&explain, p),
+            None => (&lab, path.as_str()),
+        };
+        let Some(obj) = at(doc, p).as_object() else {
+            problems.push(format!("{path}: no object there in the sample"));
+            continue;
+        };
+        let keys: BTreeSet<String> = obj.keys().cloned().collect();
+        for k in keys.difference(names) {
+            problems.push(format!("{path}: `{k}` is serialised but not documented"));
+        }
+        for k in names.difference(&keys) {
+            problems.push(format!("{path}: `{k}` is documented but not serialised"));
+        }
+    }
+    assert!(problems.is_empty(), "docs/json-schema.md disagrees with the schema:\n{}", problems.join("\n"));
+}
