@@ -43,20 +43,29 @@ fn to_io(e: pcap_file::PcapError) -> io::Error {
 impl<W: Write> PcapNgWriter<W> {
     /// Writes the Section Header Block and one Interface Description Block per interface.
     pub fn new(out: W, interfaces: &[Interface]) -> io::Result<Self> {
-        let mut w = pcap_file::pcapng::PcapNgWriter::new(out).map_err(to_io)?;
+        let w = pcap_file::pcapng::PcapNgWriter::new(out).map_err(to_io)?;
+        let mut me = PcapNgWriter { w, interfaces: 0, packets: 0 };
         for i in interfaces {
-            let idb = InterfaceDescriptionBlock {
-                linktype: DataLink::from(i.linktype),
-                snaplen: i.snaplen,
-                options: vec![
-                    InterfaceDescriptionOption::IfName(Cow::Owned(i.name.clone())),
-                    InterfaceDescriptionOption::IfDescription(Cow::Owned(i.description.clone())),
-                    InterfaceDescriptionOption::IfTsResol(9),
-                ],
-            };
-            w.write_pcapng_block(idb).map_err(to_io)?;
+            me.add_interface(i)?;
         }
-        Ok(PcapNgWriter { w, interfaces: interfaces.len() as u32, packets: 0 })
+        Ok(me)
+    }
+
+    /// Describes one more interface (an IDB may come anywhere in a section before the packets
+    /// that use it, pcapng draft section 4.2); returns its number.
+    pub fn add_interface(&mut self, i: &Interface) -> io::Result<u32> {
+        let idb = InterfaceDescriptionBlock {
+            linktype: DataLink::from(i.linktype),
+            snaplen: i.snaplen,
+            options: vec![
+                InterfaceDescriptionOption::IfName(Cow::Owned(i.name.clone())),
+                InterfaceDescriptionOption::IfDescription(Cow::Owned(i.description.clone())),
+                InterfaceDescriptionOption::IfTsResol(9),
+            ],
+        };
+        self.w.write_pcapng_block(idb).map_err(to_io)?;
+        self.interfaces += 1;
+        Ok(self.interfaces - 1)
     }
 
     /// One packet on interface `iface` at `ts_ns` (nanoseconds since the Unix epoch), `data` as
