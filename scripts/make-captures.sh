@@ -76,6 +76,8 @@ capture http-client-post 27140 python3 "$here/httppost.py" 27140 10
 IFACE=any capture seed001-any 27150 $py 27150 multi default 8
 if command -v editcap >/dev/null; then
     editcap -F pcapng "$out/seed001-any.pcap" "$out/seed001-any-sll2.pcapng" && rm "$out/seed001-any.pcap"
+    # No handshake: the same connection from its 10th frame on.
+    editcap -r "$out/seed001-default.pcap" "$out/seed001-mid-connection.pcap" 10-200
 fi
 
 # Over the emulated link (20 ms RTT, MTU 1500), recorded by the link at both ends: each flow

@@ -229,3 +229,24 @@ fn losses_on_the_emulated_link_are_retransmission_timeouts_at_both_ends() {
         }
     }
 }
+
+/// A capture that starts mid-connection (`editcap -r seed001-default.pcap out 10-200`: no
+/// handshake): the MSS and path RTT are estimated and said so, confidence is lowered, and the
+/// evidence never contradicts the verdict: every ACK delay is the delayed-ACK timer's (its
+/// first, delayed, sample is not taken for the path's round trip).
+#[test]
+fn a_capture_without_the_handshake_estimates_and_says_so() {
+    let a = analyze("seed001-mid-connection.pcap");
+    let f = &a.flows[0];
+    assert_eq!(f.capture_point, trace::CapturePoint::Unknown);
+    assert!(!f.path_rtt_from_handshake);
+    assert!(f.path_rtt.unwrap().as_millis_f64() < 1.0, "{:?}", f.path_rtt);
+    let st: Vec<_> = a.stalls().collect();
+    assert!(st.len() >= 10, "{}", st.len());
+    for s in st {
+        assert_eq!(s.cause, Cause::NagleDelayedAck, "{s:?}");
+        assert!(s.ack_delay.unwrap().as_millis_f64() >= 30.0, "{s:?}");
+        assert!(s.confidence < 0.9 && s.confidence >= 0.7, "{s:?}");
+        assert!(s.detail.contains("MSS estimated") && s.detail.contains("no handshake"), "{}", s.detail);
+    }
+}
