@@ -113,6 +113,7 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
         stall_records: records,
         measured_from_ns: out.measured_from,
         measured_to_ns: out.measured_to,
+        capture: None,
         wall_s,
         throughput_bytes_per_s,
         wire,

@@ -468,6 +468,7 @@ mod tests {
             stall_records: vec![],
             measured_from_ns: 0,
             measured_to_ns: 0,
+            capture: None,
             wall_s: p50 * 100.0 / 1e6,
             throughput_bytes_per_s: 1.0,
             wire: Wire {

@@ -16,6 +16,7 @@ mod capture;
 mod decode;
 mod error;
 mod flows;
+pub mod write;
 
 pub use capture::{CaptureReader, Format, Packet, MAX_PACKET};
 pub use decode::{decode, linktype, Skip, TcpPacket};

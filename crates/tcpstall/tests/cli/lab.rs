@@ -456,3 +456,104 @@ pub fn bulk_ack_depth_2_names_the_drain_wait_after_the_measured_rounds_without_c
     eprintln!("bulk-ack depth 2 epilogue waits named: {named:?}");
     assert!(!named.is_empty(), "no depth-2 row named its epilogue wait in three runs");
 }
+
+/// TCP stall records (application gaps are not stalls) inside the measured rounds.
+fn tcp_stalls(x: &Value) -> Vec<&Value> {
+    let (from, to) = (x["measured_from_ns"].as_u64().unwrap(), x["measured_to_ns"].as_u64().unwrap());
+    x["stall_records"]
+        .as_array()
+        .expect("stall_records")
+        .iter()
+        .filter(|s| s["cause"] != "application")
+        .filter(|s| (from..=to).contains(&s["start_ns"].as_u64().unwrap()))
+        .collect()
+}
+
+/// Each row records its own packets (AF_PACKET on its namespace's loopback) and the one
+/// classifier names the stalls from them: seed 000's default row has Nagle/delayed-ACK stall
+/// records of >= 30 ms (about two per round), the nodelay row none; the capture lost nothing.
+pub fn rows_carry_the_classifiers_stalls_from_their_own_packets() {
+    let _one_at_a_time = exclusive();
+    let r = lab_json(&["chunked", "--set", "round=6"]);
+    let x = row(&r, "default");
+    let cap = &x["capture"];
+    assert!(cap["tcp_packets"].as_u64().unwrap() >= 6 * 4, "{cap:#}");
+    assert_eq!(cap["kernel_drops"], 0, "{cap:#}");
+    // Every captured byte of the measured rounds is there: each side's packets carry at least
+    // what tcp_info says it sent in them.
+    for side in ["client", "server"] {
+        let sent = x["wire"][side]["bytes_sent"].as_u64().unwrap();
+        assert!(cap[side]["payload_bytes"].as_u64().unwrap() >= sent, "{side}: {x:#}");
+    }
+    let st = tcp_stalls(x);
+    // The first round rides the initial quick-ACK budget; the other five stall twice.
+    assert!(st.len() >= 6, "{} records: {x:#}", st.len());
+    for s in &st {
+        assert_eq!(s["cause"], "nagle-delayed-ack", "{s:#}");
+        assert!(s["length_ns"].as_u64().unwrap() >= 30_000_000, "{s:#}");
+        assert!(!s["evidence"].as_array().unwrap().is_empty(), "{s:#}");
+    }
+    let n = row(&r, "nodelay");
+    assert!(n["capture"]["tcp_packets"].as_u64().unwrap() > 0, "{n:#}");
+    assert!(tcp_stalls(n).is_empty(), "nodelay: {n:#}");
+}
+
+/// `lab --capture FILE` on loopback writes the rows' packets as pcapng (one interface per
+/// row); tcpdump reads it, and `explain` finds the ~40 ms Nagle/delayed-ACK waits of seed
+/// 001's default row in it and none in the nodelay row.
+pub fn lab_capture_on_loopback_is_a_pcapng_explain_reads() {
+    let _one_at_a_time = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("mw.pcapng");
+    let r = lab_json(&["multi-write", "--set", "requests=6", "--capture", f.to_str().unwrap()]);
+    let rows = r["results"].as_array().unwrap();
+    assert_eq!((rows[0]["strategy"].as_str(), rows[1]["strategy"].as_str()), (Some("default"), Some("nodelay")));
+    let out = std::process::Command::new("tcpdump").arg("-nr").arg(&f).output().expect("tcpdump");
+    assert!(out.status.success(), "tcpdump -r: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("EN10MB"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).lines().count() > 40);
+    let out = tcpstall().args(["explain", "--format", "json"]).arg(&f).output().unwrap();
+    assert!(out.status.success(), "explain: {}", String::from_utf8_lossy(&out.stderr));
+    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let flows = e["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), rows.len(), "one connection per row: {e:#}");
+    let long = |f: &Value| {
+        f["stalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["cause"] != "application" && s["length_ns"].as_u64().unwrap() >= 30_000_000)
+            .map(|s| s["cause"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    // Row order is file order: interface 0 is the default row.
+    let (default, nodelay) = (long(&flows[0]), long(&flows[1]));
+    assert!(default.len() >= 4, "default row: {default:?}");
+    assert!(default.iter().all(|c| c == "nagle-delayed-ack"), "{default:?}");
+    assert!(nodelay.is_empty(), "nodelay row: {nodelay:?}");
+}
+
+/// Without CAP_NET_RAW the rows keep their other measurements and the report says why there
+/// are no stall records; --no-capture leaves the capture out.
+pub fn without_cap_net_raw_the_capture_is_skipped_with_a_note() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("tcpstall");
+    std::fs::copy(assert_cmd::cargo::cargo_bin("tcpstall"), &bin).unwrap();
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"])
+        .arg(&bin)
+        .args(["lab", "rr", "--set", "rounds=20", "--format", "json", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r["link"].as_str().unwrap().contains("no packet capture: AF_PACKET needs CAP_NET_RAW"), "{r:#}");
+    for x in r["results"].as_array().unwrap() {
+        assert!(x.get("capture").is_none(), "{x:#}");
+        assert_eq!(x["rounds"], 20);
+    }
+    let r = lab_json(&["rr", "--set", "rounds=20", "--no-capture"]);
+    assert!(r["results"].as_array().unwrap().iter().all(|x| x.get("capture").is_none()), "{r:#}");
+}
