@@ -24,7 +24,7 @@ capture() { # name port command...   (IFACE=any for Linux cooked v2 headers)
     local td=$!
     pids+=("$td")
     sleep 0.5  # let tcpdump open the socket before traffic starts
-    "$@" >/dev/null
+    CAPTURE_NAME=$name "$@" >/dev/null
     sleep 0.3
     kill -INT "$td"; wait "$td" 2>/dev/null || true
     mv "$tmp" "$out/$name.pcap"
@@ -37,9 +37,11 @@ have_tcpstall=false
 if "$tcpstall" lab --help >/dev/null 2>&1; then have_tcpstall=true; fi
 
 # The seed scenarios run by `tcpstall lab` itself (its built-in catalogue, real sockets) on the
-# host's loopback (--port keeps it in this namespace so tcpdump sees it).
+# host's loopback (--port keeps it in this namespace so tcpdump sees it). The lab's own report of
+# each run is kept beside its capture as NAME.json: crates/analyze/tests/captures.rs checks that
+# the analyser's verdict on the capture agrees with the lab's verdict on the same run.
 if $have_tcpstall; then
-    lab() { "$tcpstall" lab "$@"; }
+    lab() { "$tcpstall" lab "$@" --format json --quiet --output "$out/$CAPTURE_NAME.json"; }
     capture lab-seed000-default        27200 lab chunked --client none --server none --set round=10 --port 27200
     capture lab-seed000-quickack-once  27201 lab chunked --client quickack-once --server quickack-once --set round=10 --port 27201
     capture lab-seed000-quickack-each  27202 lab chunked --client quickack-each --server quickack-each --set round=10 --port 27202
@@ -74,6 +76,8 @@ capture http-client-post 27140 python3 "$here/httppost.py" 27140 10
 IFACE=any capture seed001-any 27150 $py 27150 multi default 8
 if command -v editcap >/dev/null; then
     editcap -F pcapng "$out/seed001-any.pcap" "$out/seed001-any-sll2.pcapng" && rm "$out/seed001-any.pcap"
+    # No handshake: the same connection from its 10th frame on.
+    editcap -r "$out/seed001-default.pcap" "$out/seed001-mid-connection.pcap" 10-200
 fi
 
 # Over the emulated link (20 ms RTT, MTU 1500), recorded by the link at both ends: each flow

@@ -157,7 +157,11 @@ fn main() {
         Some(s) => {
             let theirs = n as f64 / s;
             println!("tshark -q -z conv,tcp: {s:.3} s = {:.3} Mpps", theirs / 1e6);
-            println!("ratio tcpstall/tshark: {:.1}x (target >= 20x)", best / theirs);
+            let ratio = best / theirs;
+            println!(
+                "ratio tcpstall/tshark: {ratio:.1}x (target >= 20x: {})",
+                if ratio >= 20.0 { "meets" } else { "misses" }
+            );
         }
         None => println!("tshark not found or failed: no baseline in this run"),
     }

@@ -646,10 +646,14 @@ impl FlowAnalyzer {
             (Some(_), Some(s), Some(sa), Some(a)) => Some(if d == Endpoint::A { sa.since(s) } else { a.since(sa) }),
             _ => None,
         };
-        let sample = self.dirs[d.index()].sum.rtt_ack.min();
-        match (hs, sample) {
-            (Some(h), Some(s)) => Some(h.min(s)),
-            (h, s) => h.or(s),
+        match hs {
+            Some(h) => Some(self.dirs[d.index()].sum.rtt_ack.min().map_or(h, |s| h.min(s))),
+            // No handshake: this direction's own smallest sample may be a delayed ACK (its
+            // first samples often are); the path estimate bounds it.
+            None => match (self.dirs[d.index()].sum.rtt_ack.min(), self.path_rtt()) {
+                (Some(s), Some(p)) => Some(s.min(p)),
+                (s, p) => s.or(p),
+            },
         }
     }
 

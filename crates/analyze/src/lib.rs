@@ -20,7 +20,7 @@ mod timers;
 
 pub use flow::{DirSummary, FlowAnalysis, FlowAnalyzer, Handshake};
 pub use stats::{DurationStats, WireCost};
-pub use summary::{CauseCount, StallSummary};
+pub use summary::{outside_notes, verdict, CauseCount, StallSummary, Window};
 pub use timers::Timers;
 
 use serde::{Deserialize, Serialize};

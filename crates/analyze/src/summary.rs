@@ -46,7 +46,7 @@ impl StallSummary {
                 CauseCount {
                     cause,
                     count: v.len() as u64,
-                    total: Duration(v.iter().sum()),
+                    total: Duration(v.iter().fold(0u64, |a, &b| a.saturating_add(b))),
                     median: Duration(v[v.len() / 2]),
                 }
             })
@@ -92,6 +92,73 @@ impl StallSummary {
     }
 }
 
+/// The measured rounds on the records' clock (ns), and whether warm-up rounds ran before them
+/// (then waits before the window are the warm-up's, not a prologue's, and are not named).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub from_ns: u64,
+    pub to_ns: u64,
+    pub warmed_up: bool,
+}
+
+impl Window {
+    /// A record belongs to the measured rounds when its wait starts and ends inside them.
+    pub fn contains(&self, s: &Stall) -> bool {
+        s.start.0 >= self.from_ns && (s.start + s.length).0 <= self.to_ns
+    }
+}
+
+/// The verdict of a run of `samples` measured samples (`unit`: "rounds" or "reads") from its
+/// stall records: the summary of the measured ones, the comparable key, and one line for
+/// people naming the waits outside the window after a "; " (bulk-ack's drain wait).
+pub fn verdict(records: &[Stall], w: Window, samples: u64, unit: &str) -> (StallSummary, VerdictKey, String) {
+    let summary = StallSummary::of(records.iter().filter(|s| w.contains(s)));
+    let key = summary.key(samples);
+    let mut text = match summary.dominant() {
+        Some(c) if key.stalls => format!(
+            "stalls ~{:.0} ms, {} in {samples} {unit} ({}): {}",
+            c.median.as_millis_f64(),
+            summary.stall_count,
+            summary.counts_text(),
+            c.cause.explain()
+        ),
+        _ if summary.stall_count > 0 => format!("no stalls (rare: {} in {samples} {unit})", summary.counts_text()),
+        _ => "no stalls".to_string(),
+    };
+    if let Some(note) = outside_notes(records, w) {
+        text = format!("{text}; {note}");
+    }
+    (summary, key, text)
+}
+
+/// Stalls outside the measured rounds, which neither the samples nor the wall time cover: the
+/// epilogue (a wait released after the last round: bulk-ack at depth 2 ends with the drain wait
+/// of its last message, seed 004) and the prologue (unless warm-up rounds ran there).
+pub fn outside_notes(records: &[Stall], w: Window) -> Option<String> {
+    let describe = |rs: Vec<&Stall>, when: &str| -> Option<String> {
+        let longest = rs.iter().max_by_key(|r| r.length)?;
+        let ms = longest.length.as_millis_f64();
+        let what = match rs.len() {
+            1 => format!("1 wait of {ms:.0} ms"),
+            n => format!("{n} waits up to {ms:.0} ms"),
+        };
+        let side = match longest.held {
+            trace::Endpoint::A => "client",
+            trace::Endpoint::B => "server",
+        };
+        Some(format!("{when} (not in the samples or ms/round): {what}, the {side}'s data held ({})", longest.cause))
+    };
+    let tcp = |r: &&Stall| r.cause.is_tcp_stall();
+    let after: Vec<_> = records.iter().filter(|r| (r.start + r.length).0 > w.to_ns).filter(tcp).collect();
+    let mut notes = Vec::new();
+    notes.extend(describe(after, "epilogue after the measured rounds"));
+    if !w.warmed_up {
+        let before: Vec<_> = records.iter().filter(|r| r.start.0 < w.from_ns).filter(tcp).collect();
+        notes.extend(describe(before, "prologue before the measured rounds"));
+    }
+    (!notes.is_empty()).then(|| notes.join("; "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +195,41 @@ mod tests {
         assert!(!s.key(20).stalls);
         assert_eq!(s.key(5), VerdictKey { stalls: true, cause: Some(Cause::NagleDelayedAck) });
         assert_eq!(s.counts_text(), "1 nagle-delayed-ack (~44 ms)");
+    }
+
+    fn at(start_ms: u64, ms: u64, cause: Cause, held: Endpoint) -> Stall {
+        Stall { start: Instant(start_ms * 1_000_000), held, waited: held.peer(), ..st(cause, ms) }
+    }
+
+    /// A wait released after the last measured round (bulk-ack's drain wait, seed 004) or
+    /// before the first is neither counted nor hidden: the verdict names it. Warm-up waits are
+    /// not named.
+    #[test]
+    fn waits_outside_the_measured_rounds_are_named_not_counted() {
+        let w = Window { from_ns: 300_000_000, to_ns: 400_000_000, warmed_up: false };
+        let recs = [at(10, 240, Cause::DelayedAck, Endpoint::B), at(390, 200, Cause::NagleDelayedAck, Endpoint::A)];
+        let (sum, key, text) = verdict(&recs, w, 10, "rounds");
+        assert_eq!((sum.stall_count, key.stalls), (0, false), "{text}");
+        assert!(text.starts_with("no stalls"), "{text}");
+        assert!(
+            text.contains("epilogue after the measured rounds (not in the samples or ms/round): 1 wait of 200 ms, the client's data held (nagle-delayed-ack)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("prologue before the measured rounds")
+                && text.contains("the server's data held (delayed-ack)"),
+            "{text}"
+        );
+        let (_, _, text) = verdict(&recs, Window { warmed_up: true, ..w }, 10, "rounds");
+        assert!(!text.contains("prologue"), "{text}");
+    }
+
+    #[test]
+    fn the_verdict_names_the_dominant_cause_with_its_typical_length() {
+        let w = Window { from_ns: 0, to_ns: u64::MAX, warmed_up: true };
+        let recs: Vec<Stall> = (0..8).map(|i| at(i * 100, 44, Cause::NagleDelayedAck, Endpoint::A)).collect();
+        let (_, key, text) = verdict(&recs, w, 4, "rounds");
+        assert_eq!(key, VerdictKey { stalls: true, cause: Some(Cause::NagleDelayedAck) });
+        assert!(text.starts_with("stalls ~44 ms, 8 in 4 rounds (8 nagle-delayed-ack (~44 ms))"), "{text}");
     }
 }

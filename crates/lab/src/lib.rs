@@ -10,6 +10,7 @@
 //! than the stall threshold is named in the verdict, not counted (`outside`).
 
 pub mod cancel;
+pub mod capture;
 mod exec;
 pub mod measure;
 pub mod netstat;
@@ -21,7 +22,8 @@ pub mod txstamp;
 pub mod verdict;
 
 pub use cancel::Cancel;
-pub use pair::run_pair;
+pub use capture::CaptureFile;
+pub use pair::{run_pair, run_pair_analysed};
 pub use placement::Placement;
 
 use std::net::IpAddr;
@@ -53,6 +55,13 @@ pub struct LabOptions {
     /// after every recv no longer prevents seed 000's stalls (measured: 19 stalls in 10 rounds
     /// with it, 0 without).
     pub tx_timestamps: bool,
+    /// Record the row's packets (AF_PACKET on the loopback the row runs on, filtered to its
+    /// port) and analyse them with the one classifier (`RunResult::stall_records`). Needs
+    /// CAP_NET_RAW; without it the row keeps its other measurements and the report says why.
+    /// Not available behind an emulated link (its own loopback carries no traffic of the row).
+    pub capture: bool,
+    /// Also write every row's frames to this pcapng file (one interface per row).
+    pub capture_file: Option<capture::CaptureFile>,
     /// Cancellation (Ctrl-C): checked between rows; cancelling shuts the running row's sockets
     /// down so it stops at once. The rows finished before stay in the report.
     pub cancel: Cancel,
@@ -67,6 +76,8 @@ impl Default for LabOptions {
             lo_mtu: Some(1500),
             io_timeout: Duration::from_secs(10),
             tx_timestamps: false,
+            capture: true,
+            capture_file: None,
             cancel: Cancel::new(),
         }
     }
@@ -143,7 +154,7 @@ pub fn run_scenario(s: &Scenario, place: &Placement, opts: &LabOptions, progress
         results: Vec::new(),
         errors: Vec::new(),
     };
-    let mut ns_note = None;
+    let mut notes: Vec<String> = Vec::new();
     let mut index = 0;
     'rows: for (variant, workload) in &variants {
         for pair in &s.matrix {
@@ -158,9 +169,13 @@ pub fn run_scenario(s: &Scenario, place: &Placement, opts: &LabOptions, progress
             index += 1;
             match r {
                 // A row that finished before the cancel took effect is complete: keep it.
-                Ok((mut row, note)) => {
+                Ok((mut row, _analysis, note)) => {
                     row.variant = variant.clone();
-                    ns_note.get_or_insert(note);
+                    for n in note {
+                        if !n.is_empty() && !notes.contains(&n) {
+                            notes.push(n);
+                        }
+                    }
                     report.results.push(row);
                 }
                 // Whatever the sockets reported after being shut down is the echo of the cancel.
@@ -175,8 +190,8 @@ pub fn run_scenario(s: &Scenario, place: &Placement, opts: &LabOptions, progress
             }
         }
     }
-    if let Some(note) = ns_note.filter(|n| !n.is_empty()) {
-        report.link = format!("{} ({note})", report.link);
+    if !notes.is_empty() {
+        report.link = format!("{} ({})", report.link, notes.join("; "));
     }
     if matches!(s.workload, scenario::Workload::Stream(_)) {
         add_throughput_comparison(&mut report.results);

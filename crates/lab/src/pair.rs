@@ -15,6 +15,7 @@ use scenario::{Program, RoundProgram, Sample, SideOpts, SideProgram, Step, Strat
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use sys::tcpinfo::{tcp_info, TcpInfo};
 
+use crate::capture::{self, Captured, RowCapture};
 use crate::exec::{self, Clock, Phase, Runner};
 use crate::measure::{self, Recorder};
 use crate::txstamp::{self, TxLog};
@@ -27,7 +28,19 @@ pub fn run_pair(
     place: &Placement,
     opts: &LabOptions,
 ) -> Result<RunResult, LabError> {
-    run_pair_noted(workload, pair, place, opts).map(|(r, _)| r)
+    run_pair_noted(workload, pair, place, opts).map(|(r, _, _)| r)
+}
+
+/// Like `run_pair`, also returning the classifier's analysis of the row's own packets (None
+/// when not captured: `opts.capture` off, behind a link, or without CAP_NET_RAW). Its stalls
+/// are `RunResult::stall_records`.
+pub fn run_pair_analysed(
+    workload: &Workload,
+    pair: &StrategyPair,
+    place: &Placement,
+    opts: &LabOptions,
+) -> Result<(RunResult, Option<analyze::Analysis>), LabError> {
+    run_pair_noted(workload, pair, place, opts).map(|(r, a, _)| (r, a))
 }
 
 /// Which namespace the run used.
@@ -76,15 +89,30 @@ pub(crate) struct ClientOut {
     pub wall: Duration,
     pub rounds: u64,
     pub stream: Option<hdrhistogram::Histogram<u64>>,
+    /// CLOCK_REALTIME (ns) at the start and the end of the measured rounds: the window on the
+    /// packets' clock.
+    pub window_real: (u64, u64),
 }
 
-/// Like `run_pair`, also returning a note on the namespace used ("" for the placement's own).
+/// The row's packets, as the server thread recorded them.
+pub(crate) enum PacketsOut {
+    /// Capture not asked for.
+    Off,
+    /// Asked for, not possible or failed: why, in words.
+    Failed(String),
+    /// What the capture recorded; `origin_ns` (CLOCK_REALTIME) is the trace's time 0, taken
+    /// before the client connected; `server_port` tells the sides apart.
+    Captured { cap: Captured, origin_ns: u64, server_port: u16 },
+}
+
+/// Like `run_pair`, also returning notes on the namespace used ("" for the placement's own) and
+/// on the packet capture.
 pub(crate) fn run_pair_noted(
     workload: &Workload,
     pair: &StrategyPair,
     place: &Placement,
     opts: &LabOptions,
-) -> Result<(RunResult, String), LabError> {
+) -> Result<(RunResult, Option<analyze::Analysis>, Vec<String>), LabError> {
     let program = workload.program();
     let (ready_tx, ready_rx) = mpsc::channel::<Ready>();
     let (done_tx, done_rx) = mpsc::channel::<()>();
@@ -96,20 +124,54 @@ pub(crate) fn run_pair_noted(
         let s = s.join().map_err(|_| LabError::Panic("server")).and_then(|r| r);
         (s, c)
     });
-    let ((srv, ns), cli) = match (srv, cli) {
+    let ((srv, ns, packets), cli) = match (srv, cli) {
         (Ok(s), Ok(c)) => (s, c),
         (Err(se), Err(ce)) => return Err(if se.is_secondary() { ce } else { se }),
         (Err(e), Ok(_)) | (Ok(_), Err(e)) => return Err(e),
     };
-    let note = match &ns {
+    let mut notes = vec![match &ns {
         Ns::Private => format!(
             "private netns per row, lo mtu {}",
             opts.lo_mtu.map_or_else(|| "65536".to_string(), |m| m.to_string())
         ),
         Ns::Caller(why) => format!("caller's namespace: {why}; TcpExt counters not measured"),
         Ns::Placement => String::new(),
-    };
-    Ok((result::assemble(&program, pair, place, opts, srv, cli), note))
+    }];
+    if let PacketsOut::Failed(why) = &packets {
+        notes.push(format!("no packet capture: {why}; stall records not measured"));
+    }
+    if let PacketsOut::Captured { cap, .. } = &packets {
+        if cap.stats.drops > 0 {
+            notes.push(format!(
+                "the packet capture lost {} of {} packets (socket queue full): stall records may be incomplete",
+                cap.stats.drops, cap.stats.packets
+            ));
+        }
+        if let Some(f) = &opts.capture_file {
+            f.write_row(&pair.label, &cap.frames);
+        }
+    }
+    let (row, analysis) = result::assemble(&program, pair, place, opts, srv, cli, packets);
+    Ok((row, analysis, notes))
+}
+
+/// Start the row's capture in the calling thread's namespace (the server's, before the client
+/// connects), when asked for and possible.
+fn start_capture(place: &Placement, lab: &LabOptions, port: u16) -> (PacketsOut, Option<(RowCapture, u64)>) {
+    if !lab.capture {
+        return (PacketsOut::Off, None);
+    }
+    if place.server_netns.is_some() || place.client_netns.is_some() {
+        return (PacketsOut::Failed("behind --link the row's loopback carries none of its packets".into()), None);
+    }
+    let origin = capture::realtime_ns();
+    match RowCapture::start(port) {
+        Ok(c) => (PacketsOut::Off, Some((c, origin))),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            (PacketsOut::Failed("AF_PACKET needs CAP_NET_RAW (run as root)".into()), None)
+        }
+        Err(e) => (PacketsOut::Failed(format!("AF_PACKET capture on lo: {e}")), None),
+    }
 }
 
 /// Move this thread into the network namespace of `f`; `what` names it in the error.
@@ -200,6 +262,8 @@ struct RoundsOut {
     /// TcpExt deltas over the measured rounds (empty when this side does not count).
     netstat: BTreeMap<String, i64>,
     outside: OutsideWaits,
+    /// CLOCK_REALTIME (ns) at the start and the end of the measured rounds.
+    real: (u64, u64),
 }
 
 /// Room for the waits of running `ops` once: a call can wait more than once only when a
@@ -282,6 +346,7 @@ fn run_rounds(
     let before = settle(r.sock, r.side, cancel)?;
     // Counters from here to the end of the measured rounds: warm-up rounds are not counted.
     let ns_before = read_counters(count);
+    let real0 = capture::realtime_ns();
     let t0 = Instant::now();
     for i in 0..u64::from(p.rounds) {
         let mut clk = Clock::start();
@@ -296,6 +361,7 @@ fn run_rounds(
         drain(r);
     }
     let t1 = Instant::now();
+    let real = (real0, capture::realtime_ns());
     let wall = t1.duration_since(t0);
     if let Sync::WaitForClient(rx, timeout) = &sync {
         // Data the server's last send left in its queue (Nagle) is on the wire only once the
@@ -334,7 +400,7 @@ fn run_rounds(
         prologue: pro.waits.iter().map(|w| w.ns).collect(),
         epilogue: epi.waits.iter().map(|w| w.ns).collect(),
     };
-    Ok(RoundsOut { before, after, wall, held, holds, netstat, outside })
+    Ok(RoundsOut { before, after, wall, held, holds, netstat, outside, real })
 }
 
 /// A runner for one side's connected socket, no SO_TIMESTAMPING log yet.
@@ -364,7 +430,7 @@ fn server(
     ready: mpsc::Sender<Ready>,
     done: mpsc::Receiver<()>,
     rounds_done: mpsc::Receiver<()>,
-) -> Result<(SideOut, Ns), LabError> {
+) -> Result<(SideOut, Ns, PacketsOut), LabError> {
     let side = "server";
     let (ns, ns_file) = server_ns(place, lab)?;
     // Whose counters: a namespace the client shares is counted by the client, around its
@@ -401,6 +467,8 @@ fn server(
     // accept(2) honours SO_RCVTIMEO (inet_csk_accept uses sock_rcvtimeo).
     listener.set_read_timeout(Some(lab.io_timeout)).map_err(|e| io("SO_RCVTIMEO", e))?;
     let local = listener.local_addr().ok().and_then(|a| a.as_socket()).unwrap_or(addr);
+    // The capture starts before the client connects (the handshake is the path's RTT sample).
+    let (mut packets, running) = start_capture(place, lab, local.port());
     // The client may already have failed; then accept times out and it reports why.
     let _ = ready.send(Ready { addr: local, netns: ns_file, count_shared: shared });
     let (sock, _) = listener.accept().map_err(|e| {
@@ -448,7 +516,13 @@ fn server(
     };
     // Keep the socket open until the client is done.
     let _ = done.recv_timeout(lab.io_timeout);
-    Ok((SideOut { applied, before, after, netstat, holds, outside }, ns))
+    if let Some((c, origin_ns)) = running {
+        packets = match c.finish() {
+            Ok(cap) => PacketsOut::Captured { cap, origin_ns, server_port: local.port() },
+            Err(e) => PacketsOut::Failed(e),
+        };
+    }
+    Ok((SideOut { applied, before, after, netstat, holds, outside }, ns, packets))
 }
 
 fn client(
@@ -516,7 +590,7 @@ fn client(
                 holds: o.holds,
                 outside: o.outside,
             };
-            ClientOut { side, rec, wall: o.wall, rounds: u64::from(p.rounds), stream: None }
+            ClientOut { side, rec, wall: o.wall, rounds: u64::from(p.rounds), stream: None, window_real: o.real }
         }
         Program::Stream { duration_ns, write_size } => {
             let ws = *write_size as usize;
@@ -525,9 +599,11 @@ fn client(
             let mut h = measure::histogram();
             let before = info(&sock, side)?;
             let ns_before = read_counters(count);
+            let real0 = capture::realtime_ns();
             let t0 = Instant::now();
             let writes = r.stream_send(ws, Duration::from_nanos(*duration_ns), &mut h)?;
             let wall = t0.elapsed();
+            let window_real = (real0, capture::realtime_ns());
             let after = info(&sock, side)?;
             // Retransmission timeouts while the send queue drains belong to the stream too.
             settle(&sock, side, &lab.cancel)?;
@@ -538,7 +614,7 @@ fn client(
             let applied = applied(&sock, opts);
             sock.shutdown(std::net::Shutdown::Write).map_err(|e| io("shutdown", e))?;
             let side = SideOut { applied, before, after, netstat, holds: None, outside: OutsideWaits::default() };
-            ClientOut { side, rec: Recorder::with_capacity(0, 0), wall, rounds: writes, stream: Some(h) }
+            ClientOut { side, rec: Recorder::with_capacity(0, 0), wall, rounds: writes, stream: Some(h), window_real }
         }
     };
     let _ = done.send(());

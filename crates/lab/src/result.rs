@@ -1,13 +1,14 @@
 //! From what the two sides measured to one `RunResult`: wire cost from tcp_info deltas, latency
 //! percentiles, stalls and the verdict.
 
-use report::{RunResult, TcpSides, TcpStats, Wire, WireSide};
+use report::{PacketCapture, PacketSide, RunResult, TcpSides, TcpStats, Wire, WireSide};
 use scenario::{Opt, Program, Sample, SideOpts, SideProgram, Step, StrategyPair};
 use sys::tcpinfo::TcpInfo;
 
+use crate::capture;
 use crate::measure;
 use crate::outside::{self, Span, SpanSide};
-use crate::pair::{ClientOut, SideOut};
+use crate::pair::{ClientOut, PacketsOut, SideOut};
 use crate::verdict::{self, Facts, SideFacts};
 use crate::{LabOptions, Placement, DEFAULT_STALL_MARGIN};
 
@@ -86,7 +87,8 @@ pub(crate) fn assemble(
     lab: &LabOptions,
     srv: SideOut,
     cli: ClientOut,
-) -> RunResult {
+    packets: PacketsOut,
+) -> (RunResult, Option<analyze::Analysis>) {
     let ipv6 = place.server_ip.is_ipv6();
     let wire = Wire {
         client: wire_side(&cli.side.before, &cli.side.after, ipv6),
@@ -101,6 +103,14 @@ pub(crate) fn assemble(
     let margin = lab.stall_threshold.unwrap_or(DEFAULT_STALL_MARGIN);
     let threshold = measure::threshold_ns(margin.as_nanos() as u64, cli.side.after.min_rtt.unwrap_or(0));
     let delayed_acks = sum_of(&netstat, "DelayedACKs");
+    // The row's packets through the one classifier. The verdict below does not use them yet:
+    // `trace.analysis` is where the lead wires it (analyze::verdict over trace.analysis).
+    let trace = match packets {
+        PacketsOut::Captured { cap, origin_ns, server_port } => {
+            Some(packet_trace(&cap, origin_ns, server_port, margin, cli.window_real))
+        }
+        PacketsOut::Off | PacketsOut::Failed(_) => None,
+    };
 
     // The histogram behind latency_us, for the HTML report (not in the JSON).
     let latency_dist;
@@ -165,7 +175,7 @@ pub(crate) fn assemble(
             (measure::latency(&h), st.len() as u64, v)
         }
     };
-    RunResult {
+    let row = RunResult {
         strategy: pair.label.clone(),
         variant: String::new(),
         client: cli.side.applied,
@@ -176,9 +186,10 @@ pub(crate) fn assemble(
         slow_sample_threshold_us: threshold as f64 / 1000.0,
         stall_count: stalls,
         stall_summary: Default::default(),
-        stall_records: Vec::new(),
-        measured_from_ns: 0,
-        measured_to_ns: 0,
+        stall_records: trace.as_ref().map(|t| t.analysis.stalls().cloned().collect()).unwrap_or_default(),
+        measured_from_ns: trace.as_ref().map_or(0, |t| t.window.0),
+        measured_to_ns: trace.as_ref().map_or(0, |t| t.window.1),
+        capture: trace.as_ref().map(|t| t.capture.clone()),
         wall_s,
         throughput_bytes_per_s,
         wire,
@@ -187,7 +198,47 @@ pub(crate) fn assemble(
         verdict: verdict.text,
         verdict_key: verdict.key,
         latency_dist: Some(latency_dist),
-    }
+    };
+    (row, trace.map(|t| t.analysis))
+}
+
+/// A row's packets, decoded and classified.
+struct PacketTrace {
+    analysis: analyze::Analysis,
+    capture: PacketCapture,
+    /// The measured rounds on the trace's clock (ns since `origin_ns`).
+    window: (u64, u64),
+}
+
+fn packet_trace(
+    cap: &capture::Captured,
+    origin_ns: u64,
+    server_port: u16,
+    margin: std::time::Duration,
+    window_real: (u64, u64),
+) -> PacketTrace {
+    let (events, _skipped) = capture::events(&cap.frames, server_port, origin_ns);
+    let tcp_packets = events.len() as u64;
+    let cfg = analyze::Config { min_gap: trace::Duration::from_nanos(margin.as_nanos() as u64), ..Default::default() };
+    let analysis = analyze::analyze_events(events, cfg);
+    let side = |w: analyze::WireCost| PacketSide {
+        packets: w.packets,
+        data_segments: w.data_segments,
+        pure_acks: w.pure_acks,
+        payload_bytes: w.payload_bytes,
+        wire_bytes: w.wire_bytes,
+    };
+    let [a, b] = analysis.wire_cost();
+    let capture = PacketCapture {
+        point: "loopback of the row's network namespace (arriving copies, AF_PACKET)".into(),
+        frames: cap.frames.len() as u64,
+        tcp_packets,
+        kernel_drops: cap.stats.drops,
+        client: side(a),
+        server: side(b),
+    };
+    let window = (window_real.0.saturating_sub(origin_ns), window_real.1.saturating_sub(origin_ns));
+    PacketTrace { analysis, capture, window }
 }
 
 #[cfg(test)]

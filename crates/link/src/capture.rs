@@ -14,7 +14,6 @@
 //!
 //! Writing happens on its own thread, fed by a channel, so the forwarder never waits on disk.
 
-use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -22,10 +21,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
-use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
-use pcap_file::pcapng::PcapNgWriter;
-use pcap_file::DataLink;
+use wire::write::{Interface, PcapNgWriter};
 
 use crate::LinkError;
 
@@ -60,23 +56,18 @@ impl Capture {
     pub fn start(path: &Path, realtime_offset_ns: i128, names: [String; 2], link: &str) -> Result<Capture, LinkError> {
         let file = File::create(path)
             .map_err(|e| LinkError::Io { what: format!("creating capture file {}", path.display()), err: e })?;
-        let mut w = PcapNgWriter::new(BufWriter::with_capacity(1 << 20, file))
-            .map_err(|e| LinkError::Setup(format!("writing {}: {e}", path.display())))?;
-        for (i, name) in names.iter().enumerate() {
-            let idb = InterfaceDescriptionBlock {
-                linktype: DataLink::IPV4,
+        let interfaces: Vec<Interface> = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| Interface {
+                name: name.clone(),
+                description: format!("tcpstall link {link}, {} side", if i == 0 { "client" } else { "server" }),
+                linktype: wire::linktype::IPV4,
                 snaplen: 0,
-                options: vec![
-                    InterfaceDescriptionOption::IfName(Cow::Owned(name.clone())),
-                    InterfaceDescriptionOption::IfDescription(Cow::Owned(format!(
-                        "tcpstall link {link}, {} side",
-                        if i == 0 { "client" } else { "server" }
-                    ))),
-                    InterfaceDescriptionOption::IfTsResol(9),
-                ],
-            };
-            w.write_pcapng_block(idb).map_err(|e| LinkError::Setup(format!("writing {}: {e}", path.display())))?;
-        }
+            })
+            .collect();
+        let w = PcapNgWriter::new(BufWriter::with_capacity(1 << 20, file), &interfaces)
+            .map_err(|e| LinkError::Setup(format!("writing {}: {e}", path.display())))?;
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("tcpstall-capture".into())
@@ -111,7 +102,7 @@ fn write_loop(mut w: PcapNgWriter<BufWriter<File>>, rx: Receiver<Record>, offset
             Ok(r) => r,
             Err(RecvTimeoutError::Timeout) => {
                 if dirty {
-                    if let Err(e) = w.get_mut().flush() {
+                    if let Err(e) = w.flush() {
                         error.get_or_insert(e.to_string());
                     }
                     dirty = false;
@@ -124,15 +115,9 @@ fn write_loop(mut w: PcapNgWriter<BufWriter<File>>, rx: Receiver<Record>, offset
             continue; // drain the channel so the forwarder never blocks, but stop writing
         }
         let ts = (i128::from(rec.mono_ns) + offset).max(0) as u64;
-        let epb = EnhancedPacketBlock {
-            interface_id: rec.iface,
-            timestamp: Duration::from_nanos(ts),
-            original_len: rec.data.len() as u32,
-            data: Cow::Borrowed(&rec.data),
-            options: vec![],
-        };
-        match w.write_pcapng_block(epb) {
-            Ok(_) => {
+        let len = rec.data.len() as u32;
+        match w.packet(rec.iface, ts, &rec.data, len) {
+            Ok(()) => {
                 n += 1;
                 dirty = true;
             }

@@ -78,11 +78,10 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
     netstat.insert("TCPWinProbe".to_string(), both(|s| s.counters.probes));
 
     let records = classify(out, client, server);
-    let measured: Vec<&analyze::Stall> = records
-        .iter()
-        .filter(|s| s.start.0 >= out.measured_from && (s.start + s.length).0 <= out.measured_to)
-        .collect();
-    let summary = analyze::StallSummary::of(measured.iter().copied());
+    let window =
+        analyze::Window { from_ns: out.measured_from, to_ns: out.measured_to, warmed_up: out.warmup_rounds > 0 };
+    let unit = if out.sample_reads { "reads" } else { "rounds" };
+    let (summary, key, text) = analyze::verdict(&records, window, out.samples.len() as u64, unit);
     let (latency, slow_samples, threshold_ns, key, verdict) = if out.stream {
         let c = &out.sides[0].counters;
         let s = &out.sides[1].counters;
@@ -97,7 +96,8 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
         );
         (Latency::default(), 0, 0, VerdictKey { stalls: false, cause: None }, verdict)
     } else {
-        stall_verdict(out, &summary, &records)
+        let (latency, slow, threshold) = latency_and_slow_samples(out);
+        (latency, slow, threshold, key, text)
     };
     RunResult {
         strategy: pair.label.clone(),
@@ -113,6 +113,7 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
         stall_records: records,
         measured_from_ns: out.measured_from,
         measured_to_ns: out.measured_to,
+        capture: None,
         wall_s,
         throughput_bytes_per_s,
         wire,
@@ -151,13 +152,8 @@ pub fn classify(out: &Outcome, client: &Profile, server: &Profile) -> Vec<analyz
 }
 
 /// Latency percentiles and slow samples (more than [`STALL_MARGIN_NS`] above the no-stall
-/// baseline: the smallest sample once the timer waits the model knows about are taken out);
-/// the verdict from the classifier's records of the measured rounds.
-fn stall_verdict(
-    out: &Outcome,
-    summary: &analyze::StallSummary,
-    records: &[analyze::Stall],
-) -> (Latency, u64, u64, VerdictKey, String) {
+/// baseline: the smallest sample once the timer waits the model knows about are taken out).
+fn latency_and_slow_samples(out: &Outcome) -> (Latency, u64, u64) {
     let mut sorted: Vec<u64> = out.samples.iter().map(|s| s.latency).collect();
     sorted.sort_unstable();
     let n = sorted.len();
@@ -177,62 +173,7 @@ fn stall_verdict(
     let baseline = out.samples.iter().map(|s| s.latency.saturating_sub(waited(s))).min().unwrap_or(0);
     let threshold = baseline + STALL_MARGIN_NS;
     let slow = out.samples.iter().filter(|s| s.latency > threshold).count() as u64;
-    let unit = if out.sample_reads { "reads" } else { "rounds" };
-    let key = summary.key(n as u64);
-    let verdict = match summary.dominant() {
-        Some(c) if key.stalls => format!(
-            "stalls ~{:.0} ms, {} in {n} {unit} ({}): {}",
-            c.median.as_millis_f64(),
-            summary.stall_count,
-            summary.counts_text(),
-            c.cause.explain()
-        ),
-        _ => format!(
-            "no stall (p50 {:.3} ms, max {:.3} ms){}",
-            latency.p50 / 1e3,
-            latency.max / 1e3,
-            if summary.stall_count > 0 { format!("; rare: {}", summary.counts_text()) } else { String::new() }
-        ),
-    };
-    let verdict = match unmeasured_waits(out, records) {
-        Some(note) => format!("{verdict}; {note}"),
-        None => verdict,
-    };
-    (latency, slow, threshold, key, verdict)
-}
-
-/// Timer waits longer than the stall margin that happened outside the measured rounds: in
-/// the prologue or the epilogue, which neither the samples nor the wall time cover (the lab
-/// times the same rounds). Bulk-ack at depth 2 ends with one: its last message has no
-/// successor to push its tail out, so on a classic stack (RFC 896 Nagle, RFC 1122 delayed
-/// ACK) the tail can wait for the delayed ACK once while the pipeline drains; whether it does
-/// depends on the parity of the full segments since the receiver's last ACK (seed 004).
-/// Warm-up rounds are left out on purpose (they exist to reach the steady state).
-fn unmeasured_waits(out: &Outcome, records: &[analyze::Stall]) -> Option<String> {
-    let describe = |rs: Vec<&analyze::Stall>, when: &str| -> Option<String> {
-        let longest = rs.iter().max_by_key(|r| r.length)?;
-        let ms = longest.length.as_millis_f64();
-        let what = match rs.len() {
-            1 => format!("1 wait of {ms:.0} ms"),
-            n => format!("{n} waits up to {ms:.0} ms"),
-        };
-        let side = match longest.held {
-            trace::Endpoint::A => "client",
-            trace::Endpoint::B => "server",
-        };
-        Some(format!("{when} (not in the samples or ms/round): {what}, the {side}'s data held ({})", longest.cause))
-    };
-    let tcp = |r: &&analyze::Stall| r.cause.is_tcp_stall();
-    // A wait released after the last measured round is the epilogue's (bulk-ack's drain wait
-    // starts inside the last round and ends after it).
-    let after: Vec<_> = records.iter().filter(|r| (r.start + r.length).0 > out.measured_to).filter(tcp).collect();
-    let mut notes = Vec::new();
-    notes.extend(describe(after, "epilogue after the measured rounds"));
-    if out.warmup_rounds == 0 {
-        let before: Vec<_> = records.iter().filter(|r| r.start.0 < out.measured_from).filter(tcp).collect();
-        notes.extend(describe(before, "prologue before the measured rounds"));
-    }
-    (!notes.is_empty()).then(|| notes.join("; "))
+    (latency, slow, threshold)
 }
 
 /// Run a scenario's strategy pairs (and sweep variants) for every profile pair: one report.
@@ -362,25 +303,10 @@ mod tests {
         assert_eq!(percentile(&[], 0.5), 0.0);
     }
 
-    fn rec(start_ns: u64, ms: u64, cause: Cause, held: Endpoint) -> analyze::Stall {
-        analyze::Stall {
-            start: trace::Instant(start_ns),
-            length: trace::Duration::from_millis(ms),
-            waited: held.peer(),
-            held,
-            bytes_held: 10,
-            cause,
-            confidence: 0.9,
-            evidence: vec![],
-            ack_delay: None,
-            detail: String::new(),
-        }
-    }
-
-    /// Slow samples are samples over the baseline + 10 ms; stalls are the classifier's records
-    /// (a slow sample without a record, here 30 ms, is not a stall).
+    /// Slow samples are samples over the baseline + 10 ms (the 30 ms one has no timer wait
+    /// inside and still counts as slow: slow is not a stall).
     #[test]
-    fn slow_samples_and_stalls_are_counted_apart() {
+    fn slow_samples_are_over_the_baseline_plus_the_margin() {
         let start2 = 2_000_000;
         let rel = Release {
             t: start2 + 40_500_000,
@@ -389,43 +315,7 @@ mod tests {
             side: Endpoint::A,
         };
         let out = outcome(&[1.0, 41.0, 30.0], vec![rel]);
-        let recs = vec![rec(start2 + 500_000, 40, Cause::NagleDelayedAck, Endpoint::A)];
-        let sum = analyze::StallSummary::of(&recs);
-        let (_, slow, threshold, key, verdict) = stall_verdict(&out, &sum, &recs);
-        assert_eq!(slow, 2, "{verdict}");
-        assert_eq!(threshold, 11_000_000);
-        assert_eq!(key, VerdictKey { stalls: true, cause: Some(Cause::NagleDelayedAck) });
-        let out = outcome(&[1.0, 30.0], Vec::new());
-        let (_, _, _, key, _) = stall_verdict(&out, &analyze::StallSummary::default(), &[]);
-        assert_eq!((key.stalls, key.cause), (false, None));
-    }
-
-    /// A stall record after the last measured round (bulk-ack's epilogue at depth 2) or before
-    /// the first (the prologue) is neither counted nor hidden: the verdict names it. Warm-up
-    /// waits stay out.
-    #[test]
-    fn waits_outside_the_measured_rounds_are_named_not_counted() {
-        let mut out = outcome(&[0.05], Vec::new());
-        out.measured_from = 300_000_000;
-        for s in &mut out.samples {
-            s.start += 300_000_000;
-            s.end += 300_000_000;
-        }
-        out.measured_to = out.samples[0].end;
-        let after = rec(out.measured_to + 1_000, 200, Cause::NagleDelayedAck, Endpoint::A);
-        let before = rec(10_000_000, 240, Cause::DelayedAck, Endpoint::B);
-        let recs = vec![before, after];
-        let (_, _, _, key, verdict) = stall_verdict(&out, &analyze::StallSummary::default(), &recs);
-        assert!(!key.stalls);
-        assert!(
-            verdict.contains("epilogue after the measured rounds")
-                && verdict.contains("1 wait of 200 ms, the client's data held (nagle-delayed-ack)"),
-            "{verdict}"
-        );
-        assert!(verdict.contains("prologue before the measured rounds"), "{verdict}");
-        assert!(verdict.contains("the server's data held (delayed-ack)"), "{verdict}");
-        out.warmup_rounds = 3;
-        let (_, _, _, _, verdict) = stall_verdict(&out, &analyze::StallSummary::default(), &recs);
-        assert!(!verdict.contains("prologue"), "{verdict}");
+        let (_, slow, threshold) = latency_and_slow_samples(&out);
+        assert_eq!((slow, threshold), (2, 11_000_000));
     }
 }

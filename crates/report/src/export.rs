@@ -152,6 +152,9 @@ fn params(p: &serde_json::Value) -> String {
         serde_json::Value::Object(m) => m
             .iter()
             .map(|(k, v)| match v {
+                // As `tcpstall scenarios` prints it: `[]` for an empty list (`--set k=` and
+                // `--set k=[]` both set one), else `a,b`.
+                serde_json::Value::Array(a) if a.is_empty() => format!("{k}=[]"),
                 serde_json::Value::Array(a) => {
                     let items: Vec<String> = a.iter().map(|x| x.to_string()).collect();
                     format!("{k}={}", items.join(","))
@@ -268,9 +271,16 @@ impl Exporter for Table {
         // Lab and model time the same window: the client's first measured round to the end of
         // its last (`wall_s`); a wait outside it is named in the verdict, not counted.
         out.push_str(
-            "\nms/round: wall time of the measured rounds / rounds (prologue, warm-up and epilogue excluded);\n\
-             stalls: waits longer than the threshold (10 ms over the round trip unless set);\n",
+            "\nms/round: wall time of the measured rounds / rounds (prologue, warm-up and epilogue excluded);\n",
         );
+        // A scenario that pauses between rounds (burst's interval_ms) spends that pause inside
+        // the measured window: say so beside the number, with the pause.
+        if let Some(ms) = r.params.get("interval_ms").and_then(|v| v.as_f64()).filter(|ms| *ms > 0.0) {
+            out.push_str(&format!(
+                "  (it includes the scenario's own pause of interval_ms={ms} between rounds; p50/p99/max do not)\n"
+            ));
+        }
+        out.push_str("stalls: waits longer than the threshold (10 ms over the round trip unless set);\n");
         out.push_str(if model {
             "segs = data + acks (counted by the model); wire = payload + link, IP and TCP headers per segment\n"
         } else {
@@ -458,6 +468,7 @@ mod tests {
             stall_records: vec![],
             measured_from_ns: 0,
             measured_to_ns: 0,
+            capture: None,
             wall_s: p50 * 100.0 / 1e6,
             throughput_bytes_per_s: 1.0,
             wire: Wire {

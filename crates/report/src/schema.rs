@@ -67,6 +67,9 @@ pub struct RunResult {
     /// The measured rounds' window on the trace's clock (ns).
     pub measured_from_ns: u64,
     pub measured_to_ns: u64,
+    /// The packets the stall records come from (lab: the row's own capture), when captured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<PacketCapture>,
     pub wall_s: f64,
     /// Application payload delivered per second, both directions added (bytes/s).
     pub throughput_bytes_per_s: f64,
@@ -118,6 +121,34 @@ pub struct Latency {
 pub struct Wire {
     pub client: WireSide,
     pub server: WireSide,
+}
+
+/// The row's own packets (lab: AF_PACKET on the loopback the row ran on).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PacketCapture {
+    /// Where the packets were seen.
+    pub point: String,
+    /// Frames read from the capture socket.
+    pub frames: u64,
+    /// Of those, TCP packets of the row's connection: the trace the classifier read.
+    pub tcp_packets: u64,
+    /// Packets the kernel dropped because the capture socket's queue was full
+    /// (PACKET_STATISTICS `tp_drops`).
+    pub kernel_drops: u64,
+    /// What each side put on the wire, counted from the packets (the whole connection).
+    pub client: PacketSide,
+    pub server: PacketSide,
+}
+
+/// One side's packets, as captured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct PacketSide {
+    pub packets: u64,
+    pub data_segments: u64,
+    pub pure_acks: u64,
+    pub payload_bytes: u64,
+    /// Bytes on the wire (original frame lengths).
+    pub wire_bytes: u64,
 }
 
 /// What one side put on the wire.

@@ -117,6 +117,13 @@ impl Scenario {
                 .and_then(|v| v.as_table_mut())
                 .ok_or_else(|| rejected("workload has no parameters".into()))?;
             let optional = optional_keys(kind);
+            // `round` (seed 000's own name, in chunked) and `rounds` (the other scenarios) name
+            // the same thing: either is taken for the one the scenario has.
+            let key = match key {
+                "rounds" if params.contains_key("round") => "round",
+                "round" if params.contains_key("rounds") => "rounds",
+                k => k,
+            };
             if !params.contains_key(key) && !optional.contains(&key) {
                 let mut known: Vec<_> = params.keys().cloned().chain(optional.iter().map(|k| k.to_string())).collect();
                 known.sort();
@@ -207,6 +214,18 @@ fn one_line(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn round_and_rounds_are_one_parameter() {
+        let mut c = Scenario::builtin("chunked").unwrap();
+        c.apply_sets(&["rounds=7"]).unwrap();
+        assert_eq!(c.workload.params_json()["round"], 7);
+        let mut b = Scenario::builtin("burst").unwrap();
+        b.apply_sets(&["round=5"]).unwrap();
+        assert_eq!(b.workload.params_json()["rounds"], 5);
+        let e = Scenario::builtin("multi-write").unwrap().apply_sets(&["rounds=5"]).unwrap_err().to_string();
+        assert!(e.contains("no parameter 'rounds'"), "{e}");
+    }
 
     #[test]
     fn catalogue_has_the_six_scenarios() {

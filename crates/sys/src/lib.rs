@@ -2,6 +2,8 @@
 //! Everything else reaches the OS through safe crates (socket2, nix) or through here.
 #![allow(unsafe_code)]
 
+pub mod bpf;
+pub mod packet;
 pub mod process;
 pub mod sched;
 pub mod tcpinfo;

@@ -52,6 +52,8 @@ pub enum Format {
 #[derive(Debug, Clone)]
 struct Interface {
     linktype: u32,
+    /// Bytes of frame check sequence at the end of every frame, stripped before decoding.
+    fcs_len: u8,
     /// `if_name` option (pcapng 4.2), e.g. "lo" or "tcpstall-c0".
     name: Option<String>,
     /// Timestamp units per second as a ratio: value * num / den = nanoseconds.
@@ -148,9 +150,14 @@ impl<R: Read> CaptureReader<R> {
                 r.big_endian = big_endian;
                 let mut h = [0u8; 20];
                 r.fill(&mut h, 0, "truncated pcap file header (24 bytes expected)")?;
-                let linktype = u32_at(&h, 16, big_endian) & 0x0fff_ffff;
+                // The link-type field's upper bits are not the link type (libpcap pcap-common.h:
+                // LT_LINKTYPE(x) = x & 0x03FFFFFF; LT_FCS_LENGTH_PRESENT(x) = x & 0x04000000;
+                // LT_FCS_LENGTH(x) = (x & 0xF0000000) >> 28, in 16-bit words, pcap-savefile(5)).
+                let field = u32_at(&h, 16, big_endian);
+                let linktype = field & 0x03ff_ffff;
+                let fcs_len = if field & 0x0400_0000 != 0 { ((field >> 28) & 0xf) as u8 * 2 } else { 0 };
                 let tsres = if nanos { TsRes::Dec(9) } else { TsRes::Dec(6) };
-                r.interfaces.push(Interface { linktype, name: None, tsres, ts_offset_s: 0 });
+                r.interfaces.push(Interface { linktype, fcs_len, name: None, tsres, ts_offset_s: 0 });
             }
             Format::PcapNg => {
                 let mut len = [0u8; 4];
@@ -256,6 +263,7 @@ impl<R: Read> CaptureReader<R> {
         let iface = &self.interfaces[0];
         let frac_ns = iface.tsres.to_nanos(u64::from(frac));
         let ts_ns = u64::from(sec).saturating_mul(1_000_000_000).saturating_add(frac_ns);
+        let (incl, orig) = strip_fcs(iface.fcs_len, incl, orig);
         Ok(Some((0, incl as usize, ts_ns, (iface.linktype, 0), orig.max(incl), start)))
     }
 
@@ -362,8 +370,13 @@ impl<R: Read> CaptureReader<R> {
         if b.len() < 8 {
             return Err(WireError::new(start, "pcapng interface description block too short"));
         }
-        let mut iface =
-            Interface { linktype: u32::from(u16_at(b, 0, be)), name: None, tsres: TsRes::Dec(6), ts_offset_s: 0 };
+        let mut iface = Interface {
+            linktype: u32::from(u16_at(b, 0, be)),
+            fcs_len: 0,
+            name: None,
+            tsres: TsRes::Dec(6),
+            ts_offset_s: 0,
+        };
         // Options: code u16, length u16, value padded to 4 (pcapng 3.5).
         let mut i = 8;
         while i + 4 <= b.len() {
@@ -382,6 +395,8 @@ impl<R: Read> CaptureReader<R> {
                     let r = b[v];
                     iface.tsres = if r & 0x80 == 0 { TsRes::Dec(r) } else { TsRes::Bin(r & 0x7f) };
                 }
+                // if_fcslen: FCS bytes at the end of every frame (pcapng 4.2, option 13).
+                (13, 1) => iface.fcs_len = b[v],
                 // if_tsoffset: seconds to add to every timestamp.
                 (14, 8) => {
                     let lo = u64::from(u32_at(b, v, be));
@@ -448,8 +463,20 @@ impl<R: Read> CaptureReader<R> {
         let off_ns = iface.ts_offset_s.saturating_mul(1_000_000_000);
         let ts_ns =
             if off_ns >= 0 { ts_ns.saturating_add(off_ns as u64) } else { ts_ns.saturating_sub(off_ns.unsigned_abs()) };
+        let (caplen, orig) = strip_fcs(iface.fcs_len, caplen, orig);
         Ok((data_at, caplen as usize, ts_ns, (iface.linktype, if_id as u32), orig.max(caplen), start))
     }
+}
+
+/// Drops the frame check sequence from a frame that carries it whole (a frame cut by the
+/// snaplen before its end has none captured).
+fn strip_fcs(fcs: u8, caplen: u32, orig: u32) -> (u32, u32) {
+    let fcs = u32::from(fcs);
+    if fcs == 0 || orig < fcs {
+        return (caplen, orig);
+    }
+    let orig_wo = orig - fcs;
+    (caplen.min(orig_wo), orig_wo)
 }
 
 /// Reads until `out` is full or EOF; returns the number of bytes read.

@@ -16,6 +16,7 @@ mod capture;
 mod decode;
 mod error;
 mod flows;
+pub mod write;
 
 pub use capture::{CaptureReader, Format, Packet, MAX_PACKET};
 pub use decode::{decode, linktype, Skip, TcpPacket};
@@ -40,6 +41,15 @@ pub struct DecodeStats {
     pub filtered_out: u64,
     /// Bytes of the file consumed.
     pub bytes: u64,
+    /// Frames inside an encapsulation the decoder does not open, by kind ("CAPWAP", "L2TP",
+    /// "IPsec ESP (encrypted)"): said by name, so "0 TCP packets" is never unexplained.
+    pub inside_undecoded: std::collections::BTreeMap<String, u64>,
+    /// Frames stamped earlier than the frame before them on the same interface. Their events
+    /// keep the earlier frame's time (the analysis needs time order): counted here, never
+    /// silently.
+    pub timestamps_backwards: u64,
+    /// The largest such step back (ns).
+    pub largest_step_back_ns: u64,
 }
 
 impl DecodeStats {
@@ -71,6 +81,8 @@ pub struct Decoder<R: Read> {
     filter: FlowFilter,
     stats: DecodeStats,
     interfaces_seen: u32,
+    /// Latest timestamp per interface (for timestamps that go backwards).
+    last_ts: Vec<u64>,
 }
 
 impl<R: Read> Decoder<R> {
@@ -81,6 +93,7 @@ impl<R: Read> Decoder<R> {
             filter,
             stats: DecodeStats::default(),
             interfaces_seen: 0,
+            last_ts: Vec::new(),
         })
     }
 
@@ -94,6 +107,18 @@ impl<R: Read> Decoder<R> {
         loop {
             let Some(p) = self.reader.next_packet()? else { return Ok(None) };
             self.stats.frames += 1;
+            let iface = p.interface as usize;
+            if self.last_ts.len() <= iface {
+                self.last_ts.resize(iface + 1, 0);
+            }
+            let ts_ns = if p.ts_ns < self.last_ts[iface] {
+                self.stats.timestamps_backwards += 1;
+                self.stats.largest_step_back_ns = self.stats.largest_step_back_ns.max(self.last_ts[iface] - p.ts_ns);
+                self.last_ts[iface]
+            } else {
+                self.last_ts[iface] = p.ts_ns;
+                p.ts_ns
+            };
             self.flows.set_origin(p.ts_ns);
             match decode(p.linktype, p.data, p.orig_len) {
                 Ok(tcp) => {
@@ -102,12 +127,13 @@ impl<R: Read> Decoder<R> {
                         continue;
                     }
                     self.stats.tcp_packets += 1;
-                    let (ts, frame, iface) = (p.ts_ns, p.frame, p.interface);
+                    let (ts, frame, iface) = (ts_ns, p.frame, p.interface);
                     self.interfaces_seen = self.interfaces_seen.max(iface + 1);
                     return Ok(Some(self.flows.event(&tcp, ts, frame, iface)));
                 }
                 Err(Skip::NotTcp) => self.stats.not_tcp += 1,
                 Err(Skip::Malformed) => self.stats.malformed += 1,
+                Err(Skip::Inside(kind)) => *self.stats.inside_undecoded.entry(kind.to_string()).or_default() += 1,
                 Err(Skip::LinkType(l)) => {
                     self.stats.unknown_linktype += 1;
                     self.stats.first_unknown_linktype.get_or_insert(l);

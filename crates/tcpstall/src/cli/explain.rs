@@ -19,8 +19,9 @@ Examples:
   tcpstall explain x.pcap --report x.html
   tcpdump -i any -w - port 8000 | tcpstall explain -
 
-Reads pcap (micro- or nanosecond) and pcapng (any number of interfaces), link types Ethernet,
-Linux cooked v1/v2 (tcpdump -i any), raw IP and BSD loopback; IPv4 and IPv6. A stall is a gap in
+Reads pcap (micro- or nanosecond, FCS flag) and pcapng (any number of interfaces), link types
+Ethernet, Linux cooked v1/v2 (tcpdump -i any), raw IP, BSD loopback, PPP, PPPoE and Cisco HDLC;
+IPv4 and IPv6, inside VLAN/QinQ, MPLS, PPPoE, GRE/ERSPAN, VXLAN, Geneve, GTP-U or IP-in-IP. A stall is a gap in
 a connection's data flow longer than the path RTT plus --min-gap; each gets a cause:
 nagle-delayed-ack, delayed-ack, cwnd-limited, rwnd-limited, retransmission-timeout, probe-timer or
 application. Exit status: 0 done, 1 the file is damaged after some packets (the valid prefix is
@@ -259,6 +260,18 @@ fn text(s: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> an
         },
         if stats.filtered_out > 0 { format!("; {} filtered out", stats.filtered_out) } else { String::new() }
     );
+    for (kind, n) in &stats.inside_undecoded {
+        writeln!(s, "{n} packets inside {kind}, not decoded")?;
+    }
+    if stats.timestamps_backwards > 0 {
+        writeln!(
+            s,
+            "{} frames are stamped earlier than the frame before them (up to {} back): analysed at the earlier \
+             frame's time",
+            stats.timestamps_backwards,
+            Duration(stats.largest_step_back_ns)
+        )?;
+    }
     if let Some(e) = failure {
         writeln!(s, "DAMAGED FILE: {e}; what follows covers the packets before it")?;
     }

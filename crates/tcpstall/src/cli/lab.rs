@@ -18,22 +18,38 @@ Examples:
   tcpstall lab burst --set n=2 --format json    seed 002 with two messages per burst, as JSON
   tcpstall lab bulk-ack --set sweep=99912,100000  seed 004's two sizes
   tcpstall lab --matrix all --rounds 20         every strategy on both sides
-  tcpstall lab --config tcp_test.conf           seed 000's own configuration file
+  tcpstall lab --config examples/tcp_test.conf  seed 000's configuration file (in the repo)
   tcpdump -i lo -w seed000.pcap port 8000 & tcpstall lab --port 8000
                                                 watch it on the host's loopback
+  tcpstall lab multi-write --capture mw.pcapng  the rows' own packets as pcapng (root: one
+                                                loopback per row); then tcpstall explain mw.pcapng
   tcpstall lab multi-write --link rtt=20ms,mtu=1500 --capture mw.pcapng
                                                 behind an emulated link, with a capture
 
 As root each row runs in a private network namespace (lo with MTU 1500) so TcpExt counters
 belong to the run; --port, --link or no root use the caller's or the link's namespaces.
-Ctrl-C stops the row in progress and prints the rows already finished (exit 130).";
+Ctrl-C stops the row in progress and prints the rows already finished (exit 130).
+
+--config FILE (seed 000's tcp_test.conf; docs/config.md): one `key value` per line, `#` starts a
+comment, each key at most once, a missing key keeps its default:
+  no_delay 0|1   TCP_NODELAY on both sides                       default 0
+  quickack 0|1   TCP_QUICKACK set once after connecting          default 0
+  cork 0|1       TCP_CORK around each message                    default 0
+  msg_more 0|1   MSG_MORE on all but a message's last write      default 0
+  send N         bytes per message, each way (1-67108864)        default 1000
+  n_chunk N      writes per message (1-1024, at most send)       default 100
+  round N        rounds (1-1000000)                              default 100
+It runs the chunked scenario as one row, `config:OPTIONS`; --set/--rounds change the sizes
+afterwards; --client/--server/--matrix are refused. An error names the file and line, e.g.
+`tcp_test.conf:2: unknown key 'nagle' (known: ...)`, and exits non-zero before measuring.";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct LabArgs {
     #[command(flatten)]
     pub common: ScenarioArgs,
-    /// Run seed 000's tcp_test.conf (keys no_delay, quickack, cork, msg_more, send, n_chunk, round)
+    /// Run seed 000's tcp_test.conf (keys no_delay, quickack, cork, msg_more, send, n_chunk, round;
+    /// format below and in docs/config.md)
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// A wait is a stall when it exceeds the round trip by more than MS milliseconds [default: 10]
@@ -46,9 +62,15 @@ pub struct LabArgs {
     /// Run behind an emulated link (see `tcpstall shell --help` for SPEC)
     #[arg(long, value_name = "SPEC")]
     pub link: Option<String>,
-    /// Write a pcapng capture of the emulated link (both ends, one interface each) to FILE
+    /// Write the rows' packets as pcapng to FILE: on loopback each row's own capture (one
+    /// interface per row); behind --link what the emulated link carries (both ends, one
+    /// interface each)
     #[arg(long, value_name = "FILE")]
     pub capture: Option<PathBuf>,
+    /// Do not record the rows' packets (AF_PACKET on the row's loopback): no stall records,
+    /// less CPU. Without CAP_NET_RAW the capture is skipped anyway, with a note
+    #[arg(long)]
+    pub no_capture: bool,
     /// Time each write's stay inside TCP (SO_TIMESTAMPING SCHED minus write time) and name the
     /// side that held data in the verdict. Off by default: it changes what it measures (on
     /// 6.18 TCP_QUICKACK after each recv stops helping when TX timestamps are on)
@@ -117,7 +139,10 @@ pub fn scenario_from(args: &LabArgs) -> anyhow::Result<Scenario> {
 }
 
 pub fn lab_options(args: &LabArgs) -> anyhow::Result<LabOptions> {
-    let mut o = LabOptions { tx_timestamps: args.tx_timestamps, ..LabOptions::default() };
+    let mut o = LabOptions { tx_timestamps: args.tx_timestamps, capture: !args.no_capture, ..LabOptions::default() };
+    if args.no_capture && args.capture.is_some() && args.link.is_none() {
+        bail!("--capture FILE writes the packets --no-capture turns off: use one or the other");
+    }
     if let Some(ms) = args.stall_threshold {
         if !(ms > 0.0 && ms <= 10_000.0) {
             bail!("--stall-threshold {ms}: expected milliseconds between 0 and 10000");
@@ -172,16 +197,26 @@ impl Interrupts {
 
 pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     let s = scenario_from(&args)?;
-    let opts = lab_options(&args)?;
+    let mut opts = lab_options(&args)?;
     // Before measuring: an output path that cannot be written must not cost a run.
     let sink = output::Sink::open(args.common.output.as_deref())?;
     if let Some(p) = &args.capture {
         output::check_writable("--capture", p)?;
     }
+    // On loopback the lab writes its own capture; behind --link the link's tap does.
+    let (link_capture, own_capture) = match (&args.link, &args.capture) {
+        (Some(_), c) => (c.as_deref(), None),
+        (None, Some(p)) => {
+            let f = lab::CaptureFile::create(p).with_context(|| format!("--capture: cannot write {}", p.display()))?;
+            (None, Some(f))
+        }
+        (None, None) => (None, None),
+    };
+    opts.capture_file = own_capture.clone();
     if let Some(p) = &args.report {
         output::check_writable("--report", p)?;
     }
-    let env = super::linkenv::open(args.link.as_deref(), args.capture.as_deref())?;
+    let env = super::linkenv::open(args.link.as_deref(), link_capture)?;
     let total = (s.workload.variants().len() * s.matrix.len()) as u64;
     let bar = output::progress_bar(total, args.quiet);
     let mut progress = |p: Progress| match p {
@@ -197,6 +232,16 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     bar.finish_and_clear();
     let link_lines = env.finish();
     let mut report = report;
+    if let Some(f) = &own_capture {
+        match f.finish() {
+            // Rows without packets (no CAP_NET_RAW) say why in the report's link line.
+            Ok(n) if args.common.format == OutputFormat::Table && !args.quiet => {
+                eprintln!("tcpstall: wrote {n} packets to {}", f.path().display())
+            }
+            Ok(_) => {}
+            Err(e) => report.errors.push(format!("--capture: {e}")),
+        }
+    }
     let warning = link_lines.as_ref().ok().and_then(|l| unasked_drops_warning(l));
     if warning.is_some() {
         // The link summarises the whole run, not each row: every row's numbers are suspect.
@@ -217,14 +262,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
                           (simulate --report and explain --report have them)";
         super::htmlreport::write(path, &super::htmlreport::rows_page(&report, header, &[], None, no_packets))?;
     }
-    if args.common.stalls {
-        let text = report::stall_records_text(&report);
-        if args.common.format == OutputFormat::Table && args.common.output.is_none() {
-            output::write_bytes(text.as_bytes(), None)?;
-        } else {
-            eprint!("{text}");
-        }
-    }
+    output::stall_records(&report, &args.common)?;
     if args.common.format == OutputFormat::Table {
         if let Ok(lines) = &link_lines {
             for l in lines {

@@ -34,6 +34,21 @@ impl From<OutputFormat> for report::Format {
     }
 }
 
+/// `--stalls`: every row's stall records for people, after the table on stdout, or on stderr
+/// when stdout carries JSON/CSV or the table went to a file.
+pub fn stall_records(report: &report::Report, args: &super::common::ScenarioArgs) -> anyhow::Result<()> {
+    if !args.stalls {
+        return Ok(());
+    }
+    let text = report::stall_records_text(report);
+    if args.format == OutputFormat::Table && args.output.is_none() {
+        write_bytes(text.as_bytes(), None)
+    } else {
+        eprint!("{text}");
+        Ok(())
+    }
+}
+
 /// Write bytes to a file or stdout. A closed stdout (`| head`) is not an error worth a message.
 pub fn write_bytes(bytes: &[u8], output: Option<&Path>) -> anyhow::Result<()> {
     Sink::open(output)?.write(bytes)

@@ -198,14 +198,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
     let record = args.trace || args.pcap.is_some() || args.report.is_some();
     let (report, outcomes) = model::report(&s, &pairs, &spec, record);
     sink.write(&report::export(&report, args.common.format.into())).context("writing the report")?;
-    if args.common.stalls {
-        let text = report::stall_records_text(&report);
-        if args.common.format == OutputFormat::Table && args.common.output.is_none() {
-            output::write_bytes(text.as_bytes(), None)?;
-        } else {
-            eprint!("{text}");
-        }
-    }
+    output::stall_records(&report, &args.common)?;
     if let Some(path) = &args.pcap {
         let traces: Vec<&[trace::Event]> = outcomes.iter().map(|o| o.trace.as_slice()).collect();
         let bytes = model::pcap::to_pcap(&traces)?;

@@ -199,7 +199,7 @@ pub fn json_contract_has_the_documented_fields() {
     }
     assert_eq!(x["rounds"], 50);
     // 1-byte request/response: the reply piggybacks the ACK, one data segment per message.
-    assert_eq!(x["wire"]["client"]["bytes_sent"], 50);
+    payload_is(x, 50);
 }
 
 pub fn config_file_runs_its_one_configuration() {
@@ -237,7 +237,7 @@ pub fn the_shipped_example_config_is_seed_000() {
     assert_eq!(x["strategy"], "config:none", "{x:#}");
     assert_eq!(x["rounds"], 4);
     assert_eq!(x["client"]["nodelay"], false);
-    assert_eq!(x["wire"]["client"]["bytes_sent"], 4000, "{x:#}");
+    payload_is(x, 4000);
     // The seed's finding: the default options stall (Nagle x delayed ACK).
     assert!(stalls(x), "{x:#}");
     assert_eq!(x["verdict_key"]["cause"], "nagle-delayed-ack", "{x:#}");
@@ -278,14 +278,34 @@ pub fn bad_input_is_one_line_and_non_zero() {
 }
 
 pub fn an_unwritable_output_fails_before_measuring() {
-    // A 200-round chunked run stalls for seconds: failing in well under a second shows the file
-    // was opened first.
+    // The lab is pointed at a port this test holds: had it started measuring before checking
+    // the output, it would fail with "port N is already in use" instead (and a 200-round
+    // chunked run would take seconds, not well under one).
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
     let dir = tempfile::tempdir().unwrap();
     let t0 = std::time::Instant::now();
     let missing = dir.path().join("no/such/dir/out.json");
-    fails_with_one_line(&["lab", "--rounds", "200", "-q", "-o", missing.to_str().unwrap()], "cannot write ");
-    fails_with_one_line(&["lab", "--rounds", "200", "-q", "-o", dir.path().to_str().unwrap()], "Is a directory");
-    assert!(t0.elapsed().as_secs_f64() < 3.0, "took {:?}", t0.elapsed());
+    let base = ["lab", "--rounds", "200", "-q", "--port", &port];
+    fails_with_one_line(&[&base[..], &["-o", missing.to_str().unwrap()]].concat(), "cannot write ");
+    fails_with_one_line(&[&base[..], &["-o", dir.path().to_str().unwrap()]].concat(), "Is a directory");
+    assert!(t0.elapsed().as_secs_f64() < 10.0, "took {:?}", t0.elapsed());
+    // The check leaves nothing behind.
+    assert!(!dir.path().join("no").exists());
+    // The same port without the bad output does fail on the port: the probe above is live.
+    fails_with_one_line(&["lab", "rr", "--set", "rounds=10", "--port", &port], "already in use");
+}
+
+/// --report and --pcap are checked before the analysis or the simulation runs: one line, no file.
+pub fn unwritable_plot_and_pcap_fail_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("no/such/dir/x.html");
+    let cap = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/captures/seed000-default.pcap");
+    fails_with_one_line(&["explain", cap, "--report", bad.to_str().unwrap()], "--report: cannot write ");
+    let out = tcpstall().args(["explain", cap, "--report", bad.to_str().unwrap()]).output().unwrap();
+    assert!(out.stdout.is_empty(), "no analysis printed: {}", String::from_utf8_lossy(&out.stdout));
+    fails_with_one_line(&["simulate", "--pcap", bad.to_str().unwrap()], "--pcap: cannot write ");
+    fails_with_one_line(&["simulate", "--report", bad.to_str().unwrap()], "--report: cannot write ");
 }
 
 pub fn a_port_in_use_is_a_one_line_error() {
@@ -350,7 +370,7 @@ pub fn ctrl_c_keeps_the_finished_rows_and_exits_130() {
     let d = row(&r, "default");
     assert_eq!(d["rounds"], 30);
     assert!(d["stall_count"].as_u64().unwrap() >= 30, "{d:#}");
-    assert_eq!(d["wire"]["client"]["bytes_sent"], 30_000, "{d:#}");
+    payload_is(d, 30_000);
     let e = r["errors"][0].as_str().unwrap();
     assert!(e.contains(&format!("{} of 8 rows finished", rows.len())), "{e}");
 }
@@ -362,8 +382,19 @@ pub fn wire_covers_the_measured_rounds_only() {
     let r = lab_json(&["bulk-ack", "--client", "none", "--set", "depth=2", "--set", "rounds=5"]);
     let r2 =
         lab_json(&["bulk-ack", "--client", "none", "--set", "depth=2", "--set", "rounds=5", "--set", "size=99900"]);
-    assert_eq!(r["results"][0]["wire"]["client"]["bytes_sent"], 500_000, "{r:#}");
-    assert_eq!(r2["results"][0]["wire"]["client"]["bytes_sent"], 499_500, "{r2:#}");
+    payload_is(&r["results"][0], 500_000);
+    payload_is(&r2["results"][0], 499_500);
+}
+
+/// The client's payload in the measured rounds is `want` bytes. tcpi_bytes_sent counts
+/// retransmissions too: on a loaded host a tail loss probe (RFC 8985 7; tcp_send_loss_probe)
+/// may resend the last segment when an ACK is late, so each retransmission may add up to one
+/// segment (snd_mss), and only then.
+fn payload_is(x: &Value, want: u64) {
+    let sent = x["wire"]["client"]["bytes_sent"].as_u64().unwrap();
+    let retrans = x["tcp"]["client"]["retransmits"].as_u64().unwrap();
+    let mss = x["tcp"]["client"]["snd_mss"].as_u64().unwrap();
+    assert!((want..=want + retrans * mss).contains(&sent), "sent {sent}, want {want} (+{retrans} retransmits): {x:#}");
 }
 
 /// TcpExt counters are the namespace's, so they belong to the run only with root (a private
@@ -425,4 +456,105 @@ pub fn bulk_ack_depth_2_names_the_drain_wait_after_the_measured_rounds_without_c
     }
     eprintln!("bulk-ack depth 2 epilogue waits named: {named:?}");
     assert!(!named.is_empty(), "no depth-2 row named its epilogue wait in three runs");
+}
+
+/// TCP stall records (application gaps are not stalls) inside the measured rounds.
+fn tcp_stalls(x: &Value) -> Vec<&Value> {
+    let (from, to) = (x["measured_from_ns"].as_u64().unwrap(), x["measured_to_ns"].as_u64().unwrap());
+    x["stall_records"]
+        .as_array()
+        .expect("stall_records")
+        .iter()
+        .filter(|s| s["cause"] != "application")
+        .filter(|s| (from..=to).contains(&s["start_ns"].as_u64().unwrap()))
+        .collect()
+}
+
+/// Each row records its own packets (AF_PACKET on its namespace's loopback) and the one
+/// classifier names the stalls from them: seed 000's default row has Nagle/delayed-ACK stall
+/// records of >= 30 ms (about two per round), the nodelay row none; the capture lost nothing.
+pub fn rows_carry_the_classifiers_stalls_from_their_own_packets() {
+    let _one_at_a_time = exclusive();
+    let r = lab_json(&["chunked", "--set", "round=6"]);
+    let x = row(&r, "default");
+    let cap = &x["capture"];
+    assert!(cap["tcp_packets"].as_u64().unwrap() >= 6 * 4, "{cap:#}");
+    assert_eq!(cap["kernel_drops"], 0, "{cap:#}");
+    // Every captured byte of the measured rounds is there: each side's packets carry at least
+    // what tcp_info says it sent in them.
+    for side in ["client", "server"] {
+        let sent = x["wire"][side]["bytes_sent"].as_u64().unwrap();
+        assert!(cap[side]["payload_bytes"].as_u64().unwrap() >= sent, "{side}: {x:#}");
+    }
+    let st = tcp_stalls(x);
+    // The first round rides the initial quick-ACK budget; the other five stall twice.
+    assert!(st.len() >= 6, "{} records: {x:#}", st.len());
+    for s in &st {
+        assert_eq!(s["cause"], "nagle-delayed-ack", "{s:#}");
+        assert!(s["length_ns"].as_u64().unwrap() >= 30_000_000, "{s:#}");
+        assert!(!s["evidence"].as_array().unwrap().is_empty(), "{s:#}");
+    }
+    let n = row(&r, "nodelay");
+    assert!(n["capture"]["tcp_packets"].as_u64().unwrap() > 0, "{n:#}");
+    assert!(tcp_stalls(n).is_empty(), "nodelay: {n:#}");
+}
+
+/// `lab --capture FILE` on loopback writes the rows' packets as pcapng (one interface per
+/// row); tcpdump reads it, and `explain` finds the ~40 ms Nagle/delayed-ACK waits of seed
+/// 001's default row in it and none in the nodelay row.
+pub fn lab_capture_on_loopback_is_a_pcapng_explain_reads() {
+    let _one_at_a_time = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("mw.pcapng");
+    let r = lab_json(&["multi-write", "--set", "requests=6", "--capture", f.to_str().unwrap()]);
+    let rows = r["results"].as_array().unwrap();
+    assert_eq!((rows[0]["strategy"].as_str(), rows[1]["strategy"].as_str()), (Some("default"), Some("nodelay")));
+    let out = std::process::Command::new("tcpdump").arg("-nr").arg(&f).output().expect("tcpdump");
+    assert!(out.status.success(), "tcpdump -r: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("EN10MB"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).lines().count() > 40);
+    let out = tcpstall().args(["explain", "--format", "json"]).arg(&f).output().unwrap();
+    assert!(out.status.success(), "explain: {}", String::from_utf8_lossy(&out.stderr));
+    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let flows = e["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), rows.len(), "one connection per row: {e:#}");
+    let long = |f: &Value| {
+        f["stalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["cause"] != "application" && s["length_ns"].as_u64().unwrap() >= 30_000_000)
+            .map(|s| s["cause"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    // Row order is file order: interface 0 is the default row.
+    let (default, nodelay) = (long(&flows[0]), long(&flows[1]));
+    assert!(default.len() >= 4, "default row: {default:?}");
+    assert!(default.iter().all(|c| c == "nagle-delayed-ack"), "{default:?}");
+    assert!(nodelay.is_empty(), "nodelay row: {nodelay:?}");
+}
+
+/// Without CAP_NET_RAW the rows keep their other measurements and the report says why there
+/// are no stall records; --no-capture leaves the capture out.
+pub fn without_cap_net_raw_the_capture_is_skipped_with_a_note() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("tcpstall");
+    std::fs::copy(assert_cmd::cargo::cargo_bin("tcpstall"), &bin).unwrap();
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"])
+        .arg(&bin)
+        .args(["lab", "rr", "--set", "rounds=20", "--format", "json", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r["link"].as_str().unwrap().contains("no packet capture: AF_PACKET needs CAP_NET_RAW"), "{r:#}");
+    for x in r["results"].as_array().unwrap() {
+        assert!(x.get("capture").is_none(), "{x:#}");
+        assert_eq!(x["rounds"], 20);
+    }
+    let r = lab_json(&["rr", "--set", "rounds=20", "--no-capture"]);
+    assert!(r["results"].as_array().unwrap().iter().all(|x| x.get("capture").is_none()), "{r:#}");
 }

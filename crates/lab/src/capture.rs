@@ -1,0 +1,242 @@
+//! The row's own packets: an AF_PACKET capture on the loopback of the row's network namespace
+//! (`sys::packet`), filtered in the kernel to the row's server port, read on a thread of its
+//! own in batches; then decoded (`wire::decode`) into trace events with the client as endpoint
+//! A and analysed by the one classifier (`analyze::analyze_events`).
+//!
+//! The capture point is loopback: a packet is recorded once, as it arrives (the outgoing copy
+//! is skipped, see `sys::bpf`), and leaves and arrives within microseconds, so both ends'
+//! views coincide.
+
+use std::io::{self, BufWriter};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use sys::packet::{Frame, PacketSocket, Stats};
+use trace::{Endpoint, Event, EventKind, Evidence, Instant};
+use wire::write::{Interface, PcapNgWriter};
+
+/// Bytes kept per frame: Ethernet (14) + IPv6 (40) or IPv4 with options (60) + TCP with options
+/// (60) fit; payload bytes are not needed (the original length is kept apart).
+pub const SNAPLEN: u32 = 160;
+
+/// How long the reader sleeps when the queue is empty. The kernel stamps each packet when it
+/// arrives (not when read), so batching moves no time; the socket's queue (8 MB asked for)
+/// holds far more than this many milliseconds of loopback traffic.
+const BATCH_SLEEP: Duration = Duration::from_millis(2);
+
+/// A running capture (the reader thread).
+pub(crate) struct RowCapture {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<io::Result<Captured>>>,
+}
+
+impl Drop for RowCapture {
+    /// A row that failed still stops its reader.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What a capture recorded.
+#[derive(Debug, Default)]
+pub(crate) struct Captured {
+    pub frames: Vec<Frame>,
+    pub stats: Stats,
+}
+
+impl RowCapture {
+    /// Open the capture on `lo` of the calling thread's namespace, for TCP on `port`, and start
+    /// reading. Fails with EPERM without CAP_NET_RAW.
+    pub fn start(port: u16) -> io::Result<RowCapture> {
+        let mut sock = PacketSocket::loopback(&[port], SNAPLEN)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new().name("tcpstall-lab-capture".into()).spawn(move || {
+            let mut frames = Vec::with_capacity(4096);
+            while !flag.load(Ordering::Acquire) {
+                if sock.read_available(&mut frames)? == 0 {
+                    std::thread::sleep(BATCH_SLEEP);
+                }
+            }
+            sock.read_available(&mut frames)?;
+            let stats = sock.statistics()?;
+            Ok(Captured { frames, stats })
+        })?;
+        Ok(RowCapture { stop, thread: Some(thread) })
+    }
+
+    /// Stop reading (after one last drain) and return what was captured.
+    pub fn finish(mut self) -> Result<Captured, String> {
+        // Packets already on loopback's backlog are in the socket queue within microseconds of
+        // the last send: a short grace keeps the final ACKs.
+        std::thread::sleep(Duration::from_millis(5));
+        self.stop.store(true, Ordering::Release);
+        let Some(t) = self.thread.take() else { return Err("the packet capture was already stopped".into()) };
+        match t.join() {
+            Ok(Ok(c)) => Ok(c),
+            Ok(Err(e)) => Err(format!("reading the packet capture: {e}")),
+            Err(_) => Err("the packet capture thread panicked".into()),
+        }
+    }
+}
+
+/// CLOCK_REALTIME now, in ns: the clock of the kernel's packet stamps (SO_TIMESTAMPNS).
+pub(crate) fn realtime_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Frames that are not a decodable TCP packet of the row's connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Skipped {
+    pub not_tcp: u64,
+    pub malformed: u64,
+}
+
+/// Decode loopback frames (Ethernet framing) into the trace of one connection: endpoint A is
+/// the client (the side whose port is not `server_port`), times are ns since `origin_ns`
+/// (CLOCK_REALTIME, the same clock as the frames' stamps; an earlier frame is clamped to 0),
+/// evidence is the frame's 1-based number in `frames`.
+pub fn events(frames: &[Frame], server_port: u16, origin_ns: u64) -> (Vec<Event>, Skipped) {
+    let mut out = Vec::with_capacity(frames.len());
+    let mut skipped = Skipped::default();
+    for (i, f) in frames.iter().enumerate() {
+        match wire::decode(wire::linktype::ETHERNET, &f.data, f.orig_len) {
+            Ok(p) => out.push(Event {
+                t: Instant(f.ts_ns.saturating_sub(origin_ns)),
+                from: if p.src.port() == server_port { Endpoint::B } else { Endpoint::A },
+                kind: EventKind::Segment(p.segment),
+                evidence: Evidence::Frame(i as u64 + 1),
+            }),
+            Err(wire::Skip::Malformed) => skipped.malformed += 1,
+            Err(_) => skipped.not_tcp += 1,
+        }
+    }
+    (out, skipped)
+}
+
+/// `lab --capture FILE` without `--link`: every row's frames, one pcapng interface per row (each
+/// row has a loopback of its own). Shared by the rows; written as each row ends.
+#[derive(Clone)]
+pub struct CaptureFile {
+    inner: Arc<Mutex<FileInner>>,
+}
+
+struct FileInner {
+    path: PathBuf,
+    w: Option<PcapNgWriter<BufWriter<std::fs::File>>>,
+    interfaces: u32,
+    error: Option<String>,
+}
+
+impl std::fmt::Debug for CaptureFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        write!(f, "CaptureFile({})", g.path.display())
+    }
+}
+
+impl PartialEq for CaptureFile {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+impl Eq for CaptureFile {}
+
+impl CaptureFile {
+    /// Create (truncate) `path` and write the section header: fails at once, before any row
+    /// runs, when the file cannot be written.
+    pub fn create(path: &Path) -> io::Result<CaptureFile> {
+        let f = std::fs::File::create(path)?;
+        let w = PcapNgWriter::new(BufWriter::with_capacity(1 << 16, f), &[])?;
+        Ok(CaptureFile {
+            inner: Arc::new(Mutex::new(FileInner { path: path.to_path_buf(), w: Some(w), interfaces: 0, error: None })),
+        })
+    }
+
+    /// Append one row's frames on an interface of their own.
+    pub(crate) fn write_row(&self, label: &str, frames: &[Frame]) {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let g = &mut *g;
+        if g.error.is_some() {
+            return;
+        }
+        let Some(w) = g.w.as_mut() else { return };
+        let iface = Interface {
+            name: "lo".into(),
+            description: format!("tcpstall lab row '{label}': loopback of its network namespace, arriving copies"),
+            linktype: wire::linktype::ETHERNET,
+            snaplen: SNAPLEN,
+        };
+        let r = w.add_interface(&iface).and_then(|id| {
+            for f in frames {
+                w.packet(id, f.ts_ns, &f.data, f.orig_len)?;
+            }
+            w.flush()
+        });
+        g.interfaces += 1;
+        if let Err(e) = r {
+            g.error = Some(format!("writing {}: {e}", g.path.display()));
+        }
+    }
+
+    /// Flush and close; the number of packets written, or the first write error.
+    pub fn finish(&self) -> Result<u64, String> {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let n = g.w.as_ref().map_or(0, |w| w.packets());
+        if let Some(mut w) = g.w.take() {
+            if let Err(e) = w.flush() {
+                let msg = format!("writing {}: {e}", g.path.display());
+                g.error.get_or_insert(msg);
+            }
+        }
+        match g.error.clone() {
+            Some(e) => Err(e),
+            None => Ok(n),
+        }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).path.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An Ethernet + IPv4 + TCP frame (20-byte headers) from `sport` to `dport`.
+    fn frame(ts_ns: u64, sport: u16, dport: u16, flags: u8, payload: u16) -> Frame {
+        let mut d = vec![0u8; 12];
+        d.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
+        d.extend_from_slice(&(40 + payload).to_be_bytes());
+        d.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1]);
+        d.extend_from_slice(&sport.to_be_bytes());
+        d.extend_from_slice(&dport.to_be_bytes());
+        d.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
+        Frame { ts_ns, orig_len: d.len() as u32 + u32::from(payload), data: d }
+    }
+
+    #[test]
+    fn frames_become_segments_with_the_client_as_a() {
+        let frames = [
+            frame(1_000, 40000, 5001, 0x02, 0),
+            frame(2_000, 5001, 40000, 0x12, 0),
+            frame(3_000, 40000, 5001, 0x18, 100),
+            Frame { ts_ns: 4_000, orig_len: 60, data: vec![0; 20] }, // cut short
+        ];
+        let (ev, skipped) = events(&frames, 5001, 1_000);
+        assert_eq!(ev.len(), 3);
+        assert_eq!(skipped, Skipped { not_tcp: 0, malformed: 1 });
+        assert_eq!((ev[0].from, ev[1].from, ev[2].from), (Endpoint::A, Endpoint::B, Endpoint::A));
+        assert_eq!((ev[0].t, ev[2].t), (Instant(0), Instant(2_000)));
+        assert_eq!(ev[2].evidence, Evidence::Frame(3));
+        let EventKind::Segment(s) = ev[2].kind else { panic!("not a segment") };
+        assert_eq!((s.len, s.wire_len), (100, 154));
+    }
+}
