@@ -62,6 +62,8 @@ pub struct LabOptions {
     pub capture: bool,
     /// Also write every row's frames to this pcapng file (one interface per row).
     pub capture_file: Option<capture::CaptureFile>,
+    /// Keep each row's decoded packets in `RunResult::packets` (for `--report`).
+    pub keep_packets: bool,
     /// Cancellation (Ctrl-C): checked between rows; cancelling shuts the running row's sockets
     /// down so it stops at once. The rows finished before stay in the report.
     pub cancel: Cancel,
@@ -78,6 +80,7 @@ impl Default for LabOptions {
             tx_timestamps: false,
             capture: true,
             capture_file: None,
+            keep_packets: false,
             cancel: Cancel::new(),
         }
     }

@@ -107,7 +107,7 @@ pub(crate) fn assemble(
     // `trace.analysis` is where the lead wires it (analyze::verdict over trace.analysis).
     let trace = match packets {
         PacketsOut::Captured { cap, origin_ns, server_port } => {
-            Some(packet_trace(&cap, origin_ns, server_port, margin, cli.window_real))
+            Some(packet_trace(&cap, origin_ns, server_port, margin, cli.window_real, lab.keep_packets))
         }
         PacketsOut::Off | PacketsOut::Failed(_) => None,
     };
@@ -175,7 +175,7 @@ pub(crate) fn assemble(
             (measure::latency(&h), st.len() as u64, v)
         }
     };
-    let row = RunResult {
+    let mut row = RunResult {
         strategy: pair.label.clone(),
         variant: String::new(),
         client: cli.side.applied,
@@ -198,7 +198,12 @@ pub(crate) fn assemble(
         verdict: verdict.text,
         verdict_key: verdict.key,
         latency_dist: Some(latency_dist),
+        packets: Vec::new(),
     };
+    let trace = trace.map(|mut t| {
+        row.packets = std::mem::take(&mut t.events);
+        t
+    });
     (row, trace.map(|t| t.analysis))
 }
 
@@ -208,6 +213,8 @@ struct PacketTrace {
     capture: PacketCapture,
     /// The measured rounds on the trace's clock (ns since `origin_ns`).
     window: (u64, u64),
+    /// The decoded packets, when `LabOptions::keep_packets` (for the HTML report).
+    events: Vec<trace::Event>,
 }
 
 fn packet_trace(
@@ -216,11 +223,16 @@ fn packet_trace(
     server_port: u16,
     margin: std::time::Duration,
     window_real: (u64, u64),
+    keep: bool,
 ) -> PacketTrace {
     let (events, _skipped) = capture::events(&cap.frames, server_port, origin_ns);
     let tcp_packets = events.len() as u64;
     let cfg = analyze::Config { min_gap: trace::Duration::from_nanos(margin.as_nanos() as u64), ..Default::default() };
-    let analysis = analyze::analyze_events(events, cfg);
+    let (analysis, events) = if keep {
+        (analyze::analyze_events(events.iter().cloned(), cfg), events)
+    } else {
+        (analyze::analyze_events(events, cfg), Vec::new())
+    };
     let side = |w: analyze::WireCost| PacketSide {
         packets: w.packets,
         data_segments: w.data_segments,
@@ -238,7 +250,7 @@ fn packet_trace(
         server: side(b),
     };
     let window = (window_real.0.saturating_sub(origin_ns), window_real.1.saturating_sub(origin_ns));
-    PacketTrace { analysis, capture, window }
+    PacketTrace { analysis, capture, window, events }
 }
 
 #[cfg(test)]

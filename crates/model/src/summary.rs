@@ -124,6 +124,8 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
         // The samples behind latency_us, through the lab's HdrHistogram (the HTML report's CDF).
         latency_dist: (!out.stream)
             .then(|| report::LatencyDist::from_samples_ns(out.samples.iter().map(|s| s.latency))),
+        // simulate hands the report its Outcome::trace directly.
+        packets: Vec::new(),
     }
 }
 

@@ -486,6 +486,7 @@ mod tests {
             verdict: if stalls > 0 { "stalls ~40 ms x2 per round: Nagle, \"held\"".into() } else { "no stalls".into() },
             verdict_key: VerdictKey { stalls: stalls > 0, cause: (stalls > 0).then_some(Cause::NagleDelayedAck) },
             latency_dist: None,
+            packets: Vec::new(),
         };
         Report {
             tool: "tcpstall".into(),

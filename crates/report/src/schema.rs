@@ -87,6 +87,10 @@ pub struct RunResult {
     /// The HdrHistogram behind `latency_us`, for the HTML report (not in the JSON).
     #[serde(skip)]
     pub latency_dist: Option<crate::LatencyDist>,
+    /// The row's packets for the HTML report's ladders and graphs (lab: its own capture, kept
+    /// with `LabOptions::keep_packets`); empty when not kept. Not in the JSON.
+    #[serde(skip)]
+    pub packets: Vec<trace::Event>,
 }
 
 /// Options a side asked for and what held when read back.

@@ -103,6 +103,7 @@ fn lab_sample() -> Value {
         verdict: "v".into(),
         verdict_key: VerdictKey { stalls: true, cause: Some(Cause::NagleDelayedAck) },
         latency_dist: None,
+        packets: Vec::new(),
     };
     let r = Report {
         tool: "tcpstall".into(),

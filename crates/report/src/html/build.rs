@@ -303,9 +303,10 @@ fn seg_label(s: &trace::Segment) -> String {
 
 fn ladder_of(stall: usize, flow: usize, st: &Stall, ev: &[Event], rtt_ns: Option<u64>) -> Ladder {
     let (t0, t1) = (st.start.0, st.start.0 + st.length.0);
-    let lo = ev.partition_point(|e| e.t.0 < t0);
-    let hi = ev.partition_point(|e| e.t.0 <= t1);
-    let window = &ev[lo..hi.max(lo)];
+    // A capture's timestamps need not be in order (several CPUs, several interfaces): select
+    // and sort rather than search.
+    let mut window: Vec<&Event> = ev.iter().filter(|e| (t0..=t1).contains(&e.t.0)).collect();
+    window.sort_by_key(|e| e.t.0);
     let rule = release_rule(st.cause);
     let note_of = |e: &Event| -> String {
         st.evidence
@@ -315,7 +316,7 @@ fn ladder_of(stall: usize, flow: usize, st: &Stall, ev: &[Event], rtt_ns: Option
             .collect::<Vec<_>>()
             .join("; ")
     };
-    let segs: Vec<&Event> = window.iter().filter(|e| matches!(e.kind, EventKind::Segment(_))).collect();
+    let segs: Vec<&Event> = window.iter().copied().filter(|e| matches!(e.kind, EventKind::Segment(_))).collect();
     // The packet that ended the wait: the held side's last data segment in the window.
     let release = segs
         .iter()
@@ -382,12 +383,11 @@ fn series(ev: &[Event], stalls: &[Stall], bins: usize) -> Vec<Series> {
     let mut data: [Vec<[f64; 3]>; 2] = [Vec::new(), Vec::new()];
     let mut ack: [Vec<[f64; 2]>; 2] = [Vec::new(), Vec::new()];
     let mut win: [Vec<[f64; 2]>; 2] = [Vec::new(), Vec::new()];
-    let (first, last) = match (ev.first(), ev.last()) {
-        (Some(a), Some(b)) => (a.t.0, b.t.0.max(a.t.0 + 1)),
-        _ => return Vec::new(),
+    let (Some(first), Some(last)) = (ev.iter().map(|e| e.t.0).min(), ev.iter().map(|e| e.t.0).max()) else {
+        return Vec::new();
     };
-    let width = (last - first) as f64 / bins as f64;
-    let bin = |t: u64| ((t - first) as f64 / width) as usize;
+    let width = (last.max(first + 1) - first) as f64 / bins as f64;
+    let bin = |t: u64| (t.saturating_sub(first) as f64 / width) as usize;
     let mut last_bin: [Option<usize>; 2] = [None; 2];
     let mut segments = [0usize; 2];
     for e in ev {

@@ -132,3 +132,14 @@ fn utc_dates() {
     assert_eq!(utc_date(951_782_400 + 3661), "2000-02-29 01:01:01 UTC");
     assert_eq!(utc_date(1_795_478_400 - 86_400 + 59), "2026-11-23 00:00:59 UTC");
 }
+
+/// Capture timestamps out of order (several CPUs): no panic, the same ladder.
+#[test]
+fn unordered_packets_give_the_same_ladder() {
+    let (mut ev, st) = nagle();
+    ev.reverse();
+    let d = data(&page(&ev, &st));
+    let frames: Vec<_> = d.ladders[0].arrows.iter().map(|a| a.frame).collect();
+    assert_eq!(frames, vec![Some(2), Some(3), Some(4)]);
+    assert_eq!(d.timeseq[0].dirs[0].segments, 3);
+}

@@ -198,6 +198,8 @@ impl Interrupts {
 pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     let s = scenario_from(&args)?;
     let mut opts = lab_options(&args)?;
+    // --report draws each row's packets (ladders, time-sequence graphs).
+    opts.keep_packets = args.report.is_some();
     // Before measuring: an output path that cannot be written must not cost a run.
     let sink = output::Sink::open(args.common.output.as_deref())?;
     if let Some(p) = &args.capture {
@@ -257,10 +259,10 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     if let Some(path) = &args.report {
         let header =
             super::htmlreport::header("lab", &report.scenario, &report.link, report.kernel.clone().unwrap_or_default());
-        // Rows carry no packets yet: the page says its ladders and graphs need them.
-        let no_packets = "lab rows carry no packets in this build: the ladders and time-sequence graphs need them \
-                          (simulate --report and explain --report have them)";
-        super::htmlreport::write(path, &super::htmlreport::rows_page(&report, header, &[], None, no_packets))?;
+        let packets: Vec<&[trace::Event]> = report.results.iter().map(|r| r.packets.as_slice()).collect();
+        let no_packets = "no row recorded its packets (the capture needs CAP_NET_RAW and is off behind --link and \
+                          with --no-capture): the ladders and time-sequence graphs need them";
+        super::htmlreport::write(path, &super::htmlreport::rows_page(&report, header, &packets, None, no_packets))?;
     }
     output::stall_records(&report, &args.common)?;
     if args.common.format == OutputFormat::Table {

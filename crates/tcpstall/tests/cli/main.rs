@@ -76,7 +76,7 @@ fn main() {
         t!(link::unwritable_capture_fails_before_the_link_is_built),
         t!(report::simulate_report_renders_with_the_json_numbers, Tool("chromium")),
         t!(report::explain_report_renders_a_capture, Tool("chromium")),
-        t!(report::lab_report_renders_without_packets, Tool("chromium")),
+        t!(report::lab_report_renders_its_rows_and_packets, Tool("chromium")),
         t!(report::unwritable_report_fails_before_any_work),
         t!(report::simulate_report_data_snapshot),
         t!(simulate::issue_example_prints_the_table),

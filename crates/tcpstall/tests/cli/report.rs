@@ -184,18 +184,42 @@ pub fn explain_report_renders_a_capture() {
     assert!(dom.contains("time (ms from the connection") && dom.contains("sequence (bytes)"), "labelled axes");
 }
 
-/// Lab rows have no packets yet: the page still renders, says so, and has the CDF per row.
-pub fn lab_report_renders_without_packets() {
+/// Lab rows: a CDF per row from the lab's histogram, the JSON's numbers; with the row's own
+/// capture (root, CAP_NET_RAW) the ladder of seed 000's first stall and the graphs, else the
+/// page says why there are none.
+pub fn lab_report_renders_its_rows_and_packets() {
     let dir = tempfile::tempdir().unwrap();
-    let html = dir.path().join("l.html");
-    tcpstall().args(["lab", "rr", "--rounds", "50", "-q", "--report"]).arg(&html).assert().success();
+    let (html, json) = (dir.path().join("l.html"), dir.path().join("l.json"));
+    tcpstall()
+        .args(["lab", "chunked", "--rounds", "10", "-q", "--format", "json", "-o"])
+        .arg(&json)
+        .arg("--report")
+        .arg(&html)
+        .assert()
+        .success();
+    let j: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let rows = j["results"].as_array().unwrap();
     let dom = chromium_dom(&html);
     let ok = ran_clean(&dom);
-    let rows = dom.matches("<tr data-row=").count();
-    assert!(rows >= 1);
-    assert_eq!(tags(&dom, "path", "cdf").len(), rows, "one CDF line per strategy, from the lab's histogram");
-    assert_eq!(attr(ok, "data-graphs"), Some("0"));
-    assert!(dom.contains("lab rows carry no packets"));
+    assert_eq!(tags(&dom, "path", "cdf").len(), rows.len(), "one CDF line per strategy, from the lab's histogram");
+    for (i, r) in rows.iter().enumerate() {
+        let at = dom.find(&format!("<tr data-row=\"{i}\"")).unwrap();
+        for k in ["p50", "p99", "max"] {
+            same(&format!("row {i} {k}"), r["latency_us"][k].as_f64().unwrap(), cell(&dom, at, k));
+        }
+    }
+    if rows[0]["capture"].is_object() {
+        // The first ladder is the row's first TCP stall (application gaps get none); the table
+        // lists row 1's records first, in order.
+        let recs = rows[0]["stall_records"].as_array().unwrap();
+        let k = recs.iter().position(|r| r["cause"] != "application").expect("seed 000's default row stalls");
+        assert_eq!(attr(by_id(&dom, "ladder"), "data-stall"), Some(k.to_string().as_str()));
+        check_ladder(&dom, &recs[k]);
+        assert!(tags(&dom, "svg", "tseq").len() >= 2);
+    } else {
+        assert_eq!(attr(ok, "data-graphs"), Some("0"));
+        assert!(dom.contains("no row recorded its packets"));
+    }
 }
 
 pub fn unwritable_report_fails_before_any_work() {
