@@ -13,7 +13,6 @@
 
 mod classify;
 mod flow;
-pub mod plot;
 mod stats;
 mod summary;
 mod timers;
