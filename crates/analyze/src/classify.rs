@@ -86,6 +86,11 @@ pub(crate) struct GapContext {
     pub resend: Resend,
     /// When the resent range was last sent before (RFC 6298 5.5 backoff counts from there).
     pub resent_prev_tx: Option<(Instant, Evidence)>,
+    /// TSvals of the resent range's first transmission and of the resend (RFC 7323 3).
+    pub eifel: Option<(u32, u32)>,
+    /// The first ACK of the resent range echoed the first transmission's TSval: the resend was
+    /// spurious (Eifel, RFC 3522 2). None: not known (no timestamps, or no ACK seen).
+    pub spurious: Option<bool>,
     pub dupacks: u32,
     pub sack_seen: bool,
     /// Largest number of segments this sender ever had in flight before the gap, and whether
@@ -152,7 +157,18 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
         let since_prev = c.end.since(prev_t);
         add(prev_t, prev_f, format!("{h} sent this range before"));
         let rto_floor = Duration(t.rto_min.0.saturating_sub(t.jiffy.0));
-        if length > t.rto_max + path_rtt {
+        if c.spurious == Some(true) {
+            // Not loss: the ACK was late. No timer's interval explains the wait at the sender's
+            // peer, so the mechanism is not shown.
+            cause = Cause::Unknown;
+            confidence = 0.4;
+            detail = format!(
+                "{} bytes resent {since_prev} after their previous transmission, but the range had arrived: the \
+                 first ACK after the resend echoes the original's timestamp (Eifel, RFC 3522), so the ACK came \
+                 late, not the data lost (a slow or starved receiver)",
+                c.seg.len
+            );
+        } else if length > t.rto_max + path_rtt {
             cause = Cause::Unknown;
             confidence = 0.3;
             detail = format!(

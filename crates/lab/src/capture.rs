@@ -228,7 +228,8 @@ mod tests {
             frame(1_000, 40000, 5001, 0x02, 0),
             frame(2_000, 5001, 40000, 0x12, 0),
             frame(3_000, 40000, 5001, 0x18, 100),
-            Frame { ts_ns: 4_000, orig_len: 60, data: vec![0; 20] }, // cut short
+            // An IPv4 frame cut inside its IP header: malformed.
+            Frame { ts_ns: 4_000, orig_len: 60, data: [vec![0; 12], vec![0x08, 0x00, 0x45, 0, 0, 40]].concat() },
         ];
         let (ev, skipped) = events(&frames, 5001, 1_000);
         assert_eq!(ev.len(), 3);

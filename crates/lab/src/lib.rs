@@ -14,7 +14,7 @@ pub mod capture;
 mod exec;
 pub mod measure;
 pub mod netstat;
-pub mod outside;
+
 mod pair;
 mod placement;
 mod result;
@@ -237,7 +237,7 @@ pub fn add_cost_comparison(rows: &mut [RunResult]) {
         let base = idx.iter().position(|&i| rows[i].strategy == "default").map(|k| costs[k]);
         for (&i, c) in idx.iter().zip(verdict::compare_cost(&costs, base)) {
             if let Some(c) = c {
-                outside::insert_before_notes(&mut rows[i].verdict, &format!(", {c}"));
+                verdict::insert_before_notes(&mut rows[i].verdict, &format!(", {c}"));
             }
         }
     }

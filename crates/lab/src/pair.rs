@@ -70,16 +70,6 @@ pub(crate) struct SideOut {
     pub netstat: BTreeMap<String, i64>,
     /// Hold time inside TCP of each write of the measured rounds (SO_TIMESTAMPING), if known.
     pub holds: Option<Vec<i64>>,
-    /// How long this side's calls waited outside the measured rounds.
-    pub outside: OutsideWaits,
-}
-
-/// Waits (ns, those of at least `measure::WAIT_FLOOR_NS`) of one side's socket calls in the
-/// prologue and in the epilogue. Not samples, not stalls: the verdict names the long ones.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct OutsideWaits {
-    pub prologue: Vec<u64>,
-    pub epilogue: Vec<u64>,
 }
 
 /// What the client measured on top.
@@ -261,15 +251,8 @@ struct RoundsOut {
     holds: Option<Vec<i64>>,
     /// TcpExt deltas over the measured rounds (empty when this side does not count).
     netstat: BTreeMap<String, i64>,
-    outside: OutsideWaits,
     /// CLOCK_REALTIME (ns) at the start and the end of the measured rounds.
     real: (u64, u64),
-}
-
-/// Room for the waits of running `ops` once: a call can wait more than once only when a
-/// receive takes several reads.
-fn outside_recorder(ops: &[exec::Op<'_>]) -> Recorder {
-    Recorder::with_capacity(0, ops.len() * 4 + 64)
 }
 
 /// How long a snapshot waits for written bytes to leave the socket (see `settle`).
@@ -333,11 +316,10 @@ fn run_rounds(
             let _ = tx.drain(r.sock);
         }
     };
-    // The prologue's and the epilogue's calls are timed like those of a round (outside the timed
-    // rounds, so at no cost to them), into recorders of their own: never samples or stalls.
-    let mut pro = outside_recorder(&prologue);
+    // Waits in the prologue and the epilogue are not timed: they are no samples, and the row's
+    // packets show any stall there (the classifier's records outside the measured window).
     let mut clk = Clock::start();
-    r.run(&prologue, Phase::Prologue, &mut clk, Some(&mut pro))?;
+    r.run(&prologue, Phase::Prologue, &mut clk, None)?;
     drain(r);
     for w in 0..u64::from(p.warmup_rounds) {
         r.run(&round, Phase::Warmup(w), &mut clk, None)?;
@@ -386,21 +368,9 @@ fn run_rounds(
             .map(|(_, h)| h)
             .collect()
     });
-    // The client's epilogue clock starts at the end of its last measured round: its first wait
-    // then also covers the settle above, which waits for data its TCP still holds (a Nagle-held
-    // tail of the last message). The server's starts here: before, it waited for the client's
-    // signal, which is the client's time, not a hold of the server's.
-    let mut epi = outside_recorder(&epilogue);
-    let mut clk = match &sync {
-        Sync::TellServer(_) => Clock { prev: t1, slept: Duration::ZERO },
-        Sync::WaitForClient(..) => Clock::start(),
-    };
-    r.run(&epilogue, Phase::Epilogue, &mut clk, Some(&mut epi))?;
-    let outside = OutsideWaits {
-        prologue: pro.waits.iter().map(|w| w.ns).collect(),
-        epilogue: epi.waits.iter().map(|w| w.ns).collect(),
-    };
-    Ok(RoundsOut { before, after, wall, held, holds, netstat, outside, real })
+    let mut clk = Clock::start();
+    r.run(&epilogue, Phase::Epilogue, &mut clk, None)?;
+    Ok(RoundsOut { before, after, wall, held, holds, netstat, real })
 }
 
 /// A runner for one side's connected socket, no SO_TIMESTAMPING log yet.
@@ -482,7 +452,7 @@ fn server(
     drop(listener);
     let _watch = lab.cancel.watch(&sock);
     setup(&sock, opts, side, lab.io_timeout)?;
-    let (before, after, applied, holds, netstat, outside) = match program {
+    let (before, after, applied, holds, netstat) = match program {
         Program::Rounds(p) => {
             let (sbuf, rbuf) = bufs(&p.server, 0);
             let mut r = runner(side, &sock, opts, &sbuf, rbuf, lab.io_timeout);
@@ -499,7 +469,7 @@ fn server(
                     cancel: &lab.cancel,
                 },
             )?;
-            (o.before, o.after, o.held, o.holds, o.netstat, o.outside)
+            (o.before, o.after, o.held, o.holds, o.netstat)
         }
         Program::Stream { .. } => {
             let (sbuf, rbuf) = bufs(&SideProgram::default(), 0);
@@ -511,7 +481,7 @@ fn server(
                 (Some(b), Some(a), Some(prefix)) => netstat::delta(&b, &a, prefix),
                 _ => BTreeMap::new(),
             };
-            (b, info(&sock, side)?, applied(&sock, opts), None, netstat, OutsideWaits::default())
+            (b, info(&sock, side)?, applied(&sock, opts), None, netstat)
         }
     };
     // Keep the socket open until the client is done.
@@ -522,7 +492,7 @@ fn server(
             Err(e) => PacketsOut::Failed(e),
         };
     }
-    Ok((SideOut { applied, before, after, netstat, holds, outside }, ns, packets))
+    Ok((SideOut { applied, before, after, netstat, holds }, ns, packets))
 }
 
 fn client(
@@ -582,14 +552,8 @@ fn client(
                     cancel: &lab.cancel,
                 },
             )?;
-            let side = SideOut {
-                applied: o.held,
-                before: o.before,
-                after: o.after,
-                netstat: o.netstat,
-                holds: o.holds,
-                outside: o.outside,
-            };
+            let side =
+                SideOut { applied: o.held, before: o.before, after: o.after, netstat: o.netstat, holds: o.holds };
             ClientOut { side, rec, wall: o.wall, rounds: u64::from(p.rounds), stream: None, window_real: o.real }
         }
         Program::Stream { duration_ns, write_size } => {
@@ -613,7 +577,7 @@ fn client(
             };
             let applied = applied(&sock, opts);
             sock.shutdown(std::net::Shutdown::Write).map_err(|e| io("shutdown", e))?;
-            let side = SideOut { applied, before, after, netstat, holds: None, outside: OutsideWaits::default() };
+            let side = SideOut { applied, before, after, netstat, holds: None };
             ClientOut { side, rec: Recorder::with_capacity(0, 0), wall, rounds: writes, stream: Some(h), window_real }
         }
     };

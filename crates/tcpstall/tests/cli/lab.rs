@@ -107,7 +107,9 @@ pub fn tx_timestamps_name_the_side_that_held_the_request() {
     assert_eq!(x["verdict_key"]["cause"], "nagle-delayed-ack", "{x:#}");
     assert!(v.contains("client writes held ~") && v.contains("(SO_TIMESTAMPING)"), "{v}");
     assert!(!v.contains("server writes held"), "{v}");
-    assert!(v.contains("Nagle on at client)"), "{v}");
+    // The packets say the same: the client's data was held, the server waited.
+    let st = tcp_stalls(x);
+    assert!(!st.is_empty() && st.iter().all(|s| s["held"] == "A" && s["waited"] == "B"), "{x:#}");
 }
 
 pub fn seed_002_burst_of_three_stalls_on_the_third_read_and_two_does_not() {
@@ -124,7 +126,7 @@ pub fn seed_002_burst_of_three_stalls_on_the_third_read_and_two_does_not() {
         let x = r["results"][0].clone();
         let ok = x["latency_us"]["max"].as_f64().unwrap() >= 30_000.0
             && x["stall_count"].as_u64().unwrap() >= 3
-            && x["verdict"].as_str().unwrap().contains("(read 3 of 3)")
+            && x["verdict"].as_str().unwrap().contains("(slow samples on read 3 of 3)")
             && x["verdict_key"]["cause"] == "nagle-delayed-ack";
         seen.push(x);
         ok
@@ -162,7 +164,19 @@ pub fn stream_reports_throughput_and_pure_acks() {
     // client, until the 10 s I/O timeout broke the tie.
     assert!(t0.elapsed().as_secs_f64() < 5.0, "a 200 ms stream took {:?}", t0.elapsed());
     let x = &r["results"][0];
-    assert!(!stalls(x));
+    // A bulk stream on loopback stalls only when packets are lost (a starved host's backlog
+    // overflows): then the classifier's cause is a loss recovery, from a resent range that
+    // tcp_info counts as well.
+    if stalls(x) {
+        let c = x["verdict_key"]["cause"].as_str().unwrap_or("");
+        let retx = x["tcp"]["client"]["retransmits"].as_u64().unwrap();
+        if ["retransmission-timeout", "tail-loss-probe", "fast-retransmit"].contains(&c) {
+            assert!(retx > 0, "a loss without a retransmission: {x:#}");
+        } else {
+            // The window filled while the receiver was descheduled: it waited for ACKs.
+            assert!(["cwnd-limited", "rwnd-limited"].contains(&c), "{x:#}");
+        }
+    }
     assert!(x["wire"]["client"]["bytes_sent"].as_u64().unwrap() > 1_000_000, "{x:#}");
     assert!(x["wire"]["server"]["non_data_segs_out"].as_u64().unwrap() > 0, "{x:#}");
     assert!(x["throughput_bytes_per_s"].as_f64().unwrap() > 0.0);
@@ -495,7 +509,11 @@ pub fn rows_carry_the_classifiers_stalls_from_their_own_packets() {
     }
     let n = row(&r, "nodelay");
     assert!(n["capture"]["tcp_packets"].as_u64().unwrap() > 0, "{n:#}");
-    assert!(tcp_stalls(n).is_empty(), "nodelay: {n:#}");
+    // No mechanism held the nodelay row's data. On a starved host the kernel may resend a tail
+    // whose ACK came late (a tail-loss probe); the ACK echoing the original's timestamp shows
+    // it spurious (Eifel), so such a record is `unknown`, never a named cause.
+    assert!(!stalls(n), "nodelay: {n:#}");
+    assert!(tcp_stalls(n).iter().all(|s| s["cause"] == "unknown"), "nodelay: {n:#}");
 }
 
 /// `lab --capture FILE` on loopback writes the rows' packets as pcapng (one interface per
