@@ -228,11 +228,13 @@ mod tests {
             frame(1_000, 40000, 5001, 0x02, 0),
             frame(2_000, 5001, 40000, 0x12, 0),
             frame(3_000, 40000, 5001, 0x18, 100),
-            Frame { ts_ns: 4_000, orig_len: 60, data: vec![0; 20] }, // cut short
+            // An IPv4 frame cut inside its IP header, and an ARP frame.
+            Frame { ts_ns: 4_000, orig_len: 60, data: frame(4_000, 1, 5001, 0x10, 0).data[..20].to_vec() },
+            Frame { ts_ns: 5_000, orig_len: 42, data: [&[0u8; 12][..], &[0x08, 0x06], &[0; 28]].concat() },
         ];
         let (ev, skipped) = events(&frames, 5001, 1_000);
         assert_eq!(ev.len(), 3);
-        assert_eq!(skipped, Skipped { not_tcp: 0, malformed: 1 });
+        assert_eq!(skipped, Skipped { not_tcp: 1, malformed: 1 });
         assert_eq!((ev[0].from, ev[1].from, ev[2].from), (Endpoint::A, Endpoint::B, Endpoint::A));
         assert_eq!((ev[0].t, ev[2].t), (Instant(0), Instant(2_000)));
         assert_eq!(ev[2].evidence, Evidence::Frame(3));
