@@ -22,7 +22,7 @@ pub mod txstamp;
 pub mod verdict;
 
 pub use cancel::Cancel;
-pub use capture::CaptureFile;
+pub use capture::{CaptureFile, PacketTap, TapHandle};
 pub use pair::{run_pair, run_pair_analysed};
 pub use placement::Placement;
 
@@ -62,6 +62,9 @@ pub struct LabOptions {
     pub capture: bool,
     /// Also write every row's frames to this pcapng file (one interface per row).
     pub capture_file: Option<capture::CaptureFile>,
+    /// Behind an emulated link: the forwarder's tap, the row's packets instead of a loopback
+    /// capture (`capture` still decides whether they are used).
+    pub tap: Option<capture::TapHandle>,
     /// Cancellation (Ctrl-C): checked between rows; cancelling shuts the running row's sockets
     /// down so it stops at once. The rows finished before stay in the report.
     pub cancel: Cancel,
@@ -78,6 +81,7 @@ impl Default for LabOptions {
             tx_timestamps: false,
             capture: true,
             capture_file: None,
+            tap: None,
             cancel: Cancel::new(),
         }
     }

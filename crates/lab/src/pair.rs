@@ -100,9 +100,10 @@ pub(crate) enum PacketsOut {
     Off,
     /// Asked for, not possible or failed: why, in words.
     Failed(String),
-    /// What the capture recorded; `origin_ns` (CLOCK_REALTIME) is the trace's time 0, taken
-    /// before the client connected; `server_port` tells the sides apart.
-    Captured { cap: Captured, origin_ns: u64, server_port: u16 },
+    /// What the capture recorded (frames of `linktype`, seen at `point`); `origin_ns`
+    /// (CLOCK_REALTIME) is the trace's time 0, taken before the client connected;
+    /// `server_port` tells the sides apart.
+    Captured { cap: Captured, linktype: u32, point: String, origin_ns: u64, server_port: u16 },
 }
 
 /// Like `run_pair`, also returning notes on the namespace used ("" for the placement's own) and
@@ -147,7 +148,8 @@ pub(crate) fn run_pair_noted(
                 cap.stats.drops, cap.stats.packets
             ));
         }
-        if let Some(f) = &opts.capture_file {
+        // Behind a link the link writes the file itself.
+        if let (Some(f), None) = (&opts.capture_file, &opts.tap) {
             f.write_row(&pair.label, &cap.frames);
         }
     }
@@ -155,18 +157,65 @@ pub(crate) fn run_pair_noted(
     Ok((row, analysis, notes))
 }
 
+/// The row's capture while it runs.
+enum Running {
+    Socket(RowCapture, u64),
+    Tap(capture::TapHandle, u64),
+}
+
+impl Running {
+    fn finish(self, port: u16) -> PacketsOut {
+        match self {
+            Running::Socket(c, origin_ns) => match c.finish() {
+                Ok(cap) => PacketsOut::Captured {
+                    cap,
+                    linktype: wire::linktype::ETHERNET,
+                    point: "loopback of the row's network namespace (arriving copies, AF_PACKET)".into(),
+                    origin_ns,
+                    server_port: port,
+                },
+                Err(e) => PacketsOut::Failed(e),
+            },
+            Running::Tap(t, origin_ns) => {
+                // The tap's records pass a channel to the link's writer thread first.
+                std::thread::sleep(Duration::from_millis(20));
+                let frames: Vec<_> =
+                    t.0.take()
+                        .into_iter()
+                        .map(|(ts_ns, data)| sys::packet::Frame { ts_ns, orig_len: data.len() as u32, data })
+                        .collect();
+                let cap = Captured { frames, stats: Default::default() };
+                PacketsOut::Captured {
+                    cap,
+                    linktype: wire::linktype::IPV4,
+                    point: t.0.point(),
+                    origin_ns,
+                    server_port: port,
+                }
+            }
+        }
+    }
+}
+
 /// Start the row's capture in the calling thread's namespace (the server's, before the client
-/// connects), when asked for and possible.
-fn start_capture(place: &Placement, lab: &LabOptions, port: u16) -> (PacketsOut, Option<(RowCapture, u64)>) {
+/// connects), when asked for and possible: behind a link the forwarder's tap, else AF_PACKET
+/// on the namespace's loopback.
+fn start_capture(place: &Placement, lab: &LabOptions, port: u16) -> (PacketsOut, Option<Running>) {
     if !lab.capture {
         return (PacketsOut::Off, None);
     }
-    if place.server_netns.is_some() || place.client_netns.is_some() {
-        return (PacketsOut::Failed("behind --link the row's loopback carries none of its packets".into()), None);
-    }
     let origin = capture::realtime_ns();
+    if place.server_netns.is_some() || place.client_netns.is_some() {
+        return match &lab.tap {
+            Some(t) => {
+                t.0.arm();
+                (PacketsOut::Off, Some(Running::Tap(t.clone(), origin)))
+            }
+            None => (PacketsOut::Failed("behind --link the row's loopback carries none of its packets".into()), None),
+        };
+    }
     match RowCapture::start(port) {
-        Ok(c) => (PacketsOut::Off, Some((c, origin))),
+        Ok(c) => (PacketsOut::Off, Some(Running::Socket(c, origin))),
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
             (PacketsOut::Failed("AF_PACKET needs CAP_NET_RAW (run as root)".into()), None)
         }
@@ -516,11 +565,8 @@ fn server(
     };
     // Keep the socket open until the client is done.
     let _ = done.recv_timeout(lab.io_timeout);
-    if let Some((c, origin_ns)) = running {
-        packets = match c.finish() {
-            Ok(cap) => PacketsOut::Captured { cap, origin_ns, server_port: local.port() },
-            Err(e) => PacketsOut::Failed(e),
-        };
+    if let Some(r) = running {
+        packets = r.finish(local.port());
     }
     Ok((SideOut { applied, before, after, netstat, holds, outside }, ns, packets))
 }

@@ -210,6 +210,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     };
     opts.capture_file = own_capture.clone();
     let env = super::linkenv::open(args.link.as_deref(), link_capture)?;
+    opts.tap = env.tap();
     let total = (s.workload.variants().len() * s.matrix.len()) as u64;
     let bar = output::progress_bar(total, args.quiet);
     let mut progress = |p: Progress| match p {
