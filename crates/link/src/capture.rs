@@ -55,7 +55,10 @@ pub struct Capture {
 /// tcpdump on the server's TUN device would see (its own packets as they enter the link, the
 /// client's as the link delivers them). Armed before a row connects, taken after it ends.
 #[derive(Clone, Default)]
-pub struct Tap(Arc<Mutex<Option<Vec<(u64, Vec<u8>)>>>>);
+pub struct Tap(Arc<Mutex<Option<Vec<TapRecord>>>>);
+
+/// A packet of the tap: (CLOCK_REALTIME ns, IPv4 packet).
+pub type TapRecord = (u64, Vec<u8>);
 
 impl Tap {
     /// Start keeping the server side's packets (dropping any kept before).
@@ -64,7 +67,7 @@ impl Tap {
     }
     /// Stop keeping; the packets kept, as (CLOCK_REALTIME ns, IPv4 packet). Records still in
     /// the writer's channel are not in it yet: wait a few milliseconds after the last packet.
-    pub fn take(&self) -> Vec<(u64, Vec<u8>)> {
+    pub fn take(&self) -> Vec<TapRecord> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default()
     }
     fn keep(&self, ts: u64, data: &[u8]) {
