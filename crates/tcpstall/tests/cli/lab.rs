@@ -557,3 +557,28 @@ pub fn without_cap_net_raw_the_capture_is_skipped_with_a_note() {
     let r = lab_json(&["rr", "--set", "rounds=20", "--no-capture"]);
     assert!(r["results"].as_array().unwrap().iter().all(|x| x.get("capture").is_none()), "{r:#}");
 }
+
+/// Behind `--link` the rows' traces come from the forwarder's tap (the link's server end):
+/// seed 001's default row has stall records of >= 30 ms, the nodelay row none, each row only
+/// its own connection's packets.
+pub fn behind_a_link_rows_take_their_packets_from_the_forwarders_tap() {
+    let _one_at_a_time = exclusive();
+    let r = lab_json(&["multi-write", "--link", "rtt=2ms,mtu=1500", "--set", "requests=6"]);
+    let long = |x: &Value| {
+        x["stall_records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["cause"] != "application" && s["length_ns"].as_u64().unwrap() >= 30_000_000)
+            .count()
+    };
+    let (d, n) = (row(&r, "default"), row(&r, "nodelay"));
+    for x in [d, n] {
+        assert!(x["capture"]["point"].as_str().unwrap().contains("emulated link"), "{x:#}");
+        // 6 measured + 20 warm-up requests of 3 writes and a response, plus the handshake.
+        let p = x["capture"]["tcp_packets"].as_u64().unwrap();
+        assert!((26 * 2..26 * 20).contains(&p), "{p} packets: {x:#}");
+    }
+    assert!(long(d) >= 3, "default: {d:#}");
+    assert_eq!(long(n), 0, "nodelay: {n:#}");
+}
