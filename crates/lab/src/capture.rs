@@ -32,8 +32,9 @@ const BATCH_SLEEP: Duration = Duration::from_millis(2);
 pub trait PacketTap: Send + Sync {
     /// Start keeping packets (called before the row's client connects).
     fn arm(&self);
-    /// Stop keeping; the packets kept, as (CLOCK_REALTIME ns, IPv4 packet).
-    fn take(&self) -> Vec<(u64, Vec<u8>)>;
+    /// Stop keeping; the packets kept, as (CLOCK_REALTIME ns, original length, the packet's
+    /// first bytes: at least its IPv4 and TCP headers).
+    fn take(&self) -> Vec<(u64, u32, Vec<u8>)>;
     /// Where the packets are seen, for the report.
     fn point(&self) -> String;
 }

@@ -182,7 +182,7 @@ impl Running {
                 let frames: Vec<_> =
                     t.0.take()
                         .into_iter()
-                        .map(|(ts_ns, data)| sys::packet::Frame { ts_ns, orig_len: data.len() as u32, data })
+                        .map(|(ts_ns, orig_len, data)| sys::packet::Frame { ts_ns, orig_len, data })
                         .collect();
                 let cap = Captured { frames, stats: Default::default() };
                 PacketsOut::Captured {

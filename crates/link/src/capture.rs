@@ -57,22 +57,26 @@ pub struct Capture {
 #[derive(Clone, Default)]
 pub struct Tap(Arc<Mutex<Option<Vec<TapRecord>>>>);
 
-/// A packet of the tap: (CLOCK_REALTIME ns, IPv4 packet).
-pub type TapRecord = (u64, Vec<u8>);
+/// A packet of the tap: (CLOCK_REALTIME ns, length, its first [`TAP_SNAPLEN`] bytes).
+pub type TapRecord = (u64, u32, Vec<u8>);
+
+/// Bytes a tap keeps per packet: IPv4 with options (60) + TCP with options (60); the payload is
+/// not needed and a long stream would otherwise keep every byte it carried.
+pub const TAP_SNAPLEN: usize = 120;
 
 impl Tap {
     /// Start keeping the server side's packets (dropping any kept before).
     pub fn arm(&self) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
     }
-    /// Stop keeping; the packets kept, as (CLOCK_REALTIME ns, IPv4 packet). Records still in
+    /// Stop keeping; the packets kept (IPv4 packets, headers only). Records still in
     /// the writer's channel are not in it yet: wait a few milliseconds after the last packet.
     pub fn take(&self) -> Vec<TapRecord> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default()
     }
     fn keep(&self, ts: u64, data: &[u8]) {
         if let Some(v) = self.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            v.push((ts, data.to_vec()));
+            v.push((ts, data.len() as u32, data[..data.len().min(TAP_SNAPLEN)].to_vec()));
         }
     }
 }

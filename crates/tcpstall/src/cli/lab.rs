@@ -209,7 +209,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
         (None, None) => (None, None),
     };
     opts.capture_file = own_capture.clone();
-    let env = super::linkenv::open(args.link.as_deref(), link_capture)?;
+    let env = super::linkenv::open(args.link.as_deref(), link_capture, opts.capture)?;
     opts.tap = env.tap();
     let total = (s.workload.variants().len() * s.matrix.len()) as u64;
     let bar = output::progress_bar(total, args.quiet);

@@ -20,7 +20,7 @@ impl lab::PacketTap for ServerTap {
     fn arm(&self) {
         self.0.arm()
     }
-    fn take(&self) -> Vec<(u64, Vec<u8>)> {
+    fn take(&self) -> Vec<(u64, u32, Vec<u8>)> {
         self.0.take()
     }
     fn point(&self) -> String {
@@ -51,7 +51,9 @@ impl LinkEnv {
 ///
 /// Call before starting any thread: without root the link enters a user namespace, which
 /// only a single-threaded process may do.
-pub fn open(spec: Option<&str>, capture: Option<&Path>) -> anyhow::Result<LinkEnv> {
+/// `tap` keeps the server side's packets for the lab's row traces (off with `--no-capture`:
+/// the forwarder then copies no packet unless `capture` asks for a file).
+pub fn open(spec: Option<&str>, capture: Option<&Path>, tap: bool) -> anyhow::Result<LinkEnv> {
     let Some(spec) = spec else {
         if capture.is_some() {
             anyhow::bail!(
@@ -67,7 +69,7 @@ pub fn open(spec: Option<&str>, capture: Option<&Path>) -> anyhow::Result<LinkEn
         eprintln!("tcpstall: removed {} stale process(es) left by killed runs", swept.len());
     }
     // The tap feeds each row's trace (the lab's stall records behind a link).
-    let l = Link::open_with(&spec, capture, &LinkOptions { tap: true, ..LinkOptions::default() }).context("--link")?;
+    let l = Link::open_with(&spec, capture, &LinkOptions { tap, ..LinkOptions::default() }).context("--link")?;
     let placement = Placement {
         client_netns: Some(l.client().netns_path()),
         server_netns: Some(l.server().netns_path()),
