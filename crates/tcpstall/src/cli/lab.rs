@@ -67,8 +67,9 @@ pub struct LabArgs {
     /// interface each)
     #[arg(long, value_name = "FILE")]
     pub capture: Option<PathBuf>,
-    /// Do not record the rows' packets (AF_PACKET on the row's loopback): no stall records,
-    /// less CPU. Without CAP_NET_RAW the capture is skipped anyway, with a note
+    /// Do not record the rows' packets (AF_PACKET on the row's loopback, or the link
+    /// forwarder's tap): no stall records, less CPU. On loopback without CAP_NET_RAW the
+    /// capture is skipped anyway, with a note
     #[arg(long)]
     pub no_capture: bool,
     /// Time each write's stay inside TCP (SO_TIMESTAMPING SCHED minus write time) and name the
