@@ -178,3 +178,70 @@ pub fn explain_counts_application_gaps_apart_and_lists_them_on_request() {
     assert!(listed(&text), "{text}");
     assert!(text.contains("not a TCP stall"), "{text}");
 }
+
+/// The fuzz target over the whole explain path (decode -> flows -> classify -> JSON and text),
+/// run for a bounded time: every kept capture mutated (bytes flipped, length fields
+/// corrupted, cut, two captures spliced) with a seeded RNG. The binary must never panic (exit
+/// 101) nor die of a signal: exit 0, 1 (damaged after some packets) or 2 (unreadable) with a
+/// one-line error. 20 s under CI, 4 s otherwise.
+pub fn mutated_captures_never_make_explain_panic() {
+    use rand::{Rng, SeedableRng};
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/captures");
+    let mut corpus: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "pcap" || x == "pcapng"))
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    corpus.sort();
+    assert!(corpus.len() >= 10);
+    let budget = std::time::Duration::from_secs(if std::env::var_os("CI").is_some() { 20 } else { 4 });
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(0x7c9);
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("m.pcap");
+    let start = std::time::Instant::now();
+    let mut runs = 0;
+    while start.elapsed() < budget {
+        let mut f = corpus[rng.gen_range(0..corpus.len())].clone();
+        match rng.gen_range(0..4) {
+            // Flip bytes anywhere.
+            0 => {
+                for _ in 0..rng.gen_range(1..16) {
+                    let i = rng.gen_range(0..f.len());
+                    f[i] = rng.gen();
+                }
+            }
+            // Corrupt a 32-bit field (lengths, timestamps, link types) at a 4-byte boundary.
+            1 => {
+                let i = rng.gen_range(0..f.len() / 4) * 4;
+                let v: u32 = [0, 1, 0xffff_ffff, 0x7fff_ffff, rng.gen()][rng.gen_range(0..5)];
+                f[i..i + 4].copy_from_slice(&v.to_le_bytes());
+            }
+            // Cut.
+            2 => f.truncate(rng.gen_range(0..f.len())),
+            // Splice the tail of another capture after a prefix of this one.
+            _ => {
+                let other = &corpus[rng.gen_range(0..corpus.len())];
+                let (a, b) = (rng.gen_range(0..f.len()), rng.gen_range(0..other.len()));
+                f.truncate(a);
+                f.extend_from_slice(&other[b..]);
+            }
+        }
+        std::fs::write(&path, &f).unwrap();
+        let fmt = if runs % 2 == 0 { "json" } else { "text" };
+        let out = tcpstall().args(["explain", "--app-gaps", "--format", fmt]).arg(&path).output().unwrap();
+        let code = out.status.code();
+        let err = String::from_utf8_lossy(&out.stderr);
+        if !matches!(code, Some(0..=2)) || err.contains("panicked") || err.lines().count() > 1 {
+            let keep = std::env::temp_dir().join(format!("tcpstall-fuzz-{runs}.pcap"));
+            std::fs::write(&keep, &f).unwrap();
+            panic!("explain exited {code:?} on {} (kept): {err}", keep.display());
+        }
+        if fmt == "json" && code != Some(2) {
+            serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("valid JSON");
+        }
+        runs += 1;
+    }
+    eprintln!("explain fuzz: {runs} mutated captures in {:?}, no panic", start.elapsed());
+    assert!(runs >= 20, "only {runs} runs in the budget");
+}
