@@ -132,8 +132,15 @@ pub struct Skipped {
 /// Decode frames (`linktype`: Ethernet on loopback, IPv4 from the link's tap) into the trace of one connection: endpoint A is
 /// the client (the side whose port is not `server_port`), times are ns since `origin_ns`
 /// (CLOCK_REALTIME, the same clock as the frames' stamps; an earlier frame is clamped to 0),
-/// evidence is the frame's 1-based number in `frames`.
-pub fn events(frames: &[Frame], linktype: u32, server_port: u16, origin_ns: u64) -> (Vec<Event>, Skipped) {
+/// evidence is the frame's 1-based number in `frames` plus `frame_base` (the frames before
+/// them in the file they are written to).
+pub fn events(
+    frames: &[Frame],
+    linktype: u32,
+    server_port: u16,
+    origin_ns: u64,
+    frame_base: u64,
+) -> (Vec<Event>, Skipped) {
     let mut out = Vec::with_capacity(frames.len());
     let mut skipped = Skipped::default();
     for (i, f) in frames.iter().enumerate() {
@@ -143,7 +150,7 @@ pub fn events(frames: &[Frame], linktype: u32, server_port: u16, origin_ns: u64)
                 t: Instant(f.ts_ns.saturating_sub(origin_ns)),
                 from: if p.src.port() == server_port { Endpoint::B } else { Endpoint::A },
                 kind: EventKind::Segment(p.segment),
-                evidence: Evidence::Frame(i as u64 + 1),
+                evidence: Evidence::Frame(frame_base + i as u64 + 1),
             }),
             Err(wire::Skip::Malformed) => skipped.malformed += 1,
             Err(_) => skipped.not_tcp += 1,
@@ -191,14 +198,16 @@ impl CaptureFile {
         })
     }
 
-    /// Append one row's frames on an interface of their own.
-    pub(crate) fn write_row(&self, label: &str, frames: &[Frame]) {
+    /// Append one row's frames on an interface of their own; returns the number of frames
+    /// before them in the file.
+    pub(crate) fn write_row(&self, label: &str, frames: &[Frame]) -> u64 {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let g = &mut *g;
+        let Some(w) = g.w.as_mut() else { return 0 };
+        let base = w.packets();
         if g.error.is_some() {
-            return;
+            return base;
         }
-        let Some(w) = g.w.as_mut() else { return };
         let iface = Interface {
             name: "lo".into(),
             description: format!("tcpstall lab row '{label}': loopback of its network namespace, arriving copies"),
@@ -215,6 +224,7 @@ impl CaptureFile {
         if let Err(e) = r {
             g.error = Some(format!("writing {}: {e}", g.path.display()));
         }
+        base
     }
 
     /// Flush and close; the number of packets written, or the first write error.
@@ -264,7 +274,7 @@ mod tests {
             Frame { ts_ns: 4_000, orig_len: 60, data: frame(4_000, 1, 5001, 0x10, 0).data[..20].to_vec() },
             Frame { ts_ns: 5_000, orig_len: 42, data: [&[0u8; 12][..], &[0x08, 0x06], &[0; 28]].concat() },
         ];
-        let (ev, skipped) = events(&frames, wire::linktype::ETHERNET, 5001, 1_000);
+        let (ev, skipped) = events(&frames, wire::linktype::ETHERNET, 5001, 1_000, 0);
         assert_eq!(ev.len(), 3);
         assert_eq!(skipped, Skipped { not_tcp: 1, malformed: 1, other_port: 0 });
         assert_eq!((ev[0].from, ev[1].from, ev[2].from), (Endpoint::A, Endpoint::B, Endpoint::A));

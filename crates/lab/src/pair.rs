@@ -102,8 +102,9 @@ pub(crate) enum PacketsOut {
     Failed(String),
     /// What the capture recorded (frames of `linktype`, seen at `point`); `origin_ns`
     /// (CLOCK_REALTIME) is the trace's time 0, taken before the client connected;
-    /// `server_port` tells the sides apart.
-    Captured { cap: Captured, linktype: u32, point: String, origin_ns: u64, server_port: u16 },
+    /// `server_port` tells the sides apart; `frame_base` is the number of frames before the
+    /// row's first in the `--capture` file (so evidence frame numbers are the file's).
+    Captured { cap: Captured, linktype: u32, point: String, origin_ns: u64, server_port: u16, frame_base: u64 },
 }
 
 /// Like `run_pair`, also returning notes on the namespace used ("" for the placement's own) and
@@ -125,7 +126,7 @@ pub(crate) fn run_pair_noted(
         let s = s.join().map_err(|_| LabError::Panic("server")).and_then(|r| r);
         (s, c)
     });
-    let ((srv, ns, packets), cli) = match (srv, cli) {
+    let ((srv, ns, mut packets), cli) = match (srv, cli) {
         (Ok(s), Ok(c)) => (s, c),
         (Err(se), Err(ce)) => return Err(if se.is_secondary() { ce } else { se }),
         (Err(e), Ok(_)) | (Ok(_), Err(e)) => return Err(e),
@@ -141,7 +142,7 @@ pub(crate) fn run_pair_noted(
     if let PacketsOut::Failed(why) = &packets {
         notes.push(format!("no packet capture: {why}; stall records not measured"));
     }
-    if let PacketsOut::Captured { cap, .. } = &packets {
+    if let PacketsOut::Captured { cap, frame_base, .. } = &mut packets {
         if cap.stats.drops > 0 {
             notes.push(format!(
                 "the packet capture lost {} of {} packets (socket queue full): stall records may be incomplete",
@@ -150,7 +151,7 @@ pub(crate) fn run_pair_noted(
         }
         // Behind a link the link writes the file itself.
         if let (Some(f), None) = (&opts.capture_file, &opts.tap) {
-            f.write_row(&pair.label, &cap.frames);
+            *frame_base = f.write_row(&pair.label, &cap.frames);
         }
     }
     let (row, analysis) = result::assemble(&program, pair, place, opts, srv, cli, packets);
@@ -173,6 +174,7 @@ impl Running {
                     point: "loopback of the row's network namespace (arriving copies, AF_PACKET)".into(),
                     origin_ns,
                     server_port: port,
+                    frame_base: 0,
                 },
                 Err(e) => PacketsOut::Failed(e),
             },
@@ -191,6 +193,7 @@ impl Running {
                     point: t.0.point(),
                     origin_ns,
                     server_port: port,
+                    frame_base: 0,
                 }
             }
         }

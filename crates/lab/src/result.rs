@@ -106,8 +106,8 @@ pub(crate) fn assemble(
     // The row's packets through the one classifier. The verdict below does not use them yet:
     // `trace.analysis` is where the lead wires it (analyze::verdict over trace.analysis).
     let trace = match packets {
-        PacketsOut::Captured { cap, linktype, point, origin_ns, server_port } => {
-            Some(packet_trace(&cap, linktype, point, (origin_ns, server_port), margin, cli.window_real))
+        PacketsOut::Captured { cap, linktype, point, origin_ns, server_port, frame_base } => {
+            Some(packet_trace(&cap, linktype, point, (origin_ns, server_port, frame_base), margin, cli.window_real))
         }
         PacketsOut::Off | PacketsOut::Failed(_) => None,
     };
@@ -208,11 +208,11 @@ fn packet_trace(
     cap: &capture::Captured,
     linktype: u32,
     point: String,
-    (origin_ns, server_port): (u64, u16),
+    (origin_ns, server_port, frame_base): (u64, u16, u64),
     margin: std::time::Duration,
     window_real: (u64, u64),
 ) -> PacketTrace {
-    let (events, _skipped) = capture::events(&cap.frames, linktype, server_port, origin_ns);
+    let (events, _skipped) = capture::events(&cap.frames, linktype, server_port, origin_ns, frame_base);
     let tcp_packets = events.len() as u64;
     let cfg = analyze::Config { min_gap: trace::Duration::from_nanos(margin.as_nanos() as u64), ..Default::default() };
     let analysis = analyze::analyze_events(events, cfg);

@@ -531,6 +531,17 @@ pub fn lab_capture_on_loopback_is_a_pcapng_explain_reads() {
     assert!(default.len() >= 4, "default row: {default:?}");
     assert!(default.iter().all(|c| c == "nagle-delayed-ack"), "{default:?}");
     assert!(nodelay.is_empty(), "nodelay row: {nodelay:?}");
+    // Same packets, same classifier: each wait explain names in the file is a record of the
+    // lab's row with the same cause and the same evidence frames (numbered as in the file; the
+    // times differ by the traces' origins: the first packet for explain, the start for lab).
+    let key = |s: &Value| {
+        let frames: Vec<String> = s["evidence"].as_array().unwrap().iter().map(|e| e["source"].to_string()).collect();
+        (s["cause"].to_string(), frames)
+    };
+    let lab_records: Vec<_> = rows[0]["stall_records"].as_array().unwrap().iter().map(key).collect();
+    for s in flows[0]["stalls"].as_array().unwrap() {
+        assert!(lab_records.contains(&key(s)), "explain's {s:#} is not among the lab's records {lab_records:?}");
+    }
 }
 
 /// Without CAP_NET_RAW the rows keep their other measurements and the report says why there
