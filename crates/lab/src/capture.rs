@@ -23,7 +23,7 @@ use wire::write::{Interface, PcapNgWriter};
 pub const SNAPLEN: u32 = 160;
 
 /// How long the reader sleeps when the queue is empty. The kernel stamps each packet when it
-/// arrives (not when read), so batching moves no time; the socket's queue (8 MB asked for)
+/// arrives (not when read), so batching moves no time; the socket's queue (64 MB asked for)
 /// holds far more than this many milliseconds of loopback traffic.
 const BATCH_SLEEP: Duration = Duration::from_millis(2);
 
