@@ -593,3 +593,17 @@ pub fn behind_a_link_rows_take_their_packets_from_the_forwarders_tap() {
     assert!(long(d) >= 3, "default: {d:#}");
     assert_eq!(long(n), 0, "nodelay: {n:#}");
 }
+
+/// `--capture FILE` on loopback is checked before any row runs: one line, non-zero, no file;
+/// `--capture` with `--no-capture` is refused.
+pub fn an_unwritable_loopback_capture_fails_before_measuring() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("no/such/dir/x.pcapng");
+    fails_with_one_line(&["lab", "rr", "--set", "rounds=10", "--capture", bad.to_str().unwrap()], "--capture");
+    let ok = dir.path().join("x.pcapng");
+    fails_with_one_line(
+        &["lab", "rr", "--set", "rounds=10", "--no-capture", "--capture", ok.to_str().unwrap()],
+        "--no-capture",
+    );
+    assert!(!ok.exists(), "refused before the file was created");
+}
