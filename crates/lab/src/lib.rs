@@ -22,7 +22,7 @@ pub mod txstamp;
 pub mod verdict;
 
 pub use cancel::Cancel;
-pub use capture::CaptureFile;
+pub use capture::{CaptureFile, PacketTap, TapHandle};
 pub use pair::{run_pair, run_pair_analysed};
 pub use placement::Placement;
 
@@ -55,13 +55,16 @@ pub struct LabOptions {
     /// after every recv no longer prevents seed 000's stalls (measured: 19 stalls in 10 rounds
     /// with it, 0 without).
     pub tx_timestamps: bool,
-    /// Record the row's packets (AF_PACKET on the loopback the row runs on, filtered to its
-    /// port) and analyse them with the one classifier (`RunResult::stall_records`). Needs
-    /// CAP_NET_RAW; without it the row keeps its other measurements and the report says why.
-    /// Not available behind an emulated link (its own loopback carries no traffic of the row).
+    /// Record the row's packets and analyse them with the one classifier
+    /// (`RunResult::stall_records`): on loopback with AF_PACKET on the row's `lo`, filtered to
+    /// its port (needs CAP_NET_RAW; without it the row keeps its other measurements and the
+    /// report says why); behind an emulated link from `tap`.
     pub capture: bool,
     /// Also write every row's frames to this pcapng file (one interface per row).
     pub capture_file: Option<capture::CaptureFile>,
+    /// Behind an emulated link: the forwarder's tap, the row's packets instead of a loopback
+    /// capture (`capture` still decides whether they are used).
+    pub tap: Option<capture::TapHandle>,
     /// Cancellation (Ctrl-C): checked between rows; cancelling shuts the running row's sockets
     /// down so it stops at once. The rows finished before stay in the report.
     pub cancel: Cancel,
@@ -78,6 +81,7 @@ impl Default for LabOptions {
             tx_timestamps: false,
             capture: true,
             capture_file: None,
+            tap: None,
             cancel: Cancel::new(),
         }
     }

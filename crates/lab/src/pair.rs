@@ -90,9 +90,11 @@ pub(crate) enum PacketsOut {
     Off,
     /// Asked for, not possible or failed: why, in words.
     Failed(String),
-    /// What the capture recorded; `origin_ns` (CLOCK_REALTIME) is the trace's time 0, taken
-    /// before the client connected; `server_port` tells the sides apart.
-    Captured { cap: Captured, origin_ns: u64, server_port: u16 },
+    /// What the capture recorded (frames of `linktype`, seen at `point`); `origin_ns`
+    /// (CLOCK_REALTIME) is the trace's time 0, taken before the client connected;
+    /// `server_port` tells the sides apart; `frame_base` is the number of frames before the
+    /// row's first in the `--capture` file (so evidence frame numbers are the file's).
+    Captured { cap: Captured, linktype: u32, point: String, origin_ns: u64, server_port: u16, frame_base: u64 },
 }
 
 /// Like `run_pair`, also returning notes on the namespace used ("" for the placement's own) and
@@ -114,7 +116,7 @@ pub(crate) fn run_pair_noted(
         let s = s.join().map_err(|_| LabError::Panic("server")).and_then(|r| r);
         (s, c)
     });
-    let ((srv, ns, packets), cli) = match (srv, cli) {
+    let ((srv, ns, mut packets), cli) = match (srv, cli) {
         (Ok(s), Ok(c)) => (s, c),
         (Err(se), Err(ce)) => return Err(if se.is_secondary() { ce } else { se }),
         (Err(e), Ok(_)) | (Ok(_), Err(e)) => return Err(e),
@@ -130,33 +132,83 @@ pub(crate) fn run_pair_noted(
     if let PacketsOut::Failed(why) = &packets {
         notes.push(format!("no packet capture: {why}; stall records not measured"));
     }
-    if let PacketsOut::Captured { cap, .. } = &packets {
+    if let PacketsOut::Captured { cap, frame_base, .. } = &mut packets {
         if cap.stats.drops > 0 {
             notes.push(format!(
                 "the packet capture lost {} of {} packets (socket queue full): stall records may be incomplete",
                 cap.stats.drops, cap.stats.packets
             ));
         }
-        if let Some(f) = &opts.capture_file {
-            f.write_row(&pair.label, &cap.frames);
+        // Behind a link the link writes the file itself.
+        if let (Some(f), None) = (&opts.capture_file, &opts.tap) {
+            *frame_base = f.write_row(&pair.label, &cap.frames);
         }
     }
     let (row, analysis) = result::assemble(&program, pair, place, opts, srv, cli, packets);
     Ok((row, analysis, notes))
 }
 
+/// The row's capture while it runs.
+enum Running {
+    Socket(RowCapture, u64),
+    Tap(capture::TapHandle, u64),
+}
+
+impl Running {
+    fn finish(self, port: u16) -> PacketsOut {
+        match self {
+            Running::Socket(c, origin_ns) => match c.finish() {
+                Ok(cap) => PacketsOut::Captured {
+                    cap,
+                    linktype: wire::linktype::ETHERNET,
+                    point: "loopback of the row's network namespace (arriving copies, AF_PACKET)".into(),
+                    origin_ns,
+                    server_port: port,
+                    frame_base: 0,
+                },
+                Err(e) => PacketsOut::Failed(e),
+            },
+            Running::Tap(t, origin_ns) => {
+                // The tap's records pass a channel to the link's writer thread first.
+                std::thread::sleep(Duration::from_millis(20));
+                let frames: Vec<_> =
+                    t.0.take()
+                        .into_iter()
+                        .map(|(ts_ns, orig_len, data)| sys::packet::Frame { ts_ns, orig_len, data })
+                        .collect();
+                let cap = Captured { frames, stats: Default::default() };
+                PacketsOut::Captured {
+                    cap,
+                    linktype: wire::linktype::IPV4,
+                    point: t.0.point(),
+                    origin_ns,
+                    server_port: port,
+                    frame_base: 0,
+                }
+            }
+        }
+    }
+}
+
 /// Start the row's capture in the calling thread's namespace (the server's, before the client
-/// connects), when asked for and possible.
-fn start_capture(place: &Placement, lab: &LabOptions, port: u16) -> (PacketsOut, Option<(RowCapture, u64)>) {
+/// connects), when asked for and possible: behind a link the forwarder's tap, else AF_PACKET
+/// on the namespace's loopback.
+fn start_capture(place: &Placement, lab: &LabOptions, port: u16) -> (PacketsOut, Option<Running>) {
     if !lab.capture {
         return (PacketsOut::Off, None);
     }
-    if place.server_netns.is_some() || place.client_netns.is_some() {
-        return (PacketsOut::Failed("behind --link the row's loopback carries none of its packets".into()), None);
-    }
     let origin = capture::realtime_ns();
+    if place.server_netns.is_some() || place.client_netns.is_some() {
+        return match &lab.tap {
+            Some(t) => {
+                t.0.arm();
+                (PacketsOut::Off, Some(Running::Tap(t.clone(), origin)))
+            }
+            None => (PacketsOut::Failed("behind --link the row's loopback carries none of its packets".into()), None),
+        };
+    }
     match RowCapture::start(port) {
-        Ok(c) => (PacketsOut::Off, Some((c, origin))),
+        Ok(c) => (PacketsOut::Off, Some(Running::Socket(c, origin))),
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
             (PacketsOut::Failed("AF_PACKET needs CAP_NET_RAW (run as root)".into()), None)
         }
@@ -486,11 +538,8 @@ fn server(
     };
     // Keep the socket open until the client is done.
     let _ = done.recv_timeout(lab.io_timeout);
-    if let Some((c, origin_ns)) = running {
-        packets = match c.finish() {
-            Ok(cap) => PacketsOut::Captured { cap, origin_ns, server_port: local.port() },
-            Err(e) => PacketsOut::Failed(e),
-        };
+    if let Some(r) = running {
+        packets = r.finish(local.port());
     }
     Ok((SideOut { applied, before, after, netstat, holds }, ns, packets))
 }

@@ -72,9 +72,10 @@ pub(crate) fn assemble(
     let threshold = measure::threshold_ns(margin.as_nanos() as u64, cli.side.after.min_rtt.unwrap_or(0));
     // The row's packets through the one classifier: every cause in the verdict is its.
     let (trace, no_packets) = match packets {
-        PacketsOut::Captured { cap, origin_ns, server_port } => {
-            (Some(packet_trace(&cap, origin_ns, server_port, margin, cli.window_real)), String::new())
-        }
+        PacketsOut::Captured { cap, linktype, point, origin_ns, server_port, frame_base } => (
+            Some(packet_trace(&cap, linktype, point, (origin_ns, server_port, frame_base), margin, cli.window_real)),
+            String::new(),
+        ),
         PacketsOut::Off => (None, "packet capture off (--no-capture)".to_string()),
         PacketsOut::Failed(why) => (None, format!("no packets captured: {why}")),
     };
@@ -169,12 +170,13 @@ struct PacketTrace {
 
 fn packet_trace(
     cap: &capture::Captured,
-    origin_ns: u64,
-    server_port: u16,
+    linktype: u32,
+    point: String,
+    (origin_ns, server_port, frame_base): (u64, u16, u64),
     margin: std::time::Duration,
     window_real: (u64, u64),
 ) -> PacketTrace {
-    let (events, _skipped) = capture::events(&cap.frames, server_port, origin_ns);
+    let (events, _skipped) = capture::events(&cap.frames, linktype, server_port, origin_ns, frame_base);
     let tcp_packets = events.len() as u64;
     let cfg = analyze::Config { min_gap: trace::Duration::from_nanos(margin.as_nanos() as u64), ..Default::default() };
     let analysis = analyze::analyze_events(events, cfg);
@@ -187,7 +189,7 @@ fn packet_trace(
     };
     let [a, b] = analysis.wire_cost();
     let capture = PacketCapture {
-        point: "loopback of the row's network namespace (arriving copies, AF_PACKET)".into(),
+        point,
         frames: cap.frames.len() as u64,
         tcp_packets,
         kernel_drops: cap.stats.drops,

@@ -549,6 +549,17 @@ pub fn lab_capture_on_loopback_is_a_pcapng_explain_reads() {
     assert!(default.len() >= 4, "default row: {default:?}");
     assert!(default.iter().all(|c| c == "nagle-delayed-ack"), "{default:?}");
     assert!(nodelay.is_empty(), "nodelay row: {nodelay:?}");
+    // Same packets, same classifier: each wait explain names in the file is a record of the
+    // lab's row with the same cause and the same evidence frames (numbered as in the file; the
+    // times differ by the traces' origins: the first packet for explain, the start for lab).
+    let key = |s: &Value| {
+        let frames: Vec<String> = s["evidence"].as_array().unwrap().iter().map(|e| e["source"].to_string()).collect();
+        (s["cause"].to_string(), frames)
+    };
+    let lab_records: Vec<_> = rows[0]["stall_records"].as_array().unwrap().iter().map(key).collect();
+    for s in flows[0]["stalls"].as_array().unwrap() {
+        assert!(lab_records.contains(&key(s)), "explain's {s:#} is not among the lab's records {lab_records:?}");
+    }
 }
 
 /// Without CAP_NET_RAW the rows keep their other measurements and the report says why there
@@ -574,4 +585,43 @@ pub fn without_cap_net_raw_the_capture_is_skipped_with_a_note() {
     }
     let r = lab_json(&["rr", "--set", "rounds=20", "--no-capture"]);
     assert!(r["results"].as_array().unwrap().iter().all(|x| x.get("capture").is_none()), "{r:#}");
+}
+
+/// Behind `--link` the rows' traces come from the forwarder's tap (the link's server end):
+/// seed 001's default row has stall records of >= 30 ms, the nodelay row none, each row only
+/// its own connection's packets.
+pub fn behind_a_link_rows_take_their_packets_from_the_forwarders_tap() {
+    let _one_at_a_time = exclusive();
+    let r = lab_json(&["multi-write", "--link", "rtt=2ms,mtu=1500", "--set", "requests=6"]);
+    let long = |x: &Value| {
+        x["stall_records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["cause"] != "application" && s["length_ns"].as_u64().unwrap() >= 30_000_000)
+            .count()
+    };
+    let (d, n) = (row(&r, "default"), row(&r, "nodelay"));
+    for x in [d, n] {
+        assert!(x["capture"]["point"].as_str().unwrap().contains("emulated link"), "{x:#}");
+        // 6 measured + 20 warm-up requests of 3 writes and a response, plus the handshake.
+        let p = x["capture"]["tcp_packets"].as_u64().unwrap();
+        assert!((26 * 2..26 * 20).contains(&p), "{p} packets: {x:#}");
+    }
+    assert!(long(d) >= 3, "default: {d:#}");
+    assert_eq!(long(n), 0, "nodelay: {n:#}");
+}
+
+/// `--capture FILE` on loopback is checked before any row runs: one line, non-zero, no file;
+/// `--capture` with `--no-capture` is refused.
+pub fn an_unwritable_loopback_capture_fails_before_measuring() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("no/such/dir/x.pcapng");
+    fails_with_one_line(&["lab", "rr", "--set", "rounds=10", "--capture", bad.to_str().unwrap()], "--capture");
+    let ok = dir.path().join("x.pcapng");
+    fails_with_one_line(
+        &["lab", "rr", "--set", "rounds=10", "--no-capture", "--capture", ok.to_str().unwrap()],
+        "--no-capture",
+    );
+    assert!(!ok.exists(), "refused before the file was created");
 }
