@@ -229,7 +229,7 @@ impl Tcp {
         }
         let seg = Seg { seq, len, ack: self.rcv_nxt, psh: self.snd_nxt == self.write_end, delack_since: None };
         self.count_tx(&seg);
-        self.ack_sent();
+        self.ack_sent(1);
         out.push(Action::Tx(seg));
     }
 
