@@ -314,7 +314,9 @@ fn compare_profiles(args: &SimulateArgs, s: &scenario::Scenario, list: &str) -> 
     for i in 0..rows {
         let label = row_label(&cols[0].1.results[i]);
         let stalls: Vec<u64> = cols.iter().map(|(_, r)| r.results.get(i).map_or(0, |x| x.stall_count)).collect();
-        let differs = stalls.iter().any(|x| (*x > 0) != (stalls[0] > 0));
+        // Differs: a profile stalls where another does not, or in clearly more rounds.
+        let (lo, hi) = (stalls.iter().min().copied().unwrap_or(0), stalls.iter().max().copied().unwrap_or(0));
+        let differs = (lo == 0) != (hi == 0) || hi > lo + 1;
         differ += usize::from(differs);
         let _ = write!(out, "{label:<lw$}");
         for (_, r) in &cols {
@@ -330,8 +332,8 @@ fn compare_profiles(args: &SimulateArgs, s: &scenario::Scenario, list: &str) -> 
     }
     let _ = writeln!(
         out,
-        "\n{differ} of {rows} strategies stall on some profiles and not on others; the profiles' differences \
-         are listed (with commits) by `tcpstall simulate --list-profiles`"
+        "\n{differ} of {rows} strategies stall on some profiles and not on others, or in clearly more runs; the \
+         profiles' differences are listed (with commits) by `tcpstall simulate --list-profiles`"
     );
     output::write_bytes(out.as_bytes(), args.common.output.as_deref())?;
     Ok(0)
