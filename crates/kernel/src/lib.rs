@@ -111,6 +111,11 @@ fn run_all(fp: &mut Fingerprint) {
         fp.srtt_us = Some(rtt);
     }
     fp.nodelay_then_cork_held = exp!("NODELAY then CORK", nodelay_then_cork());
+    let tlp0 = netstat();
+    if let Some(d) = exp!("tail-loss probe", tlp_probe()).flatten() {
+        fp.tlp_ack_ms = Some(d);
+        fp.tlp_probes = counter_delta(&tlp0, &netstat(), "TCPLossProbes");
+    }
     let ac0 = netstat();
     if exp!("autocork burst", autocork_burst()).is_some() {
         fp.autocork_events = counter_delta(&ac0, &netstat(), "TCPAutoCorking");
@@ -420,4 +425,21 @@ fn autocork_burst() -> io::Result<()> {
         c.write_all(&[1u8; 10])?;
     }
     join(h)
+}
+
+/// Two small TCP_NODELAY segments in flight to a receiver out of quick-ACK mode, which delays
+/// its ACK 40 ms. tcp_schedule_loss_probe arms the probe at 2 * srtt + TCP_TIMEOUT_MIN (two
+/// jiffies) when more than one segment is out; tcp_send_loss_probe retransmits the last one,
+/// and the receiver ACKs the duplicate at once (tcp_data_queue -> tcp_enter_quickack_mode).
+/// Returns the ACK delay (ms): a few ticks with TLP, ~40 ms without.
+fn tlp_probe() -> io::Result<Option<f64>> {
+    let (mut c, _s) = pair(None)?;
+    let (_, first) = count_quick(&mut c, 40)?;
+    if first.is_none() {
+        return Ok(None);
+    }
+    let t0 = Instant::now();
+    c.write_all(&[1u8; 10])?;
+    c.write_all(&[2u8; 10])?;
+    Ok(Some(wait_acked(&c, t0)?))
 }

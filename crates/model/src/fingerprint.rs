@@ -70,6 +70,10 @@ pub struct Fingerprint {
     pub loss_probes: Option<i64>,
     /// net.ipv4.tcp_early_retrans (3 or 4: TLP enabled).
     pub early_retrans: Option<u32>,
+    /// Two small segments in flight, receiver delaying its ACK: when the ACK came (ms) and how
+    /// many TcpExt TCPLossProbes that exchange counted (tcp_schedule_loss_probe).
+    pub tlp_ack_ms: Option<f64>,
+    pub tlp_probes: Option<i64>,
     /// net.ipv4.tcp_congestion_control and net.core.default_qdisc.
     pub congestion_control: Option<String>,
     pub default_qdisc: Option<String>,
@@ -345,16 +349,21 @@ pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
     );
     row(
         "tail-loss probe",
-        "tcp_schedule_loss_probe (RFC 8985); 6ba8a3b19e76",
-        match (fp.early_retrans, fp.loss_probes) {
-            (Some(e), Some(n)) => format!("tcp_early_retrans = {e}, {n} TCPLossProbes during the experiments"),
-            (Some(e), None) => format!("tcp_early_retrans = {e}"),
+        "tcp_schedule_loss_probe: 2 srtt + TCP_TIMEOUT_MIN with 2+ out (RFC 8985); 6ba8a3b19e76",
+        match (fp.tlp_ack_ms, fp.tlp_probes, fp.early_retrans) {
+            (Some(d), Some(n), _) => format!("2 out: ACK after {d:.1} ms, {n} probe(s)"),
+            (Some(d), None, _) => format!("2 out: ACK after {d:.1} ms"),
+            (None, _, Some(e)) => format!("tcp_early_retrans = {e}"),
             _ => "not measured".into(),
         },
-        match (fp.early_retrans, fp.loss_probes) {
-            (_, Some(n)) if n > 0 => "present".into(),
-            (Some(3 | 4), _) => "present".into(),
-            (Some(_), _) => "disabled".into(),
+        match (fp.tlp_ack_ms, fp.tlp_probes, fp.early_retrans) {
+            // A probe counted, or the ACK came well before the 40 ms delayed-ACK timer could
+            // send it (the probe fires at 2 srtt + 2 ticks; srtt includes earlier delayed ACKs).
+            (_, Some(n), _) if n > 0 => "present".into(),
+            (Some(d), _, _) if d < 35.0 => "present".into(),
+            (Some(_), _, _) => "absent".into(),
+            (None, _, Some(3 | 4)) => "present".into(),
+            (None, _, Some(_)) => "disabled".into(),
             _ => String::new(),
         },
         &|p| if p.linux.as_ref().is_some_and(|l| l.tlp) { "present" } else { "absent" }.into(),

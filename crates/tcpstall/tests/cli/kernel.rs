@@ -113,3 +113,13 @@ pub fn compare_profiles_shows_where_the_eras_differ() {
         .failure()
         .stderr(predicate::str::contains("unknown profile 'solaris'"));
 }
+
+/// `simulate --profile linux:here` measures this kernel first and simulates with its rules.
+pub fn here_profile_simulates_with_the_measured_rules() {
+    let _g = exclusive();
+    tcpstall()
+        .args(["simulate", "--profile", "linux:here", "burst"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("model linux:here"));
+}

@@ -87,6 +87,7 @@ fn main() {
         t!(kernel::fingerprint_table_names_the_best_profile),
         t!(kernel::era_profile_simulates_seed_002),
         t!(kernel::compare_profiles_shows_where_the_eras_differ),
+        t!(kernel::here_profile_simulates_with_the_measured_rules),
         t!(validation::huge_counts_are_refused_with_the_parameter_and_its_limit),
         t!(validation::a_config_file_with_a_huge_count_is_refused_at_its_line),
         t!(validation::a_burst_that_would_deadlock_is_refused_and_says_why),
