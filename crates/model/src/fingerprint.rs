@@ -222,7 +222,7 @@ pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
             format!("tcpi_ato {} ms", fp.ato_us.iter().map(|a| (a / 1000).to_string()).collect::<Vec<_>>().join(" -> "))
         },
         match (fp.ato_us.first(), fp.ato_us.last(), delack_min) {
-            (Some(a), Some(b), Some(_)) if b > a && fp.delack_ms.iter().all(|d| *d < 60.0) => "grows, 40 ms".into(),
+            (Some(a), Some(b), Some(_)) if b > a && fp.delack_ms.iter().all(|d| *d < 70.0) => "grows, 40 ms".into(),
             (Some(a), Some(b), Some(_)) if b > a => "grows, delay too".into(),
             (Some(_), Some(_), Some(_)) => "does not grow".into(),
             _ => String::new(),
@@ -385,8 +385,11 @@ pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
         "congestion control, pacing",
         "tcp_congestion_control sysctl; bbr or fq qdisc pace (4.13+ internal pacing)",
         match (&fp.congestion_control, &fp.default_qdisc) {
-            (Some(c), Some(q)) => format!("{c}, default qdisc {q}, pacing {}", if pacing(c, q) { "yes" } else { "no" }),
-            (Some(c), None) => c.clone(),
+            (Some(c), q) => format!(
+                "{c}, qdisc {}, pacing {}",
+                q.as_deref().unwrap_or("?"),
+                if pacing(c, q.as_deref().unwrap_or("")) { "yes" } else { "no" }
+            ),
             _ => "not measured".into(),
         },
         fp.congestion_control.clone().unwrap_or_default(),
