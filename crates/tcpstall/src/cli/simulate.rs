@@ -299,6 +299,34 @@ fn compare_profiles(args: &SimulateArgs, s: &scenario::Scenario, list: &str) -> 
         let label = if c.name == sv.name { c.name.clone() } else { format!("{}:{}", c.name, sv.name) };
         cols.push((label, report));
     }
+    match args.common.format {
+        OutputFormat::Table => {}
+        OutputFormat::Json => {
+            let v: Vec<serde_json::Value> = cols
+                .iter()
+                .map(|(name, r)| {
+                    let rows: Vec<serde_json::Value> = r
+                        .results
+                        .iter()
+                        .map(|x| {
+                            serde_json::json!({
+                                "strategy": row_label(x),
+                                "stall_count": x.stall_count,
+                                "p50_ms": x.latency_us.p50 / 1e3,
+                                "max_ms": x.latency_us.max / 1e3,
+                                "verdict": x.verdict,
+                            })
+                        })
+                        .collect();
+                    serde_json::json!({ "profile": name, "rows": rows })
+                })
+                .collect();
+            let text = serde_json::to_string_pretty(&serde_json::json!({ "scenario": s.name, "profiles": v }))? + "\n";
+            output::write_bytes(text.as_bytes(), args.common.output.as_deref())?;
+            return Ok(0);
+        }
+        other => bail!("--compare-profiles prints a table or JSON, not {other:?} (use --format table or json)"),
+    }
     let mut out = String::new();
     let _ = writeln!(out, "scenario {}: stalls per run and latency p50/max (ms) on each profile", s.name);
     let rows = cols.first().map_or(0, |(_, r)| r.results.len());

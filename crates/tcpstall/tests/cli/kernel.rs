@@ -107,6 +107,14 @@ pub fn compare_profiles_shows_where_the_eras_differ() {
     }
     let default = text.lines().find(|l| l.starts_with("default")).expect("default row");
     assert!(default.contains("differs"), "{text}");
+    let out = tcpstall()
+        .args(["simulate", "burst", "--compare-profiles", "linux:5.10,linux", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let stalls = |i: usize| v["profiles"][i]["rows"][0]["stall_count"].as_u64().unwrap();
+    assert!(stalls(1) > stalls(0) + 1, "threshold 1 stalls in more rounds than threshold 3: {v}");
     tcpstall()
         .args(["simulate", "burst", "--compare-profiles", "linux:5.10,solaris"])
         .assert()
