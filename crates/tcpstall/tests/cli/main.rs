@@ -3,6 +3,7 @@
 //! with the reason outside CI, and fails under `CI=true`.
 
 mod explain;
+mod kernel;
 mod lab;
 mod link;
 mod simulate;
@@ -88,6 +89,12 @@ fn main() {
         t!(simulate::stalls_flag_lists_the_records_with_evidence),
         t!(simulate::list_profiles_shows_sources_and_unverified_values),
         t!(simulate::model_agrees_with_the_kernel),
+        t!(kernel::fingerprint_measures_the_rules_in_a_private_namespace, Root),
+        t!(kernel::fingerprint_twice_gives_the_same_answer),
+        t!(kernel::fingerprint_table_names_the_best_profile),
+        t!(kernel::era_profile_simulates_seed_002),
+        t!(kernel::compare_profiles_shows_where_the_eras_differ),
+        t!(kernel::here_profile_simulates_with_the_measured_rules),
         t!(validation::huge_counts_are_refused_with_the_parameter_and_its_limit),
         t!(validation::a_config_file_with_a_huge_count_is_refused_at_its_line),
         t!(validation::a_burst_that_would_deadlock_is_refused_and_says_why),
