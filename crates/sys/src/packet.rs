@@ -364,7 +364,8 @@ mod tests {
         assert!((3000..6000).contains(&total), "{:?}", frames.iter().map(|f| f.orig_len).collect::<Vec<_>>());
         let syns = frames.iter().filter(|f| f.data[14 + usize::from(f.data[14] & 0xf) * 4 + 13] == 0x02).count();
         assert_eq!(syns, 1, "the SYN appears once");
-        // Times never go backwards within one queue.
-        assert!(frames.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
+        // (Queue order is not time order: on loopback each CPU stamps its own packets in
+        // netif_rx, so two CPUs' packets can reach the socket's queue stamped out of order; the
+        // decoder counts and orders those, wire::DecodeStats.)
     }
 }
