@@ -194,10 +194,21 @@ fn loss_drops_about_the_configured_fraction() {
     }
     let got = rx.join().unwrap();
     let report = link.finish().unwrap();
-    let lost = report.dir(Dir::Up).unwrap().counters.drops_of(DropReason::Loss);
-    // Binomial(2000, 0.2): sd = 17.9; 5 sigma = 89.
-    assert!((lost as f64 - 400.0).abs() <= 90.0, "lost {lost} of {n} at 20%");
-    assert_eq!(got + lost, n, "every datagram is either delivered or counted as lost");
+    let c = &report.dir(Dir::Up).unwrap().counters;
+    let lost = c.drops_of(DropReason::Loss);
+    // On a loaded host the forwarder can fall behind and the TUN device's queue drops datagrams
+    // before the forwarder reads them (device_drops): the link's 20% applies to those it read.
+    // Binomial(packets_in, 0.2) within 5 sigma (sd = 17.9 for all 2000).
+    let read = c.packets_in as f64;
+    let sd = (read * 0.2 * 0.8).sqrt();
+    assert!((lost as f64 - 0.2 * read).abs() <= 5.0 * sd, "lost {lost} of {read} read ({n} sent) at 20%");
+    assert!(read >= n as f64 / 2.0, "the forwarder read only {read} of {n}: {:?}", report.device_drops);
+    if let Some(device) = report.device_drops[0] {
+        assert_eq!(c.packets_in + device, n, "every datagram is read by the forwarder or dropped by the device");
+    }
+    assert_eq!(c.delivered + lost, c.packets_in, "every datagram read is either delivered or counted as lost");
+    // The receiving socket may overflow too when its thread is descheduled; never more arrive.
+    assert!(got <= c.delivered && got > 0, "received {got}, delivered {}", c.delivered);
 }
 
 /// Never faster than the link; a userspace forwarder on a loaded host may fall short, so the
@@ -266,11 +277,16 @@ fn capture_records_both_sides_with_nanosecond_timestamps() {
     }
     assert_eq!(per_iface[0].len(), 10);
     assert_eq!(per_iface[1].len(), 10);
-    // The first request: client side at read, server side 2 ms (one-way delay) later; never
-    // earlier, later only by the forwarder's scheduling (milliseconds on a loaded host, so the
-    // bound is the delay plus 10 ms).
-    let one_way = per_iface[1][0] - per_iface[0][0];
+    // A request: client side at read, server side 2 ms (one-way delay) later; never earlier,
+    // later only by the forwarder's scheduling (milliseconds on a loaded host, so the bound is
+    // the delay plus 10 ms).
+    // Requests are the even records of each side (request in, reply out at the client; request
+    // out, reply in at the server); the fastest of the five, since scheduling only adds.
+    let one_way = (0..5).map(|k| per_iface[1][2 * k] - per_iface[0][2 * k]).min().unwrap();
     assert!(one_way >= Duration::from_millis(2) && one_way < Duration::from_millis(12), "{one_way:?}");
+    for k in 0..5 {
+        assert!(per_iface[1][2 * k] - per_iface[0][2 * k] >= Duration::from_millis(2), "request {k} beat the link");
+    }
     // Timestamps are wall clock (not monotonic since boot) and carry sub-microsecond digits.
     assert!(per_iface[0][0] > Duration::from_secs(1_600_000_000));
     assert!(per_iface[0].iter().any(|t| t.subsec_nanos() % 1000 != 0));

@@ -316,8 +316,12 @@ pub fn model_agrees_with_the_kernel() {
                 segs(m, "client"),
                 segs(m, "server")
             );
+            // Compared by mechanism: a lab row whose long waits match no TCP mechanism (cause
+            // null: a thread descheduled on a loaded host) has no TCP stall, which is what the
+            // model, with no scheduler, says.
+            let tcp_key = |k: &serde_json::Value| (k["stalls"] == true && !k["cause"].is_null(), k["cause"].clone());
             let (lk, mk) = (&l["verdict_key"], &m["verdict_key"]);
-            if lk == mk {
+            if tcp_key(lk) == tcp_key(mk) {
                 agree += 1;
             } else {
                 report.push(format!("{sc}/{label}: lab {} ({}) vs model {} ({})", lk, l["verdict"], mk, m["verdict"]));
