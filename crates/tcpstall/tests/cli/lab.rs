@@ -67,8 +67,9 @@ pub fn seed_000_chunked_default_stalls_twice_per_round_and_the_fixes_do_not() {
     // Two ~40 ms delayed-ACK waits per round: a round takes >= 60 ms.
     assert!(p50_us(x) >= 60_000.0, "default: {x:#}");
     assert_eq!(x["verdict_key"]["cause"], "nagle-delayed-ack", "default: {x:#}");
-    // The first round rides the initial quick-ACK budget; the others stall twice.
-    assert!(x["stalls"].as_u64().unwrap() >= 8, "default: {x:#}");
+    // The first round rides the initial quick-ACK budget; the others stall twice (10 in 6
+    // rounds idle; on a loaded host a late reply can merge two waits into one: 7 seen).
+    assert!(x["stalls"].as_u64().unwrap() >= 5, "default: {x:#}");
     assert!(x["verdict"].as_str().unwrap().starts_with("stalls ~"), "{x:#}");
     // TCP_QUICKACK set once does not fix it. How often it stalls depends on timing (the socket
     // re-enters pingpong mode only when the reply comes within the ACK timeout, tcp_event_data_sent

@@ -140,7 +140,7 @@ pub fn capture_is_readable_by_tcpdump_and_tshark() {
         let o = Command::new("tshark")
             .args(["-r"])
             .arg(&cap)
-            .args(["-Y", "udp", "-T", "fields", "-e", "frame.interface_id", "-e", "frame.time_epoch"])
+            .args(["-Y", "udp && !icmp", "-T", "fields", "-e", "frame.interface_id", "-e", "frame.time_epoch"])
             .output()
             .unwrap();
         let udp = String::from_utf8_lossy(&o.stdout);
