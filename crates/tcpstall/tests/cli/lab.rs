@@ -444,21 +444,18 @@ pub fn bulk_ack_depth_2_names_the_drain_wait_after_the_measured_rounds_without_c
                 continue;
             }
             assert_eq!(x["variant"], "size=100000 depth=2", "{x:#}");
-            // A row whose measured rounds stalled cannot show that the wait after them is not
-            // counted: on a loaded host the same race puts a delayed-ACK stall inside the rounds
-            // now and then (measured: 2 of 10 rounds in one row). Such a row is left out.
-            if x["stalls"] != 0 {
-                eprintln!("depth-2 row stalled inside its rounds (left out): {v}");
-                continue;
-            }
-            // Counted nowhere: no stall and no sample as long as the wait.
-            assert!(!stalls(x), "{x:#}");
-            assert!(x["latency_us"]["max"].as_f64().unwrap() < 30_000.0, "{x:#}");
+            // Named: a wait of at least a delayed-ACK timer, by its mechanism.
             let Some(at) = v.find(prefix) else { continue };
             let ms: f64 = v[at + prefix.len()..].split(' ').next().unwrap().parse().expect("wait in ms");
             assert!(ms >= 30.0, "a delayed ACK is >= 40 ms (TCP_ATO_MIN): {v}");
             assert!(v.ends_with("(nagle-delayed-ack)"), "{v}");
-            assert!(v.starts_with("no stalls"), "{v}");
+            // Idle the measured rounds have no stall, and then nothing says otherwise. On a
+            // loaded host the same race puts a delayed-ACK wait inside a round now and then
+            // (seen: 1-3 of 10 rounds), which is counted there, as it should be.
+            if x["stalls"] == 0 {
+                assert!(v.starts_with("no stalls") && !stalls(x), "{v}");
+                assert!(x["latency_us"]["max"].as_f64().unwrap() < 30_000.0, "{x:#}");
+            }
             // Nor is it in the wall time (ms/round): the wall time exceeds the rounds' samples by
             // less than the wait. On a loaded host the gaps between rounds add up too, so a miss
             // costs one more run, and two misses fail with both figures.
