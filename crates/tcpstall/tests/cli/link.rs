@@ -367,9 +367,12 @@ fn lab(args: &[&str]) -> (String, String) {
     (o, e)
 }
 
-/// Behind rtt=20ms the rr scenario's median round trip shows the added 20 ms: between 19 and
-/// 30 ms on a loaded host. The exact window (20.0-20.5 ms) is a speed target, measured
-/// by `cargo bench -p tcpstall-link --bench forwarder` ("meets"/"misses").
+/// Behind rtt=20ms the rr scenario's median round trip shows the added 20 ms: never below it,
+/// and below 60 ms, where a doubled delay would be. Four scheduler wake-ups per round trip (two
+/// forwarder threads, two application threads) add milliseconds each on a loaded host: with
+/// four busy loops on 2 cores the median was 35-40 ms. The tighter 19-30 ms window is asserted
+/// on the fastest UDP round trip (crates/link/tests/forwarding.rs), the exact one
+/// (20.0-20.5 ms) by `cargo bench -p tcpstall-link --bench forwarder` ("meets"/"misses").
 pub fn lab_rr_behind_rtt_20ms_shows_the_delay() {
     let _one_at_a_time = exclusive();
     twice("rr p50 behind rtt=20ms", || {
@@ -379,10 +382,10 @@ pub fn lab_rr_behind_rtt_20ms_shows_the_delay() {
         ]);
         let rows = csv_rows(&o);
         let p50: f64 = rows[0]["p50_us"].parse().unwrap();
-        if (19_000.0..30_000.0).contains(&p50) {
+        if (19_000.0..60_000.0).contains(&p50) {
             Ok(())
         } else {
-            Err(format!("rr p50 {p50} us behind rtt=20ms (want 19-30 ms)"))
+            Err(format!("rr p50 {p50} us behind rtt=20ms (want 19-60 ms)"))
         }
     });
 }
