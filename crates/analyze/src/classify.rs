@@ -32,7 +32,10 @@
 //!      was never seen larger), two or more of them sub-MSS meaning Nagle was off:
 //!      **cwnd-limited** (RFC 5681 3.1; Linux `tcp_cwnd_test`); below that largest flight the
 //!      window was not full, and the release is the application's write: **application**;
-//!    - otherwise (one full-sized segment out): **delayed-ack**, the mechanism not shown.
+//!    - otherwise (one full-sized segment out): **delayed-ack**, the mechanism not shown;
+//!    - for the window and delayed-ACK cases, an ACK measured sooner than any delayed-ACK
+//!      timer (TCP_DELACK_MIN less a jiffy) but late beyond the path shows no mechanism:
+//!      **unknown** (a slow or descheduled receiver).
 //! 4. **Nothing in flight**, no ACK released anything, a sub-MSS segment left at the probe
 //!    timer's own interval after the last data (max(RTO, TCP_RTO_MIN), `tcp_probe0_base`):
 //!    **probe-timer** (corked, MSG_MORE or held data; an application pausing exactly that long
@@ -86,6 +89,11 @@ pub(crate) struct GapContext {
     pub resend: Resend,
     /// When the resent range was last sent before (RFC 6298 5.5 backoff counts from there).
     pub resent_prev_tx: Option<(Instant, Evidence)>,
+    /// TSvals of the resent range's first transmission and of the resend (RFC 7323 3).
+    pub eifel: Option<(u32, u32)>,
+    /// The first ACK of the resent range echoed the first transmission's TSval: the resend was
+    /// spurious (Eifel, RFC 3522 2). None: not known (no timestamps, or no ACK seen).
+    pub spurious: Option<bool>,
     pub dupacks: u32,
     pub sack_seen: bool,
     /// Largest number of segments this sender ever had in flight before the gap, and whether
@@ -152,7 +160,18 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
         let since_prev = c.end.since(prev_t);
         add(prev_t, prev_f, format!("{h} sent this range before"));
         let rto_floor = Duration(t.rto_min.0.saturating_sub(t.jiffy.0));
-        if length > t.rto_max + path_rtt {
+        if c.spurious == Some(true) {
+            // Not loss: the ACK was late. No timer's interval explains the wait at the sender's
+            // peer, so the mechanism is not shown.
+            cause = Cause::Unknown;
+            confidence = 0.4;
+            detail = format!(
+                "{} bytes resent {since_prev} after their previous transmission, but the range had arrived: the \
+                 first ACK after the resend echoes the original's timestamp (Eifel, RFC 3522), so the ACK came \
+                 late, not the data lost (a slow or starved receiver)",
+                c.seg.len
+            );
+        } else if length > t.rto_max + path_rtt {
             cause = Cause::Unknown;
             confidence = 0.3;
             detail = format!(
@@ -253,6 +272,10 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
             0.5
         };
         let full_window = c.snap.out_count >= 2 && (c.snap.out_count >= c.max_flight_segs || c.lost_before);
+        // An ACK measured to come sooner than any delayed-ACK timer (TCP_DELACK_MIN less a
+        // jiffy) yet late beyond the path: the receiver answered late without a timer (a
+        // starved or descheduled host), so waiting for it names no TCP mechanism of its own.
+        let untimed = delay.is_some_and(|d| d.0 + t.jiffy.0 < t.delack_min.0);
         if c.snap.out_small == 1 && released_small {
             cause = Cause::NagleDelayedAck;
             confidence = base;
@@ -270,6 +293,14 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
                 "only full-sized segments were unacknowledged, yet {} bytes waited for the ACK: classic Nagle \
                  without Minshall's rule (RFC 896; Linux would have sent){mss_note}; {delay_txt}",
                 c.seg.len
+            );
+        } else if untimed && (full_window || c.snap.out_count < 2) {
+            cause = Cause::Unknown;
+            confidence = 0.4;
+            detail = format!(
+                "{} segments ({} bytes) were in flight and the next waited for the ACK; {delay_txt}: sooner than \
+                 any delayed-ACK timer, so the receiver answered late without one (a slow or descheduled host)",
+                c.snap.out_count, c.snap.out_bytes
             );
         } else if full_window {
             cause = Cause::CwndLimited;

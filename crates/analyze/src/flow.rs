@@ -37,6 +37,8 @@ pub(crate) struct Sent {
     /// Its latest transmission (the first, or the latest retransmission): RFC 6298 5.5's
     /// backoff counts from there.
     pub last_tx: (Instant, Evidence),
+    /// TSval of its first transmission (RFC 7323 3), for Eifel's spurious-retransmission test.
+    pub tsval: Option<u32>,
 }
 
 /// An ACK from the peer that advanced this direction's `snd_una`.
@@ -226,6 +228,8 @@ pub struct FlowAnalyzer {
 /// by which time the kernel has answered; tcpdump on a multi-queue NIC stamps per CPU. An
 /// advancing pure ACK this close after the end of a gap is taken as the one that ended it.
 const REORDER_WINDOW: Duration = Duration::from_millis(1);
+/// How long a resend's classification waits for the first ACK of its range (Eifel).
+const EIFEL_WAIT: Duration = Duration::from_millis(1_000);
 
 impl FlowAnalyzer {
     pub fn new(cfg: Config) -> Self {
@@ -249,7 +253,10 @@ impl FlowAnalyzer {
         let EventKind::Segment(seg) = &ev.kind else { return };
         let t = ev.t;
         if let Some(p) = &self.pending {
-            if t.since(p.end) > REORDER_WINDOW || seg.len > 0 {
+            // A resend waits (at most EIFEL_WAIT) for the first ACK of its range, which tells
+            // whether it was spurious.
+            let awaiting_ack = p.eifel.is_some() && p.spurious.is_none() && t.since(p.end) <= EIFEL_WAIT;
+            if (t.since(p.end) > REORDER_WINDOW && !awaiting_ack) || seg.len > 0 {
                 self.flush_pending();
             }
         }
@@ -441,6 +448,16 @@ impl FlowAnalyzer {
             }
             let seen = AckSeen { t, frame, pure: seg.is_pure_ack(), ack, earliest_sent: earliest };
             dir.ack_in_gap = Some(seen);
+            // Eifel (RFC 3522 2): the first ACK of a resent range that echoes a timestamp older
+            // than the resend's own carries the original: the range had arrived, the resend was
+            // spurious (Linux counts it in TCPSpuriousRtos / undoes with tcp_try_undo_loss).
+            if let Some(p) = self.pending.as_mut() {
+                if let (Some((orig, retx)), None, Some((_, ecr))) = (p.eifel, p.spurious, seg.ts) {
+                    if p.held == dir_of_acked && seq_lt(p.seg.seq, ack) {
+                        p.spurious = Some(ecr == orig || seq_lt(ecr, retx));
+                    }
+                }
+            }
             // An ACK stamped just after the data it released (see REORDER_WINDOW).
             if let Some(p) = self.pending.as_mut() {
                 // Only an ACK of the data outstanding before the gap (not of the released
@@ -477,7 +494,7 @@ impl FlowAnalyzer {
             let path = self.path_rtt();
             if gap >= self.cfg.min_gap + path.unwrap_or(Duration::ZERO) {
                 let dir = &self.dirs[d.index()];
-                let (resend, resent_prev_tx) = resend_kind(dir, seg);
+                let (resend, resent_prev_tx, orig_tsval) = resend_kind(dir, seg);
                 let ctx = GapContext {
                     start: t0,
                     start_frame: f0,
@@ -493,6 +510,11 @@ impl FlowAnalyzer {
                     ack_after_release: false,
                     resend,
                     resent_prev_tx,
+                    eifel: match (orig_tsval, seg.ts) {
+                        (Some(o), Some((r, _))) if o != r => Some((o, r)),
+                        _ => None,
+                    },
+                    spurious: None,
                     dupacks: dir.dupacks,
                     sack_seen: dir.sack_in_dupacks,
                     max_flight_segs: dir.sum.max_in_flight_segments as usize,
@@ -567,6 +589,7 @@ impl FlowAnalyzer {
                     small,
                     retx: false,
                     last_tx: (t, frame),
+                    tsval: seg.ts.map(|ts| ts.0),
                 });
                 dir.out_bytes += u64::from(seg.len);
                 dir.out_small += usize::from(small);
@@ -757,23 +780,25 @@ impl FlowAnalyzer {
 
 /// Whether a data segment resends sequence space already seen, which range, and when that range
 /// was last sent (see [`Resend`]).
-fn resend_kind(dir: &Dir, seg: &Segment) -> (Resend, Option<(Instant, Evidence)>) {
+/// and the TSval of its first transmission (Eifel, RFC 3522).
+fn resend_kind(dir: &Dir, seg: &Segment) -> (Resend, Option<(Instant, Evidence)>, Option<u32>) {
     if !dir.started || !seq_lt(seg.seq, dir.snd_nxt) {
-        return (Resend::No, None);
+        return (Resend::No, None, None);
     }
     let covering =
         dir.outstanding.iter().find(|s| seq_lt(seg.seq, s.end) && seq_le(s.end.wrapping_sub(s.len), seg.seq));
-    let prev = covering.map(|s| s.last_tx);
-    if in_hole(dir.hole, seg.seq) {
-        return (Resend::FillsHole, prev);
-    }
-    if !seq_lt(seg.seq, dir.snd_una) && seg.seq == dir.snd_una {
-        return (Resend::Head, prev);
-    }
-    match dir.outstanding.back() {
-        Some(last) if dir.outstanding.len() >= 2 && seg.seq == last.end.wrapping_sub(last.len) => (Resend::Tail, prev),
-        _ => (Resend::Other, prev),
-    }
+    let (prev, tsval) = (covering.map(|s| s.last_tx), covering.and_then(|s| s.tsval));
+    let kind = if in_hole(dir.hole, seg.seq) {
+        Resend::FillsHole
+    } else if seg.seq == dir.snd_una {
+        Resend::Head
+    } else {
+        match dir.outstanding.back() {
+            Some(last) if dir.outstanding.len() >= 2 && seg.seq == last.end.wrapping_sub(last.len) => Resend::Tail,
+            _ => Resend::Other,
+        }
+    };
+    (kind, prev, tsval)
 }
 
 fn in_hole(hole: Option<(u32, u32)>, seq: u32) -> bool {

@@ -68,12 +68,17 @@ impl StallSummary {
         self.by_cause.iter().find(|c| c.cause.is_tcp_stall())
     }
 
-    /// The comparable verdict over `rounds` measured rounds: it stalls when stall records
-    /// number more than one per ten rounds (a rare scheduling hiccup does not flip the key;
-    /// the records themselves are all listed). With `rounds` 0 any stall counts.
+    /// The comparable verdict over `rounds` measured rounds: it stalls when stall records with
+    /// a named mechanism number more than one per ten rounds (a rare scheduling hiccup does not
+    /// flip the key; the records themselves are all listed). `unknown` records are counted and
+    /// listed but make no key: the evidence shows no mechanism to compare. With `rounds` 0 any
+    /// named stall counts.
     pub fn key(&self, rounds: u64) -> VerdictKey {
-        let stalls = self.stall_count > 0 && self.stall_count * 10 > rounds;
-        VerdictKey { stalls, cause: if stalls { self.dominant().map(|c| c.cause) } else { None } }
+        let named: u64 =
+            self.by_cause.iter().filter(|c| c.cause.is_tcp_stall() && c.cause != Cause::Unknown).map(|c| c.count).sum();
+        let stalls = named > 0 && named * 10 > rounds;
+        let cause = self.by_cause.iter().find(|c| c.cause.is_tcp_stall() && c.cause != Cause::Unknown).map(|c| c.cause);
+        VerdictKey { stalls, cause: if stalls { cause } else { None } }
     }
 
     /// "2 nagle-delayed-ack (~44 ms), 1 retransmission-timeout (~210 ms)"; "no stalls".
@@ -115,14 +120,19 @@ pub fn verdict(records: &[Stall], w: Window, samples: u64, unit: &str) -> (Stall
     let summary = StallSummary::of(records.iter().filter(|s| w.contains(s)));
     let key = summary.key(samples);
     let mut text = match summary.dominant() {
-        Some(c) if key.stalls => format!(
-            "stalls ~{:.0} ms, {} in {samples} {unit} ({}): {}",
-            c.median.as_millis_f64(),
-            summary.stall_count,
-            summary.counts_text(),
-            c.cause.explain()
-        ),
-        _ if summary.stall_count > 0 => format!("no stalls (rare: {} in {samples} {unit})", summary.counts_text()),
+        Some(_) if key.stalls => {
+            let c = summary.by_cause.iter().find(|c| Some(c.cause) == key.cause).expect("the key's cause is counted");
+            format!(
+                "stalls ~{:.0} ms, {} in {samples} {unit} ({}): {}",
+                c.median.as_millis_f64(),
+                summary.stall_count,
+                summary.counts_text(),
+                c.cause.explain()
+            )
+        }
+        _ if summary.stall_count > 0 => {
+            format!("no stalls (rare or unexplained: {} in {samples} {unit})", summary.counts_text())
+        }
         _ => "no stalls".to_string(),
     };
     if let Some(note) = outside_notes(records, w) {

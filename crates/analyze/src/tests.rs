@@ -373,3 +373,33 @@ fn random_segments_never_panic_and_records_are_well_formed() {
         serde_json::to_string(&a.flows[0]).expect("serialisable");
     }
 }
+
+/// Eifel (RFC 3522 2): a resend whose first ACK echoes the ORIGINAL's TSval was spurious (the
+/// range had arrived; the ACK was late, e.g. a starved receiver): not loss. Echoing the
+/// resend's own TSval, it was a real retransmission timeout (RFC 6298 5).
+#[test]
+fn a_resend_acknowledged_with_the_originals_timestamp_was_spurious() {
+    for (echo_original, want) in [(true, Cause::Unknown), (false, Cause::RetransmissionTimeout)] {
+        let mut s = Script::new();
+        s.data(1.0, A, 100);
+        let seq = s.seq[0] - 100;
+        s.resend(210.0, A, 100);
+        // Timestamps: the original carries TSval 1000, the resend 1210.
+        let n = s.ev.len();
+        for (i, tsval) in [(n - 2, 1000u32), (n - 1, 1210)] {
+            if let EventKind::Segment(seg) = &mut s.ev[i].kind {
+                seg.ts = Some((tsval, 0));
+            }
+        }
+        let ecr = if echo_original { 1000 } else { 1210 };
+        s.raw(211 * MS, B, 5000, seq + 100, TcpFlags::ACK, 0, 512, None);
+        if let EventKind::Segment(seg) = &mut s.ev.last_mut().unwrap().kind {
+            seg.ts = Some((77, ecr));
+        }
+        let st = stalls(&s);
+        assert_eq!(st.iter().map(|s| s.cause).collect::<Vec<_>>(), vec![want], "{st:#?}");
+        if echo_original {
+            assert!(st[0].detail.contains("Eifel"), "{}", st[0].detail);
+        }
+    }
+}

@@ -23,9 +23,38 @@ use wire::write::{Interface, PcapNgWriter};
 pub const SNAPLEN: u32 = 160;
 
 /// How long the reader sleeps when the queue is empty. The kernel stamps each packet when it
-/// arrives (not when read), so batching moves no time; the socket's queue (8 MB asked for)
+/// arrives (not when read), so batching moves no time; the socket's queue (64 MB asked for)
 /// holds far more than this many milliseconds of loopback traffic.
 const BATCH_SLEEP: Duration = Duration::from_millis(2);
+
+/// Packets recorded elsewhere for the row: behind `--link` the forwarder's tap (the link
+/// crate's `capture::Tap`, adapted by the caller). Raw IPv4 packets (LINKTYPE_IPV4).
+pub trait PacketTap: Send + Sync {
+    /// Start keeping packets (called before the row's client connects).
+    fn arm(&self);
+    /// Stop keeping; the packets kept, as (CLOCK_REALTIME ns, original length, the packet's
+    /// first bytes: at least its IPv4 and TCP headers).
+    fn take(&self) -> Vec<(u64, u32, Vec<u8>)>;
+    /// Where the packets are seen, for the report.
+    fn point(&self) -> String;
+}
+
+/// A shared [`PacketTap`] in `LabOptions`.
+#[derive(Clone)]
+pub struct TapHandle(pub Arc<dyn PacketTap>);
+
+impl std::fmt::Debug for TapHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TapHandle({})", self.0.point())
+    }
+}
+
+impl PartialEq for TapHandle {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for TapHandle {}
 
 /// A running capture (the reader thread).
 pub(crate) struct RowCapture {
@@ -96,22 +125,32 @@ pub(crate) fn realtime_ns() -> u64 {
 pub struct Skipped {
     pub not_tcp: u64,
     pub malformed: u64,
+    /// TCP packets of another connection (a tap sees everything the link carries).
+    pub other_port: u64,
 }
 
-/// Decode loopback frames (Ethernet framing) into the trace of one connection: endpoint A is
+/// Decode frames (`linktype`: Ethernet on loopback, IPv4 from the link's tap) into the trace of one connection: endpoint A is
 /// the client (the side whose port is not `server_port`), times are ns since `origin_ns`
 /// (CLOCK_REALTIME, the same clock as the frames' stamps; an earlier frame is clamped to 0),
-/// evidence is the frame's 1-based number in `frames`.
-pub fn events(frames: &[Frame], server_port: u16, origin_ns: u64) -> (Vec<Event>, Skipped) {
+/// evidence is the frame's 1-based number in `frames` plus `frame_base` (the frames before
+/// them in the file they are written to).
+pub fn events(
+    frames: &[Frame],
+    linktype: u32,
+    server_port: u16,
+    origin_ns: u64,
+    frame_base: u64,
+) -> (Vec<Event>, Skipped) {
     let mut out = Vec::with_capacity(frames.len());
     let mut skipped = Skipped::default();
     for (i, f) in frames.iter().enumerate() {
-        match wire::decode(wire::linktype::ETHERNET, &f.data, f.orig_len) {
+        match wire::decode(linktype, &f.data, f.orig_len) {
+            Ok(p) if p.src.port() != server_port && p.dst.port() != server_port => skipped.other_port += 1,
             Ok(p) => out.push(Event {
                 t: Instant(f.ts_ns.saturating_sub(origin_ns)),
                 from: if p.src.port() == server_port { Endpoint::B } else { Endpoint::A },
                 kind: EventKind::Segment(p.segment),
-                evidence: Evidence::Frame(i as u64 + 1),
+                evidence: Evidence::Frame(frame_base + i as u64 + 1),
             }),
             Err(wire::Skip::Malformed) => skipped.malformed += 1,
             Err(_) => skipped.not_tcp += 1,
@@ -159,14 +198,16 @@ impl CaptureFile {
         })
     }
 
-    /// Append one row's frames on an interface of their own.
-    pub(crate) fn write_row(&self, label: &str, frames: &[Frame]) {
+    /// Append one row's frames on an interface of their own; returns the number of frames
+    /// before them in the file.
+    pub(crate) fn write_row(&self, label: &str, frames: &[Frame]) -> u64 {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let g = &mut *g;
+        let Some(w) = g.w.as_mut() else { return 0 };
+        let base = w.packets();
         if g.error.is_some() {
-            return;
+            return base;
         }
-        let Some(w) = g.w.as_mut() else { return };
         let iface = Interface {
             name: "lo".into(),
             description: format!("tcpstall lab row '{label}': loopback of its network namespace, arriving copies"),
@@ -183,6 +224,7 @@ impl CaptureFile {
         if let Err(e) = r {
             g.error = Some(format!("writing {}: {e}", g.path.display()));
         }
+        base
     }
 
     /// Flush and close; the number of packets written, or the first write error.
@@ -228,11 +270,13 @@ mod tests {
             frame(1_000, 40000, 5001, 0x02, 0),
             frame(2_000, 5001, 40000, 0x12, 0),
             frame(3_000, 40000, 5001, 0x18, 100),
-            Frame { ts_ns: 4_000, orig_len: 60, data: vec![0; 20] }, // cut short
+            // An IPv4 frame cut inside its IP header, and an ARP frame.
+            Frame { ts_ns: 4_000, orig_len: 60, data: frame(4_000, 1, 5001, 0x10, 0).data[..20].to_vec() },
+            Frame { ts_ns: 5_000, orig_len: 42, data: [&[0u8; 12][..], &[0x08, 0x06], &[0; 28]].concat() },
         ];
-        let (ev, skipped) = events(&frames, 5001, 1_000);
+        let (ev, skipped) = events(&frames, wire::linktype::ETHERNET, 5001, 1_000, 0);
         assert_eq!(ev.len(), 3);
-        assert_eq!(skipped, Skipped { not_tcp: 0, malformed: 1 });
+        assert_eq!(skipped, Skipped { not_tcp: 1, malformed: 1, other_port: 0 });
         assert_eq!((ev[0].from, ev[1].from, ev[2].from), (Endpoint::A, Endpoint::B, Endpoint::A));
         assert_eq!((ev[0].t, ev[2].t), (Instant(0), Instant(2_000)));
         assert_eq!(ev[2].evidence, Evidence::Frame(3));

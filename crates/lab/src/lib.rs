@@ -14,7 +14,7 @@ pub mod capture;
 mod exec;
 pub mod measure;
 pub mod netstat;
-pub mod outside;
+
 mod pair;
 mod placement;
 mod result;
@@ -22,7 +22,7 @@ pub mod txstamp;
 pub mod verdict;
 
 pub use cancel::Cancel;
-pub use capture::CaptureFile;
+pub use capture::{CaptureFile, PacketTap, TapHandle};
 pub use pair::{run_pair, run_pair_analysed};
 pub use placement::Placement;
 
@@ -55,15 +55,18 @@ pub struct LabOptions {
     /// after every recv no longer prevents seed 000's stalls (measured: 19 stalls in 10 rounds
     /// with it, 0 without).
     pub tx_timestamps: bool,
-    /// Record the row's packets (AF_PACKET on the loopback the row runs on, filtered to its
-    /// port) and analyse them with the one classifier (`RunResult::stall_records`). Needs
-    /// CAP_NET_RAW; without it the row keeps its other measurements and the report says why.
-    /// Not available behind an emulated link (its own loopback carries no traffic of the row).
+    /// Record the row's packets and analyse them with the one classifier
+    /// (`RunResult::stall_records`): on loopback with AF_PACKET on the row's `lo`, filtered to
+    /// its port (needs CAP_NET_RAW; without it the row keeps its other measurements and the
+    /// report says why); behind an emulated link from `tap`.
     pub capture: bool,
     /// Also write every row's frames to this pcapng file (one interface per row).
     pub capture_file: Option<capture::CaptureFile>,
     /// Keep each row's decoded packets in `RunResult::packets` (for `--report`).
     pub keep_packets: bool,
+    /// Behind an emulated link: the forwarder's tap, the row's packets instead of a loopback
+    /// capture (`capture` still decides whether they are used).
+    pub tap: Option<capture::TapHandle>,
     /// Cancellation (Ctrl-C): checked between rows; cancelling shuts the running row's sockets
     /// down so it stops at once. The rows finished before stay in the report.
     pub cancel: Cancel,
@@ -81,6 +84,7 @@ impl Default for LabOptions {
             capture: true,
             capture_file: None,
             keep_packets: false,
+            tap: None,
             cancel: Cancel::new(),
         }
     }
@@ -240,7 +244,7 @@ pub fn add_cost_comparison(rows: &mut [RunResult]) {
         let base = idx.iter().position(|&i| rows[i].strategy == "default").map(|k| costs[k]);
         for (&i, c) in idx.iter().zip(verdict::compare_cost(&costs, base)) {
             if let Some(c) = c {
-                outside::insert_before_notes(&mut rows[i].verdict, &format!(", {c}"));
+                verdict::insert_before_notes(&mut rows[i].verdict, &format!(", {c}"));
             }
         }
     }

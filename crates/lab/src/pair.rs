@@ -70,16 +70,6 @@ pub(crate) struct SideOut {
     pub netstat: BTreeMap<String, i64>,
     /// Hold time inside TCP of each write of the measured rounds (SO_TIMESTAMPING), if known.
     pub holds: Option<Vec<i64>>,
-    /// How long this side's calls waited outside the measured rounds.
-    pub outside: OutsideWaits,
-}
-
-/// Waits (ns, those of at least `measure::WAIT_FLOOR_NS`) of one side's socket calls in the
-/// prologue and in the epilogue. Not samples, not stalls: the verdict names the long ones.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct OutsideWaits {
-    pub prologue: Vec<u64>,
-    pub epilogue: Vec<u64>,
 }
 
 /// What the client measured on top.
@@ -100,9 +90,11 @@ pub(crate) enum PacketsOut {
     Off,
     /// Asked for, not possible or failed: why, in words.
     Failed(String),
-    /// What the capture recorded; `origin_ns` (CLOCK_REALTIME) is the trace's time 0, taken
-    /// before the client connected; `server_port` tells the sides apart.
-    Captured { cap: Captured, origin_ns: u64, server_port: u16 },
+    /// What the capture recorded (frames of `linktype`, seen at `point`); `origin_ns`
+    /// (CLOCK_REALTIME) is the trace's time 0, taken before the client connected;
+    /// `server_port` tells the sides apart; `frame_base` is the number of frames before the
+    /// row's first in the `--capture` file (so evidence frame numbers are the file's).
+    Captured { cap: Captured, linktype: u32, point: String, origin_ns: u64, server_port: u16, frame_base: u64 },
 }
 
 /// Like `run_pair`, also returning notes on the namespace used ("" for the placement's own) and
@@ -124,7 +116,7 @@ pub(crate) fn run_pair_noted(
         let s = s.join().map_err(|_| LabError::Panic("server")).and_then(|r| r);
         (s, c)
     });
-    let ((srv, ns, packets), cli) = match (srv, cli) {
+    let ((srv, ns, mut packets), cli) = match (srv, cli) {
         (Ok(s), Ok(c)) => (s, c),
         (Err(se), Err(ce)) => return Err(if se.is_secondary() { ce } else { se }),
         (Err(e), Ok(_)) | (Ok(_), Err(e)) => return Err(e),
@@ -140,33 +132,83 @@ pub(crate) fn run_pair_noted(
     if let PacketsOut::Failed(why) = &packets {
         notes.push(format!("no packet capture: {why}; stall records not measured"));
     }
-    if let PacketsOut::Captured { cap, .. } = &packets {
+    if let PacketsOut::Captured { cap, frame_base, .. } = &mut packets {
         if cap.stats.drops > 0 {
             notes.push(format!(
                 "the packet capture lost {} of {} packets (socket queue full): stall records may be incomplete",
                 cap.stats.drops, cap.stats.packets
             ));
         }
-        if let Some(f) = &opts.capture_file {
-            f.write_row(&pair.label, &cap.frames);
+        // Behind a link the link writes the file itself.
+        if let (Some(f), None) = (&opts.capture_file, &opts.tap) {
+            *frame_base = f.write_row(&pair.label, &cap.frames);
         }
     }
     let (row, analysis) = result::assemble(&program, pair, place, opts, srv, cli, packets);
     Ok((row, analysis, notes))
 }
 
+/// The row's capture while it runs.
+enum Running {
+    Socket(RowCapture, u64),
+    Tap(capture::TapHandle, u64),
+}
+
+impl Running {
+    fn finish(self, port: u16) -> PacketsOut {
+        match self {
+            Running::Socket(c, origin_ns) => match c.finish() {
+                Ok(cap) => PacketsOut::Captured {
+                    cap,
+                    linktype: wire::linktype::ETHERNET,
+                    point: "loopback of the row's network namespace (arriving copies, AF_PACKET)".into(),
+                    origin_ns,
+                    server_port: port,
+                    frame_base: 0,
+                },
+                Err(e) => PacketsOut::Failed(e),
+            },
+            Running::Tap(t, origin_ns) => {
+                // The tap's records pass a channel to the link's writer thread first.
+                std::thread::sleep(Duration::from_millis(20));
+                let frames: Vec<_> =
+                    t.0.take()
+                        .into_iter()
+                        .map(|(ts_ns, orig_len, data)| sys::packet::Frame { ts_ns, orig_len, data })
+                        .collect();
+                let cap = Captured { frames, stats: Default::default() };
+                PacketsOut::Captured {
+                    cap,
+                    linktype: wire::linktype::IPV4,
+                    point: t.0.point(),
+                    origin_ns,
+                    server_port: port,
+                    frame_base: 0,
+                }
+            }
+        }
+    }
+}
+
 /// Start the row's capture in the calling thread's namespace (the server's, before the client
-/// connects), when asked for and possible.
-fn start_capture(place: &Placement, lab: &LabOptions, port: u16) -> (PacketsOut, Option<(RowCapture, u64)>) {
+/// connects), when asked for and possible: behind a link the forwarder's tap, else AF_PACKET
+/// on the namespace's loopback.
+fn start_capture(place: &Placement, lab: &LabOptions, port: u16) -> (PacketsOut, Option<Running>) {
     if !lab.capture {
         return (PacketsOut::Off, None);
     }
-    if place.server_netns.is_some() || place.client_netns.is_some() {
-        return (PacketsOut::Failed("behind --link the row's loopback carries none of its packets".into()), None);
-    }
     let origin = capture::realtime_ns();
+    if place.server_netns.is_some() || place.client_netns.is_some() {
+        return match &lab.tap {
+            Some(t) => {
+                t.0.arm();
+                (PacketsOut::Off, Some(Running::Tap(t.clone(), origin)))
+            }
+            None => (PacketsOut::Failed("behind --link the row's loopback carries none of its packets".into()), None),
+        };
+    }
     match RowCapture::start(port) {
-        Ok(c) => (PacketsOut::Off, Some((c, origin))),
+        Ok(c) => (PacketsOut::Off, Some(Running::Socket(c, origin))),
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
             (PacketsOut::Failed("AF_PACKET needs CAP_NET_RAW (run as root)".into()), None)
         }
@@ -261,15 +303,8 @@ struct RoundsOut {
     holds: Option<Vec<i64>>,
     /// TcpExt deltas over the measured rounds (empty when this side does not count).
     netstat: BTreeMap<String, i64>,
-    outside: OutsideWaits,
     /// CLOCK_REALTIME (ns) at the start and the end of the measured rounds.
     real: (u64, u64),
-}
-
-/// Room for the waits of running `ops` once: a call can wait more than once only when a
-/// receive takes several reads.
-fn outside_recorder(ops: &[exec::Op<'_>]) -> Recorder {
-    Recorder::with_capacity(0, ops.len() * 4 + 64)
 }
 
 /// How long a snapshot waits for written bytes to leave the socket (see `settle`).
@@ -333,11 +368,10 @@ fn run_rounds(
             let _ = tx.drain(r.sock);
         }
     };
-    // The prologue's and the epilogue's calls are timed like those of a round (outside the timed
-    // rounds, so at no cost to them), into recorders of their own: never samples or stalls.
-    let mut pro = outside_recorder(&prologue);
+    // Waits in the prologue and the epilogue are not timed: they are no samples, and the row's
+    // packets show any stall there (the classifier's records outside the measured window).
     let mut clk = Clock::start();
-    r.run(&prologue, Phase::Prologue, &mut clk, Some(&mut pro))?;
+    r.run(&prologue, Phase::Prologue, &mut clk, None)?;
     drain(r);
     for w in 0..u64::from(p.warmup_rounds) {
         r.run(&round, Phase::Warmup(w), &mut clk, None)?;
@@ -386,21 +420,9 @@ fn run_rounds(
             .map(|(_, h)| h)
             .collect()
     });
-    // The client's epilogue clock starts at the end of its last measured round: its first wait
-    // then also covers the settle above, which waits for data its TCP still holds (a Nagle-held
-    // tail of the last message). The server's starts here: before, it waited for the client's
-    // signal, which is the client's time, not a hold of the server's.
-    let mut epi = outside_recorder(&epilogue);
-    let mut clk = match &sync {
-        Sync::TellServer(_) => Clock { prev: t1, slept: Duration::ZERO },
-        Sync::WaitForClient(..) => Clock::start(),
-    };
-    r.run(&epilogue, Phase::Epilogue, &mut clk, Some(&mut epi))?;
-    let outside = OutsideWaits {
-        prologue: pro.waits.iter().map(|w| w.ns).collect(),
-        epilogue: epi.waits.iter().map(|w| w.ns).collect(),
-    };
-    Ok(RoundsOut { before, after, wall, held, holds, netstat, outside, real })
+    let mut clk = Clock::start();
+    r.run(&epilogue, Phase::Epilogue, &mut clk, None)?;
+    Ok(RoundsOut { before, after, wall, held, holds, netstat, real })
 }
 
 /// A runner for one side's connected socket, no SO_TIMESTAMPING log yet.
@@ -482,7 +504,7 @@ fn server(
     drop(listener);
     let _watch = lab.cancel.watch(&sock);
     setup(&sock, opts, side, lab.io_timeout)?;
-    let (before, after, applied, holds, netstat, outside) = match program {
+    let (before, after, applied, holds, netstat) = match program {
         Program::Rounds(p) => {
             let (sbuf, rbuf) = bufs(&p.server, 0);
             let mut r = runner(side, &sock, opts, &sbuf, rbuf, lab.io_timeout);
@@ -499,7 +521,7 @@ fn server(
                     cancel: &lab.cancel,
                 },
             )?;
-            (o.before, o.after, o.held, o.holds, o.netstat, o.outside)
+            (o.before, o.after, o.held, o.holds, o.netstat)
         }
         Program::Stream { .. } => {
             let (sbuf, rbuf) = bufs(&SideProgram::default(), 0);
@@ -511,18 +533,15 @@ fn server(
                 (Some(b), Some(a), Some(prefix)) => netstat::delta(&b, &a, prefix),
                 _ => BTreeMap::new(),
             };
-            (b, info(&sock, side)?, applied(&sock, opts), None, netstat, OutsideWaits::default())
+            (b, info(&sock, side)?, applied(&sock, opts), None, netstat)
         }
     };
     // Keep the socket open until the client is done.
     let _ = done.recv_timeout(lab.io_timeout);
-    if let Some((c, origin_ns)) = running {
-        packets = match c.finish() {
-            Ok(cap) => PacketsOut::Captured { cap, origin_ns, server_port: local.port() },
-            Err(e) => PacketsOut::Failed(e),
-        };
+    if let Some(r) = running {
+        packets = r.finish(local.port());
     }
-    Ok((SideOut { applied, before, after, netstat, holds, outside }, ns, packets))
+    Ok((SideOut { applied, before, after, netstat, holds }, ns, packets))
 }
 
 fn client(
@@ -582,14 +601,8 @@ fn client(
                     cancel: &lab.cancel,
                 },
             )?;
-            let side = SideOut {
-                applied: o.held,
-                before: o.before,
-                after: o.after,
-                netstat: o.netstat,
-                holds: o.holds,
-                outside: o.outside,
-            };
+            let side =
+                SideOut { applied: o.held, before: o.before, after: o.after, netstat: o.netstat, holds: o.holds };
             ClientOut { side, rec, wall: o.wall, rounds: u64::from(p.rounds), stream: None, window_real: o.real }
         }
         Program::Stream { duration_ns, write_size } => {
@@ -613,7 +626,7 @@ fn client(
             };
             let applied = applied(&sock, opts);
             sock.shutdown(std::net::Shutdown::Write).map_err(|e| io("shutdown", e))?;
-            let side = SideOut { applied, before, after, netstat, holds: None, outside: OutsideWaits::default() };
+            let side = SideOut { applied, before, after, netstat, holds: None };
             ClientOut { side, rec: Recorder::with_capacity(0, 0), wall, rounds: writes, stream: Some(h), window_real }
         }
     };

@@ -2,14 +2,13 @@
 //! percentiles, stalls and the verdict.
 
 use report::{PacketCapture, PacketSide, RunResult, TcpSides, TcpStats, Wire, WireSide};
-use scenario::{Opt, Program, Sample, SideOpts, SideProgram, Step, StrategyPair};
+use scenario::{Program, StrategyPair};
 use sys::tcpinfo::TcpInfo;
 
 use crate::capture;
 use crate::measure;
-use crate::outside::{self, Span, SpanSide};
 use crate::pair::{ClientOut, PacketsOut, SideOut};
-use crate::verdict::{self, Facts, SideFacts};
+use crate::verdict::{self, Corroboration, Records};
 use crate::{LabOptions, Placement, DEFAULT_STALL_MARGIN};
 
 fn sub32(a: Option<u32>, b: Option<u32>) -> u64 {
@@ -37,37 +36,6 @@ fn stats(before: &TcpInfo, after: &TcpInfo) -> TcpStats {
         ato_us: after.ato,
         snd_mss: after.snd_mss,
         rcv_mss: after.rcv_mss,
-    }
-}
-
-fn side_facts(opts: &SideOpts, prog: &SideProgram, out: &SideOut, threshold_us: f64) -> SideFacts {
-    let (applied, t) = (&out.applied, &out.after);
-    // A side "sends" when its measured round has a Send step.
-    let sends = prog.round.iter().any(|s| matches!(s, Step::Send(_)));
-    SideFacts {
-        sends,
-        // What held after setup, read back: TCP_NODELAY off means Nagle applies (tcp_nagle_check).
-        nagle: !applied.nodelay.unwrap_or(opts.nodelay_at_connect()),
-        corks: opts.has(Opt::Cork) || opts.has(Opt::MsgMore) || opts.has(Opt::NodelayThenCork),
-        quickack_each: opts.has(Opt::QuickackEach),
-        ato_us: t.ato,
-        snd_cwnd: t.snd_cwnd,
-        held: out.holds.as_deref().map(|h| verdict::Held::from_holds(h, threshold_us)),
-    }
-}
-
-/// One side in the prologue or epilogue, for `outside::note`. Data this side could have had
-/// queued there: what it sends in the span, and in the epilogue also the last measured round's.
-fn span_side(span: Span, opts: &SideOpts, prog: &SideProgram, out: &SideOut) -> SpanSide {
-    let sends = |steps: &[Step]| steps.iter().any(|s| matches!(s, Step::Send(_)));
-    let (queued, waits) = match span {
-        Span::Prologue => (sends(&prog.prologue), &out.outside.prologue),
-        Span::Epilogue => (sends(&prog.epilogue) || sends(&prog.round), &out.outside.epilogue),
-    };
-    SpanSide {
-        waits_ns: waits.clone(),
-        nagle: queued && !out.applied.nodelay.unwrap_or(opts.nodelay_at_connect()),
-        corks: queued && (opts.has(Opt::Cork) || opts.has(Opt::MsgMore) || opts.has(Opt::NodelayThenCork)),
     }
 }
 
@@ -102,77 +70,81 @@ pub(crate) fn assemble(
     let throughput_bytes_per_s = if wall_s > 0.0 { payload as f64 / wall_s } else { 0.0 };
     let margin = lab.stall_threshold.unwrap_or(DEFAULT_STALL_MARGIN);
     let threshold = measure::threshold_ns(margin.as_nanos() as u64, cli.side.after.min_rtt.unwrap_or(0));
-    let delayed_acks = sum_of(&netstat, "DelayedACKs");
-    // The row's packets through the one classifier. The verdict below does not use them yet:
-    // `trace.analysis` is where the lead wires it (analyze::verdict over trace.analysis).
-    let trace = match packets {
-        PacketsOut::Captured { cap, origin_ns, server_port } => {
-            Some(packet_trace(&cap, origin_ns, server_port, margin, cli.window_real, lab.keep_packets))
-        }
-        PacketsOut::Off | PacketsOut::Failed(_) => None,
+    // The row's packets through the one classifier: every cause in the verdict is its.
+    let (trace, no_packets) = match packets {
+        PacketsOut::Captured { cap, linktype, point, origin_ns, server_port, frame_base } => (
+            Some(packet_trace(
+                &cap,
+                linktype,
+                point,
+                (origin_ns, server_port, frame_base),
+                margin,
+                cli.window_real,
+                lab.keep_packets,
+            )),
+            String::new(),
+        ),
+        PacketsOut::Off => (None, "packet capture off (--no-capture)".to_string()),
+        PacketsOut::Failed(why) => (None, format!("no packets captured: {why}")),
+    };
+    let records: Vec<analyze::Stall> =
+        trace.as_ref().map(|t| t.analysis.stalls().cloned().collect()).unwrap_or_default();
+    let recs = match &trace {
+        Some(t) => Records::Classified {
+            records: &records,
+            window: analyze::Window {
+                from_ns: t.window.0,
+                to_ns: t.window.1,
+                warmed_up: matches!(program, Program::Rounds(p) if p.warmup_rounds > 0),
+            },
+        },
+        None => Records::NotCaptured(&no_packets),
+    };
+    let corroboration = Corroboration {
+        ato_us: cli.side.after.ato.max(srv.after.ato),
+        delayed_acks: sum_of(&netstat, "DelayedACKs"),
+        retransmits: tcp.client.retransmits + tcp.server.retransmits,
+        timeouts: sum_of(&netstat, "TCPTimeouts"),
+        client_held: cli.side.holds.as_deref().map(|h| verdict::Held::from_holds(h, threshold as f64 / 1000.0)),
+        server_held: srv.holds.as_deref().map(|h| verdict::Held::from_holds(h, threshold as f64 / 1000.0)),
     };
 
     // The histogram behind latency_us, for the HTML report (not in the JSON).
     let latency_dist;
-    let (latency_us, stalls, verdict) = match program {
+    let (latency_us, slow_samples, (summary, verdict)) = match program {
         Program::Stream { .. } => {
             let h = cli.stream.as_ref();
-            let us = |ns: u64| ns as f64 / 1000.0;
             let facts = verdict::StreamFacts {
                 bytes: wire.client.bytes_sent,
                 wall_s,
                 data_segs: wire.client.data_segs_out,
                 pure_acks: wire.server.non_data_segs_out,
-                writes: cli.rounds,
-                waits_over: h.map_or(0, |h| h.count_between(threshold.max(1), u64::MAX)),
-                threshold_us: threshold as f64 / 1000.0,
-                max_wait_us: h.map_or(0.0, |h| us(h.max())),
-                p99_wait_us: h.map_or(0.0, |h| us(h.value_at_quantile(0.99))),
-                retransmits: tcp.client.retransmits + tcp.server.retransmits,
-                timeouts: sum_of(&netstat, "TCPTimeouts"),
             };
             let latency = h.map(measure::latency).unwrap_or_default();
             latency_dist = h.map(report::LatencyDist::from_histogram_ns).unwrap_or_default();
-            (latency, facts.waits_over, verdict::infer_stream(&facts))
+            let slow = h.map_or(0, |h| h.count_between(threshold.max(1), u64::MAX));
+            (latency, slow, verdict::stream(recs, &facts, &corroboration))
         }
         Program::Rounds(p) => {
-            let st = measure::stalls(&cli.rec.waits, threshold);
-            let per_round = p.client.round.iter().filter(|s| matches!(s, Step::Recv(_))).count() as u32;
-            let reads = (p.sample == Sample::ClientRecv).then_some(per_round);
-            let facts = Facts {
-                rounds: cli.rounds,
-                stalls_us: st.iter().map(|w| w.ns as f64 / 1000.0).collect(),
-                stall_rounds: {
-                    let k = u64::from(reads.unwrap_or(1).max(1));
-                    let mut r: Vec<u64> = st.iter().map(|w| u64::from(w.sample) / k).collect();
-                    r.dedup();
-                    r.len() as u64
-                },
-                threshold_us: threshold as f64 / 1000.0,
-                reads_per_round: reads,
-                stall_positions: match reads {
-                    Some(k) if k > 0 => st.iter().map(|w| w.sample % k).collect(),
-                    _ => Vec::new(),
-                },
-                client: side_facts(&pair.client, &p.client, &cli.side, threshold as f64 / 1000.0),
-                server: side_facts(&pair.server, &p.server, &srv, threshold as f64 / 1000.0),
-                delayed_acks,
-                retransmits: tcp.client.retransmits + tcp.server.retransmits,
-                min_rtt_us: cli.side.after.min_rtt.unwrap_or(0),
-            };
-            let mut v = verdict::infer(&facts);
-            // Named, not counted: the key (and the stalls, samples and ms/round) stay those of
-            // the measured rounds.
-            for span in [Span::Prologue, Span::Epilogue] {
-                let c = span_side(span, &pair.client, &p.client, &cli.side);
-                let s = span_side(span, &pair.server, &p.server, &srv);
-                if let Some(note) = outside::note(span, &c, &s, threshold) {
-                    v.text = format!("{}; {note}", v.text);
+            let waits = measure::stalls(&cli.rec.waits, threshold);
+            let slow: Vec<u64> = waits.iter().map(|w| w.ns).collect();
+            // Stalls are counted against measured rounds (seed 002 stalls once per round of
+            // three reads), as the key's one-in-ten rule reads.
+            let samples = cli.rounds;
+            let reads = p.sample == scenario::Sample::ClientRecv;
+            let unit = "rounds";
+            // Reads per round: where in the round the slow samples fall (seed 002: the third).
+            let k = p.client.round.iter().filter(|s| matches!(s, scenario::Step::Recv(_))).count() as u32;
+            let slow_at = match waits.first() {
+                Some(w0) if reads && k > 1 && waits.iter().all(|w| w.sample % k == w0.sample % k) => {
+                    Some(format!("read {} of {k}", w0.sample % k + 1))
                 }
-            }
+                _ => None,
+            };
+            let v = verdict::rounds(recs, samples, unit, &slow, slow_at, &corroboration);
             let h = measure::histogram_of(&cli.rec.samples);
             latency_dist = report::LatencyDist::from_histogram_ns(&h);
-            (measure::latency(&h), st.len() as u64, v)
+            (measure::latency(&h), slow.len() as u64, v)
         }
     };
     let mut row = RunResult {
@@ -182,11 +154,11 @@ pub(crate) fn assemble(
         server: srv.applied,
         rounds: cli.rounds,
         latency_us,
-        slow_samples: stalls,
+        slow_samples,
         slow_sample_threshold_us: threshold as f64 / 1000.0,
-        stall_count: stalls,
-        stall_summary: Default::default(),
-        stall_records: trace.as_ref().map(|t| t.analysis.stalls().cloned().collect()).unwrap_or_default(),
+        stall_count: summary.stall_count,
+        stall_summary: summary,
+        stall_records: records,
         measured_from_ns: trace.as_ref().map_or(0, |t| t.window.0),
         measured_to_ns: trace.as_ref().map_or(0, |t| t.window.1),
         capture: trace.as_ref().map(|t| t.capture.clone()),
@@ -219,13 +191,14 @@ struct PacketTrace {
 
 fn packet_trace(
     cap: &capture::Captured,
-    origin_ns: u64,
-    server_port: u16,
+    linktype: u32,
+    point: String,
+    (origin_ns, server_port, frame_base): (u64, u16, u64),
     margin: std::time::Duration,
     window_real: (u64, u64),
     keep: bool,
 ) -> PacketTrace {
-    let (events, _skipped) = capture::events(&cap.frames, server_port, origin_ns);
+    let (events, _skipped) = capture::events(&cap.frames, linktype, server_port, origin_ns, frame_base);
     let tcp_packets = events.len() as u64;
     let cfg = analyze::Config { min_gap: trace::Duration::from_nanos(margin.as_nanos() as u64), ..Default::default() };
     let (analysis, events) = if keep {
@@ -242,7 +215,7 @@ fn packet_trace(
     };
     let [a, b] = analysis.wire_cost();
     let capture = PacketCapture {
-        point: "loopback of the row's network namespace (arriving copies, AF_PACKET)".into(),
+        point,
         frames: cap.frames.len() as u64,
         tcp_packets,
         kernel_drops: cap.stats.drops,

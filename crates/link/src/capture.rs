@@ -15,9 +15,10 @@
 //! Writing happens on its own thread, fed by a channel, so the forwarder never waits on disk.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -46,14 +47,71 @@ pub type CaptureTx = Sender<Record>;
 pub struct Capture {
     tx: Option<CaptureTx>,
     thread: Option<JoinHandle<Result<u64, String>>>,
-    path: PathBuf,
+    path: Option<PathBuf>,
+    tap: Tap,
+}
+
+/// The server side's records, for a consumer that analyses them (the lab's row trace): what
+/// tcpdump on the server's TUN device would see (its own packets as they enter the link, the
+/// client's as the link delivers them). Armed before a row connects, taken after it ends.
+#[derive(Clone, Default)]
+pub struct Tap(Arc<Mutex<Option<Vec<TapRecord>>>>);
+
+/// A packet of the tap: (CLOCK_REALTIME ns, length, its first [`TAP_SNAPLEN`] bytes).
+pub type TapRecord = (u64, u32, Vec<u8>);
+
+/// Bytes a tap keeps per packet: IPv4 with options (60) + TCP with options (60); the payload is
+/// not needed and a long stream would otherwise keep every byte it carried.
+pub const TAP_SNAPLEN: usize = 120;
+
+impl Tap {
+    /// Start keeping the server side's packets (dropping any kept before).
+    pub fn arm(&self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
+    }
+    /// Stop keeping; the packets kept (IPv4 packets, headers only). Records still in
+    /// the writer's channel are not in it yet: wait a few milliseconds after the last packet.
+    pub fn take(&self) -> Vec<TapRecord> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default()
+    }
+    fn keep(&self, ts: u64, data: &[u8]) {
+        if let Some(v) = self.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            v.push((ts, data.len() as u32, data[..data.len().min(TAP_SNAPLEN)].to_vec()));
+        }
+    }
 }
 
 impl Capture {
     /// Create `path` and start the writer. `realtime_offset_ns` is CLOCK_REALTIME minus
     /// CLOCK_MONOTONIC, so packets carry wall-clock timestamps like any tcpdump capture; `link`
     /// (the spec) goes into each interface's description.
-    pub fn start(path: &Path, realtime_offset_ns: i128, names: [String; 2], link: &str) -> Result<Capture, LinkError> {
+    /// Without `path` nothing is written: the records only feed the [`Tap`].
+    pub fn start(
+        path: Option<&Path>,
+        realtime_offset_ns: i128,
+        names: [String; 2],
+        link: &str,
+    ) -> Result<Capture, LinkError> {
+        let tap = Tap::default();
+        let w = match path {
+            Some(p) => Some(Self::writer(p, &names, link)?),
+            None => None,
+        };
+        let (tx, rx) = mpsc::channel();
+        let t = tap.clone();
+        let thread = std::thread::Builder::new()
+            .name("tcpstall-capture".into())
+            .spawn(move || write_loop(w, rx, realtime_offset_ns, t))
+            .map_err(|e| LinkError::Io { what: "spawning the capture thread".into(), err: e })?;
+        Ok(Capture { tx: Some(tx), thread: Some(thread), path: path.map(Path::to_path_buf), tap })
+    }
+
+    /// The server side's records, for the lab's row trace.
+    pub fn tap(&self) -> Tap {
+        self.tap.clone()
+    }
+
+    fn writer(path: &Path, names: &[String; 2], link: &str) -> Result<PcapNgWriter<BufWriter<File>>, LinkError> {
         let file = File::create(path)
             .map_err(|e| LinkError::Io { what: format!("creating capture file {}", path.display()), err: e })?;
         let interfaces: Vec<Interface> = names
@@ -66,14 +124,8 @@ impl Capture {
                 snaplen: 0,
             })
             .collect();
-        let w = PcapNgWriter::new(BufWriter::with_capacity(1 << 20, file), &interfaces)
-            .map_err(|e| LinkError::Setup(format!("writing {}: {e}", path.display())))?;
-        let (tx, rx) = mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("tcpstall-capture".into())
-            .spawn(move || write_loop(w, rx, realtime_offset_ns))
-            .map_err(|e| LinkError::Io { what: "spawning the capture thread".into(), err: e })?;
-        Ok(Capture { tx: Some(tx), thread: Some(thread), path: path.to_path_buf() })
+        PcapNgWriter::new(BufWriter::with_capacity(1 << 20, file), &interfaces)
+            .map_err(|e| LinkError::Setup(format!("writing {}: {e}", path.display())))
     }
 
     pub fn sender(&self) -> CaptureTx {
@@ -85,13 +137,19 @@ impl Capture {
     pub fn finish(mut self) -> Result<u64, LinkError> {
         self.tx.take();
         let t = self.thread.take().expect("capture thread");
-        t.join()
-            .map_err(|_| LinkError::Setup("capture thread panicked".into()))?
-            .map_err(|e| LinkError::Setup(format!("writing {}: {e}", self.path.display())))
+        t.join().map_err(|_| LinkError::Setup("capture thread panicked".into()))?.map_err(|e| {
+            let p = self.path.as_deref().map_or_else(|| "the capture".to_string(), |p| p.display().to_string());
+            LinkError::Setup(format!("writing {p}: {e}"))
+        })
     }
 }
 
-fn write_loop(mut w: PcapNgWriter<BufWriter<File>>, rx: Receiver<Record>, offset: i128) -> Result<u64, String> {
+fn write_loop(
+    mut w: Option<PcapNgWriter<BufWriter<File>>>,
+    rx: Receiver<Record>,
+    offset: i128,
+    tap: Tap,
+) -> Result<u64, String> {
     let mut n = 0u64;
     let mut error: Option<String> = None;
     let mut dirty = false;
@@ -101,7 +159,7 @@ fn write_loop(mut w: PcapNgWriter<BufWriter<File>>, rx: Receiver<Record>, offset
         let rec = match rx.recv_timeout(Duration::from_millis(50)) {
             Ok(r) => r,
             Err(RecvTimeoutError::Timeout) => {
-                if dirty {
+                if let (true, Some(w)) = (dirty, w.as_mut()) {
                     if let Err(e) = w.flush() {
                         error.get_or_insert(e.to_string());
                     }
@@ -111,10 +169,14 @@ fn write_loop(mut w: PcapNgWriter<BufWriter<File>>, rx: Receiver<Record>, offset
             }
             Err(RecvTimeoutError::Disconnected) => break,
         };
+        let ts = (i128::from(rec.mono_ns) + offset).max(0) as u64;
+        if rec.iface == IFACE_SERVER {
+            tap.keep(ts, &rec.data);
+        }
         if error.is_some() {
             continue; // drain the channel so the forwarder never blocks, but stop writing
         }
-        let ts = (i128::from(rec.mono_ns) + offset).max(0) as u64;
+        let Some(w) = w.as_mut() else { continue };
         let len = rec.data.len() as u32;
         match w.packet(rec.iface, ts, &rec.data, len) {
             Ok(()) => {
@@ -124,7 +186,7 @@ fn write_loop(mut w: PcapNgWriter<BufWriter<File>>, rx: Receiver<Record>, offset
             Err(e) => error = Some(e.to_string()),
         }
     }
-    if let Err(e) = w.get_mut().flush() {
+    if let Some(Err(e)) = w.as_mut().map(|w| w.flush()) {
         error.get_or_insert(e.to_string());
     }
     match error {

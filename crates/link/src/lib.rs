@@ -87,6 +87,9 @@ pub struct LinkOptions {
     pub devices: [netns::DeviceOptions; 2],
     /// Pin the client->server and server->client threads to these CPUs.
     pub cpus: Option<[usize; 2]>,
+    /// Keep a [`capture::Tap`] of the server side's packets (`Link::tap`), with or without a
+    /// capture file: the lab's row traces behind a link come from it.
+    pub tap: bool,
 }
 
 impl Default for LinkOptions {
@@ -98,6 +101,7 @@ impl Default for LinkOptions {
             busy_poll_ns: forward::DEFAULT_BUSY_POLL_NS,
             devices: [netns::DeviceOptions::default(); 2],
             cpus: None,
+            tap: false,
         }
     }
 }
@@ -112,7 +116,7 @@ pub struct Link {
     stop: Arc<EventFd>,
     stopping: Arc<AtomicBool>,
     threads: Vec<JoinHandle<Result<DirReport, String>>>,
-    capture: Option<(Capture, PathBuf)>,
+    capture: Option<(Capture, Option<PathBuf>)>,
 }
 
 impl Link {
@@ -140,15 +144,15 @@ impl Link {
                 .map_err(|e| LinkError::Setup(format!("eventfd: {}", e.desc())))?,
         );
         let stopping = Arc::new(AtomicBool::new(false));
-        let capture = match capture {
-            None => None,
-            Some(p) => {
-                let names = [
-                    format!("client {} {}", netns::TUN_NAME, netns::CLIENT_IP),
-                    format!("server {} {}", netns::TUN_NAME, netns::SERVER_IP),
-                ];
-                Some((Capture::start(p, forward::realtime_offset_ns(), names, &spec.to_string())?, p.to_path_buf()))
-            }
+        let capture = if capture.is_some() || opts.tap {
+            let names = [
+                format!("client {} {}", netns::TUN_NAME, netns::CLIENT_IP),
+                format!("server {} {}", netns::TUN_NAME, netns::SERVER_IP),
+            ];
+            let c = Capture::start(capture, forward::realtime_offset_ns(), names, &spec.to_string())?;
+            Some((c, capture.map(Path::to_path_buf)))
+        } else {
+            None
         };
         let mut seeder = match opts.seed {
             Some(s) => SmallRng::seed_from_u64(s),
@@ -191,6 +195,11 @@ impl Link {
     pub fn privilege(&self) -> Privilege {
         self.privilege
     }
+    /// The server side's packets (with `LinkOptions::tap` or a capture file), for the lab.
+    pub fn tap(&self) -> Option<capture::Tap> {
+        self.capture.as_ref().map(|(c, _)| c.tap())
+    }
+
     /// The client end (198.18.0.1).
     pub fn client(&self) -> &End {
         &self.client
@@ -206,7 +215,11 @@ impl Link {
         let device_drops = [self.client.tun_tx_dropped().ok(), self.server.tun_tx_dropped().ok()];
         let capture = match self.capture.take() {
             None => None,
-            Some((c, path)) => Some((path, c.finish()?)),
+            Some((c, Some(path))) => Some((path, c.finish()?)),
+            Some((c, None)) => {
+                c.finish()?;
+                None
+            }
         };
         Ok(LinkReport { spec: self.spec.clone(), dirs, capture, device_drops })
     }

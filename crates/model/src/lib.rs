@@ -11,6 +11,7 @@
 //! data.
 
 mod app;
+pub mod fingerprint;
 mod link;
 pub mod pcap;
 pub mod profile;

@@ -78,6 +78,38 @@ pub struct ReceiverRules {
     pub pingpong_thresh: u32,
     pub quickack_sockopt: bool,
     pub rcv_wnd: u32,
+    /// Before 059217c18be6 ("tcp: fix quick-ack counting to count actual ACKs of new data",
+    /// 6.6): `tcp_event_ack_sent(sk, tcp_skb_pcount(skb), ...)` -> `tcp_dec_quickack_mode(sk,
+    /// pkts)` spent one quick ACK per segment of every skb sent with the ACK flag, data included,
+    /// whether or not it acknowledged new data. After it, one per ACK of new data only
+    /// (`inet_csk_ack_scheduled`).
+    #[serde(default)]
+    pub quickack_counts_data_segs: bool,
+    /// 4720852ed9af ("tcp: fix delayed ACKs for MSS boundary condition", 6.6):
+    /// `tcp_measure_rcv_mss` marks ICSK_ACK_PUSHED for a full-sized (>= rcv_mss) segment with
+    /// PSH, so reading it ACKs at once (`__tcp_cleanup_rbuf`). Before, only sub-MSS segments did.
+    #[serde(default)]
+    pub full_psh_pushed: bool,
+}
+
+/// Facts about one Linux release that `tcpstall kernel` can observe but the model does not
+/// simulate (the fingerprint compares them; see crates/model/src/fingerprint.rs).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinuxEra {
+    /// The mainline release this profile stands for, as first tagged (x.y.0).
+    pub release: String,
+    /// Tail-loss probe (6ba8a3b19e76, 3.10; `tcp_schedule_loss_probe`).
+    pub tlp: bool,
+    /// Autocorking (f54b311142a9, 3.14; `tcp_should_autocork`).
+    pub autocork: bool,
+    /// Default congestion control (CONFIG_DEFAULT_TCP_CONG; cubic since 2.6.19).
+    pub congestion_control: String,
+    /// Sysctls under /proc/sys/net/ipv4 whose presence dates the release (each cited in the file).
+    pub sysctls: Vec<String>,
+    /// Sysctls this release does not have yet (the newer ones of the list above).
+    #[serde(default)]
+    pub absent_sysctls: Vec<String>,
 }
 
 /// One stack's rules.
@@ -99,6 +131,9 @@ pub struct Profile {
     /// Values nobody has checked against the stack's source or a capture.
     #[serde(default)]
     pub unverified: Vec<String>,
+    /// Linux only: release facts for `tcpstall kernel`.
+    #[serde(default)]
+    pub linux: Option<LinuxEra>,
 }
 
 const BUILTIN: &[(&str, &str)] = &[
@@ -108,6 +143,19 @@ const BUILTIN: &[(&str, &str)] = &[
     ("macos", include_str!("../profiles/macos.toml")),
     ("freebsd", include_str!("../profiles/freebsd.toml")),
     ("windows", include_str!("../profiles/windows.toml")),
+];
+
+/// Linux by era: mainline releases as first tagged, differing exactly in the behaviours that
+/// changed (each difference cites its commit in the file). Not part of `all`.
+const ERAS: &[(&str, &str)] = &[
+    ("linux:4.19", include_str!("../profiles/linux-4.19.toml")),
+    ("linux:5.4", include_str!("../profiles/linux-5.4.toml")),
+    ("linux:5.10", include_str!("../profiles/linux-5.10.toml")),
+    ("linux:5.15", include_str!("../profiles/linux-5.15.toml")),
+    ("linux:6.1", include_str!("../profiles/linux-6.1.toml")),
+    ("linux:6.6", include_str!("../profiles/linux-6.6.toml")),
+    ("linux:6.12", include_str!("../profiles/linux-6.12.toml")),
+    ("linux", include_str!("../profiles/linux.toml")),
 ];
 
 impl Profile {
@@ -139,10 +187,26 @@ impl Profile {
             .collect()
     }
 
+    /// The Linux era profiles, oldest first, ending with `linux` (the newest).
+    pub fn eras() -> Vec<Profile> {
+        ERAS.iter()
+            .map(|(n, t)| Profile::from_toml(n, t).unwrap_or_else(|e| panic!("built-in profile is invalid: {e}")))
+            .collect()
+    }
+
+    /// Names of the era profiles, oldest first.
+    pub fn era_names() -> Vec<&'static str> {
+        ERAS.iter().map(|(n, _)| *n).collect()
+    }
+
     pub fn builtin(name: &str) -> Result<Profile, ModelError> {
-        BUILTIN.iter().find(|(n, _)| *n == name).map(|(n, t)| Profile::from_toml(n, t)).unwrap_or_else(|| {
-            Err(ModelError::UnknownProfile { name: name.into(), known: Profile::names().join(", ") })
-        })
+        BUILTIN.iter().chain(ERAS).find(|(n, _)| *n == name).map(|(n, t)| Profile::from_toml(n, t)).unwrap_or_else(
+            || {
+                let mut known = Profile::names();
+                known.extend(Profile::era_names().into_iter().filter(|n| *n != "linux"));
+                Err(ModelError::UnknownProfile { name: name.into(), known: known.join(", ") })
+            },
+        )
     }
 }
 
@@ -157,6 +221,10 @@ mod tests {
             assert!(p.sender.initial_cwnd >= 1);
         }
         assert_eq!(Profile::names(), ["linux", "linux-2.6", "rfc-classic", "macos", "freebsd", "windows"]);
+        for p in Profile::eras() {
+            assert!(p.linux.is_some(), "{} has no [linux] release facts", p.name);
+            assert!(p.sources.contains_key("quickack_accounting") || p.name == "linux", "{}", p.name);
+        }
     }
 
     #[test]

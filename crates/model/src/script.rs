@@ -82,6 +82,15 @@ impl Script {
     }
 
     /// Run the network and the timers up to time `t` (ms).
+    /// Give both ends the handshake's RTT sample (Tcp::handshake_rtt), as the simulator does.
+    pub fn handshake(&mut self) -> &mut Self {
+        let rtt = 2 * self.one_way;
+        for e in &mut self.eps {
+            e.handshake_rtt(rtt);
+        }
+        self
+    }
+
     pub fn at(&mut self, t_ms: f64) -> &mut Self {
         let t = ms(t_ms).max(self.now);
         while let Some(Reverse((when, _, _))) = self.q.peek() {

@@ -95,8 +95,13 @@ impl Sim {
         if let Some(m) = cfg.mss {
             mss = m.min(advmss);
         }
-        let a = Tcp::new(cfg.client, mss, advmss, ts);
-        let b = Tcp::new(cfg.server, mss, advmss, ts);
+        let mut a = Tcp::new(cfg.client, mss, advmss, ts);
+        let mut b = Tcp::new(cfg.server, mss, advmss, ts);
+        // The handshake's RTT sample on both sides (Tcp::handshake_rtt): SYN and SYN-ACK cross
+        // the link once each way.
+        let rtt = link.delay_up_ns + link.delay_down_ns;
+        a.handshake_rtt(rtt);
+        b.handshake_rtt(rtt);
         let (program, sample_kind) = match workload.program() {
             Program::Rounds(p) => {
                 let total = u64::from(p.warmup_rounds) + u64::from(p.rounds);

@@ -83,7 +83,8 @@ fn the_classifier_names_every_hold_the_model_made_with_the_models_cause() {
     for scenario in Scenario::catalogue().into_iter().filter(|s| s.name != "stream") {
         let mut s = scenario.clone();
         s.apply_sets(sets(&s.name)).unwrap();
-        for p in Profile::all() {
+        // The six stacks and the Linux eras (linux:4.19 .. linux:6.12; `linux` is in both).
+        for p in Profile::all().into_iter().chain(Profile::eras().into_iter().filter(|p| p.name != "linux")) {
             for pair in matrix_all() {
                 for link in &links {
                     run(&s, &pair, &p, link, &mut t);

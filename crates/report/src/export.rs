@@ -280,7 +280,13 @@ impl Exporter for Table {
                 "  (it includes the scenario's own pause of interval_ms={ms} between rounds; p50/p99/max do not)\n"
             ));
         }
-        out.push_str("stalls: waits longer than the threshold (10 ms over the round trip unless set);\n");
+        out.push_str(if model {
+            "stalls: stall records in the measured rounds, named by the classifier from the packets the model sent \
+             (--stalls lists them);\n"
+        } else {
+            "stalls: stall records in the measured rounds, named by the classifier from the row's own packets \
+             (--stalls lists them);\n"
+        });
         out.push_str(if model {
             "segs = data + acks (counted by the model); wire = payload + link, IP and TCP headers per segment\n"
         } else {

@@ -111,7 +111,9 @@ pub fn create_tun_with(name: &str, napi: bool) -> io::Result<(OwnedFd, String)> 
 
 fn ifreq_ioctl(sock: &OwnedFd, request: libc::c_ulong, req: &mut IfReq) -> io::Result<()> {
     // SAFETY: every SIOC[GS]IF* request used here reads/writes one `struct ifreq`, which `req`
-    // points to and which outlives the call; `sock` is an open socket.
+    // points to and which outlives the call; `sock` is an open socket. SIOCETHTOOL (only from
+    // `ethtool_flag`) also writes one `struct ethtool_value` through `ifr_data`, which points
+    // at a live local of that function for the whole call.
     let rc = unsafe { libc::ioctl(sock.as_raw_fd(), request as _, req as *mut IfReq) };
     if rc < 0 {
         Err(io::Error::last_os_error())
@@ -182,4 +184,34 @@ pub fn add_default_route(name: &str) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+// SIOCETHTOOL: `ifr_data` (the first pointer-sized bytes of the union) points at a
+// `struct ethtool_value` the kernel fills in; the ifreq_ioctl SAFETY comment covers the call, and
+// `v` lives on the stack of `ethtool_flag` for the whole call.
+
+/// `ETHTOOL_GGRO` (include/uapi/linux/ethtool.h): is generic receive offload on.
+pub const ETHTOOL_GGRO: u32 = 0x0000_002b;
+/// `ETHTOOL_GTSO`: is TCP segmentation offload on.
+pub const ETHTOOL_GTSO: u32 = 0x0000_001e;
+/// `SIOCETHTOOL` (include/uapi/linux/sockios.h).
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+
+/// `struct ethtool_value` (include/uapi/linux/ethtool.h).
+#[repr(C)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
+
+/// `ethtool -k NAME` for one legacy on/off feature (`ETHTOOL_GGRO`, `ETHTOOL_GTSO`), through
+/// SIOCETHTOOL (net/ethtool/ioctl.c `ethtool_get_value`), in the calling thread's namespace.
+pub fn ethtool_flag(name: &str, cmd: u32) -> io::Result<bool> {
+    let s = ctl_socket()?;
+    let mut req = IfReq::new(name)?;
+    let mut v = EthtoolValue { cmd, data: 0 };
+    let ptr = std::ptr::addr_of_mut!(v) as usize;
+    req.data[..std::mem::size_of::<usize>()].copy_from_slice(&ptr.to_ne_bytes());
+    ifreq_ioctl(&s, SIOCETHTOOL, &mut req)?;
+    Ok(v.data != 0)
 }

@@ -110,6 +110,11 @@ impl Tcp {
         let len = seg.len;
         if len >= self.rcv_mss {
             self.rcv_mss = len.min(self.advmss);
+            // 4720852ed9af (6.6) "tcp: fix delayed ACKs for MSS boundary condition": a full-sized
+            // segment with PSH marks ICSK_ACK_PUSHED, so reading it ACKs at once.
+            if self.rcv.full_psh_pushed && seg.psh {
+                self.pushed = true;
+            }
         } else {
             let full = len + self.hdr;
             // TCP_MSS_DEFAULT (536) + header, or TCP_MIN_MSS (88) + header without PSH.
@@ -196,16 +201,23 @@ impl Tcp {
         let delack_since = by_timer.then_some(self.timers[TimerId::Delack as usize].armed_at);
         let seg = Seg { seq: self.snd_nxt, len: 0, ack: self.rcv_nxt, psh: false, delack_since };
         self.count_tx(&seg);
-        self.ack_sent();
+        self.ack_sent(1);
         out.push(Action::Tx(seg));
     }
 
     /// tcp_event_ack_sent: tcp_dec_quickack_mode, then clear the pending ACK and its timer.
-    pub(super) fn ack_sent(&mut self) {
-        if self.rcv.policy == AckPolicy::Linux && self.quick > 0 && self.ack_sched {
-            self.quick -= 1;
-            if self.quick == 0 {
+    /// `pkts` is tcp_skb_pcount of the segment sent (1 in the model, pure ACKs included).
+    pub(super) fn ack_sent(&mut self, pkts: u32) {
+        // include/net/tcp.h tcp_dec_quickack_mode. Since 059217c18be6 (6.6) one quick ACK is
+        // spent per ACK of new data (`pkts = inet_csk_ack_scheduled(sk) ? 1 : 0`); before it,
+        // `pkts` segments of every skb sent with the ACK flag, data segments included.
+        let spent = if self.rcv.quickack_counts_data_segs { pkts } else { u32::from(self.ack_sched) };
+        if self.rcv.policy == AckPolicy::Linux && self.quick > 0 && spent > 0 {
+            if spent >= self.quick {
+                self.quick = 0;
                 self.ato = self.delack_ato_min(); // "Leaving quickack mode we deflate ATO."
+            } else {
+                self.quick -= spent;
             }
         }
         self.ack_sched = false;

@@ -229,7 +229,7 @@ impl Tcp {
         }
         let seg = Seg { seq, len, ack: self.rcv_nxt, psh: self.snd_nxt == self.write_end, delack_since: None };
         self.count_tx(&seg);
-        self.ack_sent();
+        self.ack_sent(1);
         out.push(Action::Tx(seg));
     }
 
@@ -304,6 +304,17 @@ impl Tcp {
                 self.go_back();
             }
         }
+    }
+
+    /// The RTT sample of the three-way handshake, which the model does not replay (connections
+    /// start established): the client times its SYN (tcp_rcv_synsent_state_process -> tcp_ack
+    /// -> tcp_ack_update_rtt), the server its SYN-ACK (tcp_rcv_state_process ->
+    /// tcp_synack_rtt_meas); RFC 6298 2.2 first measurement. With it the RTO starts near
+    /// 200 ms instead of TCP_TIMEOUT_INIT (so a corked tail leaves by the probe timer at
+    /// ~200 ms), and tcp_send_delayed_ack bounds the delayed-ACK timeout by max(srtt, 40 ms)
+    /// from the first segment on.
+    pub fn handshake_rtt(&mut self, r: u64) {
+        self.rtt_sample(r.max(1));
     }
 
     pub(super) fn rtt_sample(&mut self, r: u64) {

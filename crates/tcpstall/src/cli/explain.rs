@@ -225,7 +225,7 @@ fn dir_line(name: &str, d: &DirSummary) -> String {
     )
 }
 
-/// What a capture held: the decoder's counts, each flow's analysis (and plot) with its label,
+/// What a capture held: the decoder's counts, each flow's analysis (and packets) with its label,
 /// and the error that ended the file early, if any.
 /// A flow's packets kept for --report, and how many more were not kept.
 type Packets = (Vec<Event>, u64);

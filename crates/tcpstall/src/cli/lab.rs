@@ -67,8 +67,9 @@ pub struct LabArgs {
     /// interface each)
     #[arg(long, value_name = "FILE")]
     pub capture: Option<PathBuf>,
-    /// Do not record the rows' packets (AF_PACKET on the row's loopback): no stall records,
-    /// less CPU. Without CAP_NET_RAW the capture is skipped anyway, with a note
+    /// Do not record the rows' packets (AF_PACKET on the row's loopback, or the link
+    /// forwarder's tap): no stall records, less CPU. On loopback without CAP_NET_RAW the
+    /// capture is skipped anyway, with a note
     #[arg(long)]
     pub no_capture: bool,
     /// Time each write's stay inside TCP (SO_TIMESTAMPING SCHED minus write time) and name the
@@ -218,7 +219,8 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     if let Some(p) = &args.report {
         output::check_writable("--report", p)?;
     }
-    let env = super::linkenv::open(args.link.as_deref(), link_capture)?;
+    let env = super::linkenv::open(args.link.as_deref(), link_capture, opts.capture)?;
+    opts.tap = env.tap();
     let total = (s.workload.variants().len() * s.matrix.len()) as u64;
     let bar = output::progress_bar(total, args.quiet);
     let mut progress = |p: Progress| match p {

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use lab::Placement;
-use link::{Link, LinkSpec};
+use link::{Link, LinkOptions, LinkSpec};
 
 /// The run's environment; dropping it stops the forwarder and the namespaces disappear.
 pub struct LinkEnv {
@@ -12,7 +12,30 @@ pub struct LinkEnv {
     link: Option<Link>,
 }
 
+/// The link's tap as the lab sees it: the server side of the link (what tcpdump on the
+/// server's TUN device would see).
+struct ServerTap(link::capture::Tap);
+
+impl lab::PacketTap for ServerTap {
+    fn arm(&self) {
+        self.0.arm()
+    }
+    fn take(&self) -> Vec<(u64, u32, Vec<u8>)> {
+        self.0.take()
+    }
+    fn point(&self) -> String {
+        "the emulated link's server end (the forwarder's tap: server packets as sent, client packets as delivered)"
+            .into()
+    }
+}
+
 impl LinkEnv {
+    /// The forwarder's tap for the lab's row traces (None on loopback).
+    pub fn tap(&self) -> Option<lab::TapHandle> {
+        let t = self.link.as_ref()?.tap()?;
+        Some(lab::TapHandle(std::sync::Arc::new(ServerTap(t))))
+    }
+
     /// Tear down; returns lines describing what the link did: per direction the packets
     /// carried and dropped (by reason), the delay applied (p50/p99) and the emulator's own
     /// added delay (p50/p99), and the capture file if any. Empty on loopback.
@@ -28,7 +51,9 @@ impl LinkEnv {
 ///
 /// Call before starting any thread: without root the link enters a user namespace, which
 /// only a single-threaded process may do.
-pub fn open(spec: Option<&str>, capture: Option<&Path>) -> anyhow::Result<LinkEnv> {
+/// `tap` keeps the server side's packets for the lab's row traces (off with `--no-capture`:
+/// the forwarder then copies no packet unless `capture` asks for a file).
+pub fn open(spec: Option<&str>, capture: Option<&Path>, tap: bool) -> anyhow::Result<LinkEnv> {
     let Some(spec) = spec else {
         if capture.is_some() {
             anyhow::bail!(
@@ -43,7 +68,8 @@ pub fn open(spec: Option<&str>, capture: Option<&Path>) -> anyhow::Result<LinkEn
     if !swept.is_empty() {
         eprintln!("tcpstall: removed {} stale process(es) left by killed runs", swept.len());
     }
-    let l = Link::open(&spec, capture).context("--link")?;
+    // The tap feeds each row's trace (the lab's stall records behind a link).
+    let l = Link::open_with(&spec, capture, &LinkOptions { tap, ..LinkOptions::default() }).context("--link")?;
     let placement = Placement {
         client_netns: Some(l.client().netns_path()),
         server_netns: Some(l.server().netns_path()),

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 pub mod common;
 pub mod explain;
 pub mod htmlreport;
+pub mod kernel;
 pub mod lab;
 pub mod linkenv;
 pub mod output;
@@ -26,6 +27,7 @@ Examples:
   tcpstall scenarios                        the built-in scenarios, their seeds and matrices
   tcpstall simulate --profile rfc-classic   the same scenario on a model of another stack
   tcpstall explain capture.pcapng           find and classify the stalls in a capture
+  tcpstall kernel                           which Linux era this kernel behaves like
   tcpstall shell --link rtt=20ms,rate=100mbit
                                             a shell 20 ms away from a second namespace
 
@@ -50,6 +52,8 @@ pub enum Command {
     Simulate(simulate::SimulateArgs),
     /// Run a command in a network namespace behind an emulated link.
     Shell(shell::ShellArgs),
+    /// Fingerprint this kernel's TCP rules (about 2 s) and name the Linux era profile it matches.
+    Kernel(kernel::KernelArgs),
 }
 
 /// Runs the command; returns the process exit code.
@@ -60,5 +64,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Explain(a) => explain::run(a),
         Command::Simulate(a) => simulate::run(a),
         Command::Shell(a) => shell::run(a),
+        Command::Kernel(a) => kernel::run(a),
     }
 }

@@ -26,6 +26,10 @@ Examples:
       the story of a stall, event by event
   tcpstall simulate multi-write --profile linux:macos
       a Linux client against a macOS server
+  tcpstall simulate burst --profile linux:5.10
+      seed 002 on Linux 5.10 as released (pingpong threshold 3)
+  tcpstall simulate burst --compare-profiles
+      seed 002 on every Linux era, where they differ
   tcpstall simulate --list-profiles
       the rules, their sources and what is unverified
 
@@ -41,8 +45,10 @@ pub struct SimulateArgs {
     /// Scenario to run (same as the positional argument)
     #[arg(long = "scenario", value_name = "NAME", conflicts_with = "scenario")]
     pub scenario_flag: Option<String>,
-    /// Stack profile: linux, linux-2.6, rfc-classic, macos, freebsd, windows, or a FILE.toml with the same
-    /// keys; `all` runs each; CLIENT:SERVER pairs two (e.g. linux:macos); commas list several
+    /// Stack profile: linux, linux-2.6, rfc-classic, macos, freebsd, windows, a Linux era
+    /// (linux:4.19, linux:5.4, linux:5.10, linux:5.15, linux:6.1, linux:6.6, linux:6.12), linux:here
+    /// (this kernel, measured by `tcpstall kernel`), or a FILE.toml with the same keys; `all` runs the
+    /// six stacks; CLIENT:SERVER pairs two (e.g. linux:macos, linux:5.10:linux); commas list several
     #[arg(long, value_name = "NAME", default_value = "linux")]
     pub profile: String,
     #[command(flatten)]
@@ -77,28 +83,62 @@ pub struct SimulateArgs {
     /// List the profiles, their rules, sources and unverified values, and exit
     #[arg(long)]
     pub list_profiles: bool,
+    /// Run the scenario on several profiles (default: the Linux eras linux:4.19 .. linux) and
+    /// show, strategy by strategy, where they differ
+    #[arg(long, value_name = "LIST", num_args = 0..=1, default_missing_value = "eras", conflicts_with = "profile")]
+    pub compare_profiles: Option<String>,
 }
 
-/// `--profile`: one name, `all`, or CLIENT:SERVER.
+/// `--profile`: one name, `all`, or CLIENT:SERVER. Era names contain a colon themselves
+/// (`linux:5.10`): an item that names one profile is that profile on both sides; otherwise it is
+/// split at the colon that leaves a profile on each side (`linux:5.10:macos`).
 pub fn profiles(spec: &str) -> anyhow::Result<Vec<(Profile, Profile)>> {
     if spec == "all" {
         return Ok(Profile::all().into_iter().map(|p| (p.clone(), p)).collect());
     }
+    let mut here = None;
     let mut out = Vec::new();
     for one in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let pair = match one.split_once(':') {
-            Some((c, s)) => (profile(c)?, profile(s)?),
-            None => {
-                let p = profile(one)?;
-                (p.clone(), p)
+        if let Some(p) = resolve(one, &mut here)? {
+            out.push((p.clone(), p));
+            continue;
+        }
+        let mut found = None;
+        for (i, _) in one.match_indices(':') {
+            let (c, sv) = (&one[..i], &one[i + 1..]);
+            if let (Some(c), Some(sv)) = (resolve(c, &mut here)?, resolve(sv, &mut here)?) {
+                found = Some((c, sv));
+                break;
             }
-        };
-        out.push(pair);
+        }
+        match found {
+            Some(pair) => out.push(pair),
+            // No split works: report the error of the whole item, or of its first half.
+            None => {
+                let first = one.split(':').next().unwrap_or(one);
+                profile(first)?;
+                profile(one)?;
+            }
+        }
     }
     if out.is_empty() {
         bail!("--profile: expected a profile name, all, or CLIENT:SERVER");
     }
     Ok(out)
+}
+
+/// A profile if `name` names one (`linux:here` runs `tcpstall kernel`'s experiments once).
+fn resolve(name: &str, here: &mut Option<Profile>) -> anyhow::Result<Option<Profile>> {
+    if name == "linux:here" {
+        if here.is_none() {
+            *here = Some(super::kernel::here_profile()?);
+        }
+        return Ok(here.clone());
+    }
+    if name.ends_with(".toml") {
+        return profile(name).map(Some);
+    }
+    Ok(Profile::builtin(name).ok())
 }
 
 /// A built-in profile by name, or a profile file (a path ending in .toml, same keys as
@@ -185,6 +225,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
     let s = scenario_from(&args)?;
+    if let Some(list) = &args.compare_profiles {
+        return compare_profiles(&args, &s, list);
+    }
     let spec = run_spec(&args)?;
     let pairs = s.matrix.clone();
     // Open the output before simulating, so a path that cannot be written fails first.
@@ -257,9 +300,90 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// `--compare-profiles`: the scenario's strategies on each profile; a row per strategy with
+/// each profile's stalls and p50/max latency, marked where the profiles disagree on stalls.
+fn compare_profiles(args: &SimulateArgs, s: &scenario::Scenario, list: &str) -> anyhow::Result<i32> {
+    let names = if list == "eras" { Profile::era_names().join(",") } else { list.to_string() };
+    let pairs = profiles(&names)?;
+    let mut cols = Vec::new();
+    for (c, sv) in &pairs {
+        let mut spec = run_spec(args)?;
+        spec.profiles = vec![(c.clone(), sv.clone())];
+        let (report, _) = model::report(s, &s.matrix, &spec, false);
+        let label = if c.name == sv.name { c.name.clone() } else { format!("{}:{}", c.name, sv.name) };
+        cols.push((label, report));
+    }
+    match args.common.format {
+        OutputFormat::Table => {}
+        OutputFormat::Json => {
+            let v: Vec<serde_json::Value> = cols
+                .iter()
+                .map(|(name, r)| {
+                    let rows: Vec<serde_json::Value> = r
+                        .results
+                        .iter()
+                        .map(|x| {
+                            serde_json::json!({
+                                "strategy": row_label(x),
+                                "stall_count": x.stall_count,
+                                "p50_ms": x.latency_us.p50 / 1e3,
+                                "max_ms": x.latency_us.max / 1e3,
+                                "verdict": x.verdict,
+                            })
+                        })
+                        .collect();
+                    serde_json::json!({ "profile": name, "rows": rows })
+                })
+                .collect();
+            let text = serde_json::to_string_pretty(&serde_json::json!({ "scenario": s.name, "profiles": v }))? + "\n";
+            output::write_bytes(text.as_bytes(), args.common.output.as_deref())?;
+            return Ok(0);
+        }
+        other => bail!("--compare-profiles prints a table or JSON, not {other:?} (use --format table or json)"),
+    }
+    let mut out = String::new();
+    let _ = writeln!(out, "scenario {}: stalls per run and latency p50/max (ms) on each profile", s.name);
+    let rows = cols.first().map_or(0, |(_, r)| r.results.len());
+    let lw =
+        cols.first().map(|(_, r)| r.results.iter().map(|x| row_label(x).len()).max().unwrap_or(8)).unwrap_or(8).max(8);
+    let cw = cols.iter().map(|(n, _)| n.len()).max().unwrap_or(10).max(22);
+    let _ = write!(out, "{:<lw$}", "strategy");
+    for (n, _) in &cols {
+        let _ = write!(out, "  {n:<cw$}");
+    }
+    out.push('\n');
+    let mut differ = 0;
+    for i in 0..rows {
+        let label = row_label(&cols[0].1.results[i]);
+        let stalls: Vec<u64> = cols.iter().map(|(_, r)| r.results.get(i).map_or(0, |x| x.stall_count)).collect();
+        // Differs: a profile stalls where another does not, or in clearly more rounds.
+        let (lo, hi) = (stalls.iter().min().copied().unwrap_or(0), stalls.iter().max().copied().unwrap_or(0));
+        let differs = (lo == 0) != (hi == 0) || hi > lo + 1;
+        differ += usize::from(differs);
+        let _ = write!(out, "{label:<lw$}");
+        for (_, r) in &cols {
+            let cell = r.results.get(i).map_or_else(String::new, |x| {
+                format!("{} stalls {:.2}/{:.1}", x.stall_count, x.latency_us.p50 / 1e3, x.latency_us.max / 1e3)
+            });
+            let _ = write!(out, "  {cell:<cw$}");
+        }
+        if differs {
+            out.push_str("  <- differs");
+        }
+        out.push('\n');
+    }
+    let _ = writeln!(
+        out,
+        "\n{differ} of {rows} strategies stall on some profiles and not on others, or in clearly more runs; the \
+         profiles' differences are listed (with commits) by `tcpstall simulate --list-profiles`"
+    );
+    output::write_bytes(out.as_bytes(), args.common.output.as_deref())?;
+    Ok(0)
+}
+
 fn list_profiles() -> String {
     let mut s = String::new();
-    for p in Profile::all() {
+    for p in Profile::all().into_iter().chain(Profile::eras().into_iter().filter(|p| p.name != "linux")) {
         let _ = writeln!(s, "{}: {}", p.name, p.summary);
         for (k, v) in &p.sources {
             let _ = writeln!(s, "  {k}: {v}");
@@ -400,6 +524,14 @@ mod tests {
         let p = profiles("linux:macos").unwrap();
         assert_eq!((p[0].0.name.as_str(), p[0].1.name.as_str()), ("linux", "macos"));
         assert!(profiles("solaris").unwrap_err().to_string().contains("unknown profile 'solaris'"));
+        // Era names contain a colon: a whole name first, then CLIENT:SERVER splits.
+        let p = profiles("linux:5.10").unwrap();
+        assert_eq!((p[0].0.name.as_str(), p[0].1.name.as_str()), ("linux:5.10", "linux:5.10"));
+        let p = profiles("linux:5.10:macos").unwrap();
+        assert_eq!((p[0].0.name.as_str(), p[0].1.name.as_str()), ("linux:5.10", "macos"));
+        let p = profiles("macos:linux:6.1").unwrap();
+        assert_eq!((p[0].0.name.as_str(), p[0].1.name.as_str()), ("macos", "linux:6.1"));
+        assert!(profiles("linux:9.9").is_err());
     }
 
     /// clap re-wraps a help line longer than the terminal: the examples fit in 80 columns.

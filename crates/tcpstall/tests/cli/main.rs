@@ -3,6 +3,7 @@
 //! with the reason outside CI, and fails under `CI=true`.
 
 mod explain;
+mod kernel;
 mod lab;
 mod link;
 mod report;
@@ -59,6 +60,8 @@ fn main() {
         t!(lab::rows_carry_the_classifiers_stalls_from_their_own_packets, Root),
         t!(lab::lab_capture_on_loopback_is_a_pcapng_explain_reads, Root, Tool("tcpdump")),
         t!(lab::without_cap_net_raw_the_capture_is_skipped_with_a_note, Root, Tool("setpriv")),
+        t!(lab::behind_a_link_rows_take_their_packets_from_the_forwarders_tap, Root),
+        t!(lab::an_unwritable_loopback_capture_fails_before_measuring),
         t!(link::shell_runs_the_command_in_the_client_namespace_and_returns_its_exit_code, Root),
         t!(link::shell_rejects_a_bad_link_in_one_line),
         t!(link::server_command_is_reachable_one_rtt_away, Root, Tool("python3")),
@@ -92,6 +95,12 @@ fn main() {
         t!(simulate::stalls_flag_lists_the_records_with_evidence),
         t!(simulate::list_profiles_shows_sources_and_unverified_values),
         t!(simulate::model_agrees_with_the_kernel),
+        t!(kernel::fingerprint_measures_the_rules_in_a_private_namespace, Root),
+        t!(kernel::fingerprint_twice_gives_the_same_answer),
+        t!(kernel::fingerprint_table_names_the_best_profile),
+        t!(kernel::era_profile_simulates_seed_002),
+        t!(kernel::compare_profiles_shows_where_the_eras_differ),
+        t!(kernel::here_profile_simulates_with_the_measured_rules),
         t!(validation::huge_counts_are_refused_with_the_parameter_and_its_limit),
         t!(validation::a_config_file_with_a_huge_count_is_refused_at_its_line),
         t!(validation::a_burst_that_would_deadlock_is_refused_and_says_why),

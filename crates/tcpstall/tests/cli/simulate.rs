@@ -263,6 +263,16 @@ pub fn list_profiles_shows_sources_and_unverified_values() {
         .stdout(predicate::str::contains("unverified"));
 }
 
+/// `tcpstall lab ARGS`: its JSON report. The kernel side must have run: a lab that fails or
+/// prints no JSON is a failure here, not a comparison with nothing.
+fn run_lab(args: &[&str]) -> serde_json::Value {
+    let out = tcpstall().args(args).output().expect("run tcpstall lab");
+    assert!(out.status.success(), "tcpstall {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("tcpstall {args:?}: no JSON on stdout ({e}): {}", String::from_utf8_lossy(&out.stdout))
+    })
+}
+
 /// Workload overrides that keep the agreement test short (~1 min on 2 cores).
 fn short(scenario: &str) -> &'static [&'static str] {
     match scenario {
@@ -286,7 +296,7 @@ pub fn model_agrees_with_the_kernel() {
     let _one_at_a_time = exclusive();
     let mtu = if is_root() { "1500" } else { "65536" };
     let scenarios = ["chunked", "multi-write", "burst", "bulk-ack", "rr"];
-    let (mut cells, mut agree) = (0, 0);
+    let (mut cells, mut disagreeing) = (0u32, 0u32);
     let mut report = Vec::new();
     for sc in scenarios {
         let mut lab_args = vec!["lab", sc, "--format", "json", "-q"];
@@ -297,64 +307,66 @@ pub fn model_agrees_with_the_kernel() {
             lab_args.extend(["--set", s]);
             sim_args.extend(["--set", s]);
         }
-        let run_lab = || -> serde_json::Value {
-            let out = tcpstall().args(&lab_args).output().expect("run tcpstall lab");
-            // The kernel side must have run: a lab that fails or prints no JSON is a failure
-            // here, not a comparison with nothing.
-            assert!(out.status.success(), "tcpstall {lab_args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-                panic!("tcpstall {lab_args:?}: no JSON on stdout ({e}): {}", String::from_utf8_lossy(&out.stdout))
-            })
-        };
-        let lab = run_lab();
         let sim = json(&sim_args);
         let sim_rows = sim["results"].as_array().unwrap();
-        // A loopback race can flip one row of a run (burst: whether two small writes coalesce);
-        // a disagreeing scenario is measured once more and a cell agrees when either run does.
-        // Both runs' verdicts are reported.
-        let mut second: Option<serde_json::Value> = None;
-        for l in lab["results"].as_array().unwrap() {
-            let label = l["strategy"].as_str().unwrap();
-            let Some(m) = sim_rows.iter().find(|r| r["strategy"] == label) else {
-                report.push(format!("{sc}/{label}: no model row"));
-                cells += 1;
-                continue;
-            };
-            cells += 1;
-            let segs = |r: &serde_json::Value, side: &str| r["wire"][side]["segs_out"].as_u64().unwrap_or(0);
-            eprintln!(
-                "  {sc}/{label}: segments client/server lab {}/{} model {}/{}",
-                segs(l, "client"),
-                segs(l, "server"),
-                segs(m, "client"),
-                segs(m, "server")
-            );
-            let (lk, mk) = (&l["verdict_key"], &m["verdict_key"]);
-            if lk == mk {
-                agree += 1;
-                continue;
+        // The kernel's verdict is timing-dependent on a loaded host (a late reply turns a fixed
+        // row's round into a real Nagle stall now and then): a scenario with a disagreement is
+        // measured once more, and a cell counts as agreeing when either run agrees; both runs'
+        // disagreements are printed.
+        let mut disagree: Vec<(String, String)> = Vec::new();
+        for attempt in 0..2 {
+            let lab = run_lab(&lab_args);
+            let mut now = Vec::new();
+            for l in lab["results"].as_array().unwrap() {
+                let label = l["strategy"].as_str().unwrap().to_string();
+                if attempt == 1 && !disagree.iter().any(|(d, _)| *d == label) {
+                    continue;
+                }
+                let Some(m) = sim_rows.iter().find(|r| r["strategy"] == label.as_str()) else {
+                    now.push((label.clone(), format!("{sc}/{label}: no model row")));
+                    continue;
+                };
+                let segs = |r: &serde_json::Value, side: &str| r["wire"][side]["segs_out"].as_u64().unwrap_or(0);
+                eprintln!(
+                    "  {sc}/{label}: segments client/server lab {}/{} model {}/{}",
+                    segs(l, "client"),
+                    segs(l, "server"),
+                    segs(m, "client"),
+                    segs(m, "server")
+                );
+                // Compared by mechanism: a lab row whose long waits match no TCP mechanism (cause
+                // null: a thread descheduled on a loaded host) has no TCP stall, which is what
+                // the model, with no scheduler, says.
+                let tcp_key =
+                    |k: &serde_json::Value| (k["stalls"] == true && !k["cause"].is_null(), k["cause"].clone());
+                let (lk, mk) = (&l["verdict_key"], &m["verdict_key"]);
+                if tcp_key(lk) != tcp_key(mk) {
+                    let why = format!("{sc}/{label}: lab {} ({}) vs model {} ({})", lk, l["verdict"], mk, m["verdict"]);
+                    now.push((label, why));
+                }
             }
-            let again = second.get_or_insert_with(run_lab);
-            let l2 = again["results"].as_array().unwrap().iter().find(|r| r["strategy"] == label);
-            let lk2 = l2.map(|r| &r["verdict_key"]);
-            if lk2 == Some(mk) {
-                agree += 1;
-                eprintln!("  {sc}/{label}: agreed on the second run (first: lab {lk} ({}))", l["verdict"]);
+            if let Some(errs) = lab["errors"].as_array() {
+                for e in errs {
+                    report.push(format!("{sc}: lab error {e}"));
+                }
+            }
+            if attempt == 0 {
+                cells += lab["results"].as_array().unwrap().len() as u32;
+                if now.is_empty() {
+                    break;
+                }
+                for (_, why) in &now {
+                    eprintln!("  first run: DISAGREE {why}");
+                }
+                disagree = now;
             } else {
-                report.push(format!(
-                    "{sc}/{label}: lab {lk} ({}), again {} vs model {mk} ({})",
-                    l["verdict"],
-                    l2.map_or("-".to_string(), |r| format!("{} ({})", r["verdict_key"], r["verdict"])),
-                    m["verdict"]
-                ));
+                disagree = now;
             }
         }
-        if let Some(errs) = lab["errors"].as_array() {
-            for e in errs {
-                report.push(format!("{sc}: lab error {e}"));
-            }
-        }
+        disagreeing += disagree.len() as u32;
+        report.extend(disagree.into_iter().map(|(_, why)| why));
     }
+    let agree = cells - disagreeing;
     let pct = 100.0 * f64::from(agree) / f64::from(cells.max(1));
     eprintln!("model vs kernel (lo MTU {mtu}): {agree}/{cells} cells agree ({pct:.1}%)");
     for r in &report {

@@ -1,0 +1,624 @@
+//! What `tcpstall kernel` measured on a running kernel, what each Linux era profile predicts
+//! for the same experiments, and which profile matches best. Pure: the measurements are made by
+//! crates/kernel; here they are only classified and compared.
+//!
+//! Every experiment is classified into a small category ("delayed", "immediate", a count) with
+//! wide margins, so two runs on a loaded machine give the same categories even though the times
+//! differ. Behaviours that are build or administrator choices (HZ, congestion control, GRO) are
+//! shown but not scored: they do not date a release.
+
+use serde::{Deserialize, Serialize};
+
+use crate::profile::{NagleRule, Profile};
+
+/// An ACK that came later than this was held by a timer (delayed ACK, 40 ms or more).
+pub const DELAYED_MS: f64 = 20.0;
+/// An ACK that came sooner than this was sent at once (loopback round trips are microseconds;
+/// the margin absorbs scheduling on a loaded 2-core machine).
+pub const IMMEDIATE_MS: f64 = 10.0;
+
+/// The measurements. `None`: not measured (the reason is in `notes`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Fingerprint {
+    /// uname -r.
+    pub kernel: String,
+    /// The experiments ran in a private network namespace (else on the caller's loopback, and
+    /// the TcpExt counters include other connections).
+    pub private_netns: bool,
+    /// Wall time of all experiments (s).
+    pub seconds: f64,
+    /// CONFIG_HZ from the resolution of CLOCK_MONOTONIC_COARSE (kernel/time/posix-timers.c
+    /// `posix_get_coarse_res`: TICK_NSEC, one jiffy).
+    pub hz: Option<u32>,
+    /// Smallest k such that after k request/reply exchanges within `ato` the next request's ACK
+    /// is delayed (tcp_event_data_sent -> inet_csk_inc_pingpong_cnt; inet_csk_in_pingpong_mode).
+    pub pingpong_thresh: Option<u32>,
+    /// net.ipv4.tcp_pingpong_thresh, where the sysctl exists (6.6+).
+    pub pingpong_sysctl: Option<u32>,
+    /// Delayed-ACK delays (ms) after the quick-ACK budget was spent, receiver not reading.
+    pub delack_ms: Vec<f64>,
+    /// The receiver's tcpi_ato (µs) after each of those (tcp_delack_timer_handler inflates it).
+    pub ato_us: Vec<u32>,
+    /// Immediate ACKs of one-byte-at-a-time data at connection start (tcp_incr_quickack).
+    pub quickacks_at_start: Option<u32>,
+    /// Immediate ACKs left after the receiver got one segment and then sent 10 data segments
+    /// (059217c18be6: the old accounting spent a quick ACK per data segment sent).
+    pub quickacks_after_data: Option<u32>,
+    /// Immediate ACKs after an idle gap longer than the RTO (tcp_event_data_recv refill).
+    pub quickacks_after_idle: Option<u32>,
+    /// ACK delay (ms) of two full segments the receiver does not read (__tcp_ack_snd_check).
+    pub two_seg_unread_ms: Option<f64>,
+    /// ACK delay (ms) of two full segments the receiver reads at once (__tcp_cleanup_rbuf).
+    pub two_seg_read_ms: Option<f64>,
+    /// ACK delay (ms) of one full-MSS segment with PSH, read at once, out of quick-ACK mode
+    /// (4720852ed9af).
+    pub full_psh_read_ms: Option<f64>,
+    /// Seed 004 shape (100,000 B then a 1 B reply, MSS 1448): slowest of its rounds (ms).
+    pub seed004_max_ms: Option<f64>,
+    /// net.ipv4.tcp_autocorking.
+    pub autocork_sysctl: Option<u32>,
+    /// TcpExt TCPAutoCorking over a burst of small TCP_NODELAY writes.
+    pub autocork_events: Option<i64>,
+    /// NODELAY on, NODELAY off, CORK on, three writes: still unsent 10 ms later (seed 001).
+    pub nodelay_then_cork_held: Option<bool>,
+    /// tcpi_rto and tcpi_rtt (µs) of an idle loopback connection.
+    pub rto_us: Option<u32>,
+    pub srtt_us: Option<u32>,
+    /// net.ipv4.tcp_rto_min_us, where it exists.
+    pub rto_min_us_sysctl: Option<u32>,
+    /// TcpExt TCPLossProbes over all experiments.
+    pub loss_probes: Option<i64>,
+    /// net.ipv4.tcp_early_retrans (3 or 4: TLP enabled).
+    pub early_retrans: Option<u32>,
+    /// Two small segments in flight, receiver delaying its ACK: when the ACK came (ms) and how
+    /// many TcpExt TCPLossProbes that exchange counted (tcp_schedule_loss_probe).
+    pub tlp_ack_ms: Option<f64>,
+    pub tlp_probes: Option<i64>,
+    /// net.ipv4.tcp_congestion_control and net.core.default_qdisc.
+    pub congestion_control: Option<String>,
+    pub default_qdisc: Option<String>,
+    /// ETHTOOL_GGRO on lo.
+    pub gro_lo: Option<bool>,
+    /// Dating sysctls found and not found under /proc/sys/net/ipv4.
+    pub sysctls_present: Vec<String>,
+    pub sysctls_absent: Vec<String>,
+    /// What could not be measured, and why.
+    pub notes: Vec<String>,
+}
+
+/// One row of the comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    pub behaviour: String,
+    /// The kernel function or commit the row tests.
+    pub rule: String,
+    /// What was measured, for people (with the raw numbers).
+    pub measured: String,
+    /// The category the measurement falls in ("" when not measured or unclear).
+    pub category: String,
+    /// Per profile (same order as the profiles given): the predicted category.
+    pub predicted: Vec<String>,
+    /// False for build/administrator choices: shown, not scored.
+    pub scored: bool,
+}
+
+/// The whole comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    pub profiles: Vec<String>,
+    pub rows: Vec<Row>,
+    /// Per profile: scored rows that agree.
+    pub scores: Vec<u32>,
+    /// Scored rows with a measurement.
+    pub scored_rows: u32,
+    /// The profiles with the highest score (several when tied).
+    pub best: Vec<String>,
+}
+
+fn ack_category(ms: Option<f64>) -> String {
+    match ms {
+        Some(x) if x >= DELAYED_MS => "delayed".into(),
+        Some(x) if x < IMMEDIATE_MS => "immediate".into(),
+        Some(_) => "early (loss probe?)".into(),
+        None => String::new(),
+    }
+}
+
+fn ms(x: Option<f64>) -> String {
+    x.map_or_else(|| "not measured".into(), |v| format!("{v:.1} ms"))
+}
+
+fn count(x: Option<u32>) -> String {
+    x.map_or_else(|| "not measured".into(), |v| v.to_string())
+}
+
+/// Quick ACKs left after the receiver got one segment (one quick ACK spent) and sent `data`
+/// data segments: include/net/tcp.h tcp_dec_quickack_mode before and after 059217c18be6.
+pub fn predicted_quickacks_after_data(p: &Profile, data: u32) -> u32 {
+    let left = p.receiver.quickack_budget.saturating_sub(1);
+    if p.receiver.quickack_counts_data_segs {
+        left.saturating_sub(data)
+    } else {
+        left
+    }
+}
+
+/// The category of "quick ACKs left after 10 data segments sent": the old accounting leaves at
+/// most budget - 11, the new one budget - 1; halfway between separates them.
+fn after_data_category(n: u32, budget: u32) -> String {
+    if n + 5 >= budget.saturating_sub(1) {
+        "per new-data ACK".into()
+    } else {
+        "per segment".into()
+    }
+}
+
+/// The era a set of dating sysctls points to: the profile whose `sysctls` are all present and
+/// whose `absent_sysctls` are all absent.
+fn sysctl_category(p: &Profile, present: &[String], absent: &[String]) -> String {
+    let Some(l) = &p.linux else { return "-".into() };
+    let ok = l.sysctls.iter().all(|s| present.contains(s)) && l.absent_sysctls.iter().all(|s| absent.contains(s));
+    if ok {
+        format!("{}+", l.release)
+    } else {
+        "no".to_string()
+    }
+}
+
+/// Compare a fingerprint with profiles (usually [`Profile::eras`]).
+pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
+    let mut rows = Vec::new();
+    let budget = 16;
+    let mut row = |behaviour: &str,
+                   rule: &str,
+                   measured: String,
+                   category: String,
+                   pred: &dyn Fn(&Profile) -> String,
+                   scored: bool| {
+        rows.push(Row {
+            behaviour: behaviour.into(),
+            rule: rule.into(),
+            measured,
+            category,
+            predicted: profiles.iter().map(pred).collect(),
+            scored,
+        });
+    };
+    row(
+        "pingpong threshold",
+        "tcp_event_data_sent, inet_csk_in_pingpong_mode; 4a41f453bedf, 4d8f24eeedc5",
+        match (fp.pingpong_thresh, fp.pingpong_sysctl) {
+            (Some(t), Some(s)) => format!("{t} (sysctl tcp_pingpong_thresh = {s})"),
+            (Some(t), None) => format!("{t} (no tcp_pingpong_thresh sysctl)"),
+            (None, _) => "not measured".into(),
+        },
+        fp.pingpong_thresh.map(|t| t.to_string()).unwrap_or_default(),
+        &|p| p.receiver.pingpong_thresh.to_string(),
+        true,
+    );
+    let delack_min = fp.delack_ms.iter().copied().fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.min(x))));
+    row(
+        "delayed-ACK minimum",
+        "tcp_send_delayed_ack; TCP_DELACK_MIN = TCP_ATO_MIN = HZ/25",
+        match delack_min {
+            Some(m) => format!(
+                "{m:.1} ms (delays {})",
+                fp.delack_ms.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join("/")
+            ),
+            None => "not measured".into(),
+        },
+        delack_min
+            .map(|m| if (30.0..60.0).contains(&m) { "40 ms".into() } else { format!("{m:.0} ms") })
+            .unwrap_or_default(),
+        &|p| format!("{} ms", p.receiver.delack_min_ms),
+        true,
+    );
+    row(
+        "ato growth (timer bound by srtt)",
+        "tcp_delack_timer_handler inflates ato; tcp_send_delayed_ack caps at max(srtt, 40 ms)",
+        if fp.ato_us.is_empty() {
+            "not measured".into()
+        } else {
+            format!("tcpi_ato {} ms", fp.ato_us.iter().map(|a| (a / 1000).to_string()).collect::<Vec<_>>().join(" -> "))
+        },
+        match (fp.ato_us.first(), fp.ato_us.last(), delack_min) {
+            (Some(a), Some(b), Some(_)) if b > a && fp.delack_ms.iter().all(|d| *d < 70.0) => "grows, 40 ms".into(),
+            (Some(a), Some(b), Some(_)) if b > a => "grows, delay too".into(),
+            (Some(_), Some(_), Some(_)) => "does not grow".into(),
+            _ => String::new(),
+        },
+        &|_| "grows, 40 ms".into(),
+        true,
+    );
+    row(
+        "quick ACKs at start",
+        "tcp_event_data_recv -> tcp_incr_quickack; TCP_MAX_QUICKACKS",
+        count(fp.quickacks_at_start),
+        fp.quickacks_at_start.map(|n| n.to_string()).unwrap_or_default(),
+        &|p| p.receiver.quickack_budget.to_string(),
+        true,
+    );
+    row(
+        "quick ACKs spent",
+        "tcp_dec_quickack_mode; 059217c18be6",
+        fp.quickacks_after_data.map_or("not measured".into(), |n| format!("{n} left after sending 10 data segments")),
+        fp.quickacks_after_data.map(|n| after_data_category(n, budget)).unwrap_or_default(),
+        &|p| after_data_category(predicted_quickacks_after_data(p, 10), p.receiver.quickack_budget),
+        true,
+    );
+    row(
+        "quick ACKs after idle",
+        "tcp_event_data_recv: gap > rto -> tcp_incr_quickack",
+        fp.quickacks_after_idle.map_or("not measured".into(), |n| format!("{n} immediate after idle > RTO")),
+        fp.quickacks_after_idle
+            .map(|n| if n > 0 { "refilled" } else { "not refilled" }.to_string())
+            .unwrap_or_default(),
+        &|p| if p.receiver.quickack_after_idle { "refilled" } else { "not refilled" }.into(),
+        true,
+    );
+    row(
+        "two full segments, unread",
+        "__tcp_ack_snd_check: > 1 rcv_mss and __tcp_select_window() >= rcv_wnd",
+        ms(fp.two_seg_unread_ms),
+        ack_category(fp.two_seg_unread_ms),
+        // With default buffers the window would not shrink, so the ACK is sent at once; a small
+        // receive buffer (packetdrill's) makes it wait for the delayed-ACK timer.
+        &|_| "immediate".into(),
+        true,
+    );
+    row(
+        "two full segments, read",
+        "__tcp_cleanup_rbuf: more than one rcv_mss unacknowledged",
+        ms(fp.two_seg_read_ms),
+        ack_category(fp.two_seg_read_ms),
+        &|_| "immediate".into(),
+        true,
+    );
+    row(
+        "one full segment with PSH, read",
+        "tcp_measure_rcv_mss; 4720852ed9af",
+        ms(fp.full_psh_read_ms),
+        ack_category(fp.full_psh_read_ms),
+        &|p| if p.receiver.full_psh_pushed { "immediate" } else { "delayed" }.into(),
+        true,
+    );
+    row(
+        "Nagle (seed 004, MSS parity)",
+        "tcp_nagle_check, tcp_minshall_check",
+        fp.seed004_max_ms.map_or("not measured".into(), |m| format!("slowest round {m:.1} ms")),
+        fp.seed004_max_ms
+            .map(|m| if m < DELAYED_MS { "minshall".to_string() } else { "classic".to_string() })
+            .unwrap_or_default(),
+        &|p| match p.sender.nagle {
+            NagleRule::Minshall => "minshall".into(),
+            NagleRule::Classic => "classic".into(),
+            NagleRule::XnuMaxseg => "xnu".into(),
+            NagleRule::Off => "off".into(),
+        },
+        true,
+    );
+    row(
+        "autocork",
+        "tcp_should_autocork; f54b311142a9",
+        match (fp.autocork_sysctl, fp.autocork_events) {
+            (Some(s), Some(e)) => format!("tcp_autocorking = {s}, {e} TCPAutoCorking events"),
+            (Some(s), None) => format!("tcp_autocorking = {s}"),
+            _ => "not measured".into(),
+        },
+        match fp.autocork_sysctl {
+            Some(_) => "present".into(),
+            None => String::new(),
+        },
+        &|p| if p.linux.as_ref().is_some_and(|l| l.autocork) { "present" } else { "absent" }.into(),
+        true,
+    );
+    row(
+        "NODELAY then CORK (seed 001)",
+        "tcp_skb_entail clears TCP_NAGLE_PUSH",
+        fp.nodelay_then_cork_held.map_or("not measured".into(), |h| {
+            if h { "writes held until uncork" } else { "writes sent at once" }.into()
+        }),
+        fp.nodelay_then_cork_held.map(|h| if h { "held" } else { "sent" }.to_string()).unwrap_or_default(),
+        &|p| if p.sender.sticky_nagle_push { "sent" } else { "held" }.into(),
+        true,
+    );
+    row(
+        "RTO minimum",
+        "tcp_rtt_estimator, __tcp_set_rto; TCP_RTO_MIN",
+        match (fp.rto_us, fp.srtt_us) {
+            (Some(r), Some(s)) => format!(
+                "tcpi_rto {:.1} ms at srtt {:.2} ms{}",
+                f64::from(r) / 1e3,
+                f64::from(s) / 1e3,
+                fp.rto_min_us_sysctl.map(|m| format!(" (tcp_rto_min_us = {m})")).unwrap_or_default()
+            ),
+            _ => "not measured".into(),
+        },
+        fp.rto_us
+            .map(|r| {
+                let r = f64::from(r) / 1e3;
+                if (195.0..260.0).contains(&r) {
+                    "200 ms".to_string()
+                } else {
+                    format!("{r:.0} ms")
+                }
+            })
+            .unwrap_or_default(),
+        &|p| format!("{} ms", p.sender.rto_min_ms),
+        true,
+    );
+    row(
+        "tail-loss probe",
+        "tcp_schedule_loss_probe: 2 srtt + TCP_TIMEOUT_MIN with 2+ out (RFC 8985); 6ba8a3b19e76",
+        match (fp.tlp_ack_ms, fp.tlp_probes, fp.early_retrans) {
+            (Some(d), Some(n), _) => format!("2 out: ACK after {d:.1} ms, {n} probe(s)"),
+            (Some(d), None, _) => format!("2 out: ACK after {d:.1} ms"),
+            (None, _, Some(e)) => format!("tcp_early_retrans = {e}"),
+            _ => "not measured".into(),
+        },
+        match (fp.tlp_ack_ms, fp.tlp_probes, fp.early_retrans) {
+            // A probe counted, or the ACK came well before the 40 ms delayed-ACK timer could
+            // send it (the probe fires at 2 srtt + 2 ticks; srtt includes earlier delayed ACKs).
+            (_, Some(n), _) if n > 0 => "present".into(),
+            (Some(d), _, _) if d < 35.0 => "present".into(),
+            (Some(_), _, _) => "absent".into(),
+            (None, _, Some(3 | 4)) => "present".into(),
+            (None, _, Some(_)) => "disabled".into(),
+            _ => String::new(),
+        },
+        &|p| if p.linux.as_ref().is_some_and(|l| l.tlp) { "present" } else { "absent" }.into(),
+        true,
+    );
+    row(
+        "dating sysctls",
+        "the release each sysctl appeared in (cited in the profiles)",
+        if fp.sysctls_present.is_empty() && fp.sysctls_absent.is_empty() {
+            "not measured".into()
+        } else {
+            format!("present: {}; absent: {}", join_or_none(&fp.sysctls_present), join_or_none(&fp.sysctls_absent))
+        },
+        String::new(),
+        &|p| sysctl_category(p, &fp.sysctls_present, &fp.sysctls_absent),
+        true,
+    );
+    row(
+        "congestion control, pacing",
+        "tcp_congestion_control sysctl; bbr or fq qdisc pace (4.13+ internal pacing)",
+        match (&fp.congestion_control, &fp.default_qdisc) {
+            (Some(c), q) => format!(
+                "{c}, qdisc {}, pacing {}",
+                q.as_deref().unwrap_or("?"),
+                if pacing(c, q.as_deref().unwrap_or("")) { "yes" } else { "no" }
+            ),
+            _ => "not measured".into(),
+        },
+        fp.congestion_control.clone().unwrap_or_default(),
+        &|p| p.linux.as_ref().map_or("reno".into(), |l| l.congestion_control.clone()),
+        false,
+    );
+    row(
+        "HZ",
+        "clock_getres(CLOCK_MONOTONIC_COARSE) = TICK_NSEC",
+        count(fp.hz),
+        fp.hz.map(|h| h.to_string()).unwrap_or_default(),
+        &|p| p.timer_hz.to_string(),
+        false,
+    );
+    row(
+        "GRO on lo",
+        "ETHTOOL_GGRO; loopback_xmit delivers with netif_rx (no GRO pass)",
+        fp.gro_lo.map_or("not measured".into(), |g| if g { "on (flag)" } else { "off" }.into()),
+        fp.gro_lo.map(|g| if g { "on" } else { "off" }.to_string()).unwrap_or_default(),
+        &|_| "-".into(),
+        false,
+    );
+
+    // The dating-sysctl row is scored by whether the profile's own release window matches.
+    let mut scores = vec![0u32; profiles.len()];
+    let mut scored_rows = 0;
+    for r in &rows {
+        if !r.scored {
+            continue;
+        }
+        if r.behaviour == "dating sysctls" {
+            if r.measured == "not measured" {
+                continue;
+            }
+            scored_rows += 1;
+            for (i, p) in r.predicted.iter().enumerate() {
+                if p.ends_with('+') {
+                    scores[i] += 1;
+                }
+            }
+            continue;
+        }
+        if r.category.is_empty() {
+            continue;
+        }
+        scored_rows += 1;
+        for (i, p) in r.predicted.iter().enumerate() {
+            if *p == r.category {
+                scores[i] += 1;
+            }
+        }
+    }
+    let top = scores.iter().copied().max().unwrap_or(0);
+    let best = profiles.iter().zip(&scores).filter(|(_, s)| **s == top).map(|(p, _)| p.name.clone()).collect();
+    Comparison { profiles: profiles.iter().map(|p| p.name.clone()).collect(), rows, scores, scored_rows, best }
+}
+
+fn join_or_none(v: &[String]) -> String {
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(" ")
+    }
+}
+
+/// Whether TCP paces: bbr asks for internal pacing (tcp_needs_internal_pacing, 4.13+), and the
+/// fq qdisc paces every flow.
+pub fn pacing(cc: &str, qdisc: &str) -> bool {
+    cc.starts_with("bbr") || qdisc == "fq"
+}
+
+/// `linux:here`: the newest linux profile with every rule the fingerprint measured set to what
+/// was measured. Rules not measured keep the newest kernel's value (listed as unverified).
+pub fn to_profile(fp: &Fingerprint, newest: &Profile) -> Profile {
+    let mut p = newest.clone();
+    p.name = "linux:here".into();
+    p.summary = format!("this machine's kernel ({}), as `tcpstall kernel` measured it", fp.kernel);
+    p.unverified = vec!["rules the fingerprint did not measure keep the newest linux profile's values".into()];
+    let mut set = |k: &str, v: String| {
+        p.sources.insert(k.into(), v);
+    };
+    if let Some(t) = fp.pingpong_thresh {
+        set("pingpong", format!("measured: threshold {t}"));
+    }
+    if let Some(h) = fp.hz {
+        set("timer_hz", format!("measured: clock_getres(CLOCK_MONOTONIC_COARSE) = 1/{h} s"));
+    }
+    if let Some(t) = fp.pingpong_thresh {
+        p.receiver.pingpong_thresh = t;
+    }
+    if let Some(h) = fp.hz {
+        p.timer_hz = h;
+    }
+    if let Some(n) = fp.quickacks_at_start {
+        if (1..=64).contains(&n) {
+            p.receiver.quickack_budget = n;
+        }
+    }
+    if let Some(n) = fp.quickacks_after_data {
+        p.receiver.quickack_counts_data_segs = after_data_category(n, p.receiver.quickack_budget) == "per segment";
+    }
+    if let Some(n) = fp.quickacks_after_idle {
+        p.receiver.quickack_after_idle = n > 0;
+    }
+    match ack_category(fp.full_psh_read_ms).as_str() {
+        "immediate" => p.receiver.full_psh_pushed = true,
+        "delayed" => p.receiver.full_psh_pushed = false,
+        _ => {}
+    }
+    if let Some(m) = fp.seed004_max_ms {
+        if m >= DELAYED_MS {
+            p.sender.nagle = NagleRule::Classic;
+        }
+    }
+    if let Some(h) = fp.nodelay_then_cork_held {
+        p.sender.sticky_nagle_push = !h;
+    }
+    let delack_min = fp.delack_ms.iter().copied().fold(f64::INFINITY, f64::min);
+    if delack_min.is_finite() && delack_min >= DELAYED_MS {
+        // The timer fires on a tick boundary at or after its expiry (kernel/time/timer.c
+        // calc_index rounds up): the configured minimum is the fastest delay rounded down to
+        // whole ticks.
+        let tick = 1000.0 / f64::from(p.timer_hz.max(1));
+        let v = ((delack_min / tick).floor() * tick).round() as u64;
+        if (20..=500).contains(&v) {
+            p.receiver.delack_min_ms = v;
+        }
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn era(name: &str) -> Profile {
+        Profile::builtin(name).unwrap()
+    }
+
+    /// A fingerprint as each era would produce it, built from the profile's own rules.
+    fn as_measured_on(p: &Profile) -> Fingerprint {
+        let l = p.linux.clone().unwrap();
+        let all = era("linux").linux.unwrap().sysctls;
+        Fingerprint {
+            kernel: l.release.clone(),
+            pingpong_thresh: Some(p.receiver.pingpong_thresh),
+            delack_ms: vec![42.0, 43.5, 42.0],
+            ato_us: vec![80_000, 160_000, 204_000],
+            quickacks_at_start: Some(16),
+            quickacks_after_data: Some(predicted_quickacks_after_data(p, 10)),
+            quickacks_after_idle: Some(3),
+            two_seg_unread_ms: Some(0.3),
+            two_seg_read_ms: Some(0.2),
+            full_psh_read_ms: Some(if p.receiver.full_psh_pushed { 0.3 } else { 41.0 }),
+            seed004_max_ms: Some(2.0),
+            autocork_sysctl: Some(1),
+            nodelay_then_cork_held: Some(true),
+            rto_us: Some(201_000),
+            srtt_us: Some(30),
+            early_retrans: Some(3),
+            sysctls_present: l.sysctls.clone(),
+            sysctls_absent: all.into_iter().filter(|s| !l.sysctls.contains(s)).collect(),
+            ..Fingerprint::default()
+        }
+    }
+
+    /// Each era's own fingerprint matches that era best, and alone: the profiles differ exactly
+    /// where a cited commit changed a rule (4a41f453bedf, 4d8f24eeedc5, 059217c18be6,
+    /// 4720852ed9af) or a dating sysctl appeared.
+    #[test]
+    fn every_era_is_recognised_from_its_own_behaviour() {
+        let eras = Profile::eras();
+        for p in &eras {
+            let c = compare(&as_measured_on(p), &eras);
+            assert_eq!(c.best, vec![p.name.clone()], "{}: scores {:?}", p.name, c.scores);
+            let i = eras.iter().position(|e| e.name == p.name).unwrap();
+            assert_eq!(c.scores[i], c.scored_rows, "{}: every scored row agrees", p.name);
+        }
+    }
+
+    /// 4a41f453bedf (5.1) raised the pingpong threshold to 3; 4d8f24eeedc5 reverted it.
+    #[test]
+    fn pingpong_threshold_by_era() {
+        let t: Vec<u32> = Profile::eras().iter().map(|p| p.receiver.pingpong_thresh).collect();
+        assert_eq!(t, [1, 3, 3, 3, 1, 1, 1, 1]);
+    }
+
+    /// 059217c18be6 (tcp_dec_quickack_mode): 10 data segments sent cost 10 quick ACKs before.
+    #[test]
+    fn quick_ack_accounting_by_era() {
+        assert_eq!(predicted_quickacks_after_data(&era("linux:6.1"), 10), 5);
+        assert_eq!(predicted_quickacks_after_data(&era("linux:6.6"), 10), 15);
+    }
+
+    #[test]
+    fn unmeasured_rows_are_not_scored_and_build_choices_never_are() {
+        let eras = Profile::eras();
+        let c = compare(
+            &Fingerprint { hz: Some(1000), congestion_control: Some("bbr".into()), ..Default::default() },
+            &eras,
+        );
+        assert_eq!(c.scored_rows, 0);
+        assert_eq!(c.best.len(), eras.len(), "no evidence: every profile ties");
+    }
+
+    #[test]
+    fn delays_are_classified_with_wide_margins() {
+        assert_eq!(ack_category(Some(0.4)), "immediate");
+        assert_eq!(ack_category(Some(9.0)), "immediate");
+        assert_eq!(ack_category(Some(41.0)), "delayed");
+        assert_eq!(ack_category(Some(14.0)), "early (loss probe?)");
+    }
+
+    #[test]
+    fn here_profile_takes_the_measured_rules() {
+        let newest = era("linux");
+        let mut fp = as_measured_on(&era("linux:5.10"));
+        fp.hz = Some(1000);
+        fp.delack_ms = vec![40.9, 41.0];
+        let p = to_profile(&fp, &newest);
+        assert_eq!(p.name, "linux:here");
+        assert_eq!(p.receiver.pingpong_thresh, 3);
+        assert!(p.receiver.quickack_counts_data_segs);
+        assert!(!p.receiver.full_psh_pushed);
+        assert_eq!(p.timer_hz, 1000);
+        assert_eq!(p.receiver.delack_min_ms, 40);
+        let mut fp = as_measured_on(&newest);
+        fp.hz = Some(250);
+        let p = to_profile(&fp, &newest);
+        assert_eq!(p.receiver.delack_min_ms, 40, "42-43.5 ms at HZ 250 is a 40 ms timer");
+    }
+}
