@@ -52,6 +52,8 @@ pub enum Format {
 #[derive(Debug, Clone)]
 struct Interface {
     linktype: u32,
+    /// Bytes of frame check sequence at the end of every frame (stripped before decoding).
+    fcs_len: u32,
     /// `if_name` option (pcapng 4.2), e.g. "lo" or "tcpstall-c0".
     name: Option<String>,
     /// Timestamp units per second as a ratio: value * num / den = nanoseconds.
@@ -148,9 +150,9 @@ impl<R: Read> CaptureReader<R> {
                 r.big_endian = big_endian;
                 let mut h = [0u8; 20];
                 r.fill(&mut h, 0, "truncated pcap file header (24 bytes expected)")?;
-                let linktype = u32_at(&h, 16, big_endian) & 0x0fff_ffff;
+                let (linktype, fcs_len) = pcap_linktype(u32_at(&h, 16, big_endian));
                 let tsres = if nanos { TsRes::Dec(9) } else { TsRes::Dec(6) };
-                r.interfaces.push(Interface { linktype, name: None, tsres, ts_offset_s: 0 });
+                r.interfaces.push(Interface { linktype, fcs_len, name: None, tsres, ts_offset_s: 0 });
             }
             Format::PcapNg => {
                 let mut len = [0u8; 4];
@@ -256,7 +258,8 @@ impl<R: Read> CaptureReader<R> {
         let iface = &self.interfaces[0];
         let frac_ns = iface.tsres.to_nanos(u64::from(frac));
         let ts_ns = u64::from(sec).saturating_mul(1_000_000_000).saturating_add(frac_ns);
-        Ok(Some((0, incl as usize, ts_ns, (iface.linktype, 0), orig.max(incl), start)))
+        let (len, orig) = strip_fcs(incl, orig.max(incl), iface.fcs_len);
+        Ok(Some((0, len as usize, ts_ns, (iface.linktype, 0), orig, start)))
     }
 
     /// The rest of a Section Header Block whose type (and `len_bytes`, its length field in a
@@ -362,8 +365,13 @@ impl<R: Read> CaptureReader<R> {
         if b.len() < 8 {
             return Err(WireError::new(start, "pcapng interface description block too short"));
         }
-        let mut iface =
-            Interface { linktype: u32::from(u16_at(b, 0, be)), name: None, tsres: TsRes::Dec(6), ts_offset_s: 0 };
+        let mut iface = Interface {
+            linktype: u32::from(u16_at(b, 0, be)),
+            fcs_len: 0,
+            name: None,
+            tsres: TsRes::Dec(6),
+            ts_offset_s: 0,
+        };
         // Options: code u16, length u16, value padded to 4 (pcapng 3.5).
         let mut i = 8;
         while i + 4 <= b.len() {
@@ -382,6 +390,8 @@ impl<R: Read> CaptureReader<R> {
                     let r = b[v];
                     iface.tsres = if r & 0x80 == 0 { TsRes::Dec(r) } else { TsRes::Bin(r & 0x7f) };
                 }
+                // if_fcslen (pcapng 4.2, option 13): the FCS length in bits.
+                (13, 1) => iface.fcs_len = u32::from(b[v]) / 8,
                 // if_tsoffset: seconds to add to every timestamp.
                 (14, 8) => {
                     let lo = u64::from(u32_at(b, v, be));
@@ -448,8 +458,38 @@ impl<R: Read> CaptureReader<R> {
         let off_ns = iface.ts_offset_s.saturating_mul(1_000_000_000);
         let ts_ns =
             if off_ns >= 0 { ts_ns.saturating_add(off_ns as u64) } else { ts_ns.saturating_sub(off_ns.unsigned_abs()) };
-        Ok((data_at, caplen as usize, ts_ns, (iface.linktype, if_id as u32), orig.max(caplen), start))
+        let (len, orig) = strip_fcs(caplen, orig.max(caplen), iface.fcs_len);
+        Ok((data_at, len as usize, ts_ns, (iface.linktype, if_id as u32), orig, start))
     }
+}
+
+/// The link type and FCS length (bytes) of a pcap file header's link-type field.
+///
+/// libpcap (pcap-common.h): `LT_LINKTYPE(x) = x & 0x03FFFFFF`; `LT_FCS_LENGTH_PRESENT(x) = x &
+/// 0x04000000`; `LT_FCS_LENGTH(x) = (x & 0xF0000000) >> 28`, in 16-bit words ("1 means 16 bits
+/// of FCS, 2 means 32 bits"). draft-ietf-opsawg-pcap 4 draws the same field as FCS(3 bits, top)
+/// and an f bit (0x10000000); a file written that way (f bit set, libpcap's flag clear) is
+/// read by the draft's layout.
+pub fn pcap_linktype(field: u32) -> (u32, u32) {
+    let linktype = field & 0x03ff_ffff;
+    let words = if field & 0x0400_0000 != 0 {
+        (field & 0xf000_0000) >> 28
+    } else if field & 0x1000_0000 != 0 {
+        field >> 29
+    } else {
+        0
+    };
+    (linktype, words * 2)
+}
+
+/// Captured and original lengths without the FCS: the FCS is the last `fcs` bytes on the wire,
+/// so a frame the snaplen cut before them keeps all its captured bytes.
+fn strip_fcs(caplen: u32, orig: u32, fcs: u32) -> (u32, u32) {
+    if fcs == 0 {
+        return (caplen, orig);
+    }
+    let orig = orig.saturating_sub(fcs);
+    (caplen.min(orig), orig)
 }
 
 /// Reads until `out` is full or EOF; returns the number of bytes read.

@@ -243,6 +243,10 @@ fn text(s: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> an
     if let Some(e) = failure {
         writeln!(s, "DAMAGED FILE: {e}; what follows covers the packets before it")?;
     }
+    // Why tunnelled traffic has no TCP in the report, and frames whose clock went back.
+    for note in [stats.not_decoded_note(), stats.ts_backwards_note()].into_iter().flatten() {
+        writeln!(s, "note: {note}")?;
+    }
     for (i, (key, fa, _)) in flows.iter().enumerate() {
         let who = if fa.handshake.syn.is_some() { "sent the SYN" } else { "seen first: handshake not captured" };
         writeln!(s, "\nflow {}: {} (A = {}, {who})", i + 1, labels[i], key.a)?;

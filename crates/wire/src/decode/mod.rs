@@ -1,0 +1,293 @@
+//! Link layer, encapsulations, IPv4/IPv6 and TCP header decoding of one captured frame.
+//!
+//! Link headers and EtherTypes are in [`link`], tunnels and label stacks in [`tunnel`]; each
+//! strips one header and names the next [`Layer`], and [`decode`] follows them with a bounded
+//! depth ([`MAX_DEPTH`]) to an IP header and TCP. IP headers are read here too because
+//! captures routinely cut packets at the snaplen (`tcpdump -s 96`) and carry GSO/TSO
+//! super-packets whose IPv4 total length is 0: the payload length must come from the IP header,
+//! not from the bytes captured, and a strict slicer rejects both. The TCP header and its options
+//! are parsed with etherparse's `TcpHeaderSlice`, which needs only the header bytes.
+
+use etherparse::{TcpHeaderSlice, TcpOptionElement};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use trace::{Segment, TcpFlags};
+
+mod link;
+mod tunnel;
+
+/// LINKTYPE_* values (tcpdump.org/linktypes.html) this decoder understands.
+pub mod linktype {
+    /// BSD loopback: 4-byte address family in the writer's byte order.
+    pub const NULL: u32 = 0;
+    pub const ETHERNET: u32 = 1;
+    /// Raw IP (DLT_RAW is 12 on most systems, 14 on OpenBSD; LINKTYPE_RAW is 101).
+    pub const RAW: u32 = 101;
+    pub const DLT_RAW_12: u32 = 12;
+    pub const DLT_RAW_14: u32 = 14;
+    /// OpenBSD loopback: 4-byte address family in network byte order.
+    pub const LOOP: u32 = 108;
+    /// Linux cooked capture v1 (`tcpdump -i any` before libpcap 1.10).
+    pub const LINUX_SLL: u32 = 113;
+    pub const IPV4: u32 = 228;
+    pub const IPV6: u32 = 229;
+    /// Linux cooked capture v2 (`tcpdump -i any`, libpcap 1.10+).
+    pub const LINUX_SLL2: u32 = 276;
+    /// PPP (RFC 1661), with or without RFC 1662 HDLC-like framing.
+    pub const PPP: u32 = 9;
+    /// PPP in HDLC-like framing (RFC 1662) or Cisco PPP with HDLC framing (RFC 1547 4.3.1).
+    pub const PPP_HDLC: u32 = 50;
+    /// PPPoE (RFC 2516): the frame begins with the PPPoE header.
+    pub const PPP_ETHER: u32 = 51;
+    /// Cisco HDLC: address, control, EtherType.
+    pub const C_HDLC: u32 = 104;
+
+    /// Every link type above with its name, for messages.
+    pub const SUPPORTED: &[(u32, &str)] = &[
+        (NULL, "BSD loopback"),
+        (ETHERNET, "Ethernet"),
+        (DLT_RAW_12, "raw IP"),
+        (DLT_RAW_14, "raw IP"),
+        (RAW, "raw IP"),
+        (LOOP, "OpenBSD loopback"),
+        (LINUX_SLL, "Linux cooked v1"),
+        (IPV4, "IPv4"),
+        (IPV6, "IPv6"),
+        (LINUX_SLL2, "Linux cooked v2"),
+        (PPP, "PPP"),
+        (PPP_HDLC, "PPP in HDLC framing"),
+        (PPP_ETHER, "PPPoE"),
+        (C_HDLC, "Cisco HDLC"),
+    ];
+
+    /// "0 BSD loopback, 1 Ethernet, ...": the supported link types, for messages.
+    pub fn supported_list() -> String {
+        SUPPORTED.iter().map(|(n, name)| format!("{n} {name}")).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// A decoded TCP packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpPacket {
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
+    pub segment: Segment,
+    /// IPv4 identification (RFC 791 3.1); None for IPv6. Linux numbers a connected socket's
+    /// packets consecutively (`ip_select_ident_segs`), so a jump reveals a packet lost before
+    /// the capture point.
+    pub ip_id: Option<u16>,
+}
+
+/// Why a frame is not a TCP packet we can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skip {
+    /// A link type this decoder does not know.
+    LinkType(u32),
+    /// Not IP, or IP but not TCP, or a non-first fragment.
+    NotTcp,
+    /// Headers cut by the snaplen or inconsistent: an IP version other than the link layer
+    /// announced, IHL < 5, lengths shorter than the header or (in a frame the snaplen did not
+    /// cut) longer than the bytes, TCP data offset < 5 or beyond the IP payload.
+    Malformed,
+    /// Inside an encapsulation this decoder recognises but does not open (the name says which:
+    /// "IPsec ESP (RFC 4303)", "CAPWAP (RFC 5415)", ...).
+    Inside(&'static str),
+}
+
+/// Encapsulations followed before giving up (a VLAN tag, an MPLS stack, a tunnel header each
+/// count one): a bound on work per frame whatever the bytes say.
+pub const MAX_DEPTH: usize = 16;
+
+/// One header peeled off; what the bytes that follow are.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Layer<'a> {
+    /// An Ethernet II frame (destination MAC first).
+    Ether(&'a [u8]),
+    /// The payload of an EtherType.
+    Type(u16, &'a [u8]),
+    /// The payload of a PPP protocol number.
+    Ppp(u16, &'a [u8]),
+    /// An IP packet: the version the outer header announced, or None to read it from the
+    /// first nibble (raw IP link types, MPLS, GTP-U).
+    Ip(Option<u8>, &'a [u8]),
+}
+
+/// Decodes one frame. `orig_len` is the length on the wire (for `Segment::wire_len`); a frame
+/// with fewer bytes captured than `orig_len` was cut by the snaplen, so IP lengths beyond the
+/// captured bytes are expected; in a whole frame they are malformed.
+pub fn decode(linktype: u32, data: &[u8], orig_len: u32) -> Result<TcpPacket, Skip> {
+    let mut cut = (data.len() as u64) < u64::from(orig_len);
+    let mut layer = link::first(linktype, data)?;
+    for _ in 0..MAX_DEPTH {
+        layer = match layer {
+            Layer::Ether(d) => link::ethernet(d)?,
+            Layer::Type(et, d) => link::ethertype(et, d)?,
+            Layer::Ppp(proto, d) => link::ppp(proto, d)?,
+            Layer::Ip(version, d) => {
+                let ip = ip_header(version, d, cut)?;
+                if ip.proto != 6 {
+                    // A fragment's inner packet continues in the next fragment.
+                    cut |= ip.more_fragments;
+                    tunnel::ip_payload(ip.proto, ip.payload)?
+                } else {
+                    let mut p = tcp(&ip)?;
+                    p.segment.wire_len = orig_len.max(data.len() as u32);
+                    return Ok(p);
+                }
+            }
+        };
+    }
+    Err(Skip::Inside("encapsulations nested deeper than 16"))
+}
+
+pub(crate) fn be16(d: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*d.get(at)?, *d.get(at + 1)?]))
+}
+
+/// An IP header read and checked.
+struct IpHeader<'a> {
+    src: IpAddr,
+    dst: IpAddr,
+    /// Upper-layer protocol (after IPv6 extension headers).
+    proto: u8,
+    /// The payload bytes captured, bounded by the header's length.
+    payload: &'a [u8],
+    /// The payload length the header gives (may exceed `payload` when the snaplen cut it).
+    payload_len: usize,
+    id: Option<u16>,
+    more_fragments: bool,
+}
+
+/// Reads an IPv4 (RFC 791 3.1) or IPv6 (RFC 8200 3, 4) header. `want` is the version the outer
+/// layer announced: a different version nibble is malformed (not parsed as the other one).
+/// Non-first fragments are `NotTcp` (their bytes continue an earlier packet).
+fn ip_header(want: Option<u8>, ip: &[u8], cut: bool) -> Result<IpHeader<'_>, Skip> {
+    let version = ip.first().ok_or(Skip::Malformed)? >> 4;
+    match want {
+        Some(w) if w != version => return Err(Skip::Malformed),
+        _ => {}
+    }
+    match version {
+        4 => {
+            // RFC 791 3.1: IHL counts 32-bit words, minimum 5.
+            let ihl = usize::from(ip[0] & 0x0f) * 4;
+            if ihl < 20 || ip.len() < ihl {
+                return Err(Skip::Malformed);
+            }
+            let total = usize::from(be16(ip, 2).ok_or(Skip::Malformed)?);
+            // Total length 0: a TSO/GSO super-packet captured before segmentation; the capture
+            // length is the only length there is.
+            let total = if total == 0 { ip.len() } else { total };
+            // RFC 791 3.1: total length includes the header. More than was captured is only
+            // possible when the snaplen cut the frame.
+            if total < ihl || (total > ip.len() && !cut) {
+                return Err(Skip::Malformed);
+            }
+            let frag = be16(ip, 6).ok_or(Skip::Malformed)?;
+            if frag & 0x1fff != 0 {
+                return Err(Skip::NotTcp);
+            }
+            Ok(IpHeader {
+                src: IpAddr::V4(Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15])),
+                dst: IpAddr::V4(Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19])),
+                proto: ip[9],
+                payload: &ip[ihl..total.min(ip.len())],
+                payload_len: total - ihl,
+                id: be16(ip, 4),
+                more_fragments: frag & 0x2000 != 0,
+            })
+        }
+        6 => {
+            if ip.len() < 40 {
+                return Err(Skip::Malformed);
+            }
+            let mut payload_len = usize::from(be16(ip, 4).ok_or(Skip::Malformed)?);
+            if payload_len == 0 {
+                payload_len = ip.len() - 40; // jumbogram (RFC 2675) or GSO: trust the capture
+            } else if 40 + payload_len > ip.len() && !cut {
+                return Err(Skip::Malformed); // RFC 8200 3: payload length beyond the frame
+            }
+            let end = (40 + payload_len).min(ip.len());
+            let mut next = ip[6];
+            let mut at = 40;
+            let mut more_fragments = false;
+            // RFC 8200 4: walk extension headers to the upper layer.
+            loop {
+                let n = match next {
+                    // Hop-by-hop, routing, destination options (RFC 8200 4.3-4.6): (len + 1) * 8.
+                    0 | 43 | 60 => usize::from(*ip.get(at + 1).ok_or(Skip::Malformed)?) * 8 + 8,
+                    // Authentication header (RFC 4302 2.2): (len + 2) * 4.
+                    51 => usize::from(*ip.get(at + 1).ok_or(Skip::Malformed)?) * 4 + 8,
+                    // Fragment header (RFC 8200 4.5): only the first fragment has the upper header.
+                    44 => {
+                        let off = be16(ip, at + 2).ok_or(Skip::Malformed)?;
+                        if off & 0xfff8 != 0 {
+                            return Err(Skip::NotTcp);
+                        }
+                        more_fragments = off & 1 != 0;
+                        8
+                    }
+                    _ => break,
+                };
+                next = *ip.get(at).ok_or(Skip::Malformed)?;
+                at += n;
+                payload_len = payload_len.checked_sub(n).ok_or(Skip::Malformed)?;
+            }
+            let s: [u8; 16] = ip[8..24].try_into().map_err(|_| Skip::Malformed)?;
+            let d: [u8; 16] = ip[24..40].try_into().map_err(|_| Skip::Malformed)?;
+            Ok(IpHeader {
+                src: IpAddr::V6(Ipv6Addr::from(s)),
+                dst: IpAddr::V6(Ipv6Addr::from(d)),
+                proto: next,
+                payload: ip.get(at..end).ok_or(Skip::Malformed)?,
+                payload_len,
+                id: None,
+                more_fragments,
+            })
+        }
+        _ => Err(Skip::NotTcp),
+    }
+}
+
+/// The TCP header (RFC 9293 3.1) of an IP packet. The payload length comes from the IP
+/// header's length fields, so a snaplen-cut segment keeps its true length.
+fn tcp(ip: &IpHeader<'_>) -> Result<TcpPacket, Skip> {
+    let tcp = ip.payload;
+    let ip_payload_len = ip.payload_len;
+    // etherparse refuses a data offset below 5 words (RFC 9293 3.1) and a header longer than
+    // the bytes: both malformed.
+    let h = TcpHeaderSlice::from_slice(tcp).map_err(|_| Skip::Malformed)?;
+    let hlen = usize::from(h.data_offset()) * 4;
+    let len = ip_payload_len.checked_sub(hlen).ok_or(Skip::Malformed)?;
+    let mut seg = Segment {
+        seq: h.sequence_number(),
+        ack: h.acknowledgment_number(),
+        flags: TcpFlags(tcp[13]),
+        len: u32::try_from(len).map_err(|_| Skip::Malformed)?,
+        window: h.window_size(),
+        wscale: None,
+        mss: None,
+        ts: None,
+        sack_blocks: 0,
+        wire_len: 0,
+    };
+    // Options (RFC 9293 3.2; MSS RFC 9293 3.7.1, window scale and timestamps RFC 7323, SACK
+    // RFC 2018). A malformed option ends option parsing; the segment is still usable.
+    for opt in h.options_iterator() {
+        match opt {
+            Ok(TcpOptionElement::MaximumSegmentSize(m)) => seg.mss = Some(m),
+            Ok(TcpOptionElement::WindowScale(w)) => seg.wscale = Some(w),
+            Ok(TcpOptionElement::Timestamp(v, e)) => seg.ts = Some((v, e)),
+            Ok(TcpOptionElement::SelectiveAcknowledgement(_, rest)) => {
+                seg.sack_blocks = 1 + rest.iter().filter(|b| b.is_some()).count() as u8
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    Ok(TcpPacket {
+        src: SocketAddr::new(ip.src, h.source_port()),
+        dst: SocketAddr::new(ip.dst, h.destination_port()),
+        segment: seg,
+        ip_id: ip.id,
+    })
+}
