@@ -458,7 +458,26 @@ impl<R: Read> CaptureReader<R> {
         let off_ns = iface.ts_offset_s.saturating_mul(1_000_000_000);
         let ts_ns =
             if off_ns >= 0 { ts_ns.saturating_add(off_ns as u64) } else { ts_ns.saturating_sub(off_ns.unsigned_abs()) };
-        let (len, orig) = strip_fcs(caplen, orig.max(caplen), iface.fcs_len);
+        // pcapng 4.3.1: an Enhanced Packet Block's epb_flags (option 2, 32 bits) give the FCS
+        // length of this packet in bytes in bits 5-8 (0 = not given: the interface's if_fcslen).
+        let mut fcs_len = iface.fcs_len;
+        if btype == 6 {
+            let mut i = data_at + (caplen as usize).div_ceil(4) * 4;
+            while i + 4 <= b.len() {
+                let (code, olen) = (u16_at(b, i, be), usize::from(u16_at(b, i + 2, be)));
+                if code == 0 || i + 4 + olen > b.len() {
+                    break;
+                }
+                if code == 2 && olen == 4 {
+                    let from_flags = (u32_at(b, i + 4, be) >> 5) & 0x0f;
+                    if from_flags != 0 {
+                        fcs_len = from_flags;
+                    }
+                }
+                i += 4 + olen.div_ceil(4) * 4;
+            }
+        }
+        let (len, orig) = strip_fcs(caplen, orig.max(caplen), fcs_len);
         Ok((data_at, len as usize, ts_ns, (iface.linktype, if_id as u32), orig, start))
     }
 }

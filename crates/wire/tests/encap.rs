@@ -107,6 +107,29 @@ fn pcapng_if_fcslen_is_stripped() {
 }
 
 #[test]
+fn pcapng_epb_flags_fcs_length() {
+    // pcapng 4.3.1: epb_flags (option 2) bits 5-8 = FCS length in bytes, per packet.
+    let frame = eth_tcp4(false, 1, 1, false, b"hello", &[]);
+    let data = cat(&[&frame, &[9; 4]]);
+    let mut body = Vec::new();
+    body.extend_from_slice(&0u32.to_le_bytes());
+    body.extend_from_slice(&0u32.to_le_bytes());
+    body.extend_from_slice(&1u32.to_le_bytes());
+    body.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    body.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    body.extend_from_slice(&data);
+    body.resize(body.len().div_ceil(4) * 4, 0);
+    body.extend_from_slice(&2u16.to_le_bytes());
+    body.extend_from_slice(&4u16.to_le_bytes());
+    body.extend_from_slice(&(4u32 << 5 | 1).to_le_bytes());
+    body.extend_from_slice(&[0; 4]);
+    let file = cat(&[&pcapng_shb(), &pcapng_idb(1, None), &block(6, &body)]);
+    let mut r = CaptureReader::new(&file[..]).unwrap();
+    let p = r.next_packet().unwrap().unwrap();
+    assert_eq!((p.data, p.orig_len), (&frame[..], frame.len() as u32));
+}
+
+#[test]
 fn vlan_qinq_etag_and_pbb() {
     // IEEE 802.1Q 9.6 (0x8100), 802.1ad (0x88a8), pre-standard QinQ (0x9100): TCI + EtherType.
     for tpid in [0x8100u16, 0x88a8, 0x9100] {
