@@ -18,11 +18,12 @@ mod error;
 mod flows;
 pub mod write;
 
-pub use capture::{CaptureReader, Format, Packet, MAX_PACKET};
-pub use decode::{decode, linktype, Skip, TcpPacket};
+pub use capture::{pcap_linktype, CaptureReader, Format, Packet, MAX_PACKET};
+pub use decode::{decode, linktype, Skip, TcpPacket, MAX_DEPTH};
 pub use error::WireError;
 pub use flows::{FlowEvent, FlowFilter, FlowId, FlowKey, FlowTable};
 
+use std::collections::BTreeMap;
 use std::io::Read;
 
 /// What the decoder saw besides TCP packets.
@@ -32,8 +33,16 @@ pub struct DecodeStats {
     pub tcp_packets: u64,
     /// Frames that are not TCP over IP (ARP, UDP, ICMP, non-first fragments).
     pub not_tcp: u64,
-    /// Frames whose headers are cut by the snaplen or inconsistent.
+    /// Frames whose headers are cut by the snaplen or inconsistent (see [`Skip::Malformed`]).
     pub malformed: u64,
+    /// Frames inside an encapsulation that is recognised but not decoded, by its name
+    /// ("IPsec ESP (RFC 4303)" -> 12): "12 packets inside IPsec ESP (RFC 4303), not decoded".
+    pub not_decoded_inside: BTreeMap<&'static str, u64>,
+    /// Frames whose timestamp is earlier than the frame before them (file order). Each is given
+    /// the previous frame's time, so events stay in file order with time never going back.
+    pub ts_backwards: u64,
+    /// The largest step back in time between consecutive frames, in nanoseconds.
+    pub ts_largest_step_back_ns: u64,
     /// Frames on a link type this decoder does not know, with the first such link type.
     pub unknown_linktype: u64,
     pub first_unknown_linktype: Option<u32>,
@@ -41,18 +50,36 @@ pub struct DecodeStats {
     pub filtered_out: u64,
     /// Bytes of the file consumed.
     pub bytes: u64,
-    /// Frames inside an encapsulation the decoder does not open, by kind ("CAPWAP", "L2TP",
-    /// "IPsec ESP (encrypted)"): said by name, so "0 TCP packets" is never unexplained.
-    pub inside_undecoded: std::collections::BTreeMap<String, u64>,
-    /// Frames stamped earlier than the frame before them on the same interface. Their events
-    /// keep the earlier frame's time (the analysis needs time order): counted here, never
-    /// silently.
-    pub timestamps_backwards: u64,
-    /// The largest such step back (ns).
-    pub largest_step_back_ns: u64,
 }
 
 impl DecodeStats {
+    /// "12 packets inside IPsec ESP (RFC 4303), not decoded; 3 packets inside CAPWAP (RFC
+    /// 5415), not decoded", or None when every encapsulation met was opened.
+    pub fn not_decoded_note(&self) -> Option<String> {
+        if self.not_decoded_inside.is_empty() {
+            return None;
+        }
+        let parts: Vec<String> = self
+            .not_decoded_inside
+            .iter()
+            .map(|(k, n)| format!("{n} packet{} inside {k}, not decoded", if *n == 1 { "" } else { "s" }))
+            .collect();
+        Some(parts.join("; "))
+    }
+
+    /// "timestamps went back 3 times (largest step 1.250 s); those frames were given the time of
+    /// the frame before them", or None.
+    pub fn ts_backwards_note(&self) -> Option<String> {
+        (self.ts_backwards > 0).then(|| {
+            format!(
+                "timestamps went back {} time{} (largest step {:.6} s); those frames were given the time of the frame before them",
+                self.ts_backwards,
+                if self.ts_backwards == 1 { "" } else { "s" },
+                self.ts_largest_step_back_ns as f64 / 1e9
+            )
+        })
+    }
+
     /// When no TCP packet came out because the frames are on a link type this decoder does not
     /// know (and none were only filtered out), the one line that says so, naming the link type
     /// and the supported ones: "no TCP packets decoded: link type 9999 is not supported
@@ -81,8 +108,8 @@ pub struct Decoder<R: Read> {
     filter: FlowFilter,
     stats: DecodeStats,
     interfaces_seen: u32,
-    /// Latest timestamp per interface (for timestamps that go backwards).
-    last_ts: Vec<u64>,
+    /// Latest timestamp seen (event time of a frame that goes back in time).
+    last_ts: Option<u64>,
 }
 
 impl<R: Read> Decoder<R> {
@@ -93,7 +120,7 @@ impl<R: Read> Decoder<R> {
             filter,
             stats: DecodeStats::default(),
             interfaces_seen: 0,
-            last_ts: Vec::new(),
+            last_ts: None,
         })
     }
 
@@ -107,19 +134,19 @@ impl<R: Read> Decoder<R> {
         loop {
             let Some(p) = self.reader.next_packet()? else { return Ok(None) };
             self.stats.frames += 1;
-            let iface = p.interface as usize;
-            if self.last_ts.len() <= iface {
-                self.last_ts.resize(iface + 1, 0);
-            }
-            let ts_ns = if p.ts_ns < self.last_ts[iface] {
-                self.stats.timestamps_backwards += 1;
-                self.stats.largest_step_back_ns = self.stats.largest_step_back_ns.max(self.last_ts[iface] - p.ts_ns);
-                self.last_ts[iface]
-            } else {
-                self.last_ts[iface] = p.ts_ns;
-                p.ts_ns
+            // A frame stamped earlier than the one before it (clock steps, several capture
+            // queues merged out of order): counted, and given the previous frame's time so the
+            // analyser's clock never runs backwards. File order is kept.
+            let ts_ns = match self.last_ts {
+                Some(last) if p.ts_ns < last => {
+                    self.stats.ts_backwards += 1;
+                    self.stats.ts_largest_step_back_ns = self.stats.ts_largest_step_back_ns.max(last - p.ts_ns);
+                    last
+                }
+                _ => p.ts_ns,
             };
-            self.flows.set_origin(p.ts_ns);
+            self.last_ts = Some(ts_ns);
+            self.flows.set_origin(ts_ns);
             match decode(p.linktype, p.data, p.orig_len) {
                 Ok(tcp) => {
                     if !self.filter.matches(tcp.src, tcp.dst) {
@@ -133,7 +160,7 @@ impl<R: Read> Decoder<R> {
                 }
                 Err(Skip::NotTcp) => self.stats.not_tcp += 1,
                 Err(Skip::Malformed) => self.stats.malformed += 1,
-                Err(Skip::Inside(kind)) => *self.stats.inside_undecoded.entry(kind.to_string()).or_default() += 1,
+                Err(Skip::Inside(kind)) => *self.stats.not_decoded_inside.entry(kind).or_insert(0) += 1,
                 Err(Skip::LinkType(l)) => {
                     self.stats.unknown_linktype += 1;
                     self.stats.first_unknown_linktype.get_or_insert(l);

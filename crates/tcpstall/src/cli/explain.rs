@@ -247,20 +247,12 @@ fn text(s: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> an
         },
         if stats.filtered_out > 0 { format!("; {} filtered out", stats.filtered_out) } else { String::new() }
     );
-    for (kind, n) in &stats.inside_undecoded {
-        writeln!(s, "{n} packets inside {kind}, not decoded")?;
-    }
-    if stats.timestamps_backwards > 0 {
-        writeln!(
-            s,
-            "{} frames are stamped earlier than the frame before them (up to {} back): analysed at the earlier \
-             frame's time",
-            stats.timestamps_backwards,
-            Duration(stats.largest_step_back_ns)
-        )?;
-    }
     if let Some(e) = failure {
         writeln!(s, "DAMAGED FILE: {e}; what follows covers the packets before it")?;
+    }
+    // Why tunnelled traffic has no TCP in the report, and frames whose clock went back.
+    for note in [stats.not_decoded_note(), stats.ts_backwards_note()].into_iter().flatten() {
+        writeln!(s, "note: {note}")?;
     }
     for (i, (key, fa, _)) in flows.iter().enumerate() {
         let who = if fa.handshake.syn.is_some() { "sent the SYN" } else { "seen first: handshake not captured" };
