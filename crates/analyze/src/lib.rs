@@ -14,9 +14,11 @@
 mod classify;
 mod flow;
 pub mod plot;
+pub mod session;
 mod stats;
 
 pub use flow::{DirSummary, FlowAnalysis, FlowAnalyzer, Handshake};
+pub use session::{Finished, Session};
 pub use stats::{DurationStats, WireCost};
 
 use serde::Serialize;

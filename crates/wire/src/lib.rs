@@ -1,7 +1,7 @@
 //! pcap/pcapng and packet decoding into trace events (pure: works on any [`std::io::Read`]).
 //!
-//! [`Decoder`] streams a capture: one packet buffer and one small entry per flow, whatever the
-//! file size. Each TCP packet becomes a [`trace::Event`] of its flow (see [`FlowEvent`]) with
+//! [`Decoder`] streams a capture: one packet buffer and one small entry per flow alive, whatever
+//! the file size (ended flows are forgotten and reported by [`Decoder::pop_ended`]). Each TCP packet becomes a [`trace::Event`] of its flow (see [`FlowEvent`]) with
 //! `t` in nanoseconds since the capture's first packet and `evidence = Frame(n)`.
 //!
 //! ```no_run
@@ -20,7 +20,7 @@ mod flows;
 pub use capture::{CaptureReader, Format, Packet, MAX_PACKET};
 pub use decode::{decode, linktype, Skip, TcpPacket};
 pub use error::WireError;
-pub use flows::{FlowEvent, FlowFilter, FlowId, FlowKey, FlowTable};
+pub use flows::{EndReason, FlowEnd, FlowEvent, FlowFilter, FlowId, FlowKey, FlowLimits, FlowTable};
 
 use std::io::Read;
 
@@ -38,6 +38,10 @@ pub struct DecodeStats {
     pub first_unknown_linktype: Option<u32>,
     /// TCP packets dropped by the flow filter.
     pub filtered_out: u64,
+    /// TCP packets dropped as copies of a packet just seen (a capture taken before and after a
+    /// router, or a mirror port duplicating frames; see [`FlowTable::event`]). Not counted in
+    /// `tcp_packets`.
+    pub duplicates: u64,
     /// Bytes of the file consumed.
     pub bytes: u64,
 }
@@ -75,9 +79,15 @@ pub struct Decoder<R: Read> {
 
 impl<R: Read> Decoder<R> {
     pub fn new(input: R, filter: FlowFilter) -> Result<Self, WireError> {
+        Self::with_limits(input, filter, FlowLimits::default())
+    }
+
+    /// A decoder whose flow table uses `limits` (linger after close, idle timeout, duplicate
+    /// window) instead of the defaults.
+    pub fn with_limits(input: R, filter: FlowFilter, limits: FlowLimits) -> Result<Self, WireError> {
         Ok(Decoder {
             reader: CaptureReader::new(input)?,
-            flows: FlowTable::new(),
+            flows: FlowTable::with_limits(limits),
             filter,
             stats: DecodeStats::default(),
             interfaces_seen: 0,
@@ -101,10 +111,13 @@ impl<R: Read> Decoder<R> {
                         self.stats.filtered_out += 1;
                         continue;
                     }
-                    self.stats.tcp_packets += 1;
                     let (ts, frame, iface) = (p.ts_ns, p.frame, p.interface);
-                    self.interfaces_seen = self.interfaces_seen.max(iface + 1);
-                    return Ok(Some(self.flows.event(&tcp, ts, frame, iface)));
+                    if let Some(ev) = self.flows.event(&tcp, ts, frame, iface) {
+                        self.stats.tcp_packets += 1;
+                        self.interfaces_seen = self.interfaces_seen.max(iface + 1);
+                        return Ok(Some(ev));
+                    }
+                    self.stats.duplicates += 1;
                 }
                 Err(Skip::NotTcp) => self.stats.not_tcp += 1,
                 Err(Skip::Malformed) => self.stats.malformed += 1,
@@ -132,5 +145,12 @@ impl<R: Read> Decoder<R> {
 
     pub fn flows(&self) -> &FlowTable {
         &self.flows
+    }
+
+    /// The next flow that ended (closed and lingered, idle, or its pair reused) since the last
+    /// call: none of its events come any more, so its analysis can be finished and freed. Flows
+    /// still alive at the end of the capture are not reported: the caller finishes them.
+    pub fn pop_ended(&mut self) -> Option<FlowEnd> {
+        self.flows.pop_ended()
     }
 }

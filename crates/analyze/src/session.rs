@@ -1,0 +1,123 @@
+//! Many flows at once: the driver between the capture decoder (`wire`) and one
+//! [`FlowAnalyzer`] per flow.
+//!
+//! Memory follows the flows alive, not the flows in the file: the decoder's flow table ends a
+//! flow (FIN both ways or RST plus a linger, an idle timeout, or a new connection on the same
+//! pair; see [`wire::FlowLimits`] for the rules and their sources), the session then finishes
+//! that flow's analyser, frees it, and hands the [`FlowAnalysis`] to the caller. What the
+//! caller keeps of it (the stall records, a summary, nothing) is its choice.
+
+use crate::{Config, FlowAnalysis, FlowAnalyzer};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use wire::{Decoder, EndReason, FlowEnd, FlowEvent, FlowId, FlowKey, WireError};
+
+/// One flow's finished analysis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finished {
+    pub id: FlowId,
+    pub key: FlowKey,
+    /// Why the flow ended before the capture did (None: still alive at the end of input).
+    pub end: Option<EndReason>,
+    pub analysis: FlowAnalysis,
+}
+
+/// Flow ids are dense counters: a multiplicative hash spreads them well enough.
+#[derive(Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = u64::from(v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// The analysers of the flows alive.
+#[derive(Debug)]
+pub struct Session {
+    cfg: Config,
+    live: HashMap<FlowId, (FlowKey, FlowAnalyzer), BuildHasherDefault<IdHasher>>,
+}
+
+impl Session {
+    pub fn new(cfg: Config) -> Self {
+        Session { cfg, live: HashMap::default() }
+    }
+
+    /// Feeds one event to its flow's analyser (created on the flow's first event).
+    pub fn push(&mut self, fe: &FlowEvent) {
+        let cfg = self.cfg;
+        let (_, fa) = self.live.entry(fe.flow).or_insert_with(|| (fe.key, FlowAnalyzer::new(cfg)));
+        fa.push(&fe.event);
+    }
+
+    /// Finishes and frees a flow the decoder ended. None when it had no event here.
+    pub fn end(&mut self, end: &FlowEnd) -> Option<Finished> {
+        let (key, fa) = self.live.remove(&end.flow)?;
+        let mut analysis = fa.finish();
+        if end.reason == EndReason::Idle {
+            analysis.notes.push(
+                "no packet for the flow table's idle timeout: the flow ends here, later packets on these ports are a new flow"
+                    .into(),
+            );
+        }
+        Some(Finished { id: end.flow, key, end: Some(end.reason), analysis })
+    }
+
+    /// Flows alive (analysers held).
+    pub fn live(&self) -> usize {
+        self.live.len()
+    }
+
+    /// Finishes every flow still alive, in first-seen order.
+    pub fn finish_all(self) -> Vec<Finished> {
+        let mut v: Vec<(FlowId, (FlowKey, FlowAnalyzer))> = self.live.into_iter().collect();
+        v.sort_unstable_by_key(|(id, _)| *id);
+        v.into_iter().map(|(id, (key, fa))| Finished { id, key, end: None, analysis: fa.finish() }).collect()
+    }
+}
+
+/// Reads `dec` to the end: every event goes to `each` (a plot collector, say) and to its flow's
+/// analyser; every flow, once ended, goes to `done` (ended flows as they end, then the flows
+/// alive at the end of input in first-seen order). On a damaged file the flows seen so far are
+/// still all finished and handed over before the error is returned.
+pub fn run<R: std::io::Read>(
+    dec: &mut Decoder<R>,
+    cfg: Config,
+    mut each: impl FnMut(&FlowEvent),
+    mut done: impl FnMut(Finished),
+) -> Result<(), WireError> {
+    let mut s = Session::new(cfg);
+    let res = loop {
+        match dec.next_event() {
+            Ok(Some(fe)) => {
+                while let Some(end) = dec.pop_ended() {
+                    if let Some(f) = s.end(&end) {
+                        done(f);
+                    }
+                }
+                each(&fe);
+                s.push(&fe);
+            }
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    while let Some(end) = dec.pop_ended() {
+        if let Some(f) = s.end(&end) {
+            done(f);
+        }
+    }
+    for f in s.finish_all() {
+        done(f);
+    }
+    res
+}
