@@ -44,7 +44,8 @@ impl Hasher for IdHasher {
 #[derive(Debug)]
 pub struct Session {
     cfg: Config,
-    live: HashMap<FlowId, (FlowKey, FlowAnalyzer), BuildHasherDefault<IdHasher>>,
+    /// Boxed: a map keeps spare capacity, and an analyser is 1.6 KB.
+    live: HashMap<FlowId, Box<(FlowKey, FlowAnalyzer)>, BuildHasherDefault<IdHasher>>,
 }
 
 impl Session {
@@ -55,13 +56,13 @@ impl Session {
     /// Feeds one event to its flow's analyser (created on the flow's first event).
     pub fn push(&mut self, fe: &FlowEvent) {
         let cfg = self.cfg;
-        let (_, fa) = self.live.entry(fe.flow).or_insert_with(|| (fe.key, FlowAnalyzer::new(cfg)));
-        fa.push(&fe.event);
+        let e = self.live.entry(fe.flow).or_insert_with(|| Box::new((fe.key, FlowAnalyzer::new(cfg))));
+        e.1.push(&fe.event);
     }
 
     /// Finishes and frees a flow the decoder ended. None when it had no event here.
     pub fn end(&mut self, end: &FlowEnd) -> Option<Finished> {
-        let (key, fa) = self.live.remove(&end.flow)?;
+        let (key, fa) = *self.live.remove(&end.flow)?;
         let mut analysis = fa.finish();
         if end.reason == EndReason::Idle {
             analysis.notes.push(
@@ -79,9 +80,14 @@ impl Session {
 
     /// Finishes every flow still alive, in first-seen order.
     pub fn finish_all(self) -> Vec<Finished> {
-        let mut v: Vec<(FlowId, (FlowKey, FlowAnalyzer))> = self.live.into_iter().collect();
+        let mut v: Vec<(FlowId, Box<(FlowKey, FlowAnalyzer)>)> = self.live.into_iter().collect();
         v.sort_unstable_by_key(|(id, _)| *id);
-        v.into_iter().map(|(id, (key, fa))| Finished { id, key, end: None, analysis: fa.finish() }).collect()
+        v.into_iter()
+            .map(|(id, b)| {
+                let (key, fa) = *b;
+                Finished { id, key, end: None, analysis: fa.finish() }
+            })
+            .collect()
     }
 }
 

@@ -125,8 +125,9 @@ fn reused_ports_are_two_analyses() {
         assert!(f.analysis.handshake.syn.is_some() && f.analysis.handshake.ack.is_some());
         assert_eq!(f.analysis.dirs[0].wire.packets + f.analysis.dirs[1].wire.packets, 15);
     }
+    // Each ended when its close completed (both FINs acknowledged, RFC 9293 3.6).
     assert_eq!(flows[0].end, Some(wire::EndReason::Closed));
-    assert_eq!(flows[1].end, None, "alive at the end of the capture");
+    assert_eq!(flows[1].end, Some(wire::EndReason::Closed));
 }
 
 /// IPv4 IDs that jump (a GSO sender, a counter shared with other flows) between keystrokes
@@ -151,8 +152,8 @@ fn ip_id_gaps_are_not_loss() {
     assert_eq!(a.dirs[0].retransmissions, 0);
 }
 
-/// 30,000 short connections, 1,000 per second of capture time: the session never holds more
-/// analysers than the flows within the 5 s linger, and every flow is finished exactly once.
+/// 30,000 short connections, 1,000 per second of capture time: the session holds only the
+/// analysers of open connections, and every flow is finished exactly once.
 #[test]
 fn finished_flows_are_freed() {
     let mut v = Vec::new();
@@ -174,7 +175,9 @@ fn finished_flows_are_freed() {
         s.push(&fe);
         max_live = max_live.max(s.live());
     }
-    assert!(max_live <= 5_100, "{max_live} analysers alive");
+    // Each connection's analyser is freed when its close completes (RFC 9293 3.6), ~11 ms after
+    // it started: at 1,000 new flows per second about 11 are ever alive, never thousands.
+    assert!(max_live <= 20, "{max_live} analysers alive");
     done += s.finish_all().len();
     assert_eq!(done, 30_000);
 }

@@ -157,8 +157,14 @@ struct FlowState {
     /// Initial sequence number from each endpoint's SYN.
     isn: [Option<u32>; 2],
     fin: [bool; 2],
+    /// Sequence number of each side's FIN, once seen, and whether the peer acknowledged it.
+    fin_seq: [Option<u32>; 2],
+    fin_acked: [bool; 2],
     /// Capture time the connection closed: FIN from both sides or a RST (RFC 9293 3.6, 3.10.7).
     closed_at: Option<u64>,
+    /// The end was reported (the close completed): the state stays only as a tombstone until
+    /// the linger ends, so that late packets are not taken for a new connection.
+    reported: bool,
     last_ns: u64,
     /// Packets per direction (index 0 = A).
     seen: [u32; 2],
@@ -219,6 +225,10 @@ pub struct FlowTable {
     ended: VecDeque<FlowEnd>,
     next_id: u32,
     origin_ns: Option<u64>,
+    /// A flow whose close completed with the packet just returned: reported ended before the
+    /// next packet is looked at (its last event must reach the analyser first).
+    closing: Option<FlowEnd>,
+    after_close: u64,
     /// Latest timestamp seen: capture time for expiry never goes back.
     now_ns: u64,
     duplicates: u64,
@@ -258,10 +268,25 @@ impl FlowTable {
         self.duplicates
     }
 
-    /// The next flow that ended and was forgotten, oldest first. A driver calls it after each
-    /// event; flows still alive at the end of the capture are never reported here.
+    /// Packets that came after their connection's close completed, within the linger
+    /// (retransmitted FINs, a stray RST, data in flight when a RST was sent): not analysed.
+    pub fn after_close(&self) -> u64 {
+        self.after_close
+    }
+
+    /// The next flow that ended, oldest first: every event of it was returned before, none
+    /// comes after. A driver calls it after each event (an end found with one packet is
+    /// reported once the next packet was looked at, or after [`FlowTable::end_of_input`]).
+    /// Flows still alive at the end of the capture are never reported.
     pub fn pop_ended(&mut self) -> Option<FlowEnd> {
         self.ended.pop_front()
+    }
+
+    /// The input ended: a flow whose close completed with the last packet is reported too.
+    pub fn end_of_input(&mut self) {
+        if let Some(c) = self.closing.take() {
+            self.ended.push_back(c);
+        }
     }
 
     /// The trace event for one packet captured at `ts_ns` as frame `frame` on `interface`, or
@@ -279,6 +304,9 @@ impl FlowTable {
         let origin = *self.origin_ns.get_or_insert(ts_ns);
         let now = self.now_ns.max(ts_ns);
         self.now_ns = now;
+        if let Some(c) = self.closing.take() {
+            self.ended.push_back(c);
+        }
         self.expire(now);
         let canon = if p.src <= p.dst { (interface, p.src, p.dst) } else { (interface, p.dst, p.src) };
         let seg = p.segment;
@@ -289,8 +317,15 @@ impl FlowTable {
         let slot = match found {
             Some(i) if starts_new(&self.slots[i as usize], p) => {
                 let old = &self.slots[i as usize];
-                self.ended.push_back(FlowEnd { flow: old.id, key: old.key, reason: EndReason::Reused });
+                if !old.reported {
+                    self.ended.push_back(FlowEnd { flow: old.id, key: old.key, reason: EndReason::Reused });
+                }
                 self.new_flow(canon, p, now, Some(i))
+            }
+            Some(i) if self.slots[i as usize].reported => {
+                self.last = Some((canon, i));
+                self.after_close += 1;
+                return None;
             }
             Some(i) => i,
             None => self.new_flow(canon, p, now, None),
@@ -334,6 +369,14 @@ impl FlowTable {
         }
         if seg.flags.fin() {
             f.fin[from.index()] = true;
+            // The FIN occupies the sequence number after the segment's data (RFC 9293 3.4).
+            f.fin_seq[from.index()] = Some(seg.seq.wrapping_add(seg.len));
+        }
+        let peer = from.peer().index();
+        if let Some(fs) = f.fin_seq[peer] {
+            if seg.flags.ack() && (seg.ack.wrapping_sub(fs.wrapping_add(1)) as i32) >= 0 {
+                f.fin_acked[peer] = true;
+            }
         }
         // RFC 9293 3.6: the connection is closed once both sides sent their FIN; 3.10.7.x: a RST
         // (in window) closes it at once.
@@ -341,6 +384,14 @@ impl FlowTable {
             f.closed_at = Some(now);
             let (id, linger) = (f.id.0, self.limits.close_linger_ns);
             self.timers.push(Reverse((now.saturating_add(linger), slot, id)));
+        }
+        // Both FINs acknowledged (RFC 9293 3.6: the close is complete, TIME-WAIT follows) or a
+        // RST: no more data can follow, so the flow ends now for the analyser (its state is the
+        // big part); the table keeps a tombstone through the linger so that a retransmitted FIN
+        // or a stray RST is counted apart instead of opening a flow of its own.
+        if !f.reported && (seg.flags.rst() || f.fin_acked == [true, true]) {
+            f.reported = true;
+            self.closing = Some(FlowEnd { flow: f.id, key: f.key, reason: EndReason::Closed });
         }
         let f = &self.slots[slot as usize];
         // Window scaling is in effect only when both SYNs carried the option (RFC 7323 2.2).
@@ -380,7 +431,9 @@ impl FlowTable {
             }
             let reason = if close_end.is_some_and(|c| c <= now) { EndReason::Closed } else { EndReason::Idle };
             let canon = canon_of(&f.key);
-            self.ended.push_back(FlowEnd { flow: f.id, key: f.key, reason });
+            if !f.reported {
+                self.ended.push_back(FlowEnd { flow: f.id, key: f.key, reason });
+            }
             self.by_pair.remove(&canon);
             if self.last.is_some_and(|(_, s)| s == slot) {
                 self.last = None;
@@ -402,7 +455,10 @@ impl FlowTable {
             wscale: [None, None],
             isn: [None, None],
             fin: [false, false],
+            fin_seq: [None, None],
+            fin_acked: [false, false],
             closed_at: None,
+            reported: false,
             last_ns: now,
             seen: [0, 0],
             established: false,

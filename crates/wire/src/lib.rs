@@ -42,6 +42,9 @@ pub struct DecodeStats {
     /// router, or a mirror port duplicating frames; see [`FlowTable::event`]). Not counted in
     /// `tcp_packets`.
     pub duplicates: u64,
+    /// TCP packets that came after their connection's close completed (both FINs acknowledged,
+    /// or a RST), within the linger: retransmitted FINs, stray RSTs. Not analysed.
+    pub after_close: u64,
     /// Bytes of the file consumed.
     pub bytes: u64,
 }
@@ -102,7 +105,10 @@ impl<R: Read> Decoder<R> {
     /// returned before it stay valid).
     pub fn next_event(&mut self) -> Result<Option<FlowEvent>, WireError> {
         loop {
-            let Some(p) = self.reader.next_packet()? else { return Ok(None) };
+            let Some(p) = self.reader.next_packet()? else {
+                self.flows.end_of_input();
+                return Ok(None);
+            };
             self.stats.frames += 1;
             self.flows.set_origin(p.ts_ns);
             match decode(p.linktype, p.data, p.orig_len) {
@@ -117,7 +123,6 @@ impl<R: Read> Decoder<R> {
                         self.interfaces_seen = self.interfaces_seen.max(iface + 1);
                         return Ok(Some(ev));
                     }
-                    self.stats.duplicates += 1;
                 }
                 Err(Skip::NotTcp) => self.stats.not_tcp += 1,
                 Err(Skip::Malformed) => self.stats.malformed += 1,
@@ -130,7 +135,12 @@ impl<R: Read> Decoder<R> {
     }
 
     pub fn stats(&self) -> DecodeStats {
-        DecodeStats { bytes: self.reader.offset(), ..self.stats.clone() }
+        DecodeStats {
+            bytes: self.reader.offset(),
+            duplicates: self.flows.duplicates(),
+            after_close: self.flows.after_close(),
+            ..self.stats.clone()
+        }
     }
 
     /// True when TCP packets came from more than one capture interface.
