@@ -8,13 +8,18 @@
 //!   cargo bench -p tcpstall-analyze --bench memory
 //!   BASE_TCPSTALL_BIN=/path/to/old/tcpstall ONE_FLOW=10000000 SHORT_FLOWS=1000000 \
 //!       FLOW_RATE=10000 cargo bench -p tcpstall-analyze --bench memory
+//!   NO_TSHARK=1 skips tshark; KEEP_FILES=1 keeps the captures (for perf).
 //!
 //! Frames are cut at 54 bytes (Ethernet + IPv4 + TCP headers, as `tcpdump -s 54` writes them;
 //! the payload length comes from the IP header), so the files stay small: ~70 bytes a packet.
 //! Short flows start FLOW_RATE per second of capture time (default 10,000/s, a busy web
-//! server) and last ~1 ms each. Peak RSS is `/usr/bin/time -v`'s "Maximum resident set size"
-//! of the child process; each binary runs RUNS times and the best wall time counts.
+//! server) and last ~1 ms each. Peak RSS is `/usr/bin/time`'s maximum resident set size of the
+//! child process (getrusage RUSAGE_CHILDREN ru_maxrss); speed is packets per CPU second (user +
+//! system) of the child, the best of RUNS runs: on a shared machine wall time measures the
+//! other builders too.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -122,27 +127,20 @@ fn short_flows(path: &Path, flows: u64, rate: u64) -> std::io::Result<u64> {
     let mut p = Pcap::create(path)?;
     let gap = (1_000_000 / rate.max(1)).max(1);
     let srv = ([10, 255, 0, 1], 80u16);
-    // Emit in time order: flow i's packet k is at start_i + 100 us * k; with gap >= 100 us at
-    // most 8 flows overlap, so a small window of open flows is merged by time.
-    let mut open: std::collections::VecDeque<(u64, u64)> = Default::default(); // (flow, start)
-    let mut next = 0u64;
     let t0 = 1_700_000_000_000_000u64;
-    loop {
-        while next < flows && open.back().is_none_or(|&(_, s)| t0 + next * gap <= s + 700) {
-            open.push_back((next, t0 + next * gap));
-            next += 1;
+    // Packets in time order: flow f's packet k is at t0 + f * gap + 100 us * k. The heap holds
+    // the next packet of each open flow and the next flow's SYN (a few entries).
+    let mut next: BinaryHeap<Reverse<(u64, u64, u64)>> = BinaryHeap::new(); // (time, flow, step)
+    if flows > 0 {
+        next.push(Reverse((t0, 0, 0)));
+    }
+    while let Some(Reverse((t, f, step))) = next.pop() {
+        if step < 7 {
+            next.push(Reverse((t + 100, f, step + 1)));
         }
-        // The earliest pending packet among the open flows.
-        let mut best: Option<(usize, u64, u64)> = None; // (index in open, time, step)
-        for (i, &(f, start)) in open.iter().enumerate() {
-            let step = (p.packets_of(f)).min(7);
-            let t = start + 100 * step;
-            if best.is_none_or(|b| t < b.1) {
-                best = Some((i, t, step));
-            }
+        if step == 0 && f + 1 < flows {
+            next.push(Reverse((t0 + (f + 1) * gap, f + 1, 0)));
         }
-        let Some((i, t, step)) = best else { break };
-        let (f, _) = open[i];
         let cli = ([10, (f >> 16) as u8, (f >> 8) as u8, f as u8], 1024 + (f % 50_000) as u16);
         let (c, s) = (1000u32.wrapping_add(f as u32), 5000u32);
         let id = (f as u16).wrapping_mul(8).wrapping_add(step as u16);
@@ -156,46 +154,18 @@ fn short_flows(path: &Path, flows: u64, rate: u64) -> std::io::Result<u64> {
             6 => p.packet(t, srv, cli, s + 1, c + 102, FIN_ACK, 0, id)?,
             _ => p.packet(t, cli, srv, c + 102, s + 2, ACK, 0, id)?,
         }
-        p.advance(f);
-        if step == 7 {
-            open.remove(i);
-        }
-        if open.is_empty() && next >= flows {
-            break;
-        }
     }
     p.w.flush()?;
     Ok(p.packets)
 }
 
-impl Pcap {
-    /// Packets written so far for short flow `f` (kept in a small map while the flow is open).
-    fn packets_of(&self, f: u64) -> u64 {
-        STEPS.with(|s| s.borrow().get(&f).copied().unwrap_or(0))
-    }
-    fn advance(&mut self, f: u64) {
-        STEPS.with(|s| {
-            let mut s = s.borrow_mut();
-            let e = s.entry(f).or_insert(0);
-            *e += 1;
-            if *e == 8 {
-                s.remove(&f);
-            }
-        });
-    }
-}
-
-thread_local! {
-    static STEPS: std::cell::RefCell<std::collections::HashMap<u64, u64>> = Default::default();
-}
-
-/// Best wall time and the peak RSS (MB) of `bin explain file`, via `/usr/bin/time -v`.
+/// Best CPU time and the peak RSS (MB) of `bin explain file`, via `/usr/bin/time`.
 fn measure(bin: &Path, file: &Path) -> Option<(f64, f64)> {
     let mut best: Option<(f64, f64)> = None;
     for _ in 0..RUNS {
         let start = Instant::now();
         let out = Command::new("/usr/bin/time")
-            .arg("-v")
+            .args(["-f", "cpu %U %S rss %M"])
             .arg(bin)
             .arg("explain")
             .arg(file)
@@ -203,17 +173,18 @@ fn measure(bin: &Path, file: &Path) -> Option<(f64, f64)> {
             .stderr(Stdio::piped())
             .output()
             .ok()?;
-        let secs = start.elapsed().as_secs_f64();
+        let wall = start.elapsed().as_secs_f64();
         if !out.status.success() {
             eprintln!("{} failed: {}", bin.display(), String::from_utf8_lossy(&out.stderr));
             return None;
         }
         let err = String::from_utf8_lossy(&out.stderr);
-        let kb: f64 = err
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("Maximum resident set size (kbytes):"))
-            .and_then(|v| v.trim().parse().ok())?;
-        let mb = kb / 1024.0;
+        // "cpu USER SYS rss KB": CPU seconds, not wall time, measure the speed: the machine is
+        // shared with other builders, and a process waiting for a core has not been slow.
+        let line = err.lines().rev().find(|l| l.starts_with("cpu "))?;
+        let v: Vec<f64> = line.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        let (secs, mb) = (v.first()? + v.get(1)?, v.get(2)? / 1024.0);
+        let _ = wall;
         best = Some(match best {
             Some((t, m)) => (t.min(secs), m.max(mb)),
             None => (secs, mb),
@@ -234,6 +205,9 @@ fn tshark(file: &Path) -> Option<f64> {
         .ok()?;
     st.success().then(|| start.elapsed().as_secs_f64())
 }
+
+/// Writes a capture to the path, returns its packet count.
+type MakeCapture = dyn Fn(&Path) -> std::io::Result<u64>;
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
@@ -256,7 +230,7 @@ fn main() {
     let one = env_u64("ONE_FLOW", 10_000_000);
     let short = env_u64("SHORT_FLOWS", 1_000_000);
     let rate = env_u64("FLOW_RATE", 10_000);
-    let cases: [(&str, f64, Box<dyn Fn(&Path) -> std::io::Result<u64>>); 2] = [
+    let cases: [(&str, f64, Box<MakeCapture>); 2] = [
         ("(a) one flow", 64.0, Box::new(move |p| one_flow(p, one))),
         ("(b) short flows", 150.0, Box::new(move |p| short_flows(p, short, rate))),
     ];
@@ -269,7 +243,7 @@ fn main() {
         let Some((secs, rss)) = measure(&bin, &path) else { continue };
         let pps = packets as f64 / secs;
         println!(
-            "  tcpstall explain: {secs:.2} s = {:.2} Mpps, peak RSS {rss:.1} MB (target <= {rss_target} MB): {}",
+            "  tcpstall explain: {secs:.2} CPU s = {:.2} Mpps, peak RSS {rss:.1} MB (target <= {rss_target} MB): {}",
             pps / 1e6,
             if rss <= *rss_target { "meets" } else { "misses" }
         );
@@ -278,17 +252,25 @@ fn main() {
                 let ratio = pps / (packets as f64 / bs);
                 // Same machine, same run; 5% is the noise of a shared 2-core machine.
                 println!(
-                    "  base explain:     {bs:.2} s = {:.2} Mpps, peak RSS {brss:.1} MB; speed ratio {ratio:.2} \
+                    "  base explain:     {bs:.2} CPU s = {:.2} Mpps, peak RSS {brss:.1} MB; speed ratio {ratio:.2} \
                      (target >= 0.95): {}",
                     packets as f64 / bs / 1e6,
                     if ratio >= 0.95 { "meets" } else { "misses" }
                 );
             }
         }
-        if let Some(ts) = tshark(&path) {
+        if std::env::var_os("NO_TSHARK").is_some() {
+            // skip: tshark needs ~50 s per million packets here
+        } else if let Some(ts) = tshark(&path) {
             println!("  tshark -z conv,tcp: {ts:.2} s; tcpstall is {:.1}x tshark", ts / secs);
         }
-        let _ = std::fs::remove_file(&path);
+        if std::env::var_os("KEEP_FILES").is_none() {
+            let _ = std::fs::remove_file(&path);
+        }
     }
-    let _ = std::fs::remove_dir(&dir);
+    if std::env::var_os("KEEP_FILES").is_none() {
+        let _ = std::fs::remove_dir(&dir);
+    } else {
+        println!("captures kept in {}", dir.display());
+    }
 }

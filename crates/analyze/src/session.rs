@@ -8,8 +8,6 @@
 //! caller keeps of it (the stall records, a summary, nothing) is its choice.
 
 use crate::{Config, FlowAnalysis, FlowAnalyzer};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use wire::{Decoder, EndReason, FlowEnd, FlowEvent, FlowId, FlowKey, WireError};
 
 /// One flow's finished analysis.
@@ -22,47 +20,40 @@ pub struct Finished {
     pub analysis: FlowAnalysis,
 }
 
-/// Flow ids are dense counters: a multiplicative hash spreads them well enough.
-#[derive(Default, Clone, Copy)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.0 = u64::from(v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
 /// The analysers of the flows alive.
 #[derive(Debug)]
 pub struct Session {
     cfg: Config,
-    /// Boxed: a map keeps spare capacity, and an analyser is 1.6 KB.
-    live: HashMap<FlowId, Box<(FlowKey, FlowAnalyzer)>, BuildHasherDefault<IdHasher>>,
+    /// By flow id (ids are dense counters): 8 bytes per flow ever seen, the analyser (1.6 KB
+    /// and its queues) only while the flow is alive.
+    slots: Vec<Option<Box<(FlowKey, FlowAnalyzer)>>>,
+    live: usize,
 }
 
 impl Session {
     pub fn new(cfg: Config) -> Self {
-        Session { cfg, live: HashMap::default() }
+        Session { cfg, slots: Vec::new(), live: 0 }
     }
 
     /// Feeds one event to its flow's analyser (created on the flow's first event).
     pub fn push(&mut self, fe: &FlowEvent) {
         let cfg = self.cfg;
-        let e = self.live.entry(fe.flow).or_insert_with(|| Box::new((fe.key, FlowAnalyzer::new(cfg))));
+        let i = fe.flow.0 as usize;
+        if i >= self.slots.len() {
+            self.slots.resize_with(i + 1, || None);
+        }
+        let live = &mut self.live;
+        let e = self.slots[i].get_or_insert_with(|| {
+            *live += 1;
+            Box::new((fe.key, FlowAnalyzer::new(cfg)))
+        });
         e.1.push(&fe.event);
     }
 
     /// Finishes and frees a flow the decoder ended. None when it had no event here.
     pub fn end(&mut self, end: &FlowEnd) -> Option<Finished> {
-        let (key, fa) = *self.live.remove(&end.flow)?;
+        let (key, fa) = *self.slots.get_mut(end.flow.0 as usize)?.take()?;
+        self.live -= 1;
         let mut analysis = fa.finish();
         if end.reason == EndReason::Idle {
             analysis.notes.push(
@@ -75,17 +66,17 @@ impl Session {
 
     /// Flows alive (analysers held).
     pub fn live(&self) -> usize {
-        self.live.len()
+        self.live
     }
 
     /// Finishes every flow still alive, in first-seen order.
     pub fn finish_all(self) -> Vec<Finished> {
-        let mut v: Vec<(FlowId, Box<(FlowKey, FlowAnalyzer)>)> = self.live.into_iter().collect();
-        v.sort_unstable_by_key(|(id, _)| *id);
-        v.into_iter()
-            .map(|(id, b)| {
-                let (key, fa) = *b;
-                Finished { id, key, end: None, analysis: fa.finish() }
+        self.slots
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, b)| {
+                let (key, fa) = *b?;
+                Some(Finished { id: FlowId(i as u32), key, end: None, analysis: fa.finish() })
             })
             .collect()
     }

@@ -419,7 +419,7 @@ impl FlowTable {
             }
             self.timers.pop();
             let Some(f) = self.slots.get(slot as usize) else { continue };
-            if f.id.0 != id || !self.by_pair.get(&canon_of(&f.key)).is_some_and(|&s| s == slot) {
+            if f.id.0 != id || self.by_pair.get(&canon_of(&f.key)).is_none_or(|&s| s != slot) {
                 continue; // the slot was reused or freed since
             }
             let idle_end = f.last_ns.saturating_add(self.limits.idle_ns);
@@ -517,11 +517,12 @@ fn is_copy(old: &Sig, new: &Sig, window_ns: u64) -> bool {
     if !old.used || new.ts_ns.saturating_sub(old.ts_ns) > window_ns {
         return false;
     }
-    let same = old.id_usable == new.id_usable
-        && old.has_ts == new.has_ts
-        && old.from_a == new.from_a
-        && old.seq == new.seq
+    // The fields that differ most often first: most packets fail at seq or ack.
+    let same = old.seq == new.seq
         && old.ack == new.ack
+        && old.from_a == new.from_a
+        && old.id_usable == new.id_usable
+        && old.has_ts == new.has_ts
         && old.len == new.len
         && old.flags == new.flags
         && old.window == new.window
