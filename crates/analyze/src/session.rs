@@ -10,6 +10,14 @@
 use crate::{Config, FlowAnalysis, FlowAnalyzer};
 use wire::{Decoder, EndReason, FlowEnd, FlowEvent, FlowId, FlowKey, WireError};
 
+/// Stands for the key of a flow whose addresses the caller could not give (never with the
+/// decoder: a flow's key is known on its first event).
+const UNKNOWN: FlowKey = FlowKey {
+    a: std::net::SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0)),
+    b: std::net::SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0)),
+    interface: 0,
+};
+
 /// One flow's finished analysis.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finished {
@@ -35,8 +43,9 @@ impl Session {
         Session { cfg, slots: Vec::new(), live: 0 }
     }
 
-    /// Feeds one event to its flow's analyser (created on the flow's first event).
-    pub fn push(&mut self, fe: &FlowEvent) {
+    /// Feeds one event to its flow's analyser (created on the flow's first event, with the
+    /// flow's addresses from `key`: `|| dec.flows().key(fe.flow)` right after the event).
+    pub fn push(&mut self, fe: &FlowEvent, key: impl FnOnce() -> Option<FlowKey>) {
         let cfg = self.cfg;
         let i = fe.flow.0 as usize;
         if i >= self.slots.len() {
@@ -45,7 +54,7 @@ impl Session {
         let live = &mut self.live;
         let e = self.slots[i].get_or_insert_with(|| {
             *live += 1;
-            Box::new((fe.key, FlowAnalyzer::new(cfg)))
+            Box::new((key().unwrap_or(UNKNOWN), FlowAnalyzer::new(cfg)))
         });
         e.1.push(&fe.event);
     }
@@ -102,7 +111,7 @@ pub fn run<R: std::io::Read>(
                     }
                 }
                 each(&fe);
-                s.push(&fe);
+                s.push(&fe, || dec.flows().key(fe.flow));
             }
             Ok(None) => break Ok(()),
             Err(e) => break Err(e),

@@ -172,7 +172,7 @@ fn finished_flows_are_freed() {
         while let Some(end) = dec.pop_ended() {
             done += usize::from(s.end(&end).is_some());
         }
-        s.push(&fe);
+        s.push(&fe, || dec.flows().key(fe.flow));
         max_live = max_live.max(s.live());
     }
     // Each connection's analyser is freed when its close completes (RFC 9293 3.6), ~11 ms after

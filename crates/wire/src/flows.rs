@@ -64,8 +64,6 @@ impl FlowFilter {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlowEvent {
     pub flow: FlowId,
-    /// The flow's addresses (the same for every event of the flow).
-    pub key: FlowKey,
     pub event: Event,
 }
 
@@ -171,6 +169,8 @@ struct FlowState {
     /// A packet without SYN was seen: the connection is synchronized.
     established: bool,
     recent: [Sig; RECENT],
+    /// `recent[i].seq`, kept apart so that the per-packet check is one vector compare.
+    recent_seq: [u32; RECENT],
     next_recent: u8,
 }
 
@@ -253,6 +253,19 @@ impl FlowTable {
         self.origin_ns.get_or_insert(ts_ns);
     }
 
+    /// The addresses of a flow still remembered: at once for the flow of the last event
+    /// returned (what a driver asks on a flow's first event), else by a scan of the live flows.
+    /// None for a flow forgotten (ended) or never seen.
+    pub fn key(&self, id: FlowId) -> Option<FlowKey> {
+        if let Some((_, slot)) = self.last {
+            let f = &self.slots[slot as usize];
+            if f.id == id {
+                return Some(f.key);
+            }
+        }
+        self.by_pair.values().map(|&s| &self.slots[s as usize]).find(|f| f.id == id).map(|f| f.key)
+    }
+
     /// Flows remembered now.
     pub fn live(&self) -> usize {
         self.by_pair.len()
@@ -322,11 +335,6 @@ impl FlowTable {
                 }
                 self.new_flow(canon, p, now, Some(i))
             }
-            Some(i) if self.slots[i as usize].reported => {
-                self.last = Some((canon, i));
-                self.after_close += 1;
-                return None;
-            }
             Some(i) => i,
             None => self.new_flow(canon, p, now, None),
         };
@@ -352,11 +360,19 @@ impl FlowTable {
             id_usable: p.ip_id.is_some_and(|id| id != 0),
             has_ts: seg.ts.is_some(),
         };
-        if f.recent.iter().any(|r| is_copy(r, &sig, dup_window)) {
+        // Most packets differ from all remembered ones in seq: test that first, all at once.
+        let seq_match = f.recent_seq.iter().fold(0u32, |m, &q| m | u32::from(q == seg.seq));
+        if seq_match != 0 && f.recent.iter().any(|r| is_copy(r, &sig, dup_window)) {
             self.duplicates += 1;
             return None;
         }
+        if f.reported {
+            // A tombstone: the flow ended for the analyser; what comes now is counted apart.
+            self.after_close += 1;
+            return None;
+        }
         f.recent[usize::from(f.next_recent)] = sig;
+        f.recent_seq[usize::from(f.next_recent)] = seg.seq;
         f.next_recent = (f.next_recent + 1) % RECENT as u8;
         f.seen[from.index()] = f.seen[from.index()].saturating_add(1);
         f.last_ns = now;
@@ -401,7 +417,6 @@ impl FlowTable {
         };
         Some(FlowEvent {
             flow: f.id,
-            key: f.key,
             event: Event {
                 t: Instant(ts_ns.saturating_sub(origin)),
                 from,
@@ -463,6 +478,7 @@ impl FlowTable {
             seen: [0, 0],
             established: false,
             recent: [Sig::default(); RECENT],
+            recent_seq: [0; RECENT],
             next_recent: 0,
         };
         let slot = match reuse.or_else(|| self.free.pop()) {

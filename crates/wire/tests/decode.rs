@@ -150,7 +150,7 @@ fn pcapng_several_interfaces_with_their_own_resolution() {
     assert_eq!(b.event.t.as_nanos(), 500);
     // Each interface is its own capture point: the same connection is a flow per interface.
     assert_ne!(a.flow, b.flow);
-    assert_eq!(b.key.interface, 1);
+    assert_eq!(d.flows().key(b.flow).unwrap().interface, 1);
     assert!(d.several_interfaces());
     assert_eq!(a.event.from, Endpoint::A);
     let EventKind::Segment(s) = b.event.kind else { panic!() };
@@ -165,7 +165,7 @@ fn flow_endpoints_and_filters() {
     let mut d = Decoder::new(&file[..], FlowFilter::default()).unwrap();
     let e = d.next_event().unwrap().unwrap();
     assert_eq!(e.event.from, Endpoint::B);
-    assert_eq!(e.key.a.port(), 5000);
+    assert_eq!(d.flows().key(e.flow).unwrap().a.port(), 5000);
     let f = eth_tcp4(false, 1, 1, false, b"a", &[]);
     let file = pcap(false, 1, &[(0, 0, f.clone()), (0, 1, f)]);
     let port = FlowFilter { port: Some(81), ..Default::default() };

@@ -136,7 +136,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
                 if args.plot.is_some() {
                     live_plots.entry(fe.flow).or_default().push(&fe.event);
                 }
-                session.push(&fe);
+                session.push(&fe, || dec.flows().key(fe.flow));
             }
             Ok(None) => break,
             Err(e) => {

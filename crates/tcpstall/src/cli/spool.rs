@@ -98,7 +98,7 @@ mod tests {
     fn ranges_read_back_across_memory_and_file() {
         let mut s = Spool::default();
         let mut pieces = Vec::new();
-        for i in 0..3000u32 {
+        for i in 0..5000u32 {
             let from = s.len();
             let piece = format!("piece {i} {}\n", "x".repeat((i % 7000) as usize));
             s.buf().extend_from_slice(piece.as_bytes());
