@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-const RUNS: usize = 2;
+const RUNS: usize = 3;
 
 struct Pcap {
     w: BufWriter<std::fs::File>,
@@ -159,38 +159,27 @@ fn short_flows(path: &Path, flows: u64, rate: u64) -> std::io::Result<u64> {
     Ok(p.packets)
 }
 
-/// Best CPU time and the peak RSS (MB) of `bin explain file`, via `/usr/bin/time`.
+/// CPU time and peak RSS (MB) of one run of `bin explain file`, via `/usr/bin/time`.
 fn measure(bin: &Path, file: &Path) -> Option<(f64, f64)> {
-    let mut best: Option<(f64, f64)> = None;
-    for _ in 0..RUNS {
-        let start = Instant::now();
-        let out = Command::new("/usr/bin/time")
-            .args(["-f", "cpu %U %S rss %M"])
-            .arg(bin)
-            .arg("explain")
-            .arg(file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .ok()?;
-        let wall = start.elapsed().as_secs_f64();
-        if !out.status.success() {
-            eprintln!("{} failed: {}", bin.display(), String::from_utf8_lossy(&out.stderr));
-            return None;
-        }
-        let err = String::from_utf8_lossy(&out.stderr);
-        // "cpu USER SYS rss KB": CPU seconds, not wall time, measure the speed: the machine is
-        // shared with other builders, and a process waiting for a core has not been slow.
-        let line = err.lines().rev().find(|l| l.starts_with("cpu "))?;
-        let v: Vec<f64> = line.split_whitespace().filter_map(|x| x.parse().ok()).collect();
-        let (secs, mb) = (v.first()? + v.get(1)?, v.get(2)? / 1024.0);
-        let _ = wall;
-        best = Some(match best {
-            Some((t, m)) => (t.min(secs), m.max(mb)),
-            None => (secs, mb),
-        });
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "cpu %U %S rss %M"])
+        .arg(bin)
+        .arg("explain")
+        .arg(file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        eprintln!("{} failed: {}", bin.display(), String::from_utf8_lossy(&out.stderr));
+        return None;
     }
-    best
+    // "cpu USER SYS rss KB": CPU seconds, not wall time, measure the speed: the machine is
+    // shared with other builders, and a process waiting for a core has not been slow.
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err.lines().rev().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<f64> = line.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    Some((v.first()? + v.get(1)?, v.get(2)? / 1024.0))
 }
 
 fn tshark(file: &Path) -> Option<f64> {
@@ -240,15 +229,28 @@ fn main() {
         let size = std::fs::metadata(&path).map_or(0, |m| m.len());
         println!("{name}: {packets} packets, {:.0} MB file", size as f64 / 1e6);
         let _ = std::fs::read(&path); // page cache
-        let Some((secs, rss)) = measure(&bin, &path) else { continue };
+                                      // Runs alternate between this build and the base, so that a busy spell of the shared
+                                      // machine hits both; the best of RUNS each counts.
+        let (mut ours, mut theirs): (Option<(f64, f64)>, Option<(f64, f64)>) = (None, None);
+        let best = |acc: Option<(f64, f64)>, m: Option<(f64, f64)>| match (acc, m) {
+            (Some((t, r)), Some((t2, r2))) => Some((t.min(t2), r.max(r2))),
+            (a, b) => a.or(b),
+        };
+        for _ in 0..RUNS {
+            ours = best(ours, measure(&bin, &path));
+            if let Some(b) = &base {
+                theirs = best(theirs, measure(b, &path));
+            }
+        }
+        let Some((secs, rss)) = ours else { continue };
         let pps = packets as f64 / secs;
         println!(
             "  tcpstall explain: {secs:.2} CPU s = {:.2} Mpps, peak RSS {rss:.1} MB (target <= {rss_target} MB): {}",
             pps / 1e6,
             if rss <= *rss_target { "meets" } else { "misses" }
         );
-        if let Some(b) = &base {
-            if let Some((bs, brss)) = measure(b, &path) {
+        if base.is_some() {
+            if let Some((bs, brss)) = theirs {
                 let ratio = pps / (packets as f64 / bs);
                 // Same machine, same run; 5% is the noise of a shared 2-core machine.
                 println!(
