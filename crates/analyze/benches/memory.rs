@@ -159,8 +159,11 @@ fn short_flows(path: &Path, flows: u64, rate: u64) -> std::io::Result<u64> {
     Ok(p.packets)
 }
 
+/// CPU seconds and peak RSS (MB) of one run.
+type Run = (f64, f64);
+
 /// CPU time and peak RSS (MB) of one run of `bin explain file`, via `/usr/bin/time`.
-fn measure(bin: &Path, file: &Path) -> Option<(f64, f64)> {
+fn measure(bin: &Path, file: &Path) -> Option<Run> {
     let out = Command::new("/usr/bin/time")
         .args(["-f", "cpu %U %S rss %M"])
         .arg(bin)
@@ -231,8 +234,8 @@ fn main() {
         let _ = std::fs::read(&path); // page cache
                                       // Runs alternate between this build and the base, so that a busy spell of the shared
                                       // machine hits both; the best of RUNS each counts.
-        let (mut ours, mut theirs): (Option<(f64, f64)>, Option<(f64, f64)>) = (None, None);
-        let best = |acc: Option<(f64, f64)>, m: Option<(f64, f64)>| match (acc, m) {
+        let (mut ours, mut theirs): (Option<Run>, Option<Run>) = (None, None);
+        let best = |acc: Option<Run>, m: Option<Run>| match (acc, m) {
             (Some((t, r)), Some((t2, r2))) => Some((t.min(t2), r.max(r2))),
             (a, b) => a.or(b),
         };
