@@ -299,7 +299,7 @@ fn text<R: std::io::Read>(
     let Findings { stats, pieces, failure, .. } = found;
     let _ = writeln!(
         s,
-        "{}: {} frames, {} TCP packets in {} flows{}{}{}",
+        "{}: {} frames, {} TCP packets in {} flows{}{}{}{}",
         args.file.display(),
         stats.frames,
         stats.tcp_packets,
@@ -318,6 +318,11 @@ fn text<R: std::io::Read>(
         if stats.filtered_out > 0 { format!("; {} filtered out", stats.filtered_out) } else { String::new() },
         if stats.duplicates > 0 {
             format!("; {} duplicate frames collapsed (copies of a packet just seen)", stats.duplicates)
+        } else {
+            String::new()
+        },
+        if stats.after_close > 0 {
+            format!("; {} packets after their connection closed, not analysed", stats.after_close)
         } else {
             String::new()
         }
