@@ -1,7 +1,7 @@
 //! pcap/pcapng and packet decoding into trace events (pure: works on any [`std::io::Read`]).
 //!
-//! [`Decoder`] streams a capture: one packet buffer and one small entry per flow, whatever the
-//! file size. Each TCP packet becomes a [`trace::Event`] of its flow (see [`FlowEvent`]) with
+//! [`Decoder`] streams a capture: one packet buffer and one small entry per flow alive, whatever
+//! the file size (ended flows are forgotten and reported by [`Decoder::pop_ended`]). Each TCP packet becomes a [`trace::Event`] of its flow (see [`FlowEvent`]) with
 //! `t` in nanoseconds since the capture's first packet and `evidence = Frame(n)`.
 //!
 //! ```no_run
@@ -21,7 +21,7 @@ pub mod write;
 pub use capture::{pcap_linktype, CaptureReader, Format, Packet, MAX_PACKET};
 pub use decode::{decode, linktype, Skip, TcpPacket, MAX_DEPTH};
 pub use error::WireError;
-pub use flows::{FlowEvent, FlowFilter, FlowId, FlowKey, FlowTable};
+pub use flows::{EndReason, FlowEnd, FlowEvent, FlowFilter, FlowId, FlowKey, FlowLimits, FlowTable};
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -48,6 +48,13 @@ pub struct DecodeStats {
     pub first_unknown_linktype: Option<u32>,
     /// TCP packets dropped by the flow filter.
     pub filtered_out: u64,
+    /// TCP packets dropped as copies of a packet just seen (a capture taken before and after a
+    /// router, or a mirror port duplicating frames; see [`FlowTable::event`]). Not counted in
+    /// `tcp_packets`.
+    pub duplicates: u64,
+    /// TCP packets that came after their connection's close completed (both FINs acknowledged,
+    /// or a RST), within the linger: retransmitted FINs, stray RSTs. Not analysed.
+    pub after_close: u64,
     /// Bytes of the file consumed.
     pub bytes: u64,
 }
@@ -114,9 +121,15 @@ pub struct Decoder<R: Read> {
 
 impl<R: Read> Decoder<R> {
     pub fn new(input: R, filter: FlowFilter) -> Result<Self, WireError> {
+        Self::with_limits(input, filter, FlowLimits::default())
+    }
+
+    /// A decoder whose flow table uses `limits` (linger after close, idle timeout, duplicate
+    /// window) instead of the defaults.
+    pub fn with_limits(input: R, filter: FlowFilter, limits: FlowLimits) -> Result<Self, WireError> {
         Ok(Decoder {
             reader: CaptureReader::new(input)?,
-            flows: FlowTable::new(),
+            flows: FlowTable::with_limits(limits),
             filter,
             stats: DecodeStats::default(),
             interfaces_seen: 0,
@@ -132,7 +145,10 @@ impl<R: Read> Decoder<R> {
     /// returned before it stay valid).
     pub fn next_event(&mut self) -> Result<Option<FlowEvent>, WireError> {
         loop {
-            let Some(p) = self.reader.next_packet()? else { return Ok(None) };
+            let Some(p) = self.reader.next_packet()? else {
+                self.flows.end_of_input();
+                return Ok(None);
+            };
             self.stats.frames += 1;
             // A frame stamped earlier than the one before it (clock steps, several capture
             // queues merged out of order): counted, and given the previous frame's time so the
@@ -153,10 +169,12 @@ impl<R: Read> Decoder<R> {
                         self.stats.filtered_out += 1;
                         continue;
                     }
-                    self.stats.tcp_packets += 1;
                     let (ts, frame, iface) = (ts_ns, p.frame, p.interface);
-                    self.interfaces_seen = self.interfaces_seen.max(iface + 1);
-                    return Ok(Some(self.flows.event(&tcp, ts, frame, iface)));
+                    if let Some(ev) = self.flows.event(&tcp, ts, frame, iface) {
+                        self.stats.tcp_packets += 1;
+                        self.interfaces_seen = self.interfaces_seen.max(iface + 1);
+                        return Ok(Some(ev));
+                    }
                 }
                 Err(Skip::NotTcp) => self.stats.not_tcp += 1,
                 Err(Skip::Malformed) => self.stats.malformed += 1,
@@ -170,7 +188,12 @@ impl<R: Read> Decoder<R> {
     }
 
     pub fn stats(&self) -> DecodeStats {
-        DecodeStats { bytes: self.reader.offset(), ..self.stats.clone() }
+        DecodeStats {
+            bytes: self.reader.offset(),
+            duplicates: self.flows.duplicates(),
+            after_close: self.flows.after_close(),
+            ..self.stats.clone()
+        }
     }
 
     /// True when TCP packets came from more than one capture interface.
@@ -185,5 +208,12 @@ impl<R: Read> Decoder<R> {
 
     pub fn flows(&self) -> &FlowTable {
         &self.flows
+    }
+
+    /// The next flow that ended (closed and lingered, idle, or its pair reused) since the last
+    /// call: none of its events come any more, so its analysis can be finished and freed. Flows
+    /// still alive at the end of the capture are not reported: the caller finishes them.
+    pub fn pop_ended(&mut self) -> Option<FlowEnd> {
+        self.flows.pop_ended()
     }
 }
