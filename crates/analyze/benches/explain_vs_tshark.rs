@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use tcpstall_analyze::{Config, FlowAnalyzer};
+use tcpstall_analyze::Config;
 use wire::{Decoder, FlowFilter};
 
 /// Writes an Ethernet/IPv4/TCP pcap of `n` packets: 16 interleaved flows doing 100-byte
@@ -87,15 +87,9 @@ fn in_process(path: &Path) -> (u64, usize, f64) {
     let start = Instant::now();
     let file = std::fs::File::open(path).expect("open");
     let mut dec = Decoder::new(std::io::BufReader::with_capacity(1 << 16, file), FlowFilter::default()).expect("pcap");
-    let mut flows: Vec<FlowAnalyzer> = Vec::new();
-    while let Some(fe) = dec.next_event().expect("decode") {
-        let i = fe.flow.0 as usize;
-        while flows.len() <= i {
-            flows.push(FlowAnalyzer::new(Config::default()));
-        }
-        flows[i].push(&fe.event);
-    }
-    let stalls: usize = flows.into_iter().map(|f| f.finish().stalls.len()).sum();
+    let mut stalls = 0;
+    tcpstall_analyze::session::run(&mut dec, Config::default(), |_| {}, |f| stalls += f.analysis.stalls.len())
+        .expect("decode");
     (dec.stats().frames, stalls, start.elapsed().as_secs_f64())
 }
 

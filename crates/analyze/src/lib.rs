@@ -13,11 +13,13 @@
 
 mod classify;
 mod flow;
+pub mod session;
 mod stats;
 mod summary;
 mod timers;
 
 pub use flow::{DirSummary, FlowAnalysis, FlowAnalyzer, Handshake};
+pub use session::{Finished, Session};
 pub use stats::{DurationStats, WireCost};
 pub use summary::{outside_notes, verdict, CauseCount, StallSummary, Window};
 pub use timers::Timers;

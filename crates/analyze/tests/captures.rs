@@ -4,7 +4,7 @@
 //! show none. Assertions use robust signals: stalls >= 30 ms, counts, no exact times.
 
 use std::path::PathBuf;
-use tcpstall_analyze::{Analysis, Config, FlowAnalyzer};
+use tcpstall_analyze::{Analysis, Config};
 use trace::Cause;
 use wire::{Decoder, FlowFilter};
 
@@ -12,14 +12,10 @@ fn analyze(name: &str) -> Analysis {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/captures").join(name);
     let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut dec = Decoder::new(std::io::BufReader::new(file), FlowFilter::default()).unwrap();
-    let mut flows: Vec<FlowAnalyzer> = Vec::new();
-    while let Some(fe) = dec.next_event().unwrap() {
-        while flows.len() <= fe.flow.0 as usize {
-            flows.push(FlowAnalyzer::new(Config::default()));
-        }
-        flows[fe.flow.0 as usize].push(&fe.event);
-    }
-    Analysis { flows: flows.into_iter().map(|f| f.finish()).collect() }
+    let mut flows = Vec::new();
+    tcpstall_analyze::session::run(&mut dec, Config::default(), |_| {}, |f| flows.push(f)).unwrap();
+    flows.sort_by_key(|f| f.id);
+    Analysis { flows: flows.into_iter().map(|f| f.analysis).collect() }
 }
 
 fn causes(a: &Analysis) -> Vec<Cause> {

@@ -52,8 +52,8 @@ pub enum Format {
 #[derive(Debug, Clone)]
 struct Interface {
     linktype: u32,
-    /// Bytes of frame check sequence at the end of every frame, stripped before decoding.
-    fcs_len: u8,
+    /// Bytes of frame check sequence at the end of every frame (stripped before decoding).
+    fcs_len: u32,
     /// `if_name` option (pcapng 4.2), e.g. "lo" or "tcpstall-c0".
     name: Option<String>,
     /// Timestamp units per second as a ratio: value * num / den = nanoseconds.
@@ -150,12 +150,7 @@ impl<R: Read> CaptureReader<R> {
                 r.big_endian = big_endian;
                 let mut h = [0u8; 20];
                 r.fill(&mut h, 0, "truncated pcap file header (24 bytes expected)")?;
-                // The link-type field's upper bits are not the link type (libpcap pcap-common.h:
-                // LT_LINKTYPE(x) = x & 0x03FFFFFF; LT_FCS_LENGTH_PRESENT(x) = x & 0x04000000;
-                // LT_FCS_LENGTH(x) = (x & 0xF0000000) >> 28, in 16-bit words, pcap-savefile(5)).
-                let field = u32_at(&h, 16, big_endian);
-                let linktype = field & 0x03ff_ffff;
-                let fcs_len = if field & 0x0400_0000 != 0 { ((field >> 28) & 0xf) as u8 * 2 } else { 0 };
+                let (linktype, fcs_len) = pcap_linktype(u32_at(&h, 16, big_endian));
                 let tsres = if nanos { TsRes::Dec(9) } else { TsRes::Dec(6) };
                 r.interfaces.push(Interface { linktype, fcs_len, name: None, tsres, ts_offset_s: 0 });
             }
@@ -263,8 +258,8 @@ impl<R: Read> CaptureReader<R> {
         let iface = &self.interfaces[0];
         let frac_ns = iface.tsres.to_nanos(u64::from(frac));
         let ts_ns = u64::from(sec).saturating_mul(1_000_000_000).saturating_add(frac_ns);
-        let (incl, orig) = strip_fcs(iface.fcs_len, incl, orig);
-        Ok(Some((0, incl as usize, ts_ns, (iface.linktype, 0), orig.max(incl), start)))
+        let (len, orig) = strip_fcs(incl, orig.max(incl), iface.fcs_len);
+        Ok(Some((0, len as usize, ts_ns, (iface.linktype, 0), orig, start)))
     }
 
     /// The rest of a Section Header Block whose type (and `len_bytes`, its length field in a
@@ -395,8 +390,8 @@ impl<R: Read> CaptureReader<R> {
                     let r = b[v];
                     iface.tsres = if r & 0x80 == 0 { TsRes::Dec(r) } else { TsRes::Bin(r & 0x7f) };
                 }
-                // if_fcslen: FCS bytes at the end of every frame (pcapng 4.2, option 13).
-                (13, 1) => iface.fcs_len = b[v],
+                // if_fcslen (pcapng 4.2, option 13): the FCS length in bits.
+                (13, 1) => iface.fcs_len = u32::from(b[v]) / 8,
                 // if_tsoffset: seconds to add to every timestamp.
                 (14, 8) => {
                     let lo = u64::from(u32_at(b, v, be));
@@ -463,20 +458,57 @@ impl<R: Read> CaptureReader<R> {
         let off_ns = iface.ts_offset_s.saturating_mul(1_000_000_000);
         let ts_ns =
             if off_ns >= 0 { ts_ns.saturating_add(off_ns as u64) } else { ts_ns.saturating_sub(off_ns.unsigned_abs()) };
-        let (caplen, orig) = strip_fcs(iface.fcs_len, caplen, orig);
-        Ok((data_at, caplen as usize, ts_ns, (iface.linktype, if_id as u32), orig.max(caplen), start))
+        // pcapng 4.3.1: an Enhanced Packet Block's epb_flags (option 2, 32 bits) give the FCS
+        // length of this packet in bytes in bits 5-8 (0 = not given: the interface's if_fcslen).
+        let mut fcs_len = iface.fcs_len;
+        if btype == 6 {
+            let mut i = data_at + (caplen as usize).div_ceil(4) * 4;
+            while i + 4 <= b.len() {
+                let (code, olen) = (u16_at(b, i, be), usize::from(u16_at(b, i + 2, be)));
+                if code == 0 || i + 4 + olen > b.len() {
+                    break;
+                }
+                if code == 2 && olen == 4 {
+                    let from_flags = (u32_at(b, i + 4, be) >> 5) & 0x0f;
+                    if from_flags != 0 {
+                        fcs_len = from_flags;
+                    }
+                }
+                i += 4 + olen.div_ceil(4) * 4;
+            }
+        }
+        let (len, orig) = strip_fcs(caplen, orig.max(caplen), fcs_len);
+        Ok((data_at, len as usize, ts_ns, (iface.linktype, if_id as u32), orig, start))
     }
 }
 
-/// Drops the frame check sequence from a frame that carries it whole (a frame cut by the
-/// snaplen before its end has none captured).
-fn strip_fcs(fcs: u8, caplen: u32, orig: u32) -> (u32, u32) {
-    let fcs = u32::from(fcs);
-    if fcs == 0 || orig < fcs {
+/// The link type and FCS length (bytes) of a pcap file header's link-type field.
+///
+/// libpcap (pcap-common.h): `LT_LINKTYPE(x) = x & 0x03FFFFFF`; `LT_FCS_LENGTH_PRESENT(x) = x &
+/// 0x04000000`; `LT_FCS_LENGTH(x) = (x & 0xF0000000) >> 28`, in 16-bit words ("1 means 16 bits
+/// of FCS, 2 means 32 bits"). draft-ietf-opsawg-pcap 4 draws the same field as FCS(3 bits, top)
+/// and an f bit (0x10000000); a file written that way (f bit set, libpcap's flag clear) is
+/// read by the draft's layout.
+pub fn pcap_linktype(field: u32) -> (u32, u32) {
+    let linktype = field & 0x03ff_ffff;
+    let words = if field & 0x0400_0000 != 0 {
+        (field & 0xf000_0000) >> 28
+    } else if field & 0x1000_0000 != 0 {
+        field >> 29
+    } else {
+        0
+    };
+    (linktype, words * 2)
+}
+
+/// Captured and original lengths without the FCS: the FCS is the last `fcs` bytes on the wire,
+/// so a frame the snaplen cut before them keeps all its captured bytes.
+fn strip_fcs(caplen: u32, orig: u32, fcs: u32) -> (u32, u32) {
+    if fcs == 0 {
         return (caplen, orig);
     }
-    let orig_wo = orig - fcs;
-    (caplen.min(orig_wo), orig_wo)
+    let orig = orig.saturating_sub(fcs);
+    (caplen.min(orig), orig)
 }
 
 /// Reads until `out` is full or EOF; returns the number of bytes read.

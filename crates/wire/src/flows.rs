@@ -1,17 +1,25 @@
 //! Turning decoded packets into per-flow trace events.
 //!
-//! A flow is one TCP connection: a pair of socket addresses, and a new flow when a fresh SYN
-//! reuses the pair after the previous connection ended. Endpoint A is the SYN sender (or the
-//! sender of the first packet seen when the handshake was not captured).
+//! A flow is one TCP connection: a pair of socket addresses on one capture interface. The pair
+//! starts a new flow when a fresh SYN reuses it after the previous connection closed, with
+//! another initial sequence number, or after the old flow expired (see [`FlowLimits`]).
+//! Endpoint A is the SYN sender (or the sender of the first packet seen when the handshake was
+//! not captured).
+//!
+//! Memory is bounded by the flows alive at one time, not by the flows in the file: a flow is
+//! forgotten [`FlowLimits::close_linger`] after it closed (FIN both ways or RST) or
+//! [`FlowLimits::idle`] after its last packet, in capture time, and reported through
+//! [`FlowTable::pop_ended`] so the analyser can finish it and free its state too.
 
 use crate::decode::TcpPacket;
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
-use trace::{Endpoint, Event, EventKind, Evidence, Instant};
+use trace::{Endpoint, Event, EventKind, Evidence, Instant, Segment};
 
-/// Index of a flow in the order flows were first seen (0-based).
+/// Index of a flow in the order flows were first seen (0-based). Never reused within a capture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct FlowId(pub u32);
@@ -57,43 +65,86 @@ impl FlowFilter {
 pub struct FlowEvent {
     pub flow: FlowId,
     pub event: Event,
-    /// Packets from the same sender missing just before this one, by its IPv4 identification
-    /// (0 when none are missing or the sender's IDs are not sequential). Lost between the sender
-    /// and the capture point, or not captured.
-    pub unseen_before: u16,
 }
 
-/// Per-direction IPv4 ID tracking: is the sender numbering its packets consecutively, and did
-/// this packet skip some?
-#[derive(Debug, Default, Clone, Copy)]
-struct IpIdTrack {
-    last: Option<u16>,
-    /// IDs the last packet used: one per segment of a TSO/GSO super-packet (Linux
-    /// `ip_select_ident_segs` advances by gso_segs).
-    last_segs: u16,
-    /// Consecutive packets whose ID was exactly the expected one.
-    sequential: u8,
+/// Why a flow ended (see [`FlowTable::pop_ended`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndReason {
+    /// FIN from both sides, or a RST, and then [`FlowLimits::close_linger`] of capture time.
+    Closed,
+    /// No packet for [`FlowLimits::idle`] of capture time.
+    Idle,
+    /// A new connection (a SYN with another ISN, or after the close) took over the pair.
+    Reused,
 }
 
-impl IpIdTrack {
-    /// Returns the number of IDs skipped before `id`, once the sender has shown 3 sequential IDs.
-    fn next(&mut self, id: u16, segs: u16) -> u16 {
-        let mut unseen = 0;
-        if let Some(last) = self.last {
-            let diff = id.wrapping_sub(last.wrapping_add(self.last_segs));
-            if diff == 0 {
-                self.sequential = self.sequential.saturating_add(1);
-            } else if self.sequential >= 3 && diff <= 32 {
-                unseen = diff;
-            } else {
-                self.sequential = 0;
-            }
-        }
-        self.last = Some(id);
-        self.last_segs = segs.max(1);
-        unseen
+/// A flow the table forgot: no event of it comes any more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowEnd {
+    pub flow: FlowId,
+    pub key: FlowKey,
+    pub reason: EndReason,
+}
+
+/// How long the table remembers a flow, and the duplicate-frame window. All in capture time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowLimits {
+    /// Kept after the connection closed (FIN seen from both sides, or a RST) for the packets
+    /// that still belong to it: the last ACK of the FIN (one RTT) and FIN retransmissions
+    /// (RFC 9293 3.6: the closing side waits in TIME-WAIT for 2*MSL, 4 minutes with RFC 9293's
+    /// MSL of 2 minutes, Linux `TCP_TIMEWAIT_LEN` 60 s; a capture does not need that long: it is
+    /// meant to absorb old duplicates inside the network, while a retransmitted FIN comes within
+    /// the RTO backoff, 0.2 + 0.4 + 0.8 + 1.6 s = 3 s for four retransmissions at Linux's
+    /// `TCP_RTO_MIN` of 200 ms, RFC 6298 5.5 doubling). Default 5 s, Zeek's `tcp_close_delay`.
+    /// A fresh SYN on the pair starts a new flow at once, linger or not.
+    pub close_linger_ns: u64,
+    /// Forgotten after this long without a packet (Zeek's `tcp_inactivity_timeout` and
+    /// nf_conntrack's `tcp_timeout_unacknowledged`, both 300 s). Default 300 s. A later packet
+    /// on the pair starts a flow whose handshake was not captured.
+    pub idle_ns: u64,
+    /// Two copies of one packet this close in time are one packet (see [`FlowTable::event`]).
+    /// Default 5 ms: a router or a mirror port adds microseconds to a millisecond or two, while
+    /// the sender cannot resend that fast without a trigger: its retransmission timer is at
+    /// least 200 ms (Linux `TCP_RTO_MIN`; RFC 6298 2.4 says 1 s), a tail-loss probe at least
+    /// 10 ms (Linux `tcp_schedule_loss_probe`; RFC 8985 7.2 PTO = 2*SRTT), and a fast
+    /// retransmit (RFC 5681 3.2, RFC 8985 6.2) answers the peer's duplicate ACKs or SACKs,
+    /// packets the capture sees in between, and goes out with a new IPv4 ID.
+    pub dup_window_ns: u64,
+}
+
+impl Default for FlowLimits {
+    fn default() -> Self {
+        FlowLimits { close_linger_ns: 5_000_000_000, idle_ns: 300_000_000_000, dup_window_ns: 5_000_000 }
     }
 }
+
+/// What identifies a copy of one packet: every TCP header field the analysis reads, the IPv4
+/// ID, and how many packets the peer had sent when it was seen.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Sig {
+    ts_ns: u64,
+    seq: u32,
+    ack: u32,
+    len: u32,
+    tsval: u32,
+    tsecr: u32,
+    /// Packets of the other direction seen before this one.
+    peer_seen: u32,
+    window: u16,
+    ip_id: u16,
+    flags: u8,
+    sack_blocks: u8,
+    from_a: bool,
+    /// A remembered packet (false: empty slot).
+    used: bool,
+    /// An IPv4 ID other than 0.
+    id_usable: bool,
+    has_ts: bool,
+}
+
+/// Remembered packets per flow for duplicate detection (editcap's `-d` looks back 5 frames).
+const RECENT: usize = 8;
 
 #[derive(Debug)]
 struct FlowState {
@@ -101,11 +152,26 @@ struct FlowState {
     key: FlowKey,
     /// Window scale from each endpoint's SYN (RFC 7323 2.2); applied only when both sent one.
     wscale: [Option<u8>; 2],
-    isn_a: Option<u32>,
-    ended: bool,
-    ipid: [IpIdTrack; 2],
-    /// MSS option from each endpoint's SYN (the other endpoint's segment size limit).
-    mss_opt: [Option<u16>; 2],
+    /// Initial sequence number from each endpoint's SYN.
+    isn: [Option<u32>; 2],
+    fin: [bool; 2],
+    /// Sequence number of each side's FIN, once seen, and whether the peer acknowledged it.
+    fin_seq: [Option<u32>; 2],
+    fin_acked: [bool; 2],
+    /// Capture time the connection closed: FIN from both sides or a RST (RFC 9293 3.6, 3.10.7).
+    closed_at: Option<u64>,
+    /// The end was reported (the close completed): the state stays only as a tombstone until
+    /// the linger ends, so that late packets are not taken for a new connection.
+    reported: bool,
+    last_ns: u64,
+    /// Packets per direction (index 0 = A).
+    seen: [u32; 2],
+    /// A packet without SYN was seen: the connection is synchronized.
+    established: bool,
+    recent: [Sig; RECENT],
+    /// `recent[i].seq`, kept apart so that the per-packet check is one vector compare.
+    recent_seq: [u32; RECENT],
+    next_recent: u8,
 }
 
 /// FxHash (rustc's hasher): the flow lookup runs once per packet and SipHash's DoS resistance
@@ -143,14 +209,29 @@ impl Hasher for FxHasher {
 
 type PairKey = (u32, SocketAddr, SocketAddr);
 
-/// Assigns packets to flows and endpoints. Memory: one entry per flow.
+/// Assigns packets to flows and endpoints, drops duplicate frames, and forgets ended flows.
+/// Memory: one entry per flow alive (see [`FlowLimits`]).
 #[derive(Debug, Default)]
 pub struct FlowTable {
-    by_pair: HashMap<PairKey, usize, BuildHasherDefault<FxHasher>>,
+    limits: FlowLimits,
+    by_pair: HashMap<PairKey, u32, BuildHasherDefault<FxHasher>>,
     /// The last lookup: consecutive packets usually belong to the same flow.
-    last: Option<(PairKey, usize)>,
-    flows: Vec<FlowState>,
+    last: Option<(PairKey, u32)>,
+    /// Flow states by slot; slots of forgotten flows are reused (`free`).
+    slots: Vec<FlowState>,
+    free: Vec<u32>,
+    /// (deadline, slot, flow) to look at again; stale entries are skipped.
+    timers: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    ended: VecDeque<FlowEnd>,
+    next_id: u32,
     origin_ns: Option<u64>,
+    /// A flow whose close completed with the packet just returned: reported ended before the
+    /// next packet is looked at (its last event must reach the analyser first).
+    closing: Option<FlowEnd>,
+    after_close: u64,
+    /// Latest timestamp seen: capture time for expiry never goes back.
+    now_ns: u64,
+    duplicates: u64,
 }
 
 impl FlowTable {
@@ -158,14 +239,8 @@ impl FlowTable {
         Self::default()
     }
 
-    /// The key of a flow seen so far.
-    pub fn key(&self, id: FlowId) -> Option<FlowKey> {
-        self.flows.get(id.0 as usize).map(|f| f.key)
-    }
-
-    /// All flows seen so far, in order.
-    pub fn keys(&self) -> impl Iterator<Item = (FlowId, FlowKey)> + '_ {
-        self.flows.iter().map(|f| (f.id, f.key))
+    pub fn with_limits(limits: FlowLimits) -> Self {
+        FlowTable { limits, ..Self::default() }
     }
 
     /// Timestamp origin (first packet, ns since epoch), once a packet was seen.
@@ -178,50 +253,163 @@ impl FlowTable {
         self.origin_ns.get_or_insert(ts_ns);
     }
 
-    /// The trace event for one packet captured at `ts_ns` as frame `frame` on `interface`.
-    pub fn event(&mut self, p: &TcpPacket, ts_ns: u64, frame: u64, interface: u32) -> FlowEvent {
+    /// The addresses of a flow still remembered: at once for the flow of the last event
+    /// returned (what a driver asks on a flow's first event), else by a scan of the live flows.
+    /// None for a flow forgotten (ended) or never seen.
+    pub fn key(&self, id: FlowId) -> Option<FlowKey> {
+        if let Some((_, slot)) = self.last {
+            let f = &self.slots[slot as usize];
+            if f.id == id {
+                return Some(f.key);
+            }
+        }
+        self.by_pair.values().map(|&s| &self.slots[s as usize]).find(|f| f.id == id).map(|f| f.key)
+    }
+
+    /// Flows remembered now.
+    pub fn live(&self) -> usize {
+        self.by_pair.len()
+    }
+
+    /// Flows seen so far (the next [`FlowId`]).
+    pub fn seen(&self) -> u32 {
+        self.next_id
+    }
+
+    /// Duplicate frames dropped so far.
+    pub fn duplicates(&self) -> u64 {
+        self.duplicates
+    }
+
+    /// Packets that came after their connection's close completed, within the linger
+    /// (retransmitted FINs, a stray RST, data in flight when a RST was sent): not analysed.
+    pub fn after_close(&self) -> u64 {
+        self.after_close
+    }
+
+    /// The next flow that ended, oldest first: every event of it was returned before, none
+    /// comes after. A driver calls it after each event (an end found with one packet is
+    /// reported once the next packet was looked at, or after [`FlowTable::end_of_input`]).
+    /// Flows still alive at the end of the capture are never reported.
+    pub fn pop_ended(&mut self) -> Option<FlowEnd> {
+        self.ended.pop_front()
+    }
+
+    /// The input ended: a flow whose close completed with the last packet is reported too.
+    pub fn end_of_input(&mut self) {
+        if let Some(c) = self.closing.take() {
+            self.ended.push_back(c);
+        }
+    }
+
+    /// The trace event for one packet captured at `ts_ns` as frame `frame` on `interface`, or
+    /// None when it is a copy of a packet just seen (counted in [`FlowTable::duplicates`]).
+    ///
+    /// A copy is a packet of the same flow and direction within `dup_window_ns` of the original
+    /// with the same seq, ack, flags, length, window, timestamps option and SACK block count,
+    /// and, for IPv4 with a nonzero ID, the same IPv4 ID (RFC 791 3.2 / RFC 6864 4.1: the ID
+    /// identifies one datagram of a source; a copy taken behind a router keeps it, with the TTL
+    /// one lower; a retransmission is a new datagram with the next ID of the socket's counter,
+    /// Linux `ip_select_ident_segs`). Without an ID to compare (IPv6, or an ID of 0, which
+    /// RFC 6864 4.1 allows for atomic datagrams) it must also be that the peer sent nothing
+    /// in between: a fast retransmission answers the peer's duplicate ACKs (RFC 5681 3.2).
+    pub fn event(&mut self, p: &TcpPacket, ts_ns: u64, frame: u64, interface: u32) -> Option<FlowEvent> {
         let origin = *self.origin_ns.get_or_insert(ts_ns);
+        let now = self.now_ns.max(ts_ns);
+        self.now_ns = now;
+        if let Some(c) = self.closing.take() {
+            self.ended.push_back(c);
+        }
+        self.expire(now);
         let canon = if p.src <= p.dst { (interface, p.src, p.dst) } else { (interface, p.dst, p.src) };
         let seg = p.segment;
-        let is_syn = seg.flags.syn() && !seg.flags.ack();
         let found = match self.last {
             Some((k, i)) if k == canon => Some(i),
             _ => self.by_pair.get(&canon).copied(),
         };
-        let idx = match found {
-            // A new SYN on a pair whose connection ended, or with another ISN: a new connection.
-            Some(i) if is_syn && (self.flows[i].ended || self.flows[i].isn_a.is_some_and(|isn| isn != seg.seq)) => {
-                self.new_flow(canon, p)
+        let slot = match found {
+            Some(i) if starts_new(&self.slots[i as usize], p) => {
+                let old = &self.slots[i as usize];
+                if !old.reported {
+                    self.ended.push_back(FlowEnd { flow: old.id, key: old.key, reason: EndReason::Reused });
+                }
+                self.new_flow(canon, p, now, Some(i))
             }
             Some(i) => i,
-            None => self.new_flow(canon, p),
+            None => self.new_flow(canon, p, now, None),
         };
-        self.last = Some((canon, idx));
-        let f = &mut self.flows[idx];
+        self.last = Some((canon, slot));
+        let dup_window = self.limits.dup_window_ns;
+        let f = &mut self.slots[slot as usize];
         let from = if p.src == f.key.a { Endpoint::A } else { Endpoint::B };
+        let (tsval, tsecr) = seg.ts.unwrap_or((0, 0));
+        let sig = Sig {
+            ts_ns: now,
+            seq: seg.seq,
+            ack: seg.ack,
+            len: seg.len,
+            tsval,
+            tsecr,
+            peer_seen: f.seen[from.peer().index()],
+            window: seg.window,
+            ip_id: p.ip_id.unwrap_or(0),
+            flags: seg.flags.0,
+            sack_blocks: seg.sack_blocks,
+            from_a: from == Endpoint::A,
+            used: true,
+            id_usable: p.ip_id.is_some_and(|id| id != 0),
+            has_ts: seg.ts.is_some(),
+        };
+        // Most packets differ from all remembered ones in seq: test that first, all at once.
+        let seq_match = f.recent_seq.iter().fold(0u32, |m, &q| m | u32::from(q == seg.seq));
+        if seq_match != 0 && f.recent.iter().any(|r| is_copy(r, &sig, dup_window)) {
+            self.duplicates += 1;
+            return None;
+        }
+        if f.reported {
+            // A tombstone: the flow ended for the analyser; what comes now is counted apart.
+            self.after_close += 1;
+            return None;
+        }
+        f.recent[usize::from(f.next_recent)] = sig;
+        f.recent_seq[usize::from(f.next_recent)] = seg.seq;
+        f.next_recent = (f.next_recent + 1) % RECENT as u8;
+        f.seen[from.index()] = f.seen[from.index()].saturating_add(1);
+        f.last_ns = now;
         let mut seg = seg;
         if seg.flags.syn() {
             f.wscale[from.index()] = seg.wscale;
-            if from == Endpoint::A {
-                f.isn_a = Some(seg.seq);
+            f.isn[from.index()] = Some(seg.seq);
+        } else {
+            f.established = true;
+        }
+        if seg.flags.fin() {
+            f.fin[from.index()] = true;
+            // The FIN occupies the sequence number after the segment's data (RFC 9293 3.4).
+            f.fin_seq[from.index()] = Some(seg.seq.wrapping_add(seg.len));
+        }
+        let peer = from.peer().index();
+        if let Some(fs) = f.fin_seq[peer] {
+            if seg.flags.ack() && (seg.ack.wrapping_sub(fs.wrapping_add(1)) as i32) >= 0 {
+                f.fin_acked[peer] = true;
             }
         }
-        if seg.flags.rst() || seg.flags.fin() {
-            f.ended = true;
+        // RFC 9293 3.6: the connection is closed once both sides sent their FIN; 3.10.7.x: a RST
+        // (in window) closes it at once.
+        if f.closed_at.is_none() && (seg.flags.rst() || f.fin == [true, true]) {
+            f.closed_at = Some(now);
+            let (id, linger) = (f.id.0, self.limits.close_linger_ns);
+            self.timers.push(Reverse((now.saturating_add(linger), slot, id)));
         }
-        if seg.flags.syn() {
-            f.mss_opt[from.index()] = seg.mss;
+        // Both FINs acknowledged (RFC 9293 3.6: the close is complete, TIME-WAIT follows) or a
+        // RST: no more data can follow, so the flow ends now for the analyser (its state is the
+        // big part); the table keeps a tombstone through the linger so that a retransmitted FIN
+        // or a stray RST is counted apart instead of opening a flow of its own.
+        if !f.reported && (seg.flags.rst() || f.fin_acked == [true, true]) {
+            f.reported = true;
+            self.closing = Some(FlowEnd { flow: f.id, key: f.key, reason: EndReason::Closed });
         }
-        let unseen_before = match p.ip_id {
-            Some(id) => {
-                // Segments this packet stands for: payload / the MSS the peer allows (1 if unknown).
-                let opt = u32::from(f.mss_opt[from.peer().index()].unwrap_or(u16::MAX));
-                let mss = opt.saturating_sub(if seg.ts.is_some() { 12 } else { 0 }).max(1);
-                let segs = u16::try_from(seg.len.div_ceil(mss)).unwrap_or(u16::MAX);
-                f.ipid[from.index()].next(id, segs)
-            }
-            None => 0,
-        };
+        let f = &self.slots[slot as usize];
         // Window scaling is in effect only when both SYNs carried the option (RFC 7323 2.2).
         // A SYN keeps its own option as decoded (the analyser decides what is in effect).
         seg.wscale = if seg.flags.syn() {
@@ -232,7 +420,7 @@ impl FlowTable {
                 _ => None,
             }
         };
-        FlowEvent {
+        Some(FlowEvent {
             flow: f.id,
             event: Event {
                 t: Instant(ts_ns.saturating_sub(origin)),
@@ -240,26 +428,128 @@ impl FlowTable {
                 kind: EventKind::Segment(seg),
                 evidence: Evidence::Frame(frame),
             },
-            unseen_before,
+        })
+    }
+
+    /// Forgets the flows whose linger or idle time ran out by `now`.
+    fn expire(&mut self, now: u64) {
+        while let Some(&Reverse((at, slot, id))) = self.timers.peek() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(f) = self.slots.get(slot as usize) else { continue };
+            if f.id.0 != id || self.by_pair.get(&canon_of(&f.key)).is_none_or(|&s| s != slot) {
+                continue; // the slot was reused or freed since
+            }
+            let idle_end = f.last_ns.saturating_add(self.limits.idle_ns);
+            let close_end = f.closed_at.map(|c| c.saturating_add(self.limits.close_linger_ns));
+            let due = close_end.map_or(idle_end, |c| c.min(idle_end));
+            if due > now {
+                self.timers.push(Reverse((due, slot, id)));
+                continue;
+            }
+            let reason = if close_end.is_some_and(|c| c <= now) { EndReason::Closed } else { EndReason::Idle };
+            let canon = canon_of(&f.key);
+            if !f.reported {
+                self.ended.push_back(FlowEnd { flow: f.id, key: f.key, reason });
+            }
+            self.by_pair.remove(&canon);
+            if self.last.is_some_and(|(_, s)| s == slot) {
+                self.last = None;
+            }
+            self.free.push(slot);
         }
     }
 
-    fn new_flow(&mut self, canon: (u32, SocketAddr, SocketAddr), p: &TcpPacket) -> usize {
+    /// A new flow for `p`, in slot `reuse` (the pair's previous flow) or a free one.
+    fn new_flow(&mut self, canon: PairKey, p: &TcpPacket, now: u64, reuse: Option<u32>) -> u32 {
         // A = SYN sender; for a SYN-ACK seen first, its destination; else the first sender.
         let synack = p.segment.flags.syn() && p.segment.flags.ack();
         let (a, b) = if synack { (p.dst, p.src) } else { (p.src, p.dst) };
-        let id = FlowId(self.flows.len() as u32);
-        self.flows.push(FlowState {
+        let id = FlowId(self.next_id);
+        self.next_id = self.next_id.saturating_add(1);
+        let state = FlowState {
             id,
             key: FlowKey { a, b, interface: canon.0 },
             wscale: [None, None],
-            isn_a: None,
-            ended: false,
-            ipid: Default::default(),
-            mss_opt: [None, None],
-        });
-        let idx = self.flows.len() - 1;
-        self.by_pair.insert(canon, idx);
-        idx
+            isn: [None, None],
+            fin: [false, false],
+            fin_seq: [None, None],
+            fin_acked: [false, false],
+            closed_at: None,
+            reported: false,
+            last_ns: now,
+            seen: [0, 0],
+            established: false,
+            recent: [Sig::default(); RECENT],
+            recent_seq: [0; RECENT],
+            next_recent: 0,
+        };
+        let slot = match reuse.or_else(|| self.free.pop()) {
+            Some(s) => {
+                self.slots[s as usize] = state;
+                s
+            }
+            None => {
+                self.slots.push(state);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.by_pair.insert(canon, slot);
+        self.timers.push(Reverse((now.saturating_add(self.limits.idle_ns), slot, id.0)));
+        slot
     }
+}
+
+fn canon_of(k: &FlowKey) -> PairKey {
+    if k.a <= k.b {
+        (k.interface, k.a, k.b)
+    } else {
+        (k.interface, k.b, k.a)
+    }
+}
+
+/// Whether `p` opens a new connection on the pair of flow `f` (RFC 9293 3.4, 3.10.7.4).
+///
+/// A SYN (or SYN-ACK) after the connection closed, or whose ISN differs from the one its sender
+/// used in this flow, is a new connection: a retransmitted SYN keeps its ISN (RFC 9293 3.8.1 /
+/// RFC 6298 5: the same segment is sent again). A SYN without ACK after the connection carried
+/// non-SYN segments, when its sender's SYN was not captured, is a new connection too: in a
+/// synchronized connection a SYN is never sent again (RFC 9293 3.10.7.4 answers one with a
+/// challenge ACK, RFC 5961 4), so it comes from a new incarnation on the same ports.
+fn starts_new(f: &FlowState, p: &TcpPacket) -> bool {
+    let seg: &Segment = &p.segment;
+    if !seg.flags.syn() || seg.flags.rst() {
+        return false;
+    }
+    if f.closed_at.is_some() {
+        return true;
+    }
+    let from = if p.src == f.key.a { Endpoint::A } else { Endpoint::B };
+    match f.isn[from.index()] {
+        Some(isn) => isn != seg.seq,
+        None => !seg.flags.ack() && f.established,
+    }
+}
+
+/// Whether `new` is a copy of the remembered packet `old` (see [`FlowTable::event`]).
+fn is_copy(old: &Sig, new: &Sig, window_ns: u64) -> bool {
+    if !old.used || new.ts_ns.saturating_sub(old.ts_ns) > window_ns {
+        return false;
+    }
+    // The fields that differ most often first: most packets fail at seq or ack.
+    let same = old.seq == new.seq
+        && old.ack == new.ack
+        && old.from_a == new.from_a
+        && old.id_usable == new.id_usable
+        && old.has_ts == new.has_ts
+        && old.len == new.len
+        && old.flags == new.flags
+        && old.window == new.window
+        && old.tsval == new.tsval
+        && old.tsecr == new.tsecr
+        && old.sack_blocks == new.sack_blocks
+        && old.ip_id == new.ip_id;
+    same && (new.id_usable || old.peer_seen == new.peer_seen)
 }

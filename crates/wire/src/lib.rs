@@ -1,7 +1,7 @@
 //! pcap/pcapng and packet decoding into trace events (pure: works on any [`std::io::Read`]).
 //!
-//! [`Decoder`] streams a capture: one packet buffer and one small entry per flow, whatever the
-//! file size. Each TCP packet becomes a [`trace::Event`] of its flow (see [`FlowEvent`]) with
+//! [`Decoder`] streams a capture: one packet buffer and one small entry per flow alive, whatever
+//! the file size (ended flows are forgotten and reported by [`Decoder::pop_ended`]). Each TCP packet becomes a [`trace::Event`] of its flow (see [`FlowEvent`]) with
 //! `t` in nanoseconds since the capture's first packet and `evidence = Frame(n)`.
 //!
 //! ```no_run
@@ -18,11 +18,12 @@ mod error;
 mod flows;
 pub mod write;
 
-pub use capture::{CaptureReader, Format, Packet, MAX_PACKET};
-pub use decode::{decode, linktype, Skip, TcpPacket};
+pub use capture::{pcap_linktype, CaptureReader, Format, Packet, MAX_PACKET};
+pub use decode::{decode, linktype, Skip, TcpPacket, MAX_DEPTH};
 pub use error::WireError;
-pub use flows::{FlowEvent, FlowFilter, FlowId, FlowKey, FlowTable};
+pub use flows::{EndReason, FlowEnd, FlowEvent, FlowFilter, FlowId, FlowKey, FlowLimits, FlowTable};
 
+use std::collections::BTreeMap;
 use std::io::Read;
 
 /// What the decoder saw besides TCP packets.
@@ -32,27 +33,60 @@ pub struct DecodeStats {
     pub tcp_packets: u64,
     /// Frames that are not TCP over IP (ARP, UDP, ICMP, non-first fragments).
     pub not_tcp: u64,
-    /// Frames whose headers are cut by the snaplen or inconsistent.
+    /// Frames whose headers are cut by the snaplen or inconsistent (see [`Skip::Malformed`]).
     pub malformed: u64,
+    /// Frames inside an encapsulation that is recognised but not decoded, by its name
+    /// ("IPsec ESP (RFC 4303)" -> 12): "12 packets inside IPsec ESP (RFC 4303), not decoded".
+    pub not_decoded_inside: BTreeMap<&'static str, u64>,
+    /// Frames whose timestamp is earlier than the frame before them (file order). Each is given
+    /// the previous frame's time, so events stay in file order with time never going back.
+    pub ts_backwards: u64,
+    /// The largest step back in time between consecutive frames, in nanoseconds.
+    pub ts_largest_step_back_ns: u64,
     /// Frames on a link type this decoder does not know, with the first such link type.
     pub unknown_linktype: u64,
     pub first_unknown_linktype: Option<u32>,
     /// TCP packets dropped by the flow filter.
     pub filtered_out: u64,
+    /// TCP packets dropped as copies of a packet just seen (a capture taken before and after a
+    /// router, or a mirror port duplicating frames; see [`FlowTable::event`]). Not counted in
+    /// `tcp_packets`.
+    pub duplicates: u64,
+    /// TCP packets that came after their connection's close completed (both FINs acknowledged,
+    /// or a RST), within the linger: retransmitted FINs, stray RSTs. Not analysed.
+    pub after_close: u64,
     /// Bytes of the file consumed.
     pub bytes: u64,
-    /// Frames inside an encapsulation the decoder does not open, by kind ("CAPWAP", "L2TP",
-    /// "IPsec ESP (encrypted)"): said by name, so "0 TCP packets" is never unexplained.
-    pub inside_undecoded: std::collections::BTreeMap<String, u64>,
-    /// Frames stamped earlier than the frame before them on the same interface. Their events
-    /// keep the earlier frame's time (the analysis needs time order): counted here, never
-    /// silently.
-    pub timestamps_backwards: u64,
-    /// The largest such step back (ns).
-    pub largest_step_back_ns: u64,
 }
 
 impl DecodeStats {
+    /// "12 packets inside IPsec ESP (RFC 4303), not decoded; 3 packets inside CAPWAP (RFC
+    /// 5415), not decoded", or None when every encapsulation met was opened.
+    pub fn not_decoded_note(&self) -> Option<String> {
+        if self.not_decoded_inside.is_empty() {
+            return None;
+        }
+        let parts: Vec<String> = self
+            .not_decoded_inside
+            .iter()
+            .map(|(k, n)| format!("{n} packet{} inside {k}, not decoded", if *n == 1 { "" } else { "s" }))
+            .collect();
+        Some(parts.join("; "))
+    }
+
+    /// "timestamps went back 3 times (largest step 1.250 s); those frames were given the time of
+    /// the frame before them", or None.
+    pub fn ts_backwards_note(&self) -> Option<String> {
+        (self.ts_backwards > 0).then(|| {
+            format!(
+                "timestamps went back {} time{} (largest step {:.6} s); those frames were given the time of the frame before them",
+                self.ts_backwards,
+                if self.ts_backwards == 1 { "" } else { "s" },
+                self.ts_largest_step_back_ns as f64 / 1e9
+            )
+        })
+    }
+
     /// When no TCP packet came out because the frames are on a link type this decoder does not
     /// know (and none were only filtered out), the one line that says so, naming the link type
     /// and the supported ones: "no TCP packets decoded: link type 9999 is not supported
@@ -81,19 +115,25 @@ pub struct Decoder<R: Read> {
     filter: FlowFilter,
     stats: DecodeStats,
     interfaces_seen: u32,
-    /// Latest timestamp per interface (for timestamps that go backwards).
-    last_ts: Vec<u64>,
+    /// Latest timestamp seen (event time of a frame that goes back in time).
+    last_ts: Option<u64>,
 }
 
 impl<R: Read> Decoder<R> {
     pub fn new(input: R, filter: FlowFilter) -> Result<Self, WireError> {
+        Self::with_limits(input, filter, FlowLimits::default())
+    }
+
+    /// A decoder whose flow table uses `limits` (linger after close, idle timeout, duplicate
+    /// window) instead of the defaults.
+    pub fn with_limits(input: R, filter: FlowFilter, limits: FlowLimits) -> Result<Self, WireError> {
         Ok(Decoder {
             reader: CaptureReader::new(input)?,
-            flows: FlowTable::new(),
+            flows: FlowTable::with_limits(limits),
             filter,
             stats: DecodeStats::default(),
             interfaces_seen: 0,
-            last_ts: Vec::new(),
+            last_ts: None,
         })
     }
 
@@ -105,35 +145,40 @@ impl<R: Read> Decoder<R> {
     /// returned before it stay valid).
     pub fn next_event(&mut self) -> Result<Option<FlowEvent>, WireError> {
         loop {
-            let Some(p) = self.reader.next_packet()? else { return Ok(None) };
-            self.stats.frames += 1;
-            let iface = p.interface as usize;
-            if self.last_ts.len() <= iface {
-                self.last_ts.resize(iface + 1, 0);
-            }
-            let ts_ns = if p.ts_ns < self.last_ts[iface] {
-                self.stats.timestamps_backwards += 1;
-                self.stats.largest_step_back_ns = self.stats.largest_step_back_ns.max(self.last_ts[iface] - p.ts_ns);
-                self.last_ts[iface]
-            } else {
-                self.last_ts[iface] = p.ts_ns;
-                p.ts_ns
+            let Some(p) = self.reader.next_packet()? else {
+                self.flows.end_of_input();
+                return Ok(None);
             };
-            self.flows.set_origin(p.ts_ns);
+            self.stats.frames += 1;
+            // A frame stamped earlier than the one before it (clock steps, several capture
+            // queues merged out of order): counted, and given the previous frame's time so the
+            // analyser's clock never runs backwards. File order is kept.
+            let ts_ns = match self.last_ts {
+                Some(last) if p.ts_ns < last => {
+                    self.stats.ts_backwards += 1;
+                    self.stats.ts_largest_step_back_ns = self.stats.ts_largest_step_back_ns.max(last - p.ts_ns);
+                    last
+                }
+                _ => p.ts_ns,
+            };
+            self.last_ts = Some(ts_ns);
+            self.flows.set_origin(ts_ns);
             match decode(p.linktype, p.data, p.orig_len) {
                 Ok(tcp) => {
                     if !self.filter.matches(tcp.src, tcp.dst) {
                         self.stats.filtered_out += 1;
                         continue;
                     }
-                    self.stats.tcp_packets += 1;
                     let (ts, frame, iface) = (ts_ns, p.frame, p.interface);
-                    self.interfaces_seen = self.interfaces_seen.max(iface + 1);
-                    return Ok(Some(self.flows.event(&tcp, ts, frame, iface)));
+                    if let Some(ev) = self.flows.event(&tcp, ts, frame, iface) {
+                        self.stats.tcp_packets += 1;
+                        self.interfaces_seen = self.interfaces_seen.max(iface + 1);
+                        return Ok(Some(ev));
+                    }
                 }
                 Err(Skip::NotTcp) => self.stats.not_tcp += 1,
                 Err(Skip::Malformed) => self.stats.malformed += 1,
-                Err(Skip::Inside(kind)) => *self.stats.inside_undecoded.entry(kind.to_string()).or_default() += 1,
+                Err(Skip::Inside(kind)) => *self.stats.not_decoded_inside.entry(kind).or_insert(0) += 1,
                 Err(Skip::LinkType(l)) => {
                     self.stats.unknown_linktype += 1;
                     self.stats.first_unknown_linktype.get_or_insert(l);
@@ -143,7 +188,12 @@ impl<R: Read> Decoder<R> {
     }
 
     pub fn stats(&self) -> DecodeStats {
-        DecodeStats { bytes: self.reader.offset(), ..self.stats.clone() }
+        DecodeStats {
+            bytes: self.reader.offset(),
+            duplicates: self.flows.duplicates(),
+            after_close: self.flows.after_close(),
+            ..self.stats.clone()
+        }
     }
 
     /// True when TCP packets came from more than one capture interface.
@@ -158,5 +208,12 @@ impl<R: Read> Decoder<R> {
 
     pub fn flows(&self) -> &FlowTable {
         &self.flows
+    }
+
+    /// The next flow that ended (closed and lingered, idle, or its pair reused) since the last
+    /// call: none of its events come any more, so its analysis can be finished and freed. Flows
+    /// still alive at the end of the capture are not reported: the caller finishes them.
+    pub fn pop_ended(&mut self) -> Option<FlowEnd> {
+        self.flows.pop_ended()
     }
 }

@@ -103,8 +103,10 @@ fn non_tcp_and_garbage_are_skipped_not_fatal() {
 #[test]
 fn pcap_micro_and_nanosecond_timestamps() {
     let f = eth_tcp4(false, 1, 1, false, b"a", &[]);
+    // The next segment (a copy of the same one 250 us later would be collapsed as a duplicate).
+    let g = eth_tcp4(false, 2, 1, false, b"a", &[]);
     for (nanos, frac, want) in [(false, 250_000u32, 250_000_000u64), (true, 250_000, 250_000)] {
-        let file = pcap(nanos, 1, &[(100, 0, f.clone()), (100, frac, f.clone())]);
+        let file = pcap(nanos, 1, &[(100, 0, f.clone()), (100, frac, g.clone())]);
         let mut d = Decoder::new(&file[..], FlowFilter::default()).unwrap();
         let a = d.next_event().unwrap().unwrap();
         let b = d.next_event().unwrap().unwrap();
@@ -321,38 +323,6 @@ fn randomly_damaged_real_captures_never_panic() {
         if let Ok(mut d) = Decoder::new(f, FlowFilter::default()) {
             while let Ok(Some(_)) = d.next_event() {}
         }
-    }
-}
-
-#[test]
-fn ipv4_id_gaps_reveal_packets_lost_before_the_capture_point() {
-    // Linux numbers a socket's packets consecutively (ip_select_ident_segs): after 3 sequential
-    // IDs, a skipped one is a packet the capture never saw.
-    let mk = |id: u16, seq: u32| {
-        let mut f = eth_tcp4(false, seq, 1, false, b"a", &[]);
-        f[18..20].copy_from_slice(&id.to_be_bytes());
-        // Fix the IPv4 header checksum is unnecessary: the decoder does not verify it.
-        f
-    };
-    let pkts: Vec<(u32, u32, Vec<u8>)> = [(100u16, 1u32), (101, 2), (102, 3), (103, 4), (106, 5)]
-        .iter()
-        .enumerate()
-        .map(|(i, &(id, seq))| (0, i as u32, mk(id, seq)))
-        .collect();
-    let file = pcap(false, 1, &pkts);
-    let mut d = Decoder::new(&file[..], FlowFilter::default()).unwrap();
-    let mut unseen = Vec::new();
-    while let Some(e) = d.next_event().unwrap() {
-        unseen.push(e.unseen_before);
-    }
-    assert_eq!(unseen, vec![0, 0, 0, 0, 2]);
-    // IDs that are not sequential (random or zero, as some stacks use with DF) never report.
-    let pkts: Vec<(u32, u32, Vec<u8>)> =
-        [0u16, 0, 0, 0, 0, 7, 9000].iter().enumerate().map(|(i, &id)| (0, i as u32, mk(id, i as u32))).collect();
-    let file = pcap(false, 1, &pkts);
-    let mut d = Decoder::new(&file[..], FlowFilter::default()).unwrap();
-    while let Some(e) = d.next_event().unwrap() {
-        assert_eq!(e.unseen_before, 0);
     }
 }
 

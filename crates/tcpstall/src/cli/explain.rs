@@ -6,10 +6,13 @@ use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use analyze::{Config, DirSummary, FlowAnalysis, FlowAnalyzer};
+use analyze::{Config, DirSummary, Finished, Session};
 use anyhow::{bail, Context};
+use std::collections::HashMap;
 use trace::{Duration, Endpoint, Event, Evidence};
-use wire::{Decoder, FlowFilter, FlowKey, WireError};
+use wire::{Decoder, FlowFilter, FlowId, FlowKey, WireError};
+
+use super::spool::Spool;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -66,6 +69,9 @@ pub struct ExplainArgs {
 /// Packets kept per flow for --report (beyond them the page says the flow was cut).
 const REPORT_EVENTS_PER_FLOW: usize = 2_000_000;
 
+/// A flow's packets kept for --report, and how many more were not kept.
+type Packets = (Vec<Event>, u64);
+
 /// Parses `ADDR:PORT-ADDR:PORT` (IPv6 in brackets).
 pub fn parse_flow(s: &str) -> anyhow::Result<(SocketAddr, SocketAddr)> {
     // Split at a '-' that follows a port digit and precedes an address.
@@ -77,12 +83,15 @@ pub fn parse_flow(s: &str) -> anyhow::Result<(SocketAddr, SocketAddr)> {
     bail!("--flow '{s}': expected ADDR:PORT-ADDR:PORT, e.g. 127.0.0.1:5000-127.0.0.1:8000 or [::1]:5000-[::1]:80")
 }
 
-struct Flow {
-    key: FlowKey,
-    analyzer: FlowAnalyzer,
-    /// The packets, for --report.
-    events: Option<Vec<Event>>,
-    cut: u64,
+/// Where one flow's report piece is in the spool, and where its label gets the capture
+/// interface appended when the file turns out to have several (known only at the end).
+#[derive(Debug, Clone, Copy, Default)]
+struct Piece {
+    from: u64,
+    to: u64,
+    /// Offset in the piece where " on interface N" goes.
+    label_at: u32,
+    interface: u32,
 }
 
 pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
@@ -92,7 +101,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     if args.plot.is_some() {
         bail!("--plot was replaced by --report FILE.html (time-sequence graphs with axes and zoom, the stall table and each stall's ladder)");
     }
-    // Before any analysis: a report that cannot be written must not cost the run.
+    // Before any work: a report that cannot be written must not cost the analysis.
     if let Some(p) = &args.report {
         super::output::check_writable("--report", p)?;
     }
@@ -110,29 +119,50 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     let input = std::io::BufReader::with_capacity(1 << 16, raw);
     let mut dec = Decoder::new(input, filter).with_context(|| format!("{}", args.file.display()))?;
 
-    let mut flows: Vec<Flow> = Vec::new();
+    // Memory follows the flows alive: the decoder ends flows (close + linger, idle, reuse), the
+    // session finishes their analysis, and each finished flow's report piece goes to the spool
+    // (memory, then a temporary file) until the report is printed in first-seen order.
+    let mut session = Session::new(cfg);
+    let mut spool = Spool::default();
+    let mut pieces: Vec<Piece> = Vec::new();
+    // --report: each flow's packets, kept past the flow's end (bounded per flow).
+    let mut live_plots: HashMap<FlowId, Packets> = HashMap::new();
+    let mut plotted: Vec<(Finished, Packets)> = Vec::new();
     let mut failure: Option<WireError> = None;
+    let mut finished = |f: Finished, live_plots: &mut HashMap<FlowId, Packets>| -> anyhow::Result<()> {
+        let from = spool.len();
+        let label_at = match args.format {
+            ExplainFormat::Text => text_flow(spool.buf(), &f, args.app_gaps)?,
+            ExplainFormat::Json => json_flow(spool.buf(), &f)?,
+        };
+        spool.settle().context("writing the report to a temporary file")?;
+        let i = f.id.0 as usize;
+        if pieces.len() <= i {
+            pieces.resize(i + 1, Piece::default());
+        }
+        pieces[i] = Piece { from, to: spool.len(), label_at, interface: f.key.interface };
+        if let Some(pc) = live_plots.remove(&f.id) {
+            plotted.push((f, pc));
+        }
+        Ok(())
+    };
     loop {
         match dec.next_event() {
             Ok(Some(fe)) => {
-                let i = fe.flow.0 as usize;
-                while flows.len() <= i {
-                    let id = wire::FlowId(flows.len() as u32);
-                    let key = dec.flows().key(id).expect("flow ids are dense");
-                    flows.push(Flow {
-                        key,
-                        analyzer: FlowAnalyzer::new(cfg),
-                        events: args.report.is_some().then(Vec::new),
-                        cut: 0,
-                    });
+                while let Some(end) = dec.pop_ended() {
+                    if let Some(f) = session.end(&end) {
+                        finished(f, &mut live_plots)?;
+                    }
                 }
-                let f = &mut flows[i];
-                f.analyzer.push(&fe.event);
-                match f.events.as_mut() {
-                    Some(v) if v.len() < REPORT_EVENTS_PER_FLOW => v.push(fe.event),
-                    Some(_) => f.cut += 1,
-                    None => {}
+                if args.report.is_some() {
+                    let (kept, cut) = live_plots.entry(fe.flow).or_default();
+                    if kept.len() < REPORT_EVENTS_PER_FLOW {
+                        kept.push(fe.event.clone());
+                    } else {
+                        *cut += 1;
+                    }
                 }
+                session.push(&fe, || dec.flows().key(fe.flow));
             }
             Ok(None) => break,
             Err(e) => {
@@ -141,48 +171,96 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
             }
         }
     }
+    while let Some(end) = dec.pop_ended() {
+        if let Some(f) = session.end(&end) {
+            finished(f, &mut live_plots)?;
+        }
+    }
+    for f in session.finish_all() {
+        finished(f, &mut live_plots)?;
+    }
     if failure.is_none() {
         if let Some(why) = dec.stats().unsupported_linktype() {
             // Nothing to analyse, and an empty report would look like "no stalls".
             bail!("{}: {why}", args.file.display());
         }
     }
-    let found = Findings {
-        stats: dec.stats(),
-        labels: flows.iter().map(|f| label(&dec, &f.key)).collect(),
-        flows: flows.into_iter().map(|f| (f.key, f.analyzer.finish(), f.events.map(|e| (e, f.cut)))).collect(),
-        failure,
-    };
+    let found = Findings { stats: dec.stats(), spool, pieces, failure };
 
     // Streamed to stdout: a capture with many stalls does not build its report in memory.
     let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     match args.format {
-        ExplainFormat::Text => text(&mut w, &args, &found),
-        ExplainFormat::Json => json(&mut w, &args, &found),
+        ExplainFormat::Text => text(&mut w, &args, &dec, &found),
+        ExplainFormat::Json => json(&mut w, &args, &dec, &found),
     }
     .and_then(|()| w.flush().map_err(Into::into))
     .context("writing the report")?;
 
     if let Some(path) = &args.report {
-        html_report(path, &args, &found)?;
+        plotted.sort_by_key(|(f, _)| f.id);
+        html_report(path, &args, &dec, &found, &plotted)?;
     }
-    let Findings { stats, failure, .. } = found;
-    if let Some(e) = failure {
-        eprintln!("tcpstall: {}: {e:#} (the {} packets before it were analysed)", args.file.display(), stats.frames);
+    if let Some(e) = found.failure {
+        eprintln!(
+            "tcpstall: {}: {e:#} (the {} packets before it were analysed)",
+            args.file.display(),
+            found.stats.frames
+        );
         return Ok(1);
     }
     Ok(0)
 }
 
+/// The label suffix for a flow on `interface` when the capture has several interfaces.
+fn interface_suffix<R: std::io::Read>(dec: &Decoder<R>, interface: u32) -> Option<String> {
+    if !dec.several_interfaces() {
+        return None;
+    }
+    Some(match dec.interface_name(interface) {
+        Some(n) => format!(" on interface {interface} ({n})"),
+        None => format!(" on interface {interface}"),
+    })
+}
+
+/// Writes the flows' pieces in first-seen order, with the interface in each label when the
+/// capture has several (`escape` turns the suffix into the output format's text).
+fn write_pieces<R: std::io::Read>(
+    w: &mut impl std::io::Write,
+    dec: &Decoder<R>,
+    found: &Findings,
+    escape: impl Fn(&str) -> String,
+) -> std::io::Result<()> {
+    // Consecutive pieces usually sit one after the other in the spool: copy them as one range.
+    let mut run: Option<(u64, u64)> = None;
+    for p in &found.pieces {
+        let suffix = interface_suffix(dec, p.interface);
+        match (run, &suffix) {
+            (Some((a, b)), None) if b == p.from => run = Some((a, p.to)),
+            _ => {
+                if let Some((a, b)) = run.take() {
+                    found.spool.copy_range(a, b, w)?;
+                }
+                match suffix {
+                    None => run = Some((p.from, p.to)),
+                    Some(sfx) => {
+                        let mid = p.from + u64::from(p.label_at);
+                        found.spool.copy_range(p.from, mid, w)?;
+                        w.write_all(escape(&sfx).as_bytes())?;
+                        found.spool.copy_range(mid, p.to, w)?;
+                    }
+                }
+            }
+        }
+    }
+    if let Some((a, b)) = run {
+        found.spool.copy_range(a, b, w)?;
+    }
+    Ok(())
+}
+
 /// "A <-> B", plus the capture interface when the file has several (each is a capture point).
 fn label<R: std::io::Read>(dec: &Decoder<R>, k: &FlowKey) -> String {
-    if !dec.several_interfaces() {
-        return k.to_string();
-    }
-    match dec.interface_name(k.interface) {
-        Some(n) => format!("{k} on interface {} ({n})", k.interface),
-        None => format!("{k} on interface {}", k.interface),
-    }
+    format!("{k}{}", interface_suffix(dec, k.interface).unwrap_or_default())
 }
 
 fn dur(d: Option<Duration>) -> String {
@@ -225,28 +303,29 @@ fn dir_line(name: &str, d: &DirSummary) -> String {
     )
 }
 
-/// What a capture held: the decoder's counts, each flow's analysis (and packets) with its label,
-/// and the error that ended the file early, if any.
-/// A flow's packets kept for --report, and how many more were not kept.
-type Packets = (Vec<Event>, u64);
-
+/// What a capture held: the decoder's counts, each flow's report piece (in the spool, by flow
+/// id), and the error that ended the file early, if any.
 struct Findings {
     stats: wire::DecodeStats,
-    /// Each flow's key, analysis and, for --report, its packets and how many were not kept.
-    flows: Vec<(FlowKey, FlowAnalysis, Option<Packets>)>,
-    labels: Vec<String>,
+    spool: Spool,
+    pieces: Vec<Piece>,
     failure: Option<WireError>,
 }
 
-fn text(s: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> anyhow::Result<()> {
-    let Findings { stats, flows, labels, failure } = found;
+fn text<R: std::io::Read>(
+    s: &mut impl std::io::Write,
+    args: &ExplainArgs,
+    dec: &Decoder<R>,
+    found: &Findings,
+) -> anyhow::Result<()> {
+    let Findings { stats, pieces, failure, .. } = found;
     let _ = writeln!(
         s,
-        "{}: {} frames, {} TCP packets in {} flows{}{}",
+        "{}: {} frames, {} TCP packets in {} flows{}{}{}{}",
         args.file.display(),
         stats.frames,
         stats.tcp_packets,
-        flows.len(),
+        pieces.len(),
         if stats.not_tcp + stats.malformed + stats.unknown_linktype > 0 {
             format!(
                 "; skipped {} not TCP, {} malformed, {} on unknown link types{}",
@@ -258,121 +337,140 @@ fn text(s: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> an
         } else {
             String::new()
         },
-        if stats.filtered_out > 0 { format!("; {} filtered out", stats.filtered_out) } else { String::new() }
+        if stats.filtered_out > 0 { format!("; {} filtered out", stats.filtered_out) } else { String::new() },
+        if stats.duplicates > 0 {
+            format!("; {} duplicate frames collapsed (copies of a packet just seen)", stats.duplicates)
+        } else {
+            String::new()
+        },
+        if stats.after_close > 0 {
+            format!("; {} packets after their connection closed, not analysed", stats.after_close)
+        } else {
+            String::new()
+        }
     );
-    for (kind, n) in &stats.inside_undecoded {
-        writeln!(s, "{n} packets inside {kind}, not decoded")?;
-    }
-    if stats.timestamps_backwards > 0 {
-        writeln!(
-            s,
-            "{} frames are stamped earlier than the frame before them (up to {} back): analysed at the earlier \
-             frame's time",
-            stats.timestamps_backwards,
-            Duration(stats.largest_step_back_ns)
-        )?;
-    }
     if let Some(e) = failure {
         writeln!(s, "DAMAGED FILE: {e}; what follows covers the packets before it")?;
     }
-    for (i, (key, fa, _)) in flows.iter().enumerate() {
-        let who = if fa.handshake.syn.is_some() { "sent the SYN" } else { "seen first: handshake not captured" };
-        writeln!(s, "\nflow {}: {} (A = {}, {who})", i + 1, labels[i], key.a)?;
-        let _ = writeln!(
-            s,
-            "  {} .. {} s, path RTT {}, capture point: {}",
-            fa.first,
-            fa.last,
-            dur(fa.path_rtt),
-            fa.capture_note
-        );
-        for n in &fa.notes {
-            writeln!(s, "  note: {n}")?;
-        }
-        let _ = writeln!(
-            s,
-            "  {:<7} {:>7} {:>6} {:>6} {:>9} {:>9} {:>4} {:>4} {:>5}",
-            "dir", "packets", "data", "p-ack", "payload", "wire B", "retx", "ooo", "mss"
-        );
-        s.write_all(dir_line("A->B", &fa.dirs[0]).as_bytes())?;
-        s.write_all(dir_line("B->A", &fa.dirs[1]).as_bytes())?;
-        // TCP stalls first; application gaps (the writer had not written) are not stalls:
-        // counted apart, listed only with --app-gaps.
-        let sum = analyze::StallSummary::of(&fa.stalls);
-        let gaps = if sum.application_gap_count > 0 {
-            format!(
-                "; {} application gap(s), not stalls{}",
-                sum.application_gap_count,
-                if args.app_gaps { "" } else { " (--app-gaps lists them)" }
-            )
-        } else {
-            String::new()
-        };
-        writeln!(s, "  {} stalls: {}{gaps}", sum.stall_count, sum.counts_text())?;
-        let shown: Vec<&analyze::Stall> =
-            fa.stalls.iter().filter(|st| args.app_gaps || st.cause.is_tcp_stall()).collect();
-        if shown.is_empty() {
-            continue;
-        }
-        let _ = writeln!(
-            s,
-            "  {:>4} {:>10} {:>10} {:>4}  {:<22} {:>4}  evidence (frames)",
-            "#", "start s", "length", "held", "cause", "conf"
-        );
-        for (j, st) in shown.iter().enumerate() {
-            let held = match st.held {
-                Endpoint::A => "A",
-                Endpoint::B => "B",
-            };
-            let _ = writeln!(
-                s,
-                "  {:>4} {:>10} {:>10} {:>4}  {:<22} {:>4.2}  {}",
-                j + 1,
-                st.start.to_string(),
-                st.length.to_string(),
-                held,
-                st.cause.as_str(),
-                st.confidence,
-                frames(&st.evidence)
-            );
-            writeln!(s, "       {}: {}", st.cause.explain(), st.detail)?;
-        }
+    // Why tunnelled traffic has no TCP in the report, and frames whose clock went back.
+    for note in [stats.not_decoded_note(), stats.ts_backwards_note()].into_iter().flatten() {
+        writeln!(s, "note: {note}")?;
     }
+    write_pieces(s, dec, found, |x| x.to_string())?;
     Ok(())
 }
 
+/// One flow's text; returns the offset in it where the label ends.
+fn text_flow(s: &mut Vec<u8>, f: &Finished, app_gaps: bool) -> anyhow::Result<u32> {
+    let (i, key, fa) = (f.id.0 as usize, &f.key, &f.analysis);
+    let start = s.len();
+    let who = if fa.handshake.syn.is_some() { "sent the SYN" } else { "seen first: handshake not captured" };
+    write!(s, "\nflow {}: {key}", i + 1)?;
+    let label_at = (s.len() - start) as u32;
+    writeln!(s, " (A = {}, {who})", key.a)?;
+    let _ = writeln!(
+        s,
+        "  {} .. {} s, path RTT {}, capture point: {}",
+        fa.first,
+        fa.last,
+        dur(fa.path_rtt),
+        fa.capture_note
+    );
+    for n in &fa.notes {
+        writeln!(s, "  note: {n}")?;
+    }
+    let _ = writeln!(
+        s,
+        "  {:<7} {:>7} {:>6} {:>6} {:>9} {:>9} {:>4} {:>4} {:>5}",
+        "dir", "packets", "data", "p-ack", "payload", "wire B", "retx", "ooo", "mss"
+    );
+    s.write_all(dir_line("A->B", &fa.dirs[0]).as_bytes())?;
+    s.write_all(dir_line("B->A", &fa.dirs[1]).as_bytes())?;
+    // TCP stalls first; application gaps (the writer had not written) are not stalls:
+    // counted apart, listed only with --app-gaps.
+    let sum = analyze::StallSummary::of(&fa.stalls);
+    let gaps = if sum.application_gap_count > 0 {
+        format!(
+            "; {} application gap(s), not stalls{}",
+            sum.application_gap_count,
+            if app_gaps { "" } else { " (--app-gaps lists them)" }
+        )
+    } else {
+        String::new()
+    };
+    writeln!(s, "  {} stalls: {}{gaps}", sum.stall_count, sum.counts_text())?;
+    let shown: Vec<&analyze::Stall> = fa.stalls.iter().filter(|st| app_gaps || st.cause.is_tcp_stall()).collect();
+    if shown.is_empty() {
+        return Ok(label_at);
+    }
+    let _ = writeln!(
+        s,
+        "  {:>4} {:>10} {:>10} {:>4}  {:<22} {:>4}  evidence (frames)",
+        "#", "start s", "length", "held", "cause", "conf"
+    );
+    for (j, st) in shown.iter().enumerate() {
+        let held = match st.held {
+            Endpoint::A => "A",
+            Endpoint::B => "B",
+        };
+        let _ = writeln!(
+            s,
+            "  {:>4} {:>10} {:>10} {:>4}  {:<22} {:>4.2}  {}",
+            j + 1,
+            st.start.to_string(),
+            st.length.to_string(),
+            held,
+            st.cause.as_str(),
+            st.confidence,
+            frames(&st.evidence)
+        );
+        writeln!(s, "       {}: {}", st.cause.explain(), st.detail)?;
+    }
+    Ok(label_at)
+}
+
 /// `--report`: the flows' stall tables, ladders and time-sequence graphs on one page.
-fn html_report(path: &std::path::Path, args: &ExplainArgs, found: &Findings) -> anyhow::Result<()> {
-    let Findings { stats, flows, labels, failure } = found;
+fn html_report<R: std::io::Read>(
+    path: &std::path::Path,
+    args: &ExplainArgs,
+    dec: &Decoder<R>,
+    found: &Findings,
+    flows: &[(Finished, Packets)],
+) -> anyhow::Result<()> {
+    let stats = &found.stats;
     let summary = format!("{} frames, {} TCP packets in {} flows", stats.frames, stats.tcp_packets, flows.len());
     let kernel = format!("the capture's: not known (this host: {})", super::htmlreport::this_kernel());
     let header = super::htmlreport::header("explain", &args.file.display().to_string(), &summary, kernel);
     let page_flows = flows
         .iter()
-        .enumerate()
-        .map(|(i, (_, fa, ev))| report::html::FlowIn {
-            label: format!("flow {}: {}", i + 1, labels[i]),
+        .map(|(f, (ev, cut))| report::html::FlowIn {
+            label: format!("flow {}: {}", f.id.0 + 1, label(dec, &f.key)),
             row: None,
-            stalls: &fa.stalls,
-            events: ev.as_ref().map(|(e, _)| e.as_slice()),
-            events_note: ev
-                .as_ref()
-                .filter(|(_, cut)| *cut > 0)
-                .map(|(e, cut)| format!("only its first {} packets are drawn ({cut} more not kept)", e.len())),
-            rtt_ns: fa.path_rtt.map(|d| d.0),
-            capture_point: fa.capture_note.clone(),
+            stalls: &f.analysis.stalls,
+            events: Some(ev.as_slice()),
+            events_note: (*cut > 0)
+                .then(|| format!("only its first {} packets are drawn ({cut} more not kept)", ev.len())),
+            rtt_ns: f.analysis.path_rtt.map(|d| d.0),
+            capture_point: f.analysis.capture_note.clone(),
         })
         .collect();
     let mut notes = Vec::new();
-    if let Some(e) = failure {
+    if let Some(e) = &found.failure {
         notes.push(format!("DAMAGED FILE: {e}; the page covers the packets before it"));
     }
     let page = report::html::Page { header, rows: &[], flows: page_flows, errors: &[], notes };
     super::htmlreport::write(path, &page)
 }
 
-fn json(w: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> anyhow::Result<()> {
-    let Findings { stats, flows, labels, failure } = found;
+fn json<R: std::io::Read>(
+    w: &mut impl std::io::Write,
+    args: &ExplainArgs,
+    dec: &Decoder<R>,
+    found: &Findings,
+) -> anyhow::Result<()> {
+    let Findings { stats, failure, .. } = found;
+    // One JSON document (schema v2, docs/json-schema.md), written piece by piece: the head,
+    // then each flow's typed object from the spool.
     let head = report::explain::ExplainHead {
         tool: "tcpstall",
         version: env!("CARGO_PKG_VERSION"),
@@ -386,20 +484,33 @@ fn json(w: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> an
     };
     let head = serde_json::to_string(&head)?;
     write!(w, "{},\"flows\":[", &head[..head.len() - 1])?;
-    for (i, (k, fa, _)) in flows.iter().enumerate() {
-        let flow = report::explain::ExplainFlow::new(
-            i + 1,
-            k.a.to_string(),
-            k.b.to_string(),
-            k.interface,
-            labels[i].clone(),
-            fa,
-        );
-        w.write_all(if i > 0 { b",\n" } else { b"\n" })?;
-        serde_json::to_writer(&mut *w, &flow)?;
-    }
+    write_pieces(w, dec, found, |x| {
+        let q = serde_json::to_string(x).unwrap_or_default();
+        q.get(1..q.len().saturating_sub(1)).unwrap_or_default().to_string()
+    })?;
     w.write_all(b"]}\n")?;
     Ok(())
+}
+
+/// One flow's JSON object (with the separator before it); returns the offset in it where the
+/// label string's text ends.
+fn json_flow(w: &mut Vec<u8>, f: &Finished) -> anyhow::Result<u32> {
+    let (i, k) = (f.id.0 as usize, &f.key);
+    let label = k.to_string();
+    let flow = report::explain::ExplainFlow::new(
+        i + 1,
+        k.a.to_string(),
+        k.b.to_string(),
+        k.interface,
+        label.clone(),
+        &f.analysis,
+    );
+    let flow = serde_json::to_string(&flow)?;
+    let pre = if i > 0 { ",\n" } else { "\n" };
+    let needle = format!("\"label\":{}", serde_json::to_string(&label)?);
+    let label_at = pre.len() + flow.find(&needle).map_or(0, |p| p + needle.len() - 1);
+    write!(w, "{pre}{flow}")?;
+    Ok(label_at as u32)
 }
 
 #[cfg(test)]

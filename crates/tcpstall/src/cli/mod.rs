@@ -13,6 +13,7 @@ pub mod output;
 pub mod scenarios;
 pub mod shell;
 pub mod simulate;
+pub mod spool;
 
 const ABOUT: &str = "A Linux laboratory for TCP small-message latency: finds which mechanism \
 (Nagle, delayed ACK, cork, congestion window, pure-ACK rate) makes your 40 ms or 200 ms stall, \

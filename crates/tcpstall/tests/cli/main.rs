@@ -3,6 +3,7 @@
 //! with the reason outside CI, and fails under `CI=true`.
 
 mod explain;
+mod explain_fuzz;
 mod kernel;
 mod lab;
 mod link;
@@ -36,7 +37,8 @@ fn main() {
         t!(explain::explain_unknown_link_type_is_a_one_line_error),
         t!(explain::explain_a_directory_says_so_once),
         t!(explain::explain_counts_application_gaps_apart_and_lists_them_on_request),
-        t!(explain::mutated_captures_never_make_explain_panic),
+        t!(explain_fuzz::explain_never_panics_on_damaged_captures),
+        t!(explain_fuzz::explain_says_which_tunnels_it_could_not_open),
         t!(lab::seed_000_chunked_default_stalls_twice_per_round_and_the_fixes_do_not),
         t!(lab::seed_001_multi_write_waits_for_the_delayed_ack_and_nodelay_then_cork_works_here),
         t!(lab::tx_timestamps_name_the_side_that_held_the_request),

@@ -1,6 +1,8 @@
-//! Link layer, IPv4/IPv6 and TCP header decoding of one captured frame.
+//! Link layer, encapsulations, IPv4/IPv6 and TCP header decoding of one captured frame.
 //!
-//! Link headers are a few fixed offsets and are read here; IP headers are read here too because
+//! Link headers and EtherTypes are in [`link`], tunnels and label stacks in [`tunnel`]; each
+//! strips one header and names the next [`Layer`], and [`decode`] follows them with a bounded
+//! depth ([`MAX_DEPTH`]) to an IP header and TCP. IP headers are read here too because
 //! captures routinely cut packets at the snaplen (`tcpdump -s 96`) and carry GSO/TSO
 //! super-packets whose IPv4 total length is 0: the payload length must come from the IP header,
 //! not from the bytes captured, and a strict slicer rejects both. The TCP header and its options
@@ -9,6 +11,9 @@
 use etherparse::{TcpHeaderSlice, TcpOptionElement};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use trace::{Segment, TcpFlags};
+
+mod link;
+mod tunnel;
 
 /// LINKTYPE_* values (tcpdump.org/linktypes.html) this decoder understands.
 pub mod linktype {
@@ -27,13 +32,13 @@ pub mod linktype {
     pub const IPV6: u32 = 229;
     /// Linux cooked capture v2 (`tcpdump -i any`, libpcap 1.10+).
     pub const LINUX_SLL2: u32 = 276;
-    /// PPP (RFC 1661), optionally with HDLC-like framing (RFC 1662).
+    /// PPP (RFC 1661), with or without RFC 1662 HDLC-like framing.
     pub const PPP: u32 = 9;
-    /// PPP in HDLC-like framing (RFC 1662).
+    /// PPP in HDLC-like framing (RFC 1662) or Cisco PPP with HDLC framing (RFC 1547 4.3.1).
     pub const PPP_HDLC: u32 = 50;
-    /// PPPoE: Ethernet frames of the PPPoE session stage (RFC 2516), as DLT_PPP_ETHER.
+    /// PPPoE (RFC 2516): the frame begins with the PPPoE header.
     pub const PPP_ETHER: u32 = 51;
-    /// Cisco HDLC: address(1) control(1) protocol(2, an ethertype).
+    /// Cisco HDLC: address, control, EtherType.
     pub const C_HDLC: u32 = 104;
 
     /// Every link type above with its name, for messages.
@@ -79,220 +84,177 @@ pub enum Skip {
     LinkType(u32),
     /// Not IP, or IP but not TCP, or a non-first fragment.
     NotTcp,
-    /// Headers cut by the snaplen, inconsistent lengths or a wrong IP version.
+    /// Headers cut by the snaplen or inconsistent: an IP version other than the link layer
+    /// announced, IHL < 5, lengths shorter than the header or (in a frame the snaplen did not
+    /// cut) longer than the bytes, TCP data offset < 5 or beyond the IP payload.
     Malformed,
-    /// Carried inside an encapsulation this decoder does not open (named for the user).
+    /// Inside an encapsulation this decoder recognises but does not open (the name says which:
+    /// "IPsec ESP (RFC 4303)", "CAPWAP (RFC 5415)", ...).
     Inside(&'static str),
 }
 
-mod tunnel;
-use tunnel::Inner;
+/// Encapsulations followed before giving up (a VLAN tag, an MPLS stack, a tunnel header each
+/// count one): a bound on work per frame whatever the bytes say.
+pub const MAX_DEPTH: usize = 16;
 
-const ETH_IPV4: u16 = 0x0800;
-const ETH_IPV6: u16 = 0x86dd;
-/// Encapsulations nested deeper than this are not opened (a crafted capture cannot recurse).
-const MAX_DEPTH: u8 = 8;
+/// One header peeled off; what the bytes that follow are.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Layer<'a> {
+    /// An Ethernet II frame (destination MAC first).
+    Ether(&'a [u8]),
+    /// The payload of an EtherType.
+    Type(u16, &'a [u8]),
+    /// The payload of a PPP protocol number.
+    Ppp(u16, &'a [u8]),
+    /// An IP packet: the version the outer header announced, or None to read it from the
+    /// first nibble (raw IP link types, MPLS, GTP-U).
+    Ip(Option<u8>, &'a [u8]),
+}
 
-/// Decodes one frame. `orig_len` is the length on the wire (for `Segment::wire_len`).
+/// Decodes one frame. `orig_len` is the length on the wire (for `Segment::wire_len`); a frame
+/// with fewer bytes captured than `orig_len` was cut by the snaplen, so IP lengths beyond the
+/// captured bytes are expected; in a whole frame they are malformed.
 pub fn decode(linktype: u32, data: &[u8], orig_len: u32) -> Result<TcpPacket, Skip> {
-    let mut next = link_payload(linktype, data)?;
+    let mut cut = (data.len() as u64) < u64::from(orig_len);
+    let mut layer = link::first(linktype, data)?;
     for _ in 0..MAX_DEPTH {
-        next = match next {
-            Next::Ether(et, rest) => by_ethertype(et, rest)?,
-            Next::Ethernet(frame) => ethernet(frame)?,
-            Next::Ip(ip, version) => match ip_layer(ip, version)? {
-                Layer::Tcp(mut p) => {
+        layer = match layer {
+            Layer::Ether(d) => link::ethernet(d)?,
+            Layer::Type(et, d) => link::ethertype(et, d)?,
+            Layer::Ppp(proto, d) => link::ppp(proto, d)?,
+            Layer::Ip(version, d) => {
+                let ip = ip_header(version, d, cut)?;
+                if ip.proto != 6 {
+                    // A fragment's inner packet continues in the next fragment.
+                    cut |= ip.more_fragments;
+                    tunnel::ip_payload(ip.proto, ip.payload)?
+                } else {
+                    let mut p = tcp(&ip)?;
                     p.segment.wire_len = orig_len.max(data.len() as u32);
                     return Ok(p);
                 }
-                Layer::Next(n) => n,
-            },
+            }
         };
     }
-    Err(Skip::Inside("too many nested encapsulations"))
-}
-
-/// What follows a header.
-#[derive(Debug, Clone, Copy)]
-enum Next<'a> {
-    /// A payload typed by an ethertype.
-    Ether(u16, &'a [u8]),
-    /// An Ethernet frame (destination MAC first).
-    Ethernet(&'a [u8]),
-    /// An IP packet, and the version its carrier announced (None: by its first nibble).
-    Ip(&'a [u8], Option<u8>),
-}
-
-impl<'a> From<Inner<'a>> for Next<'a> {
-    fn from(i: Inner<'a>) -> Self {
-        match i {
-            Inner::Ethernet(f) => Next::Ethernet(f),
-            Inner::Ip(p) => Next::Ip(p, None),
-        }
-    }
-}
-
-/// IEEE 802.3: dst(6) src(6), then the ethertype (after any VLAN tags, in `by_ethertype`).
-fn ethernet(d: &[u8]) -> Result<Next<'_>, Skip> {
-    let et = be16(d, 12).ok_or(Skip::Malformed)?;
-    Ok(Next::Ether(et, d.get(14..).ok_or(Skip::Malformed)?))
-}
-
-/// The payload an ethertype announces (IEEE Std 802 registry).
-fn by_ethertype(et: u16, rest: &[u8]) -> Result<Next<'_>, Skip> {
-    match et {
-        ETH_IPV4 => Ok(Next::Ip(rest, Some(4))),
-        ETH_IPV6 => Ok(Next::Ip(rest, Some(6))),
-        // 802.1Q / 802.1ad / pre-standard QinQ: TCI(2) then the next ethertype.
-        0x8100 | 0x88a8 | 0x9100 => {
-            Ok(Next::Ether(be16(rest, 2).ok_or(Skip::Malformed)?, rest.get(4..).ok_or(Skip::Malformed)?))
-        }
-        // 802.1BR E-tag: 6 bytes after its TPID, then the next ethertype.
-        0x893f => Ok(Next::Ether(be16(rest, 6).ok_or(Skip::Malformed)?, rest.get(8..).ok_or(Skip::Malformed)?)),
-        // 802.1ah I-tag (4 bytes) then a whole customer Ethernet frame.
-        0x88e7 => Ok(Next::Ethernet(rest.get(4..).ok_or(Skip::Malformed)?)),
-        0x8847 | 0x8848 => tunnel::mpls(rest).map(Next::from),
-        0x8864 => tunnel::pppoe(rest).map(Next::from),
-        // ARP, LLDP, PPPoE discovery, ...: not IP.
-        _ => Err(Skip::NotTcp),
-    }
-}
-
-/// Strips the link header.
-fn link_payload(linktype: u32, d: &[u8]) -> Result<Next<'_>, Skip> {
-    use linktype::*;
-    match linktype {
-        ETHERNET => ethernet(d),
-        // packet type(2) arphrd(2) addr len(2) addr(8) protocol(2) (pcap-linktype(7)).
-        LINUX_SLL => Ok(Next::Ether(be16(d, 14).ok_or(Skip::Malformed)?, d.get(16..).ok_or(Skip::Malformed)?)),
-        // protocol(2) reserved(2) ifindex(4) arphrd(2) packet type(1) addr len(1) addr(8).
-        LINUX_SLL2 => Ok(Next::Ether(be16(d, 0).ok_or(Skip::Malformed)?, d.get(20..).ok_or(Skip::Malformed)?)),
-        NULL | LOOP => {
-            // Address family: 2 = AF_INET; AF_INET6 is 10 (Linux), 24 (NetBSD/OpenBSD), 28
-            // (FreeBSD), 30 (macOS). NULL is in the writer's byte order: accept either.
-            let af = d.get(..4).ok_or(Skip::Malformed)?;
-            let le = u32::from_le_bytes([af[0], af[1], af[2], af[3]]);
-            let be = u32::from_be_bytes([af[0], af[1], af[2], af[3]]);
-            let fam = if linktype == LOOP { be } else { le.min(be) };
-            match fam {
-                2 => Ok(Next::Ip(&d[4..], Some(4))),
-                10 | 24 | 28 | 30 => Ok(Next::Ip(&d[4..], Some(6))),
-                _ => Err(Skip::NotTcp),
-            }
-        }
-        RAW | DLT_RAW_12 | DLT_RAW_14 => Ok(Next::Ip(d, None)),
-        IPV4 => Ok(Next::Ip(d, Some(4))),
-        IPV6 => Ok(Next::Ip(d, Some(6))),
-        PPP | PPP_HDLC => tunnel::ppp_over_hdlc(d, "PPP").map(Next::from),
-        PPP_ETHER => tunnel::pppoe(d).map(Next::from),
-        // Cisco HDLC: address(1) control(1) protocol(2), an ethertype.
-        C_HDLC => Ok(Next::Ether(be16(d, 2).ok_or(Skip::Malformed)?, d.get(4..).ok_or(Skip::Malformed)?)),
-        other => Err(Skip::LinkType(other)),
-    }
+    Err(Skip::Inside("encapsulations nested deeper than 16"))
 }
 
 pub(crate) fn be16(d: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*d.get(at)?, *d.get(at + 1)?]))
 }
 
-/// What an IP header leads to: the TCP packet, or an encapsulated payload.
-enum Layer<'a> {
-    Tcp(TcpPacket),
-    Next(Next<'a>),
+/// An IP header read and checked.
+struct IpHeader<'a> {
+    src: IpAddr,
+    dst: IpAddr,
+    /// Upper-layer protocol (after IPv6 extension headers).
+    proto: u8,
+    /// The payload bytes captured, bounded by the header's length.
+    payload: &'a [u8],
+    /// The payload length the header gives (may exceed `payload` when the snaplen cut it).
+    payload_len: usize,
+    id: Option<u16>,
+    more_fragments: bool,
 }
 
-/// The protocols an IP header can announce that tcpstall opens (IANA protocol numbers):
-/// 4 IPv4-in-IP (RFC 2003), 41 IPv6-in-IP (RFC 4213), 47 GRE, 17 UDP tunnels.
-fn carried(proto: u8, payload: &[u8]) -> Result<Layer<'_>, Skip> {
-    match proto {
-        4 => Ok(Layer::Next(Next::Ip(payload, Some(4)))),
-        41 => Ok(Layer::Next(Next::Ip(payload, Some(6)))),
-        47 => tunnel::gre(payload).map(|i| Layer::Next(i.into())),
-        17 => tunnel::udp(payload).map(|i| Layer::Next(i.into())),
-        50 => Err(Skip::Inside("IPsec ESP (encrypted)")),
-        _ => Err(Skip::NotTcp),
-    }
-}
-
-/// IP header, then TCP (or an encapsulation). The TCP payload length comes from the IP
-/// header's length fields. `expect` is the version the carrier announced: a header of another
-/// version is malformed, not parsed (RFC 791 3.1, RFC 8200 3).
-fn ip_layer(ip: &[u8], expect: Option<u8>) -> Result<Layer<'_>, Skip> {
+/// Reads an IPv4 (RFC 791 3.1) or IPv6 (RFC 8200 3, 4) header. `want` is the version the outer
+/// layer announced: a different version nibble is malformed (not parsed as the other one).
+/// Non-first fragments are `NotTcp` (their bytes continue an earlier packet).
+fn ip_header(want: Option<u8>, ip: &[u8], cut: bool) -> Result<IpHeader<'_>, Skip> {
     let version = ip.first().ok_or(Skip::Malformed)? >> 4;
-    if expect.is_some_and(|v| v != version) {
-        return Err(Skip::Malformed);
+    match want {
+        Some(w) if w != version => return Err(Skip::Malformed),
+        _ => {}
     }
-    let (src, dst, tcp, ip_payload_len, ip_id) = match version {
+    match version {
         4 => {
-            // RFC 791 3.1: IHL >= 5 words, total length >= IHL.
+            // RFC 791 3.1: IHL counts 32-bit words, minimum 5.
             let ihl = usize::from(ip[0] & 0x0f) * 4;
             if ihl < 20 || ip.len() < ihl {
                 return Err(Skip::Malformed);
-            }
-            let frag_off = be16(ip, 6).ok_or(Skip::Malformed)? & 0x1fff;
-            if frag_off != 0 {
-                return Err(Skip::NotTcp);
             }
             let total = usize::from(be16(ip, 2).ok_or(Skip::Malformed)?);
             // Total length 0: a TSO/GSO super-packet captured before segmentation; the capture
             // length is the only length there is.
             let total = if total == 0 { ip.len() } else { total };
-            if total < ihl {
+            // RFC 791 3.1: total length includes the header. More than was captured is only
+            // possible when the snaplen cut the frame.
+            if total < ihl || (total > ip.len() && !cut) {
                 return Err(Skip::Malformed);
             }
-            if ip[9] != 6 {
-                let end = total.min(ip.len());
-                return carried(ip[9], &ip[ihl..end]);
+            let frag = be16(ip, 6).ok_or(Skip::Malformed)?;
+            if frag & 0x1fff != 0 {
+                return Err(Skip::NotTcp);
             }
-            let s = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-            let d = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
-            let id = be16(ip, 4).ok_or(Skip::Malformed)?;
-            (IpAddr::V4(s), IpAddr::V4(d), &ip[ihl..], total - ihl, Some(id))
+            Ok(IpHeader {
+                src: IpAddr::V4(Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15])),
+                dst: IpAddr::V4(Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19])),
+                proto: ip[9],
+                payload: &ip[ihl..total.min(ip.len())],
+                payload_len: total - ihl,
+                id: be16(ip, 4),
+                more_fragments: frag & 0x2000 != 0,
+            })
         }
         6 => {
-            // RFC 8200 3 and 4: walk extension headers to TCP.
             if ip.len() < 40 {
                 return Err(Skip::Malformed);
             }
             let mut payload_len = usize::from(be16(ip, 4).ok_or(Skip::Malformed)?);
             if payload_len == 0 {
-                payload_len = ip.len() - 40; // jumbogram or GSO: trust what was captured
+                payload_len = ip.len() - 40; // jumbogram (RFC 2675) or GSO: trust the capture
+            } else if 40 + payload_len > ip.len() && !cut {
+                return Err(Skip::Malformed); // RFC 8200 3: payload length beyond the frame
             }
+            let end = (40 + payload_len).min(ip.len());
             let mut next = ip[6];
             let mut at = 40;
+            let mut more_fragments = false;
+            // RFC 8200 4: walk extension headers to the upper layer.
             loop {
-                match next {
-                    6 => break,
-                    // Hop-by-hop, routing, destination options: (len + 1) * 8 bytes.
-                    0 | 43 | 60 => {
-                        let n = usize::from(*ip.get(at + 1).ok_or(Skip::Malformed)?) * 8 + 8;
-                        next = ip[at];
-                        at += n;
-                        payload_len = payload_len.checked_sub(n).ok_or(Skip::Malformed)?;
-                    }
-                    // Fragment header: only the first fragment carries the TCP header.
+                let n = match next {
+                    // Hop-by-hop, routing, destination options (RFC 8200 4.3-4.6): (len + 1) * 8.
+                    0 | 43 | 60 => usize::from(*ip.get(at + 1).ok_or(Skip::Malformed)?) * 8 + 8,
+                    // Authentication header (RFC 4302 2.2): (len + 2) * 4.
+                    51 => usize::from(*ip.get(at + 1).ok_or(Skip::Malformed)?) * 4 + 8,
+                    // Fragment header (RFC 8200 4.5): only the first fragment has the upper header.
                     44 => {
-                        let off = be16(ip, at + 2).ok_or(Skip::Malformed)? & 0xfff8;
-                        if off != 0 {
+                        let off = be16(ip, at + 2).ok_or(Skip::Malformed)?;
+                        if off & 0xfff8 != 0 {
                             return Err(Skip::NotTcp);
                         }
-                        next = ip[at];
-                        at += 8;
-                        payload_len = payload_len.checked_sub(8).ok_or(Skip::Malformed)?;
+                        more_fragments = off & 1 != 0;
+                        8
                     }
-                    other => {
-                        let end = (at + payload_len).min(ip.len());
-                        return carried(other, ip.get(at..end).ok_or(Skip::Malformed)?);
-                    }
-                }
+                    _ => break,
+                };
+                next = *ip.get(at).ok_or(Skip::Malformed)?;
+                at += n;
+                payload_len = payload_len.checked_sub(n).ok_or(Skip::Malformed)?;
             }
             let s: [u8; 16] = ip[8..24].try_into().map_err(|_| Skip::Malformed)?;
             let d: [u8; 16] = ip[24..40].try_into().map_err(|_| Skip::Malformed)?;
-            let tcp = ip.get(at..).ok_or(Skip::Malformed)?;
-            (IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d)), tcp, payload_len, None)
+            Ok(IpHeader {
+                src: IpAddr::V6(Ipv6Addr::from(s)),
+                dst: IpAddr::V6(Ipv6Addr::from(d)),
+                proto: next,
+                payload: ip.get(at..end).ok_or(Skip::Malformed)?,
+                payload_len,
+                id: None,
+                more_fragments,
+            })
         }
-        _ => return Err(Skip::Malformed),
-    };
+        _ => Err(Skip::NotTcp),
+    }
+}
+
+/// The TCP header (RFC 9293 3.1) of an IP packet. The payload length comes from the IP
+/// header's length fields, so a snaplen-cut segment keeps its true length.
+fn tcp(ip: &IpHeader<'_>) -> Result<TcpPacket, Skip> {
+    let tcp = ip.payload;
+    let ip_payload_len = ip.payload_len;
+    // etherparse refuses a data offset below 5 words (RFC 9293 3.1) and a header longer than
+    // the bytes: both malformed.
     let h = TcpHeaderSlice::from_slice(tcp).map_err(|_| Skip::Malformed)?;
     let hlen = usize::from(h.data_offset()) * 4;
     let len = ip_payload_len.checked_sub(hlen).ok_or(Skip::Malformed)?;
@@ -322,10 +284,10 @@ fn ip_layer(ip: &[u8], expect: Option<u8>) -> Result<Layer<'_>, Skip> {
             Err(_) => break,
         }
     }
-    Ok(Layer::Tcp(TcpPacket {
-        src: SocketAddr::new(src, h.source_port()),
-        dst: SocketAddr::new(dst, h.destination_port()),
+    Ok(TcpPacket {
+        src: SocketAddr::new(ip.src, h.source_port()),
+        dst: SocketAddr::new(ip.dst, h.destination_port()),
         segment: seg,
-        ip_id,
-    }))
+        ip_id: ip.id,
+    })
 }

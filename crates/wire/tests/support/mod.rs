@@ -55,7 +55,7 @@ pub fn pcap(nanos: bool, linktype: u32, pkts: &[(u32, u32, Vec<u8>)]) -> Vec<u8>
     f
 }
 
-fn block(btype: u32, body: &[u8]) -> Vec<u8> {
+pub fn block(btype: u32, body: &[u8]) -> Vec<u8> {
     let pad = (4 - body.len() % 4) % 4;
     let len = (12 + body.len() + pad) as u32;
     let mut b = Vec::new();

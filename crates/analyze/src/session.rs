@@ -1,0 +1,129 @@
+//! Many flows at once: the driver between the capture decoder (`wire`) and one
+//! [`FlowAnalyzer`] per flow.
+//!
+//! Memory follows the flows alive, not the flows in the file: the decoder's flow table ends a
+//! flow (FIN both ways or RST plus a linger, an idle timeout, or a new connection on the same
+//! pair; see [`wire::FlowLimits`] for the rules and their sources), the session then finishes
+//! that flow's analyser, frees it, and hands the [`FlowAnalysis`] to the caller. What the
+//! caller keeps of it (the stall records, a summary, nothing) is its choice.
+
+use crate::{Config, FlowAnalysis, FlowAnalyzer};
+use wire::{Decoder, EndReason, FlowEnd, FlowEvent, FlowId, FlowKey, WireError};
+
+/// Stands for the key of a flow whose addresses the caller could not give (never with the
+/// decoder: a flow's key is known on its first event).
+const UNKNOWN: FlowKey = FlowKey {
+    a: std::net::SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0)),
+    b: std::net::SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0)),
+    interface: 0,
+};
+
+/// One flow's finished analysis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finished {
+    pub id: FlowId,
+    pub key: FlowKey,
+    /// Why the flow ended before the capture did (None: still alive at the end of input).
+    pub end: Option<EndReason>,
+    pub analysis: FlowAnalysis,
+}
+
+/// The analysers of the flows alive.
+#[derive(Debug)]
+pub struct Session {
+    cfg: Config,
+    /// By flow id (ids are dense counters): 8 bytes per flow ever seen, the analyser (1.6 KB
+    /// and its queues) only while the flow is alive.
+    slots: Vec<Option<Box<(FlowKey, FlowAnalyzer)>>>,
+    live: usize,
+}
+
+impl Session {
+    pub fn new(cfg: Config) -> Self {
+        Session { cfg, slots: Vec::new(), live: 0 }
+    }
+
+    /// Feeds one event to its flow's analyser (created on the flow's first event, with the
+    /// flow's addresses from `key`: `|| dec.flows().key(fe.flow)` right after the event).
+    pub fn push(&mut self, fe: &FlowEvent, key: impl FnOnce() -> Option<FlowKey>) {
+        let cfg = self.cfg;
+        let i = fe.flow.0 as usize;
+        if i >= self.slots.len() {
+            self.slots.resize_with(i + 1, || None);
+        }
+        let live = &mut self.live;
+        let e = self.slots[i].get_or_insert_with(|| {
+            *live += 1;
+            Box::new((key().unwrap_or(UNKNOWN), FlowAnalyzer::new(cfg)))
+        });
+        e.1.push(&fe.event);
+    }
+
+    /// Finishes and frees a flow the decoder ended. None when it had no event here.
+    pub fn end(&mut self, end: &FlowEnd) -> Option<Finished> {
+        let (key, fa) = *self.slots.get_mut(end.flow.0 as usize)?.take()?;
+        self.live -= 1;
+        let mut analysis = fa.finish();
+        if end.reason == EndReason::Idle {
+            analysis.notes.push(
+                "no packet for the flow table's idle timeout: the flow ends here, later packets on these ports are a new flow"
+                    .into(),
+            );
+        }
+        Some(Finished { id: end.flow, key, end: Some(end.reason), analysis })
+    }
+
+    /// Flows alive (analysers held).
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    /// Finishes every flow still alive, in first-seen order.
+    pub fn finish_all(self) -> Vec<Finished> {
+        self.slots
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, b)| {
+                let (key, fa) = *b?;
+                Some(Finished { id: FlowId(i as u32), key, end: None, analysis: fa.finish() })
+            })
+            .collect()
+    }
+}
+
+/// Reads `dec` to the end: every event goes to `each` (a plot collector, say) and to its flow's
+/// analyser; every flow, once ended, goes to `done` (ended flows as they end, then the flows
+/// alive at the end of input in first-seen order). On a damaged file the flows seen so far are
+/// still all finished and handed over before the error is returned.
+pub fn run<R: std::io::Read>(
+    dec: &mut Decoder<R>,
+    cfg: Config,
+    mut each: impl FnMut(&FlowEvent),
+    mut done: impl FnMut(Finished),
+) -> Result<(), WireError> {
+    let mut s = Session::new(cfg);
+    let res = loop {
+        match dec.next_event() {
+            Ok(Some(fe)) => {
+                while let Some(end) = dec.pop_ended() {
+                    if let Some(f) = s.end(&end) {
+                        done(f);
+                    }
+                }
+                each(&fe);
+                s.push(&fe, || dec.flows().key(fe.flow));
+            }
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    while let Some(end) = dec.pop_ended() {
+        if let Some(f) = s.end(&end) {
+            done(f);
+        }
+    }
+    for f in s.finish_all() {
+        done(f);
+    }
+    res
+}

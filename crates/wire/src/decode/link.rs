@@ -1,0 +1,135 @@
+//! Link layers and EtherType dispatch: what sits between the capture record and an IP header.
+//!
+//! Each function strips one header and says what comes next as a [`Layer`]; the loop in
+//! [`super::decode`] follows the layers with a bounded depth.
+
+use super::{be16, Layer, Skip};
+
+/// The first layer of a frame on link type `lt` (LINKTYPE_* values, tcpdump.org/linktypes.html
+/// and libpcap's pcap-linktype(7)).
+pub(super) fn first(lt: u32, d: &[u8]) -> Result<Layer<'_>, Skip> {
+    use super::linktype::*;
+    match lt {
+        ETHERNET => Ok(Layer::Ether(d)),
+        // Linux cooked v1: packet type(2) arphrd(2) addr len(2) addr(8) protocol(2).
+        LINUX_SLL => Ok(Layer::Type(be16(d, 14).ok_or(Skip::Malformed)?, d.get(16..).ok_or(Skip::Malformed)?)),
+        // Linux cooked v2: protocol(2) reserved(2) ifindex(4) arphrd(2) pkttype(1) halen(1) addr(8).
+        LINUX_SLL2 => Ok(Layer::Type(be16(d, 0).ok_or(Skip::Malformed)?, d.get(20..).ok_or(Skip::Malformed)?)),
+        NULL | LOOP => {
+            // Address family: 2 = AF_INET; AF_INET6 is 10 (Linux), 24 (NetBSD/OpenBSD), 28
+            // (FreeBSD), 30 (macOS). NULL is in the writer's byte order: accept either.
+            let af = d.get(..4).ok_or(Skip::Malformed)?;
+            let le = u32::from_le_bytes([af[0], af[1], af[2], af[3]]);
+            let be = u32::from_be_bytes([af[0], af[1], af[2], af[3]]);
+            let fam = if lt == LOOP { be } else { le.min(be) };
+            match fam {
+                2 => Ok(Layer::Ip(Some(4), &d[4..])),
+                10 | 24 | 28 | 30 => Ok(Layer::Ip(Some(6), &d[4..])),
+                _ => Err(Skip::NotTcp),
+            }
+        }
+        RAW | DLT_RAW_12 | DLT_RAW_14 => Ok(Layer::Ip(None, d)),
+        IPV4 => Ok(Layer::Ip(Some(4), d)),
+        IPV6 => Ok(Layer::Ip(Some(6), d)),
+        // pcap-linktype(7) LINKTYPE_PPP: "if the first 2 bytes are 0xff and 0x03, it's PPP in
+        // HDLC-like framing [RFC 1662], ... otherwise ... the packet begins with the PPP header".
+        PPP => ppp_framed(d),
+        // LINKTYPE_PPP_HDLC: 0xff first = PPP in HDLC-like framing (RFC 1662); 0x0f or 0x8f =
+        // Cisco PPP with HDLC framing (RFC 1547 4.3.1), laid out like C_HDLC.
+        PPP_HDLC => match d.first() {
+            Some(0xff) => ppp_framed(d),
+            Some(_) => cisco_hdlc(d),
+            None => Err(Skip::Malformed),
+        },
+        // LINKTYPE_PPP_ETHER: the frame begins with the PPPoE header (RFC 2516).
+        PPP_ETHER => Ok(Layer::Type(ETH_PPPOE_SESSION, d)),
+        C_HDLC => cisco_hdlc(d),
+        other => Err(Skip::LinkType(other)),
+    }
+}
+
+/// Cisco HDLC (LINKTYPE_C_HDLC): address 0x0f unicast / 0x8f broadcast, control 0, then an
+/// EtherType (pcap-linktype(7); Wireshark's packet-chdlc.c).
+fn cisco_hdlc(d: &[u8]) -> Result<Layer<'_>, Skip> {
+    let et = be16(d, 2).ok_or(Skip::Malformed)?;
+    Ok(Layer::Type(et, &d[4..]))
+}
+
+/// PPP with optional RFC 1662 3.1 address/control (0xff 0x03) and a protocol field that is one
+/// byte when compressed (Protocol-Field-Compression, RFC 1661 6.5: the low bit of the last
+/// protocol byte is 1, of the first 0).
+pub(super) fn ppp_framed(d: &[u8]) -> Result<Layer<'_>, Skip> {
+    let d = if d.starts_with(&[0xff, 0x03]) { &d[2..] } else { d };
+    let b0 = *d.first().ok_or(Skip::Malformed)?;
+    if b0 & 1 == 1 {
+        Ok(Layer::Ppp(u16::from(b0), &d[1..]))
+    } else {
+        Ok(Layer::Ppp(be16(d, 0).ok_or(Skip::Malformed)?, &d[2..]))
+    }
+}
+
+/// What a PPP protocol number carries (RFC 1661 2; IANA PPP DLL protocol numbers).
+pub(super) fn ppp(proto: u16, d: &[u8]) -> Result<Layer<'_>, Skip> {
+    match proto {
+        0x0021 => Ok(Layer::Ip(Some(4), d)),             // RFC 1332
+        0x0057 => Ok(Layer::Ip(Some(6), d)),             // RFC 5072
+        0x0281 | 0x0283 => Ok(Layer::Type(ETH_MPLS, d)), // RFC 3032 5
+        0x002d | 0x002f => Err(Skip::Inside("Van Jacobson compressed TCP/IP (RFC 1144)")),
+        0x00fd | 0x00fb => Err(Skip::Inside("PPP compressed datagrams (CCP, RFC 1962)")),
+        0x0053 => Err(Skip::Inside("PPP encryption (ECP, RFC 1968)")),
+        0x003d => Err(Skip::Inside("PPP multilink fragments (RFC 1990)")),
+        0x0031 => Err(Skip::Inside("PPP bridging (BCP, RFC 3518)")),
+        _ => Err(Skip::NotTcp), // LCP, IPCP, authentication and other control protocols
+    }
+}
+
+pub(super) const ETH_IPV4: u16 = 0x0800;
+pub(super) const ETH_IPV6: u16 = 0x86dd;
+pub(super) const ETH_MPLS: u16 = 0x8847;
+pub(super) const ETH_PPPOE_SESSION: u16 = 0x8864;
+
+/// An Ethernet II frame: destination(6) source(6) EtherType(2) (IEEE 802.3 3.1.1).
+pub(super) fn ethernet(d: &[u8]) -> Result<Layer<'_>, Skip> {
+    Ok(Layer::Type(be16(d, 12).ok_or(Skip::Malformed)?, &d[14..]))
+}
+
+/// The payload `d` of EtherType `et` (IEEE Registration Authority EtherType list).
+pub(super) fn ethertype(et: u16, d: &[u8]) -> Result<Layer<'_>, Skip> {
+    match et {
+        ETH_IPV4 => Ok(Layer::Ip(Some(4), d)),
+        ETH_IPV6 => Ok(Layer::Ip(Some(6), d)),
+        // IEEE 802.1Q 9.6: C-tag 0x8100, S-tag 0x88a8 (802.1ad), and the pre-standard QinQ
+        // 0x9100: TCI(2) then the next EtherType.
+        0x8100 | 0x88a8 | 0x9100 => Ok(Layer::Type(be16(d, 2).ok_or(Skip::Malformed)?, &d[4..])),
+        // IEEE 802.1BR 7.2 E-TAG: E-TCI(6) then the next EtherType.
+        0x893f => Ok(Layer::Type(be16(d, 6).ok_or(Skip::Malformed)?, &d[8..])),
+        // IEEE 802.1ah (PBB) I-TAG: I-TCI(4) then the customer's Ethernet frame.
+        0x88e7 => Ok(Layer::Ether(d.get(4..).ok_or(Skip::Malformed)?)),
+        0x8847 | 0x8848 => super::tunnel::mpls(d),
+        // RFC 2516 4: PPPoE session: ver/type 0x11, code 0, session id(2), length(2), then PPP.
+        ETH_PPPOE_SESSION => {
+            let h = d.get(..8).ok_or(Skip::Malformed)?;
+            if h[0] != 0x11 || h[1] != 0 {
+                return Err(Skip::Malformed);
+            }
+            Ok(Layer::Ppp(be16(d, 6).ok_or(Skip::Malformed)?, &d[8..]))
+        }
+        // RFC 1701 3 "Transparent Ethernet Bridging" (GRE, Geneve, NVGRE): an Ethernet frame.
+        0x6558 => Ok(Layer::Ether(d)),
+        0x88be => super::tunnel::erspan2(d),
+        0x22eb => super::tunnel::erspan3(d),
+        // PPP in GRE (PPTP, RFC 2637 4.1).
+        0x880b => ppp_framed(d),
+        0x88e5 => Err(Skip::Inside("MACsec (IEEE 802.1AE)")),
+        0x894f => Err(Skip::Inside("NSH (RFC 8300)")),
+        // IEEE 802.3 length field: 802.2 LLC; with SNAP (RFC 1042) the EtherType follows.
+        n if n <= 1500 => {
+            if d.get(..3) == Some(&[0xaa, 0xaa, 0x03]) {
+                Ok(Layer::Type(be16(d, 6).ok_or(Skip::Malformed)?, &d[8..]))
+            } else {
+                Err(Skip::NotTcp)
+            }
+        }
+        _ => Err(Skip::NotTcp), // ARP, PPPoE discovery, LLDP, ...
+    }
+}
