@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::limits::{at_most, check, MAX_BURST_BYTES, MAX_BYTES, MAX_SAMPLES, MAX_VARIANTS, MAX_WRITES};
+use crate::exchange::Exchange;
 use crate::ScenarioError;
 
 fn d_send() -> u32 {
@@ -93,6 +94,8 @@ pub enum Workload {
     BulkAck(BulkAck),
     Stream(Stream),
     Rr(Rr),
+    /// A user's own conversation: turns by either side (crate::exchange).
+    Exchange(Exchange),
 }
 
 /// One thing a side does.
@@ -169,6 +172,7 @@ impl Workload {
             Workload::BulkAck(_) => "bulk-ack",
             Workload::Stream(_) => "stream",
             Workload::Rr(_) => "rr",
+            Workload::Exchange(_) => "exchange",
         }
     }
 
@@ -246,6 +250,7 @@ impl Workload {
                 param("size", r.size)?;
                 param("rounds", r.rounds)?;
             }
+            Workload::Exchange(e) => e.validate()?,
         }
         Ok(())
     }
@@ -360,6 +365,7 @@ impl Workload {
             Workload::Stream(s) => {
                 Program::Stream { duration_ns: u64::from(s.duration_ms) * 1_000_000, write_size: s.write_size }
             }
+            Workload::Exchange(e) => e.program(),
             Workload::Rr(r) => Program::Rounds(RoundProgram {
                 client: SideProgram { round: vec![Step::Send(vec![r.size]), Step::Recv(r.size)], ..Default::default() },
                 server: SideProgram { round: vec![Step::Recv(r.size), Step::Send(vec![r.size])], ..Default::default() },
