@@ -420,10 +420,50 @@ impl Exchange {
     }
 }
 
+impl crate::Workload {
+    /// The built-in workloads that are conversations (chunked, multi-write, rr) as an exchange
+    /// compiling to the same step programs; None for those that are not (burst reads every
+    /// reply separately, bulk-ack pipelines, stream has no rounds).
+    pub fn as_exchange(&self) -> Option<Exchange> {
+        use crate::Workload as W;
+        let turn = |side, writes: Vec<u32>| Turn { side, writes, call: CallKind::Write, think_ns: 0, peer_reads: true };
+        let (turns, rounds, warmup) = match self {
+            W::Chunked(c) => {
+                let msg = crate::split(c.send, c.n_chunk);
+                (vec![turn(Side::Client, msg.clone()), turn(Side::Server, msg)], c.round, 0)
+            }
+            W::MultiWrite(m) => {
+                (vec![turn(Side::Client, m.writes.clone()), turn(Side::Server, vec![m.response])], m.requests, m.warmup)
+            }
+            W::Rr(r) => (vec![turn(Side::Client, vec![r.size]), turn(Side::Server, vec![r.size])], r.rounds, 0),
+            W::Exchange(e) => return Some(e.clone()),
+            _ => return None,
+        };
+        Some(Exchange { turns, rounds, warmup, connection: Connection::Reuse })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Scenario;
+
+    #[test]
+    fn conversation_built_ins_are_exchanges_with_the_same_programs() {
+        for s in Scenario::catalogue() {
+            match s.workload.as_exchange() {
+                Some(e) => {
+                    assert_eq!(e.program(), s.workload.program(), "{}", s.name);
+                    let mut as_file = s.clone();
+                    as_file.workload = crate::Workload::Exchange(e);
+                    let text = as_file.to_toml().unwrap();
+                    let back = Scenario::from_toml("x.toml", &text).unwrap();
+                    assert_eq!(back, as_file, "{text}");
+                }
+                None => assert!(["burst", "bulk-ack", "stream"].contains(&s.name.as_str()), "{}", s.name),
+            }
+        }
+    }
 
     #[test]
     fn inline_seed_001_compiles_to_the_multi_write_program() {
