@@ -181,6 +181,7 @@ pub(crate) fn assemble(
         netstat,
         verdict: verdict.text,
         verdict_key: verdict.key,
+        samples_ns: cli.rec.samples.clone(),
     }
 }
 
