@@ -5,13 +5,25 @@
 //!   (under 1% of rounds: what a scheduling hiccup or one late timer makes), or stalling (ordered
 //!   by rate). A fix that removes the stalls always ranks above one that does not.
 //! - p99: within a tier, the candidate with the lowest p99 and every candidate whose 95%
-//!   interval overlaps its interval are indistinguishable on p99; among those the wire cost
+//!   interval overlaps its interval, or whose p99 is within [`P99_TIE_US`] or [`P99_TIE_RATIO`]
+//!   of it, are equal on p99 (a wake-up on loopback costs ~20 us; what advise ranks is whether
+//!   the tens of milliseconds are gone); among those the wire cost
 //!   decides (segments per round, then bytes), then the change size, then the p99 estimate.
 //!   The group is emitted and the rest ranked the same way, so the order is total.
 
 use serde::Serialize;
 
 use crate::stats::Interval;
+
+/// p99s closer than this (us) are equal for the ranking.
+pub const P99_TIE_US: f64 = 100.0;
+/// p99s within this factor of each other are equal for the ranking.
+pub const P99_TIE_RATIO: f64 = 1.25;
+
+fn p99_tied(a: &Scored, b: &Scored) -> bool {
+    let (lo, hi) = if a.p99.est <= b.p99.est { (a.p99.est, b.p99.est) } else { (b.p99.est, a.p99.est) };
+    a.p99.overlaps(&b.p99) || hi - lo <= P99_TIE_US || hi <= lo * P99_TIE_RATIO
+}
 
 /// What the ranking needs of one candidate.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -61,14 +73,15 @@ pub fn rank(c: &[Scored]) -> Vec<usize> {
     let mut out = Vec::with_capacity(c.len());
     while let Some(&first) = left.first() {
         // The block of equal stall standing.
-        let same = |i: usize| c[i].tier() == c[first].tier() && (c[i].tier() != 2 || c[i].stall_rate() == c[first].stall_rate());
+        let same = |i: usize| {
+            c[i].tier() == c[first].tier() && (c[i].tier() != 2 || c[i].stall_rate() == c[first].stall_rate())
+        };
         let block: Vec<usize> = left.iter().copied().take_while(|&i| same(i)).collect();
         left.drain(..block.len());
         let mut block = block;
         while !block.is_empty() {
             let best = *block.iter().min_by(|&&a, &&b| c[a].p99.est.total_cmp(&c[b].p99.est)).expect("not empty");
-            let (mut tied, rest): (Vec<usize>, Vec<usize>) =
-                block.iter().partition(|&&i| c[i].p99.overlaps(&c[best].p99));
+            let (mut tied, rest): (Vec<usize>, Vec<usize>) = block.iter().partition(|&&i| p99_tied(&c[i], &c[best]));
             tied.sort_by(|&a, &b| {
                 c[a].segs_per_round
                     .total_cmp(&c[b].segs_per_round)
@@ -136,6 +149,17 @@ mod tests {
         c[1].stalls = 3;
         assert_eq!(order(&c), ["none", "rare", "many"]);
         assert_eq!(c[1].tier(), 1);
+    }
+
+    /// Microseconds apart with zero-width intervals (the deterministic model): still equal.
+    #[test]
+    fn tiny_p99_differences_do_not_outrank_the_wire() {
+        let c = vec![s("nodelay", 0, (10.0, 10.0, 10.0), 2.5, 1), s("writev", 0, (20.0, 20.0, 20.0), 1.0, 2)];
+        assert_eq!(order(&c), ["writev", "nodelay"]);
+        let c = vec![s("a", 0, (5000.0, 5000.0, 5000.0), 2.5, 1), s("b", 0, (6000.0, 6000.0, 6000.0), 1.0, 2)];
+        assert_eq!(order(&c), ["b", "a"], "within 25%");
+        let c = vec![s("a", 0, (5000.0, 5000.0, 5000.0), 2.5, 1), s("b", 0, (9000.0, 9000.0, 9000.0), 1.0, 2)];
+        assert_eq!(order(&c), ["a", "b"], "1.8x apart and distinguishable");
     }
 
     #[test]

@@ -185,7 +185,12 @@ impl Turn {
         if self.writes.is_empty() {
             return Err(ScenarioError::Invalid("writes must list at least one size".into()));
         }
-        at_most("the number of writes", self.writes.len() as u64, MAX_WRITES, "UIO_MAXIOV, the most writev can gather")?;
+        at_most(
+            "the number of writes",
+            self.writes.len() as u64,
+            MAX_WRITES,
+            "UIO_MAXIOV, the most writev can gather",
+        )?;
         for &w in &self.writes {
             check("writes", i128::from(w))?;
         }
@@ -306,7 +311,8 @@ impl Exchange {
                 Some(w) => return Err(bad(format!("turn {}: '{w}' is not a side (client or server)", i + 1))),
                 None => unreachable!("part is not empty"),
             };
-            let sizes = words.next().ok_or_else(|| bad(format!("turn {}: no sizes after '{}'", i + 1, side.as_str())))?;
+            let sizes =
+                words.next().ok_or_else(|| bad(format!("turn {}: no sizes after '{}'", i + 1, side.as_str())))?;
             let writes = sizes
                 .split(',')
                 .map(|w| w.trim().replace('_', "").parse::<u32>())
@@ -482,7 +488,10 @@ mod tests {
     fn think_gather_and_noread() {
         let e = Exchange::parse_inline("client 10,20 gather think=2ms; server 5 noread; server 7").unwrap();
         let Program::Rounds(p) = e.program() else { panic!() };
-        assert_eq!(p.client.round, vec![Step::Sleep { ns: 2_000_000 }, Step::Send(vec![30]), Step::Recv(7), Step::Recv(5)]);
+        assert_eq!(
+            p.client.round,
+            vec![Step::Sleep { ns: 2_000_000 }, Step::Send(vec![30]), Step::Recv(7), Step::Recv(5)]
+        );
         assert_eq!(p.server.round, vec![Step::Recv(30), Step::Send(vec![5]), Step::Send(vec![7])]);
         assert_eq!(e.inline(), "client 10,20 think=2ms gather; server 5 noread; server 7");
         assert_eq!(Exchange::parse_inline(&e.inline()).unwrap(), e);

@@ -76,7 +76,8 @@ const BUILTIN: &[(&str, &str)] = &[
 impl Scenario {
     /// Parse a scenario file's text; `file` names it in errors.
     pub fn from_toml(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
-        let s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Parse { file: file.into(), msg: toml_error(text, &e) })?;
+        let s: Scenario =
+            toml::from_str(text).map_err(|e| ScenarioError::Parse { file: file.into(), msg: toml_error(text, &e) })?;
         s.workload.validate().map_err(|e| ScenarioError::Parse { file: file.into(), msg: e.to_string() })?;
         if s.matrix.is_empty() {
             return Err(ScenarioError::Parse {

@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::limits::{at_most, check, MAX_BURST_BYTES, MAX_BYTES, MAX_SAMPLES, MAX_VARIANTS, MAX_WRITES};
 use crate::exchange::Exchange;
+use crate::limits::{at_most, check, MAX_BURST_BYTES, MAX_BYTES, MAX_SAMPLES, MAX_VARIANTS, MAX_WRITES};
 use crate::ScenarioError;
 
 fn d_send() -> u32 {

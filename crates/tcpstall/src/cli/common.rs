@@ -93,7 +93,8 @@ pub fn load(name: Option<&str>, exchange: Option<&str>) -> anyhow::Result<Scenar
     }
     let name = name.unwrap_or("chunked");
     if is_file(name) {
-        let text = std::fs::read_to_string(name).map_err(|e| anyhow::anyhow!("cannot read scenario file {name}: {e}"))?;
+        let text =
+            std::fs::read_to_string(name).map_err(|e| anyhow::anyhow!("cannot read scenario file {name}: {e}"))?;
         return Ok(Scenario::from_toml(name, &text)?);
     }
     Ok(Scenario::builtin(name)?)
@@ -105,7 +106,7 @@ pub fn is_file(name: &str) -> bool {
 }
 
 /// The parameter that counts rounds in each workload.
-fn rounds_key(w: &Workload) -> anyhow::Result<&'static str> {
+pub fn rounds_key(w: &Workload) -> anyhow::Result<&'static str> {
     Ok(match w {
         Workload::Chunked(_) => "round",
         Workload::MultiWrite(_) => "requests",

@@ -3,6 +3,8 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod advise;
+pub mod advise_text;
 pub mod common;
 pub mod explain;
 pub mod lab;
@@ -25,6 +27,8 @@ Examples:
   tcpstall scenarios                        the built-in scenarios, their seeds and matrices
   tcpstall simulate --profile rfc-classic   the same scenario on a model of another stack
   tcpstall explain capture.pcapng           find and classify the stalls in a capture
+  tcpstall advise --exchange \"client 275,24,292; server 100\"
+                                            which fix, on which side, with the code
   tcpstall shell --link rtt=20ms,rate=100mbit
                                             a shell 20 ms away from a second namespace
 
@@ -49,6 +53,8 @@ pub enum Command {
     Simulate(simulate::SimulateArgs),
     /// Run a command in a network namespace behind an emulated link.
     Shell(shell::ShellArgs),
+    /// Which fix, on which side, and how sure: the workload as written against every candidate fix.
+    Advise(advise::AdviseArgs),
 }
 
 /// Runs the command; returns the process exit code.
@@ -59,5 +65,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Explain(a) => explain::run(a),
         Command::Simulate(a) => simulate::run(a),
         Command::Shell(a) => shell::run(a),
+        Command::Advise(a) => advise::run(a),
     }
 }
