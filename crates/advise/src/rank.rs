@@ -49,10 +49,13 @@ impl Scored {
     }
     /// 0 = no stall, 1 = rare (< 1% of rounds), 2 = stalls.
     pub fn tier(&self) -> u8 {
-        match self.stall_rate() {
-            r if r == 0.0 => 0,
-            r if r < 0.01 => 1,
-            _ => 2,
+        let r = self.stall_rate();
+        if self.stalls == 0 {
+            0
+        } else if r < 0.01 {
+            1
+        } else {
+            2
         }
     }
 }

@@ -171,12 +171,10 @@ impl From<Turn> for TurnFile {
 
 /// A duration in the largest unit that keeps it whole ("5ms", "250us", "17ns").
 pub fn format_duration(ns: u64) -> String {
-    if ns % 1_000_000 == 0 {
-        format!("{}ms", ns / 1_000_000)
-    } else if ns % 1_000 == 0 {
-        format!("{}us", ns / 1_000)
-    } else {
-        format!("{ns}ns")
+    match (ns % 1_000_000, ns % 1_000) {
+        (0, _) => format!("{}ms", ns / 1_000_000),
+        (_, 0) => format!("{}us", ns / 1_000),
+        _ => format!("{ns}ns"),
     }
 }
 

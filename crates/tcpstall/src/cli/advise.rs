@@ -111,7 +111,7 @@ fn candidates(s: &Scenario, only: Option<Side>) -> Vec<Candidate> {
     let send = senders(s);
     let mut recv: Vec<Side> = send.iter().map(|s| s.peer()).collect();
     recv.dedup();
-    let allowed = |side: Side| only.map_or(true, |o| o == side);
+    let allowed = |side: Side| only.is_none() || only == Some(side);
     for &side in send.iter().filter(|&&s| allowed(s)) {
         for o in [Opt::Writev, Opt::Cork, Opt::MsgMore, Opt::Nodelay] {
             pairs.push(on(side, &[o]));

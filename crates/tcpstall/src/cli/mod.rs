@@ -10,6 +10,7 @@ pub mod explain;
 pub mod lab;
 pub mod linkenv;
 pub mod output;
+pub mod replay;
 pub mod scenarios;
 pub mod shell;
 pub mod simulate;
@@ -55,6 +56,8 @@ pub enum Command {
     Shell(shell::ShellArgs),
     /// Which fix, on which side, and how sure: the workload as written against every candidate fix.
     Advise(advise::AdviseArgs),
+    /// Derive the exchange a captured connection carried, save it, and run it here.
+    Replay(replay::ReplayArgs),
 }
 
 /// Runs the command; returns the process exit code.
@@ -66,5 +69,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Simulate(a) => simulate::run(a),
         Command::Shell(a) => shell::run(a),
         Command::Advise(a) => advise::run(a),
+        Command::Replay(a) => replay::run(a),
     }
 }
