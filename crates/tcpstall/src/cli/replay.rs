@@ -1,5 +1,5 @@
 //! `tcpstall replay CAPTURE`: derive the exchange a captured connection carried (turns by
-//! direction, write boundaries from PSH, think times from the classifier's application gaps,
+//! direction, write boundaries from PSH, think times from the gaps no TCP stall explains,
 //! the path RTT from the handshake), print it, optionally save it, and run it here.
 
 use std::path::PathBuf;
@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use analyze::{Config, FlowAnalysis, FlowAnalyzer};
 use anyhow::{bail, Context};
 use scenario::{CallKind, Connection, Exchange, Scenario, Side, Turn};
-use trace::{Cause, Endpoint, EventKind};
+use trace::{Endpoint, EventKind};
 use wire::{Decoder, FlowFilter};
 
 const EXAMPLES: &str = "\
@@ -23,8 +23,8 @@ The derivation: the client is the side that sent the SYN (else the first to send
 turn is a run of data segments in one direction; a segment with PSH ends a write (Linux sets
 PSH at the end of each send call it transmits whole, tcp_push(); writes Nagle or a cork
 coalesced cannot be told apart and come out as one); resent bytes are skipped; a turn's think
-time is an application gap the classifier found before it (cause application: the writer had
-not written), never a TCP stall; the conversation's period is the shortest repeating sequence
+time is the gap before it (from the previous turn's last segment) when no TCP stall record of
+the classifier overlaps it and it is at least 1 ms; the conversation's period is the shortest repeating sequence
 of (side, bytes) turns.";
 
 #[derive(Debug, clap::Args)]
@@ -64,9 +64,9 @@ pub struct Seg {
 
 /// Turns from data segments in time order: a turn per run of one direction, a write per PSH
 /// (or the turn's end); bytes at or below the highest sequence already seen are resent, skipped.
-/// Each turn comes with the time of its first segment.
-pub fn turns_of(segs: &[Seg]) -> Vec<(u64, Turn)> {
-    let mut out: Vec<(u64, Turn)> = Vec::new();
+/// Each turn comes with the times of its first and last segments.
+pub fn turns_of(segs: &[Seg]) -> Vec<(u64, u64, Turn)> {
+    let mut out: Vec<(u64, u64, Turn)> = Vec::new();
     let mut next: [Option<u32>; 2] = [None, None];
     let mut pending = 0u32;
     for s in segs.iter().filter(|s| s.len > 0) {
@@ -81,25 +81,30 @@ pub fn turns_of(segs: &[Seg]) -> Vec<(u64, Turn)> {
         }
         next[d] = Some(end);
         let side = if s.client { Side::Client } else { Side::Server };
-        let new_turn = out.last().map(|(_, t)| t.side) != Some(side);
+        let new_turn = out.last().map(|(_, _, t)| t.side) != Some(side);
         if new_turn {
-            if let Some((_, t)) = out.last_mut() {
+            if let Some((_, _, t)) = out.last_mut() {
                 if pending > 0 {
                     t.writes.push(pending);
                 }
             }
             pending = 0;
-            out.push((s.t_ns, Turn { side, writes: Vec::new(), call: CallKind::Write, think_ns: 0, peer_reads: true }));
+            out.push((
+                s.t_ns,
+                s.t_ns,
+                Turn { side, writes: Vec::new(), call: CallKind::Write, think_ns: 0, peer_reads: true },
+            ));
         }
         pending += s.len;
-        if s.psh {
-            if let Some((_, t)) = out.last_mut() {
+        if let Some((_, end, t)) = out.last_mut() {
+            *end = s.t_ns;
+            if s.psh {
                 t.writes.push(pending);
+                pending = 0;
             }
-            pending = 0;
         }
     }
-    if let Some((_, t)) = out.last_mut() {
+    if let Some((_, _, t)) = out.last_mut() {
         if pending > 0 {
             t.writes.push(pending);
         }
@@ -196,14 +201,19 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
     }
     let (key, segs, fa) = load(&args)?;
     let mut turns = turns_of(&segs);
-    // Think times: an application gap (the writer had not written) ending where a turn starts.
-    for gap in fa.stalls.iter().filter(|s| s.cause == Cause::Application) {
-        let end = gap.start.0 + gap.length.0;
-        if let Some((_, t)) = turns.iter_mut().find(|(t0, _)| *t0 + 1_000_000 >= end && *t0 <= end + 1_000_000) {
-            t.think_ns = gap.length.0;
+    // Think times: the gap before a turn (from the previous turn's last segment) where nobody
+    // waited for TCP: no TCP stall record overlaps it. Gaps under 1 ms are scheduling noise.
+    let tcp_waits: Vec<(u64, u64)> =
+        fa.stalls.iter().filter(|s| s.cause.is_tcp_stall()).map(|s| (s.start.0, s.start.0 + s.length.0)).collect();
+    for i in 1..turns.len() {
+        let (prev_end, start) = (turns[i - 1].1, turns[i].0);
+        let gap = start.saturating_sub(prev_end);
+        let waited = tcp_waits.iter().any(|&(a, b)| a < start && b > prev_end);
+        if gap >= 1_000_000 && !waited {
+            turns[i].2.think_ns = gap;
         }
     }
-    let turns: Vec<Turn> = turns.into_iter().map(|(_, t)| t).collect();
+    let turns: Vec<Turn> = turns.into_iter().map(|(_, _, t)| t).collect();
     let Some((mut e, reps)) = exchange_of(&turns) else {
         bail!("{}: flow {key} carried no data to replay", args.file.display());
     };
@@ -305,7 +315,7 @@ mod tests {
         }
         // A resent segment is skipped.
         segs.insert(2, seg(15_000_000, true, 1, 275, true));
-        let turns: Vec<Turn> = turns_of(&segs).into_iter().map(|(_, t)| t).collect();
+        let turns: Vec<Turn> = turns_of(&segs).into_iter().map(|(_, _, t)| t).collect();
         assert_eq!(turns.len(), 6);
         let (e, reps) = exchange_of(&turns).unwrap();
         assert_eq!(reps, 3);
