@@ -2,7 +2,7 @@
 //! size of the code change.
 //!
 //! - Stalls: a candidate's stall rate (stalls per measured round) puts it in a tier: none, rare
-//!   (under 1% of rounds: what a scheduling hiccup or one late timer makes), or stalling (ordered
+//!   (at most 2% of rounds: what a scheduling hiccup or one late timer makes), or stalling (ordered
 //!   by rate). A fix that removes the stalls always ranks above one that does not.
 //! - p99: within a tier, the candidate with the lowest p99 and every candidate whose 95%
 //!   interval overlaps its interval, or whose p99 is within [`P99_TIE_US`] or [`P99_TIE_RATIO`]
@@ -24,6 +24,10 @@ fn p99_tied(a: &Scored, b: &Scored) -> bool {
     let (lo, hi) = if a.p99.est <= b.p99.est { (a.p99.est, b.p99.est) } else { (b.p99.est, a.p99.est) };
     a.p99.overlaps(&b.p99) || hi - lo <= P99_TIE_US || hi <= lo * P99_TIE_RATIO
 }
+
+/// A stall rate up to this is rare: one slow round in 50 is what a scheduling hiccup makes on
+/// a busy host (the lab's slow samples cannot tell it from TCP).
+pub const RARE: f64 = 0.02;
 
 /// What the ranking needs of one candidate.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -47,12 +51,12 @@ impl Scored {
             self.stalls as f64 / self.rounds as f64
         }
     }
-    /// 0 = no stall, 1 = rare (< 1% of rounds), 2 = stalls.
+    /// 0 = no stall, 1 = rare (at most 2% of rounds), 2 = stalls.
     pub fn tier(&self) -> u8 {
         let r = self.stall_rate();
         if self.stalls == 0 {
             0
-        } else if r < 0.01 {
+        } else if r <= RARE {
             1
         } else {
             2
