@@ -376,11 +376,8 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     let base = rows.iter().find(|r| r.client.is_empty() && r.server.is_empty()).context("no as-written row")?;
     // Classified stalls are TCP's by their signature: any counts. Slow samples can be a
     // scheduling hiccup: only more than the rare rate counts.
-    let as_written_stalls = if base.stall_source == "stall records" {
-        base.stalls > 0
-    } else {
-        base.stalls_per_round > advise::rank::RARE
-    };
+    let as_written_stalls =
+        if base.stall_source == "stall records" { base.stalls > 0 } else { base.stalls_per_round > advise::rank::RARE };
     let writes_per_msg = |side: Side| {
         exchange
             .as_ref()

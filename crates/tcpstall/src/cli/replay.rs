@@ -210,7 +210,8 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
         let gap = start.saturating_sub(prev_end);
         let waited = tcp_waits.iter().any(|&(a, b)| a < start && b > prev_end);
         if gap >= 1_000_000 && !waited {
-            turns[i].2.think_ns = gap;
+            // Whole microseconds: the capture's clock says no more about an application's sleep.
+            turns[i].2.think_ns = gap / 1000 * 1000;
         }
     }
     let turns: Vec<Turn> = turns.into_iter().map(|(_, _, t)| t).collect();

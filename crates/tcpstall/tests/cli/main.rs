@@ -31,6 +31,7 @@ fn main() {
         t!(advise::advise_on_seed_001_recommends_a_client_side_gathered_write_or_cork),
         t!(advise::advise_prints_the_code_in_each_language),
         t!(advise::advise_fail_on_stall_and_peer_profile),
+        t!(advise::replay_and_advise_a_header_body_server),
         t!(explain::explain_names_nagle_delayed_ack_in_seed_000),
         t!(explain::explain_json_lists_stalls_with_evidence),
         t!(explain::explain_fixed_strategy_shows_no_stalls),
