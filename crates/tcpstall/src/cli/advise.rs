@@ -34,8 +34,19 @@ the output says which.";
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
 pub struct AdviseArgs {
-    /// Workload: a built-in scenario name or a scenario FILE.toml [default: multi-write]
+    /// Workload: a built-in scenario name, a scenario FILE.toml, or a CAPTURE (.pcap/.pcapng:
+    /// its exchange is derived as `tcpstall replay` does) [default: multi-write]
     pub scenario: Option<String>,
+    /// With a CAPTURE: the flow to use, ADDR:PORT-ADDR:PORT (default: the most stall time)
+    #[arg(long, value_name = "FLOW")]
+    pub flow: Option<String>,
+    /// With a CAPTURE: only flows with this port
+    #[arg(long, value_name = "N")]
+    pub port: Option<u16>,
+    /// Run behind an emulated link (the lab's SPEC; with a CAPTURE whose RTT is above 1 ms the
+    /// default is rtt=THAT)
+    #[arg(long, value_name = "SPEC")]
+    pub link: Option<String>,
     /// The workload inline: turns separated by `;`, e.g. "client 275,24,292; server 100"
     #[arg(long, value_name = "TURNS")]
     pub exchange: Option<String>,
@@ -235,17 +246,47 @@ fn side_arg(s: &str) -> anyhow::Result<Side> {
     }
 }
 
-/// The workload to advise on, with its rounds per run.
-fn workload(args: &AdviseArgs) -> anyhow::Result<Scenario> {
+/// The workload to advise on, with its rounds per run; and the link a capture asks for, with a
+/// note saying where the workload came from.
+fn workload(args: &AdviseArgs) -> anyhow::Result<(Scenario, Option<String>, Option<String>)> {
     let name = args.scenario.as_deref().or(if args.exchange.is_some() { None } else { Some("multi-write") });
-    let mut s = super::common::load(name, args.exchange.as_deref())?;
+    let (mut s, link, note) = match name {
+        Some(file) if super::replay::is_capture(file) => {
+            if args.exchange.is_some() {
+                bail!("--exchange is the workload; drop the capture '{file}'");
+            }
+            let r = super::replay::ReplayArgs {
+                file: file.into(),
+                flow: args.flow.clone(),
+                port: args.port,
+                emit: None,
+                no_run: true,
+                model: false,
+                rounds: None,
+            };
+            let d = super::replay::derive(&r)?;
+            let note = format!(
+                "the workload is derived from {file} (flow {}, {} repetitions): {}; check it with `tcpstall replay {file}`",
+                d.key,
+                d.reps,
+                d.exchange.inline()
+            );
+            (d.scenario.clone(), d.link(), Some(note))
+        }
+        _ => {
+            if args.flow.is_some() || args.port.is_some() {
+                bail!("--flow and --port choose a flow of a CAPTURE; the workload here is not one");
+            }
+            (super::common::load(name, args.exchange.as_deref())?, None, None)
+        }
+    };
     s.apply_sets(&args.sets)?;
     let key = super::common::rounds_key(&s.workload)?;
     s.apply_sets(&[format!("{key}={}", args.rounds)]).map_err(|e| anyhow::anyhow!("--rounds: {e}"))?;
     if !(1..=100).contains(&args.reps) {
         bail!("--reps {}: expected 1 to 100 runs per candidate", args.reps);
     }
-    Ok(s)
+    Ok((s, args.link.clone().or(link), note))
 }
 
 pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
@@ -255,11 +296,14 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
         bail!("--format: advise prints table or json");
     }
     let own = side_arg(&args.side)?;
-    let s = workload(&args)?;
+    let (s, link, source) = workload(&args)?;
     let model = args.model || args.peer_profile.is_some();
     let only = args.peer_profile.as_ref().map(|_| own);
     let cands = candidates(&s, only);
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = source.into_iter().collect();
+    if let Some(l) = &link {
+        notes.push(format!("runs behind an emulated link: {l}"));
+    }
     let spec = if model {
         let peer = args.peer_profile.as_deref().unwrap_or("linux");
         let profile = match (own, args.peer_profile.is_some()) {
@@ -276,7 +320,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
                 own.as_str()
             ));
         }
-        let (link, link_label) = super::simulate::link(None)?;
+        let (link, link_label) = super::simulate::link(link.as_deref())?;
         Some(model::RunSpec {
             profiles: super::simulate::profiles(&profile)?,
             link,
@@ -289,7 +333,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     } else {
         None
     };
-    let env = if model { None } else { Some(super::linkenv::open(None, None)?) };
+    let env = if model { None } else { Some(super::linkenv::open(link.as_deref(), None)?) };
     let total = u64::from(args.reps) * cands.len() as u64;
     let bar = output::progress_bar(total, args.quiet);
     let mut pooled: Vec<Pooled> = cands.iter().map(|_| Pooled::default()).collect();
@@ -322,7 +366,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     }
     bar.finish_and_clear();
     if let Some(env) = env {
-        env.finish()?;
+        notes.extend(env.finish()?);
     }
     let mut rng = rand::rngs::SmallRng::seed_from_u64(args.seed);
     let exchange = s.workload.as_exchange();

@@ -23,8 +23,8 @@ The derivation: the client is the side that sent the SYN (else the first to send
 turn is a run of data segments in one direction; a segment with PSH ends a write (Linux sets
 PSH at the end of each send call it transmits whole, tcp_push(); writes Nagle or a cork
 coalesced cannot be told apart and come out as one); resent bytes are skipped; a turn's think
-time is the gap before it (from the previous turn's last segment) when no TCP stall record of
-the classifier overlaps it and it is at least 1 ms; the conversation's period is the shortest repeating sequence
+time is the gap before it (from the previous turn's last segment, less the path RTT) when no
+TCP stall record of the classifier overlaps it and it is at least 1 ms; the conversation's period is the shortest repeating sequence
 of (side, bytes) turns.";
 
 #[derive(Debug, clap::Args)]
@@ -195,19 +195,38 @@ fn load(args: &ReplayArgs) -> anyhow::Result<(String, Vec<Seg>, FlowAnalysis)> {
     Ok((key, segs, fa))
 }
 
-pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
-    if let Some(p) = &args.emit {
-        super::output::check_writable("--emit", p)?;
+/// What a capture's connection becomes.
+pub struct Derived {
+    pub key: String,
+    pub scenario: Scenario,
+    pub exchange: Exchange,
+    pub reps: usize,
+    /// Path RTT (ns) and whether it came from the handshake.
+    pub rtt: Option<(u64, bool)>,
+    pub analysis: FlowAnalysis,
+}
+
+impl Derived {
+    /// The emulated link to run it behind: the capture's RTT when it is above 1 ms.
+    pub fn link(&self) -> Option<String> {
+        self.rtt.map(|(ns, _)| ns).filter(|&ns| ns > 1_000_000).map(|ns| format!("rtt={}us", ns / 1000))
     }
-    let (key, segs, fa) = load(&args)?;
+}
+
+/// Derive the exchange of one flow of a capture (`tcpstall replay`, `tcpstall advise CAPTURE`).
+pub fn derive(args: &ReplayArgs) -> anyhow::Result<Derived> {
+    let (key, segs, fa) = load(args)?;
     let mut turns = turns_of(&segs);
     // Think times: the gap before a turn (from the previous turn's last segment) where nobody
     // waited for TCP: no TCP stall record overlaps it. Gaps under 1 ms are scheduling noise.
     let tcp_waits: Vec<(u64, u64)> =
         fa.stalls.iter().filter(|s| s.cause.is_tcp_stall()).map(|s| (s.start.0, s.start.0 + s.length.0)).collect();
+    // At a capture point at one end, an answer is seen at least one round trip after the
+    // request it answers: that much of a gap is the path, not the application.
+    let rtt_ns = fa.path_rtt.map_or(0, |d| d.0);
     for i in 1..turns.len() {
         let (prev_end, start) = (turns[i - 1].1, turns[i].0);
-        let gap = start.saturating_sub(prev_end);
+        let gap = start.saturating_sub(prev_end).saturating_sub(rtt_ns);
         let waited = tcp_waits.iter().any(|&(a, b)| a < start && b > prev_end);
         if gap >= 1_000_000 && !waited {
             // Whole microseconds: the capture's clock says no more about an application's sleep.
@@ -222,9 +241,24 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
         e.rounds = r;
     }
     e.validate()?;
-    let rtt = fa.path_rtt.map(|d| d.0);
     let mut s = Scenario::from_exchange("replay", &format!("replayed from {} ({key})", args.file.display()), e.clone());
     s.finding = format!("derived by tcpstall replay: {reps} repetitions of {} turn(s)", e.turns.len());
+    let rtt = fa.path_rtt.map(|d| (d.0, fa.path_rtt_from_handshake));
+    Ok(Derived { key, scenario: s, exchange: e, reps, rtt, analysis: fa })
+}
+
+/// A path that names a capture rather than a scenario file.
+pub fn is_capture(name: &str) -> bool {
+    [".pcap", ".pcapng", ".cap"].iter().any(|ext| name.ends_with(ext))
+}
+
+pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
+    if let Some(p) = &args.emit {
+        super::output::check_writable("--emit", p)?;
+    }
+    let d = derive(&args)?;
+    let (key, e, reps, fa, s) = (&d.key, &d.exchange, d.reps, &d.analysis, &d.scenario);
+    let rtt = d.rtt.map(|(ns, _)| ns);
     let capture_stalls = analyze::StallSummary::of(fa.stalls.iter().filter(|s| s.cause.is_tcp_stall()));
     println!("replay: {} flow {key}: {reps} repetitions of {} turn(s)", args.file.display(), e.turns.len());
     println!("  exchange: {}", e.inline());
@@ -251,7 +285,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
     // Behind an emulated link with the capture's RTT when it is above 1 ms.
-    let link = rtt.filter(|&ns| ns > 1_000_000).map(|ns| format!("rtt={}us", ns / 1000));
+    let link = d.link();
     let report = if args.model {
         let (l, label) = super::simulate::link(link.as_deref())?;
         let spec = model::RunSpec {
@@ -263,10 +297,10 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
             timestamps: None,
             call_ns: 2_000,
         };
-        model::report(&s, &s.matrix, &spec, false).0
+        model::report(s, &s.matrix, &spec, false).0
     } else {
         let env = super::linkenv::open(link.as_deref(), None)?;
-        let r = lab::run_scenario(&s, &env.placement, &lab::LabOptions::default(), &mut |_| {});
+        let r = lab::run_scenario(s, &env.placement, &lab::LabOptions::default(), &mut |_| {});
         env.finish()?;
         r
     };

@@ -250,6 +250,10 @@ pub fn replay_and_advise_a_header_body_server() {
         rank[pos("client:quickack-each")]["segments_per_message"].as_f64() > best["segments_per_message"].as_f64(),
         "the quick-ACK fix costs more segments: {v:#}"
     );
+    // The capture itself as advise's workload: the same exchange, said where it came from.
+    let v = run_json(&["advise", pcap, "--model", "--reps", "2", "--format", "json"]);
+    assert!(v["notes"][0].as_str().unwrap().contains("the workload is derived from"), "{v:#}");
+    assert_eq!(v["ranking"][0]["server"].as_array().unwrap().len(), 1, "{v:#}");
     let out = tcpstall().args(["replay", "/nonexistent.pcap"]).output().unwrap();
     assert!(!out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stderr).trim_end().lines().count(), 1);
