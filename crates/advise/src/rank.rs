@@ -64,6 +64,16 @@ impl Scored {
     }
 }
 
+/// A wire cost on a 5% logarithmic scale: costs within about 5% of each other (one ACK more
+/// or less in a hundred rounds) fall in the same bucket, so the change size decides between
+/// them; a bucket is a total order, unlike "within 5%".
+fn bucket(cost: f64) -> i64 {
+    if cost <= 0.0 {
+        return i64::MIN;
+    }
+    (cost.ln() / 1.05f64.ln()).round() as i64
+}
+
 /// Indices of `c` best first.
 pub fn rank(c: &[Scored]) -> Vec<usize> {
     let mut left: Vec<usize> = (0..c.len()).collect();
@@ -90,9 +100,9 @@ pub fn rank(c: &[Scored]) -> Vec<usize> {
             let best = *block.iter().min_by(|&&a, &&b| c[a].p99.est.total_cmp(&c[b].p99.est)).expect("not empty");
             let (mut tied, rest): (Vec<usize>, Vec<usize>) = block.iter().partition(|&&i| p99_tied(&c[i], &c[best]));
             tied.sort_by(|&a, &b| {
-                c[a].segs_per_round
-                    .total_cmp(&c[b].segs_per_round)
-                    .then(c[a].bytes_per_round.total_cmp(&c[b].bytes_per_round))
+                bucket(c[a].segs_per_round)
+                    .cmp(&bucket(c[b].segs_per_round))
+                    .then(bucket(c[a].bytes_per_round).cmp(&bucket(c[b].bytes_per_round)))
                     .then(c[a].change.cmp(&c[b].change))
                     .then(c[a].p99.est.total_cmp(&c[b].p99.est))
                     .then(c[a].label.cmp(&c[b].label))
@@ -141,6 +151,14 @@ mod tests {
             order(&c),
             ["client:writev", "client:cork", "client:nodelay", "client:msg-more", "server:quickack-each", "default"]
         );
+    }
+
+    /// 1.03 against 1.04 segments per round is noise: the smaller change wins.
+    #[test]
+    fn near_equal_wire_costs_leave_it_to_the_change() {
+        let c = vec![s("cork", 0, (60.0, 50.0, 70.0), 1.03, 3), s("writev", 0, (60.0, 50.0, 70.0), 1.04, 2)];
+        assert_eq!(order(&c), ["writev", "cork"]);
+        assert!(bucket(1.0) < bucket(1.2) && bucket(0.0) < bucket(0.001));
     }
 
     #[test]

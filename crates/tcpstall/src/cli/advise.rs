@@ -121,29 +121,43 @@ fn candidates(s: &Scenario, only: Option<Side>) -> Vec<Candidate> {
     };
     let mut pairs = vec![StrategyPair::new(SideOpts::none(), SideOpts::none())];
     let send = senders(s);
-    let mut recv: Vec<Side> = send.iter().map(|s| s.peer()).collect();
-    recv.dedup();
-    let allowed = |side: Side| only.is_none() || only == Some(side);
-    for &side in send.iter().filter(|&&s| allowed(s)) {
-        for o in [Opt::Writev, Opt::Cork, Opt::MsgMore, Opt::Nodelay] {
-            pairs.push(on(side, &[o]));
+    let both_send = send.len() == 2;
+    if both_send && only.is_none() {
+        // Both sides send messages of several writes (seed 000): a fix on one side leaves the
+        // other direction's stall, so each strategy runs on both sides; the gathered write on
+        // one side alone shows that half a fix is not one.
+        for o in [Opt::Writev, Opt::Cork, Opt::MsgMore, Opt::Nodelay, Opt::QuickackEach, Opt::QuickackOnce] {
+            let side = SideOpts::new(vec![o]).unwrap_or_default();
+            pairs.push(StrategyPair::new(side.clone(), side));
         }
-    }
-    for &side in recv.iter().filter(|&&s| allowed(s)) {
-        for o in [Opt::QuickackEach, Opt::QuickackOnce] {
-            pairs.push(on(side, &[o]));
+        for side in [Side::Client, Side::Server] {
+            pairs.push(on(side, &[Opt::Writev]));
         }
-    }
-    if only.is_none() {
-        for &side in &send {
-            for o in [Opt::Nodelay, Opt::Cork] {
-                let mut p = on(side, &[o]);
-                let q = SideOpts::new(vec![Opt::QuickackEach]).unwrap_or_default();
-                match side {
-                    Side::Client => p.server = q,
-                    Side::Server => p.client = q,
+    } else {
+        let mut recv: Vec<Side> = send.iter().map(|s| s.peer()).collect();
+        recv.dedup();
+        let allowed = |side: Side| only.is_none() || only == Some(side);
+        for &side in send.iter().filter(|&&s| allowed(s)) {
+            for o in [Opt::Writev, Opt::Cork, Opt::MsgMore, Opt::Nodelay] {
+                pairs.push(on(side, &[o]));
+            }
+        }
+        for &side in recv.iter().filter(|&&s| allowed(s)) {
+            for o in [Opt::QuickackEach, Opt::QuickackOnce] {
+                pairs.push(on(side, &[o]));
+            }
+        }
+        if only.is_none() {
+            for &side in &send {
+                for o in [Opt::Nodelay, Opt::Cork] {
+                    let mut p = on(side, &[o]);
+                    let q = SideOpts::new(vec![Opt::QuickackEach]).unwrap_or_default();
+                    match side {
+                        Side::Client => p.server = q,
+                        Side::Server => p.client = q,
+                    }
+                    pairs.push(StrategyPair::new(p.client, p.server));
                 }
-                pairs.push(StrategyPair::new(p.client, p.server));
             }
         }
     }
@@ -432,7 +446,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
         tool: "tcpstall",
         mode,
         scenario: s.name.clone(),
-        workload: exchange.as_ref().map_or_else(|| s.workload.params_json().to_string(), |e| e.inline()),
+        workload: exchange.as_ref().map_or_else(|| s.workload.params_json().to_string(), short_inline),
         peer_profile: args.peer_profile.clone(),
         runs_per_candidate: args.reps,
         rounds_per_run: args.rounds,
@@ -453,6 +467,19 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     Ok(if args.fail_on_stall && advice.as_written_stalls { 3 } else { 0 })
 }
 
+/// The exchange inline, with a turn of more than 8 writes shortened to its count and bytes.
+fn short_inline(e: &scenario::Exchange) -> String {
+    let long = e.turns.iter().any(|t| t.writes.len() > 8);
+    if !long {
+        return e.inline();
+    }
+    e.turns
+        .iter()
+        .map(|t| format!("{} {} writes, {} B", t.side.as_str(), t.writes.len(), t.total()))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn rows_view(rows: &[Row]) -> Vec<super::advise_text::View<'_>> {
     rows.iter()
         .map(|r| super::advise_text::View {
@@ -471,6 +498,24 @@ fn rows_view(rows: &[Row]) -> Vec<super::advise_text::View<'_>> {
 
 fn ms(i: &advise::Interval) -> String {
     format!("{:.2} [{:.2}-{:.2}]", i.est / 1e3, i.lo / 1e3, i.hi / 1e3)
+}
+
+/// Words to lines of at most `width` columns (a longer word stands alone).
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for w in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + w.len() > width {
+            out += &line;
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line += w;
+    }
+    out + &line
 }
 
 fn table(a: &Advice) -> String {
@@ -515,11 +560,13 @@ fn table(a: &Advice) -> String {
             out += &format!("{:>6}{}\n", "", format_args!("stalls by cause: {}", c.join(", ")));
         }
     }
-    out += "stalls: stalled rounds / measured rounds; p99.9 of fewer than 1000 rounds is the slowest few rounds\n";
+    out += "stalls: stalls / measured rounds (a round can hold several); p99.9 of fewer than 1000 rounds is the \
+            slowest few rounds; change: size of the code change (1 one call after connect, 2 code around each \
+            message or read, +1 a Linux-only option)\n";
     for n in &a.notes {
         out += &format!("note: {n}\n");
     }
-    out += &format!("\n{}\n", a.recommendation);
+    out += &format!("\n{}\n", wrap(&a.recommendation, 100));
     if !a.code.is_empty() {
         out += &format!("\n{}\n", a.code);
     }
@@ -551,5 +598,23 @@ mod tests {
         // With a peer the user does not own, only the own side's fixes.
         let mine: Vec<String> = candidates(&s, Some(Side::Server)).into_iter().map(|c| c.pair.label).collect();
         assert_eq!(mine, ["default", "server:quickack-each", "server:quickack-once"]);
+    }
+
+    #[test]
+    fn the_paragraph_wraps_at_the_width() {
+        let w = wrap("aaa bbb ccc ddd", 7);
+        assert_eq!(w, "aaa bbb\nccc ddd");
+        assert_eq!(wrap("", 10), "");
+    }
+
+    /// Seed 000: both sides send 100 writes, so every strategy runs on both sides.
+    #[test]
+    fn seed_000_candidates_fix_both_sides() {
+        let s = super::super::common::load(Some("chunked"), None).unwrap();
+        let labels: Vec<String> = candidates(&s, None).into_iter().map(|c| c.pair.label).collect();
+        assert!(labels.contains(&"client:writev server:writev".to_string()), "{labels:?}");
+        assert!(labels.contains(&"client:quickack-each server:quickack-each".to_string()), "{labels:?}");
+        assert!(labels.contains(&"client:writev".to_string()), "{labels:?}");
+        assert_eq!(labels.len(), 9, "{labels:?}");
     }
 }

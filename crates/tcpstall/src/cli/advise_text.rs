@@ -55,7 +55,7 @@ pub fn recommend(rows: &[View], lang: Lang, writes_per_msg: impl Fn(Side) -> usi
     let Some(base) = rows.iter().find(|r| r.client.is_empty() && r.server.is_empty()) else {
         return (String::new(), String::new());
     };
-    let stalled = |r: &View| format!("{}/{} rounds stalled", r.stalls, r.rounds);
+    let stalled = |r: &View| format!("{} stalls in {} rounds", r.stalls, r.rounds);
     if std::ptr::eq(best, base) {
         let text = format!(
             "Recommendation: keep the code as written. It ranks first ({}, p99 {}, {:.1} segments per message); \
