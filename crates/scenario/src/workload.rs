@@ -378,6 +378,10 @@ impl Workload {
 
     /// Parameters as a JSON object (for reports).
     pub fn params_json(&self) -> serde_json::Value {
+        if let Workload::Exchange(e) = self {
+            // The turns in their inline form, so a report's params read like `--exchange`.
+            return serde_json::json!({ "turns": e.inline(), "rounds": e.rounds, "warmup": e.warmup });
+        }
         let v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
         match v {
             serde_json::Value::Object(mut m) => m.remove(self.kind()).unwrap_or(serde_json::Value::Null),
