@@ -92,6 +92,9 @@ pub fn load(name: Option<&str>, exchange: Option<&str>) -> anyhow::Result<Scenar
         return Ok(Scenario::from_exchange("exchange", &format!("--exchange \"{}\"", e.inline()), e));
     }
     let name = name.unwrap_or("chunked");
+    if super::replay::is_capture(name) {
+        bail!("{name} is a capture: `tcpstall replay {name}` derives the exchange it carried, `tcpstall advise {name}` advises on it");
+    }
     if is_file(name) {
         let text =
             std::fs::read_to_string(name).map_err(|e| anyhow::anyhow!("cannot read scenario file {name}: {e}"))?;
