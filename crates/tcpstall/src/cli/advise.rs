@@ -354,7 +354,8 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     let opts = lab::LabOptions::default();
     let mut mode = String::from(if model { "model" } else { "lab" });
     // Round-robin: repetition r of every candidate before repetition r + 1 of any.
-    for rep in 0..args.reps {
+    let mut failure = None;
+    'reps: for rep in 0..args.reps {
         for (k, c) in cands.iter().enumerate() {
             bar.set_message(c.pair.label.clone());
             let mut one = s.clone();
@@ -368,8 +369,9 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
                 (None, None) => unreachable!("lab runs have an environment"),
             };
             if let Some(e) = report.errors.first() {
-                bar.finish_and_clear();
-                bail!("{} (run {} of {}): {e}", c.pair.label, rep + 1, args.reps);
+                // Stop, but keep what was measured: the runs finished are ranked and printed.
+                failure = Some(format!("{} (run {} of {}): {e}", c.pair.label, rep + 1, args.reps));
+                break 'reps;
             }
             mode.clone_from(&report.mode);
             for r in &report.results {
@@ -382,12 +384,19 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     if let Some(env) = env {
         notes.extend(env.finish()?);
     }
+    if let Some(f) = &failure {
+        if pooled[0].rows == 0 {
+            bail!("{f}");
+        }
+        notes.push(format!("the run stopped early: {f}; the figures are those of the runs finished"));
+    }
     let mut rng = rand::rngs::SmallRng::seed_from_u64(args.seed);
     let exchange = s.workload.as_exchange();
     let messages = exchange.as_ref().map_or(1, |e| e.turns.len()).max(1);
     let mut rows = Vec::new();
     let mut scored = Vec::new();
-    for (c, p) in cands.iter().zip(&pooled) {
+    // A candidate never run (the run stopped before it) has no figures to rank.
+    for (c, p) in cands.iter().zip(&pooled).filter(|(_, p)| p.rows > 0) {
         let q = advise::bootstrap_quantiles(&p.runs, &[0.5, 0.99, 0.999], 1000, &mut rng);
         let us = |i: advise::Interval| advise::Interval { est: i.est / 1e3, lo: i.lo / 1e3, hi: i.hi / 1e3 };
         let per_round = |v: u64| if p.rounds > 0 { v as f64 / p.rounds as f64 } else { 0.0 };
@@ -464,6 +473,10 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
         _ => table(&advice),
     };
     output::write_bytes(text.as_bytes(), None)?;
+    if let Some(f) = failure {
+        eprintln!("tcpstall: {f}");
+        return Ok(1);
+    }
     Ok(if args.fail_on_stall && advice.as_written_stalls { 3 } else { 0 })
 }
 
