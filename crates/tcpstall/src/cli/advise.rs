@@ -334,6 +334,11 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
                 own.as_str()
             ));
         }
+        notes.push(
+            "the model is deterministic: repetitions differ only through a link's loss or jitter (seeded per run), \
+             so on a plain link each interval has zero width"
+                .into(),
+        );
         let (link, link_label) = super::simulate::link(link.as_deref())?;
         Some(model::RunSpec {
             profiles: super::simulate::profiles(&profile)?,
