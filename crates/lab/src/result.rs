@@ -156,6 +156,7 @@ pub(crate) fn assemble(
         netstat,
         verdict: verdict.text,
         verdict_key: verdict.key,
+        samples_ns: cli.rec.samples.clone(),
     };
     (row, trace.map(|t| t.analysis))
 }

@@ -121,6 +121,7 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
         netstat,
         verdict,
         verdict_key: key,
+        samples_ns: if out.stream { Vec::new() } else { out.samples.iter().map(|s| s.latency).collect() },
     }
 }
 

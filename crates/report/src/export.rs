@@ -491,6 +491,7 @@ mod tests {
             netstat: Default::default(),
             verdict: if stalls > 0 { "stalls ~40 ms x2 per round: Nagle, \"held\"".into() } else { "no stalls".into() },
             verdict_key: VerdictKey { stalls: stalls > 0, cause: (stalls > 0).then_some(Cause::NagleDelayedAck) },
+            samples_ns: Vec::new(),
         };
         Report {
             tool: "tcpstall".into(),

@@ -84,6 +84,10 @@ pub struct RunResult {
     pub verdict: String,
     /// The comparable verdict (stall or not, and why).
     pub verdict_key: VerdictKey,
+    /// Every latency sample of the measured rounds (ns), for statistics over runs (`tcpstall
+    /// advise` bootstraps its confidence intervals from them). Not in the JSON: the quantiles are.
+    #[serde(skip)]
+    pub samples_ns: Vec<u64>,
 }
 
 /// Options a side asked for and what held when read back.

@@ -102,6 +102,7 @@ fn lab_sample() -> Value {
         netstat: [("DelayedACKs".to_string(), 1)].into_iter().collect(),
         verdict: "v".into(),
         verdict_key: VerdictKey { stalls: true, cause: Some(Cause::NagleDelayedAck) },
+        samples_ns: Vec::new(),
     };
     let r = Report {
         tool: "tcpstall".into(),
