@@ -171,6 +171,7 @@ pub(crate) fn assemble(
         verdict_key: verdict.key,
         latency_dist: Some(latency_dist),
         packets: Vec::new(),
+        samples_ns: cli.rec.samples.clone(),
     };
     let trace = trace.map(|mut t| {
         row.packets = std::mem::take(&mut t.events);

@@ -126,6 +126,7 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
             .then(|| report::LatencyDist::from_samples_ns(out.samples.iter().map(|s| s.latency))),
         // simulate hands the report its Outcome::trace directly.
         packets: Vec::new(),
+        samples_ns: if out.stream { Vec::new() } else { out.samples.iter().map(|s| s.latency).collect() },
     }
 }
 

@@ -493,6 +493,7 @@ mod tests {
             verdict_key: VerdictKey { stalls: stalls > 0, cause: (stalls > 0).then_some(Cause::NagleDelayedAck) },
             latency_dist: None,
             packets: Vec::new(),
+            samples_ns: Vec::new(),
         };
         Report {
             tool: "tcpstall".into(),

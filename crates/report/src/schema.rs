@@ -91,6 +91,10 @@ pub struct RunResult {
     /// with `LabOptions::keep_packets`); empty when not kept. Not in the JSON.
     #[serde(skip)]
     pub packets: Vec<trace::Event>,
+    /// Every latency sample of the measured rounds (ns), for statistics over runs (`tcpstall
+    /// advise` bootstraps its confidence intervals from them). Not in the JSON: the quantiles are.
+    #[serde(skip)]
+    pub samples_ns: Vec<u64>,
 }
 
 /// Options a side asked for and what held when read back.

@@ -104,6 +104,7 @@ fn lab_sample() -> Value {
         verdict_key: VerdictKey { stalls: true, cause: Some(Cause::NagleDelayedAck) },
         latency_dist: None,
         packets: Vec::new(),
+        samples_ns: Vec::new(),
     };
     let r = Report {
         tool: "tcpstall".into(),

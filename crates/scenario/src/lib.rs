@@ -5,12 +5,14 @@
 //! parsed TOML and deserialising again, so an override is validated exactly like the file.
 
 mod conf;
+mod exchange;
 mod limits;
 mod link_spec;
 mod strategy;
 mod workload;
 
 pub use conf::{parse_tcp_test_conf, TcpTestConf};
+pub use exchange::{format_duration, CallKind, Connection, Exchange, Side, Turn};
 pub use limits::{
     MAX_BURST_BYTES, MAX_BURST_N, MAX_BYTES, MAX_DEPTH, MAX_DURATION_MS, MAX_INTERVAL_MS, MAX_SAMPLES, MAX_VARIANTS,
     MAX_WARMUP, MAX_WRITES,
@@ -47,12 +49,19 @@ pub struct Scenario {
     /// The seed report this reproduces ("000" .. "004"), if any.
     #[serde(default)]
     pub seed: Option<String>,
+    #[serde(default)]
     pub summary: String,
     /// What the seed found, in one sentence, for `tcpstall scenarios`.
     #[serde(default)]
     pub finding: String,
     pub workload: Workload,
+    /// The strategy pairs to run; a user's file may leave it out (the default pair alone).
+    #[serde(default = "default_matrix")]
     pub matrix: Vec<StrategyPair>,
+}
+
+fn default_matrix() -> Vec<StrategyPair> {
+    vec![StrategyPair::new(SideOpts::none(), SideOpts::none())]
 }
 
 const BUILTIN: &[(&str, &str)] = &[
@@ -67,8 +76,8 @@ const BUILTIN: &[(&str, &str)] = &[
 impl Scenario {
     /// Parse a scenario file's text; `file` names it in errors.
     pub fn from_toml(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
-        let s: Scenario = toml::from_str(text)
-            .map_err(|e| ScenarioError::Parse { file: file.into(), msg: one_line(&e.to_string()) })?;
+        let s: Scenario =
+            toml::from_str(text).map_err(|e| ScenarioError::Parse { file: file.into(), msg: toml_error(text, &e) })?;
         s.workload.validate().map_err(|e| ScenarioError::Parse { file: file.into(), msg: e.to_string() })?;
         if s.matrix.is_empty() {
             return Err(ScenarioError::Parse {
@@ -85,6 +94,32 @@ impl Scenario {
             .iter()
             .map(|(f, t)| Scenario::from_toml(f, t).unwrap_or_else(|e| panic!("built-in scenario is invalid: {e}")))
             .collect()
+    }
+
+    /// The file text of a built-in scenario (what `tcpstall scenarios --show NAME` prints).
+    pub fn builtin_text(name: &str) -> Result<&'static str, ScenarioError> {
+        BUILTIN
+            .iter()
+            .find(|(f, _)| f.strip_suffix(".toml") == Some(name))
+            .map(|(_, t)| *t)
+            .ok_or_else(|| ScenarioError::Unknown(name.to_string()))
+    }
+
+    /// A scenario running one exchange with the default pair (`--exchange`, `replay`).
+    pub fn from_exchange(name: &str, summary: &str, e: Exchange) -> Scenario {
+        Scenario {
+            name: name.into(),
+            seed: None,
+            summary: summary.into(),
+            finding: String::new(),
+            workload: Workload::Exchange(e),
+            matrix: default_matrix(),
+        }
+    }
+
+    /// The scenario as a file of the same format the built-ins and users' files are in.
+    pub fn to_toml(&self) -> Result<String, ScenarioError> {
+        toml::to_string(self).map_err(|e| ScenarioError::Invalid(one_line(&e.to_string())))
     }
 
     pub fn builtin(name: &str) -> Result<Scenario, ScenarioError> {
@@ -205,6 +240,18 @@ fn parse_toml_value(v: &str) -> toml::Value {
         }
     }
     toml::Value::String(v.to_string())
+}
+
+/// A toml error in one line: `line N: message` from its span (toml's own rendering spreads the
+/// source line and a caret over three lines).
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    match e.span() {
+        Some(span) => {
+            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            format!("line {line}: {}", one_line(e.message()))
+        }
+        None => one_line(&e.to_string()),
+    }
 }
 
 fn one_line(s: &str) -> String {

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::exchange::Exchange;
 use crate::limits::{at_most, check, MAX_BURST_BYTES, MAX_BYTES, MAX_SAMPLES, MAX_VARIANTS, MAX_WRITES};
 use crate::ScenarioError;
 
@@ -93,6 +94,8 @@ pub enum Workload {
     BulkAck(BulkAck),
     Stream(Stream),
     Rr(Rr),
+    /// A user's own conversation: turns by either side (crate::exchange).
+    Exchange(Exchange),
 }
 
 /// One thing a side does.
@@ -169,6 +172,7 @@ impl Workload {
             Workload::BulkAck(_) => "bulk-ack",
             Workload::Stream(_) => "stream",
             Workload::Rr(_) => "rr",
+            Workload::Exchange(_) => "exchange",
         }
     }
 
@@ -246,6 +250,7 @@ impl Workload {
                 param("size", r.size)?;
                 param("rounds", r.rounds)?;
             }
+            Workload::Exchange(e) => e.validate()?,
         }
         Ok(())
     }
@@ -360,6 +365,7 @@ impl Workload {
             Workload::Stream(s) => {
                 Program::Stream { duration_ns: u64::from(s.duration_ms) * 1_000_000, write_size: s.write_size }
             }
+            Workload::Exchange(e) => e.program(),
             Workload::Rr(r) => Program::Rounds(RoundProgram {
                 client: SideProgram { round: vec![Step::Send(vec![r.size]), Step::Recv(r.size)], ..Default::default() },
                 server: SideProgram { round: vec![Step::Recv(r.size), Step::Send(vec![r.size])], ..Default::default() },
@@ -372,6 +378,10 @@ impl Workload {
 
     /// Parameters as a JSON object (for reports).
     pub fn params_json(&self) -> serde_json::Value {
+        if let Workload::Exchange(e) = self {
+            // The turns in their inline form, so a report's params read like `--exchange`.
+            return serde_json::json!({ "turns": e.inline(), "rounds": e.rounds, "warmup": e.warmup });
+        }
         let v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
         match v {
             serde_json::Value::Object(mut m) => m.remove(self.kind()).unwrap_or(serde_json::Value::Null),

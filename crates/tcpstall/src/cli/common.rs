@@ -10,8 +10,13 @@ use super::output::OutputFormat;
 
 #[derive(Debug, clap::Args)]
 pub struct ScenarioArgs {
-    /// Scenario to run (`tcpstall scenarios` lists them) [default: chunked]
+    /// Scenario to run: a built-in name (`tcpstall scenarios` lists them) or a scenario FILE.toml
+    /// (`tcpstall scenarios --show multi-write` prints one to start from) [default: chunked]
     pub scenario: Option<String>,
+    /// Run this exchange instead of a scenario: turns separated by `;`, each `SIDE SIZES
+    /// [think=DURATION] [gather] [noread]`, e.g. "client 275,24,292; server 100"
+    #[arg(long, value_name = "TURNS")]
+    pub exchange: Option<String>,
     /// Override a workload parameter (repeatable), e.g. --set round=10 --set writes=275,24,292
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
@@ -46,8 +51,13 @@ impl ScenarioArgs {
     /// chunked); then --set, --rounds, and the strategy pairs of --client/--server or --matrix.
     pub fn build(&self, base: Option<Scenario>) -> anyhow::Result<Scenario> {
         let mut s = match base {
-            Some(s) => s,
-            None => Scenario::builtin(self.scenario.as_deref().unwrap_or("chunked"))?,
+            Some(s) => {
+                if self.exchange.is_some() {
+                    bail!("--exchange is the workload; it cannot go with another scenario source");
+                }
+                s
+            }
+            None => load(self.scenario.as_deref(), self.exchange.as_deref())?,
         };
         s.apply_sets(&self.sets)?;
         if let Some(n) = self.rounds {
@@ -72,12 +82,38 @@ impl ScenarioArgs {
     }
 }
 
+/// The workload to run: an inline exchange, a scenario file, or a built-in by name.
+pub fn load(name: Option<&str>, exchange: Option<&str>) -> anyhow::Result<Scenario> {
+    if let Some(ex) = exchange {
+        if let Some(n) = name {
+            bail!("--exchange is the workload; drop the scenario '{n}'");
+        }
+        let e = scenario::Exchange::parse_inline(ex)?;
+        return Ok(Scenario::from_exchange("exchange", &format!("--exchange \"{}\"", e.inline()), e));
+    }
+    let name = name.unwrap_or("chunked");
+    if super::replay::is_capture(name) {
+        bail!("{name} is a capture: `tcpstall replay {name}` derives the exchange it carried, `tcpstall advise {name}` advises on it");
+    }
+    if is_file(name) {
+        let text =
+            std::fs::read_to_string(name).map_err(|e| anyhow::anyhow!("cannot read scenario file {name}: {e}"))?;
+        return Ok(Scenario::from_toml(name, &text)?);
+    }
+    Ok(Scenario::builtin(name)?)
+}
+
+/// A scenario argument names a file when it ends in .toml or has a path separator.
+pub fn is_file(name: &str) -> bool {
+    name.ends_with(".toml") || name.contains('/')
+}
+
 /// The parameter that counts rounds in each workload.
-fn rounds_key(w: &Workload) -> anyhow::Result<&'static str> {
+pub fn rounds_key(w: &Workload) -> anyhow::Result<&'static str> {
     Ok(match w {
         Workload::Chunked(_) => "round",
         Workload::MultiWrite(_) => "requests",
-        Workload::Burst(_) | Workload::BulkAck(_) | Workload::Rr(_) => "rounds",
+        Workload::Burst(_) | Workload::BulkAck(_) | Workload::Rr(_) | Workload::Exchange(_) => "rounds",
         Workload::Stream(_) => bail!("--rounds: the stream scenario runs for a time; use --set duration_ms=N"),
     })
 }

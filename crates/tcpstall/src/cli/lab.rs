@@ -19,6 +19,10 @@ Examples:
   tcpstall lab bulk-ack --set sweep=99912,100000  seed 004's two sizes
   tcpstall lab --matrix all --rounds 20         every strategy on both sides
   tcpstall lab --config examples/tcp_test.conf  seed 000's configuration file (in the repo)
+  tcpstall lab --exchange \"client 275,24,292; server 100\"
+                                                your own conversation, inline (turns by side)
+  tcpstall scenarios --show multi-write > mine.toml; tcpstall lab mine.toml
+                                                a scenario file to edit, then run
   tcpdump -i lo -w seed000.pcap port 8000 & tcpstall lab --port 8000
                                                 watch it on the host's loopback
   tcpstall lab multi-write --capture mw.pcapng  the rows' own packets as pcapng (root: one

@@ -3,6 +3,8 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod advise;
+pub mod advise_text;
 pub mod common;
 pub mod explain;
 pub mod htmlreport;
@@ -10,6 +12,7 @@ pub mod kernel;
 pub mod lab;
 pub mod linkenv;
 pub mod output;
+pub mod replay;
 pub mod scenarios;
 pub mod shell;
 pub mod simulate;
@@ -29,6 +32,8 @@ Examples:
   tcpstall simulate --profile rfc-classic   the same scenario on a model of another stack
   tcpstall explain capture.pcapng           find and classify the stalls in a capture
   tcpstall kernel                           which Linux era this kernel behaves like
+  tcpstall advise --exchange \"client 275,24,292; server 100\"
+                                            which fix, on which side, with the code
   tcpstall shell --link rtt=20ms,rate=100mbit
                                             a shell 20 ms away from a second namespace
 
@@ -55,6 +60,10 @@ pub enum Command {
     Shell(shell::ShellArgs),
     /// Fingerprint this kernel's TCP rules (about 2 s) and name the Linux era profile it matches.
     Kernel(kernel::KernelArgs),
+    /// Which fix, on which side, and how sure: the workload as written against every candidate fix.
+    Advise(advise::AdviseArgs),
+    /// Derive the exchange a captured connection carried, save it, and run it here.
+    Replay(replay::ReplayArgs),
 }
 
 /// Runs the command; returns the process exit code.
@@ -66,5 +75,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Simulate(a) => simulate::run(a),
         Command::Shell(a) => shell::run(a),
         Command::Kernel(a) => kernel::run(a),
+        Command::Advise(a) => advise::run(a),
+        Command::Replay(a) => replay::run(a),
     }
 }

@@ -17,6 +17,10 @@ Examples:
 pub struct ScenariosArgs {
     /// Show only this scenario
     pub name: Option<String>,
+    /// Print this built-in as a scenario file to start from (conversations as an exchange);
+    /// save it, edit it, and run it with `tcpstall lab FILE.toml`
+    #[arg(long, value_name = "NAME", conflicts_with = "name")]
+    pub show: Option<String>,
     /// Output format
     #[arg(long, value_enum, default_value = "table")]
     pub format: OutputFormat,
@@ -144,7 +148,32 @@ pub fn catalogue_text(list: &[Scenario]) -> String {
     out
 }
 
+/// A built-in as a file: conversations (chunked, multi-write, rr) in the exchange form with the
+/// same matrix, the others as their own file.
+pub fn show_text(name: &str) -> anyhow::Result<String> {
+    let s = Scenario::builtin(name)?;
+    let Some(e) = s.workload.as_exchange() else {
+        return Ok(format!(
+            "# built-in scenario '{name}' ({} is not a turn-by-turn exchange, so it keeps its kind)\n{}",
+            s.workload.kind(),
+            Scenario::builtin_text(name)?
+        ));
+    };
+    let mut file = s.clone();
+    file.workload = scenario::Workload::Exchange(e);
+    Ok(format!(
+        "# built-in scenario '{name}' as an exchange: the same programs as `tcpstall lab {name}`.\n\
+         # Edit the turns (side, writes, call = write|send|sendmsg-gathered, think = \"1ms\", peer_reads)\n\
+         # and run it with `tcpstall lab FILE.toml`, `tcpstall simulate FILE.toml` or `tcpstall advise FILE.toml`.\n{}",
+        file.to_toml()?
+    ))
+}
+
 pub fn run(args: ScenariosArgs) -> anyhow::Result<i32> {
+    if let Some(name) = &args.show {
+        output::write_bytes(show_text(name)?.as_bytes(), None)?;
+        return Ok(0);
+    }
     let list = match &args.name {
         Some(n) => vec![Scenario::builtin(n)?],
         None => Scenario::catalogue(),

@@ -2,6 +2,7 @@
 //! is `libtest-mimic` (see support.rs): a test that needs root or a tool says so as `ignored`
 //! with the reason outside CI, and fails under `CI=true`.
 
+mod advise;
 mod explain;
 mod explain_fuzz;
 mod kernel;
@@ -26,6 +27,14 @@ macro_rules! t {
 fn main() {
     use Need::{Root, Tool};
     let trials = vec![
+        t!(advise::a_user_written_scenario_file_runs_in_simulate_and_lab),
+        t!(advise::a_broken_scenario_file_names_the_line),
+        t!(advise::inline_exchange_runs_and_bad_turns_are_one_line),
+        t!(advise::scenarios_show_prints_a_file_that_runs_like_the_built_in),
+        t!(advise::advise_on_seed_001_recommends_a_client_side_gathered_write_or_cork),
+        t!(advise::advise_prints_the_code_in_each_language),
+        t!(advise::advise_fail_on_stall_and_peer_profile),
+        t!(advise::replay_and_advise_a_header_body_server),
         t!(explain::explain_names_nagle_delayed_ack_in_seed_000),
         t!(explain::explain_json_lists_stalls_with_evidence),
         t!(explain::explain_fixed_strategy_shows_no_stalls),

@@ -1,0 +1,644 @@
+//! `tcpstall advise`: run a workload as written and with each candidate fix, interleaved, and
+//! say which change to make on which side, how sure we are, and the code for it.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use rand::SeedableRng;
+use report::RunResult;
+use scenario::{Opt, Scenario, Side, SideOpts, StrategyPair};
+use serde::Serialize;
+
+use super::output::{self, OutputFormat};
+
+const EXAMPLES: &str = "\
+Examples:
+  tcpstall advise --exchange \"client 275,24,292; server 100\"
+      seed 001's request on a reused connection: which fix, on which side
+  tcpstall advise multi-write --lang go     the same built-in, the code in Go
+  tcpstall advise my-service.toml --fail-on-stall
+      a CI guard: exit 3 when the write pattern as written stalls
+  tcpstall advise chunked --model --peer-profile macos
+      the peer is a macOS stack (model): advice for the Linux side
+  tcpstall advise burst --format json       the whole ranking as JSON
+
+Every candidate (the workload as written, each strategy alone on the side it applies to, and
+the pairs that make sense) runs --reps times, round-robin, so drift hits all alike. Latency
+intervals are 95% two-stage bootstrap intervals over runs and rounds. Ranking: stalls removed
+first, then p99 (overlapping intervals count as equal), then segments on the wire, then the
+size of the code change. Stalls are the classifier's stall records when the rows carry them
+(model; lab with capture), else the lab's slow samples (waits over the stall threshold), and
+the output says which.";
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = EXAMPLES)]
+pub struct AdviseArgs {
+    /// Workload: a built-in scenario name, a scenario FILE.toml, or a CAPTURE (.pcap/.pcapng:
+    /// its exchange is derived as `tcpstall replay` does) [default: multi-write]
+    pub scenario: Option<String>,
+    /// With a CAPTURE: the flow to use, ADDR:PORT-ADDR:PORT (default: the most stall time)
+    #[arg(long, value_name = "FLOW")]
+    pub flow: Option<String>,
+    /// With a CAPTURE: only flows with this port
+    #[arg(long, value_name = "N")]
+    pub port: Option<u16>,
+    /// Run behind an emulated link (the lab's SPEC; with a CAPTURE whose RTT is above 1 ms the
+    /// default is rtt=THAT)
+    #[arg(long, value_name = "SPEC")]
+    pub link: Option<String>,
+    /// The workload inline: turns separated by `;`, e.g. "client 275,24,292; server 100"
+    #[arg(long, value_name = "TURNS")]
+    pub exchange: Option<String>,
+    /// Override a workload parameter (repeatable)
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Measured rounds per run (each candidate runs --reps times)
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub rounds: u32,
+    /// Runs per candidate, interleaved round-robin with the other candidates
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub reps: u32,
+    /// Run on the model (crates/model) instead of real sockets
+    #[arg(long)]
+    pub model: bool,
+    /// The other side is this stack (macos, windows, freebsd, rfc-classic, linux-2.6): it runs in
+    /// the model, and only fixes on --side are tried
+    #[arg(long, value_name = "NAME")]
+    pub peer_profile: Option<String>,
+    /// The side you can change when the peer is not yours (with --peer-profile)
+    #[arg(long, value_name = "client|server", default_value = "client")]
+    pub side: String,
+    /// Language of the code shown: c, go, rust, python, java, node
+    #[arg(long, value_name = "LANG", default_value = "c")]
+    pub lang: String,
+    /// Exit 3 when the workload as written stalls: any classified stall record, or slow samples
+    /// in more than 2% of its rounds (the lab without capture)
+    #[arg(long)]
+    pub fail_on_stall: bool,
+    /// Seed of the bootstrap's random resampling
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
+    /// Output format: table or json
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: OutputFormat,
+    /// No progress bar
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// One candidate: a strategy pair and what it changes.
+#[derive(Debug, Clone)]
+struct Candidate {
+    pair: StrategyPair,
+    change: u32,
+}
+
+/// Sides that send several writes per message (where gathering applies), from the exchange
+/// form of the workload; both when the workload is not a conversation or no turn has several.
+fn senders(s: &Scenario) -> Vec<Side> {
+    match s.workload.as_exchange() {
+        Some(e) if !e.multi_write_sides().is_empty() => e.multi_write_sides(),
+        _ => vec![Side::Client, Side::Server],
+    }
+}
+
+fn on(side: Side, opts: &[Opt]) -> StrategyPair {
+    let o = SideOpts::new(opts.to_vec()).unwrap_or_default();
+    match side {
+        Side::Client => StrategyPair::new(o, SideOpts::none()),
+        Side::Server => StrategyPair::new(SideOpts::none(), o),
+    }
+}
+
+/// The candidates: as written; on each sending side each sender fix alone (writev for the
+/// gathered write: buffer is the same on the wire; cork; msg-more; nodelay); on each receiving
+/// side quick-ACK (re-armed after every recv, and once); and the pairs seed 001 tried (the
+/// sender's nodelay or cork with the receiver's quick-ACK). `only`: the side the user owns.
+fn candidates(s: &Scenario, only: Option<Side>) -> Vec<Candidate> {
+    let cost = |p: &StrategyPair| -> u32 {
+        p.client.opts().iter().chain(p.server.opts()).map(|o| advise::change_size(o.as_str())).sum()
+    };
+    let mut pairs = vec![StrategyPair::new(SideOpts::none(), SideOpts::none())];
+    let send = senders(s);
+    let both_send = send.len() == 2;
+    if both_send && only.is_none() {
+        // Both sides send messages of several writes (seed 000): a fix on one side leaves the
+        // other direction's stall, so each strategy runs on both sides; the gathered write on
+        // one side alone shows that half a fix is not one.
+        for o in [Opt::Writev, Opt::Cork, Opt::MsgMore, Opt::Nodelay, Opt::QuickackEach, Opt::QuickackOnce] {
+            let side = SideOpts::new(vec![o]).unwrap_or_default();
+            pairs.push(StrategyPair::new(side.clone(), side));
+        }
+        for side in [Side::Client, Side::Server] {
+            pairs.push(on(side, &[Opt::Writev]));
+        }
+    } else {
+        let mut recv: Vec<Side> = send.iter().map(|s| s.peer()).collect();
+        recv.dedup();
+        let allowed = |side: Side| only.is_none() || only == Some(side);
+        for &side in send.iter().filter(|&&s| allowed(s)) {
+            for o in [Opt::Writev, Opt::Cork, Opt::MsgMore, Opt::Nodelay] {
+                pairs.push(on(side, &[o]));
+            }
+        }
+        for &side in recv.iter().filter(|&&s| allowed(s)) {
+            for o in [Opt::QuickackEach, Opt::QuickackOnce] {
+                pairs.push(on(side, &[o]));
+            }
+        }
+        if only.is_none() {
+            for &side in &send {
+                for o in [Opt::Nodelay, Opt::Cork] {
+                    let mut p = on(side, &[o]);
+                    let q = SideOpts::new(vec![Opt::QuickackEach]).unwrap_or_default();
+                    match side {
+                        Side::Client => p.server = q,
+                        Side::Server => p.client = q,
+                    }
+                    pairs.push(StrategyPair::new(p.client, p.server));
+                }
+            }
+        }
+    }
+    let mut seen = Vec::new();
+    pairs
+        .into_iter()
+        .filter(|p| {
+            let new = !seen.contains(&p.label);
+            seen.push(p.label.clone());
+            new
+        })
+        .map(|pair| Candidate { change: cost(&pair), pair })
+        .collect()
+}
+
+/// What every run of one candidate measured, pooled.
+#[derive(Debug, Default)]
+struct Pooled {
+    runs: Vec<Vec<u64>>,
+    rounds: u64,
+    stalls: u64,
+    /// Stall records by cause (classified rows only).
+    causes: BTreeMap<String, u64>,
+    /// Rows whose stalls are slow samples (no stall records: the lab without capture).
+    unclassified_rows: u32,
+    segs: u64,
+    wire_bytes: u64,
+    rows: u32,
+}
+
+impl Pooled {
+    fn add(&mut self, r: &RunResult, mode: &str) {
+        self.runs.push(r.samples_ns.clone());
+        self.rounds += r.rounds;
+        self.rows += 1;
+        self.segs += r.wire.client.segs_out + r.wire.server.segs_out;
+        self.wire_bytes += r.wire.client.wire_bytes + r.wire.server.wire_bytes;
+        // A lab row without its packets (no capture) has no stall records: its stall count is
+        // its slow samples. Stalls whose mechanism the packets do not show (`unknown`) do not
+        // count against a candidate, as they make no verdict key.
+        let classified = mode != "lab" || r.capture.is_some();
+        if classified {
+            for c in &r.stall_summary.by_cause {
+                if c.cause.is_tcp_stall() && c.cause != trace::Cause::Unknown {
+                    self.stalls += c.count;
+                    *self.causes.entry(c.cause.as_str().to_string()).or_default() += c.count;
+                }
+            }
+        } else {
+            self.stalls += r.slow_samples;
+            self.unclassified_rows += 1;
+        }
+    }
+}
+
+/// One candidate's result, as printed and in the JSON.
+#[derive(Debug, Serialize)]
+struct Row {
+    rank: usize,
+    label: String,
+    client: Vec<String>,
+    server: Vec<String>,
+    runs: u32,
+    rounds: u64,
+    stalls: u64,
+    stalls_per_round: f64,
+    /// "stall records" (the classifier) or "slow samples" (no capture: causes unknown).
+    stall_source: &'static str,
+    stalls_by_cause: BTreeMap<String, u64>,
+    p50_us: advise::Interval,
+    p99_us: advise::Interval,
+    p999_us: advise::Interval,
+    segments_per_message: f64,
+    wire_bytes_per_message: f64,
+    change_size: u32,
+}
+
+#[derive(Debug, Serialize)]
+struct Advice {
+    tool: &'static str,
+    mode: String,
+    scenario: String,
+    workload: String,
+    peer_profile: Option<String>,
+    runs_per_candidate: u32,
+    rounds_per_run: u32,
+    messages_per_round: usize,
+    elapsed_s: f64,
+    as_written_stalls: bool,
+    ranking: Vec<Row>,
+    recommendation: String,
+    lang: String,
+    code: String,
+    notes: Vec<String>,
+}
+
+fn side_arg(s: &str) -> anyhow::Result<Side> {
+    match s {
+        "client" => Ok(Side::Client),
+        "server" => Ok(Side::Server),
+        o => bail!("--side {o}: expected client or server"),
+    }
+}
+
+/// The workload to advise on, with its rounds per run; and the link a capture asks for, with a
+/// note saying where the workload came from.
+fn workload(args: &AdviseArgs) -> anyhow::Result<(Scenario, Option<String>, Option<String>)> {
+    let name = args.scenario.as_deref().or(if args.exchange.is_some() { None } else { Some("multi-write") });
+    let (mut s, link, note) = match name {
+        Some(file) if super::replay::is_capture(file) => {
+            if args.exchange.is_some() {
+                bail!("--exchange is the workload; drop the capture '{file}'");
+            }
+            let r = super::replay::ReplayArgs {
+                file: file.into(),
+                flow: args.flow.clone(),
+                port: args.port,
+                emit: None,
+                no_run: true,
+                model: false,
+                rounds: None,
+            };
+            let d = super::replay::derive(&r)?;
+            let note = format!(
+                "the workload is derived from {file} (flow {}, {} repetitions): {}; check it with `tcpstall replay {file}`",
+                d.key,
+                d.reps,
+                d.exchange.inline()
+            );
+            (d.scenario.clone(), d.link(), Some(note))
+        }
+        _ => {
+            if args.flow.is_some() || args.port.is_some() {
+                bail!("--flow and --port choose a flow of a CAPTURE; the workload here is not one");
+            }
+            (super::common::load(name, args.exchange.as_deref())?, None, None)
+        }
+    };
+    s.apply_sets(&args.sets)?;
+    let key = super::common::rounds_key(&s.workload)?;
+    s.apply_sets(&[format!("{key}={}", args.rounds)]).map_err(|e| anyhow::anyhow!("--rounds: {e}"))?;
+    if !(1..=100).contains(&args.reps) {
+        bail!("--reps {}: expected 1 to 100 runs per candidate", args.reps);
+    }
+    Ok((s, args.link.clone().or(link), note))
+}
+
+pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
+    let started = Instant::now();
+    let lang = advise::Lang::parse(&args.lang).map_err(|e| anyhow::anyhow!(e))?;
+    if !matches!(args.format, OutputFormat::Table | OutputFormat::Json) {
+        bail!("--format: advise prints table or json");
+    }
+    let own = side_arg(&args.side)?;
+    let (s, link, source) = workload(&args)?;
+    let model = args.model || args.peer_profile.is_some();
+    let only = args.peer_profile.as_ref().map(|_| own);
+    let cands = candidates(&s, only);
+    let mut notes: Vec<String> = source.into_iter().collect();
+    if let Some(l) = &link {
+        notes.push(format!("runs behind an emulated link: {l}"));
+    }
+    let spec = if model {
+        let peer = args.peer_profile.as_deref().unwrap_or("linux");
+        let profile = match (own, args.peer_profile.is_some()) {
+            (_, false) => "linux".to_string(),
+            (Side::Client, true) => format!("linux:{peer}"),
+            (Side::Server, true) => format!("{peer}:linux"),
+        };
+        if let Some(p) = &args.peer_profile {
+            notes.push(format!(
+                "the {} runs the {p} model and the {} the linux model (crates/model): these numbers are the model's, \
+                 not this machine's; only fixes on the {} are tried",
+                own.peer().as_str(),
+                own.as_str(),
+                own.as_str()
+            ));
+        }
+        notes.push(
+            "the model is deterministic: repetitions differ only through a link's loss or jitter (seeded per run), \
+             so on a plain link each interval has zero width"
+                .into(),
+        );
+        let (link, link_label) = super::simulate::link(link.as_deref())?;
+        Some(model::RunSpec {
+            profiles: super::simulate::profiles(&profile)?,
+            link,
+            link_label,
+            seed: 1,
+            mss: None,
+            timestamps: None,
+            call_ns: 2_000,
+        })
+    } else {
+        None
+    };
+    // The classifier needs the rows' packets: behind a link, its tap supplies them.
+    let env = if model { None } else { Some(super::linkenv::open(link.as_deref(), None, true)?) };
+    let total = u64::from(args.reps) * cands.len() as u64;
+    let bar = output::progress_bar(total, args.quiet);
+    let mut pooled: Vec<Pooled> = cands.iter().map(|_| Pooled::default()).collect();
+    let mut opts = lab::LabOptions::default();
+    if let Some(e) = &env {
+        opts.tap = e.tap();
+    }
+    let mut mode = String::from(if model { "model" } else { "lab" });
+    // Round-robin: repetition r of every candidate before repetition r + 1 of any.
+    let mut failure = None;
+    'reps: for rep in 0..args.reps {
+        for (k, c) in cands.iter().enumerate() {
+            bar.set_message(c.pair.label.clone());
+            let mut one = s.clone();
+            one.matrix = vec![c.pair.clone()];
+            let report = match (&spec, &env) {
+                (Some(spec), _) => {
+                    let spec = model::RunSpec { seed: u64::from(rep) + 1, ..spec.clone() };
+                    model::report(&one, &one.matrix, &spec, false).0
+                }
+                (None, Some(env)) => lab::run_scenario(&one, &env.placement, &opts, &mut |_| {}),
+                (None, None) => unreachable!("lab runs have an environment"),
+            };
+            if let Some(e) = report.errors.first() {
+                // Stop, but keep what was measured: the runs finished are ranked and printed.
+                failure = Some(format!("{} (run {} of {}): {e}", c.pair.label, rep + 1, args.reps));
+                break 'reps;
+            }
+            mode.clone_from(&report.mode);
+            for r in &report.results {
+                pooled[k].add(r, &report.mode);
+            }
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    if let Some(env) = env {
+        notes.extend(env.finish()?);
+    }
+    if let Some(f) = &failure {
+        if pooled[0].rows == 0 {
+            bail!("{f}");
+        }
+        notes.push(format!("the run stopped early: {f}; the figures are those of the runs finished"));
+    }
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(args.seed);
+    let exchange = s.workload.as_exchange();
+    let messages = exchange.as_ref().map_or(1, |e| e.turns.len()).max(1);
+    let mut rows = Vec::new();
+    let mut scored = Vec::new();
+    // A candidate never run (the run stopped before it) has no figures to rank.
+    for (c, p) in cands.iter().zip(&pooled).filter(|(_, p)| p.rows > 0) {
+        let q = advise::bootstrap_quantiles(&p.runs, &[0.5, 0.99, 0.999], 1000, &mut rng);
+        let us = |i: advise::Interval| advise::Interval { est: i.est / 1e3, lo: i.lo / 1e3, hi: i.hi / 1e3 };
+        let per_round = |v: u64| if p.rounds > 0 { v as f64 / p.rounds as f64 } else { 0.0 };
+        scored.push(advise::Scored {
+            label: c.pair.label.clone(),
+            stalls: p.stalls,
+            rounds: p.rounds,
+            p99: us(q[1]),
+            segs_per_round: per_round(p.segs),
+            bytes_per_round: per_round(p.wire_bytes),
+            change: c.change,
+        });
+        rows.push(Row {
+            rank: 0,
+            label: c.pair.label.clone(),
+            client: c.pair.client.opts().iter().map(|o| o.as_str().to_string()).collect(),
+            server: c.pair.server.opts().iter().map(|o| o.as_str().to_string()).collect(),
+            runs: p.rows,
+            rounds: p.rounds,
+            stalls: p.stalls,
+            stalls_per_round: per_round(p.stalls),
+            stall_source: if p.unclassified_rows > 0 { "slow samples" } else { "stall records" },
+            stalls_by_cause: p.causes.clone(),
+            p50_us: us(q[0]),
+            p99_us: us(q[1]),
+            p999_us: us(q[2]),
+            segments_per_message: per_round(p.segs) / messages as f64,
+            wire_bytes_per_message: per_round(p.wire_bytes) / messages as f64,
+            change_size: c.change,
+        });
+    }
+    let order = advise::rank(&scored);
+    for (pos, &i) in order.iter().enumerate() {
+        rows[i].rank = pos + 1;
+    }
+    rows.sort_by_key(|r| r.rank);
+    if rows.iter().any(|r| r.stall_source == "slow samples") {
+        notes.push(
+            "stalls are slow samples (rounds that waited over the stall threshold): these lab rows carry no stall \
+             records (no capture), so their causes are not classified; `tcpstall advise --model` classifies them"
+                .into(),
+        );
+    }
+    let base = rows.iter().find(|r| r.client.is_empty() && r.server.is_empty()).context("no as-written row")?;
+    // Classified stalls are TCP's by their signature: any counts. Slow samples can be a
+    // scheduling hiccup: only more than the rare rate counts.
+    let as_written_stalls =
+        if base.stall_source == "stall records" { base.stalls > 0 } else { base.stalls_per_round > advise::rank::RARE };
+    let writes_per_msg = |side: Side| {
+        exchange
+            .as_ref()
+            .map_or(1, |e| e.turns.iter().filter(|t| t.side == side).map(|t| t.writes.len()).max().unwrap_or(1))
+    };
+    let (recommendation, code) = super::advise_text::recommend(&rows_view(&rows), lang, writes_per_msg);
+    let advice = Advice {
+        tool: "tcpstall",
+        mode,
+        scenario: s.name.clone(),
+        workload: exchange.as_ref().map_or_else(|| s.workload.params_json().to_string(), short_inline),
+        peer_profile: args.peer_profile.clone(),
+        runs_per_candidate: args.reps,
+        rounds_per_run: args.rounds,
+        messages_per_round: messages,
+        elapsed_s: started.elapsed().as_secs_f64(),
+        as_written_stalls,
+        ranking: rows,
+        recommendation,
+        lang: lang.as_str().into(),
+        code,
+        notes,
+    };
+    let text = match args.format {
+        OutputFormat::Json => serde_json::to_string_pretty(&advice)? + "\n",
+        _ => table(&advice),
+    };
+    output::write_bytes(text.as_bytes(), None)?;
+    if let Some(f) = failure {
+        eprintln!("tcpstall: {f}");
+        return Ok(1);
+    }
+    Ok(if args.fail_on_stall && advice.as_written_stalls { 3 } else { 0 })
+}
+
+/// The exchange inline, with a turn of more than 8 writes shortened to its count and bytes.
+fn short_inline(e: &scenario::Exchange) -> String {
+    let long = e.turns.iter().any(|t| t.writes.len() > 8);
+    if !long {
+        return e.inline();
+    }
+    e.turns
+        .iter()
+        .map(|t| format!("{} {} writes, {} B", t.side.as_str(), t.writes.len(), t.total()))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn rows_view(rows: &[Row]) -> Vec<super::advise_text::View<'_>> {
+    rows.iter()
+        .map(|r| super::advise_text::View {
+            label: &r.label,
+            client: &r.client,
+            server: &r.server,
+            stalls: r.stalls,
+            rounds: r.rounds,
+            stall_source: r.stall_source,
+            causes: &r.stalls_by_cause,
+            p99_us: r.p99_us,
+            segs_per_message: r.segments_per_message,
+        })
+        .collect()
+}
+
+fn ms(i: &advise::Interval) -> String {
+    format!("{:.2} [{:.2}-{:.2}]", i.est / 1e3, i.lo / 1e3, i.hi / 1e3)
+}
+
+/// Words to lines of at most `width` columns (a longer word stands alone).
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for w in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + w.len() > width {
+            out += &line;
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line += w;
+    }
+    out + &line
+}
+
+fn table(a: &Advice) -> String {
+    let mut out = format!(
+        "advise: {} ({}), {} candidates x {} runs x {} rounds, interleaved; {} in {:.1} s\n",
+        a.scenario,
+        a.workload,
+        a.ranking.len(),
+        a.runs_per_candidate,
+        a.rounds_per_run,
+        a.mode,
+        a.elapsed_s
+    );
+    out += &format!(
+        "{:>4}  {:<40} {:>9}  {:>22}  {:>22}  {:>22}  {:>9}  {:>9}  {:>6}\n",
+        "rank",
+        "candidate",
+        "stalls",
+        "p50 ms [95% CI]",
+        "p99 ms [95% CI]",
+        "p99.9 ms [95% CI]",
+        "segs/msg",
+        "B/msg",
+        "change"
+    );
+    for r in &a.ranking {
+        let stalls = format!("{}/{}", r.stalls, r.rounds);
+        out += &format!(
+            "{:>4}  {:<40} {:>9}  {:>22}  {:>22}  {:>22}  {:>9.2}  {:>9.0}  {:>6}\n",
+            r.rank,
+            r.label,
+            stalls,
+            ms(&r.p50_us),
+            ms(&r.p99_us),
+            ms(&r.p999_us),
+            r.segments_per_message,
+            r.wire_bytes_per_message,
+            r.change_size
+        );
+        if !r.stalls_by_cause.is_empty() {
+            let c: Vec<String> = r.stalls_by_cause.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            out += &format!("{:>6}{}\n", "", format_args!("stalls by cause: {}", c.join(", ")));
+        }
+    }
+    out += "stalls: stalls / measured rounds (a round can hold several); p99.9 of fewer than 1000 rounds is the \
+            slowest few rounds; change: size of the code change (1 one call after connect, 2 code around each \
+            message or read, +1 a Linux-only option)\n";
+    for n in &a.notes {
+        out += &format!("note: {n}\n");
+    }
+    out += &format!("\n{}\n", wrap(&a.recommendation, 100));
+    if !a.code.is_empty() {
+        out += &format!("\n{}\n", a.code);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_001_candidates_fix_the_client_and_quickack_the_server() {
+        let s = super::super::common::load(None, Some("client 275,24,292; server 100")).unwrap();
+        let labels: Vec<String> = candidates(&s, None).into_iter().map(|c| c.pair.label).collect();
+        assert_eq!(labels[0], "default");
+        for want in [
+            "client:writev",
+            "client:cork",
+            "client:msg-more",
+            "client:nodelay",
+            "server:quickack-each",
+            "server:quickack-once",
+            "client:nodelay server:quickack-each",
+            "client:cork server:quickack-each",
+        ] {
+            assert!(labels.iter().any(|l| l == want), "{want}: {labels:?}");
+        }
+        assert!(!labels.iter().any(|l| l.starts_with("server:writev")), "{labels:?}");
+        // With a peer the user does not own, only the own side's fixes.
+        let mine: Vec<String> = candidates(&s, Some(Side::Server)).into_iter().map(|c| c.pair.label).collect();
+        assert_eq!(mine, ["default", "server:quickack-each", "server:quickack-once"]);
+    }
+
+    #[test]
+    fn the_paragraph_wraps_at_the_width() {
+        let w = wrap("aaa bbb ccc ddd", 7);
+        assert_eq!(w, "aaa bbb\nccc ddd");
+        assert_eq!(wrap("", 10), "");
+    }
+
+    /// Seed 000: both sides send 100 writes, so every strategy runs on both sides.
+    #[test]
+    fn seed_000_candidates_fix_both_sides() {
+        let s = super::super::common::load(Some("chunked"), None).unwrap();
+        let labels: Vec<String> = candidates(&s, None).into_iter().map(|c| c.pair.label).collect();
+        assert!(labels.contains(&"client:writev server:writev".to_string()), "{labels:?}");
+        assert!(labels.contains(&"client:quickack-each server:quickack-each".to_string()), "{labels:?}");
+        assert!(labels.contains(&"client:writev".to_string()), "{labels:?}");
+        assert_eq!(labels.len(), 9, "{labels:?}");
+    }
+}

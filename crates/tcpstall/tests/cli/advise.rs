@@ -1,0 +1,267 @@
+//! End-to-end tests of scenario files, `--exchange`, `scenarios --show` and `tcpstall advise`.
+
+use serde_json::Value;
+
+use crate::support::{exclusive, tcpstall, twice};
+
+fn run_json(args: &[&str]) -> Value {
+    let out = tcpstall().args(args).output().expect("run tcpstall");
+    assert!(
+        out.status.success(),
+        "tcpstall {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("tcpstall {args:?}: not JSON ({e})"))
+}
+
+/// A user's file: the client asks with 40 bytes after 1 ms of thinking, the server answers
+/// with a header and a body in two writes (Nagle on).
+const USER_FILE: &str = r#"name = "header-body"
+summary = "a request, then a header and a body from the server"
+
+[workload.exchange]
+rounds = 12
+warmup = 20
+
+[[workload.exchange.turn]]
+side = "client"
+writes = [40]
+think = "1ms"
+
+[[workload.exchange.turn]]
+side = "server"
+writes = [60, 900]
+"#;
+
+fn user_file(dir: &tempfile::TempDir, text: &str) -> String {
+    let p = dir.path().join("mine.toml");
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+/// The file runs in the model and over real sockets, one row of 12 rounds each; in the model
+/// the server's second write waits for the client's delayed ACK (Nagle x delayed ACK), and
+/// fixing the server removes it.
+pub fn a_user_written_scenario_file_runs_in_simulate_and_lab() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = user_file(&dir, USER_FILE);
+    let v = run_json(&["simulate", &f, "--format", "json"]);
+    assert_eq!(v["scenario"], "header-body");
+    let r = &v["results"][0];
+    assert_eq!(r["rounds"], 12, "{r:#}");
+    assert!(r["stall_count"].as_u64().unwrap() >= 10, "{r:#}");
+    assert!(r["latency_us"]["p50"].as_f64().unwrap() >= 30_000.0, "{r:#}");
+    let v = run_json(&["simulate", &f, "--server", "writev", "--format", "json"]);
+    assert_eq!(v["results"][0]["stall_count"], 0, "{v:#}");
+    let _one_at_a_time = exclusive();
+    let v = run_json(&["lab", &f, "--rounds", "3", "--format", "json", "--quiet"]);
+    assert_eq!(v["scenario"], "header-body");
+    assert_eq!(v["results"][0]["rounds"], 3, "{v:#}");
+}
+
+/// A broken file: the error names the file and the line of the bad value, in one line, and
+/// nothing is run.
+pub fn a_broken_scenario_file_names_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (text, want) in [
+        (USER_FILE.replace("writes = [60, 900]", "writes = [60, 0]"), "line 15: each of writes must be at least 1"),
+        (USER_FILE.replace("think = \"1ms\"", "think = \"soon\""), "line 11: think 'soon'"),
+        (USER_FILE.replace("side = \"server\"", "side = \"peer\""), "line 14: unknown variant `peer`"),
+        (USER_FILE.replace("rounds = 12", "rounds = 12\nround_trips = 3"), "line 6: unknown field `round_trips`"),
+    ] {
+        let f = user_file(&dir, &text);
+        for cmd in ["lab", "simulate", "advise"] {
+            let out = tcpstall().args([cmd, &f]).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{cmd} {want}");
+            assert!(err.contains(&format!("mine.toml: {want}")), "{cmd}: want {want}: {err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+            assert!(out.stdout.is_empty(), "{cmd}: {}", String::from_utf8_lossy(&out.stdout));
+        }
+    }
+    let out = tcpstall().args(["lab", "/nonexistent/x.toml"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read scenario file /nonexistent/x.toml"));
+}
+
+/// `--exchange` inline is seed 001's multi-write: the same stall in the model, and a bad turn
+/// is a one-line error naming the turn.
+pub fn inline_exchange_runs_and_bad_turns_are_one_line() {
+    let v =
+        run_json(&["simulate", "--exchange", "client 275,24,292; server 100", "--rounds", "10", "--format", "json"]);
+    let r = &v["results"][0];
+    assert_eq!(r["rounds"], 10);
+    assert!(r["latency_us"]["p50"].as_f64().unwrap() >= 30_000.0, "{r:#}");
+    let v = run_json(&["simulate", "--exchange", "client 591; server 100", "--rounds", "10", "--format", "json"]);
+    assert!(v["results"][0]["latency_us"]["p99"].as_f64().unwrap() < 5_000.0, "one write does not stall: {v:#}");
+    for (bad, want) in [
+        ("client 275,,292", "turn 1: '275,,292' is not a comma list"),
+        ("client 1; serve 1", "turn 2: 'serve' is not a side"),
+    ] {
+        let out = tcpstall().args(["simulate", "--exchange", bad]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(want), "{bad}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+    let out = tcpstall().args(["simulate", "multi-write", "--exchange", "client 1"]).output().unwrap();
+    assert!(!out.status.success());
+}
+
+/// `scenarios --show` prints a built-in as a file that runs like the built-in.
+pub fn scenarios_show_prints_a_file_that_runs_like_the_built_in() {
+    let out = tcpstall().args(["scenarios", "--show", "multi-write"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("[workload.exchange]") && text.contains("writes = [275, 24, 292]"), "{text}");
+    let dir = tempfile::tempdir().unwrap();
+    let f = user_file(&dir, &text);
+    let a = run_json(&["simulate", &f, "--rounds", "5", "--format", "json"]);
+    let b = run_json(&["simulate", "multi-write", "--rounds", "5", "--format", "json"]);
+    for (x, y) in a["results"].as_array().unwrap().iter().zip(b["results"].as_array().unwrap()) {
+        assert_eq!(x["strategy"], y["strategy"]);
+        assert_eq!(x["latency_us"], y["latency_us"], "{}", x["strategy"]);
+        assert_eq!(x["wire"], y["wire"], "{}", x["strategy"]);
+    }
+    let out = tcpstall().args(["scenarios", "--show", "stream"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("[workload.stream]"));
+    let out = tcpstall().args(["scenarios", "--show", "nope"]).output().unwrap();
+    assert!(!out.status.success());
+}
+
+/// Seed 001 over real sockets: the request as written waits ~40 ms at p99, the recommended
+/// fix is on the client and gathers or corks the request, and its p99 is under 5 ms.
+pub fn advise_on_seed_001_recommends_a_client_side_gathered_write_or_cork() {
+    let _one_at_a_time = exclusive();
+    let v = twice("advise seed 001", || {
+        let v = run_json(&[
+            "advise",
+            "--exchange",
+            "client 275,24,292; server 100",
+            // 5 runs x 20 rounds (the defaults): 100 rounds, so the p99 is not the slowest round.
+            "--format",
+            "json",
+            "--quiet",
+        ]);
+        let rank = v["ranking"].as_array().unwrap();
+        let base = rank.iter().find(|r| r["label"] == "default").unwrap();
+        let best = &rank[0];
+        if base["p99_us"]["est"].as_f64().unwrap() < 30_000.0 {
+            return Err(format!("as written p99 {} < 30 ms", base["p99_us"]["est"]));
+        }
+        if best["p99_us"]["est"].as_f64().unwrap() >= 5_000.0 {
+            return Err(format!("{} p99 {} >= 5 ms", best["label"], best["p99_us"]["est"]));
+        }
+        Ok(v)
+    });
+    assert_eq!(v["mode"], "lab");
+    let best = &v["ranking"][0];
+    assert_eq!(best["server"].as_array().unwrap().len(), 0, "{best:#}");
+    let client: Vec<&str> = best["client"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+    assert!(
+        client.len() == 1 && ["writev", "buffer", "cork", "msg-more"].contains(&client[0]),
+        "the fix gathers or corks the client's request: {best:#}"
+    );
+    let rec = v["recommendation"].as_str().unwrap();
+    assert!(rec.starts_with("Recommendation: change the code on the client side"), "{rec}");
+    assert_eq!(v["as_written_stalls"], true);
+}
+
+/// Every language prints its code for the recommended fix (model: fast and deterministic).
+pub fn advise_prints_the_code_in_each_language() {
+    for (lang, needle) in [
+        ("c", "writev(fd"),
+        ("go", "net.Buffers"),
+        ("rust", "write_vectored"),
+        ("python", "sock.sendmsg"),
+        ("java", "GatheringByteChannel"),
+        ("node", "socket.cork()"),
+    ] {
+        let out = tcpstall()
+            .args(["advise", "--exchange", "client 275,24,292; server 100", "--model", "--reps", "2", "--lang", lang])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{lang}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains(&format!("client side (writev), {lang}:")), "{lang}: {text}");
+        assert!(text.contains(needle), "{lang}: {text}");
+        assert!(text.contains("caveat: "), "{lang}: {text}");
+    }
+    let out = tcpstall().args(["advise", "--model", "--lang", "cobol"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--lang cobol: expected one of"));
+}
+
+/// `--fail-on-stall` exits 3 when the pattern as written stalls and 0 when it does not;
+/// `--peer-profile` runs the peer in the model and says so.
+pub fn advise_fail_on_stall_and_peer_profile() {
+    let base = ["advise", "--model", "--reps", "2", "--fail-on-stall", "--exchange"];
+    let out = tcpstall().args(base).arg("client 275,24,292; server 100").output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stdout));
+    let out = tcpstall().args(base).arg("client 591; server 100").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Recommendation: keep the code as written"));
+    let v = run_json(&[
+        "advise",
+        "--exchange",
+        "client 275,24,292; server 100",
+        "--peer-profile",
+        "macos",
+        "--reps",
+        "2",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(v["mode"], "simulate");
+    assert!(v["notes"][0].as_str().unwrap().contains("the server runs the macos model"), "{v:#}");
+    for r in v["ranking"].as_array().unwrap() {
+        assert_eq!(r["server"].as_array().unwrap().len(), 0, "only the client's fixes: {r:#}");
+    }
+}
+
+/// The issue's own test program: a server writing a header then a body with Nagle on, a client
+/// thinking 5 ms between requests. Captured (the model's pcap), replayed (the same cause
+/// reproduced), advised: the server-side fix ranks first and the client's quick-ACK below it.
+pub fn replay_and_advise_a_header_body_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("hb.pcap");
+    let toml = dir.path().join("hb.toml");
+    let (pcap, toml) = (pcap.to_str().unwrap(), toml.to_str().unwrap());
+    let out = tcpstall()
+        .args(["simulate", "--exchange", "client 40 think=5ms; server 60,900", "--rounds", "10", "--pcap", pcap])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tcpstall().args(["replay", pcap, "--model", "--emit", toml]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The client's 5 ms think time, less the path RTT (to the microsecond).
+    let think = text.split("exchange: client 40 think=").nth(1).and_then(|r| r.split(';').next()).unwrap_or("");
+    let think: f64 = match (think.strip_suffix("us"), think.strip_suffix("ms")) {
+        (Some(us), _) => us.parse().unwrap_or(f64::NAN),
+        (_, Some(ms)) => ms.parse::<f64>().unwrap_or(f64::NAN) * 1000.0,
+        _ => f64::NAN,
+    };
+    assert!((4_000.0..=6_000.0).contains(&think), "{text}");
+    assert!(text.contains("; server 60,900"), "{text}");
+    assert!(text.contains("capture's stalls: nagle-delayed-ack"), "{text}");
+    assert!(text.contains("reproduced (simulate, loopback): nagle-delayed-ack"), "{text}");
+    let v = run_json(&["advise", toml, "--model", "--reps", "2", "--format", "json"]);
+    let rank = v["ranking"].as_array().unwrap();
+    let best = &rank[0];
+    assert_eq!(best["client"].as_array().unwrap().len(), 0, "{best:#}");
+    assert_eq!(best["server"].as_array().unwrap().len(), 1, "{best:#}");
+    let pos = |label: &str| rank.iter().position(|r| r["label"] == label).unwrap();
+    assert!(pos("client:quickack-each") > 0, "{v:#}");
+    assert!(
+        rank[pos("client:quickack-each")]["segments_per_message"].as_f64() > best["segments_per_message"].as_f64(),
+        "the quick-ACK fix costs more segments: {v:#}"
+    );
+    // The capture itself as advise's workload: the same exchange, said where it came from.
+    let v = run_json(&["advise", pcap, "--model", "--reps", "2", "--format", "json"]);
+    assert!(v["notes"][0].as_str().unwrap().contains("the workload is derived from"), "{v:#}");
+    assert_eq!(v["ranking"][0]["server"].as_array().unwrap().len(), 1, "{v:#}");
+    let out = tcpstall().args(["replay", "/nonexistent.pcap"]).output().unwrap();
+    assert!(!out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr).trim_end().lines().count(), 1);
+}
