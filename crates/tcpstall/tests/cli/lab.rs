@@ -636,7 +636,6 @@ pub fn without_cap_net_raw_the_capture_is_skipped_with_a_note() {
 /// its own connection's packets.
 pub fn behind_a_link_rows_take_their_packets_from_the_forwarders_tap() {
     let _one_at_a_time = exclusive();
-    let r = lab_json(&["multi-write", "--link", "rtt=2ms,mtu=1500", "--set", "requests=6"]);
     let long = |x: &Value| {
         x["stall_records"]
             .as_array()
@@ -645,15 +644,25 @@ pub fn behind_a_link_rows_take_their_packets_from_the_forwarders_tap() {
             .filter(|s| s["cause"] != "application" && s["length_ns"].as_u64().unwrap() >= 30_000_000)
             .count()
     };
-    let (d, n) = (row(&r, "default"), row(&r, "nodelay"));
-    for x in [d, n] {
-        assert!(x["capture"]["point"].as_str().unwrap().contains("emulated link"), "{x:#}");
-        // 6 measured + 20 warm-up requests of 3 writes and a response, plus the handshake.
-        let p = x["capture"]["tcp_packets"].as_u64().unwrap();
-        assert!((26 * 2..26 * 20).contains(&p), "{p} packets: {x:#}");
-    }
-    assert!(long(d) >= 3, "default: {d:#}");
-    assert_eq!(long(n), 0, "nodelay: {n:#}");
+    // Whether the server reaches pingpong mode (and so delays its ACKs) depends on its reply
+    // coming within `ato` (tcp_event_data_sent): a starved host can miss it for a whole run, and
+    // then nothing stalls. One more run is allowed; both are reported.
+    twice("Nagle stalls behind the link, from the tap's packets", || {
+        let r = lab_json(&["multi-write", "--link", "rtt=2ms,mtu=1500", "--set", "requests=6"]);
+        let (d, n) = (row(&r, "default"), row(&r, "nodelay"));
+        for x in [d, n] {
+            assert!(x["capture"]["point"].as_str().unwrap().contains("emulated link"), "{x:#}");
+            // 6 measured + 20 warm-up requests of 3 writes and a response, plus the handshake.
+            let p = x["capture"]["tcp_packets"].as_u64().unwrap();
+            assert!((26 * 2..26 * 20).contains(&p), "{p} packets: {x:#}");
+        }
+        assert_eq!(long(n), 0, "nodelay: {n:#}");
+        if long(d) >= 3 {
+            Ok(())
+        } else {
+            Err(format!("default row: {} stalls of >= 30 ms ({})", long(d), d["verdict"]))
+        }
+    });
 }
 
 /// `--capture FILE` on loopback is checked before any row runs: one line, non-zero, no file;
