@@ -74,10 +74,9 @@ impl StallSummary {
     /// listed but make no key: the evidence shows no mechanism to compare. With `rounds` 0 any
     /// named stall counts.
     pub fn key(&self, rounds: u64) -> VerdictKey {
-        let named: u64 =
-            self.by_cause.iter().filter(|c| c.cause.is_tcp_stall() && c.cause != Cause::Unknown).map(|c| c.count).sum();
+        let named: u64 = self.by_cause.iter().filter(|c| c.cause.names_a_mechanism()).map(|c| c.count).sum();
         let stalls = named > 0 && named * 10 > rounds;
-        let cause = self.by_cause.iter().find(|c| c.cause.is_tcp_stall() && c.cause != Cause::Unknown).map(|c| c.cause);
+        let cause = self.by_cause.iter().find(|c| c.cause.names_a_mechanism()).map(|c| c.cause);
         VerdictKey { stalls, cause: if stalls { cause } else { None } }
     }
 

@@ -262,6 +262,11 @@ impl Cause {
     pub fn is_tcp_stall(self) -> bool {
         self != Cause::Application
     }
+    /// A TCP stall whose mechanism the evidence shows (everything but `application` and
+    /// `unknown`): what verdict keys and fix rankings count.
+    pub fn names_a_mechanism(self) -> bool {
+        self.is_tcp_stall() && self != Cause::Unknown
+    }
     /// One sentence for people: what held the data.
     pub fn explain(self) -> &'static str {
         match self {
@@ -333,5 +338,13 @@ mod tests {
             assert_eq!(c.as_str().parse::<Cause>().unwrap(), c);
         }
         assert!("nagle".parse::<Cause>().is_err());
+    }
+
+    #[test]
+    fn only_causes_with_a_shown_mechanism_name_one() {
+        let named: Vec<Cause> = Cause::ALL.into_iter().filter(|c| c.names_a_mechanism()).collect();
+        assert_eq!(named.len(), Cause::ALL.len() - 2);
+        assert!(!Cause::Unknown.names_a_mechanism() && Cause::Unknown.is_tcp_stall());
+        assert!(!Cause::Application.names_a_mechanism() && !Cause::Application.is_tcp_stall());
     }
 }

@@ -201,7 +201,7 @@ impl Pooled {
         let classified = mode != "lab" || r.capture.is_some();
         if classified {
             for c in &r.stall_summary.by_cause {
-                if c.cause.is_tcp_stall() && c.cause != trace::Cause::Unknown {
+                if c.cause.names_a_mechanism() {
                     self.stalls += c.count;
                     *self.causes.entry(c.cause.as_str().to_string()).or_default() += c.count;
                 }
