@@ -74,12 +74,9 @@ fn enter_private_netns() -> io::Result<()> {
 fn run_all(fp: &mut Fingerprint) {
     let before = netstat();
     read_sysctls(fp);
-    match nix::time::clock_getres(nix::time::ClockId::CLOCK_MONOTONIC_COARSE) {
-        Ok(ts) if ts.tv_sec() == 0 && ts.tv_nsec() > 0 => {
-            fp.hz = Some((1e9 / ts.tv_nsec() as f64).round() as u32);
-        }
-        Ok(_) => fp.notes.push("HZ: CLOCK_MONOTONIC_COARSE resolution is not one tick".into()),
-        Err(e) => fp.notes.push(format!("HZ: clock_getres failed: {e}")),
+    match lab::kernel_hz() {
+        Ok(hz) => fp.hz = Some(hz),
+        Err(e) => fp.notes.push(format!("HZ: {e}")),
     }
     match sys::tun::ethtool_flag("lo", sys::tun::ETHTOOL_GGRO) {
         Ok(g) => fp.gro_lo = Some(g),

@@ -141,6 +141,26 @@ pub fn kernel_release() -> String {
     nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_else(|_| "unknown".into())
 }
 
+/// The running kernel's tick rate (CONFIG_HZ), read as the resolution of
+/// CLOCK_MONOTONIC_COARSE, which advances once per jiffy (kernel/time/timekeeping.c,
+/// `ktime_get_coarse_*`; clock_getres(2) reports it). Every TCP timer rounds to it.
+pub fn kernel_hz() -> Result<u32, String> {
+    match nix::time::clock_getres(nix::time::ClockId::CLOCK_MONOTONIC_COARSE) {
+        Ok(ts) if ts.tv_sec() == 0 && ts.tv_nsec() > 0 => Ok((1e9 / ts.tv_nsec() as f64).round() as u32),
+        Ok(_) => Err("CLOCK_MONOTONIC_COARSE resolution is not one tick".into()),
+        Err(e) => Err(format!("clock_getres failed: {e}")),
+    }
+}
+
+/// The classifier's timer bands for this kernel: Linux's constants at its HZ, or HZ=100's
+/// coarser tolerance when the tick cannot be read (analyze::Timers::default).
+pub fn kernel_timers() -> analyze::Timers {
+    match kernel_hz() {
+        Ok(hz) if (24..=10_000).contains(&hz) => analyze::Timers::linux(hz as u64),
+        _ => analyze::Timers::default(),
+    }
+}
+
 /// Run every row of the scenario (its matrix, for each workload variant) and return the report.
 /// The first error stops the run; the rows measured before it stay in `report.results` and the
 /// error is in `report.errors`. So does `opts.cancel`: the row in progress is abandoned and
@@ -247,5 +267,17 @@ pub fn add_cost_comparison(rows: &mut [RunResult]) {
                 verdict::insert_before_notes(&mut rows[i].verdict, &format!(", {c}"));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// CONFIG_HZ is one of the kernel's choices (kernel/Kconfig.hz: 100, 250, 300, 1000), and
+    /// the classifier's jiffy follows it (include/net/tcp.h: timers in jiffies).
+    #[test]
+    fn kernel_hz_is_a_config_hz_choice_and_sets_the_jiffy() {
+        let hz = super::kernel_hz().expect("CLOCK_MONOTONIC_COARSE resolution");
+        assert!([100, 250, 300, 1000].contains(&hz), "HZ {hz}");
+        assert_eq!(super::kernel_timers().jiffy.0, 1_000_000_000 / hz as u64);
     }
 }

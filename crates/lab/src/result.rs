@@ -201,7 +201,11 @@ fn packet_trace(
 ) -> PacketTrace {
     let (events, _skipped) = capture::events(&cap.frames, linktype, server_port, origin_ns, frame_base);
     let tcp_packets = events.len() as u64;
-    let cfg = analyze::Config { min_gap: trace::Duration::from_nanos(margin.as_nanos() as u64), ..Default::default() };
+    // The timer bands at this kernel's HZ: the lab runs on the kernel it measures.
+    let cfg = analyze::Config {
+        min_gap: trace::Duration::from_nanos(margin.as_nanos() as u64),
+        timers: crate::kernel_timers(),
+    };
     let (analysis, events) = if keep {
         (analyze::analyze_events(events.iter().cloned(), cfg), events)
     } else {
