@@ -65,6 +65,14 @@ pub(crate) enum Resend {
     FillsHole,
 }
 
+/// A sender's earlier quiet pauses (nothing in flight, released by a sub-MSS segment, between
+/// half and ten times the probe interval), by whether they lasted the probe timer's interval.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PauseCounts {
+    pub at_probe_interval: u32,
+    pub other: u32,
+}
+
 /// What the analyser knows at the end of a gap.
 #[derive(Debug, Clone)]
 pub(crate) struct GapContext {
@@ -80,6 +88,8 @@ pub(crate) struct GapContext {
     pub mss_known: bool,
     /// The held direction's state when the gap began.
     pub snap: Snapshot,
+    /// This sender's quiet pauses before this gap.
+    pub quiet_pauses: PauseCounts,
     /// The last ACK from the peer during the gap that advanced the held direction.
     pub ack: Option<AckSeen>,
     /// The peer advertised a zero window at the gap's start or during it.
@@ -335,6 +345,23 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
                 c.snap.out_bytes, c.seg.len
             );
         }
+    } else if c.snap.out_count == 0
+        && released_small
+        && t.is_probe_interval(length, path_rtt)
+        && c.quiet_pauses.other > c.quiet_pauses.at_probe_interval
+    {
+        // The wire shows the same thing for the probe timer and for a writer that paused this
+        // long. A writer seen pausing at other lengths more often than at the timer's interval
+        // (an interactive session, a client thinking) is the likelier explanation: the base
+        // rate decides, and the evidence names no mechanism.
+        cause = Cause::Unknown;
+        confidence = 0.3;
+        detail = format!(
+            "{} bytes left {length} after the last data with nothing in flight: the probe timer's interval \
+             (max(RTO, 200 ms), tcp_probe0_base), but {h}'s earlier pauses lasted other lengths {} time(s) \
+             and this one {} time(s), so an application pause is as likely as held data; not named",
+            c.seg.len, c.quiet_pauses.other, c.quiet_pauses.at_probe_interval
+        );
     } else if c.snap.out_count == 0 && released_small && t.is_probe_interval(length, path_rtt) {
         cause = Cause::ProbeTimer;
         confidence = 0.6;

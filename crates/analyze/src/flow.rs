@@ -1,6 +1,6 @@
 //! Per-connection state: sequence tracking per direction, RTT samples, the gap detector.
 
-use crate::classify::{classify, syn_stall, GapContext, Resend};
+use crate::classify::{classify, syn_stall, GapContext, PauseCounts, Resend};
 use crate::stats::{DurationStats, WireCost};
 use crate::{Config, Stall};
 use serde::Serialize;
@@ -143,6 +143,11 @@ struct Dir {
     dupacks: u32,
     /// A duplicate ACK carried SACK blocks (RFC 2018) since the last advance.
     sack_in_dupacks: bool,
+    /// Earlier pauses of this sender with nothing in flight that ended in a sub-MSS segment and
+    /// lasted between half the probe interval and ten times it: (at the probe timer's interval,
+    /// at other lengths). A writer that pauses at many lengths makes a pause at the timer's
+    /// interval likely its own (the base rate of `classify`'s probe-timer rule).
+    quiet_pauses: PauseCounts,
     /// The peer acknowledged up to here, beyond the data seen so far, at this time.
     ack_ahead: Option<(u32, Instant)>,
 }
@@ -493,6 +498,21 @@ impl FlowAnalyzer {
             let gap = t.since(t0);
             let path = self.path_rtt();
             if gap >= self.cfg.min_gap + path.unwrap_or(Duration::ZERO) {
+                let snap = self.snap[d.index()];
+                let quiet_pauses = self.dirs[d.index()].quiet_pauses;
+                let timers = self.cfg.timers;
+                if snap.out_count == 0
+                    && seg.len < mss
+                    && gap.0 * 2 >= timers.rto_min.0
+                    && gap.0 <= 10 * timers.rto_min.0
+                {
+                    let q = &mut self.dirs[d.index()].quiet_pauses;
+                    if timers.is_probe_interval(gap, path.unwrap_or(Duration::ZERO)) {
+                        q.at_probe_interval += 1;
+                    } else {
+                        q.other += 1;
+                    }
+                }
                 let dir = &self.dirs[d.index()];
                 let (resend, resent_prev_tx, orig_tsval) = resend_kind(dir, seg);
                 let ctx = GapContext {
@@ -504,7 +524,8 @@ impl FlowAnalyzer {
                     seg: *seg,
                     mss,
                     mss_known,
-                    snap: self.snap[d.index()],
+                    snap,
+                    quiet_pauses,
                     ack: dir.ack_in_gap,
                     zero_window: dir.zero_wnd_in_gap,
                     ack_after_release: false,

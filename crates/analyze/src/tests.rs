@@ -142,6 +142,40 @@ fn small_segment_after_200ms_with_nothing_in_flight_is_the_probe_timer() {
 }
 
 #[test]
+fn probe_interval_pause_of_a_writer_that_pauses_at_many_lengths_is_not_named() {
+    // tcp_probe0_base: the probe timer releases held data after max(RTO, TCP_RTO_MIN), but the
+    // wire shows the same for a writer pausing that long. A sender seen pausing at other
+    // lengths (here 350, 600 and 900 ms) makes one 201 ms pause likely its own: unknown.
+    let mut s = Script::new();
+    let mut t = 1.0;
+    for pause in [350.0, 600.0, 900.0, 201.0] {
+        s.data(t, B, 100).ack(t + 0.05, A, 512);
+        t += pause;
+        s.data(t, A, 48).ack(t + 0.05, B, 512);
+        t += 0.1;
+    }
+    let c = s.causes();
+    assert_eq!(c.last().map(|c| c.0), Some(Cause::Unknown), "{c:?}");
+    assert!(!c.iter().any(|c| c.0 == Cause::ProbeTimer), "{c:?}");
+}
+
+#[test]
+fn probe_interval_pauses_that_repeat_stay_the_probe_timer() {
+    // The corked tail released by the probe timer every round (tcp_probe0_base): each pause
+    // lasts the timer's interval, none another length, so the timer is named each time.
+    let mut s = Script::new();
+    let mut t = 1.0;
+    for _ in 0..4 {
+        s.data(t, B, 100).ack(t + 0.05, A, 512);
+        t += 201.0;
+        s.data(t, A, 48).ack(t + 0.05, B, 512);
+        t += 0.1;
+    }
+    let c = s.causes();
+    assert_eq!(c.iter().filter(|c| c.0 == Cause::ProbeTimer).count(), 4, "{c:?}");
+}
+
+#[test]
 fn everything_acknowledged_and_nobody_sending_is_the_application() {
     let mut s = Script::new();
     s.data(1.0, A, 100).ack(41.0, B, 512).data(120.0, B, 100);
