@@ -1,58 +1,16 @@
-//! The multi-flow driver on captures built here (etherparse frames, hand-written pcap header):
+//! The multi-flow driver on captures built with `wire::synth` (etherparse frames in a pcap):
 //! duplicate frames are not retransmissions (RFC 791 3.2 / RFC 6864 4.1 IPv4 ID), a reused
 //! 4-tuple is two analyses (RFC 9293 3.4 / 3.6), IPv4 ID gaps are not loss (loss only from
 //! sequence evidence, RFC 9293 3.4), and ended flows are freed (bounded memory).
 
-use etherparse::{IpHeaders, IpNumber, Ipv4Header, PacketBuilder};
 use tcpstall_analyze::{session, Config, Finished, Session};
 use trace::Cause;
 use wire::{Decoder, FlowFilter, FlowLimits};
 
-#[derive(Clone, Copy)]
-struct P {
-    c2s: bool,
-    port: u16,
-    seq: u32,
-    ack: u32,
-    flags: &'static str,
-    len: usize,
-    id: u16,
-    ttl: u8,
-    t_us: u64,
-}
-
-fn p(t_us: u64, c2s: bool, seq: u32, ack: u32, flags: &'static str, len: usize) -> P {
-    P { c2s, port: 5000, seq, ack, flags, len, id: 0, ttl: 64, t_us }
-}
+use wire::synth::{pkt as p, Pkt as P};
 
 fn pcap(pkts: &[P]) -> Vec<u8> {
-    let mut f = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0];
-    for x in pkts {
-        let (s, d, sp, dp) =
-            if x.c2s { ([10, 0, 0, 1], [10, 0, 0, 2], x.port, 80) } else { ([10, 0, 0, 2], [10, 0, 0, 1], 80, x.port) };
-        let mut ip = Ipv4Header::new(0, x.ttl, IpNumber::TCP, s, d).unwrap();
-        ip.identification = x.id;
-        let mut b = PacketBuilder::ethernet2([1; 6], [2; 6])
-            .ip(IpHeaders::Ipv4(ip, Default::default()))
-            .tcp(sp, dp, x.seq, 60000);
-        for c in x.flags.chars() {
-            b = match c {
-                'S' => b.syn(),
-                'F' => b.fin(),
-                'R' => b.rst(),
-                'P' => b.psh(),
-                'A' => b.ack(x.ack),
-                _ => panic!("flag {c}"),
-            };
-        }
-        let mut fr = Vec::new();
-        b.write(&mut fr, &vec![b'x'; x.len]).unwrap();
-        for v in [(x.t_us / 1_000_000) as u32, (x.t_us % 1_000_000) as u32, fr.len() as u32, fr.len() as u32] {
-            f.extend_from_slice(&v.to_le_bytes());
-        }
-        f.extend_from_slice(&fr);
-    }
-    f
+    wire::synth::pcap(pkts).expect("valid packets")
 }
 
 fn analyse(file: &[u8], limits: FlowLimits) -> Vec<Finished> {

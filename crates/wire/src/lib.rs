@@ -16,6 +16,7 @@ mod capture;
 mod decode;
 mod error;
 mod flows;
+pub mod synth;
 pub mod write;
 
 pub use capture::{pcap_linktype, CaptureReader, Format, Packet, MAX_PACKET};

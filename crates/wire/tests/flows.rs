@@ -1,59 +1,18 @@
 //! Flow table tests: 4-tuple reuse (RFC 9293 3.4 / 3.6 / 3.10.7.4), duplicate frames
 //! (RFC 791 3.2 / RFC 6864 4.1 IPv4 ID), and forgetting ended flows (bounded memory).
-//! Every capture is built here with etherparse and a hand-written pcap header.
+//! Every capture is built with `wire::synth` (etherparse frames in a classic pcap).
 
-mod support;
-
-use etherparse::{IpHeaders, IpNumber, Ipv4Header, PacketBuilder};
-use support::pcap;
+use tcpstall_wire::synth::{self, Pkt as P};
 use tcpstall_wire::{Decoder, EndReason, FlowEvent, FlowFilter, FlowId, FlowLimits};
 use trace::EventKind;
 
-/// One TCP packet of a flow 10.0.0.1:`port` <-> 10.0.0.2:80, from the client when `c2s`.
-#[derive(Clone, Copy)]
-struct P {
-    c2s: bool,
-    port: u16,
-    seq: u32,
-    ack: u32,
-    flags: &'static str,
-    len: usize,
-    id: u16,
-    ttl: u8,
-    /// Capture time in microseconds.
-    t_us: u64,
-}
-
+/// A packet of the flow 10.0.0.1:5000 <-> 10.0.0.2:80 (window 1000), from the client when `c2s`.
 fn p(t_us: u64, c2s: bool, seq: u32, ack: u32, flags: &'static str, len: usize) -> P {
-    P { c2s, port: 5000, seq, ack, flags, len, id: 0, ttl: 64, t_us }
-}
-
-fn frame(x: &P) -> Vec<u8> {
-    let (s, d, sp, dp) =
-        if x.c2s { ([10, 0, 0, 1], [10, 0, 0, 2], x.port, 80) } else { ([10, 0, 0, 2], [10, 0, 0, 1], 80, x.port) };
-    let mut ip = Ipv4Header::new(0, x.ttl, IpNumber::TCP, s, d).unwrap();
-    ip.identification = x.id;
-    let mut b =
-        PacketBuilder::ethernet2([1; 6], [2; 6]).ip(IpHeaders::Ipv4(ip, Default::default())).tcp(sp, dp, x.seq, 1000);
-    for c in x.flags.chars() {
-        b = match c {
-            'S' => b.syn(),
-            'F' => b.fin(),
-            'R' => b.rst(),
-            'P' => b.psh(),
-            'A' => b.ack(x.ack),
-            _ => panic!("flag {c}"),
-        };
-    }
-    let mut out = Vec::new();
-    b.write(&mut out, &vec![b'x'; x.len]).unwrap();
-    out
+    P { window: 1000, ..synth::pkt(t_us, c2s, seq, ack, flags, len) }
 }
 
 fn file(pkts: &[P]) -> Vec<u8> {
-    let recs: Vec<(u32, u32, Vec<u8>)> =
-        pkts.iter().map(|x| ((x.t_us / 1_000_000) as u32, (x.t_us % 1_000_000) as u32, frame(x))).collect();
-    pcap(false, 1, &recs)
+    synth::pcap(pkts).expect("valid packets")
 }
 
 /// All events, and the flows reported ended (with the event count seen before each end).

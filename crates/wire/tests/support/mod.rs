@@ -36,24 +36,8 @@ pub fn eth_tcp6(payload: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A classic pcap file (little-endian) with the given link type and (ts_sec, ts_frac, frame).
-pub fn pcap(nanos: bool, linktype: u32, pkts: &[(u32, u32, Vec<u8>)]) -> Vec<u8> {
-    let mut f = Vec::new();
-    f.extend_from_slice(&(if nanos { 0xa1b23c4du32 } else { 0xa1b2c3d4 }).to_le_bytes());
-    f.extend_from_slice(&2u16.to_le_bytes());
-    f.extend_from_slice(&4u16.to_le_bytes());
-    f.extend_from_slice(&[0; 8]);
-    f.extend_from_slice(&65535u32.to_le_bytes());
-    f.extend_from_slice(&linktype.to_le_bytes());
-    for (s, frac, d) in pkts {
-        f.extend_from_slice(&s.to_le_bytes());
-        f.extend_from_slice(&frac.to_le_bytes());
-        f.extend_from_slice(&(d.len() as u32).to_le_bytes());
-        f.extend_from_slice(&(d.len() as u32).to_le_bytes());
-        f.extend_from_slice(d);
-    }
-    f
-}
+/// A classic pcap file: the one builder, in the library.
+pub use tcpstall_wire::synth::classic_pcap as pcap;
 
 pub fn block(btype: u32, body: &[u8]) -> Vec<u8> {
     let pad = (4 - body.len() % 4) % 4;
