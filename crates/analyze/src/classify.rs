@@ -90,6 +90,10 @@ pub(crate) struct GapContext {
     pub snap: Snapshot,
     /// This sender's quiet pauses before this gap.
     pub quiet_pauses: PauseCounts,
+    /// The held side's own part of the gap: its length, less the path from the peer's data
+    /// to the held side's answer when the gap began with the peer's data (a request answered
+    /// can only be written after the request arrived).
+    pub turnaround: Duration,
     /// The last ACK from the peer during the gap that advanced the held direction.
     pub ack: Option<AckSeen>,
     /// The peer advertised a zero window at the gap's start or during it.
@@ -347,7 +351,7 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
         }
     } else if c.snap.out_count == 0
         && released_small
-        && t.is_probe_interval(length, path_rtt)
+        && t.is_probe_interval(c.turnaround, path_rtt, c.rtt_from_handshake)
         && c.quiet_pauses.other > c.quiet_pauses.at_probe_interval
     {
         // The wire shows the same thing for the probe timer and for a writer that paused this
@@ -362,7 +366,8 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
              and this one {} time(s), so an application pause is as likely as held data; not named",
             c.seg.len, c.quiet_pauses.other, c.quiet_pauses.at_probe_interval
         );
-    } else if c.snap.out_count == 0 && released_small && t.is_probe_interval(length, path_rtt) {
+    } else if c.snap.out_count == 0 && released_small && t.is_probe_interval(c.turnaround, path_rtt, c.rtt_from_handshake)
+    {
         cause = Cause::ProbeTimer;
         confidence = 0.6;
         detail = format!(

@@ -494,20 +494,28 @@ impl FlowAnalyzer {
     fn on_data(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence) {
         let (mss, mss_known) = self.mss(d);
         // The gap detector: a gap in the connection's data flow ends here.
-        if let Some((t0, _, f0)) = self.last_data {
+        if let Some((t0, by, f0)) = self.last_data {
             let gap = t.since(t0);
             let path = self.path_rtt();
             if gap >= self.cfg.min_gap + path.unwrap_or(Duration::ZERO) {
                 let snap = self.snap[d.index()];
                 let quiet_pauses = self.dirs[d.index()].quiet_pauses;
                 let timers = self.cfg.timers;
+                // The peer's data seen at t0 reached the held side and its answer came back to
+                // the capture point: that share of the path is not the held side's wait.
+                let turnaround = if by == d {
+                    gap
+                } else {
+                    Duration(gap.0.saturating_sub(self.path_component(by).unwrap_or(Duration::ZERO).0))
+                };
+                let srtt_known = self.handshake_rtt().is_some();
                 if snap.out_count == 0
                     && seg.len < mss
                     && gap.0 * 2 >= timers.rto_min.0
                     && gap.0 <= 10 * timers.rto_min.0
                 {
                     let q = &mut self.dirs[d.index()].quiet_pauses;
-                    if timers.is_probe_interval(gap, path.unwrap_or(Duration::ZERO)) {
+                    if timers.is_probe_interval(turnaround, path.unwrap_or(Duration::ZERO), srtt_known) {
                         q.at_probe_interval += 1;
                     } else {
                         q.other += 1;
@@ -526,6 +534,7 @@ impl FlowAnalyzer {
                     mss_known,
                     snap,
                     quiet_pauses,
+                    turnaround,
                     ack: dir.ack_in_gap,
                     zero_window: dir.zero_wnd_in_gap,
                     ack_after_release: false,

@@ -20,6 +20,14 @@ impl Script {
         s.raw(20_000, Endpoint::A, 1000, 5000, TcpFlags::ACK, 0, 512, None);
         s
     }
+    /// A handshake captured at A over a path of `rtt_ms` (the SYN-ACK seen `rtt_ms` after the SYN).
+    fn with_rtt(rtt_ms: u64) -> Self {
+        let mut s = Script { ev: Vec::new(), seq: [1000, 5000] };
+        s.raw(0, Endpoint::A, 999, 0, TcpFlags::SYN, 0, 65535, Some(1460));
+        s.raw(rtt_ms * MS, Endpoint::B, 4999, 1000, TcpFlags::SYN | TcpFlags::ACK, 0, 65535, Some(1460));
+        s.raw(rtt_ms * MS + 50_000, Endpoint::A, 1000, 5000, TcpFlags::ACK, 0, 512, None);
+        s
+    }
     /// No handshake: the capture starts mid-connection.
     fn mid_connection() -> Self {
         Script { ev: Vec::new(), seq: [1000, 5000] }
@@ -173,6 +181,21 @@ fn probe_interval_pauses_that_repeat_stay_the_probe_timer() {
     }
     let c = s.causes();
     assert_eq!(c.iter().filter(|c| c.0 == Cause::ProbeTimer).count(), 4, "{c:?}");
+}
+
+#[test]
+fn answer_on_a_long_path_is_timed_from_the_request_arrival_and_the_rto_floor() {
+    // Captured at A over a 300 ms path. tcp_probe0_base = max(RTO, TCP_RTO_MIN), and Linux's
+    // RTO >= srtt + TCP_RTO_MIN (tcp_rtt_estimator keeps rttvar >= tcp_rto_min), so B's probe
+    // timer needs >= 500 ms from its write; B can write only after A's request arrived, and its
+    // answer needs the path back: 580 ms at A is 280 ms at B, the application's think time.
+    let mut s = Script::with_rtt(300);
+    s.data(350.0, A, 300).ack(650.0, B, 512).data(930.0, B, 100);
+    assert_eq!(s.causes().iter().map(|c| c.0).collect::<Vec<_>>(), vec![Cause::Application]);
+    // 820 ms at A is 520 ms at B: the probe timer's interval on this path.
+    let mut s = Script::with_rtt(300);
+    s.data(350.0, A, 300).ack(650.0, B, 512).data(1170.0, B, 100);
+    assert_eq!(s.causes().iter().map(|c| c.0).collect::<Vec<_>>(), vec![Cause::ProbeTimer]);
 }
 
 #[test]

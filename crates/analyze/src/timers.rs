@@ -58,10 +58,15 @@ impl Timers {
     }
 
     /// The probe timer's interval for data held with nothing in flight: max(RTO, TCP_RTO_MIN)
-    /// (`tcp_probe0_base`), so TCP_RTO_MIN plus up to the path's RTO excess; within a jiffy
-    /// before and three after plus the round trip (the RTO is srtt + 4 rttvar on a quiet path).
-    pub fn is_probe_interval(&self, d: Duration, path_rtt: Duration) -> bool {
-        d.0 + self.jiffy.0 >= self.rto_min.0 && d.0 <= self.rto_min.0 + 3 * self.jiffy.0 + 2 * path_rtt.0
+    /// (`tcp_probe0_base`). Linux's RTO is srtt + rttvar with rttvar kept at or above
+    /// TCP_RTO_MIN (`tcp_rtt_estimator`, `__tcp_set_rto`), so the interval is at least
+    /// TCP_RTO_MIN plus the smoothed RTT once the path RTT is known (`srtt_known`), and at most
+    /// TCP_RTO_MIN plus the RTO's excess (two round trips); within a jiffy before and three after.
+    /// `d` is the held side's own wait: a gap that began with the peer's data must first have
+    /// the path from that data to the held side's answer taken out (see `GapContext::turnaround`).
+    pub fn is_probe_interval(&self, d: Duration, path_rtt: Duration, srtt_known: bool) -> bool {
+        let floor = self.rto_min.0 + if srtt_known { path_rtt.0 } else { 0 };
+        d.0 + self.jiffy.0 >= floor && d.0 <= self.rto_min.0 + 3 * self.jiffy.0 + 2 * path_rtt.0
     }
 }
 
@@ -86,9 +91,15 @@ mod tests {
         assert!(!t.is_delayed_ack(Duration::from_millis(30)));
         assert!(t.at_timer_interval(Duration::from_millis(44)));
         assert!(!t.at_timer_interval(Duration::from_millis(60)));
-        assert!(t.is_probe_interval(Duration::from_millis(204), Duration::ZERO));
+        assert!(t.is_probe_interval(Duration::from_millis(204), Duration::ZERO, true));
         // A 265 ms server think time is not the probe timer (the false claim).
-        assert!(!t.is_probe_interval(Duration::from_millis(265), Duration::ZERO));
-        assert!(!t.is_probe_interval(Duration::from_millis(190), Duration::ZERO));
+        assert!(!t.is_probe_interval(Duration::from_millis(265), Duration::ZERO, true));
+        assert!(!t.is_probe_interval(Duration::from_millis(190), Duration::ZERO, true));
+        // tcp_rtt_estimator keeps rttvar >= TCP_RTO_MIN, so with a known 300 ms srtt the RTO
+        // (and the probe timer) is at least 500 ms: 290 ms is not it, 520 ms can be.
+        let rtt = Duration::from_millis(300);
+        assert!(!t.is_probe_interval(Duration::from_millis(290), rtt, true));
+        assert!(t.is_probe_interval(Duration::from_millis(520), rtt, true));
+        assert!(t.is_probe_interval(Duration::from_millis(290), rtt, false));
     }
 }
