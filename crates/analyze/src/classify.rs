@@ -366,7 +366,9 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
              and this one {} time(s), so an application pause is as likely as held data; not named",
             c.seg.len, c.quiet_pauses.other, c.quiet_pauses.at_probe_interval
         );
-    } else if c.snap.out_count == 0 && released_small && t.is_probe_interval(c.turnaround, path_rtt, c.rtt_from_handshake)
+    } else if c.snap.out_count == 0
+        && released_small
+        && t.is_probe_interval(c.turnaround, path_rtt, c.rtt_from_handshake)
     {
         cause = Cause::ProbeTimer;
         confidence = 0.6;
@@ -504,6 +506,55 @@ pub(crate) fn syn_stall(
         } else {
             format!("{} resent its {what} {length} later, not at a SYN retransmission timer's interval", side(from))
         },
+    }
+}
+
+/// A window the peer closed and had not opened again when the capture ended: the held side
+/// cannot send (RFC 9293 3.8.6.2.1, Linux `tcp_snd_wnd_test`) and can only probe the window
+/// (RFC 9293 3.8.6.1; Linux `tcp_send_probe0`, backing off from the RTO). No data segment ends
+/// this gap, so the gap detector never sees it: the flow's end does. `zero` is the peer's zero-
+/// window advertisement, `start` when the wait began (it, or data sent into the closed window
+/// after it), `last` the last packet of the flow, `probes` the held side's packets
+/// since then (window probes), `last_probe` the latest of them.
+pub(crate) fn open_window_stall(
+    held: Endpoint,
+    zero: (Instant, Evidence),
+    start: Instant,
+    last: Instant,
+    probes: u32,
+    last_probe: Option<(Instant, Evidence)>,
+) -> Stall {
+    let length = last.since(start);
+    let (h, p) = (side(held), side(held.peer()));
+    let mut evidence = vec![EvidenceItem { t: zero.0, source: zero.1, what: format!("{p} advertised a zero window") }];
+    if let Some((t, f)) = last_probe {
+        evidence.push(EvidenceItem {
+            t,
+            source: f,
+            what: format!("{h} window probe {probes}, still answered with zero"),
+        });
+    }
+    Stall {
+        start,
+        length,
+        waited: held.peer(),
+        held,
+        bytes_held: 0,
+        cause: Cause::RwndLimited,
+        // Probes answered with a zero window show the sender wanted to send; without them the
+        // sender may have had nothing to send.
+        confidence: if probes > 0 { 0.9 } else { 0.6 },
+        evidence,
+        ack_delay: None,
+        detail: format!(
+            "{p} advertised a zero window and had not opened it when the capture ended {length} later: {h} could \
+             not send; {} (the bytes waiting are not on the wire; the wait is longer than the capture shows)",
+            if probes > 0 {
+                format!("{h} probed the window {probes} time(s) and was answered with zero each time")
+            } else {
+                format!("{h} sent no window probe, so it may have had nothing to send")
+            }
+        ),
     }
 }
 

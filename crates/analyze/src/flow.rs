@@ -1,6 +1,6 @@
 //! Per-connection state: sequence tracking per direction, RTT samples, the gap detector.
 
-use crate::classify::{classify, syn_stall, GapContext, PauseCounts, Resend};
+use crate::classify::{classify, open_window_stall, syn_stall, GapContext, PauseCounts, Resend};
 use crate::stats::{DurationStats, WireCost};
 use crate::{Config, Stall};
 use serde::Serialize;
@@ -143,6 +143,11 @@ struct Dir {
     dupacks: u32,
     /// A duplicate ACK carried SACK blocks (RFC 2018) since the last advance.
     sack_in_dupacks: bool,
+    /// This endpoint's window has been zero since then (its first zero advertisement after an
+    /// open window), and the peer's packets since (window probes) with the latest of them.
+    zero_since: Option<(Instant, Evidence)>,
+    probes_into_zero: u32,
+    last_probe: Option<(Instant, Evidence)>,
     /// Earlier pauses of this sender with nothing in flight that ended in a sub-MSS segment and
     /// lasted between half the probe interval and ten times it: (at the probe timer's interval,
     /// at other lengths). A writer that pauses at many lengths makes a pause at the timer's
@@ -274,7 +279,7 @@ impl FlowAnalyzer {
             // first request) is a stall too.
             self.last_data = Some((t, d, ev.evidence));
         }
-        self.account(seg, d);
+        self.account(seg, d, t, ev.evidence);
         // Whether `d` had acknowledged any of the peer's data during the current gap, before
         // this segment (the gap detector asks; this segment's own ACK is processed next).
         self.d_acked_in_gap = self.dirs[p.index()].ack_in_gap.is_some();
@@ -331,7 +336,33 @@ impl FlowAnalyzer {
         false
     }
 
-    fn account(&mut self, seg: &Segment, d: Endpoint) {
+    fn account(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence) {
+        // A window closed by `d` and the peer's probes into it (RFC 9293 3.8.6.1).
+        if !seg.flags.syn() && !seg.flags.rst() {
+            let dir = &mut self.dirs[d.index()];
+            if seg.window == 0 {
+                if dir.zero_since.is_none() {
+                    dir.zero_since = Some((t, frame));
+                    dir.probes_into_zero = 0;
+                    dir.last_probe = None;
+                }
+            } else {
+                dir.zero_since = None;
+            }
+        }
+        // A window probe: an empty segment below snd_una (Linux `tcp_xmit_probe_skb` sends
+        // snd_una - 1) or one byte (RFC 9293 3.8.6.1; BSD and Windows send a byte of data).
+        let own = &self.dirs[d.index()];
+        let probe = seg.len <= 1
+            && !seg.flags.syn()
+            && !seg.flags.fin()
+            && !seg.flags.rst()
+            && (seg.len == 1 || (own.started && seq_lt(seg.seq, own.snd_una)));
+        let peer = &mut self.dirs[d.peer().index()];
+        if probe && peer.zero_since.is_some_and(|(t0, _)| t0 < t) {
+            peer.probes_into_zero += 1;
+            peer.last_probe = Some((t, frame));
+        }
         let s = &mut self.dirs[d.index()].sum;
         s.wire.packets += 1;
         s.wire.wire_bytes += u64::from(seg.wire_len);
@@ -740,6 +771,19 @@ impl FlowAnalyzer {
 
     pub fn finish(mut self) -> FlowAnalysis {
         self.flush_pending();
+        // A window still closed at the end: the wait no data segment ended.
+        for d in [Endpoint::A, Endpoint::B] {
+            let peer = &self.dirs[d.peer().index()];
+            if let Some(zero) = peer.zero_since {
+                // Data `d` sent after the window closed (a byte probe) ended a gap already
+                // classified: the open wait starts after it.
+                let start = self.dirs[d.index()].last_data_t.filter(|&t| zero.0 < t).unwrap_or(zero.0);
+                if self.dirs[d.index()].started && self.last.since(start) >= self.cfg.min_gap {
+                    let stall = open_window_stall(d, zero, start, self.last, peer.probes_into_zero, peer.last_probe);
+                    self.stalls.push(stall);
+                }
+            }
+        }
         for d in [Endpoint::A, Endpoint::B] {
             let (mss, known) = self.mss(d);
             let s = &mut self.dirs[d.index()].sum;

@@ -88,6 +88,13 @@ impl Script {
         self.raw((t_ms * MS as f64) as u64, from, seq, ack, TcpFlags::ACK, len, 512, None);
         self
     }
+    /// `from` probes a zero window as Linux does (`tcp_xmit_probe_skb`: no data, seq snd_una - 1).
+    fn window_probe(&mut self, t_ms: f64, from: Endpoint) -> &mut Self {
+        let (i, p) = (from.index(), from.peer().index());
+        let (seq, ack) = (self.seq[i] - 1, self.seq[p]);
+        self.raw((t_ms * MS as f64) as u64, from, seq, ack, TcpFlags::ACK, 0, 512, None);
+        self
+    }
     fn causes(&self) -> Vec<(Cause, u64)> {
         let a = analyze_events(self.ev.clone(), Config::default());
         a.stalls().map(|s| (s.cause, s.length.as_nanos() / MS)).collect()
@@ -129,6 +136,27 @@ fn zero_window_is_rwnd_limited() {
     let mut s = Script::new();
     s.data(1.0, A, 1460).ack(1.1, B, 0).ack(80.0, B, 512).data(80.1, A, 1460);
     assert_eq!(s.causes().iter().map(|c| c.0).collect::<Vec<_>>(), vec![Cause::RwndLimited]);
+}
+
+#[test]
+fn window_still_zero_when_the_capture_ends_is_an_open_rwnd_stall() {
+    // RFC 9293 3.8.6.1 / 3.8.6.2.1: the receiver closed its window and answered every probe
+    // with zero until the capture ended; no data segment ends this gap, the flow's end does.
+    let mut s = Script::new();
+    s.data(1.0, A, 1460).ack(1.1, B, 0);
+    s.window_probe(300.0, A).ack(300.1, B, 0).window_probe(900.0, A).ack(900.1, B, 0);
+    let a = analyze_events(s.ev.clone(), Config::default());
+    let st: Vec<_> = a.stalls().collect();
+    assert_eq!(st.len(), 1, "{st:?}");
+    assert_eq!((st[0].cause, st[0].held), (Cause::RwndLimited, A));
+    assert!(st[0].detail.contains("probed the window 2 time(s)"), "{}", st[0].detail);
+    assert_eq!(st[0].length.as_nanos() / MS, 899);
+    // The window opened and data flowed: no open stall at the end (the gap is classified
+    // when the data leaves).
+    let mut s = Script::new();
+    s.data(1.0, A, 1460).ack(1.1, B, 0).window_probe(300.0, A).ack(300.1, B, 512).data(300.2, A, 1460);
+    let c = s.causes();
+    assert_eq!(c.iter().map(|c| c.0).collect::<Vec<_>>(), vec![Cause::RwndLimited], "{c:?}");
 }
 
 #[test]
