@@ -371,11 +371,22 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
         && t.is_probe_interval(c.turnaround, path_rtt, c.rtt_from_handshake)
     {
         cause = Cause::ProbeTimer;
-        confidence = 0.6;
+        // Only TCP_CORK or MSG_MORE hold data with nothing in flight (Nagle and autocork need
+        // something unacknowledged), so the interval alone is a weak signature: a writer whose
+        // pauses repeat at it is likelier held than one pausing there once.
+        let q = c.quiet_pauses;
+        let (conf, how) = if q.at_probe_interval > 0 && q.other == 0 {
+            (0.75, format!("{h} paused at this interval {} time(s) before and at no other length", q.at_probe_interval))
+        } else if q.at_probe_interval == 0 && q.other == 0 {
+            (0.45, format!("the first such pause of {h}: an application pausing this long looks the same"))
+        } else {
+            (0.6, "an application pausing exactly this long would look the same".to_string())
+        };
+        confidence = conf;
         detail = format!(
             "{} bytes left {length} after the last data, with nothing in flight and no ACK to release them: the \
              probe timer's interval (max(RTO, 200 ms), tcp_probe0_base) that releases corked, MSG_MORE or \
-             held data (an application pausing exactly this long would look the same)",
+             held data ({how})",
             c.seg.len
         );
     } else if let Some(a) = c.ack.filter(|a| seq_le(c.snap.snd_nxt, a.ack)) {
