@@ -46,6 +46,8 @@ pub struct ReportData {
     pub flows_total: usize,
     pub limits: Limits,
     pub notes: Vec<String>,
+    /// advise's ranking (error bars) and recommendation.
+    pub ranking: Option<super::Ranking>,
 }
 
 /// One strategy row: the JSON's numbers plus its latency distribution.
@@ -92,6 +94,11 @@ pub struct Ladder {
     pub length_ms: f64,
     /// One-way delay used to slant the arrows (half the path RTT, 0 when unknown).
     pub one_way_ms: f64,
+    /// The path RTT was known (else the arrows are flat for want of it).
+    pub rtt_known: bool,
+    /// Where the packets were stamped: 0 = at A, 1 = at B (the peer's packets as they
+    /// arrived: their arrows end at the stamp); None = at each sender.
+    pub captured_at: Option<u8>,
     pub arrows: Vec<LadderArrow>,
     /// Timers and application calls at a host: `[t_ms, side (0 = A), text]`.
     pub marks: Vec<(f64, u8, String)>,
@@ -196,7 +203,7 @@ pub fn data(p: &Page) -> ReportData {
             if let Some(ev) = f.events {
                 if st.cause.is_tcp_stall() && ladders_here < l.ladders_per_flow && ladders.len() < l.ladders {
                     ladder = Some(ladders.len());
-                    ladders.push(ladder_of(stalls.len(), fi, st, ev, f.rtt_ns));
+                    ladders.push(ladder_of(stalls.len(), fi, st, ev, f.rtt_ns, f.capture_at));
                     ladders_here += 1;
                 }
             }
@@ -256,6 +263,7 @@ pub fn data(p: &Page) -> ReportData {
         flows_total: p.flows.len(),
         limits: l,
         notes,
+        ranking: p.ranking.clone(),
     }
 }
 
@@ -301,7 +309,7 @@ fn seg_label(s: &trace::Segment) -> String {
     }
 }
 
-fn ladder_of(stall: usize, flow: usize, st: &Stall, ev: &[Event], rtt_ns: Option<u64>) -> Ladder {
+fn ladder_of(stall: usize, flow: usize, st: &Stall, ev: &[Event], rtt_ns: Option<u64>, at: Option<Endpoint>) -> Ladder {
     let (t0, t1) = (st.start.0, st.start.0 + st.length.0);
     // A capture's timestamps need not be in order (several CPUs, several interfaces): select
     // and sort rather than search.
@@ -362,6 +370,8 @@ fn ladder_of(stall: usize, flow: usize, st: &Stall, ev: &[Event], rtt_ns: Option
         t0_ms: ms(t0),
         length_ms: ms(st.length.0),
         one_way_ms: rtt_ns.map_or(0.0, |r| ms(r / 2)),
+        rtt_known: rtt_ns.is_some(),
+        captured_at: at.map(|e| e.index() as u8),
         cut: segs.len().saturating_sub(LIMITS.arrows),
         arrows,
         marks,

@@ -57,6 +57,38 @@ pub struct FlowIn<'a> {
     pub rtt_ns: Option<u64>,
     /// Where the packets were seen ("at A", "same host", "model").
     pub capture_point: String,
+    /// The endpoint the packets were captured at (its sends stamped as they left, the peer's
+    /// as they arrived); None: stamped at the sender (the model) or not known.
+    pub capture_at: Option<trace::Endpoint>,
+}
+
+/// `tcpstall advise`'s ranking: one row per candidate fix, best first, with the 95% intervals
+/// of its latency quantiles (the page draws them as error bars), and the recommendation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Ranking {
+    pub rows: Vec<RankRow>,
+    /// The recommendation paragraph, as printed.
+    pub recommendation: String,
+    /// The language of `code` (c, go, rust, python, java, node).
+    pub lang: String,
+    pub code: String,
+}
+
+/// One candidate of the ranking: the numbers of advise's JSON `ranking` row.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RankRow {
+    pub rank: usize,
+    pub label: String,
+    pub stalls: u64,
+    pub rounds: u64,
+    pub stalls_by_cause: Vec<(String, u64)>,
+    /// `[estimate, low, high]` of the 95% interval, microseconds.
+    pub p50_us: [f64; 3],
+    pub p99_us: [f64; 3],
+    pub p999_us: [f64; 3],
+    pub segments_per_message: f64,
+    pub wire_bytes_per_message: f64,
+    pub change_size: u32,
 }
 
 /// Everything the page shows.
@@ -70,6 +102,8 @@ pub struct Page<'a> {
     pub errors: &'a [String],
     /// Extra notes for the page's top (e.g. "the capture was damaged after frame N").
     pub notes: Vec<String>,
+    /// advise's ranking and recommendation (None for the other commands).
+    pub ranking: Option<Ranking>,
 }
 
 /// The HTML document.

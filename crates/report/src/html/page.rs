@@ -66,6 +66,9 @@ pub(super) fn html(p: &Page, d: &ReportData) -> String {
     }
     s.push_str("<noscript><p class=\"error\">The charts need JavaScript; the tables do not.</p></noscript></header>\n");
 
+    if let Some(r) = &d.ranking {
+        ranking(&mut s, r);
+    }
     if !p.rows.is_empty() {
         strategy_table(&mut s, d);
         s.push_str(
@@ -102,6 +105,58 @@ pub(super) fn html(p: &Page, d: &ReportData) -> String {
         "<script type=\"application/json\" id=\"data\">{json}</script>\n<script>{JS}</script>\n</body></html>\n"
     );
     s
+}
+
+/// advise: the ranking table (the JSON's numbers), its error bars and the recommendation.
+fn ranking(s: &mut String, r: &super::Ranking) {
+    s.push_str(
+        "<section id=\"ranking\"><h2>Ranking</h2><p class=\"how\">Each candidate ran the same \
+         number of times, interleaved. Ranked by stalls removed, then p99 (overlapping intervals count \
+         as equal), then segments on the wire, then the size of the code change. Latency in \
+         microseconds: estimate [95% interval], the numbers of advise's JSON.</p><div class=\"scroll\">\
+         <table id=\"ranktable\" class=\"sortable\"><thead><tr><th>rank</th><th>candidate</th>\
+         <th>stalls</th><th>rounds</th><th>by cause</th><th>p50</th><th>p50 low</th><th>p50 high</th>\
+         <th>p99</th><th>p99 low</th><th>p99 high</th><th>p99.9</th><th>segs/msg</th><th>B/msg</th>\
+         <th>change</th></tr></thead><tbody>",
+    );
+    for (i, row) in r.rows.iter().enumerate() {
+        let _ = write!(
+            s,
+            "<tr data-rank=\"{i}\"><td class=\"n\" data-v=\"{}\">{}</td><td data-k=\"label\">{}</td>",
+            row.rank,
+            row.rank,
+            esc(&row.label)
+        );
+        cell(s, "stalls", row.stalls as f64);
+        cell(s, "rounds", row.rounds as f64);
+        let causes: Vec<String> = row.stalls_by_cause.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        let _ = write!(s, "<td>{}</td>", esc(&causes.join(", ")));
+        for (k, v) in [
+            ("p50", row.p50_us[0]),
+            ("p50_lo", row.p50_us[1]),
+            ("p50_hi", row.p50_us[2]),
+            ("p99", row.p99_us[0]),
+            ("p99_lo", row.p99_us[1]),
+            ("p99_hi", row.p99_us[2]),
+            ("p999", row.p999_us[0]),
+            ("segments_per_message", row.segments_per_message),
+            ("wire_bytes_per_message", row.wire_bytes_per_message),
+            ("change_size", row.change_size as f64),
+        ] {
+            cell(s, k, v);
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str(
+        "</tbody></table></div><p class=\"how\">p50 (circle) and p99 (square) of each candidate with \
+         its 95% interval as an error bar, on a log axis; the best candidate first.</p>\
+         <svg id=\"errbars\" class=\"chart\"></svg>",
+    );
+    let _ = write!(s, "<h3>Recommendation</h3><p id=\"recommendation\">{}</p>", esc(&r.recommendation));
+    if !r.code.is_empty() {
+        let _ = write!(s, "<pre id=\"code\" data-lang=\"{}\">{}</pre>", esc(&r.lang), esc(&r.code));
+    }
+    s.push_str("</section>\n");
 }
 
 fn strategy_table(s: &mut String, d: &ReportData) {

@@ -81,7 +81,42 @@
   }
 
   var S = D.strategies || [];
-  var counts = { cdf: 0, marks: 0, hist: 0, wire: 0, ladder: 0, graphs: 0 };
+  var counts = { cdf: 0, marks: 0, hist: 0, wire: 0, ladder: 0, graphs: 0, errbars: 0 };
+
+  // --- advise's ranking: p50 and p99 with their 95% intervals, one line per candidate
+  function drawErrbars() {
+    var svg = document.getElementById("errbars");
+    if (!svg || !D.ranking) return;
+    clear(svg);
+    var R = D.ranking.rows;
+    var lo = Infinity, hi = 0;
+    R.forEach(function (r) {
+      [r.p50_us, r.p99_us].forEach(function (q) {
+        q.forEach(function (v) { if (v > 0) { lo = Math.min(lo, v); hi = Math.max(hi, v); } });
+      });
+    });
+    if (!(hi > 0)) { svg.setAttribute("height", 30); el("text", { x: 10, y: 20 }, svg, "no latency figures"); return; }
+    lo = Math.pow(10, Math.floor(Math.log10(lo))); hi = Math.pow(10, Math.ceil(Math.log10(hi * 1.0001)));
+    var row = 22, W = 1000, m = { l: 300, r: 20, t: 10, b: 40 }, H = m.t + m.b + row * R.length;
+    var lx = lin(Math.log10(lo), Math.log10(hi), m.l, W - m.r);
+    var xs = function (v) { return lx(Math.log10(Math.max(v, lo))); };
+    var ys = function (i) { return m.t + row * (i + 0.5); };
+    var g = frame(svg, W, H, m, xs, function (v) { return v; }, logTicks(lo, hi), [], "latency (log scale)", "", fmtUs, String);
+    R.forEach(function (r, i) {
+      var y = ys(i);
+      el("text", { x: m.l - 8, y: y + 4, "text-anchor": "end" }, g, r.rank + ". " + r.label + (r.stalls ? "  (" + r.stalls + " stalls)" : ""));
+      [["p50", r.p50_us, -4], ["p99", r.p99_us, 4]].forEach(function (q) {
+        var v = q[1], yy = y + q[2];
+        if (!(v[0] > 0)) return;
+        var bar = el("line", { x1: xs(v[1]), x2: xs(v[2]), y1: yy, y2: yy, "class": "errbar " + q[0], "data-rank": i, "data-q": q[0], "data-est": v[0], "data-lo": v[1], "data-hi": v[2] }, g);
+        el("title", {}, bar, r.label + " " + q[0] + " " + fmtUs(v[0]) + " [" + fmtUs(v[1]) + " - " + fmtUs(v[2]) + "]");
+        [v[1], v[2]].forEach(function (e) { el("line", { x1: xs(e), x2: xs(e), y1: yy - 3, y2: yy + 3, "class": "errbar " + q[0] }, g); });
+        if (q[0] === "p50") el("circle", { cx: xs(v[0]), cy: yy, r: 3.5, "class": "est p50" }, g);
+        else el("rect", { x: xs(v[0]) - 3.5, y: yy - 3.5, width: 7, height: 7, "class": "est p99" }, g);
+        counts.errbars++;
+      });
+    });
+  }
 
   // --- latency CDF (x: latency, log; y: nines of the fraction at or below)
   function nines(q, cap) { return q >= 1 ? cap : Math.min(cap, -Math.log10(1 - q)); }
@@ -249,16 +284,17 @@
     var st = D.stalls[L.stall];
     document.getElementById("ladder-title").textContent = "Ladder of stall #" + (L.stall + 1) + ": " + st.cause + ", " + L.length_ms + " ms, " + st.held + " held " + st.bytes_held + " B";
     var end = Math.max(L.length_ms, 0) + L.one_way_ms, pad = Math.max(end * 0.04, 0.05);
+    var start = L.captured_at !== null ? -L.one_way_ms : 0;
     var W = 1200, H = Math.max(360, Math.min(1400, 90 + L.arrows.length * 14)), m = { l: 70, r: 20, t: 40, b: 20 };
     var xa = 190, xb = 470;
-    var ys = lin(-pad, end + pad, m.t, H - m.b);
+    var ys = lin(start - pad, end + pad, m.t, H - m.b);
     svg.setAttribute("viewBox", "0 0 " + W + " " + H);
     svg.setAttribute("height", H);
     var defs = el("defs", {}, svg);
     var mk = el("marker", { id: "ah", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, defs);
     el("path", { d: "M0,0L10,5L0,10z", fill: "#333" }, mk);
     var g = el("g", { "class": "axis" }, svg);
-    niceTicks(-pad, end + pad, 10).forEach(function (v) {
+    niceTicks(start - pad, end + pad, 10).forEach(function (v) {
       el("line", { x1: m.l, x2: W - m.r, y1: ys(v), y2: ys(v), "class": "grid" }, g);
       el("text", { x: m.l - 6, y: ys(v) + 4, "text-anchor": "end" }, g, v + "");
     });
@@ -272,7 +308,11 @@
     // line to its arrow's head: packets microseconds apart stay readable on a real time axis.
     var ly = m.t - 14;
     L.arrows.forEach(function (a) {
-      var x1 = a.from ? xb : xa, x2 = a.from ? xa : xb, y1 = ys(a.t_ms), y2 = ys(a.t_ms + L.one_way_ms);
+      // Stamped at the sender: the arrow leaves at its time; stamped at the receiver (a
+      // capture at the peer): it arrives at its time.
+      var atRecv = L.captured_at !== null && L.captured_at !== a.from;
+      var x1 = a.from ? xb : xa, x2 = a.from ? xa : xb;
+      var y1 = ys(atRecv ? a.t_ms - L.one_way_ms : a.t_ms), y2 = ys(atRecv ? a.t_ms : a.t_ms + L.one_way_ms);
       var ln = el("line", { x1: x1, y1: y1, x2: x2, y2: y2, "class": "arrow" + (a.from ? " b" : "") + (a.release ? " rel" : ""), "marker-end": "url(#ah)", "data-frame": a.frame === null ? "" : a.frame }, svg);
       el("title", {}, ln, (a.frame === null ? "" : "#" + a.frame + " ") + a.label + (a.note ? " — " + a.note : ""));
       counts.ladder++;
@@ -289,7 +329,7 @@
       var mt = el("text", { x: mk2[1] ? x - 8 : x + 8, y: ys(mk2[0]) - 4, "text-anchor": mk2[1] ? "end" : "start", "class": "mark" }, svg, mk2[2]);
       el("title", {}, mt, mk2[0].toFixed(3) + " ms: " + mk2[2]);
     });
-    var note = "released by: " + L.release + (L.cut ? "; " + L.cut + " more packets not drawn" : "") + (L.one_way_ms ? "" : "; path RTT unknown: arrows drawn flat");
+    var note = "released by: " + L.release + (L.cut ? "; " + L.cut + " more packets not drawn" : "") + (L.rtt_known ? (L.one_way_ms ? "; arrows slanted by half the path RTT" + (L.captured_at !== null ? ", stamped at " + (L.captured_at ? "B" : "A") : "") : "; no path delay (same host): arrows flat") : "; path RTT unknown: arrows drawn flat");
     el("text", { x: m.l, y: 30 }, svg, note);
     svg.setAttribute("data-arrows", L.arrows.length);
     svg.setAttribute("data-stall", L.stall);
@@ -402,6 +442,7 @@
     });
   }
 
+  drawErrbars();
   drawCdf();
   setupChosen();
   drawWire();

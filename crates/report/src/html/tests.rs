@@ -66,8 +66,10 @@ fn page<'a>(ev: &'a [Event], st: &'a [Stall]) -> Page<'a> {
             events_note: None,
             rtt_ns: Some(100_000),
             capture_point: "same host".into(),
+            capture_at: None,
         }],
         errors: &[],
+        ranking: None,
         notes: vec![],
     }
 }

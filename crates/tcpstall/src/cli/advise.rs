@@ -22,6 +22,8 @@ Examples:
   tcpstall advise chunked --model --peer-profile macos
       the peer is a macOS stack (model): advice for the Linux side
   tcpstall advise burst --format json       the whole ranking as JSON
+  tcpstall advise multi-write --report advise.html
+      the ranking with its intervals as error bars, the code, and each candidate's first run
 
 Every candidate (the workload as written, each strategy alone on the side it applies to, and
 the pairs that make sense) runs --reps times, round-robin, so drift hits all alike. Latency
@@ -85,6 +87,11 @@ pub struct AdviseArgs {
     /// No progress bar
     #[arg(long, short)]
     pub quiet: bool,
+    /// Write a self-contained HTML report to FILE: the ranking with its 95% intervals as error
+    /// bars, the recommendation and its code, and each candidate's first run (latency CDF, wire
+    /// cost, stall records with ladders)
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<std::path::PathBuf>,
 }
 
 /// One candidate: a strategy pair and what it changes.
@@ -279,6 +286,7 @@ fn workload(args: &AdviseArgs) -> anyhow::Result<(Scenario, Option<String>, Opti
                 no_run: true,
                 model: false,
                 rounds: None,
+                report: None,
             };
             let d = super::replay::derive(&r)?;
             let note = format!(
@@ -313,6 +321,9 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     }
     let own = side_arg(&args.side)?;
     let (s, link, source) = workload(&args)?;
+    if let Some(p) = &args.report {
+        output::check_writable("--report", p)?;
+    }
     let model = args.model || args.peer_profile.is_some();
     let only = args.peer_profile.as_ref().map(|_| own);
     let cands = candidates(&s, only);
@@ -363,6 +374,10 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     if let Some(e) = &env {
         opts.tap = e.tap();
     }
+    // --report: each candidate's first run, with its packets (lab: kept by the capture; model:
+    // its recorded trace).
+    let want_report = args.report.is_some();
+    let mut first: Vec<Option<(RunResult, Vec<trace::Event>)>> = cands.iter().map(|_| None).collect();
     let mut mode = String::from(if model { "model" } else { "lab" });
     // Round-robin: repetition r of every candidate before repetition r + 1 of any.
     let mut failure = None;
@@ -371,12 +386,18 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
             bar.set_message(c.pair.label.clone());
             let mut one = s.clone();
             one.matrix = vec![c.pair.clone()];
-            let report = match (&spec, &env) {
+            let keep = want_report && rep == 0;
+            let (report, trace) = match (&spec, &env) {
                 (Some(spec), _) => {
                     let spec = model::RunSpec { seed: u64::from(rep) + 1, ..spec.clone() };
-                    model::report(&one, &one.matrix, &spec, false).0
+                    let (r, mut out) = model::report(&one, &one.matrix, &spec, keep);
+                    let trace = if keep && !out.is_empty() { out.swap_remove(0).trace } else { Vec::new() };
+                    (r, trace)
                 }
-                (None, Some(env)) => lab::run_scenario(&one, &env.placement, &opts, &mut |_| {}),
+                (None, Some(env)) => {
+                    let o = lab::LabOptions { keep_packets: keep, ..opts.clone() };
+                    (lab::run_scenario(&one, &env.placement, &o, &mut |_| {}), Vec::new())
+                }
                 (None, None) => unreachable!("lab runs have an environment"),
             };
             if let Some(e) = report.errors.first() {
@@ -387,6 +408,14 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
             mode.clone_from(&report.mode);
             for r in &report.results {
                 pooled[k].add(r, &report.mode);
+            }
+            if keep {
+                if let Some(r) = report.results.first() {
+                    let mut r = r.clone();
+                    let events = if trace.is_empty() { std::mem::take(&mut r.packets) } else { trace };
+                    r.strategy.clone_from(&c.pair.label);
+                    first[k] = Some((r, events));
+                }
             }
             bar.inc(1);
         }
@@ -484,11 +513,96 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
         _ => table(&advice),
     };
     output::write_bytes(text.as_bytes(), None)?;
+    if let Some(path) = &args.report {
+        let link_label = link.clone().unwrap_or_else(|| "none (loopback)".into());
+        write_report(path, &advice, &cands, first, &link_label)?;
+    }
     if let Some(f) = failure {
         eprintln!("tcpstall: {f}");
         return Ok(1);
     }
     Ok(if args.fail_on_stall && advice.as_written_stalls { 3 } else { 0 })
+}
+
+/// `--report`: the ranking (error bars), the recommendation and its code, and each candidate's
+/// first run as a strategy row with its stall records and packets.
+fn write_report(
+    path: &std::path::Path,
+    a: &Advice,
+    cands: &[Candidate],
+    first: Vec<Option<(RunResult, Vec<trace::Event>)>>,
+    link: &str,
+) -> anyhow::Result<()> {
+    let kernel = if a.mode == "lab" {
+        super::htmlreport::this_kernel()
+    } else {
+        format!("model ({})", a.peer_profile.as_deref().map_or("linux".into(), |p| format!("linux and {p}")))
+    };
+    let header = super::htmlreport::header("advise", &format!("{} ({})", a.scenario, a.workload), link, kernel);
+    let iv = |i: &advise::Interval| [i.est, i.lo, i.hi];
+    let ranking = report::html::Ranking {
+        rows: a
+            .ranking
+            .iter()
+            .map(|r| report::html::RankRow {
+                rank: r.rank,
+                label: r.label.clone(),
+                stalls: r.stalls,
+                rounds: r.rounds,
+                stalls_by_cause: r.stalls_by_cause.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+                p50_us: iv(&r.p50_us),
+                p99_us: iv(&r.p99_us),
+                p999_us: iv(&r.p999_us),
+                segments_per_message: r.segments_per_message,
+                wire_bytes_per_message: r.wire_bytes_per_message,
+                change_size: r.change_size,
+            })
+            .collect(),
+        recommendation: a.recommendation.clone(),
+        lang: a.lang.clone(),
+        code: a.code.clone(),
+    };
+    // The candidates' first runs, in rank order.
+    let mut runs: Vec<(RunResult, Vec<trace::Event>)> = Vec::new();
+    for r in &a.ranking {
+        if let Some(k) = cands.iter().position(|c| c.pair.label == r.label) {
+            if let Some(f) = &first[k] {
+                runs.push(f.clone());
+            }
+        }
+    }
+    drop(first);
+    let rows: Vec<RunResult> = runs.iter().map(|(r, _)| r.clone()).collect();
+    let rep = report::Report {
+        tool: "tcpstall".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        schema_version: report::SCHEMA_VERSION,
+        kernel: None,
+        profile: None,
+        mode: a.mode.clone(),
+        scenario: a.scenario.clone(),
+        params: serde_json::Value::Null,
+        link: link.into(),
+        results: rows,
+        errors: Vec::new(),
+    };
+    let events: Vec<&[trace::Event]> = runs.iter().map(|(_, e)| e.as_slice()).collect();
+    let mut page = super::htmlreport::rows_page(
+        &rep,
+        header,
+        &events,
+        None,
+        "the runs recorded no packets (the lab captures them as root)",
+        None,
+    );
+    page.notes.extend(a.notes.iter().cloned());
+    page.notes.push(format!(
+        "The ranking pools all {} runs of each candidate; the strategy table, latency curves, wire bars and stalls \
+         below are each candidate's first run.",
+        a.runs_per_candidate
+    ));
+    page.ranking = Some(ranking);
+    super::htmlreport::write(path, &page)
 }
 
 /// The exchange inline, with a turn of more than 8 writes shortened to its count and bytes.

@@ -452,13 +452,18 @@ fn html_report<R: std::io::Read>(
                 .then(|| format!("only its first {} packets are drawn ({cut} more not kept)", ev.len())),
             rtt_ns: f.analysis.path_rtt.map(|d| d.0),
             capture_point: f.analysis.capture_note.clone(),
+            capture_at: match f.analysis.capture_point {
+                trace::CapturePoint::AtA => Some(trace::Endpoint::A),
+                trace::CapturePoint::AtB => Some(trace::Endpoint::B),
+                _ => None,
+            },
         })
         .collect();
     let mut notes = Vec::new();
     if let Some(e) = &found.failure {
         notes.push(format!("DAMAGED FILE: {e}; the page covers the packets before it"));
     }
-    let page = report::html::Page { header, rows: &[], flows: page_flows, errors: &[], notes };
+    let page = report::html::Page { header, rows: &[], flows: page_flows, errors: &[], notes, ranking: None };
     super::htmlreport::write(path, &page)
 }
 

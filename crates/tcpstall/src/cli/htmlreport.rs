@@ -42,13 +42,15 @@ fn shell_quote(a: &str) -> String {
 
 /// The page of a lab or simulate report: one flow per row, with the row's packets when the
 /// producer recorded them (`events[k]` for row k; empty when it recorded none).
-/// `rtt_ns` is the path's round trip without delays (the link's), for the ladder's slant.
+/// `rtt_ns` is the path's round trip without delays (the link's), for the ladder's slant;
+/// `capture_at` the endpoint the packets were stamped at (None: at each sender, the model).
 pub fn rows_page<'a>(
     r: &'a report::Report,
     header: Header,
     events: &[&'a [Event]],
     rtt_ns: Option<u64>,
     no_events: &str,
+    capture_at: Option<trace::Endpoint>,
 ) -> Page<'a> {
     let flows = r
         .results
@@ -68,6 +70,7 @@ pub fn rows_page<'a>(
                 events_note: None,
                 rtt_ns,
                 capture_point: r.mode.clone(),
+                capture_at,
             }
         })
         .collect::<Vec<_>>();
@@ -75,7 +78,7 @@ pub fn rows_page<'a>(
     if flows.iter().all(|f| f.events.is_none()) && !flows.is_empty() {
         notes.push(no_events.to_string());
     }
-    Page { header, rows: &r.results, flows, errors: &r.errors, notes }
+    Page { header, rows: &r.results, flows, errors: &r.errors, notes, ranking: None }
 }
 
 /// Write the page.

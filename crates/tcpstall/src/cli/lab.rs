@@ -266,9 +266,17 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
         let header =
             super::htmlreport::header("lab", &report.scenario, &report.link, report.kernel.clone().unwrap_or_default());
         let packets: Vec<&[trace::Event]> = report.results.iter().map(|r| r.packets.as_slice()).collect();
-        let no_packets = "no row recorded its packets (the capture needs CAP_NET_RAW and is off behind --link and \
-                          with --no-capture): the ladders and time-sequence graphs need them";
-        super::htmlreport::write(path, &super::htmlreport::rows_page(&report, header, &packets, None, no_packets))?;
+        let no_packets = "no row recorded its packets (the capture needs CAP_NET_RAW, and --no-capture turns it \
+                          off): the ladders and time-sequence graphs need them";
+        // On loopback both ends share one clock and no path delay; behind the link the tap
+        // stamps at the server's end (its packets as sent, the client's as delivered).
+        let (rtt, at) = match args.link.as_deref().map(str::parse::<link::LinkSpec>) {
+            Some(Ok(l)) => (Some(l.rtt_ns()), Some(trace::Endpoint::B)),
+            Some(Err(_)) => (None, None),
+            None => (Some(0), None),
+        };
+        let page = super::htmlreport::rows_page(&report, header, &packets, rtt, no_packets, at);
+        super::htmlreport::write(path, &page)?;
     }
     output::stall_records(&report, &args.common)?;
     if args.common.format == OutputFormat::Table {

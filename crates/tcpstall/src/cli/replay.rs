@@ -17,6 +17,8 @@ Examples:
                                                  save the derived exchange to edit it
   tcpstall replay capture.pcapng --port 8000 --model
                                                  run it on the model (causes classified)
+  tcpstall replay capture.pcapng --report replay.html
+                                                 the capture's flow and the run side by side
   tcpstall advise mine.toml                      then: which fix, on which side
 
 The derivation: the client is the side that sent the SYN (else the first to send data); a
@@ -50,6 +52,10 @@ pub struct ReplayArgs {
     /// Rounds to run (default: the capture's, at most 100)
     #[arg(long, value_name = "N")]
     pub rounds: Option<u32>,
+    /// Write a self-contained HTML report to FILE: the captured flow and the reproduced run
+    /// side by side (stall records, ladders, time-sequence graphs)
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
 }
 
 /// One data segment of the flow, as the derivation needs it.
@@ -144,7 +150,7 @@ pub fn exchange_of(turns: &[Turn]) -> Option<(Exchange, usize)> {
 }
 
 /// Decode the capture and analyse each flow; the chosen one's segments and analysis.
-fn load(args: &ReplayArgs) -> anyhow::Result<(String, Vec<Seg>, FlowAnalysis)> {
+fn load(args: &ReplayArgs) -> anyhow::Result<(String, Vec<Seg>, FlowAnalysis, Vec<trace::Event>)> {
     let pair = args.flow.as_deref().map(super::explain::parse_flow).transpose()?;
     let file = std::fs::File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
     let mut dec = Decoder::new(std::io::BufReader::new(file), FlowFilter { pair, port: args.port })
@@ -192,7 +198,7 @@ fn load(args: &ReplayArgs) -> anyhow::Result<(String, Vec<Seg>, FlowAnalysis)> {
             _ => None,
         })
         .collect();
-    Ok((key, segs, fa))
+    Ok((key, segs, fa, events))
 }
 
 /// What a capture's connection becomes.
@@ -204,6 +210,8 @@ pub struct Derived {
     /// Path RTT (ns) and whether it came from the handshake.
     pub rtt: Option<(u64, bool)>,
     pub analysis: FlowAnalysis,
+    /// The flow's packets as captured.
+    pub events: Vec<trace::Event>,
 }
 
 impl Derived {
@@ -215,7 +223,7 @@ impl Derived {
 
 /// Derive the exchange of one flow of a capture (`tcpstall replay`, `tcpstall advise CAPTURE`).
 pub fn derive(args: &ReplayArgs) -> anyhow::Result<Derived> {
-    let (key, segs, fa) = load(args)?;
+    let (key, segs, fa, events) = load(args)?;
     let mut turns = turns_of(&segs);
     // Think times: the gap before a turn (from the previous turn's last segment) where nobody
     // waited for TCP: no TCP stall record overlaps it. Gaps under 1 ms are scheduling noise.
@@ -244,7 +252,7 @@ pub fn derive(args: &ReplayArgs) -> anyhow::Result<Derived> {
     let mut s = Scenario::from_exchange("replay", &format!("replayed from {} ({key})", args.file.display()), e.clone());
     s.finding = format!("derived by tcpstall replay: {reps} repetitions of {} turn(s)", e.turns.len());
     let rtt = fa.path_rtt.map(|d| (d.0, fa.path_rtt_from_handshake));
-    Ok(Derived { key, scenario: s, exchange: e, reps, rtt, analysis: fa })
+    Ok(Derived { key, scenario: s, exchange: e, reps, rtt, analysis: fa, events })
 }
 
 /// A path that names a capture rather than a scenario file.
@@ -255,6 +263,12 @@ pub fn is_capture(name: &str) -> bool {
 pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
     if let Some(p) = &args.emit {
         super::output::check_writable("--emit", p)?;
+    }
+    if let Some(p) = &args.report {
+        if args.no_run {
+            bail!("--report shows the capture next to the run: drop --no-run");
+        }
+        super::output::check_writable("--report", p)?;
     }
     let d = derive(&args)?;
     let (key, e, reps, fa, s) = (&d.key, &d.exchange, d.reps, &d.analysis, &d.scenario);
@@ -297,11 +311,16 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
             timestamps: None,
             call_ns: 2_000,
         };
-        model::report(s, &s.matrix, &spec, false).0
+        let (mut r, out) = model::report(s, &s.matrix, &spec, args.report.is_some());
+        if let (Some(row), Some(o)) = (r.results.first_mut(), out.into_iter().next()) {
+            row.packets = o.trace;
+        }
+        r
     } else {
         // The classifier needs the rows' packets: behind a link, its tap supplies them.
         let env = super::linkenv::open(link.as_deref(), None, true)?;
-        let opts = lab::LabOptions { tap: env.tap(), ..lab::LabOptions::default() };
+        let opts =
+            lab::LabOptions { tap: env.tap(), keep_packets: args.report.is_some(), ..lab::LabOptions::default() };
         let r = lab::run_scenario(s, &env.placement, &opts, &mut |_| {});
         env.finish()?;
         r
@@ -325,7 +344,79 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
         row.latency_us.p50 / 1e3,
         row.latency_us.p99 / 1e3
     );
+    if let Some(path) = &args.report {
+        write_report(path, &args, &d, &report, &how)?;
+        println!("  report: {}", path.display());
+    }
     Ok(0)
+}
+
+/// `--report`: the captured flow and the reproduced run's connection on one page, each with its
+/// stall records, ladders and time-sequence graph; the run's row in the strategy table.
+fn write_report(
+    path: &std::path::Path,
+    args: &ReplayArgs,
+    d: &Derived,
+    run: &report::Report,
+    how: &str,
+) -> anyhow::Result<()> {
+    use report::html::FlowIn;
+    let kernel = if run.mode == "lab" { super::htmlreport::this_kernel() } else { "model, profile linux".into() };
+    let header = super::htmlreport::header(
+        "replay",
+        &format!("{} flow {}: {}", args.file.display(), d.key, d.exchange.inline()),
+        how,
+        kernel,
+    );
+    let mut page = super::htmlreport::rows_page(run, header, &[], None, "", None);
+    page.notes.clear();
+    let row = run.results.first();
+    let cp = |c: trace::CapturePoint| format!("{c:?}");
+    let mut flows = vec![FlowIn {
+        label: format!("captured: {} flow {}", args.file.display(), d.key),
+        row: None,
+        stalls: &d.analysis.stalls,
+        events: Some(&d.events),
+        events_note: None,
+        rtt_ns: d.analysis.path_rtt.map(|r| r.0),
+        capture_point: cp(d.analysis.capture_point),
+        capture_at: match d.analysis.capture_point {
+            trace::CapturePoint::AtA => Some(Endpoint::A),
+            trace::CapturePoint::AtB => Some(Endpoint::B),
+            _ => None,
+        },
+    }];
+    if let Some(r) = row {
+        flows.push(FlowIn {
+            label: format!("reproduced ({}, {how}): {}", run.mode, r.strategy),
+            row: Some(0),
+            stalls: &r.stall_records,
+            events: (!r.packets.is_empty()).then_some(r.packets.as_slice()),
+            events_note: r
+                .packets
+                .is_empty()
+                .then(|| "the run recorded no packets (the lab captures them as root)".into()),
+            rtt_ns: d.link().and(d.rtt.map(|(ns, _)| ns)).or((run.mode == "lab").then_some(0)),
+            capture_point: run.mode.clone(),
+            capture_at: (run.mode == "lab" && d.link().is_some()).then_some(Endpoint::B),
+        });
+    }
+    page.flows = flows;
+    let by = |st: &[analyze::Stall]| {
+        let s = analyze::StallSummary::of(st.iter().filter(|s| s.cause.is_tcp_stall()));
+        if s.by_cause.is_empty() {
+            "none".to_string()
+        } else {
+            s.by_cause.iter().map(|c| format!("{} {}", c.cause.as_str(), c.count)).collect::<Vec<_>>().join(", ")
+        }
+    };
+    page.notes.push(format!(
+        "Cause by cause: the capture {}; the run {} (in {} rounds).",
+        by(&d.analysis.stalls),
+        row.map_or("none".into(), |r| by(&r.stall_records)),
+        row.map_or(0, |r| r.rounds)
+    ));
+    super::htmlreport::write(path, &page)
 }
 
 #[cfg(test)]

@@ -261,7 +261,8 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
         let header = super::htmlreport::header("simulate", &report.scenario, &report.link, kernel);
         let traces: Vec<&[Event]> = outcomes.iter().map(|o| o.trace.as_slice()).collect();
         let rtt = Some(spec.link.delay_up_ns + spec.link.delay_down_ns);
-        let mut page = super::htmlreport::rows_page(&report, header, &traces, rtt, "the model recorded no packets");
+        let mut page =
+            super::htmlreport::rows_page(&report, header, &traces, rtt, "the model recorded no packets", None);
         for (f, o) in page.flows.iter_mut().zip(&outcomes) {
             if o.trace.len() >= model::TRACE_LIMIT {
                 f.events_note = Some(format!("the model kept the first {} events only", model::TRACE_LIMIT));

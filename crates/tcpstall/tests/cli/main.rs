@@ -93,6 +93,8 @@ fn main() {
         t!(report::lab_report_renders_its_rows_and_packets, Tool("chromium")),
         t!(report::unwritable_report_fails_before_any_work),
         t!(report::simulate_report_data_snapshot),
+        t!(report::advise_report_draws_the_ranking_with_error_bars, Tool("chromium")),
+        t!(report::replay_report_shows_the_capture_and_the_run, Tool("chromium")),
         t!(simulate::issue_example_prints_the_table),
         t!(simulate::seed_004_profiles_side_by_side_json),
         t!(simulate::trace_shows_the_first_stalled_round),

@@ -226,6 +226,7 @@ pub fn unwritable_report_fails_before_any_work() {
     for args in [
         vec!["simulate", "chunked", "--report", "/nonexistent-dir/r.html"],
         vec!["lab", "rr", "--report", "/nonexistent-dir/r.html"],
+        vec!["advise", "--model", "--report", "/nonexistent-dir/r.html"],
     ] {
         let out = tcpstall().args(&args).output().unwrap();
         assert!(!out.status.success(), "{args:?}");
@@ -267,4 +268,83 @@ pub fn simulate_report_data_snapshot() {
         std::fs::write(&bad, &got).unwrap();
         panic!("report data differs from {} (UPDATE_SNAPSHOTS=1 rewrites it after review)", snap.display());
     }
+}
+
+/// advise: the ranking table carries the JSON's numbers, each ranked candidate has an error bar
+/// for p50 and p99 whose ends are its 95% interval, and the recommendation and code are on the
+/// page. On the model (deterministic, fast); seed 001's request.
+pub fn advise_report_draws_the_ranking_with_error_bars() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("a.html");
+    let out = tcpstall()
+        .args(["advise", "--exchange", "client 275,24,292; server 100", "--model", "--rounds", "10", "--reps", "2"])
+        .args(["-q", "--format", "json", "--lang", "go", "--report"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ranking = j["ranking"].as_array().unwrap();
+    assert!(ranking.len() >= 8, "seed 001 has at least 8 candidates");
+    let dom = chromium_dom(&html);
+    let ok = ran_clean(&dom);
+    let bars = tags(&dom, "line", "errbar");
+    let with_q: Vec<&&str> = bars.iter().filter(|b| attr(b, "data-q").is_some()).collect();
+    assert_eq!(with_q.len(), 2 * ranking.len(), "a p50 and a p99 error bar per candidate");
+    assert_eq!(attr(ok, "data-errbars"), Some((2 * ranking.len()).to_string().as_str()));
+    for (i, r) in ranking.iter().enumerate() {
+        let at = dom.find(&format!("<tr data-rank=\"{i}\"")).unwrap_or_else(|| panic!("no ranking row {i}"));
+        same("stalls", r["stalls"].as_f64().unwrap(), cell(&dom, at, "stalls"));
+        for (q, key) in [("p50", "p50_us"), ("p99", "p99_us")] {
+            let iv = &r[key];
+            same(&format!("{i} {q}"), iv["est"].as_f64().unwrap(), cell(&dom, at, q));
+            same(&format!("{i} {q} lo"), iv["lo"].as_f64().unwrap(), cell(&dom, at, &format!("{q}_lo")));
+            same(&format!("{i} {q} hi"), iv["hi"].as_f64().unwrap(), cell(&dom, at, &format!("{q}_hi")));
+            let bar = with_q
+                .iter()
+                .find(|b| attr(b, "data-rank") == Some(&i.to_string()) && attr(b, "data-q") == Some(q))
+                .unwrap_or_else(|| panic!("no {q} bar for candidate {i}"));
+            for (k, jk) in [("data-lo", "lo"), ("data-hi", "hi"), ("data-est", "est")] {
+                let v: f64 = attr(bar, k).unwrap().parse().unwrap();
+                let want = iv[jk].as_f64().unwrap();
+                assert!((v - want).abs() <= want.abs() * 1e-12, "candidate {i} {q} {k}: {v} vs {want}");
+            }
+        }
+    }
+    assert_eq!(ranking[0]["stalls"], 0, "the best candidate removes the stalls");
+    let rec = j["recommendation"].as_str().unwrap();
+    assert!(dom.contains(&rec[..40.min(rec.len())]), "the recommendation is on the page");
+    assert!(by_id(&dom, "code").contains("data-lang=\"go\""), "the code in the language asked");
+}
+
+/// replay: the captured flow and the reproduced run on one page, each with its graphs and its
+/// stall records, and the comparison cause by cause.
+pub fn replay_report_shows_the_capture_and_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("r.html");
+    let out = tcpstall()
+        .arg("replay")
+        .arg(capture("http-client-post.pcap"))
+        .args(["--model", "--rounds", "5", "--report"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dom = chromium_dom(&html);
+    let ok = ran_clean(&dom);
+    let graphs: usize = attr(ok, "data-graphs").unwrap().parse().unwrap();
+    assert!(graphs >= 3, "both flows' time-sequence graphs (capture and run): {graphs}");
+    assert!(dom.contains("captured: ") && dom.contains("reproduced (simulate"), "both flows are named");
+    assert!(dom.contains("Cause by cause: the capture nagle-delayed-ack"), "the comparison is on the page");
+    let rows: Vec<&str> = dom.match_indices("<tr data-stall=").map(|(i, _)| &dom[i..i + 200]).collect();
+    assert!(rows.iter().any(|r| r.contains("captured")) && rows.iter().any(|r| r.contains("reproduced")));
+    // --report needs the run.
+    let out = tcpstall()
+        .arg("replay")
+        .arg(capture("http-client-post.pcap"))
+        .args(["--no-run", "--report"])
+        .arg(dir.path().join("x.html"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--no-run"));
 }
