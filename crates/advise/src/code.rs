@@ -42,7 +42,7 @@ pub fn change_size(strategy: &str) -> u32 {
     match strategy {
         "nodelay" => 1,
         "quickack-once" | "writev" | "buffer" => 2,
-        "cork" | "msg-more" | "quickack-each" => 3,
+        "cork" | "msg-more" | "quickack-each" | "busy-poll" => 3,
         _ => 4,
     }
 }
@@ -73,6 +73,11 @@ pub fn caveat(strategy: &str, writes_per_message: usize) -> String {
             .into(),
         "nodelay-then-cork" => "toggling TCP_NODELAY off and TCP_CORK on around each message works on current \
             kernels; seed 001's kernel lost the cork once NODELAY had been set"
+            .into(),
+        "busy-poll" => "a spinning reader keeps its CPU busy while it waits (see the CPU column: up to one CPU \
+            per spinning thread), so it pays only with a core to spare per connection or a poller shared by many; \
+            SO_BUSY_POLL needs CAP_NET_ADMIN and a device that supports it (socket(7)); it saves the wake-up, \
+            never a TCP stall"
             .into(),
         _ => String::new(),
     }
@@ -124,6 +129,17 @@ setsockopt(fd, IPPROTO_TCP, TCP_CORK, &off, sizeof off);   /* sends the message 
         ("nodelay", Node) => "socket.setNoDelay(true);   // Node >= 18 sets it by default on net.Socket (noDelay option)",
         ("quickack-each" | "quickack-once", Node) => "// Node exposes no TCP_QUICKACK; fix the sender instead (socket.cork()/uncork() around the message)",
 
+        ("busy-poll", C) => "/* spin on non-blocking reads instead of sleeping in recv (one core per spinning thread) */\n\
+int us = 50;   /* and poll the device from the read where permitted (CAP_NET_ADMIN) */\n\
+setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof us);\n\
+ssize_t n;\n\
+while ((n = recv(fd, buf, sizeof buf, MSG_DONTWAIT)) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))\n\
+    ;   /* n > 0: data, 0: EOF, < 0: error */",
+        ("busy-poll", Go) => "// Go's runtime parks a goroutine on EAGAIN (netpoller): spin with a raw non-blocking read\nraw, _ := conn.(*net.TCPConn).SyscallConn()\nvar n int\nfor {\n    var err error\n    raw.Read(func(fd uintptr) bool { n, err = unix.Read(int(fd), buf); return true })\n    if err != unix.EAGAIN { break }\n}",
+        ("busy-poll", Rust) => "// non-blocking socket, spin on WouldBlock (one core per spinning thread)\nstream.set_nonblocking(true)?;\nlet n = loop {\n    match stream.read(&mut buf) {\n        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::hint::spin_loop(),\n        r => break r?,\n    }\n};",
+        ("busy-poll", Python) => "sock.setblocking(False)\nwhile True:   # spin: one core per spinning reader\n    try:\n        data = sock.recv(65536); break\n    except BlockingIOError:\n        pass",
+        ("busy-poll", Java) => "// a non-blocking SocketChannel read returns 0 when nothing has arrived: spin on it\nchannel.configureBlocking(false);\nint n;\nwhile ((n = channel.read(buf)) == 0) Thread.onSpinWait();",
+        ("busy-poll", Node) => "// Node's event loop sleeps in epoll; it cannot spin a read. Keep the reader on a dedicated core\n// (taskset) or use a native addon; the wake-up cost stays otherwise",
         ("nodelay-then-cork", _) => return snippet("cork", lang),
         _ => "",
     };
@@ -151,13 +167,23 @@ mod tests {
             ("nodelay", Lang::Go, "SetNoDelay"),
             ("quickack-each", Lang::C, "TCP_QUICKACK"),
             ("msg-more", Lang::C, "MSG_MORE"),
+            ("busy-poll", Lang::C, "MSG_DONTWAIT"),
+            ("busy-poll", Lang::Rust, "WouldBlock"),
         ];
         for (s, l, needle) in want {
             assert!(snippet(s, l).contains(needle), "{s} {l:?}: {}", snippet(s, l));
         }
-        for s in
-            ["writev", "buffer", "cork", "msg-more", "nodelay", "quickack-each", "quickack-once", "nodelay-then-cork"]
-        {
+        for s in [
+            "writev",
+            "buffer",
+            "cork",
+            "msg-more",
+            "nodelay",
+            "quickack-each",
+            "quickack-once",
+            "nodelay-then-cork",
+            "busy-poll",
+        ] {
             for l in Lang::ALL {
                 assert!(!snippet(s, l).is_empty(), "{s} {l:?}");
             }

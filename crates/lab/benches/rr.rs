@@ -3,6 +3,11 @@
 //! and after) and through a bare ping-pong of two std TcpStreams with no measurement at all, in
 //! the same process, alternating, and prints both rates and their ratio. Target: >= 0.95.
 //!
+//! Then the wake-up: the busy-poll strategy (both readers spin on MSG_DONTWAIT) against a bare
+//! C ping-pong whose two ends spin the same way (benches/c/pingpong.c, compiled here with `cc`),
+//! and the lab's blocking rr against the same C program blocking; alternating, same run.
+//! Target for busy-poll: >= 0.97 of the bare C spin.
+//!
 //!     cargo bench -p tcpstall-lab --bench rr [-- ROUNDS REPEATS]
 
 use std::io::{Read, Write};
@@ -51,6 +56,36 @@ fn lab(rounds: u32, capture: bool) -> (f64, Option<u64>) {
     (r.rounds as f64 / r.wall_s, r.capture.map(|c| c.kernel_drops))
 }
 
+/// Round trips per second of the lab's rr with `opts` on both sides (no capture).
+fn lab_with(rounds: u32, opt: &str) -> f64 {
+    let w = Workload::Rr(Rr { size: 1, rounds });
+    let side = SideOpts::parse_list(opt).expect("strategy");
+    let pair = StrategyPair::new(side.clone(), side);
+    let opts = LabOptions { own_netns: false, capture: false, ..LabOptions::default() };
+    let r = lab::run_pair(&w, &pair, &Placement::loopback(), &opts).expect("lab rr");
+    r.rounds as f64 / r.wall_s
+}
+
+/// The bare C ping-pong, compiled once; None when there is no C compiler.
+fn c_binary() -> Option<std::path::PathBuf> {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/c/pingpong.c");
+    let out = std::env::temp_dir().join(format!("tcpstall-pingpong-{}", std::process::id()));
+    let ok = std::process::Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    ok.then_some(out)
+}
+
+fn c_rate(bin: &std::path::Path, rounds: u32, mode: &str) -> f64 {
+    let out = std::process::Command::new(bin).arg(rounds.to_string()).arg(mode).output().expect("run pingpong");
+    assert!(out.status.success(), "pingpong: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().parse().expect("pingpong rate")
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -92,4 +127,37 @@ fn main() {
     } else {
         println!("  no packet capture (needs CAP_NET_RAW): capture cost not measured");
     }
+    wakeup(rounds, repeats);
+}
+
+/// Busy-poll against bare C spinning, blocking against bare C blocking, alternating.
+fn wakeup(rounds: u32, repeats: u32) {
+    let Some(bin) = c_binary() else {
+        println!("\nwake-up: no C compiler (cc): busy-poll against bare C not measured");
+        return;
+    };
+    c_rate(&bin, rounds / 10 + 1, "spin");
+    lab_with(rounds / 10 + 1, "busy-poll");
+    let (mut cs, mut ls, mut cb, mut lb) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..repeats {
+        cs.push(c_rate(&bin, rounds, "spin"));
+        ls.push(lab_with(rounds, "busy-poll"));
+        cb.push(c_rate(&bin, rounds, "block"));
+        lb.push(lab_with(rounds, "none"));
+    }
+    let _ = std::fs::remove_file(&bin);
+    let (cs, ls, cb, lb) = (median(cs), median(ls), median(cb), median(lb));
+    println!("\nwake-up: rr 1 byte, {rounds} round trips, median of {repeats} alternating runs");
+    println!("  bare C, both ends spinning on MSG_DONTWAIT: {cs:>10.0} round trips/s");
+    println!("  tcpstall lab rr, busy-poll both sides:      {ls:>10.0} round trips/s");
+    println!("  bare C, blocking recv:                      {cb:>10.0} round trips/s");
+    println!("  tcpstall lab rr, default (blocking):        {lb:>10.0} round trips/s");
+    let r = ls / cs;
+    println!("  ratio busy-poll/bare C spin: {r:.3} (target >= 0.97: {})", if r >= 0.97 { "meets" } else { "misses" });
+    let r = lb / cb;
+    println!(
+        "  ratio blocking/bare C blocking: {r:.3} (target >= 0.95: {})",
+        if r >= 0.95 { "meets" } else { "misses" }
+    );
+    println!("  what spinning buys here: {:.2}x the blocking round-trip rate (bare C)", cs / cb);
 }

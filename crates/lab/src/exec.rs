@@ -129,6 +129,8 @@ pub struct Runner<'a> {
     pub side: &'static str,
     pub sock: &'a Socket,
     pub after_recv: &'static [SockOp],
+    /// Reads spin on non-blocking recv (the busy-poll strategy) instead of blocking.
+    pub spin: bool,
     pub sbuf: &'a [u8],
     pub rbuf: Vec<u8>,
     pub io_timeout: Duration,
@@ -166,6 +168,30 @@ impl Runner<'_> {
             return LabError::PeerClosed { side: self.side, phase: phase.to_string(), detail: e.to_string() };
         }
         LabError::Io { side: self.side, what: format!("{what} in {phase}"), source: e }
+    }
+
+    /// One read of at most `want` bytes: blocking, or (busy-poll) spinning on MSG_DONTWAIT
+    /// reads until data or EOF arrives, within the I/O timeout.
+    fn read_some(&mut self, want: usize) -> io::Result<usize> {
+        if !self.spin {
+            return (&*self.sock).read(&mut self.rbuf[..want]);
+        }
+        let deadline = Instant::now() + self.io_timeout;
+        let mut spins = 0u32;
+        loop {
+            // recv(2) with MSG_DONTWAIT: EAGAIN when nothing has arrived yet.
+            let fd = std::os::fd::AsRawFd::as_raw_fd(self.sock);
+            match nix::sys::socket::recv(fd, &mut self.rbuf[..want], nix::sys::socket::MsgFlags::MSG_DONTWAIT) {
+                Ok(n) => return Ok(n),
+                Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(4096) && Instant::now() >= deadline {
+                return Err(io::Error::from(io::ErrorKind::TimedOut));
+            }
+            std::hint::spin_loop();
+        }
     }
 
     fn send_all(
@@ -223,8 +249,7 @@ impl Runner<'_> {
                     let mut got = 0;
                     while got < *len {
                         let want = (*len - got).min(self.rbuf.len());
-                        let n =
-                            (&*self.sock).read(&mut self.rbuf[..want]).map_err(|e| self.io_err(phase, "recv", e))?;
+                        let n = self.read_some(want).map_err(|e| self.io_err(phase, "recv", e))?;
                         clk.tick(&mut rec);
                         if n == 0 {
                             return Err(LabError::PeerClosed {
@@ -318,6 +343,7 @@ mod tests {
             side: "client",
             sock: &sock,
             after_recv: &[],
+            spin: false,
             sbuf: &sbuf,
             rbuf: vec![0; 64],
             io_timeout: Duration::from_secs(5),

@@ -11,6 +11,7 @@
 
 pub mod cancel;
 pub mod capture;
+pub mod cpu;
 mod exec;
 pub mod measure;
 pub mod netstat;

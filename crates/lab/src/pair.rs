@@ -70,6 +70,8 @@ pub(crate) struct SideOut {
     pub netstat: BTreeMap<String, i64>,
     /// Hold time inside TCP of each write of the measured rounds (SO_TIMESTAMPING), if known.
     pub holds: Option<Vec<i64>>,
+    /// CPU time of this side's thread over the measured rounds (ns), if read.
+    pub cpu_ns: Option<u64>,
 }
 
 /// What the client measured on top.
@@ -259,6 +261,7 @@ fn server_ns(place: &Placement, opts: &LabOptions) -> Result<(Ns, Option<File>),
 
 fn applied(sock: &Socket, opts: &SideOpts) -> Applied {
     Applied {
+        busy_poll_us: sys::sockopt::busy_poll(sock.as_fd()).ok(),
         strategies: opts.opts().iter().map(|o| o.as_str().to_string()).collect(),
         nodelay: sock.nodelay().ok(),
         cork: sock.cork().ok(),
@@ -279,8 +282,21 @@ fn setup(sock: &Socket, opts: &SideOpts, side: &'static str, io_timeout: Duratio
     for op in opts.setup_ops() {
         exec::apply(sock, op).map_err(|e| io("setsockopt after connect", e))?;
     }
+    if opts.busy_poll() {
+        // The reads spin whatever this says; SO_BUSY_POLL adds polling the device from the
+        // read where permitted (EPERM without CAP_NET_ADMIN: the spin alone, read back as 0).
+        match sys::sockopt::set_busy_poll(sock.as_fd(), BUSY_POLL_US) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
+            Err(e) => return Err(io("SO_BUSY_POLL", e)),
+        }
+    }
     Ok(())
 }
+
+/// SO_BUSY_POLL asked for by the busy-poll strategy (µs): the kernel documentation's
+/// suggested value for net.core.busy_read (Documentation/admin-guide/sysctl/net.rst).
+const BUSY_POLL_US: u32 = 50;
 
 /// How the two sides line up the end of their measured rounds.
 enum Sync<'a> {
@@ -305,6 +321,8 @@ struct RoundsOut {
     netstat: BTreeMap<String, i64>,
     /// CLOCK_REALTIME (ns) at the start and the end of the measured rounds.
     real: (u64, u64),
+    /// This thread's CPU time over the measured rounds (ns).
+    cpu_ns: Option<u64>,
 }
 
 /// How long a snapshot waits for written bytes to leave the socket (see `settle`).
@@ -381,6 +399,7 @@ fn run_rounds(
     // Counters from here to the end of the measured rounds: warm-up rounds are not counted.
     let ns_before = read_counters(count);
     let real0 = capture::realtime_ns();
+    let cpu0 = crate::cpu::thread_cpu_ns();
     let t0 = Instant::now();
     for i in 0..u64::from(p.rounds) {
         let mut clk = Clock::start();
@@ -395,6 +414,7 @@ fn run_rounds(
         drain(r);
     }
     let t1 = Instant::now();
+    let cpu_ns = crate::cpu::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
     let real = (real0, capture::realtime_ns());
     let wall = t1.duration_since(t0);
     if let Sync::WaitForClient(rx, timeout) = &sync {
@@ -422,7 +442,7 @@ fn run_rounds(
     });
     let mut clk = Clock::start();
     r.run(&epilogue, Phase::Epilogue, &mut clk, None)?;
-    Ok(RoundsOut { before, after, wall, held, holds, netstat, real })
+    Ok(RoundsOut { before, after, wall, held, holds, netstat, real, cpu_ns })
 }
 
 /// A runner for one side's connected socket, no SO_TIMESTAMPING log yet.
@@ -434,7 +454,7 @@ fn runner<'a>(
     rbuf: Vec<u8>,
     io_timeout: Duration,
 ) -> Runner<'a> {
-    Runner { side, sock, after_recv: opts.after_recv_ops(), sbuf, rbuf, io_timeout, tx: None }
+    Runner { side, sock, after_recv: opts.after_recv_ops(), spin: opts.busy_poll(), sbuf, rbuf, io_timeout, tx: None }
 }
 
 fn bufs(side: &SideProgram, stream_write: usize) -> (Vec<u8>, Vec<u8>) {
@@ -504,7 +524,7 @@ fn server(
     drop(listener);
     let _watch = lab.cancel.watch(&sock);
     setup(&sock, opts, side, lab.io_timeout)?;
-    let (before, after, applied, holds, netstat) = match program {
+    let (before, after, applied, holds, netstat, cpu_ns) = match program {
         Program::Rounds(p) => {
             let (sbuf, rbuf) = bufs(&p.server, 0);
             let mut r = runner(side, &sock, opts, &sbuf, rbuf, lab.io_timeout);
@@ -521,7 +541,7 @@ fn server(
                     cancel: &lab.cancel,
                 },
             )?;
-            (o.before, o.after, o.held, o.holds, o.netstat)
+            (o.before, o.after, o.held, o.holds, o.netstat, o.cpu_ns)
         }
         Program::Stream { .. } => {
             let (sbuf, rbuf) = bufs(&SideProgram::default(), 0);
@@ -533,7 +553,7 @@ fn server(
                 (Some(b), Some(a), Some(prefix)) => netstat::delta(&b, &a, prefix),
                 _ => BTreeMap::new(),
             };
-            (b, info(&sock, side)?, applied(&sock, opts), None, netstat)
+            (b, info(&sock, side)?, applied(&sock, opts), None, netstat, None)
         }
     };
     // Keep the socket open until the client is done.
@@ -541,7 +561,7 @@ fn server(
     if let Some(r) = running {
         packets = r.finish(local.port());
     }
-    Ok((SideOut { applied, before, after, netstat, holds }, ns, packets))
+    Ok((SideOut { applied, before, after, netstat, holds, cpu_ns }, ns, packets))
 }
 
 fn client(
@@ -601,8 +621,14 @@ fn client(
                     cancel: &lab.cancel,
                 },
             )?;
-            let side =
-                SideOut { applied: o.held, before: o.before, after: o.after, netstat: o.netstat, holds: o.holds };
+            let side = SideOut {
+                applied: o.held,
+                before: o.before,
+                after: o.after,
+                netstat: o.netstat,
+                holds: o.holds,
+                cpu_ns: o.cpu_ns,
+            };
             ClientOut { side, rec, wall: o.wall, rounds: u64::from(p.rounds), stream: None, window_real: o.real }
         }
         Program::Stream { duration_ns, write_size } => {
@@ -626,7 +652,7 @@ fn client(
             };
             let applied = applied(&sock, opts);
             sock.shutdown(std::net::Shutdown::Write).map_err(|e| io("shutdown", e))?;
-            let side = SideOut { applied, before, after, netstat, holds: None };
+            let side = SideOut { applied, before, after, netstat, holds: None, cpu_ns: None };
             ClientOut { side, rec: Recorder::with_capacity(0, 0), wall, rounds: writes, stream: Some(h), window_real }
         }
     };

@@ -165,6 +165,10 @@ pub(crate) fn assemble(
         wall_s,
         throughput_bytes_per_s,
         wire,
+        cpu: match (cli.side.cpu_ns, srv.cpu_ns) {
+            (Some(c), Some(s)) => Some(crate::cpu::cost(c, s, cli.rounds, cli.wall.as_nanos() as u64)),
+            _ => None,
+        },
         tcp: Some(tcp),
         netstat,
         verdict: verdict.text,

@@ -57,6 +57,7 @@ fn applied(opts: &scenario::SideOpts, p: &Profile, s: &SideEnd) -> Applied {
         quickack_state: None,
         mss: Some(s.mss),
         congestion: Some("reno (model)".into()),
+        busy_poll_us: None,
     }
 }
 
@@ -117,6 +118,7 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
         wall_s,
         throughput_bytes_per_s,
         wire,
+        cpu: None,
         tcp: Some(tcp),
         netstat,
         verdict,

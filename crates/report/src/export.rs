@@ -144,6 +144,10 @@ fn applied(a: &crate::Applied, model: bool) -> String {
     if let Some(c) = &a.congestion {
         s.push_str(&format!(" cc={c}"));
     }
+    if a.strategies.iter().any(|x| x == "busy-poll") {
+        // The spin is the strategy; SO_BUSY_POLL is only granted with CAP_NET_ADMIN.
+        s.push_str(&format!(" reads=spin so_busy_poll={}", a.busy_poll_us.map_or("-".into(), |u| format!("{u}us"))));
+    }
     s
 }
 
@@ -267,6 +271,21 @@ impl Exporter for Table {
                 "  (quickack-state is what getsockopt(TCP_QUICKACK) reports: the socket's ACK mode at that moment, \
                  on = not in interactive 'pingpong' mode; TCP_QUICKACK never holds, so 'on' does not mean it was set)\n",
             );
+        }
+        if r.results.iter().any(|x| x.cpu.is_some()) {
+            out.push_str("\ncpu (both sides' threads over the measured rounds, getrusage RUSAGE_THREAD):\n");
+            for x in &r.results {
+                if let Some(c) = &x.cpu {
+                    let l = format!("  {}", label(x));
+                    out.push_str(&format!(
+                        "{l:<w$}  {:.1} us/round (client {:.1} ms, server {:.1} ms; {:.2} of one CPU)\n",
+                        c.cpu_us_per_round,
+                        c.client_cpu_us / 1e3,
+                        c.server_cpu_us / 1e3,
+                        c.cpu_share_of_wall
+                    ));
+                }
+            }
         }
         // Lab and model time the same window: the client's first measured round to the end of
         // its last (`wall_s`); a wait outside it is named in the verdict, not counted.
@@ -463,6 +482,7 @@ mod tests {
                 quickack_state: Some(true),
                 mss: Some(1448),
                 congestion: Some("bbr".into()),
+                busy_poll_us: None,
             },
             server: Applied::default(),
             rounds: 100,
@@ -487,6 +507,7 @@ mod tests {
                 },
                 server: WireSide::default(),
             },
+            cpu: None,
             tcp: None,
             netstat: Default::default(),
             verdict: if stalls > 0 { "stalls ~40 ms x2 per round: Nagle, \"held\"".into() } else { "no stalls".into() },

@@ -74,6 +74,9 @@ pub struct RunResult {
     /// Application payload delivered per second, both directions added (bytes/s).
     pub throughput_bytes_per_s: f64,
     pub wire: Wire,
+    /// CPU time of the two sides' threads over the measured rounds (lab only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuCost>,
     /// Kernel-side figures when known (lab: tcp_info; model: its own state).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpSides>,
@@ -113,6 +116,22 @@ pub struct Applied {
     pub mss: Option<u32>,
     /// TCP_CONGESTION read back.
     pub congestion: Option<String>,
+    /// SO_BUSY_POLL read back (µs; 0 = off), lab only: the busy-poll strategy asks for 50 µs
+    /// where permitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_poll_us: Option<u32>,
+}
+
+/// CPU time the two sides' threads used in the measured rounds (getrusage(RUSAGE_THREAD),
+/// user + system), lab only: what a strategy such as busy-poll costs besides its latency.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuCost {
+    pub client_cpu_us: f64,
+    pub server_cpu_us: f64,
+    /// Both sides' CPU time per measured round (µs).
+    pub cpu_us_per_round: f64,
+    /// Both sides' CPU time as a share of the measured wall time (1.0 = one CPU kept busy).
+    pub cpu_share_of_wall: f64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]

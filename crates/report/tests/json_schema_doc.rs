@@ -78,6 +78,7 @@ fn lab_sample() -> Value {
         quickack_state: Some(true),
         mss: Some(1448),
         congestion: Some("bbr".into()),
+        busy_poll_us: Some(50),
     };
     let recs = vec![stall()];
     let row = RunResult {
@@ -98,6 +99,12 @@ fn lab_sample() -> Value {
         wall_s: 1.0,
         throughput_bytes_per_s: 1.0,
         wire: Wire::default(),
+        cpu: Some(CpuCost {
+            client_cpu_us: 900.0,
+            server_cpu_us: 850.0,
+            cpu_us_per_round: 17.5,
+            cpu_share_of_wall: 0.9,
+        }),
         tcp: Some(TcpSides::default()),
         netstat: [("DelayedACKs".to_string(), 1)].into_iter().collect(),
         verdict: "v".into(),

@@ -27,10 +27,15 @@ pub enum Opt {
     /// Seed 001's sequence: TCP_NODELAY set after connect; around each message NODELAY is
     /// cleared and CORK set, then CORK cleared and NODELAY set again.
     NodelayThenCork,
+    /// The reader spins on non-blocking reads (recv with MSG_DONTWAIT, recv(2)) instead of
+    /// sleeping in a blocking one, and asks the device to be polled from the read
+    /// (SO_BUSY_POLL, socket(7); `sk_busy_loop`) where permitted. Nothing changes on the wire:
+    /// it saves the reader's wake-up, at the cost of a CPU kept busy while it waits.
+    BusyPoll,
 }
 
 impl Opt {
-    pub const ALL: [Opt; 8] = [
+    pub const ALL: [Opt; 9] = [
         Opt::Nodelay,
         Opt::QuickackOnce,
         Opt::QuickackEach,
@@ -39,6 +44,7 @@ impl Opt {
         Opt::Writev,
         Opt::Buffer,
         Opt::NodelayThenCork,
+        Opt::BusyPoll,
     ];
     pub fn as_str(self) -> &'static str {
         match self {
@@ -50,6 +56,7 @@ impl Opt {
             Opt::Writev => "writev",
             Opt::Buffer => "buffer",
             Opt::NodelayThenCork => "nodelay-then-cork",
+            Opt::BusyPoll => "busy-poll",
         }
     }
     pub fn describe(self) -> &'static str {
@@ -62,6 +69,7 @@ impl Opt {
             Opt::Writev => "one writev/sendmsg per message",
             Opt::Buffer => "copy a message into one buffer, one send",
             Opt::NodelayThenCork => "NODELAY, then per message NODELAY off + CORK on, CORK off + NODELAY on",
+            Opt::BusyPoll => "reads spin on non-blocking recv (MSG_DONTWAIT), SO_BUSY_POLL 50 us where permitted",
         }
     }
 }
@@ -128,6 +136,12 @@ impl SideOpts {
     /// around the message; TCP_CORK overrides TCP_NODELAY, tcp(7)).
     pub fn nodelay_at_connect(&self) -> bool {
         self.has(Opt::Nodelay) || self.has(Opt::NodelayThenCork)
+    }
+
+    /// Reads spin on non-blocking recv instead of sleeping (busy-poll): a host-side choice the
+    /// wire does not show, so the model runs it as the default.
+    pub fn busy_poll(&self) -> bool {
+        self.has(Opt::BusyPoll)
     }
 
     /// Socket operations right after connect()/accept().

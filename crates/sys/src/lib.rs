@@ -6,5 +6,6 @@ pub mod bpf;
 pub mod packet;
 pub mod process;
 pub mod sched;
+pub mod sockopt;
 pub mod tcpinfo;
 pub mod tun;

@@ -122,7 +122,7 @@ fn on(side: Side, opts: &[Opt]) -> StrategyPair {
 /// gathered write: buffer is the same on the wire; cork; msg-more; nodelay); on each receiving
 /// side quick-ACK (re-armed after every recv, and once); and the pairs seed 001 tried (the
 /// sender's nodelay or cork with the receiver's quick-ACK). `only`: the side the user owns.
-fn candidates(s: &Scenario, only: Option<Side>) -> Vec<Candidate> {
+fn candidates(s: &Scenario, only: Option<Side>, lab: bool) -> Vec<Candidate> {
     let cost = |p: &StrategyPair| -> u32 {
         p.client.opts().iter().chain(p.server.opts()).map(|o| advise::change_size(o.as_str())).sum()
     };
@@ -135,6 +135,11 @@ fn candidates(s: &Scenario, only: Option<Side>) -> Vec<Candidate> {
         // one side alone shows that half a fix is not one.
         for o in [Opt::Writev, Opt::Cork, Opt::MsgMore, Opt::Nodelay, Opt::QuickackEach, Opt::QuickackOnce] {
             let side = SideOpts::new(vec![o]).unwrap_or_default();
+            pairs.push(StrategyPair::new(side.clone(), side));
+        }
+        if lab {
+            // The wake-up, not a stall: only real sockets show what spinning buys and costs.
+            let side = SideOpts::new(vec![Opt::BusyPoll]).unwrap_or_default();
             pairs.push(StrategyPair::new(side.clone(), side));
         }
         for side in [Side::Client, Side::Server] {
@@ -152,6 +157,9 @@ fn candidates(s: &Scenario, only: Option<Side>) -> Vec<Candidate> {
         for &side in recv.iter().filter(|&&s| allowed(s)) {
             for o in [Opt::QuickackEach, Opt::QuickackOnce] {
                 pairs.push(on(side, &[o]));
+            }
+            if lab {
+                pairs.push(on(side, &[Opt::BusyPoll]));
             }
         }
         if only.is_none() {
@@ -193,6 +201,9 @@ struct Pooled {
     segs: u64,
     wire_bytes: u64,
     rows: u32,
+    /// Both sides' CPU (µs) and the rounds it covers, from rows that measured it (lab).
+    cpu_us: f64,
+    cpu_rounds: u64,
 }
 
 impl Pooled {
@@ -202,6 +213,10 @@ impl Pooled {
         self.rows += 1;
         self.segs += r.wire.client.segs_out + r.wire.server.segs_out;
         self.wire_bytes += r.wire.client.wire_bytes + r.wire.server.wire_bytes;
+        if let Some(c) = &r.cpu {
+            self.cpu_us += c.client_cpu_us + c.server_cpu_us;
+            self.cpu_rounds += r.rounds;
+        }
         // A lab row without its packets (no capture) has no stall records: its stall count is
         // its slow samples. Stalls whose mechanism the packets do not show (`unknown`) do not
         // count against a candidate, as they make no verdict key.
@@ -239,6 +254,9 @@ struct Row {
     p999_us: advise::Interval,
     segments_per_message: f64,
     wire_bytes_per_message: f64,
+    /// Both sides' CPU time per round, µs (lab: getrusage of the two threads; absent on the model).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_us_per_round: Option<f64>,
     change_size: u32,
 }
 
@@ -326,7 +344,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     }
     let model = args.model || args.peer_profile.is_some();
     let only = args.peer_profile.as_ref().map(|_| own);
-    let cands = candidates(&s, only);
+    let cands = candidates(&s, only, !model);
     let mut notes: Vec<String> = source.into_iter().collect();
     if let Some(l) = &link {
         notes.push(format!("runs behind an emulated link: {l}"));
@@ -465,6 +483,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
             p999_us: us(q[2]),
             segments_per_message: per_round(p.segs) / messages as f64,
             wire_bytes_per_message: per_round(p.wire_bytes) / messages as f64,
+            cpu_us_per_round: (p.cpu_rounds > 0).then(|| p.cpu_us / p.cpu_rounds as f64),
             change_size: c.change,
         });
     }
@@ -630,6 +649,7 @@ fn rows_view(rows: &[Row]) -> Vec<super::advise_text::View<'_>> {
             causes: &r.stalls_by_cause,
             p99_us: r.p99_us,
             segs_per_message: r.segments_per_message,
+            cpu_us_per_round: r.cpu_us_per_round,
         })
         .collect()
 }
@@ -668,7 +688,7 @@ fn table(a: &Advice) -> String {
         a.elapsed_s
     );
     out += &format!(
-        "{:>4}  {:<40} {:>9}  {:>22}  {:>22}  {:>22}  {:>9}  {:>9}  {:>6}\n",
+        "{:>4}  {:<40} {:>9}  {:>22}  {:>22}  {:>22}  {:>9}  {:>9}  {:>8}  {:>6}\n",
         "rank",
         "candidate",
         "stalls",
@@ -677,12 +697,13 @@ fn table(a: &Advice) -> String {
         "p99.9 ms [95% CI]",
         "segs/msg",
         "B/msg",
+        "cpu us/r",
         "change"
     );
     for r in &a.ranking {
         let stalls = format!("{}/{}", r.stalls, r.rounds);
         out += &format!(
-            "{:>4}  {:<40} {:>9}  {:>22}  {:>22}  {:>22}  {:>9.2}  {:>9.0}  {:>6}\n",
+            "{:>4}  {:<40} {:>9}  {:>22}  {:>22}  {:>22}  {:>9.2}  {:>9.0}  {:>8}  {:>6}\n",
             r.rank,
             r.label,
             stalls,
@@ -691,6 +712,7 @@ fn table(a: &Advice) -> String {
             ms(&r.p999_us),
             r.segments_per_message,
             r.wire_bytes_per_message,
+            r.cpu_us_per_round.map_or("-".to_string(), |c| format!("{c:.1}")),
             r.change_size
         );
         if !r.stalls_by_cause.is_empty() {
@@ -699,7 +721,7 @@ fn table(a: &Advice) -> String {
         }
     }
     out += "stalls: stalls / measured rounds (a round can hold several); p99.9 of fewer than 1000 rounds is the \
-            slowest few rounds; change: size of the code change (1 one call after connect, 2 code around each \
+            slowest few rounds; cpu us/r: both sides' thread CPU time per round (lab, getrusage); change: size of the code change (1 one call after connect, 2 code around each \
             message or read, +1 a Linux-only option)\n";
     for n in &a.notes {
         out += &format!("note: {n}\n");
@@ -718,8 +740,9 @@ mod tests {
     #[test]
     fn seed_001_candidates_fix_the_client_and_quickack_the_server() {
         let s = super::super::common::load(None, Some("client 275,24,292; server 100")).unwrap();
-        let labels: Vec<String> = candidates(&s, None).into_iter().map(|c| c.pair.label).collect();
+        let labels: Vec<String> = candidates(&s, None, true).into_iter().map(|c| c.pair.label).collect();
         assert_eq!(labels[0], "default");
+        assert!(labels.iter().any(|l| l == "server:busy-poll"), "{labels:?}");
         for want in [
             "client:writev",
             "client:cork",
@@ -734,7 +757,7 @@ mod tests {
         }
         assert!(!labels.iter().any(|l| l.starts_with("server:writev")), "{labels:?}");
         // With a peer the user does not own, only the own side's fixes.
-        let mine: Vec<String> = candidates(&s, Some(Side::Server)).into_iter().map(|c| c.pair.label).collect();
+        let mine: Vec<String> = candidates(&s, Some(Side::Server), false).into_iter().map(|c| c.pair.label).collect();
         assert_eq!(mine, ["default", "server:quickack-each", "server:quickack-once"]);
     }
 
@@ -749,7 +772,7 @@ mod tests {
     #[test]
     fn seed_000_candidates_fix_both_sides() {
         let s = super::super::common::load(Some("chunked"), None).unwrap();
-        let labels: Vec<String> = candidates(&s, None).into_iter().map(|c| c.pair.label).collect();
+        let labels: Vec<String> = candidates(&s, None, false).into_iter().map(|c| c.pair.label).collect();
         assert!(labels.contains(&"client:writev server:writev".to_string()), "{labels:?}");
         assert!(labels.contains(&"client:quickack-each server:quickack-each".to_string()), "{labels:?}");
         assert!(labels.contains(&"client:writev".to_string()), "{labels:?}");

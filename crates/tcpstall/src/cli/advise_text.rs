@@ -17,6 +17,8 @@ pub struct View<'a> {
     pub causes: &'a BTreeMap<String, u64>,
     pub p99_us: Interval,
     pub segs_per_message: f64,
+    /// Both sides' CPU per round (µs), when measured (lab).
+    pub cpu_us_per_round: Option<f64>,
 }
 
 fn ms(i: &Interval) -> String {
@@ -43,6 +45,9 @@ fn mechanism(opt: &str, side: Side) -> String {
         "nodelay" => format!("Nagle is off on the {s}: each write leaves at once instead of waiting for an ACK"),
         "quickack-each" | "quickack-once" => {
             format!("the {s} ACKs at once instead of after the delayed-ACK timer, which releases the {p}'s held write")
+        }
+        "busy-poll" => {
+            format!("the {s}'s reads spin instead of sleeping, so it is not woken by the scheduler for each message")
         }
         _ => String::new(),
     }
@@ -104,6 +109,13 @@ pub fn recommend(rows: &[View], lang: Lang, writes_per_msg: impl Fn(Side) -> usi
     }
     let how: Vec<String> = changes.iter().flat_map(|(side, opts)| opts.iter().map(|o| mechanism(o, *side))).collect();
     text += &format!("; with the fix {}.", how.join(", and "));
+    if let (Some(b), Some(f)) = (base.cpu_us_per_round, best.cpu_us_per_round) {
+        if f > 1.5 * b {
+            text += &format!(
+                " It costs CPU: {f:.1} us of both sides' CPU per round against {b:.1} as written (getrusage)."
+            );
+        }
+    }
     let alts: Vec<&str> = rows.iter().skip(1).take_while(|r| r.stalls == 0).take(3).map(|r| r.label).collect();
     if !alts.is_empty() {
         text += &format!(" Next in rank: {}.", alts.join(", "));
@@ -143,6 +155,7 @@ mod tests {
                 causes: &none,
                 p99_us: iv(0.05),
                 segs_per_message: 1.0,
+                cpu_us_per_round: None,
             },
             View {
                 label: "default",
@@ -154,6 +167,7 @@ mod tests {
                 causes: &causes,
                 p99_us: iv(40.0),
                 segs_per_message: 1.5,
+                cpu_us_per_round: None,
             },
         ];
         let (text, code) = recommend(&rows, Lang::Go, |_| 3);

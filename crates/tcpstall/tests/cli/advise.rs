@@ -265,3 +265,57 @@ pub fn replay_and_advise_a_header_body_server() {
     assert!(!out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stderr).trim_end().lines().count(), 1);
 }
+
+/// The busy-poll strategy (issue 11 item 5): the readers spin on MSG_DONTWAIT, SO_BUSY_POLL is
+/// read back (50 µs as root, 0 when not permitted), and the row reports the CPU its threads
+/// used; advise on real sockets runs it as a candidate and shows its CPU per round. Only that it
+/// ran and what it cost are asserted: whether spinning is faster depends on free cores.
+pub fn busy_poll_runs_reads_back_and_reports_its_cpu() {
+    let j = run_json(&[
+        "lab",
+        "rr",
+        "--set",
+        "rounds=300",
+        "--client",
+        "busy-poll",
+        "--server",
+        "busy-poll",
+        "-q",
+        "--format",
+        "json",
+    ]);
+    let r = &j["results"][0];
+    for side in ["client", "server"] {
+        assert_eq!(r[side]["strategies"][0], "busy-poll", "{r:#}");
+        let bp = r[side]["busy_poll_us"].as_u64().expect("SO_BUSY_POLL read back");
+        assert!(bp == 50 || bp == 0, "{bp}");
+    }
+    let cpu = &r["cpu"];
+    let per_round = cpu["cpu_us_per_round"].as_f64().expect("cpu per round");
+    assert!(per_round > 0.0, "{cpu:#}");
+    assert!(cpu["client_cpu_us"].as_f64().unwrap() > 0.0 && cpu["server_cpu_us"].as_f64().unwrap() > 0.0);
+    // The table says how the reads ran and what the CPU was.
+    let out = tcpstall().args(["lab", "rr", "--set", "rounds=100", "--client", "busy-poll", "-q"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("reads=spin") && text.contains("us/round"), "{text}");
+    // advise (lab) ranks a busy-poll candidate on the reading side, with its CPU.
+    let a = run_json(&[
+        "advise",
+        "--exchange",
+        "client 40; server 60",
+        "--rounds",
+        "5",
+        "--reps",
+        "1",
+        "-q",
+        "--format",
+        "json",
+    ]);
+    let bp = a["ranking"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["label"].as_str().is_some_and(|l| l.contains("busy-poll")))
+        .unwrap_or_else(|| panic!("no busy-poll candidate: {a:#}"));
+    assert!(bp["cpu_us_per_round"].as_f64().unwrap() > 0.0, "{bp:#}");
+}

@@ -1,0 +1,41 @@
+//! CPU time of the calling thread, read around the measured rounds only (never per packet):
+//! what a strategy costs besides its latency (busy-poll keeps a CPU busy while it waits).
+
+/// User + system CPU time of the calling thread (ns), getrusage(RUSAGE_THREAD) (getrusage(2),
+/// Linux since 2.6.26); None when the call fails.
+pub fn thread_cpu_ns() -> Option<u64> {
+    let u = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_THREAD).ok()?;
+    let ns = |t: nix::sys::time::TimeVal| (t.tv_sec() as u64) * 1_000_000_000 + (t.tv_usec() as u64) * 1000;
+    Some(ns(u.user_time()) + ns(u.system_time()))
+}
+
+/// The two sides' CPU as the row reports it: per side in µs, per round, and as a share of the
+/// measured wall time (pure).
+pub fn cost(client_ns: u64, server_ns: u64, rounds: u64, wall_ns: u64) -> report::CpuCost {
+    let us = |ns: u64| ns as f64 / 1e3;
+    report::CpuCost {
+        client_cpu_us: us(client_ns),
+        server_cpu_us: us(server_ns),
+        cpu_us_per_round: if rounds > 0 { us(client_ns + server_ns) / rounds as f64 } else { 0.0 },
+        cpu_share_of_wall: if wall_ns > 0 { (client_ns + server_ns) as f64 / wall_ns as f64 } else { 0.0 },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_spinning_thread_uses_about_its_wall_time() {
+        let t0 = super::thread_cpu_ns().expect("getrusage");
+        let w = std::time::Instant::now();
+        while w.elapsed() < std::time::Duration::from_millis(30) {
+            std::hint::spin_loop();
+        }
+        let used = super::thread_cpu_ns().unwrap() - t0;
+        // Preemption on a loaded machine only lowers it; it cannot exceed the wall time by
+        // more than the clock's tick.
+        assert!(used <= 30_000_000 + 12_000_000, "{used}");
+        assert!(used > 0);
+        let c = super::cost(2_000, 1_000, 3, 6_000);
+        assert_eq!((c.cpu_us_per_round, c.cpu_share_of_wall), (1.0, 0.5));
+    }
+}
