@@ -192,7 +192,7 @@ pub fn run_scenario(s: &Scenario, place: &Placement, opts: &LabOptions, progress
                 break 'rows;
             }
             progress(Progress::Start { index, total, label: pair.label.clone() });
-            let r = pair::run_pair_noted(workload, pair, place, opts);
+            let r = run_row(workload, pair, place, opts);
             progress(Progress::Done { index, total });
             index += 1;
             match r {
@@ -230,6 +230,41 @@ pub fn run_scenario(s: &Scenario, place: &Placement, opts: &LabOptions, progress
 }
 
 /// The error line of a cancelled run.
+/// One row: one connection, or (`connection = "new"`) one single-round connection per round
+/// folded into one row by `report::merge_connections`.
+fn run_row(
+    workload: &scenario::Workload,
+    pair: &scenario::StrategyPair,
+    place: &Placement,
+    opts: &LabOptions,
+) -> Result<(RunResult, Option<analyze::Analysis>, Vec<String>), LabError> {
+    let Some((one, n)) = workload.per_connection() else {
+        return pair::run_pair_noted(workload, pair, place, opts);
+    };
+    let mut runs = Vec::with_capacity(n as usize);
+    let mut notes = Vec::new();
+    for k in 0..n {
+        if opts.cancel.is_cancelled() {
+            break;
+        }
+        // The report keeps the first connection's packets only.
+        let o = LabOptions { keep_packets: opts.keep_packets && k == 0, ..opts.clone() };
+        let (row, _, note) = pair::run_pair_noted(&one, pair, place, &o)?;
+        for x in note {
+            if !notes.contains(&x) {
+                notes.push(x);
+            }
+        }
+        runs.push(row);
+    }
+    let row = report::merge_connections(&runs).ok_or_else(|| LabError::Io {
+        side: "client",
+        what: "no connection ran".into(),
+        source: std::io::Error::from(std::io::ErrorKind::Interrupted),
+    })?;
+    Ok((row, None, notes))
+}
+
 fn interrupted(label: &str, done: usize, total: usize, during: bool) -> String {
     let at = if during { "during" } else { "before" };
     format!("interrupted {at} row '{label}' (abandoned): {done} of {total} rows finished and are shown")

@@ -62,18 +62,7 @@ pub fn histogram() -> Histogram<u64> {
 
 /// p50/p90/p99/p99.9/max/mean in microseconds.
 pub fn latency(h: &Histogram<u64>) -> Latency {
-    if h.is_empty() {
-        return Latency::default();
-    }
-    let us = |ns: u64| ns as f64 / 1000.0;
-    Latency {
-        p50: us(h.value_at_quantile(0.50)),
-        p90: us(h.value_at_quantile(0.90)),
-        p99: us(h.value_at_quantile(0.99)),
-        p999: us(h.value_at_quantile(0.999)),
-        max: us(h.max()),
-        mean: h.mean() / 1000.0,
-    }
+    Latency::from_histogram_ns(h)
 }
 
 /// Latency of a list of nanosecond samples.

@@ -211,6 +211,31 @@ pub fn report(
                     (true, false) => format!("profile={pname} {variant}"),
                     (false, _) => variant.clone(),
                 };
+                if let Some((one, n)) = workload.per_connection() {
+                    // connection = "new": one single-round connection per round (seeded apart, so
+                    // a lossy link differs between them), folded into one row; the outcome kept
+                    // is the first connection's (its trace for --trace/--pcap/--report).
+                    let mut rows = Vec::new();
+                    let mut first = None;
+                    for k in 0..n {
+                        let c = SimConfig { seed: spec.seed.wrapping_add(u64::from(k)), ..cfg.clone() };
+                        match run_one(&one, pair, &c) {
+                            Ok(out) => {
+                                rows.push(run_result(&out, pair, &label, client, server));
+                                first.get_or_insert(out);
+                            }
+                            Err(e) => {
+                                errors.push(format!("{} {} (connection {}): {e}", pair.label, label, k + 1));
+                                break;
+                            }
+                        }
+                    }
+                    if let (Some(row), Some(out)) = (report::merge_connections(&rows), first) {
+                        results.push(row);
+                        outcomes.push(out);
+                    }
+                    continue;
+                }
                 match run_one(&workload, pair, &cfg) {
                     Ok(out) => {
                         results.push(run_result(&out, pair, &label, client, server));

@@ -203,7 +203,11 @@ pub enum Connection {
     /// All rounds on one connection (after the warm-up rounds).
     #[default]
     Reuse,
-    /// A new connection per round: refused with the reason (see `Exchange::validate`).
+    /// A new connection per round: each round is a connection of its own (connect, the turns,
+    /// close); warm-up rounds do not apply (every connection starts cold, which is the point:
+    /// the kernel's quick-ACK mode at a connection's start, `tcp_incr_quickack`). The lab and
+    /// the model run one single-round connection per round and fold them into one row
+    /// (`report::merge_connections`): the handshake is not part of a round's latency.
     New,
 }
 
@@ -267,17 +271,6 @@ impl Exchange {
         }
         check("rounds", i128::from(self.rounds))?;
         check("warmup", i128::from(self.warmup))?;
-        if self.connection == Connection::New {
-            // The executors (crates/lab pair.rs, crates/model) measure one connection per row:
-            // tcp_info deltas, TcpExt counters and the classifier's flow are all per connection,
-            // so a connection per round would need a connect step in the program and a wire
-            // account summed over connections. Not built; said rather than silently reused.
-            return Err(ScenarioError::Invalid(
-                "connection = \"new\" is not supported: the lab and the model measure one connection per row \
-                 (set rounds = 1, warmup = 0 and run it several times, or use connection = \"reuse\")"
-                    .into(),
-            ));
-        }
         // Bytes a side sends that the peer does not read until the end of the round wait in the
         // socket buffers; past what they hold both sides block in send (see MAX_BURST_BYTES).
         for side in [Side::Client, Side::Server] {
@@ -428,6 +421,18 @@ impl crate::Workload {
     /// The built-in workloads that are conversations (chunked, multi-write, rr) as an exchange
     /// compiling to the same step programs; None for those that are not (burst reads every
     /// reply separately, bulk-ack pipelines, stream has no rounds).
+    /// With `connection = "new"`: the workload of one connection (one round, no warm-up) and
+    /// how many connections to run. None for every other workload.
+    pub fn per_connection(&self) -> Option<(crate::Workload, u32)> {
+        match self {
+            crate::Workload::Exchange(e) if e.connection == Connection::New => {
+                let one = Exchange { rounds: 1, warmup: 0, connection: Connection::Reuse, ..e.clone() };
+                Some((crate::Workload::Exchange(one), e.rounds))
+            }
+            _ => None,
+        }
+    }
+
     pub fn as_exchange(&self) -> Option<Exchange> {
         use crate::Workload as W;
         let turn = |side, writes: Vec<u32>| Turn { side, writes, call: CallKind::Write, think_ns: 0, peer_reads: true };
@@ -542,6 +547,17 @@ writes = [60, 900]
         assert_eq!((e.rounds, e.warmup, e.turns.len()), (7, 0, 2));
     }
 
+    /// connection = "new": one single-round connection per round, no warm-up.
+    #[test]
+    fn a_new_connection_per_round_is_one_round_runs() {
+        let s = Scenario::from_toml("mine.toml", &FILE.replace("warmup = 20", "connection = \"new\"")).unwrap();
+        let (one, n) = s.workload.per_connection().expect("per connection");
+        assert_eq!(n, 30);
+        let crate::Workload::Exchange(e) = one else { panic!() };
+        assert_eq!((e.rounds, e.warmup, e.connection), (1, 0, Connection::Reuse));
+        assert!(Scenario::from_toml("mine.toml", FILE).unwrap().workload.per_connection().is_none());
+    }
+
     /// Errors name the file and the line of the bad value (toml's span), in one line.
     #[test]
     fn file_errors_name_the_line() {
@@ -551,7 +567,7 @@ writes = [60, 900]
             (FILE.replace("side = \"server\"", "side = \"peer\""), "line 14", "unknown variant `peer`"),
             (FILE.replace("think = \"1ms\"", "thinks = \"1ms\""), "line 11", "unknown field `thinks`"),
             (FILE.replace("rounds = 30", "rounds = 0"), "line 4", "rounds must be at least 1"),
-            (FILE.replace("warmup = 20", "connection = \"new\""), "line 4", "connection = \"new\" is not supported"),
+            (FILE.replace("warmup = 20", "connection = \"fresh\""), "line 6", "unknown variant `fresh`"),
         ];
         for (text, line, want) in cases {
             let e = Scenario::from_toml("mine.toml", &text).unwrap_err().to_string();

@@ -380,6 +380,10 @@ impl Workload {
     pub fn params_json(&self) -> serde_json::Value {
         if let Workload::Exchange(e) = self {
             // The turns in their inline form, so a report's params read like `--exchange`.
+            if e.connection == crate::Connection::New {
+                // Warm-up rounds do not apply to a new connection per round.
+                return serde_json::json!({ "turns": e.inline(), "rounds": e.rounds, "connection": "new" });
+            }
             return serde_json::json!({ "turns": e.inline(), "rounds": e.rounds, "warmup": e.warmup });
         }
         let v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);

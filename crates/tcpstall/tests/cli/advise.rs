@@ -319,3 +319,34 @@ pub fn busy_poll_runs_reads_back_and_reports_its_cpu() {
         .unwrap_or_else(|| panic!("no busy-poll candidate: {a:#}"));
     assert!(bp["cpu_us_per_round"].as_f64().unwrap() > 0.0, "{bp:#}");
 }
+
+/// `connection = "new"` (issue 11 item 1): seed 001's request on a new connection per request
+/// runs in the lab and the model as one row of `rounds` single-round connections. A connection
+/// starts in quick-ACK mode (`tcp_incr_quickack`, TCP_MAX_QUICKACKS), so the server ACKs the
+/// first small write at once and Nagle releases the next: no 40 ms wait, where the same request
+/// on a reused connection waits in every round.
+pub fn a_new_connection_per_request_avoids_seed_001s_stall() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "name = \"mine\"\nsummary = \"seed 001 per connection\"\n\n[workload.exchange]\nrounds = 8\n\
+                connection = \"new\"\n\n[[workload.exchange.turn]]\nside = \"client\"\nwrites = [275, 24, 292]\n\n\
+                [[workload.exchange.turn]]\nside = \"server\"\nwrites = [100]\n";
+    let f = user_file(&dir, text);
+    for cmd in ["lab", "simulate"] {
+        let quiet: &[&str] = if cmd == "lab" { &["-q"] } else { &[] };
+        let j = run_json(&[&[cmd, f.as_str(), "--format", "json"], quiet].concat());
+        let r = &j["results"][0];
+        assert_eq!(r["rounds"], 8, "{cmd}: one round per connection, all counted: {r:#}");
+        assert_eq!(j["params"]["connection"], "new", "{cmd}");
+        // Every connection's segments are counted: at least the 3 handshake/teardown-free data
+        // segments of each request.
+        assert!(r["wire"]["client"]["data_segs_out"].as_u64().unwrap() >= 8, "{cmd}: {r:#}");
+        let stalls = r["stall_count"].as_u64().unwrap();
+        assert!(stalls <= 2, "{cmd}: a new connection should not wait for the delayed ACK: {r:#}");
+        assert!(r["latency_us"]["p50"].as_f64().unwrap() < 30_000.0, "{cmd}: {r:#}");
+        assert!(r["verdict"].as_str().unwrap().contains("no stalls"), "{cmd}: {r:#}");
+    }
+    // The same request on one reused connection (the model: deterministic) waits every round.
+    let reused = user_file(&dir, &text.replace("connection = \"new\"", "warmup = 20"));
+    let j = run_json(&["simulate", &reused, "--format", "json"]);
+    assert_eq!(j["results"][0]["stall_count"], 8, "{j:#}");
+}

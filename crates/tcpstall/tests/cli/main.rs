@@ -27,6 +27,7 @@ macro_rules! t {
 fn main() {
     use Need::{Root, Tool};
     let trials = vec![
+        t!(advise::a_new_connection_per_request_avoids_seed_001s_stall),
         t!(advise::busy_poll_runs_reads_back_and_reports_its_cpu),
         t!(advise::a_user_written_scenario_file_runs_in_simulate_and_lab),
         t!(advise::a_broken_scenario_file_names_the_line),
