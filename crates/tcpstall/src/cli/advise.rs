@@ -138,8 +138,10 @@ fn candidates(s: &Scenario, only: Option<Side>, lab: bool) -> Vec<Candidate> {
             pairs.push(StrategyPair::new(side.clone(), side));
         }
         if lab {
-            // The wake-up, not a stall: only real sockets show what spinning buys and costs.
-            let side = SideOpts::new(vec![Opt::BusyPoll]).unwrap_or_default();
+            // The wake-up, not a stall: only real sockets show what spinning buys and costs,
+            // and only once the stall is gone (a spinning reader behind a stall burns the wait),
+            // so on top of the gathered write.
+            let side = SideOpts::new(vec![Opt::Writev, Opt::BusyPoll]).unwrap_or_default();
             pairs.push(StrategyPair::new(side.clone(), side));
         }
         for side in [Side::Client, Side::Server] {
@@ -158,7 +160,16 @@ fn candidates(s: &Scenario, only: Option<Side>, lab: bool) -> Vec<Candidate> {
             for o in [Opt::QuickackEach, Opt::QuickackOnce] {
                 pairs.push(on(side, &[o]));
             }
-            if lab {
+            if lab && only.is_none() {
+                // The wake-up on top of the sender's gathered write (see above).
+                let mut p = on(side, &[Opt::BusyPoll]);
+                let w = SideOpts::new(vec![Opt::Writev]).unwrap_or_default();
+                match side.peer() {
+                    Side::Client => p.client = w,
+                    Side::Server => p.server = w,
+                }
+                pairs.push(StrategyPair::new(p.client, p.server));
+            } else if lab {
                 pairs.push(on(side, &[Opt::BusyPoll]));
             }
         }
@@ -742,7 +753,7 @@ mod tests {
         let s = super::super::common::load(None, Some("client 275,24,292; server 100")).unwrap();
         let labels: Vec<String> = candidates(&s, None, true).into_iter().map(|c| c.pair.label).collect();
         assert_eq!(labels[0], "default");
-        assert!(labels.iter().any(|l| l == "server:busy-poll"), "{labels:?}");
+        assert!(labels.iter().any(|l| l == "client:writev server:busy-poll"), "{labels:?}");
         for want in [
             "client:writev",
             "client:cork",
