@@ -699,6 +699,24 @@ impl FlowAnalyzer {
 
     /// Round trip of the path without ACK delays: the handshake when it was seen, else the
     /// larger of the two directions' smallest ACK samples.
+    /// Classifies a gap still pending when no packet came for it: the same waits `push` applies
+    /// (the reorder window; a resend's first ACK up to EIFEL_WAIT), measured to `now` on the
+    /// trace's clock. For a live watcher whose flow went quiet after a stall.
+    pub fn settle(&mut self, now: Instant) {
+        if let Some(p) = &self.pending {
+            let awaiting_ack = p.eifel.is_some() && p.spurious.is_none() && now.since(p.end) <= EIFEL_WAIT;
+            if now.since(p.end) > REORDER_WINDOW && !awaiting_ack {
+                self.flush_pending();
+            }
+        }
+    }
+
+    /// The stall records classified so far, in order (a gap is classified once the packet
+    /// after its release, or the reorder window, settles it): what a live watcher emits.
+    pub fn stalls_so_far(&self) -> &[Stall] {
+        &self.stalls
+    }
+
     pub fn path_rtt(&self) -> Option<Duration> {
         let hs = self.handshake_rtt();
         // Each direction's smallest sample; at an endpoint one of them is ~0 (the local ACK),

@@ -33,8 +33,9 @@ pub struct Finished {
 pub struct Session {
     cfg: Config,
     /// By flow id (ids are dense counters): 8 bytes per flow ever seen, the analyser (1.6 KB
-    /// and its queues) only while the flow is alive.
-    slots: Vec<Option<Box<(FlowKey, FlowAnalyzer)>>>,
+    /// and its queues) only while the flow is alive, with the count of its stall records
+    /// already handed out by [`Session::take_new_stalls`].
+    slots: Vec<Option<Box<(FlowKey, FlowAnalyzer, usize)>>>,
     live: usize,
 }
 
@@ -54,14 +55,14 @@ impl Session {
         let live = &mut self.live;
         let e = self.slots[i].get_or_insert_with(|| {
             *live += 1;
-            Box::new((key().unwrap_or(UNKNOWN), FlowAnalyzer::new(cfg)))
+            Box::new((key().unwrap_or(UNKNOWN), FlowAnalyzer::new(cfg), 0))
         });
         e.1.push(&fe.event);
     }
 
     /// Finishes and frees a flow the decoder ended. None when it had no event here.
     pub fn end(&mut self, end: &FlowEnd) -> Option<Finished> {
-        let (key, fa) = *self.slots.get_mut(end.flow.0 as usize)?.take()?;
+        let (key, fa, _) = *self.slots.get_mut(end.flow.0 as usize)?.take()?;
         self.live -= 1;
         let mut analysis = fa.finish();
         if end.reason == EndReason::Idle {
@@ -71,6 +72,35 @@ impl Session {
             );
         }
         Some(Finished { id: end.flow, key, end: Some(end.reason), analysis })
+    }
+
+    /// Stall records of flow `id` classified since the last call (a live watcher's output):
+    /// appended to `out` with the flow's key. Records classified only when the flow ends come
+    /// with [`Session::end`] (all of them; skip the first ones already taken).
+    pub fn take_new_stalls(&mut self, id: FlowId, out: &mut Vec<(FlowKey, crate::Stall)>) {
+        if let Some(Some(e)) = self.slots.get_mut(id.0 as usize) {
+            let (key, fa, taken) = &mut **e;
+            let all = fa.stalls_so_far();
+            out.extend(all[*taken..].iter().map(|s| (*key, s.clone())));
+            *taken = all.len();
+        }
+    }
+
+    /// Settles every live flow's pending gap at `now` (see [`FlowAnalyzer::settle`]) and hands
+    /// out the stall records that classified, as [`Session::take_new_stalls`] does.
+    pub fn settle_all(&mut self, now: trace::Instant, out: &mut Vec<(FlowKey, crate::Stall)>) {
+        for e in self.slots.iter_mut().flatten() {
+            let (key, fa, taken) = &mut **e;
+            fa.settle(now);
+            let all = fa.stalls_so_far();
+            out.extend(all[*taken..].iter().map(|s| (*key, s.clone())));
+            *taken = all.len();
+        }
+    }
+
+    /// Stall records of flow `id` already handed out by [`Session::take_new_stalls`].
+    pub fn taken(&self, id: FlowId) -> usize {
+        self.slots.get(id.0 as usize).and_then(|s| s.as_ref()).map_or(0, |e| e.2)
     }
 
     /// Flows alive (analysers held).
@@ -84,7 +114,7 @@ impl Session {
             .into_iter()
             .enumerate()
             .filter_map(|(i, b)| {
-                let (key, fa) = *b?;
+                let (key, fa, _) = *b?;
                 Some(Finished { id: FlowId(i as u32), key, end: None, analysis: fa.finish() })
             })
             .collect()

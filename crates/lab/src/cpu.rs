@@ -9,6 +9,16 @@ pub fn thread_cpu_ns() -> Option<u64> {
     Some(ns(u.user_time()) + ns(u.system_time()))
 }
 
+/// User + system CPU time of the whole process (ns), getrusage(RUSAGE_SELF); 0 when it fails.
+pub fn process_cpu_ns() -> u64 {
+    nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
+        .map(|u| {
+            let ns = |t: nix::sys::time::TimeVal| (t.tv_sec() as u64) * 1_000_000_000 + (t.tv_usec() as u64) * 1000;
+            ns(u.user_time()) + ns(u.system_time())
+        })
+        .unwrap_or(0)
+}
+
 /// The two sides' CPU as the row reports it: per side in µs, per round, and as a share of the
 /// measured wall time (pure).
 pub fn cost(client_ns: u64, server_ns: u64, rounds: u64, wall_ns: u64) -> report::CpuCost {

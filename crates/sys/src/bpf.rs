@@ -35,6 +35,9 @@ const K: u16 = 0x00;
 /// fields instead of packet bytes (`bpf_anc_helper`/`convert_bpf_extensions`, net/core/filter.c).
 const SKF_AD_OFF: u32 = (-0x1000i32) as u32;
 const SKF_AD_PKTTYPE: u32 = 4;
+const SKF_AD_IFINDEX: u32 = 8;
+const ALU: u16 = 0x04;
+const AND: u16 = 0x50;
 /// `PACKET_OUTGOING` (include/uapi/linux/if_packet.h).
 pub const PACKET_OUTGOING: u32 = 4;
 
@@ -147,10 +150,127 @@ fn port_tests(b: &mut Builder, ports: &[u16], mode: u16, base: u32) {
     }
 }
 
+/// The filter of `tcpstall watch`'s cooked (SOCK_DGRAM) capture, where every packet starts at
+/// its network header (`packet_rcv` pulls the link header for SOCK_DGRAM before the filter
+/// runs, net/packet/af_packet.c): TCP over IPv4 (first fragments only) or IPv6 (TCP as the
+/// first next header, as tcpdump's), with a source or destination address in `hosts` (any when
+/// empty) and a source or destination port in `ports` (any when empty), accepted with `snaplen`
+/// bytes. `skip_outgoing_on`: an interface (loopback) whose outgoing copies are dropped, as
+/// every packet crosses it twice (see [`tcp_ports`]).
+pub fn tcp_l3(ports: &[u16], hosts: &[std::net::IpAddr], snaplen: u32, skip_outgoing_on: Option<u32>) -> Vec<Insn> {
+    let v4_hosts: Vec<u32> = hosts
+        .iter()
+        .filter_map(|h| match h {
+            std::net::IpAddr::V4(a) => Some(u32::from(*a)),
+            _ => None,
+        })
+        .collect();
+    let v6_hosts: Vec<[u32; 4]> = hosts
+        .iter()
+        .filter_map(|h| match h {
+            std::net::IpAddr::V6(a) => {
+                let o = a.octets();
+                Some([0, 4, 8, 12].map(|i| u32::from_be_bytes([o[i], o[i + 1], o[i + 2], o[i + 3]])))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut b = Builder(Vec::new());
+    if let Some(lo) = skip_outgoing_on {
+        b.op(stmt(LD | H | ABS, SKF_AD_OFF + SKF_AD_PKTTYPE)); // ldh [type]
+        let out = b.jeq(PACKET_OUTGOING, Label::Next, Label::Next); // jeq #4 (outgoing)
+        b.op(stmt(LD | W | ABS, SKF_AD_OFF + SKF_AD_IFINDEX)); // ld [ifindex]
+        b.jeq(lo, Label::Reject, Label::Next); //                    jeq #lo -> reject
+        let version = b.0.len();
+        if let Slot::Jump { jf, .. } = &mut b.0[out] {
+            *jf = Label::At(version);
+        }
+    }
+    b.op(stmt(LD | B | ABS, 0)); //                                  ldb [0]: version
+    b.op(stmt(ALU | AND | K, 0xf0)); //                              and #0xf0
+    let is_v4 = b.jeq(0x40, Label::Next, Label::Next); //             jeq #0x40, jf -> IPv6
+                                                       // IPv4 hosts (both lists empty of v4 while v6 hosts are asked: no IPv4 packet matches).
+    b.op(stmt(LD | B | ABS, 9)); //                                  ldb [9]: protocol
+    b.jeq(IPPROTO_TCP, Label::Next, Label::Reject);
+    b.op(stmt(LD | H | ABS, 6)); //                                  ldh [6]: flags + offset
+    b.jset(0x1fff, Label::Reject, Label::Next);
+    if !hosts.is_empty() {
+        if v4_hosts.is_empty() {
+            b.op(stmt(RET | K, 0));
+        } else {
+            host_tests(&mut b, &v4_hosts.iter().map(|h| [*h]).collect::<Vec<_>>(), 12, 16);
+        }
+    }
+    b.op(stmt(LDX | B | MSH, 0)); //                                 ldxb 4*([0]&0xf)
+    if ports.is_empty() {
+        b.op(stmt(RET | K, snaplen));
+    } else {
+        port_tests(&mut b, ports, IND, 0);
+        // port_tests falls through on its last miss: reject.
+        b.op(stmt(RET | K, 0));
+    }
+    let v6 = b.jeq(0x60, Label::Next, Label::Reject); //             jeq #0x60
+    if let Slot::Jump { jf, .. } = &mut b.0[is_v4] {
+        *jf = Label::At(v6);
+    }
+    b.op(stmt(LD | B | ABS, 6)); //                                  ldb [6]: next header
+    b.jeq(IPPROTO_TCP, Label::Next, Label::Reject);
+    if !hosts.is_empty() {
+        if v6_hosts.is_empty() {
+            b.op(stmt(RET | K, 0));
+        } else {
+            host_tests(&mut b, &v6_hosts.iter().map(|h| h.to_vec()).collect::<Vec<_>>(), 8, 24);
+        }
+    }
+    if ports.is_empty() {
+        b.op(stmt(RET | K, snaplen));
+    } else {
+        port_tests(&mut b, ports, ABS, 40);
+    }
+    b.finish(snaplen)
+}
+
+/// Source (at `src`) or destination (at `dst`) address equal to one of `hosts` (each one or
+/// four 32-bit words): a match goes on past the tests, no match rejects.
+fn host_tests<H: AsRef<[u32]>>(b: &mut Builder, hosts: &[H], src: u32, dst: u32) {
+    let mut to_end = Vec::new();
+    for base in [src, dst] {
+        for h in hosts {
+            let words = h.as_ref();
+            let mut fails = Vec::new();
+            for (k, w) in words.iter().enumerate() {
+                b.op(stmt(LD | W | ABS, base + 4 * k as u32)); //  ld [base + 4k]
+                let j = b.jeq(*w, Label::Next, Label::Next);
+                fails.push(j);
+            }
+            // All words equal: matched.
+            let ok = b.jeq(0, Label::Next, Label::Next); // placeholder, patched to an always-jump
+            to_end.push(ok);
+            let next = b.0.len();
+            for j in fails {
+                if let Slot::Jump { jf, .. } = &mut b.0[j] {
+                    *jf = Label::At(next);
+                }
+            }
+        }
+    }
+    b.op(stmt(RET | K, 0)); // no address matched
+    let end = b.0.len();
+    for j in to_end {
+        // `ja` as a jeq whose both branches lead past the tests.
+        if let Slot::Jump { jt, jf, .. } = &mut b.0[j] {
+            *jt = Label::At(end);
+            *jf = Label::At(end);
+        }
+    }
+}
+
 /// What a frame looks like to the filter: its bytes and the skb's pkt_type.
 pub struct TestFrame<'a> {
     pub data: &'a [u8],
     pub pkttype: u32,
+    /// `skb->dev->ifindex` (SKF_AD_IFINDEX).
+    pub ifindex: u32,
 }
 
 /// Runs a classic BPF program on a frame: the accepted length (0 = dropped). Implements the
@@ -164,6 +284,9 @@ pub fn interpret(prog: &[Insn], f: &TestFrame<'_>) -> Result<u32, String> {
     let load = |off: u32, size: u32| -> Option<u32> {
         if off == SKF_AD_OFF + SKF_AD_PKTTYPE {
             return Some(f.pkttype);
+        }
+        if off == SKF_AD_OFF + SKF_AD_IFINDEX {
+            return Some(f.ifindex);
         }
         let o = usize::try_from(off).ok()?;
         let b = f.data.get(o..o + size as usize)?;
@@ -194,6 +317,7 @@ pub fn interpret(prog: &[Insn], f: &TestFrame<'_>) -> Result<u32, String> {
                 let t = if c == JMP | JEQ | K { a == i.k } else { a & i.k != 0 };
                 pc += usize::from(if t { i.jt } else { i.jf });
             }
+            c if c == ALU | AND | K => a &= i.k,
             c if c == RET | K => return Ok(i.k),
             c => return Err(format!("opcode {c:#x} not covered by this interpreter")),
         }
@@ -231,7 +355,7 @@ mod tests {
     }
 
     fn run(prog: &[Insn], data: &[u8], pkttype: u32) -> u32 {
-        interpret(prog, &TestFrame { data, pkttype }).unwrap()
+        interpret(prog, &TestFrame { data, pkttype, ifindex: 1 }).unwrap()
     }
 
     #[test]
@@ -310,5 +434,40 @@ mod tests {
         assert_eq!(run(&prog, &frame(false, 6, 60000, 50, false, 0), 0), 128);
         assert_eq!(run(&prog, &frame(true, 6, 1, 60000, false, 0), 0), 128);
         assert_eq!(run(&prog, &frame(true, 6, 51, 60000, false, 0), 0), 0);
+    }
+
+    /// The cooked (network-layer) filter of `tcpstall watch`: TCP on the ports and hosts asked,
+    /// loopback's outgoing copies dropped, everything else rejected.
+    #[test]
+    fn watch_filter_keeps_tcp_on_the_ports_and_hosts_asked() {
+        let l3 = |f: Vec<u8>| f[14..].to_vec();
+        let run = |prog: &[Insn], data: &[u8], pkttype: u32, ifindex: u32| {
+            interpret(prog, &TestFrame { data, pkttype, ifindex }).unwrap()
+        };
+        let any = tcp_l3(&[], &[], 96, Some(1));
+        assert_eq!(run(&any, &l3(frame(false, 6, 1, 2, false, 0)), 0, 1), 96);
+        assert_eq!(run(&any, &l3(frame(true, 6, 1, 2, false, 0)), 0, 2), 96);
+        assert_eq!(run(&any, &l3(frame(false, 17, 1, 2, false, 0)), 0, 1), 0, "UDP");
+        assert_eq!(run(&any, &l3(frame(false, 6, 1, 2, false, 0)), 4, 1), 0, "outgoing copy on lo");
+        assert_eq!(run(&any, &l3(frame(false, 6, 1, 2, false, 0)), 4, 2), 96, "outgoing on another interface");
+        assert_eq!(run(&any, &l3(frame(false, 6, 1, 2, false, 0x20)), 0, 1), 0, "a later fragment");
+        let ports = tcp_l3(&[8080, 9090], &[], 96, None);
+        assert_eq!(run(&ports, &l3(frame(false, 6, 8080, 40000, true, 0)), 0, 1), 96);
+        assert_eq!(run(&ports, &l3(frame(true, 6, 40000, 9090, false, 0)), 0, 1), 96);
+        assert_eq!(run(&ports, &l3(frame(false, 6, 1, 2, false, 0)), 0, 1), 0);
+        assert_eq!(run(&ports, &l3(frame(true, 6, 1, 2, false, 0)), 0, 1), 0);
+        // frame() puts 127.0.0.1 both ways (IPv4) and zero addresses (IPv6).
+        let lo: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        let other: std::net::IpAddr = "10.0.0.9".parse().unwrap();
+        let v6zero: std::net::IpAddr = "::".parse().unwrap();
+        let host = tcp_l3(&[8080], &[other, lo], 96, None);
+        assert_eq!(run(&host, &l3(frame(false, 6, 8080, 1, false, 0)), 0, 1), 96);
+        assert_eq!(run(&host, &l3(frame(false, 6, 1, 1, false, 0)), 0, 1), 0, "host but not port");
+        assert_eq!(run(&host, &l3(frame(true, 6, 8080, 1, false, 0)), 0, 1), 0, "no IPv6 host asked");
+        let not_here = tcp_l3(&[], &[other], 96, None);
+        assert_eq!(run(&not_here, &l3(frame(false, 6, 8080, 1, false, 0)), 0, 1), 0);
+        let v6 = tcp_l3(&[], &[v6zero], 96, None);
+        assert_eq!(run(&v6, &l3(frame(true, 6, 8080, 1, false, 0)), 0, 1), 96);
+        assert_eq!(run(&v6, &l3(frame(false, 6, 8080, 1, false, 0)), 0, 1), 0);
     }
 }

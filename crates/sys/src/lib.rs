@@ -5,6 +5,7 @@
 pub mod bpf;
 pub mod packet;
 pub mod process;
+pub mod ring;
 pub mod sched;
 pub mod sockopt;
 pub mod tcpinfo;

@@ -264,7 +264,7 @@ impl PacketSocket {
     }
 }
 
-fn set_int(fd: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
+pub(crate) fn set_int(fd: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
     // SAFETY: `v` is a live c_int and its size is passed; the kernel only reads it.
     let rc = unsafe {
         libc::setsockopt(
@@ -283,7 +283,7 @@ fn set_int(fd: BorrowedFd<'_>, level: libc::c_int, name: libc::c_int, v: libc::c
 
 /// bind(2) to every protocol (ETH_P_ALL) on one interface (packet(7): only sll_protocol and
 /// sll_ifindex are used; `packet_do_bind` registers the hook with them).
-fn bind(fd: BorrowedFd<'_>, ifindex: u32) -> io::Result<()> {
+pub(crate) fn bind(fd: BorrowedFd<'_>, ifindex: u32) -> io::Result<()> {
     // SAFETY: an all-zero sockaddr_ll is a valid value.
     let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
     sa.sll_family = libc::AF_PACKET as u16;

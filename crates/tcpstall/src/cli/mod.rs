@@ -17,6 +17,8 @@ pub mod scenarios;
 pub mod shell;
 pub mod simulate;
 pub mod spool;
+pub mod watch;
+pub mod watch_metrics;
 
 const ABOUT: &str = "A Linux laboratory for TCP small-message latency: finds which mechanism \
 (Nagle, delayed ACK, cork, congestion window, pure-ACK rate) makes your 40 ms or 200 ms stall, \
@@ -34,6 +36,7 @@ Examples:
   tcpstall kernel                           which Linux era this kernel behaves like
   tcpstall advise --exchange \"client 275,24,292; server 100\"
                                             which fix, on which side, with the code
+  tcpstall watch --port 8080 --format jsonl  stalls on a running host, live, one JSON line each
   tcpstall shell --link rtt=20ms,rate=100mbit
                                             a shell 20 ms away from a second namespace
 
@@ -64,6 +67,8 @@ pub enum Command {
     Advise(advise::AdviseArgs),
     /// Derive the exchange a captured connection carried, save it, and run it here.
     Replay(replay::ReplayArgs),
+    /// Find stalls live on this host (TPACKET_V3 ring, the same classifier as explain).
+    Watch(watch::WatchArgs),
 }
 
 /// Runs the command; returns the process exit code.
@@ -77,5 +82,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Kernel(a) => kernel::run(a),
         Command::Advise(a) => advise::run(a),
         Command::Replay(a) => replay::run(a),
+        Command::Watch(a) => watch::run(a),
     }
 }

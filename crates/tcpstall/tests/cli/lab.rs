@@ -609,17 +609,7 @@ pub fn lab_capture_on_loopback_is_a_pcapng_explain_reads() {
 /// Without CAP_NET_RAW the rows keep their other measurements and the report says why there
 /// are no stall records; --no-capture leaves the capture out.
 pub fn without_cap_net_raw_the_capture_is_skipped_with_a_note() {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let bin = dir.path().join("tcpstall");
-    std::fs::copy(assert_cmd::cargo::cargo_bin("tcpstall"), &bin).unwrap();
-    let out = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"])
-        .arg(&bin)
-        .args(["lab", "rr", "--set", "rounds=20", "--format", "json", "--quiet"])
-        .output()
-        .unwrap();
+    let out = crate::support::run_unprivileged(&["lab", "rr", "--set", "rounds=20", "--format", "json", "--quiet"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(r["link"].as_str().unwrap().contains("no packet capture: AF_PACKET needs CAP_NET_RAW"), "{r:#}");

@@ -12,6 +12,7 @@ mod report;
 mod simulate;
 mod support;
 mod validation;
+mod watch;
 
 use support::{needs, test, Need};
 
@@ -27,6 +28,9 @@ macro_rules! t {
 fn main() {
     use Need::{Root, Tool};
     let trials = vec![
+        t!(watch::watch_finds_the_stalling_pair_only_and_keeps_its_packets, Root, Tool("tcpdump")),
+        t!(watch::watch_without_cap_net_raw_says_so, Root, Tool("setpriv")),
+        t!(watch::watch_bad_flags_and_ctrl_c, Root),
         t!(advise::a_new_connection_per_request_avoids_seed_001s_stall),
         t!(advise::busy_poll_runs_reads_back_and_reports_its_cpu),
         t!(advise::a_user_written_scenario_file_runs_in_simulate_and_lab),

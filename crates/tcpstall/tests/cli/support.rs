@@ -125,3 +125,28 @@ pub fn twice<T>(what: &str, mut f: impl FnMut() -> Result<T, String>) -> T {
 pub fn tcpstall() -> assert_cmd::Command {
     assert_cmd::Command::cargo_bin("tcpstall").expect("tcpstall binary")
 }
+
+/// Runs a copy of the tcpstall binary as nobody with no capabilities (setpriv), with `args`.
+/// The copy lives in a fresh directory nobody can enter; exec is retried on ETXTBSY ("Text
+/// file busy"): a test forking at the same time can hold the copy's write descriptor a moment.
+pub fn run_unprivileged(args: &[&str]) -> std::process::Output {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("tcpstall");
+    std::fs::copy(assert_cmd::cargo::cargo_bin("tcpstall"), &bin).unwrap();
+    for attempt in 0.. {
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"])
+            .arg(&bin)
+            .args(args)
+            .output()
+            .unwrap();
+        if attempt < 20 && String::from_utf8_lossy(&out.stderr).contains("Text file busy") {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            continue;
+        }
+        return out;
+    }
+    unreachable!()
+}
