@@ -13,6 +13,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A traffic generator: the listener, a stop flag, a byte counter; its threads.
+type Traffic = fn(TcpListener, Arc<AtomicBool>, Arc<AtomicU64>) -> Vec<std::thread::JoinHandle<()>>;
+
 /// Runs `traffic` for `secs` on a fresh port while watch and tcpdump capture it; returns
 /// (traffic bytes, watch packets, watch ring drops, watch cpu share, tcpdump packets, tcpdump drops).
 fn measure(
