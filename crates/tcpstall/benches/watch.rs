@@ -18,10 +18,7 @@ type Traffic = fn(TcpListener, Arc<AtomicBool>, Arc<AtomicU64>) -> Vec<std::thre
 
 /// Runs `traffic` for `secs` on a fresh port while watch and tcpdump capture it; returns
 /// (traffic bytes, watch packets, watch ring drops, watch cpu share, tcpdump packets, tcpdump drops).
-fn measure(
-    secs: f64,
-    traffic: fn(TcpListener, Arc<AtomicBool>, Arc<AtomicU64>) -> Vec<std::thread::JoinHandle<()>>,
-) -> (u64, u64, u64, f64, u64, u64) {
+fn measure(secs: f64, traffic: Traffic) -> (u64, u64, u64, f64, u64, u64) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port().to_string();
     let watch = Command::new(env!("CARGO_BIN_EXE_tcpstall"))
