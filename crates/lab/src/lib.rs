@@ -19,8 +19,10 @@ pub mod netstat;
 mod pair;
 mod placement;
 mod result;
+pub mod seed003;
 pub mod txstamp;
 pub mod verdict;
+pub mod veth;
 
 pub use cancel::Cancel;
 pub use capture::{CaptureFile, PacketTap, TapHandle};
@@ -68,6 +70,9 @@ pub struct LabOptions {
     /// Behind an emulated link: the forwarder's tap, the row's packets instead of a loopback
     /// capture (`capture` still decides whether they are used).
     pub tap: Option<capture::TapHandle>,
+    /// Pin the client (sender) and server threads to these CPUs (sched_setaffinity), as on two
+    /// hosts: seed 003's direct path. None = where the scheduler puts them.
+    pub pin: Option<(usize, usize)>,
     /// Cancellation (Ctrl-C): checked between rows; cancelling shuts the running row's sockets
     /// down so it stops at once. The rows finished before stay in the report.
     pub cancel: Cancel,
@@ -86,6 +91,7 @@ impl Default for LabOptions {
             capture_file: None,
             keep_packets: false,
             tap: None,
+            pin: None,
             cancel: Cancel::new(),
         }
     }

@@ -271,6 +271,17 @@ fn applied(sock: &Socket, opts: &SideOpts) -> Applied {
     }
 }
 
+/// Keeps the calling thread on one CPU (sched_setaffinity(2) on thread 0 = the caller).
+fn pin_to(cpu: usize, side: &'static str) -> Result<(), LabError> {
+    let mut set = nix::sched::CpuSet::new();
+    set.set(cpu).map_err(|e| LabError::Io { side, what: format!("cpu {cpu}"), source: e.into() })?;
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).map_err(|e| LabError::Io {
+        side,
+        what: format!("sched_setaffinity cpu {cpu}"),
+        source: e.into(),
+    })
+}
+
 fn info(sock: &Socket, side: &'static str) -> Result<TcpInfo, LabError> {
     tcp_info(sock.as_fd()).map_err(|e| LabError::Io { side, what: "getsockopt(TCP_INFO)".into(), source: e })
 }
@@ -474,6 +485,9 @@ fn server(
     rounds_done: mpsc::Receiver<()>,
 ) -> Result<(SideOut, Ns, PacketsOut), LabError> {
     let side = "server";
+    if let Some((_, cpu)) = lab.pin {
+        pin_to(cpu, side)?;
+    }
     let (ns, ns_file) = server_ns(place, lab)?;
     // Whose counters: a namespace the client shares is counted by the client, around its
     // measured rounds; a namespace of the server's own by the server (prefixed when the client
@@ -548,12 +562,14 @@ fn server(
             let mut r = runner(side, &sock, opts, &sbuf, rbuf, lab.io_timeout);
             let b = info(&sock, side)?;
             let ns_before = read_counters(count);
+            let cpu0 = crate::cpu::thread_cpu_ns();
             r.stream_recv()?;
+            let cpu = crate::cpu::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
             let netstat = match (ns_before, read_counters(count), count) {
                 (Some(b), Some(a), Some(prefix)) => netstat::delta(&b, &a, prefix),
                 _ => BTreeMap::new(),
             };
-            (b, info(&sock, side)?, applied(&sock, opts), None, netstat, None)
+            (b, info(&sock, side)?, applied(&sock, opts), None, netstat, cpu)
         }
     };
     // Keep the socket open until the client is done.
@@ -574,6 +590,9 @@ fn client(
     rounds_done: mpsc::Sender<()>,
 ) -> Result<ClientOut, LabError> {
     let side = "client";
+    if let Some((cpu, _)) = lab.pin {
+        pin_to(cpu, side)?;
+    }
     let io = |what: &str, e| LabError::Io { side, what: what.into(), source: e };
     let Ready { addr, netns, count_shared } = ready
         .recv_timeout(lab.io_timeout + Duration::from_secs(5))
@@ -639,9 +658,11 @@ fn client(
             let before = info(&sock, side)?;
             let ns_before = read_counters(count);
             let real0 = capture::realtime_ns();
+            let cpu0 = crate::cpu::thread_cpu_ns();
             let t0 = Instant::now();
             let writes = r.stream_send(ws, Duration::from_nanos(*duration_ns), &mut h)?;
             let wall = t0.elapsed();
+            let cpu_ns = crate::cpu::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
             let window_real = (real0, capture::realtime_ns());
             let after = info(&sock, side)?;
             // Retransmission timeouts while the send queue drains belong to the stream too.
@@ -652,7 +673,7 @@ fn client(
             };
             let applied = applied(&sock, opts);
             sock.shutdown(std::net::Shutdown::Write).map_err(|e| io("shutdown", e))?;
-            let side = SideOut { applied, before, after, netstat, holds: None, cpu_ns: None };
+            let side = SideOut { applied, before, after, netstat, holds: None, cpu_ns };
             ClientOut { side, rec: Recorder::with_capacity(0, 0), wall, rounds: writes, stream: Some(h), window_real }
         }
     };

@@ -31,6 +31,7 @@ fn wire_side(before: &TcpInfo, after: &TcpInfo, ipv6: bool) -> WireSide {
 fn stats(before: &TcpInfo, after: &TcpInfo) -> TcpStats {
     TcpStats {
         retransmits: u64::from(after.total_retrans.saturating_sub(before.total_retrans)),
+        segs_in: after.segs_in.is_some().then(|| sub32(after.segs_in, before.segs_in)),
         snd_cwnd: after.snd_cwnd,
         rtt_us: after.rtt,
         ato_us: after.ato,

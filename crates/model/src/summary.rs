@@ -135,6 +135,7 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
 fn tcp_stats(s: &SideEnd) -> TcpStats {
     TcpStats {
         retransmits: s.counters.retransmits,
+        segs_in: None,
         snd_cwnd: s.cwnd,
         rtt_us: (s.srtt_ns / 1000) as u32,
         ato_us: (s.ato_ns / 1000) as u32,

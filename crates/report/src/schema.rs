@@ -201,6 +201,10 @@ pub struct TcpSides {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TcpStats {
     pub retransmits: u64,
+    /// Segments this side's TCP received over the run (tcpi_segs_in delta): what got past
+    /// any filter on the way in (a sender's count of the pure ACKs it processed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segs_in: Option<u64>,
     pub snd_cwnd: u32,
     pub rtt_us: u32,
     pub ato_us: u32,

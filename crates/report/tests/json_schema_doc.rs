@@ -105,7 +105,10 @@ fn lab_sample() -> Value {
             cpu_us_per_round: 17.5,
             cpu_share_of_wall: 0.9,
         }),
-        tcp: Some(TcpSides::default()),
+        tcp: Some(TcpSides {
+            client: TcpStats { segs_in: Some(12), ..TcpStats::default() },
+            server: TcpStats::default(),
+        }),
         netstat: [("DelayedACKs".to_string(), 1)].into_iter().collect(),
         verdict: "v".into(),
         verdict_key: VerdictKey { stalls: true, cause: Some(Cause::NagleDelayedAck) },

@@ -88,6 +88,8 @@ pub struct LabArgs {
     /// HdrHistogram, wire cost, stall records) to FILE.html
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<PathBuf>,
+    #[command(flatten)]
+    pub veth: super::seed003::VethArgs,
 }
 
 /// Drop reasons a link spec asks for (loss, ack-loss, ack-every, queue for a bottleneck, mtu) are
@@ -201,8 +203,45 @@ impl Interrupts {
 }
 
 pub fn run(args: LabArgs) -> anyhow::Result<i32> {
+    let veth = args.veth.veth()?;
+    let knobs = args.veth.knobs()?;
+    if args.common.matrix == "seed003" {
+        let name = args.common.scenario.as_deref().unwrap_or("");
+        if name != "stream" || args.link.is_some() {
+            bail!(
+                "--matrix seed003 is seed 003's table: `tcpstall lab stream --matrix seed003` (over veth, no --link)"
+            );
+        }
+        let mut s = super::common::load(Some("stream"), None)?;
+        s.apply_sets(&args.common.sets)?;
+        let duration = match &s.workload {
+            scenario::Workload::Stream(w) => std::time::Duration::from_millis(u64::from(w.duration_ms).min(10_000)),
+            _ => unreachable!("stream"),
+        };
+        let json = args.common.format == OutputFormat::Json;
+        return super::seed003::run_matrix(&args.veth, duration, json, args.quiet);
+    }
     let s = scenario_from(&args)?;
     let mut opts = lab_options(&args)?;
+    // --path veth: two namespaces joined by a veth pair with the seed's knobs (seed 003).
+    let veth_path = if veth {
+        if args.link.is_some() {
+            bail!("--path veth and --link are two different paths: pick one");
+        }
+        let swept = lab::veth::sweep();
+        if !swept.is_empty() {
+            eprintln!("tcpstall: removed {} namespace(s) left by killed runs", swept.len());
+        }
+        Some(lab::veth::VethPath::open(&knobs).map_err(|e| anyhow::anyhow!("--path veth: {e}"))?)
+    } else {
+        None
+    };
+    if let Some(p) = &veth_path {
+        opts.pin = Some(p.cpus);
+        opts.own_netns = false;
+        opts.lo_mtu = None;
+        opts.capture = false;
+    }
     // --report draws each row's packets (ladders, time-sequence graphs).
     opts.keep_packets = args.report.is_some();
     // Before measuring: an output path that cannot be written must not cost a run.
@@ -223,7 +262,10 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     if let Some(p) = &args.report {
         output::check_writable("--report", p)?;
     }
-    let env = super::linkenv::open(args.link.as_deref(), link_capture, opts.capture)?;
+    let mut env = super::linkenv::open(args.link.as_deref(), link_capture, opts.capture)?;
+    if let Some(p) = &veth_path {
+        env.placement = p.placement(&format!("{}; {}", knobs.label(), p.readback));
+    }
     opts.tap = env.tap();
     let total = (s.workload.variants().len() * s.matrix.len()) as u64;
     let bar = output::progress_bar(total, args.quiet);

@@ -14,6 +14,7 @@ pub mod linkenv;
 pub mod output;
 pub mod replay;
 pub mod scenarios;
+pub mod seed003;
 pub mod shell;
 pub mod simulate;
 pub mod spool;

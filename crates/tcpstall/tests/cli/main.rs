@@ -9,6 +9,7 @@ mod kernel;
 mod lab;
 mod link;
 mod report;
+mod seed003;
 mod simulate;
 mod support;
 mod validation;
@@ -28,6 +29,8 @@ macro_rules! t {
 fn main() {
     use Need::{Root, Tool};
     let trials = vec![
+        t!(seed003::route_quickack_and_thinning_move_the_ack_ratio, Root, Tool("ethtool"), Tool("iptables")),
+        t!(seed003::a_killed_veth_run_is_swept_by_the_next, Root, Tool("ethtool"), Tool("iptables")),
         t!(watch::watch_finds_the_stalling_pair_only_and_keeps_its_packets, Root, Tool("tcpdump")),
         t!(watch::watch_without_cap_net_raw_says_so, Root, Tool("setpriv")),
         t!(watch::watch_bad_flags_and_ctrl_c, Root),
