@@ -220,6 +220,11 @@ impl VethPath {
         ))
     }
 
+    /// The namespaces' names (sender, receiver), for `ip netns exec`.
+    pub fn namespaces(&self) -> (&str, &str) {
+        (&self.tx_ns, &self.rx_ns)
+    }
+
     /// The CPUs a path opened now would use (sender, receiver).
     pub fn cpus_here() -> (usize, usize) {
         cpus()
