@@ -85,7 +85,7 @@ pub(crate) fn assemble(
             )),
             String::new(),
         ),
-        PacketsOut::Off => (None, "packet capture off (--no-capture)".to_string()),
+        PacketsOut::Off => (None, "packet capture off (--no-capture, or --path veth)".to_string()),
         PacketsOut::Failed(why) => (None, format!("no packets captured: {why}")),
     };
     let records: Vec<analyze::Stall> =
