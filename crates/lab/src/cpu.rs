@@ -1,12 +1,12 @@
 //! CPU time of the calling thread, read around the measured rounds only (never per packet):
 //! what a strategy costs besides its latency (busy-poll keeps a CPU busy while it waits).
 
-/// User + system CPU time of the calling thread (ns), getrusage(RUSAGE_THREAD) (getrusage(2),
-/// Linux since 2.6.26); None when the call fails.
+/// CPU time of the calling thread (ns, user + system), CLOCK_THREAD_CPUTIME_ID (clock_gettime(2):
+/// the scheduler's exact runtime of the thread, `sum_exec_runtime`; getrusage's RUSAGE_THREAD is
+/// sampled at the tick and reads 0 for a few short rounds); None when the call fails.
 pub fn thread_cpu_ns() -> Option<u64> {
-    let u = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_THREAD).ok()?;
-    let ns = |t: nix::sys::time::TimeVal| (t.tv_sec() as u64) * 1_000_000_000 + (t.tv_usec() as u64) * 1000;
-    Some(ns(u.user_time()) + ns(u.system_time()))
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).ok()?;
+    Some(t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
 }
 
 /// User + system CPU time of the whole process (ns), getrusage(RUSAGE_SELF); 0 when it fails.

@@ -96,6 +96,8 @@ pub struct DirectionIo {
     pub busy_poll_ns: u64,
     /// Pin the thread to this CPU.
     pub cpu: Option<usize>,
+    /// The devices carry a virtio_net_hdr before each packet (GSO super-packets).
+    pub vnet: bool,
     /// Capture interfaces (where packets enter, where they leave) and the capture channel.
     pub capture: Option<(CaptureTx, u32, u32)>,
 }
@@ -164,7 +166,9 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
         }
     }
     let mut last_rx = 0u64;
-    let bufsize = io.mtu as usize + 256;
+    // A GSO super-packet is up to 64 KB plus its virtio_net_hdr.
+    let hdr = if io.vnet { sys::tun::VNET_HDR_LEN } else { 0 };
+    let bufsize = if io.vnet { 65_536 + hdr + 256 } else { io.mtu as usize + 256 };
     let mut pool: Vec<Vec<u8>> = Vec::new();
     let mut heap: BinaryHeap<Pending> = BinaryHeap::new();
     let mut seq = 0u64;
@@ -184,12 +188,18 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
             let mut buf = pool.pop().unwrap_or_else(|| vec![0u8; bufsize]);
             match nix::unistd::read(input.as_raw_fd(), &mut buf) {
                 Ok(0) => return Err("TUN device closed".into()),
+                Ok(n) if n < hdr => pool.push(buf),
                 Ok(n) => {
                     got += 1;
                     let now = mono_ns();
-                    let v = io.model.on_packet(now, &buf[..n], &mut io.rng);
+                    let v = if io.vnet {
+                        let (segs, seg_len, wire) = crate::gso::segments(&buf[..hdr], &buf[hdr..n]);
+                        io.model.on_packet_segments(now, &buf[hdr..n], segs, seg_len, wire, &mut io.rng)
+                    } else {
+                        io.model.on_packet(now, &buf[..n], &mut io.rng)
+                    };
                     if let Some((tx, iface_in, _)) = &io.capture {
-                        let _ = tx.send(Record { iface: *iface_in, mono_ns: now, data: buf[..n].to_vec() });
+                        let _ = tx.send(Record { iface: *iface_in, mono_ns: now, data: buf[hdr..n].to_vec() });
                     }
                     match v {
                         Verdict::Deliver { at_ns } => {
@@ -221,13 +231,13 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
                     let _ = overhead.record(sent.saturating_sub(p.at));
                     let _ = link_delay.record((p.at - p.arrival).saturating_sub(base));
                     if let Some((tx, _, iface_out)) = &io.capture {
-                        let _ = tx.send(Record { iface: *iface_out, mono_ns: sent, data: p.buf[..p.len].to_vec() });
+                        let _ = tx.send(Record { iface: *iface_out, mono_ns: sent, data: p.buf[hdr..p.len].to_vec() });
                     }
                 }
                 Err(_) => {
                     io.model.counters.drops[DropReason::WriteError.index()] += 1;
                     io.model.counters.delivered -= 1;
-                    io.model.counters.delivered_bytes -= p.len as u64;
+                    io.model.counters.delivered_bytes -= (p.len - hdr) as u64;
                 }
             }
             pool.push(p.buf);

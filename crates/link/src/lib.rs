@@ -9,6 +9,7 @@
 
 pub mod capture;
 pub mod forward;
+pub mod gso;
 pub mod model;
 pub mod netns;
 pub mod report;
@@ -90,6 +91,10 @@ pub struct LinkOptions {
     /// Keep a [`capture::Tap`] of the server side's packets (`Link::tap`), with or without a
     /// capture file: the lab's row traces behind a link come from it.
     pub tap: bool,
+    /// Carry TSO/GSO super-packets whole (IFF_VNET_HDR) when no decision of the link is per
+    /// segment (no loss, ACK loss or ACK thinning): the rate and queue count their segments and
+    /// wire bytes. With such a decision the kernel segments before the forwarder sees them.
+    pub gso: bool,
 }
 
 impl Default for LinkOptions {
@@ -102,6 +107,7 @@ impl Default for LinkOptions {
             devices: [netns::DeviceOptions::default(); 2],
             cpus: None,
             tap: false,
+            gso: true,
         }
     }
 }
@@ -137,8 +143,11 @@ impl Link {
             )));
         }
         let privilege = userns::acquire()?;
-        let client = End::create_with(netns::CLIENT_IP, spec.mtu, opts.devices[0])?;
-        let server = End::create_with(netns::SERVER_IP, spec.mtu, opts.devices[1])?;
+        // Per-segment decisions (loss, ACK loss, ACK thinning) need the kernel's segments.
+        let gso = opts.gso && spec.loss == 0.0 && spec.ack_loss == 0.0 && spec.ack_every.is_none();
+        let dev = |d: netns::DeviceOptions| netns::DeviceOptions { gso, ..d };
+        let client = End::create_with(netns::CLIENT_IP, spec.mtu, dev(opts.devices[0]))?;
+        let server = End::create_with(netns::SERVER_IP, spec.mtu, dev(opts.devices[1]))?;
         let stop = Arc::new(
             EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
                 .map_err(|e| LinkError::Setup(format!("eventfd: {}", e.desc())))?,
@@ -149,7 +158,14 @@ impl Link {
                 format!("client {} {}", netns::TUN_NAME, netns::CLIENT_IP),
                 format!("server {} {}", netns::TUN_NAME, netns::SERVER_IP),
             ];
-            let c = Capture::start(capture, forward::realtime_offset_ns(), names, &spec.to_string())?;
+            // With GSO the tap records the super-packets as the kernel handed them over (a TSO
+            // packet of up to 64 KB where the wire would carry MSS segments): said in the file.
+            let what = if gso {
+                format!("{spec}; TSO/GSO super-packets recorded whole, as carried")
+            } else {
+                spec.to_string()
+            };
+            let c = Capture::start(capture, forward::realtime_offset_ns(), names, &what)?;
             Some((c, capture.map(Path::to_path_buf)))
         } else {
             None
@@ -177,6 +193,7 @@ impl Link {
                 priority: opts.priority,
                 busy_poll_ns: opts.busy_poll_ns,
                 cpu: opts.cpus.map(|c| c[dir.index()]),
+                vnet: gso,
                 capture: capture.as_ref().map(|(c, _)| (c.sender(), iface_in, iface_out)),
             };
             let name = format!("tcpstall-fwd-{}", if dir == Dir::Up { "up" } else { "down" });

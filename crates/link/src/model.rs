@@ -171,8 +171,10 @@ pub struct DirectionModel {
     /// byte costs 8e9 of these units, so serialisation never accumulates rounding error).
     busy_until_scaled: u128,
     /// Packets accepted but not yet fully serialised: (time their last bit leaves, bytes).
-    backlog: VecDeque<(u64, u64)>,
+    /// Packets in the bottleneck's queue: (when the last bit leaves, wire bytes, segments).
+    backlog: VecDeque<(u64, u64, u64)>,
     backlog_bytes: u64,
+    backlog_segments: u64,
     last_deliver_ns: u64,
     pure_acks_seen: u64,
     pub counters: DirCounters,
@@ -201,6 +203,7 @@ impl DirectionModel {
             busy_until_scaled: 0,
             backlog: VecDeque::new(),
             backlog_bytes: 0,
+            backlog_segments: 0,
             last_deliver_ns: 0,
             pure_acks_seen: 0,
             counters: DirCounters::default(),
@@ -220,6 +223,41 @@ impl DirectionModel {
     pub fn on_packet<R: Rng + ?Sized>(&mut self, now_ns: u64, packet: &[u8], rng: &mut R) -> Verdict {
         let kind = classify(packet);
         self.on_packet_of_kind(now_ns, packet.len() as u64, kind, rng)
+    }
+
+    /// A GSO super-packet standing for `segments` segments of at most `segment_len` bytes and
+    /// `wire_bytes` on the wire in all (crate::gso): the MTU applies to each segment, the rate
+    /// and a byte queue to the wire bytes, a packet queue to the segments. Only whole-packet
+    /// decisions apply: the link carries super-packets only without loss or ACK thinning.
+    pub fn on_packet_segments<R: Rng + ?Sized>(
+        &mut self,
+        now_ns: u64,
+        packet: &[u8],
+        segments: u64,
+        segment_len: u64,
+        wire_bytes: u64,
+        rng: &mut R,
+    ) -> Verdict {
+        if segments <= 1 {
+            return self.on_packet(now_ns, packet, rng);
+        }
+        let c = &mut self.counters;
+        c.packets_in += 1;
+        c.bytes_in += wire_bytes;
+        c.data_segments_in += segments;
+        let v = if segment_len > u64::from(self.mtu) {
+            Verdict::Drop(DropReason::Mtu)
+        } else {
+            self.schedule(now_ns, wire_bytes, segments, rng)
+        };
+        match v {
+            Verdict::Drop(r) => self.counters.drops[r.index()] += 1,
+            Verdict::Deliver { .. } => {
+                self.counters.delivered += 1;
+                self.counters.delivered_bytes += wire_bytes;
+            }
+        }
+        v
     }
 
     /// As [`on_packet`](Self::on_packet) with the packet already classified.
@@ -271,19 +309,26 @@ impl DirectionModel {
         if self.loss > 0.0 && rng.gen_bool(self.loss) {
             return Verdict::Drop(DropReason::Loss);
         }
+        self.schedule(now_ns, bytes, 1, rng)
+    }
+
+    /// The rate, queue, delay and jitter of a packet (or a super-packet of `segments`) of
+    /// `bytes` on the wire that was not dropped for its own sake.
+    fn schedule<R: Rng + ?Sized>(&mut self, now_ns: u64, bytes: u64, segments: u64, rng: &mut R) -> Verdict {
         let leaves_ns = match self.rate_bps {
             None => now_ns,
             Some(rate) => {
                 // Packets whose last bit has left no longer occupy the queue.
-                while let Some(&(done, b)) = self.backlog.front() {
+                while let Some(&(done, b, n)) = self.backlog.front() {
                     if done > now_ns {
                         break;
                     }
                     self.backlog.pop_front();
                     self.backlog_bytes -= b;
+                    self.backlog_segments -= n;
                 }
                 let full = match self.queue {
-                    Some(QueueLimit::Packets(p)) => self.backlog.len() as u64 + 1 > p,
+                    Some(QueueLimit::Packets(p)) => self.backlog_segments + segments > p,
                     Some(QueueLimit::Bytes(b)) => self.backlog_bytes + bytes > b,
                     None => false,
                 };
@@ -295,8 +340,9 @@ impl DirectionModel {
                 let start = self.busy_until_scaled.max(now_scaled);
                 self.busy_until_scaled = start + u128::from(bytes) * 8 * 1_000_000_000;
                 let done = self.busy_until_scaled.div_ceil(rate) as u64;
-                self.backlog.push_back((done, bytes));
+                self.backlog.push_back((done, bytes, segments));
                 self.backlog_bytes += bytes;
+                self.backlog_segments += segments;
                 done
             }
         };

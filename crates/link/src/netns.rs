@@ -42,6 +42,9 @@ pub struct DeviceOptions {
     /// Receive packet steering: CPUs (bit mask) that process the packets the forwarder writes
     /// into this end, instead of the forwarder's own CPU inside write(2). 0 = no RPS.
     pub rps_mask: u64,
+    /// IFF_VNET_HDR with TSO/checksum offloads: the forwarder carries GSO super-packets whole
+    /// (sys::tun::create_tun_opts).
+    pub gso: bool,
 }
 
 /// One end: a network namespace holding a configured TUN device.
@@ -119,7 +122,7 @@ fn setup_in_new_namespace(ip: Ipv4Addr, mtu: u32, dev: DeviceOptions) -> Result<
         move |err: io::Error| LinkError::Io { what, err }
     };
     sys::tun::set_up("lo").map_err(io("bringing up lo in the new namespace"))?;
-    let (tun, name) = sys::tun::create_tun_with(TUN_NAME, dev.napi).map_err(|e| match e.kind() {
+    let (tun, name) = sys::tun::create_tun_opts(TUN_NAME, dev.napi, dev.gso).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => {
             LinkError::Setup("/dev/net/tun is missing: the kernel has no TUN support (modprobe tun)".into())
         }

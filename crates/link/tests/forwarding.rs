@@ -147,7 +147,7 @@ fn udp_round_trip_takes_the_configured_rtt() {
 fn forwarder_variants_carry_every_packet_no_earlier_than_the_delay() {
     use tcpstall_link::netns::DeviceOptions;
     use tcpstall_link::LinkOptions;
-    let dev = DeviceOptions { napi: true, threaded_napi: true, rps_mask: 1 };
+    let dev = DeviceOptions { napi: true, threaded_napi: true, rps_mask: 1, gso: false };
     let opts = LinkOptions { devices: [dev; 2], busy_poll_ns: 20_000, cpus: Some([0, 0]), ..LinkOptions::default() };
     let link = match Link::open_with(&"rtt=2ms".parse::<LinkSpec>().unwrap(), None, &opts) {
         Ok(l) => l,

@@ -273,7 +273,7 @@ impl Exporter for Table {
             );
         }
         if r.results.iter().any(|x| x.cpu.is_some()) {
-            out.push_str("\ncpu (both sides' threads over the measured rounds, getrusage RUSAGE_THREAD):\n");
+            out.push_str("\ncpu (both sides' threads over the measured rounds, CLOCK_THREAD_CPUTIME_ID):\n");
             for x in &r.results {
                 if let Some(c) = &x.cpu {
                     let l = format!("  {}", label(x));

@@ -122,7 +122,7 @@ pub struct Applied {
     pub busy_poll_us: Option<u32>,
 }
 
-/// CPU time the two sides' threads used in the measured rounds (getrusage(RUSAGE_THREAD),
+/// CPU time the two sides' threads used in the measured rounds (CLOCK_THREAD_CPUTIME_ID,
 /// user + system), lab only: what a strategy such as busy-poll costs besides its latency.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct CpuCost {

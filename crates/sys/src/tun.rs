@@ -91,6 +91,20 @@ pub fn create_tun(name: &str) -> io::Result<(OwnedFd, String)> {
 /// skb and calls napi_schedule, tun_napi_poll -> tun_napi_receive -> napi_gro_receive) instead
 /// of by netif_receive_skb directly in the writer's context (tun_rx_batched).
 pub fn create_tun_with(name: &str, napi: bool) -> io::Result<(OwnedFd, String)> {
+    create_tun_opts(name, napi, false)
+}
+
+/// Bytes of the `struct virtio_net_hdr` before each packet of a device made with `gso`
+/// (include/uapi/linux/virtio_net.h, without mergeable buffers: flags, gso_type, hdr_len,
+/// gso_size, csum_start, csum_offset).
+pub const VNET_HDR_LEN: usize = 10;
+
+/// [`create_tun_with`], and with `gso`: IFF_VNET_HDR and TUNSETOFFLOAD(TUN_F_CSUM | TUN_F_TSO4
+/// | TUN_F_TSO6), so the kernel hands the reader whole TSO/GSO super-packets (up to 64 KB, with
+/// a partial checksum) each behind a virtio_net_hdr that describes them, and takes them back the
+/// same way (drivers/net/tun.c: tun_put_user / tun_get_user, virtio_net_hdr_from_skb /
+/// virtio_net_hdr_to_skb).
+pub fn create_tun_opts(name: &str, napi: bool, gso: bool) -> io::Result<(OwnedFd, String)> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -98,13 +112,23 @@ pub fn create_tun_with(name: &str, napi: bool) -> io::Result<(OwnedFd, String)> 
         .open("/dev/net/tun")?;
     let mut req = IfReq::new(name)?;
     let napi = if napi { libc::IFF_NAPI } else { 0 };
-    req.set_short((libc::IFF_TUN | libc::IFF_NO_PI | napi) as i16);
+    let vnet = if gso { libc::IFF_VNET_HDR } else { 0 };
+    req.set_short((libc::IFF_TUN | libc::IFF_NO_PI | napi | vnet) as i16);
     // SAFETY: TUNSETIFF reads and writes a `struct ifreq`; `req` is a live, properly sized
     // (40-byte) repr(C) value for the duration of the call, and the fd is a valid open
     // /dev/net/tun descriptor owned by `file`.
     let rc = unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETIFF as _, &mut req as *mut IfReq) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
+    }
+    if gso {
+        let flags = (libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6) as libc::c_ulong;
+        // SAFETY: TUNSETOFFLOAD takes its argument by value (an unsigned long of TUN_F_* bits),
+        // no memory is passed; the fd is the open /dev/net/tun descriptor owned by `file`.
+        let rc = unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETOFFLOAD as _, flags) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
     }
     Ok((OwnedFd::from(file), req.name_string()))
 }

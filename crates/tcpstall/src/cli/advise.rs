@@ -265,7 +265,7 @@ struct Row {
     p999_us: advise::Interval,
     segments_per_message: f64,
     wire_bytes_per_message: f64,
-    /// Both sides' CPU time per round, µs (lab: getrusage of the two threads; absent on the model).
+    /// Both sides' CPU time per round, µs (lab: CLOCK_THREAD_CPUTIME_ID of the two threads; absent on the model).
     #[serde(skip_serializing_if = "Option::is_none")]
     cpu_us_per_round: Option<f64>,
     change_size: u32,
@@ -732,7 +732,7 @@ fn table(a: &Advice) -> String {
         }
     }
     out += "stalls: stalls / measured rounds (a round can hold several); p99.9 of fewer than 1000 rounds is the \
-            slowest few rounds; cpu us/r: both sides' thread CPU time per round (lab, getrusage); change: size of the code change (1 one call after connect, 2 code around each \
+            slowest few rounds; cpu us/r: both sides' thread CPU time per round (lab, CLOCK_THREAD_CPUTIME_ID); change: size of the code change (1 one call after connect, 2 code around each \
             message or read, +1 a Linux-only option)\n";
     for n in &a.notes {
         out += &format!("note: {n}\n");

@@ -112,7 +112,7 @@ pub fn recommend(rows: &[View], lang: Lang, writes_per_msg: impl Fn(Side) -> usi
     if let (Some(b), Some(f)) = (base.cpu_us_per_round, best.cpu_us_per_round) {
         if f > 1.5 * b {
             text += &format!(
-                " It costs CPU: {f:.1} us of both sides' CPU per round against {b:.1} as written (getrusage)."
+                " It costs CPU: {f:.1} us of both sides' CPU per round against {b:.1} as written (thread CPU time)."
             );
         }
     }
