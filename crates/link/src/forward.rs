@@ -40,6 +40,25 @@ pub fn mono_ns() -> u64 {
     t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
 }
 
+/// The calling thread's `run_delay` (ns): time spent runnable but waiting for a CPU, from
+/// /proc/thread-self/schedstat (Documentation/scheduler/sched-stats.rst: "time spent waiting
+/// on a runqueue"). Read before and after a sleep it gives how late the thread ran after the
+/// kernel woke it: the part of a packet's wait the forwarder cannot see by its own clock.
+struct RunDelay(Option<std::fs::File>);
+
+impl RunDelay {
+    fn open() -> RunDelay {
+        RunDelay(std::fs::File::open("/proc/thread-self/schedstat").ok())
+    }
+    fn now(&self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let f = self.0.as_ref()?;
+        let mut b = [0u8; 96];
+        let n = f.read_at(&mut b, 0).ok()?;
+        std::str::from_utf8(&b[..n]).ok()?.split_whitespace().nth(1)?.parse().ok()
+    }
+}
+
 /// CLOCK_REALTIME minus CLOCK_MONOTONIC, in nanoseconds.
 pub fn realtime_offset_ns() -> i128 {
     let r = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME).expect("CLOCK_REALTIME");
@@ -63,6 +82,9 @@ pub struct DirReport {
     pub delay_base_ns: u64,
     /// The configured one-way delay, for reading the histograms.
     pub configured_delay_ns: u64,
+    /// How late the thread ran after each wake-up from its sleep (scheduler run_delay, ns):
+    /// packets read then were stamped that much earlier, so `overhead` includes it.
+    pub wake_late: Histogram<u64>,
 }
 
 impl DirReport {
@@ -166,6 +188,11 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
         }
     }
     let mut last_rx = 0u64;
+    // How late the thread ran after its last wake-up (run_delay across the sleep): packets
+    // read right after it are stamped that much earlier, when they were there.
+    let run_delay = RunDelay::open();
+    let mut backdate = 0u64;
+    let mut wake_late = histogram();
     // A GSO super-packet is up to 64 KB plus its virtio_net_hdr.
     let hdr = if io.vnet { sys::tun::VNET_HDR_LEN } else { 0 };
     let bufsize = if io.vnet { 65_536 + hdr + 256 } else { io.mtu as usize + 256 };
@@ -191,7 +218,7 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
                 Ok(n) if n < hdr => pool.push(buf),
                 Ok(n) => {
                     got += 1;
-                    let now = mono_ns();
+                    let now = mono_ns().saturating_sub(backdate);
                     let v = if io.vnet {
                         let (segs, seg_len, wire) = crate::gso::segments(&buf[..hdr], &buf[hdr..n]);
                         io.model.on_packet_segments(now, &buf[hdr..n], segs, seg_len, wire, &mut io.rng)
@@ -217,6 +244,7 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
                 Err(e) => return Err(format!("reading the TUN device: {}", e.desc())),
             }
         }
+        backdate = 0;
         // 2. Deliver everything due.
         let mut now = mono_ns();
         while heap.peek().is_some_and(|p| p.at <= now) {
@@ -264,8 +292,13 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
                 Some(wait - io.spin_ns)
             }
         };
+        let before = run_delay.now();
         if wait_readable(input.as_fd(), stop.as_fd(), timeout)? {
             break;
+        }
+        if let (Some(a), Some(b)) = (before, run_delay.now()) {
+            backdate = b.saturating_sub(a);
+            let _ = wake_late.record(backdate.max(1));
         }
     }
     Ok(DirReport {
@@ -274,6 +307,7 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
         link_delay_excess: link_delay,
         delay_base_ns: base,
         configured_delay_ns: io.model.delay_ns(),
+        wake_late,
     })
 }
 

@@ -107,6 +107,7 @@ mod tests {
                     link_delay_excess: h,
                     delay_base_ns: 10_000_000,
                     configured_delay_ns: 10_000_000,
+                    wake_late: histogram(),
                 },
                 DirReport {
                     counters: down,
@@ -114,6 +115,7 @@ mod tests {
                     link_delay_excess: histogram(),
                     delay_base_ns: 10_000_000,
                     configured_delay_ns: 10_000_000,
+                    wake_late: histogram(),
                 },
             ],
             capture: None,
