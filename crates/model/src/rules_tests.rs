@@ -392,3 +392,29 @@ fn handshake_rtt_keeps_one_way_delayed_acks_at_40ms() {
     }
     assert!(s.eps[B].ato > 100_000_000, "ato grew: {}", s.eps[B].ato);
 }
+
+/// FreeBSD, from freebsd-net/tcp-testsuite `rcv-data-segments/overlapping-050-075.pkt` (and the
+/// other `rcv-data-segments/*.pkt`): after the handshake one in-order segment of 99 bytes
+/// arrives (`+0.00 < . 1:100(99)`) and the script expects no ACK for it (the next line the
+/// stack writes is the ACK of an out-of-order segment): the ACK is delayed (tcp_input.c
+/// DELAY_ACK, net.inet.tcp.delayed_ack=1) and the delayed-ACK callout fires after delacktime,
+/// TCPTV_DELACK = hz/25, 40 ms (sys/netinet/tcp_timer.h).
+#[test]
+fn freebsd_delays_the_ack_of_one_in_order_segment_for_delacktime() {
+    let mut s = Script::new("freebsd", 1448);
+    s.at(0.0).write(A, 99);
+    s.expect_segment(0.0, A, 99);
+    s.expect_nothing_until(40.0);
+    s.expect_ack(40.05, B);
+}
+
+/// FreeBSD, sys/netinet/tcp_input.c DELAY_ACK(tp, tlen): an ACK is delayed only while the
+/// delayed-ACK timer is not already running (`!tcp_timer_active(tp, TT_DELACK)`), so the second
+/// full segment is ACKed at once (RFC 1122 4.2.3.2: at least every second full-sized segment).
+#[test]
+fn freebsd_acks_every_second_segment_at_once() {
+    let mut s = Script::new("freebsd", 1448);
+    s.at(0.0).write(A, 1448 * 2);
+    s.expect_segment(0.0, A, 1448).expect_segment(0.0, A, 1448);
+    s.expect_ack(0.05, B);
+}
