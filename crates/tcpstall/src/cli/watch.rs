@@ -117,6 +117,8 @@ struct Recorder {
     /// Packets written up to this time (ns, Unix).
     written_to: u64,
     syn_written: bool,
+    /// The port the SYN went to: the server's.
+    server_port: Option<u16>,
 }
 
 #[derive(Clone)]
@@ -276,6 +278,9 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
                 }
                 let r = rec.entry(id).or_default();
                 let pkt = Pkt { ts_ns: f.ts_ns, orig_len: f.orig_len, data: f.data.to_vec() };
+                if p.segment.flags.syn() && !p.segment.flags.ack() {
+                    r.server_port = Some(p.dst.port());
+                }
                 // The handshake: the flow's packets up to the first one without SYN after a SYN.
                 if r.syn.len() < 3 && (p.segment.flags.syn() || r.syn.len() == 2) && r.recent.len() == r.syn.len() {
                     r.syn.push(pkt.clone());
@@ -345,7 +350,13 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
             *fs.causes.entry(st.cause.as_str()).or_default() += 1;
             fs.last_unix_ns = start_unix + st.length.0;
             if let Some(m) = &metrics {
-                m.stall(st.cause.as_str(), server_port(&key), st.length.as_secs_f64());
+                let port = ids
+                    .get(&key)
+                    .and_then(|id| rec.get(id))
+                    .and_then(|r| r.server_port)
+                    .or_else(|| [key.a.port(), key.b.port()].into_iter().find(|p| args.ports.contains(p)))
+                    .unwrap_or_else(|| server_port(&key));
+                m.stall(st.cause.as_str(), port, st.length.as_secs_f64());
             }
             if let Some(w) = pcap.as_mut() {
                 if let Some(r) = ids.get(&key).and_then(|id| rec.get_mut(id)) {
@@ -521,8 +532,9 @@ fn write_around<W: Write>(
     Ok(n)
 }
 
-/// The flow's server port as a metric label: the port below the ephemeral range (32768,
-/// net.ipv4.ip_local_port_range's default start) when one is, else the lower one.
+/// The flow's server port as a metric label when its SYN was not seen and neither port is one
+/// asked for: the port below the ephemeral range (32768, net.ipv4.ip_local_port_range's default
+/// start) when one is, else the lower one.
 fn server_port(k: &FlowKey) -> u16 {
     let (a, b) = (k.a.port(), k.b.port());
     match (a < 32768, b < 32768) {
