@@ -352,6 +352,27 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
     } else if c.snap.out_count == 0
         && released_small
         && t.is_probe_interval(c.turnaround, path_rtt, c.rtt_from_handshake)
+        && {
+            let (lo, hi) = t.probe_band(path_rtt, c.rtt_from_handshake);
+            hi.0 - lo.0 > t.rto_min.0 / 2
+        }
+    {
+        // On a long path the band where the timer can fire (TCP_RTO_MIN up to the RTO's
+        // excess of two round trips) is wider than half the timer itself: a pause anywhere in
+        // it looks the same, and a timer's firings would not spread over it. Not named.
+        let (lo, hi) = t.probe_band(path_rtt, c.rtt_from_handshake);
+        cause = Cause::Unknown;
+        confidence = 0.25;
+        detail = format!(
+            "{} bytes left {length} after the last data with nothing in flight, inside the probe timer's band \
+             ({lo}-{hi}, tcp_probe0_base on a {path_rtt} path{}), which is too wide here to tell the timer from \
+             an application pause; not named",
+            c.seg.len,
+            if c.rtt_from_handshake { "" } else { " estimated without the handshake" }
+        );
+    } else if c.snap.out_count == 0
+        && released_small
+        && t.is_probe_interval(c.turnaround, path_rtt, c.rtt_from_handshake)
         && c.quiet_pauses.other > c.quiet_pauses.at_probe_interval
     {
         // The wire shows the same thing for the probe timer and for a writer that paused this

@@ -220,9 +220,15 @@ fn answer_on_a_long_path_is_timed_from_the_request_arrival_and_the_rto_floor() {
     let mut s = Script::with_rtt(300);
     s.data(350.0, A, 300).ack(650.0, B, 512).data(930.0, B, 100);
     assert_eq!(s.causes().iter().map(|c| c.0).collect::<Vec<_>>(), vec![Cause::Application]);
-    // 820 ms at A is 520 ms at B: the probe timer's interval on this path.
+    // 820 ms at A is 520 ms at B: inside the timer's band on this path, but the band (500 to
+    // 812 ms) is wider than half the timer: not named.
     let mut s = Script::with_rtt(300);
     s.data(350.0, A, 300).ack(650.0, B, 512).data(1170.0, B, 100);
+    assert_eq!(s.causes().iter().map(|c| c.0).collect::<Vec<_>>(), vec![Cause::Unknown]);
+    // On a 20 ms path the band is 216-272 ms (TCP_RTO_MIN + srtt, less a jiffy, to TCP_RTO_MIN +
+    // 3 jiffies + 2 RTT): narrow enough, and 230 ms at B (250 at A) is the timer.
+    let mut s = Script::with_rtt(20);
+    s.data(45.0, A, 300).ack(65.0, B, 512).data(295.0, B, 100);
     assert_eq!(s.causes().iter().map(|c| c.0).collect::<Vec<_>>(), vec![Cause::ProbeTimer]);
 }
 

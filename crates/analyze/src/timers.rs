@@ -65,8 +65,14 @@ impl Timers {
     /// `d` is the held side's own wait: a gap that began with the peer's data must first have
     /// the path from that data to the held side's answer taken out (see `GapContext::turnaround`).
     pub fn is_probe_interval(&self, d: Duration, path_rtt: Duration, srtt_known: bool) -> bool {
+        let (lo, hi) = self.probe_band(path_rtt, srtt_known);
+        d.0 >= lo.0 && d.0 <= hi.0
+    }
+
+    /// The band [`Timers::is_probe_interval`] accepts.
+    pub fn probe_band(&self, path_rtt: Duration, srtt_known: bool) -> (Duration, Duration) {
         let floor = self.rto_min.0 + if srtt_known { path_rtt.0 } else { 0 };
-        d.0 + self.jiffy.0 >= floor && d.0 <= self.rto_min.0 + 3 * self.jiffy.0 + 2 * path_rtt.0
+        (Duration(floor.saturating_sub(self.jiffy.0)), Duration(self.rto_min.0 + 3 * self.jiffy.0 + 2 * path_rtt.0))
     }
 }
 
