@@ -418,3 +418,70 @@ fn freebsd_acks_every_second_segment_at_once() {
     s.expect_segment(0.0, A, 1448).expect_segment(0.0, A, 1448);
     s.expect_ack(0.05, B);
 }
+
+/// Spend the receiver's quick ACKs (TCP_MAX_QUICKACKS = 16, tcp_incr_quickack) with one-byte
+/// NODELAY writes, each ACKed at once, as `tcpstall kernel`'s `count_quick` does.
+fn spend_quick_acks(s: &mut Script) {
+    s.handshake();
+    s.nodelay(A, true);
+    for i in 0..16 {
+        s.at(f64::from(i)).write(A, 1);
+        s.expect_segment(f64::from(i), A, 1).expect_ack(f64::from(i) + 0.05, B);
+    }
+}
+
+/// RFC 8985 7.2-7.3, Linux tcp_schedule_loss_probe / tcp_send_loss_probe (6ba8a3b19e76, 3.10):
+/// two small segments in flight to a receiver that delays its ACK; the probe timeout is 2 srtt
+/// + TCP_TIMEOUT_MIN (more than one segment out), so the last segment is resent ~2 ms later
+/// (srtt 0.1 ms here, timers exact) and the duplicate is ACKed at once (tcp_data_queue ->
+/// tcp_enter_quickack_mode), long before the 40 ms delayed-ACK timer. `tcpstall kernel`
+/// measures the same exchange ("tail-loss probe": ~20 ms on 6.18 loopback, where srtt holds
+/// earlier delayed ACKs and a tick is 4 ms).
+#[test]
+fn tail_loss_probe_resends_the_last_segment_before_the_delayed_ack() {
+    let mut s = Script::new("linux", 1448);
+    spend_quick_acks(&mut s);
+    s.at(20.0).write(A, 10).write(A, 10);
+    s.expect_segment(20.0, A, 10).expect_segment(20.0, A, 10);
+    s.expect_nothing_until(22.2);
+    s.expect_segment(22.2, A, 10); // the probe: the last segment again
+    s.expect_ack(22.25, B); // a duplicate is ACKed at once
+    s.expect_nothing_until(100.0);
+    assert_eq!(s.eps[A].c.loss_probes, 1);
+    // Stacks without TLP (FreeBSD's default stack, rfc-classic) wait for the delayed ACK.
+    let mut s = Script::new("freebsd", 1448);
+    s.nodelay(A, true);
+    s.at(0.0).write(A, 10);
+    s.expect_segment(0.0, A, 10);
+    s.expect_nothing_until(40.0);
+    s.expect_ack(40.05, B);
+}
+
+/// tcp_schedule_loss_probe adds TCP_RTO_MIN (200 ms), not TCP_TIMEOUT_MIN, when only one segment
+/// is out: room for the peer's delayed ACK, so a lone small segment is ACKed by the 40 ms timer
+/// and no probe is sent.
+#[test]
+fn one_segment_in_flight_waits_for_the_delayed_ack_not_a_probe() {
+    let mut s = Script::new("linux", 1448);
+    spend_quick_acks(&mut s);
+    s.at(20.0).write(A, 10);
+    s.expect_segment(20.0, A, 10);
+    s.expect_nothing_until(60.0);
+    s.expect_ack(60.05, B);
+    assert_eq!(s.eps[A].c.loss_probes, 0);
+}
+
+/// tcp_send_loss_probe sends new data first when there is any (tcp_write_xmit(sk, mss,
+/// TCP_NAGLE_OFF, 2, ...): Nagle ignored): a Nagle-held write behind two small segments in flight
+/// leaves with the probe, after 2 srtt + TCP_TIMEOUT_MIN rather than after the peer's delayed ACK.
+#[test]
+fn tail_loss_probe_sends_nagle_held_data() {
+    let mut s = Script::new("linux", 1448);
+    spend_quick_acks(&mut s);
+    s.at(20.0).write(A, 10).write(A, 10).nodelay(A, false).write(A, 10);
+    s.expect_segment(20.0, A, 10).expect_segment(20.0, A, 10);
+    s.expect_nothing_until(22.2);
+    s.expect_segment(22.2, A, 10); // the held write, as the probe
+    s.expect_nothing_until(60.0); // 30 bytes: still under one rcv_mss, the ACK is delayed
+    s.expect_ack(60.05, B);
+}

@@ -14,6 +14,7 @@ use crate::profile::{AckPolicy, NagleRule, Profile, ReceiverRules, SenderRules};
 
 mod recv;
 mod send;
+mod tlp;
 
 const MS: u64 = 1_000_000;
 /// TCP_ATO_MIN = TCP_DELACK_MIN = HZ/25 (include/net/tcp.h); the profile may override it.
@@ -48,9 +49,13 @@ pub(crate) enum Hold {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Trigger {
     App,
-    Ack { delack_since: Option<u64> },
+    Ack {
+        delack_since: Option<u64>,
+    },
     Probe,
     Rto,
+    /// The tail-loss probe timer sent held data (tcp_send_loss_probe).
+    Tlp,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +63,10 @@ pub(crate) enum TimerId {
     Delack = 0,
     Probe = 1,
     Rto = 2,
+    /// ICSK_TIME_LOSS_PROBE (tcp_schedule_loss_probe). The kernel runs it on the retransmit
+    /// timer (icsk_retransmit_timer with icsk_pending = ICSK_TIME_LOSS_PROBE), always at or
+    /// before the RTO's deadline; the model keeps it apart with that same bound.
+    Tlp = 3,
 }
 
 impl TimerId {
@@ -65,13 +74,14 @@ impl TimerId {
         match self {
             TimerId::Delack => TimerKind::DelayedAck,
             TimerId::Probe => TimerKind::Probe,
-            TimerId::Rto => TimerKind::Retransmit,
+            TimerId::Rto | TimerId::Tlp => TimerKind::Retransmit,
         }
     }
     pub fn from_index(i: u8) -> TimerId {
         match i {
             0 => TimerId::Delack,
             1 => TimerId::Probe,
+            3 => TimerId::Tlp,
             _ => TimerId::Rto,
         }
     }
@@ -122,6 +132,8 @@ pub struct Counters {
     pub retransmits: u64,
     pub delayed_acks: u64,
     pub probes: u64,
+    /// Tail-loss probes sent (TcpExt TCPLossProbes).
+    pub loss_probes: u64,
 }
 
 impl Counters {
@@ -135,6 +147,7 @@ impl Counters {
             retransmits: self.retransmits - earlier.retransmits,
             delayed_acks: self.delayed_acks - earlier.delayed_acks,
             probes: self.probes - earlier.probes,
+            loss_probes: self.loss_probes - earlier.loss_probes,
         }
     }
 }
@@ -177,7 +190,11 @@ pub(crate) struct Tcp {
     high_rtx: u64,
     dupacks: u32,
     held: Option<(u64, Hold)>,
-    timers: [Timer; 3],
+    timers: [Timer; 4],
+    /// Tail-loss probes enabled (profile `[linux] tlp`: net.ipv4.tcp_early_retrans 3, SACK).
+    tlp: bool,
+    /// tp->tlp_high_seq: snd_nxt when the probe went out; at most one probe per episode.
+    tlp_high_seq: Option<u64>,
 
     // --- receiver ---
     pub rcv_nxt: u64,
@@ -236,7 +253,9 @@ impl Tcp {
             high_rtx: 0,
             dupacks: 0,
             held: None,
-            timers: [Timer::default(); 3],
+            timers: [Timer::default(); 4],
+            tlp: profile.linux.as_ref().is_some_and(|l| l.tlp),
+            tlp_high_seq: None,
             rcv_nxt: 0,
             rcv_wup: 0,
             copied: 0,
@@ -321,9 +340,16 @@ impl Tcp {
                 self.data_recv(now, &seg);
             } else {
                 // Out of order (dropped: no OFO queue here) or a duplicate: tcp_data_queue sends
-                // an immediate (duplicate) ACK and, for a duplicate, tcp_enter_quickack_mode.
+                // an immediate (duplicate) ACK and, for a duplicate (end_seq not after
+                // rcv_nxt: "A retransmit, 2nd most common case"), tcp_enter_quickack_mode:
+                // quick ACKs refilled, pingpong left, ato back to TCP_ATO_MIN.
                 ack_now = true;
                 self.ack_sched = true;
+                if seg.seq + u64::from(seg.len) <= self.rcv_nxt && self.rcv.policy == AckPolicy::Linux {
+                    self.incr_quickack();
+                    self.pingpong = 0;
+                    self.ato = self.delack_ato_min();
+                }
             }
         }
         let nonagle = self.nonagle;
@@ -385,11 +411,14 @@ impl Tcp {
                 let n = self.nonagle;
                 self.push(now, n, Trigger::App, out);
             }
+            TimerId::Tlp => return self.send_loss_probe(now, out),
             TimerId::Rto => {
                 if self.flight.is_empty() {
                     return false;
                 }
                 out.push(Action::Fired(t));
+                self.cancel(TimerId::Tlp);
+                self.tlp_high_seq = None;
                 // RFC 6298 5.5-5.7 / RFC 5681 3.1: back off, cwnd = 1, ssthresh = FlightSize / 2.
                 self.ssthresh = (self.packets_out() / 2).max(2);
                 self.cwnd = 1;

@@ -117,10 +117,14 @@ impl Tcp {
             sent_any = true;
         }
         self.note_release(now, sent_any, hold, trig, out);
-        // tcp_write_xmit ends with tcp_cwnd_validate when it sent or hit cwnd.
+        // tcp_write_xmit ends with tcp_cwnd_validate when it sent or hit cwnd, and schedules a
+        // tail-loss probe when it sent (tcp_schedule_loss_probe(sk, false)).
         let cwnd_limited = self.packets_out() >= self.cwnd;
         if sent_any || cwnd_limited {
             self.cwnd_validate(now, cwnd_limited);
+        }
+        if sent_any {
+            self.schedule_loss_probe(now, false, out);
         }
         // __tcp_push_pending_frames -> tcp_check_probe_timer: data left with nothing in flight
         // arms the probe timer at tcp_probe0_base = max(rto, TCP_RTO_MIN).
@@ -157,6 +161,9 @@ impl Tcp {
                         Some((Cause::ProbeTimer, since.max(self.timers[TimerId::Probe as usize].armed_at)))
                     }
                     (Trigger::Rto, _) => Some((Cause::RetransmissionTimeout, since)),
+                    (Trigger::Tlp, _) => {
+                        Some((Cause::TailLossProbe, since.max(self.timers[TimerId::Tlp as usize].armed_at)))
+                    }
                     _ => None,
                 };
                 if let Some((cause, since)) = cause {
@@ -244,6 +251,7 @@ impl Tcp {
 
     /// Go back to snd_una (the model's receiver keeps no out-of-order queue).
     pub(super) fn go_back(&mut self) {
+        self.cancel(TimerId::Tlp);
         self.snd_nxt = self.snd_una;
         self.flight.clear();
         self.high_rtx = self.snd_max;
@@ -295,6 +303,7 @@ impl Tcp {
                 let at = now + self.rto;
                 self.arm(now, TimerId::Rto, at, out);
             }
+            self.tlp_on_ack(now, seg.ack, out);
         } else if seg.ack == self.snd_una && seg.len == 0 && !self.flight.is_empty() {
             self.dupacks += 1;
             if self.dupacks == 3 {
