@@ -431,8 +431,8 @@ fn spend_quick_acks(s: &mut Script) {
 }
 
 /// RFC 8985 7.2-7.3, Linux tcp_schedule_loss_probe / tcp_send_loss_probe (6ba8a3b19e76, 3.10):
-/// two small segments in flight to a receiver that delays its ACK; the probe timeout is 2 srtt
-/// + TCP_TIMEOUT_MIN (more than one segment out), so the last segment is resent ~2 ms later
+/// two small segments in flight to a receiver that delays its ACK; the probe timeout is twice
+/// srtt plus TCP_TIMEOUT_MIN (more than one segment out), so the last segment is resent ~2 ms later
 /// (srtt 0.1 ms here, timers exact) and the duplicate is ACKed at once (tcp_data_queue ->
 /// tcp_enter_quickack_mode), long before the 40 ms delayed-ACK timer. `tcpstall kernel`
 /// measures the same exchange ("tail-loss probe": ~20 ms on 6.18 loopback, where srtt holds
