@@ -100,6 +100,9 @@ pub struct Row {
     pub predicted: Vec<String>,
     /// False for build/administrator choices: shown, not scored.
     pub scored: bool,
+    /// The predictions come from replaying the experiment on each profile's model (else from
+    /// the profile's facts).
+    pub replayed: bool,
 }
 
 /// The whole comparison.
@@ -165,25 +168,83 @@ fn sysctl_category(p: &Profile, present: &[String], absent: &[String]) -> String
     }
 }
 
-/// Compare a fingerprint with profiles (usually [`Profile::eras`]).
+/// How a row's prediction is made.
+enum Predict<'a> {
+    /// Replay the experiment on the profile's model ([`crate::experiments::replay`]) and
+    /// classify the replay exactly as the measurement.
+    Replay(&'a dyn Fn(&Fingerprint) -> String),
+    /// A fact of the profile the model does not simulate.
+    Fact(&'a dyn Fn(&Profile) -> String),
+}
+
+fn delack_min(fp: &Fingerprint) -> Option<f64> {
+    fp.delack_ms.iter().copied().fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.min(x))))
+}
+
+fn cat_delack_min(fp: &Fingerprint) -> String {
+    delack_min(fp)
+        .map(|m| if (30.0..60.0).contains(&m) { "40 ms".into() } else { format!("{m:.0} ms") })
+        .unwrap_or_default()
+}
+
+fn cat_ato(fp: &Fingerprint) -> String {
+    match (fp.ato_us.first(), fp.ato_us.last(), delack_min(fp)) {
+        (Some(a), Some(b), Some(_)) if b > a && fp.delack_ms.iter().all(|d| *d < 70.0) => "grows, 40 ms".into(),
+        (Some(a), Some(b), Some(_)) if b > a => "grows, delay too".into(),
+        (Some(_), Some(_), Some(_)) => "does not grow".into(),
+        _ => String::new(),
+    }
+}
+
+fn cat_rto(fp: &Fingerprint) -> String {
+    fp.rto_us
+        .map(|r| {
+            let r = f64::from(r) / 1e3;
+            if (195.0..260.0).contains(&r) {
+                "200 ms".to_string()
+            } else {
+                format!("{r:.0} ms")
+            }
+        })
+        .unwrap_or_default()
+}
+
+fn cat_tlp(fp: &Fingerprint) -> String {
+    match (fp.tlp_ack_ms, fp.tlp_probes, fp.early_retrans) {
+        // A probe counted, or the ACK came well before the 40 ms delayed-ACK timer could
+        // send it (the probe fires at 2 srtt + 2 ticks; srtt includes earlier delayed ACKs).
+        (_, Some(n), _) if n > 0 => "present".into(),
+        (Some(d), _, _) if d < 35.0 => "present".into(),
+        (Some(_), _, _) => "absent".into(),
+        (None, _, Some(3 | 4)) => "present".into(),
+        (None, _, Some(_)) => "disabled".into(),
+        _ => String::new(),
+    }
+}
+
+/// Compare a fingerprint with profiles (usually [`Profile::eras`]). Behaviours the model
+/// simulates are predicted by replaying `tcpstall kernel`'s experiments on each profile's model
+/// ([`crate::experiments`]); the others (autocork, dating sysctls, build choices) from the
+/// profile's facts.
 pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
+    let replays: Vec<Fingerprint> = profiles.iter().map(crate::experiments::replay).collect();
     let mut rows = Vec::new();
-    let budget = 16;
-    let mut row = |behaviour: &str,
-                   rule: &str,
-                   measured: String,
-                   category: String,
-                   pred: &dyn Fn(&Profile) -> String,
-                   scored: bool| {
+    let mut row = |behaviour: &str, rule: &str, measured: String, category: String, pred: Predict, scored: bool| {
+        let (predicted, replayed) = match pred {
+            Predict::Replay(f) => (replays.iter().map(f).collect(), true),
+            Predict::Fact(f) => (profiles.iter().map(f).collect(), false),
+        };
         rows.push(Row {
             behaviour: behaviour.into(),
             rule: rule.into(),
             measured,
             category,
-            predicted: profiles.iter().map(pred).collect(),
+            predicted,
             scored,
+            replayed,
         });
     };
+    let pingpong = |f: &Fingerprint| f.pingpong_thresh.map(|t| t.to_string()).unwrap_or_default();
     row(
         "pingpong threshold",
         "tcp_event_data_sent, inet_csk_in_pingpong_mode; 4a41f453bedf, 4d8f24eeedc5",
@@ -192,25 +253,22 @@ pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
             (Some(t), None) => format!("{t} (no tcp_pingpong_thresh sysctl)"),
             (None, _) => "not measured".into(),
         },
-        fp.pingpong_thresh.map(|t| t.to_string()).unwrap_or_default(),
-        &|p| p.receiver.pingpong_thresh.to_string(),
+        pingpong(fp),
+        Predict::Replay(&pingpong),
         true,
     );
-    let delack_min = fp.delack_ms.iter().copied().fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.min(x))));
     row(
         "delayed-ACK minimum",
         "tcp_send_delayed_ack; TCP_DELACK_MIN = TCP_ATO_MIN = HZ/25",
-        match delack_min {
+        match delack_min(fp) {
             Some(m) => format!(
                 "{m:.1} ms (delays {})",
                 fp.delack_ms.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join("/")
             ),
             None => "not measured".into(),
         },
-        delack_min
-            .map(|m| if (30.0..60.0).contains(&m) { "40 ms".into() } else { format!("{m:.0} ms") })
-            .unwrap_or_default(),
-        &|p| format!("{} ms", p.receiver.delack_min_ms),
+        cat_delack_min(fp),
+        Predict::Replay(&cat_delack_min),
         true,
     );
     row(
@@ -221,39 +279,39 @@ pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
         } else {
             format!("tcpi_ato {} ms", fp.ato_us.iter().map(|a| (a / 1000).to_string()).collect::<Vec<_>>().join(" -> "))
         },
-        match (fp.ato_us.first(), fp.ato_us.last(), delack_min) {
-            (Some(a), Some(b), Some(_)) if b > a && fp.delack_ms.iter().all(|d| *d < 70.0) => "grows, 40 ms".into(),
-            (Some(a), Some(b), Some(_)) if b > a => "grows, delay too".into(),
-            (Some(_), Some(_), Some(_)) => "does not grow".into(),
-            _ => String::new(),
-        },
-        &|_| "grows, 40 ms".into(),
+        cat_ato(fp),
+        Predict::Replay(&cat_ato),
         true,
     );
+    let quick = |f: &Fingerprint| f.quickacks_at_start.map(|n| n.to_string()).unwrap_or_default();
     row(
         "quick ACKs at start",
         "tcp_event_data_recv -> tcp_incr_quickack; TCP_MAX_QUICKACKS",
         count(fp.quickacks_at_start),
-        fp.quickacks_at_start.map(|n| n.to_string()).unwrap_or_default(),
-        &|p| p.receiver.quickack_budget.to_string(),
+        quick(fp),
+        Predict::Replay(&quick),
         true,
     );
+    // The budget the measurement is read against: what this kernel showed at start.
+    let budget = fp.quickacks_at_start.unwrap_or(16);
+    let spent = |f: &Fingerprint| f.quickacks_after_data.map(|n| after_data_category(n, budget)).unwrap_or_default();
     row(
         "quick ACKs spent",
         "tcp_dec_quickack_mode; 059217c18be6",
         fp.quickacks_after_data.map_or("not measured".into(), |n| format!("{n} left after sending 10 data segments")),
-        fp.quickacks_after_data.map(|n| after_data_category(n, budget)).unwrap_or_default(),
-        &|p| after_data_category(predicted_quickacks_after_data(p, 10), p.receiver.quickack_budget),
+        spent(fp),
+        Predict::Replay(&spent),
         true,
     );
+    let idle = |f: &Fingerprint| {
+        f.quickacks_after_idle.map(|n| if n > 0 { "refilled" } else { "not refilled" }.to_string()).unwrap_or_default()
+    };
     row(
         "quick ACKs after idle",
         "tcp_event_data_recv: gap > rto -> tcp_incr_quickack",
         fp.quickacks_after_idle.map_or("not measured".into(), |n| format!("{n} immediate after idle > RTO")),
-        fp.quickacks_after_idle
-            .map(|n| if n > 0 { "refilled" } else { "not refilled" }.to_string())
-            .unwrap_or_default(),
-        &|p| if p.receiver.quickack_after_idle { "refilled" } else { "not refilled" }.into(),
+        idle(fp),
+        Predict::Replay(&idle),
         true,
     );
     row(
@@ -261,9 +319,9 @@ pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
         "__tcp_ack_snd_check: > 1 rcv_mss and __tcp_select_window() >= rcv_wnd",
         ms(fp.two_seg_unread_ms),
         ack_category(fp.two_seg_unread_ms),
-        // With default buffers the window would not shrink, so the ACK is sent at once; a small
-        // receive buffer (packetdrill's) makes it wait for the delayed-ACK timer.
-        &|_| "immediate".into(),
+        // With default buffers the window would not shrink, so the ACK is sent at once (the
+        // model assumes large buffers); a small receive buffer (packetdrill's) makes it wait.
+        Predict::Replay(&|f| ack_category(f.two_seg_unread_ms)),
         true,
     );
     row(
@@ -271,7 +329,7 @@ pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
         "__tcp_cleanup_rbuf: more than one rcv_mss unacknowledged",
         ms(fp.two_seg_read_ms),
         ack_category(fp.two_seg_read_ms),
-        &|_| "immediate".into(),
+        Predict::Replay(&|f| ack_category(f.two_seg_read_ms)),
         true,
     );
     row(
@@ -279,22 +337,20 @@ pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
         "tcp_measure_rcv_mss; 4720852ed9af",
         ms(fp.full_psh_read_ms),
         ack_category(fp.full_psh_read_ms),
-        &|p| if p.receiver.full_psh_pushed { "immediate" } else { "delayed" }.into(),
+        Predict::Replay(&|f| ack_category(f.full_psh_read_ms)),
         true,
     );
+    let nagle = |f: &Fingerprint| {
+        f.seed004_max_ms
+            .map(|m| if m < DELAYED_MS { "minshall".to_string() } else { "classic".to_string() })
+            .unwrap_or_default()
+    };
     row(
         "Nagle (seed 004, MSS parity)",
         "tcp_nagle_check, tcp_minshall_check",
         fp.seed004_max_ms.map_or("not measured".into(), |m| format!("slowest round {m:.1} ms")),
-        fp.seed004_max_ms
-            .map(|m| if m < DELAYED_MS { "minshall".to_string() } else { "classic".to_string() })
-            .unwrap_or_default(),
-        &|p| match p.sender.nagle {
-            NagleRule::Minshall => "minshall".into(),
-            NagleRule::Classic => "classic".into(),
-            NagleRule::XnuMaxseg => "xnu".into(),
-            NagleRule::Off => "off".into(),
-        },
+        nagle(fp),
+        Predict::Replay(&nagle),
         true,
     );
     row(
@@ -309,17 +365,20 @@ pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
             Some(_) => "present".into(),
             None => String::new(),
         },
-        &|p| if p.linux.as_ref().is_some_and(|l| l.autocork) { "present" } else { "absent" }.into(),
+        Predict::Fact(&|p| if p.linux.as_ref().is_some_and(|l| l.autocork) { "present" } else { "absent" }.into()),
         true,
     );
+    let cork = |f: &Fingerprint| {
+        f.nodelay_then_cork_held.map(|h| if h { "held" } else { "sent" }.to_string()).unwrap_or_default()
+    };
     row(
         "NODELAY then CORK (seed 001)",
         "tcp_skb_entail clears TCP_NAGLE_PUSH",
         fp.nodelay_then_cork_held.map_or("not measured".into(), |h| {
             if h { "writes held until uncork" } else { "writes sent at once" }.into()
         }),
-        fp.nodelay_then_cork_held.map(|h| if h { "held" } else { "sent" }.to_string()).unwrap_or_default(),
-        &|p| if p.sender.sticky_nagle_push { "sent" } else { "held" }.into(),
+        cork(fp),
+        Predict::Replay(&cork),
         true,
     );
     row(
@@ -334,17 +393,8 @@ pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
             ),
             _ => "not measured".into(),
         },
-        fp.rto_us
-            .map(|r| {
-                let r = f64::from(r) / 1e3;
-                if (195.0..260.0).contains(&r) {
-                    "200 ms".to_string()
-                } else {
-                    format!("{r:.0} ms")
-                }
-            })
-            .unwrap_or_default(),
-        &|p| format!("{} ms", p.sender.rto_min_ms),
+        cat_rto(fp),
+        Predict::Replay(&cat_rto),
         true,
     );
     row(
@@ -356,17 +406,8 @@ pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
             (None, _, Some(e)) => format!("tcp_early_retrans = {e}"),
             _ => "not measured".into(),
         },
-        match (fp.tlp_ack_ms, fp.tlp_probes, fp.early_retrans) {
-            // A probe counted, or the ACK came well before the 40 ms delayed-ACK timer could
-            // send it (the probe fires at 2 srtt + 2 ticks; srtt includes earlier delayed ACKs).
-            (_, Some(n), _) if n > 0 => "present".into(),
-            (Some(d), _, _) if d < 35.0 => "present".into(),
-            (Some(_), _, _) => "absent".into(),
-            (None, _, Some(3 | 4)) => "present".into(),
-            (None, _, Some(_)) => "disabled".into(),
-            _ => String::new(),
-        },
-        &|p| if p.linux.as_ref().is_some_and(|l| l.tlp) { "present" } else { "absent" }.into(),
+        cat_tlp(fp),
+        Predict::Replay(&cat_tlp),
         true,
     );
     row(
@@ -378,7 +419,7 @@ pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
             format!("present: {}; absent: {}", join_or_none(&fp.sysctls_present), join_or_none(&fp.sysctls_absent))
         },
         String::new(),
-        &|p| sysctl_category(p, &fp.sysctls_present, &fp.sysctls_absent),
+        Predict::Fact(&|p| sysctl_category(p, &fp.sysctls_present, &fp.sysctls_absent)),
         true,
     );
     row(
@@ -393,7 +434,7 @@ pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
             _ => "not measured".into(),
         },
         fp.congestion_control.clone().unwrap_or_default(),
-        &|p| p.linux.as_ref().map_or("reno".into(), |l| l.congestion_control.clone()),
+        Predict::Fact(&|p| p.linux.as_ref().map_or("reno".into(), |l| l.congestion_control.clone())),
         false,
     );
     row(
@@ -401,7 +442,7 @@ pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
         "clock_getres(CLOCK_MONOTONIC_COARSE) = TICK_NSEC",
         count(fp.hz),
         fp.hz.map(|h| h.to_string()).unwrap_or_default(),
-        &|p| p.timer_hz.to_string(),
+        Predict::Fact(&|p| p.timer_hz.to_string()),
         false,
     );
     row(
@@ -409,7 +450,7 @@ pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
         "ETHTOOL_GGRO; loopback_xmit delivers with netif_rx (no GRO pass)",
         fp.gro_lo.map_or("not measured".into(), |g| if g { "on (flag)" } else { "off" }.into()),
         fp.gro_lo.map(|g| if g { "on" } else { "off" }.to_string()).unwrap_or_default(),
-        &|_| "-".into(),
+        Predict::Fact(&|_| "-".into()),
         false,
     );
 
@@ -445,6 +486,32 @@ pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
     let top = scores.iter().copied().max().unwrap_or(0);
     let best = profiles.iter().zip(&scores).filter(|(_, s)| **s == top).map(|(p, _)| p.name.clone()).collect();
     Comparison { profiles: profiles.iter().map(|p| p.name.clone()).collect(), rows, scores, scored_rows, best }
+}
+
+/// The second agreement figure of issue 13: replaying the experiments on `profile`'s model
+/// (usually `linux:here`, this kernel's measured rules), how many of the measured behaviour
+/// rows the model reproduces. Only rows predicted by the replay count.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplayAgreement {
+    pub profile: String,
+    pub agree: u32,
+    pub rows: u32,
+    /// behaviour: measured category vs the replay's.
+    pub disagree: Vec<String>,
+}
+
+pub fn replay_agreement(fp: &Fingerprint, profile: &Profile) -> ReplayAgreement {
+    let c = compare(fp, std::slice::from_ref(profile));
+    let mut a = ReplayAgreement { profile: profile.name.clone(), agree: 0, rows: 0, disagree: Vec::new() };
+    for r in c.rows.iter().filter(|r| r.scored && r.replayed && !r.category.is_empty()) {
+        a.rows += 1;
+        if r.predicted[0] == r.category {
+            a.agree += 1;
+        } else {
+            a.disagree.push(format!("{}: measured {}, model {}", r.behaviour, r.category, r.predicted[0]));
+        }
+    }
+    a
 }
 
 fn join_or_none(v: &[String]) -> String {
@@ -567,6 +634,24 @@ mod tests {
             assert_eq!(c.best, vec![p.name.clone()], "{}: scores {:?}", p.name, c.scores);
             let i = eras.iter().position(|e| e.name == p.name).unwrap();
             assert_eq!(c.scores[i], c.scored_rows, "{}: every scored row agrees", p.name);
+        }
+    }
+
+    /// The same through the model: each era's replayed experiments (plus its dating sysctls,
+    /// which the model does not replay) pick that era alone, every replayed row agreeing.
+    #[test]
+    fn every_era_is_recognised_from_its_own_replay() {
+        let eras = Profile::eras();
+        for p in &eras {
+            let mut fp = crate::experiments::replay(p);
+            let m = as_measured_on(p);
+            fp.sysctls_present = m.sysctls_present;
+            fp.sysctls_absent = m.sysctls_absent;
+            let c = compare(&fp, &eras);
+            assert_eq!(c.best, vec![p.name.clone()], "{}: scores {:?}", p.name, c.scores);
+            let a = replay_agreement(&fp, p);
+            assert_eq!(a.agree, a.rows, "{}: {:?}", p.name, a.disagree);
+            assert!(a.rows >= 12, "{}: {} rows", p.name, a.rows);
         }
     }
 

@@ -11,6 +11,7 @@
 //! data.
 
 mod app;
+pub mod experiments;
 pub mod fingerprint;
 mod link;
 pub mod pcap;
@@ -169,5 +170,4 @@ pub fn simulate(workload: &Workload, pair: &StrategyPair, cfg: &SimConfig) -> Re
 
 #[cfg(test)]
 mod rules_tests;
-#[cfg(test)]
 mod script;

@@ -1,6 +1,7 @@
-//! A packet-script harness for the rules (tests only), in the style of smoltcp's `send!` /
-//! `recv!` and packetdrill: the test drives two endpoints with application calls at given
-//! times and expects segments on the wire at given times, or nothing until a time.
+//! A packet-script harness, in the style of smoltcp's `send!` / `recv!` and packetdrill: two
+//! endpoints driven by application calls at given times over a fixed one-way delay. The rule
+//! tests expect segments on the wire at given times, or nothing until a time
+//! (rules_tests.rs); `tcpstall kernel`'s experiments are replayed on it (experiments.rs).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -10,6 +11,7 @@ use crate::Profile;
 
 pub const A: usize = 0;
 pub const B: usize = 1;
+#[cfg(test)]
 const TOL: u64 = 10_000; // 10 us: model times are exact; scripts write them rounded
 
 pub fn ms(x: f64) -> u64 {
@@ -30,16 +32,20 @@ pub struct Script {
     n: u64,
     /// Every segment put on the wire: (time, sender, segment).
     pub sent: Vec<(u64, usize, Seg)>,
+    #[cfg_attr(not(test), allow(dead_code))]
     seen: usize,
     out: Vec<Action>,
     /// Drop the next N segments each side sends (the link loses them).
     drop: [u32; 2],
+    /// Side i's application sits in recv(2) and reads whatever arrives at once.
+    pub auto_read: [bool; 2],
 }
 
 impl Script {
     /// Both ends run `profile`; sender MSS `mss` (advmss = mss + 12, timestamps on).
     /// Timers fire exactly (timer_hz = 0) so scripts read in round milliseconds; the tick
     /// rounding has its own test.
+    #[cfg(test)]
     pub fn new(profile: &str, mss: u32) -> Script {
         let mut p = Profile::builtin(profile).expect("profile");
         p.timer_hz = 0;
@@ -56,7 +62,61 @@ impl Script {
             seen: 0,
             out: Vec::new(),
             drop: [0; 2],
+            auto_read: [false; 2],
         }
+    }
+
+    /// Set the one-way delay of the link (ns).
+    pub fn one_way(mut self, ns: u64) -> Script {
+        self.one_way = ns;
+        self
+    }
+
+    /// Process the next queued event (an arrival or a timer), if any and not later than
+    /// `limit` (ns); returns its time.
+    pub fn step(&mut self, limit: u64) -> Option<u64> {
+        let Reverse((when, _, _)) = self.q.peek()?;
+        if *when > limit {
+            return None;
+        }
+        let Reverse((when, _, ev)) = self.q.pop()?;
+        self.now = when;
+        match ev {
+            Ev::Arrive { to, seq, len, ack, psh, timer } => {
+                let seg = Seg { seq, len, ack, psh, delack_since: timer };
+                self.eps[to].on_segment(when, seg, &mut self.out);
+                self.drain(to);
+                if self.auto_read[to] && self.eps[to].readable() > 0 {
+                    let n = self.eps[to].readable();
+                    self.eps[to].app_read(when, n, &mut self.out);
+                    self.drain(to);
+                }
+            }
+            Ev::Timer { ep, t } => {
+                self.eps[ep].on_timer(when, TimerId::from_index(t), &mut self.out);
+                self.drain(ep);
+            }
+        }
+        Some(when)
+    }
+
+    /// Run events until `done` holds (checked now and after each event) and return that time
+    /// (ns), or None when `limit_ns` passes first (the clock then stands at the limit).
+    pub fn run_until(&mut self, limit_ns: u64, done: impl Fn(&Script) -> bool) -> Option<u64> {
+        loop {
+            if done(self) {
+                return Some(self.now);
+            }
+            if self.step(limit_ns).is_none() {
+                self.now = self.now.max(limit_ns);
+                return None;
+            }
+        }
+    }
+
+    /// Everything `side` wrote has been acknowledged.
+    pub fn acked(&self, side: usize) -> bool {
+        self.eps[side].queued() == 0
     }
 
     fn drain(&mut self, i: usize) {
@@ -93,29 +153,13 @@ impl Script {
 
     pub fn at(&mut self, t_ms: f64) -> &mut Self {
         let t = ms(t_ms).max(self.now);
-        while let Some(Reverse((when, _, _))) = self.q.peek() {
-            if *when > t {
-                break;
-            }
-            let Some(Reverse((when, _, ev))) = self.q.pop() else { break };
-            self.now = when;
-            match ev {
-                Ev::Arrive { to, seq, len, ack, psh, timer } => {
-                    let seg = Seg { seq, len, ack, psh, delack_since: timer };
-                    self.eps[to].on_segment(when, seg, &mut self.out);
-                    self.drain(to);
-                }
-                Ev::Timer { ep, t } => {
-                    self.eps[ep].on_timer(when, TimerId::from_index(t), &mut self.out);
-                    self.drain(ep);
-                }
-            }
-        }
+        while self.step(t).is_some() {}
         self.now = t;
         self
     }
 
     /// The link loses the next `n` segments `side` sends.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn lose_next(&mut self, side: usize, n: u32) -> &mut Self {
         self.drop[side] += n;
         self
@@ -127,18 +171,25 @@ impl Script {
         self
     }
     /// send(2) with MSG_MORE.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn write_more(&mut self, side: usize, n: u64) -> &mut Self {
         let now = self.now;
         self.eps[side].app_write(now, n, true, false, &mut self.out);
         self.drain(side);
         self
     }
+    #[cfg(test)]
     pub fn read(&mut self, side: usize, n: u64) -> &mut Self {
+        let got = self.read_some(side, n);
+        assert_eq!(got, n, "read at {} ms: only {got} of {n} bytes readable", self.now as f64 / 1e6);
+        self
+    }
+    /// recv(2) of at most `n` bytes; returns how many were read.
+    pub fn read_some(&mut self, side: usize, n: u64) -> u64 {
         let now = self.now;
         let got = self.eps[side].app_read(now, n, &mut self.out);
-        assert_eq!(got, n, "read at {} ms: only {got} of {n} bytes readable", now as f64 / 1e6);
         self.drain(side);
-        self
+        got
     }
     pub fn nodelay(&mut self, side: usize, on: bool) -> &mut Self {
         let now = self.now;
@@ -146,12 +197,14 @@ impl Script {
         self.drain(side);
         self
     }
+    /// TCP_CORK (ignored where the profile has none).
     pub fn cork(&mut self, side: usize, on: bool) -> &mut Self {
         let now = self.now;
-        assert!(self.eps[side].set_cork(now, on, &mut self.out));
+        self.eps[side].set_cork(now, on, &mut self.out);
         self.drain(side);
         self
     }
+    #[cfg(test)]
     pub fn quickack(&mut self, side: usize) -> &mut Self {
         let now = self.now;
         assert!(self.eps[side].set_quickack(now, &mut self.out));
@@ -159,6 +212,7 @@ impl Script {
         self
     }
 
+    #[cfg(test)]
     /// The next segment on the wire is from `from`, carries `len` bytes, and left at `t_ms`
     /// (within 10 us). Runs the model up to that time first.
     pub fn expect_segment(&mut self, t_ms: f64, from: usize, len: u32) -> &mut Self {
@@ -181,11 +235,13 @@ impl Script {
         self
     }
 
+    #[cfg(test)]
     /// A pure ACK from `from` at `t_ms`.
     pub fn expect_ack(&mut self, t_ms: f64, from: usize) -> &mut Self {
         self.expect_segment(t_ms, from, 0)
     }
 
+    #[cfg(test)]
     /// Nothing new goes on the wire before `t_ms`.
     pub fn expect_nothing_until(&mut self, t_ms: f64) -> &mut Self {
         let t = ms(t_ms);
@@ -206,6 +262,7 @@ impl Script {
     }
 }
 
+#[cfg(test)]
 fn name(i: usize) -> &'static str {
     if i == A {
         "A (client)"

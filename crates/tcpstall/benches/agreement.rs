@@ -4,6 +4,9 @@
 //! `rtt=10ms`, and behind `rtt=10ms,rate=50mbit`. A cell agrees when the stall counts differ by
 //! at most one and the verdict's cause is the same (both from the one classifier's records).
 //! Prints the share of agreeing cells (target >= 95%) and every cell that does not agree.
+//! Then the same for `tcpstall kernel`'s experiments replayed on the model (model::experiments):
+//! measured behaviours the model reproduces, with this kernel's rules (`linux:here`) and with
+//! the best-matching era, over three fingerprints.
 //!
 //!     cargo bench -p tcpstall --bench agreement [-- quick]
 //!
@@ -108,5 +111,40 @@ fn main() {
         for b in bad {
             println!("{b}");
         }
+    }
+    replayed_experiments();
+}
+
+/// `tcpstall kernel` three times; each run's replay agreement per profile, summed.
+fn replayed_experiments() {
+    let mut totals: Vec<(String, u64, u64)> = Vec::new();
+    let mut differs = Vec::new();
+    for _ in 0..3 {
+        let Some(v) = run(&["kernel", "--format", "json"]) else { continue };
+        for a in v["replay_agreement"].as_array().into_iter().flatten() {
+            let name = a["profile"].as_str().unwrap_or("?").to_string();
+            let (ok, n) = (a["agree"].as_u64().unwrap_or(0), a["rows"].as_u64().unwrap_or(0));
+            match totals.iter_mut().find(|t| t.0 == name) {
+                Some(t) => {
+                    t.1 += ok;
+                    t.2 += n;
+                }
+                None => totals.push((name.clone(), ok, n)),
+            }
+            for d in a["disagree"].as_array().into_iter().flatten() {
+                differs.push(format!("  {name}: {}", d.as_str().unwrap_or("")));
+            }
+        }
+    }
+    for (name, ok, n) in totals {
+        let share = if n > 0 { ok as f64 / n as f64 } else { 0.0 };
+        println!(
+            "kernel experiments replayed on the model ({name}): {ok} of {n} behaviours over 3 fingerprints ({:.1}%), target >= 95%: {}",
+            share * 100.0,
+            if share >= 0.95 { "meets" } else { "misses" }
+        );
+    }
+    for d in differs {
+        println!("{d}");
     }
 }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use model::fingerprint::{compare, Comparison, Fingerprint};
+use model::fingerprint::{compare, replay_agreement, Comparison, Fingerprint, ReplayAgreement};
 use model::Profile;
 
 use super::output;
@@ -46,12 +46,13 @@ pub fn run(args: KernelArgs) -> anyhow::Result<i32> {
     let fp = kernel::fingerprint();
     let eras = Profile::eras();
     let cmp = compare(&fp, &eras);
+    let agreement = agreements(&fp, &cmp, &eras)?;
     let text = match args.format {
         KernelFormat::Json => {
-            let v = serde_json::json!({ "fingerprint": fp, "comparison": cmp });
+            let v = serde_json::json!({ "fingerprint": fp, "comparison": cmp, "replay_agreement": agreement });
             serde_json::to_string_pretty(&v)? + "\n"
         }
-        KernelFormat::Table => table(&fp, &cmp),
+        KernelFormat::Table => table(&fp, &cmp) + &agreement_text(&agreement),
     };
     output::write_bytes(text.as_bytes(), args.output.as_deref())?;
     Ok(0)
@@ -65,6 +66,31 @@ pub fn here_profile() -> anyhow::Result<Profile> {
         eprintln!("tcpstall: linux:here: {n}");
     }
     Ok(model::fingerprint::to_profile(&fp, &newest))
+}
+
+/// The experiments replayed on the model with this kernel's measured rules (`linux:here`) and
+/// with each best-matching era: how many measured behaviours the model reproduces.
+fn agreements(fp: &Fingerprint, cmp: &Comparison, eras: &[Profile]) -> anyhow::Result<Vec<ReplayAgreement>> {
+    let here = model::fingerprint::to_profile(fp, &Profile::builtin("linux")?);
+    let mut v = vec![replay_agreement(fp, &here)];
+    for b in &cmp.best {
+        if let Some(p) = eras.iter().find(|p| &p.name == b) {
+            v.push(replay_agreement(fp, p));
+        }
+    }
+    Ok(v)
+}
+
+fn agreement_text(v: &[ReplayAgreement]) -> String {
+    let mut s = String::from("\nthe experiments replayed on the model (rows marked ~ are predicted by the replay):\n");
+    for a in v {
+        let pct = if a.rows == 0 { 0.0 } else { 100.0 * f64::from(a.agree) / f64::from(a.rows) };
+        let _ = writeln!(s, "  {}: {} of {} measured behaviours reproduced ({pct:.0} %)", a.profile, a.agree, a.rows);
+        for d in &a.disagree {
+            let _ = writeln!(s, "    differs: {d}");
+        }
+    }
+    s
 }
 
 fn short(name: &str) -> &str {
@@ -82,7 +108,7 @@ pub fn table(fp: &Fingerprint, c: &Comparison) -> String {
         fp.seconds
     );
     let head: Vec<String> = c.profiles.iter().map(|p| short(p).to_string()).collect();
-    let bw = c.rows.iter().map(|r| r.behaviour.len()).max().unwrap_or(9).max(9);
+    let bw = c.rows.iter().map(|r| r.behaviour.len() + 2).max().unwrap_or(9).max(9);
     let mw = c.rows.iter().map(|r| r.measured.len()).max().unwrap_or(8).clamp(8, 46);
     let cw: Vec<usize> = (0..head.len())
         .map(|i| c.rows.iter().map(|r| r.predicted[i].len() + 1).max().unwrap_or(1).max(head[i].len()))
@@ -98,7 +124,8 @@ pub fn table(fp: &Fingerprint, c: &Comparison) -> String {
             m.truncate(mw - 1);
             m.push('~');
         }
-        let _ = write!(s, "{:<bw$}  {:<mw$}", r.behaviour, m);
+        let name = format!("{}{}", r.behaviour, if r.replayed { " ~" } else { "" });
+        let _ = write!(s, "{:<bw$}  {:<mw$}", name, m);
         for (p, w) in r.predicted.iter().zip(&cw) {
             let differs = if r.behaviour == "dating sysctls" {
                 !p.ends_with('+')

@@ -75,6 +75,24 @@ pub fn fingerprint_twice_gives_the_same_answer() {
     });
 }
 
+/// Issue 13's second agreement figure: `tcpstall kernel`'s experiments replayed on the model
+/// with this kernel's measured rules (`linux:here`, model::experiments) reproduce at least 95 %
+/// of the measured behaviours (each row's rule is cited in model::fingerprint), and the table
+/// says so.
+pub fn model_replays_the_kernel_experiments() {
+    let _g = exclusive();
+    twice("replay agreement", || {
+        let v = fingerprint_json();
+        let a = &v["replay_agreement"][0];
+        let (agree, rows) = (a["agree"].as_u64().unwrap_or(0), a["rows"].as_u64().unwrap_or(0));
+        if a["profile"] != "linux:here" || rows < 12 || (agree as f64) < 0.95 * rows as f64 {
+            return Err(format!("{a}"));
+        }
+        Ok(())
+    });
+    tcpstall().arg("kernel").assert().success().stdout(predicate::str::contains("linux:here: "));
+}
+
 /// The table has a column per era and names the best match.
 pub fn fingerprint_table_names_the_best_profile() {
     let _g = exclusive();

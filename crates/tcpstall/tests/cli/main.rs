@@ -120,6 +120,7 @@ fn main() {
         t!(kernel::fingerprint_measures_the_rules_in_a_private_namespace, Root),
         t!(kernel::fingerprint_twice_gives_the_same_answer),
         t!(kernel::fingerprint_table_names_the_best_profile),
+        t!(kernel::model_replays_the_kernel_experiments),
         t!(kernel::era_profile_simulates_seed_002),
         t!(kernel::compare_profiles_shows_where_the_eras_differ),
         t!(kernel::here_profile_simulates_with_the_measured_rules),
