@@ -4,6 +4,11 @@
 //! peer's ACK arrives: on loopback an ACK sent at once arrives within microseconds, so an ACK
 //! that takes 20 ms or more was held by a timer. The classification and comparison with the
 //! era profiles is pure and lives in `model::fingerprint`.
+//!
+//! One experiment needs a long round trip: the delayed-ACK maximum (TCP_DELACK_MAX) only shows
+//! when srtt exceeds it, since `tcp_send_delayed_ack` bounds the timeout by max(srtt,
+//! TCP_DELACK_MIN). It runs over tcpstall's emulated link ([`DELACK_MAX_LINK`]) and needs what the
+//! link needs (root, or an unprivileged user namespace).
 
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -19,6 +24,8 @@ use socket2::{Domain, SockRef, Socket, Type};
 const MAXSEG: u32 = 1460;
 /// Longest wait for one ACK.
 const ACK_TIMEOUT: Duration = Duration::from_millis(1500);
+/// The emulated path of the delayed-ACK maximum experiment: srtt 400 ms, above TCP_DELACK_MAX.
+pub const DELACK_MAX_LINK: &str = "rtt=400ms";
 /// Sysctls whose presence dates a release (the profiles cite the commit of each).
 pub const DATING_SYSCTLS: &[&str] = &[
     "tcp_mtu_probe_floor",
@@ -57,8 +64,53 @@ pub fn fingerprint() -> Fingerprint {
                 Fingerprint { kernel: release(), notes: vec![format!("experiments failed: {e}")], ..Default::default() }
             }
         };
+    // Its own namespaces (the link's), from a thread that never left the initial one.
+    match thread::spawn(delack_max).join() {
+        Ok(Ok(v)) => fp.delack_max_ms = v,
+        Ok(Err(e)) => fp.notes.push(fp_note("delayed-ACK maximum", e)),
+        Err(_) => fp.notes.push("delayed-ACK maximum: the experiment thread panicked".into()),
+    }
     fp.seconds = start.elapsed().as_secs_f64();
     fp
+}
+
+/// Over an emulated link with a 400 ms round trip: 24 one-byte writes spend the receiver's
+/// quick ACKs (tcp_incr_quickack, one per ACK sent in quick-ACK mode), then one-byte writes,
+/// each after the previous was ACKed. Each delayed-ACK timer that fires while the connection is
+/// not interactive doubles `ato` (tcp_delack_timer_handler), and `tcp_send_delayed_ack` caps the
+/// timeout at TCP_DELACK_MAX for a pushed segment, srtt (400 ms) being above it. Returns each
+/// write's ACK delay beyond the configured round trip (ms).
+fn delack_max() -> io::Result<Vec<f64>> {
+    let spec: scenario::LinkSpec = DELACK_MAX_LINK.parse().map_err(io::Error::other)?;
+    let rtt_ms = 400.0;
+    let l = link::Link::open(&spec, None).map_err(io::Error::other)?;
+    let server = SocketAddr::from((l.server().ip, 0));
+    let listener =
+        link::netns::run_in(l.server().netns(), || TcpListener::bind(server)).map_err(io::Error::other)??;
+    let addr = listener.local_addr()?;
+    let mut c = link::netns::run_in(l.client().netns(), || TcpStream::connect_timeout(&addr, ACK_TIMEOUT))
+        .map_err(io::Error::other)??;
+    let (_s, _) = listener.accept()?;
+    c.set_nodelay(true)?;
+    // Three rounds of 8 segments (within the initial window, so each write is its own segment):
+    // 24 ACKs of new data spend the 16 quick ACKs.
+    for _ in 0..3 {
+        for _ in 0..8 {
+            c.write_all(&[1])?;
+            thread::sleep(Duration::from_millis(2));
+        }
+        wait_acked_for(&c, Instant::now(), Duration::from_secs(3))?;
+    }
+    let mut delays = Vec::new();
+    for _ in 0..6 {
+        let t0 = Instant::now();
+        c.write_all(&[2])?;
+        let d = wait_acked_for(&c, t0, Duration::from_secs(3))?;
+        delays.push((d - rtt_ms).max(0.0));
+    }
+    drop(c);
+    let _ = l.finish();
+    Ok(delays)
 }
 
 fn release() -> String {
@@ -195,13 +247,17 @@ fn write_acked(c: &mut TcpStream, data: &[u8]) -> io::Result<f64> {
 }
 
 fn wait_acked(c: &TcpStream, t0: Instant) -> io::Result<f64> {
+    wait_acked_for(c, t0, ACK_TIMEOUT)
+}
+
+fn wait_acked_for(c: &TcpStream, t0: Instant, limit: Duration) -> io::Result<f64> {
     loop {
         let i = info(c)?;
         if i.unacked == 0 && i.notsent_bytes.unwrap_or(0) == 0 {
             return Ok(t0.elapsed().as_secs_f64() * 1e3);
         }
-        if t0.elapsed() > ACK_TIMEOUT {
-            return Err(io::Error::new(io::ErrorKind::TimedOut, "no ACK within 1.5 s"));
+        if t0.elapsed() > limit {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, format!("no ACK within {limit:?}")));
         }
         thread::sleep(Duration::from_micros(100));
     }

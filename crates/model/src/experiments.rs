@@ -64,6 +64,7 @@ fn sleep(s: &mut Script, ms: f64) {
 pub fn replay(p: &Profile) -> Fingerprint {
     let mut fp = Fingerprint { kernel: format!("model: {}", p.name), ..Fingerprint::default() };
     quick_and_delack(p, &mut fp);
+    fp.delack_max_ms = delack_max(p);
     fp.two_seg_unread_ms = two_segments_unread(p);
     fp.quickacks_after_data = quickacks_after_data(p);
     fp.pingpong_thresh = pingpong_threshold(p);
@@ -106,6 +107,32 @@ fn quick_and_delack(p: &Profile, fp: &mut Fingerprint) {
     let rto_ms = s.eps[B].rto as f64 / 1e6;
     sleep(&mut s, rto_ms + 60.0);
     fp.quickacks_after_idle = Some(count_quick(&mut s, 3).0);
+}
+
+/// kernel::delack_max: a 400 ms round trip (200 ms each way), three rounds of 8 one-byte writes
+/// 2 ms apart (each round ACKed before the next: separate segments within IW 10), then six one-byte writes each after the previous was ACKed; their ACK delays beyond the RTT.
+fn delack_max(p: &Profile) -> Vec<f64> {
+    const RTT: u64 = 400 * MS;
+    let mut s = Script::pair(p, p, MSS_1500).one_way(RTT / 2);
+    s.handshake();
+    s.nodelay(A, true).nodelay(B, true);
+    for _ in 0..3 {
+        for _ in 0..8 {
+            s.write(A, 1);
+            sleep(&mut s, 2.0);
+        }
+        if s.run_until(s.now + 3_000 * MS, |s| s.acked(A)).is_none() {
+            return Vec::new();
+        }
+    }
+    let mut v = Vec::new();
+    for _ in 0..6 {
+        let t0 = s.now;
+        s.write(A, 1);
+        let Some(t) = s.run_until(t0 + 3_000 * MS, |s| s.acked(A)) else { break };
+        v.push((t.saturating_sub(t0 + RTT)) as f64 / 1e6);
+    }
+    v
 }
 
 fn two_segments_unread(p: &Profile) -> Option<f64> {
@@ -205,6 +232,9 @@ mod tests {
         let fp = replay(&Profile::builtin("linux").unwrap());
         eprintln!("{fp:?}");
         assert_eq!(fp.quickacks_at_start, Some(16), "{fp:?}");
+        // ato doubles to TCP_DELACK_MAX (200 ms) once srtt (400 ms) no longer bounds it.
+        let max = fp.delack_max_ms.iter().copied().fold(0.0, f64::max);
+        assert!((200.0..210.0).contains(&max), "{:?}", fp.delack_max_ms);
         assert!(fp.delack_ms.iter().all(|d| (40.0..45.0).contains(d)), "{:?}", fp.delack_ms);
         assert!(fp.ato_us.last() > fp.ato_us.first(), "{:?}", fp.ato_us);
         assert_eq!(fp.pingpong_thresh, Some(1));

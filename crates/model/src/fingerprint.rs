@@ -39,6 +39,10 @@ pub struct Fingerprint {
     pub delack_ms: Vec<f64>,
     /// The receiver's tcpi_ato (µs) after each of those (tcp_delack_timer_handler inflates it).
     pub ato_us: Vec<u32>,
+    /// Delayed-ACK delays (ms, beyond the round trip) over a 400 ms path, where srtt no longer
+    /// bounds the timeout: ato doubles to the maximum (TCP_DELACK_MAX). Empty: not measured.
+    #[serde(default)]
+    pub delack_max_ms: Vec<f64>,
     /// Immediate ACKs of one-byte-at-a-time data at connection start (tcp_incr_quickack).
     pub quickacks_at_start: Option<u32>,
     /// Immediate ACKs left after the receiver got one segment and then sent 10 data segments
@@ -187,6 +191,20 @@ fn cat_delack_min(fp: &Fingerprint) -> String {
         .unwrap_or_default()
 }
 
+/// The largest delay, rounded to the timer it shows: 200 ms (TCP_DELACK_MAX = HZ/5) plus at
+/// most a few ticks, else its own value.
+fn cat_delack_max(fp: &Fingerprint) -> String {
+    if fp.delack_max_ms.is_empty() {
+        return String::new();
+    }
+    let m = fp.delack_max_ms.iter().copied().fold(0.0, f64::max);
+    if (190.0..260.0).contains(&m) {
+        "200 ms".into()
+    } else {
+        format!("{:.0} ms", (m / 10.0).round() * 10.0)
+    }
+}
+
 fn cat_ato(fp: &Fingerprint) -> String {
     match (fp.ato_us.first(), fp.ato_us.last(), delack_min(fp)) {
         (Some(a), Some(b), Some(_)) if b > a && fp.delack_ms.iter().all(|d| *d < 70.0) => "grows, 40 ms".into(),
@@ -281,6 +299,22 @@ pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
         },
         cat_ato(fp),
         Predict::Replay(&cat_ato),
+        true,
+    );
+    row(
+        "delayed-ACK maximum",
+        "tcp_send_delayed_ack: min(ato, TCP_DELACK_MAX) for a pushed segment once srtt is above it",
+        if fp.delack_max_ms.is_empty() {
+            "not measured".into()
+        } else {
+            format!(
+                "{:.1} ms over rtt 400 ms (delays {})",
+                fp.delack_max_ms.iter().copied().fold(0.0, f64::max),
+                fp.delack_max_ms.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join("/")
+            )
+        },
+        cat_delack_max(fp),
+        Predict::Replay(&cat_delack_max),
         true,
     );
     let quick = |f: &Fingerprint| f.quickacks_at_start.map(|n| n.to_string()).unwrap_or_default();
@@ -573,6 +607,16 @@ pub fn to_profile(fp: &Fingerprint, newest: &Profile) -> Profile {
     }
     if let Some(h) = fp.nodelay_then_cork_held {
         p.sender.sticky_nagle_push = !h;
+    }
+    // The largest delayed-ACK delay over the long path, in whole ticks (as the minimum below).
+    let dmax = fp.delack_max_ms.iter().copied().fold(0.0, f64::max);
+    if dmax >= DELAYED_MS {
+        let tick = 1000.0 / f64::from(p.timer_hz.max(1));
+        let v = ((dmax / tick).floor() * tick).round() as u64;
+        if (100..=1000).contains(&v) {
+            p.receiver.delack_max_ms = v;
+            p.sources.insert("delack_max".into(), format!("measured: {dmax:.1} ms over a 400 ms path"));
+        }
     }
     let delack_min = fp.delack_ms.iter().copied().fold(f64::INFINITY, f64::min);
     if delack_min.is_finite() && delack_min >= DELAYED_MS {

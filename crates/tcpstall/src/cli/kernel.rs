@@ -12,13 +12,15 @@ use super::output;
 
 const EXAMPLES: &str = "\
 Examples:
-  tcpstall kernel                   measure this kernel (about 2 s) and compare with linux:4.19 .. linux
+  tcpstall kernel                   measure this kernel (about 7 s) and compare with linux:4.19 .. linux
   tcpstall kernel --format json     the measurements, every row and the best match as JSON
   tcpstall simulate --profile linux:here burst
                                     simulate with the rules measured here
 
 As root the experiments run in a private network namespace's loopback; otherwise on this
-namespace's loopback (the TcpExt counters then include other connections, and the table says so).";
+namespace's loopback (the TcpExt counters then include other connections, and the table says so).
+The delayed-ACK maximum needs a round trip above 200 ms: it runs over an emulated 400 ms link
+(root, or unprivileged user namespaces), about 5 s of the total.";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum KernelFormat {

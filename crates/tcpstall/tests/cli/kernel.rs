@@ -42,6 +42,9 @@ pub fn fingerprint_measures_the_rules_in_a_private_namespace() {
         let d = f["delack_ms"].as_array().unwrap();
         let min = d.iter().filter_map(|x| x.as_f64()).fold(f64::INFINITY, f64::min);
         check((30.0..60.0).contains(&min), "delayed-ACK minimum not between 30 and 60 ms")?;
+        // Over the 400 ms emulated path ato doubles up to TCP_DELACK_MAX (tcp_send_delayed_ack).
+        let dmax = f["delack_max_ms"].as_array().unwrap().iter().filter_map(|x| x.as_f64()).fold(0.0, f64::max);
+        check((180.0..260.0).contains(&dmax), "delayed-ACK maximum not about 200 ms")?;
         check(f["quickacks_at_start"].as_u64() == Some(16), "quick ACKs at start is not 16")?;
         check(f["quickacks_after_idle"].as_u64().unwrap_or(0) >= 1, "no quick ACK after idle")?;
         check(f["two_seg_read_ms"].as_f64().unwrap_or(99.0) < 10.0, "two segments read not ACKed at once")?;
