@@ -90,6 +90,8 @@ pub(crate) struct GapContext {
     pub snap: Snapshot,
     /// This sender's quiet pauses before this gap.
     pub quiet_pauses: PauseCounts,
+    /// The largest IP TTL / hop limit seen from the held side (see [`initial_ttl`]).
+    pub held_ttl: Option<u8>,
     /// The held side's own part of the gap: its length, less the path from the peer's data
     /// to the held side's answer when the gap began with the peer's data (a request answered
     /// can only be written after the request arrived).
@@ -123,6 +125,19 @@ pub(crate) struct GapContext {
     pub capture_point: CapturePoint,
     pub super_packets: bool,
     pub timers: Timers,
+}
+
+/// The initial TTL a sender most likely used, from the largest TTL seen (each router on the
+/// way took one, RFC 791 3.2): the next of the common defaults, 64 (Linux, the BSDs, macOS:
+/// net.ipv4.ip_default_ttl, RFC 1700), 128 (Windows: DefaultTTL) or 255 (Solaris, network
+/// gear), as passive fingerprinting tools (p0f) read it.
+pub(crate) fn initial_ttl(seen: u8) -> u8 {
+    match seen {
+        0..=32 => 32,
+        33..=64 => 64,
+        65..=128 => 128,
+        _ => 255,
+    }
 }
 
 fn side(e: Endpoint) -> &'static str {
@@ -369,6 +384,23 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
              an application pause; not named",
             c.seg.len,
             if c.rtt_from_handshake { "" } else { " estimated without the handshake" }
+        );
+    } else if let (0, true, true, Some(128)) = (
+        c.snap.out_count,
+        released_small,
+        t.is_probe_interval(c.turnaround, path_rtt, c.rtt_from_handshake),
+        c.held_ttl.map(initial_ttl),
+    ) {
+        // The probe timer that releases corked or MSG_MORE data is Linux's (tcp_probe_timer,
+        // tcp_probe0_base); a sender whose packets start at TTL 128 is a Windows stack (its
+        // default, DefaultTTL), which has neither TCP_CORK nor MSG_MORE, and Nagle holds nothing
+        // with nothing in flight (RFC 896): no mechanism there holds data, the writer paused.
+        cause = Cause::Application;
+        confidence = 0.6;
+        detail = format!(
+            "{} bytes left {length} after the last data with nothing in flight, at the interval of Linux's probe              timer, but {h}'s packets carry TTL {} (initial 128: a Windows stack, which has no TCP_CORK, no              MSG_MORE and no such timer): {h}'s application wrote them then",
+            c.seg.len,
+            c.held_ttl.unwrap_or(0)
         );
     } else if c.snap.out_count == 0
         && released_small

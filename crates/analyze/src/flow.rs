@@ -153,6 +153,8 @@ struct Dir {
     /// at other lengths). A writer that pauses at many lengths makes a pause at the timer's
     /// interval likely its own (the base rate of `classify`'s probe-timer rule).
     quiet_pauses: PauseCounts,
+    /// The largest IP TTL / hop limit of this direction's packets (the least decremented).
+    max_ttl: Option<u8>,
     /// The peer acknowledged up to here, beyond the data seen so far, at this time.
     ack_ahead: Option<(u32, Instant)>,
 }
@@ -337,6 +339,10 @@ impl FlowAnalyzer {
     }
 
     fn account(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence) {
+        if let Some(ttl) = seg.ttl {
+            let m = &mut self.dirs[d.index()].max_ttl;
+            *m = Some(m.map_or(ttl, |x| x.max(ttl)));
+        }
         // A window closed by `d` and the peer's probes into it (RFC 9293 3.8.6.1).
         if !seg.flags.syn() && !seg.flags.rst() {
             let dir = &mut self.dirs[d.index()];
@@ -565,6 +571,7 @@ impl FlowAnalyzer {
                     mss_known,
                     snap,
                     quiet_pauses,
+                    held_ttl: dir.max_ttl,
                     turnaround,
                     ack: dir.ack_in_gap,
                     zero_window: dir.zero_wnd_in_gap,

@@ -62,6 +62,7 @@ impl Script {
                 ts: None,
                 sack_blocks: 0,
                 wire_len: 54 + len,
+                ttl: None,
             }),
             evidence: Evidence::Frame(n),
         });
@@ -175,6 +176,25 @@ fn small_segment_after_200ms_with_nothing_in_flight_is_the_probe_timer() {
     let mut s = Script::new();
     s.data(1.0, B, 100).ack(1.05, A, 512).data(201.5, A, 100);
     assert_eq!(s.causes().iter().map(|c| c.0).collect::<Vec<_>>(), vec![Cause::ProbeTimer]);
+}
+
+#[test]
+fn probe_interval_pause_of_a_windows_sender_is_its_application() {
+    // The probe timer that releases corked or MSG_MORE data is Linux's (tcp_probe_timer); a
+    // sender whose packets start at TTL 128 (Windows' DefaultTTL; 127 after one router) has no
+    // TCP_CORK or MSG_MORE, and Nagle holds nothing with nothing in flight (RFC 896).
+    for (ttl, want) in [(128u8, Cause::Application), (127, Cause::Application), (64, Cause::ProbeTimer)] {
+        let mut s = Script::new();
+        s.data(1.0, B, 100).ack(1.05, A, 512).data(201.5, A, 100);
+        for e in &mut s.ev {
+            if let (Endpoint::A, EventKind::Segment(seg)) = (e.from, &mut e.kind) {
+                seg.ttl = Some(ttl);
+            }
+        }
+        assert_eq!(s.causes().iter().map(|c| c.0).collect::<Vec<_>>(), vec![want], "TTL {ttl}");
+    }
+    assert_eq!(crate::classify::initial_ttl(57), 64);
+    assert_eq!(crate::classify::initial_ttl(250), 255);
 }
 
 #[test]
@@ -451,6 +471,7 @@ fn random_segments_never_panic_and_records_are_well_formed() {
                     ts: if rng.gen() { Some((rng.gen(), rng.gen())) } else { None },
                     sack_blocks: rng.gen_range(0..4),
                     wire_len: 60,
+                    ttl: None,
                 }),
                 evidence: Evidence::Frame(n + 1),
             });

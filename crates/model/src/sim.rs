@@ -197,6 +197,7 @@ impl Sim {
                             ts: (hdr > 20).then_some(((self.now / 1_000_000) as u32, 0)),
                             sack_blocks: 0,
                             wire_len: wire,
+                            ttl: None,
                         };
                         self.record(i, EventKind::Segment(s));
                     }
@@ -232,6 +233,7 @@ impl Sim {
             ts,
             sack_blocks: 0,
             wire_len: 14 + 20 + hdr,
+            ttl: None,
         };
         let (mss_a, mss_b) = (self.eps[0].advmss as u16, self.eps[1].advmss as u16);
         let opt = if self.eps[0].hdr > 20 { 40 } else { 28 };

@@ -116,6 +116,10 @@ pub struct Segment {
     /// Bytes on the wire for this packet: link + IP + TCP headers + payload, as captured or
     /// estimated.
     pub wire_len: u32,
+    /// IPv4 time to live (RFC 791 3.1) or IPv6 hop limit (RFC 8200 3) as captured; None when
+    /// not known (the model's segments).
+    #[serde(default)]
+    pub ttl: Option<u8>,
 }
 
 impl Segment {
@@ -322,6 +326,7 @@ mod tests {
             ts: None,
             sack_blocks: 0,
             wire_len: 52,
+            ttl: None,
         };
         assert!(s.is_pure_ack());
         s.flags = TcpFlags(TcpFlags::ACK | TcpFlags::FIN);

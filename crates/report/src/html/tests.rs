@@ -17,6 +17,7 @@ fn seg(t_us: u64, from: Endpoint, seq: u32, ack: u32, len: u32, frame: u64) -> E
             ts: None,
             sack_blocks: 0,
             wire_len: 66 + len,
+            ttl: None,
         }),
         evidence: Evidence::Frame(frame),
     }

@@ -155,6 +155,8 @@ struct IpHeader<'a> {
     payload_len: usize,
     id: Option<u16>,
     more_fragments: bool,
+    /// IPv4 TTL (RFC 791 3.1) or IPv6 hop limit (RFC 8200 3).
+    ttl: u8,
 }
 
 /// Reads an IPv4 (RFC 791 3.1) or IPv6 (RFC 8200 3, 4) header. `want` is the version the outer
@@ -194,6 +196,7 @@ fn ip_header(want: Option<u8>, ip: &[u8], cut: bool) -> Result<IpHeader<'_>, Ski
                 payload_len: total - ihl,
                 id: be16(ip, 4),
                 more_fragments: frag & 0x2000 != 0,
+                ttl: ip[8],
             })
         }
         6 => {
@@ -242,6 +245,7 @@ fn ip_header(want: Option<u8>, ip: &[u8], cut: bool) -> Result<IpHeader<'_>, Ski
                 payload_len,
                 id: None,
                 more_fragments,
+                ttl: ip[7],
             })
         }
         _ => Err(Skip::NotTcp),
@@ -269,6 +273,7 @@ fn tcp(ip: &IpHeader<'_>) -> Result<TcpPacket, Skip> {
         ts: None,
         sack_blocks: 0,
         wire_len: 0,
+        ttl: Some(ip.ttl),
     };
     // Options (RFC 9293 3.2; MSS RFC 9293 3.7.1, window scale and timestamps RFC 7323, SACK
     // RFC 2018). A malformed option ends option parsing; the segment is still usable.
