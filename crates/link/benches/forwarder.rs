@@ -66,6 +66,11 @@ fn veth() -> (OwnedFd, OwnedFd) {
 }
 
 fn pps(c: BorrowedFd<'_>, s: BorrowedFd<'_>, secs: f64) -> f64 {
+    pps_at(c, s, secs, None)
+}
+
+/// [`pps`] with the sender paced to `rate` packets/s (None: as fast as it can).
+fn pps_at(c: BorrowedFd<'_>, s: BorrowedFd<'_>, secs: f64, rate: Option<f64>) -> f64 {
     let rx = run_in(s, || UdpSocket::bind((SERVER_IP, 9000)).unwrap()).unwrap();
     let tx = run_in(c, || UdpSocket::bind("0.0.0.0:0").unwrap()).unwrap();
     rx.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
@@ -83,8 +88,16 @@ fn pps(c: BorrowedFd<'_>, s: BorrowedFd<'_>, secs: f64) -> f64 {
     let payload = [0u8; 64];
     let start = Instant::now();
     let mut marked = None;
+    let mut sent = 0u64;
     while start.elapsed().as_secs_f64() < secs {
+        if let Some(r) = rate {
+            if sent as f64 > r * start.elapsed().as_secs_f64() {
+                std::thread::sleep(Duration::from_micros(50));
+                continue;
+            }
+        }
         let _ = tx.send_to(&payload, (SERVER_IP, 9000));
+        sent += 1;
         if marked.is_none() && start.elapsed() > Duration::from_millis(300) {
             marked = Some((Instant::now(), count.load(Ordering::Relaxed)));
         }
@@ -185,6 +198,40 @@ fn main() {
     }
     let secs = if quick { 1.5 } else { 3.0 };
     let opts = LinkOptions::default();
+    if let Some(list) = arg_value("--pps") {
+        // Only the 64-byte rate, against veth, for each forwarder variant asked (see
+        // [`variant`], plus `qN` for a TUN txqueuelen of N), `--rounds` times interleaved: where
+        // the packets are lost (the TUN device's queue, the receiving socket's buffer).
+        let rounds = arg_value("--rounds").map_or(3, |r| r.parse().expect("--rounds N"));
+        let (vc, vs) = veth();
+        let mut ratios: Vec<Vec<f64>> = list.split(',').map(|_| Vec::new()).collect();
+        for round in 0..rounds {
+            let sock0 = udp_rcvbuf_errors(vs.as_fd());
+            let v = pps(vc.as_fd(), vs.as_fd(), secs);
+            let vsock = udp_rcvbuf_errors(vs.as_fd()) - sock0;
+            println!("round {round} veth {:.0}k, receiving socket drops {vsock}", v / 1e3);
+            for (name, acc) in list.split(',').zip(ratios.iter_mut()) {
+                let link = open("mtu=1500", &variant(name));
+                let e = pps(link.client().netns(), link.server().netns(), secs);
+                let sock = udp_rcvbuf_errors(link.server().netns());
+                let rep = link.finish().unwrap();
+                let up = &rep.dirs[0].counters;
+                let dev = rep.device_drops[0].unwrap_or(0);
+                println!(
+                    "round {round} {name:<12} {:.0}k x{:.2} veth; forwarder read {} (wrote {}), TUN queue drops {dev}, receiving socket drops {sock}",
+                    e / 1e3,
+                    e / v,
+                    up.packets_in,
+                    up.delivered,
+                );
+                acc.push(e / v);
+            }
+        }
+        for (name, r) in list.split(',').zip(&ratios) {
+            println!("median over {rounds} rounds: {name} x{:.2} veth", median(r));
+        }
+        return;
+    }
     if let Some(n) = arg_value("--rtt20") {
         // Only the rtt=20ms figures, N times.
         let (vc, vs) = veth();
@@ -215,6 +262,20 @@ fn main() {
         up.packets_in,
         up.delivered,
         rep.device_drops[0]
+    );
+    // The sender paced below what the emulator carried as fast as it could: no queue drops
+    // is the target there ("at any offered rate the emulator accepts").
+    let paced = (0.8 * e_pps / 1e4).floor() * 1e4;
+    let link = open("mtu=1500", &opts);
+    let p_pps = pps_at(link.client().netns(), link.server().netns(), secs, Some(paced));
+    let sock = udp_rcvbuf_errors(link.server().netns());
+    let rep = link.finish().unwrap();
+    println!(
+        "  paced at {:.0}k/s: received {:.0}k/s, TUN queue drops {:?} (target none: {}), receiving socket drops {sock}",
+        paced / 1e3,
+        p_pps / 1e3,
+        rep.device_drops[0],
+        meets(rep.device_drops.iter().all(|d| *d == Some(0)))
     );
 
     let v_bulk = bulk_gbps(vc.as_fd(), vs.as_fd(), secs);
@@ -463,6 +524,8 @@ fn variant(name: &str) -> LinkOptions {
             let (c, s) = m.split_once('-').unwrap_or((m, m));
             o.devices[0].rps_mask = c.parse().unwrap();
             o.devices[1].rps_mask = s.parse().unwrap();
+        } else if let Some(n) = part.strip_prefix('q') {
+            o.txqueuelen = n.parse().unwrap();
         } else if part == "normal" {
             o.priority = Priority::Normal;
         } else if part == "fifo" {
@@ -470,6 +533,19 @@ fn variant(name: &str) -> LinkOptions {
         }
     }
     o
+}
+
+/// UDP receive buffer errors (datagrams dropped at a full socket) in a namespace, from
+/// /proc/net/snmp's "Udp:" lines (header, then values).
+fn udp_rcvbuf_errors(ns: BorrowedFd<'_>) -> u64 {
+    let text = run_in(ns, || std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap()).unwrap();
+    let udp: Vec<&str> = text.lines().filter(|l| l.starts_with("Udp:")).collect();
+    let (Some(h), Some(v)) = (udp.first(), udp.get(1)) else { return 0 };
+    h.split_whitespace()
+        .zip(v.split_whitespace())
+        .find(|(k, _)| *k == "RcvbufErrors")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
 }
 
 fn num_cpus() -> usize {
