@@ -342,7 +342,7 @@ fn main() {
         h.add(&rep.dirs[1].overhead).unwrap();
         let over = |p: f64| (q(&e, p) as f64 - 2e6 - q(&v, p) as f64) / 1e3;
         println!(
-            "added delay, delay=1ms, spin {:>2} us, {:<10}: forwarder lateness p50 {:.1} us p99 {:.1} us; round trip - 2 ms - veth: p50 {:.1} us p99 {:.1} us  (target p99 <= 50 us: {})",
+            "added delay, delay=1ms, spin {:>2} us, {:<10}: printed emulator error p50 {:.1} us p99 {:.1} us per direction; round trip - 2 ms - veth: p50 {:.1} us p99 {:.1} us  (target p99 <= 50 us: {})",
             spin / 1000,
             format!("{prio:?}"),
             h.value_at_quantile(0.5) as f64 / 1e3,
@@ -371,7 +371,7 @@ fn rtt20(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, quick: bool) {
         println!(
             "round trip at rtt=20ms ({}), beyond 20 ms: p50 +{p50:.0} us (target <= 50: {}), p99 +{p99:.0} us (target <= 150: {}); \
              printed lateness p50 {:.0} us against the probes' {probe_late:.0} us beyond veth's round trip (target within 20: {})",
-            if compensate { "wake-up compensated" } else { "not compensated" },
+            if compensate { "compensated" } else { "not compensated" },
             meets(p50 <= 50.0),
             meets(p99 <= 150.0),
             late(0.5),
@@ -390,7 +390,7 @@ fn rtt20(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, quick: bool) {
             for (d, c) in Dir::BOTH.iter().zip(&cal.dirs) {
                 let us = |ns: u64| ns as f64 / 1e3;
                 println!(
-                    "  calibration {}: {} probes; unseen {:.1} us - direct path {:.1} = fixed {:.1} us (wake-up {:.1}, shortest {:.1}, + rest {:.1}; ends {:.1}); send->queue {:.1}, send->read {:.1} (run_delay {:.1}), late {:.1}, write {:.1}, write->recv {:.1}",
+                    "  calibration {}: {} probes; unseen {:.1} us - direct path {:.1} = fixed {:.1} us (wake-up {:.1}, shortest {:.1}, + rest {:.1}; ends {:.1}); send->queue {:.1}, send->read {:.1} (run_delay {:.1}), late {:.1}, write {:.1} (shortest {:.1}), write->recv {:.1}",
                     d.label(),
                     c.probes,
                     us(c.unseen_ns),
@@ -405,6 +405,7 @@ fn rtt20(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, quick: bool) {
                     us(c.run_delay_ns),
                     us(c.late_ns),
                     us(c.write_ns),
+                    us(c.write_min_ns),
                     us(c.to_recv_ns)
                 );
             }

@@ -8,19 +8,28 @@
 //! time from write(2) to the receiving application (tun_get_user -> netif_receive_skb -> the
 //! stack -> sock_def_readable waking the receiver). A user's packet feels both.
 //!
-//! So, before any user traffic, `run` sends `ROUNDS` UDP probes each way through the link,
-//! each carrying a magic and a sequence number, from a socket in one namespace to a socket
-//! in the other, both in this process, the receiver blocked in recv(2) as an application's
-//! would be. The forwarder recognises them (`probe_seq`), keeps them out of the model, the
-//! counters and the capture, holds each for min(the configured delay, `PROBE_DELAY_NS`) and
-//! records its own times of each (`ProbeSeen`). The path's unseen part of a probe is its
-//! one-way time (send to recv returning, CLOCK_MONOTONIC, same process) minus the time the
-//! forwarder held it (write called minus its stamp). The same pair of operations over the
-//! namespace's loopback (a direct path: sender's stack, receiver's wake-up, as on a veth pair)
-//! gives the part any path has. The median difference is the emulator's fixed overhead: the
-//! report adds it to each packet's lateness, and (unless turned off) the forwarder releases
-//! packets that much before their deadline, never before they arrived, so that the delay a
-//! user measures end to end is the configured one.
+//! So, before any user traffic, `run` sends `ROUNDS` UDP probes through the link as a
+//! ping-pong (a request and its response, as the benchmark's probes and most traffic are),
+//! each carrying a magic and a sequence number, from a socket in one namespace to a socket in
+//! the other, both in this process, each receiver blocked in recv(2) as an application's would
+//! be. The forwarder recognises them (`probe_seq`), keeps them out of the model, the counters
+//! and the capture, holds each for min(the configured delay, `PROBE_DELAY_NS`) and records its
+//! own times of each (`ProbeSeen`). The path's unseen part of a probe is its one-way time
+//! (send to recv returning, CLOCK_MONOTONIC, same process) minus the time the forwarder held
+//! it (write called minus its stamp); the sender's transmit timestamp (SO_TIMESTAMPING,
+//! taken in tun_net_xmit) splits off the forwarder's wake-up. The same ping-pong over the
+//! namespace's loopback (a direct path: sender's stack, receiver's wake-up, as on a veth
+//! pair) gives the part any path has. The medians of the differences are the emulator's
+//! overhead: the report adds it to each packet's lateness (the write(2) of each packet timed
+//! live, the wake-up only to a packet that woke the forwarder). With `compensate` the
+//! forwarder also stamps a packet that woke it earlier by the shortest wake-up seen, and
+//! writes packets out earlier by the shortest write(2) seen, never before they arrived: off
+//! by default, as under load it made round trips shorter than the configured one.
+//!
+//! The overhead depends on how deeply the CPUs slept between packets (a vCPU woken from a
+//! long halt costs the most): the probes are spaced like a request/response exchange across
+//! the link's delay, and a busy link (bulk transfers, the forwarder never asleep) pays less
+//! than what is printed for the wake-up part.
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -123,24 +132,47 @@ fn median(mut v: Vec<u64>) -> u64 {
     v.get(v.len() / 2).copied().unwrap_or(0)
 }
 
-/// A receiver blocked in recv(2) on its own thread, as an application's: each datagram's
-/// (sequence number, CLOCK_MONOTONIC when recv returned) goes to the channel.
-/// It ends when the socket is shut down for reading (inet_shutdown wakes a blocked reader
-/// even of an unconnected UDP socket, whose recv then returns 0).
-fn receiver(sock: UdpSocket, tx: mpsc::Sender<(u32, u64)>) {
-    let _ = sock.set_read_timeout(Some(Duration::from_secs(1)));
+/// What the echo side saw of one probe (CLOCK_MONOTONIC ns): when recv(2) returned the
+/// request, when it sent the reply, and the reply's transmit timestamp.
+#[derive(Debug, Clone, Copy)]
+struct Echoed {
+    seq: u32,
+    recv: u64,
+    send: u64,
+    queued: Option<u64>,
+}
+
+fn seq_of(b: &[u8]) -> Option<u32> {
+    if b.len() < MAGIC.len() + 4 || &b[..MAGIC.len()] != MAGIC {
+        return None;
+    }
+    let s = &b[MAGIC.len()..MAGIC.len() + 4];
+    Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+/// The echo side of the probes' ping-pong, blocked in recv(2) on its own thread as an
+/// application's: each request is answered at once from `reply` to `to` (the same sequence
+/// number), then what it saw goes to the channel. It ends when `rx` is shut down for reading
+/// (inet_shutdown wakes a blocked reader even of an unconnected UDP socket, whose recv then
+/// returns 0).
+fn echo(rx: UdpSocket, reply: UdpSocket, to: SocketAddr, stamped: bool, offset: i128, out: mpsc::Sender<Echoed>) {
+    let _ = rx.set_read_timeout(Some(Duration::from_secs(1)));
     let mut b = [0u8; 64];
     loop {
-        match sock.recv(&mut b) {
+        match rx.recv(&mut b) {
             Ok(0) => return,
-            Ok(n) if n >= MAGIC.len() + 4 && &b[..MAGIC.len()] == MAGIC => {
-                let t = mono_ns();
-                let s = &b[MAGIC.len()..MAGIC.len() + 4];
-                if tx.send((u32::from_le_bytes([s[0], s[1], s[2], s[3]]), t)).is_err() {
+            Ok(n) => {
+                let recv = mono_ns();
+                let Some(seq) = seq_of(&b[..n]) else { continue };
+                let send = mono_ns();
+                if reply.send_to(&probe(seq), to).is_err() {
+                    continue;
+                }
+                let queued = if stamped { tx_stamp(&reply, offset) } else { None };
+                if out.send(Echoed { seq, recv, send, queued }).is_err() {
                     return;
                 }
             }
-            Ok(_) => {}
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
             Err(_) => return,
         }
@@ -185,7 +217,12 @@ struct Sent {
 }
 
 /// Measure both directions, then tell the forwarder threads (`calib`, index 0 = up) what was
-/// found, and to stamp a packet that wakes them earlier by their wake-up if `compensate`.
+/// found, and to compensate if `compensate`.
+///
+/// The probes are a ping-pong, as a request and its response, or the benchmark's probes: the
+/// client sends (after 300 us asleep), the server's echo thread answers at once, the client
+/// receives; each way is timed on its own (same clock, same process). The direct path is the
+/// same ping-pong over the client namespace's loopback, half its round trip each way.
 pub fn run(
     client: &End,
     server: &End,
@@ -199,69 +236,89 @@ pub fn run(
     };
     // Senders (any port) and receivers (`PORT`, which the forwarder looks for) apart, so that
     // a receiver is not woken by its socket's transmit timestamps.
-    let tx = [bind(client, client.ip, 0)?, bind(server, server.ip, 0)?];
-    let rx = [bind(server, server.ip, PORT)?, bind(client, client.ip, PORT)?];
-    let lo_tx = [bind(client, Ipv4Addr::LOCALHOST, 0)?, bind(server, Ipv4Addr::LOCALHOST, 0)?];
-    let lo_rx = [bind(client, Ipv4Addr::LOCALHOST, 0)?, bind(server, Ipv4Addr::LOCALHOST, 0)?];
-    let stamped = tx.iter().all(want_tx_stamps);
+    let c_tx = bind(client, client.ip, 0)?;
+    let c_rx = bind(client, client.ip, PORT)?;
+    let s_tx = bind(server, server.ip, 0)?;
+    let s_rx = bind(server, server.ip, PORT)?;
+    let lo = [bind(client, Ipv4Addr::LOCALHOST, 0)?, bind(client, Ipv4Addr::LOCALHOST, 0)?];
+    let lo_echo = [bind(client, Ipv4Addr::LOCALHOST, 0)?, bind(client, Ipv4Addr::LOCALHOST, 0)?];
+    let stamped = want_tx_stamps(&c_tx) && want_tx_stamps(&s_tx);
     let offset = crate::forward::realtime_offset_ns();
-    let dsts: Vec<SocketAddr> =
-        rx.iter().chain(&lo_rx).map(|r| r.local_addr()).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
-    // Receivers: [server (up), client (down), lo client, lo server].
-    let socks: Vec<UdpSocket> =
-        rx.iter().chain(&lo_rx).map(UdpSocket::try_clone).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
+    let addr = |s: &UdpSocket| s.local_addr().map_err(|e| e.to_string());
+    let (to_server, to_client) = (SocketAddr::from((server.ip, PORT)), SocketAddr::from((client.ip, PORT)));
+    let (lo_to_echo, lo_to_me) = (addr(&lo_echo[0])?, addr(&lo[1])?);
+    let clone = |s: &UdpSocket| s.try_clone().map_err(|e| e.to_string());
+    let (s_rx2, s_tx2, lo_echo0, lo_echo1) = (clone(&s_rx)?, clone(&s_tx)?, clone(&lo_echo[0])?, clone(&lo_echo[1])?);
+    let timeout = Duration::from_nanos(PROBE_DELAY_NS * 2) + Duration::from_millis(250);
+    c_rx.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    lo[1].set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
     for cal in calib {
         cal.active.store(true, Ordering::Relaxed);
     }
-    let mut rxs = Vec::new();
     let mut report = CalibrationReport { compensated: compensate, ..Default::default() };
     let result = std::thread::scope(|scope| -> Result<(), String> {
-        for sock in socks {
-            let (tx, rx) = mpsc::channel();
-            scope.spawn(move || receiver(sock, tx));
-            rxs.push(rx);
-        }
-        // Per kind: up, down, lo in the client ns, lo in the server ns.
-        let mut sent: [Vec<Sent>; 4] = Default::default();
-        let senders = [&tx[0], &tx[1], &lo_tx[0], &lo_tx[1]];
-        for round in 0..ROUNDS {
-            for kind in 0..4 {
-                let seq = round * 4 + kind as u32;
-                if kind >= 2 {
-                    // The direct path as a ping-pong sees it (the receiver woken 300 us
-                    // before), as the benchmark's veth round trip does.
-                    let _ = senders[kind].send_to(&probe(u32::MAX), dsts[kind]);
-                    let _ = rxs[kind].recv_timeout(Duration::from_millis(250));
-                    std::thread::sleep(Duration::from_micros(300));
+        let (link_tx, link_rx) = mpsc::channel();
+        let (lo_tx, lo_rx) = mpsc::channel();
+        scope.spawn(move || echo(s_rx2, s_tx2, to_client, stamped, offset, link_tx));
+        scope.spawn(move || echo(lo_echo0, lo_echo1, lo_to_me, false, offset, lo_tx));
+        // (request sent, its transmit timestamp, reply received) per round; the echo's side
+        // from the channel.
+        let mut pings = Vec::new();
+        let mut echoes = Vec::new();
+        let mut direct = Vec::new();
+        let mut b = [0u8; 64];
+        for seq in 0..ROUNDS {
+            std::thread::sleep(Duration::from_micros(300));
+            let t = mono_ns();
+            if c_tx.send_to(&probe(seq), to_server).is_err() {
+                continue;
+            }
+            let queued = if stamped { tx_stamp(&c_tx, offset) } else { None };
+            let back = loop {
+                match c_rx.recv(&mut b) {
+                    Ok(n) if seq_of(&b[..n]) == Some(seq) => break Some(mono_ns()),
+                    Ok(_) => {}
+                    Err(_) => break None,
                 }
-                let t = mono_ns();
-                if senders[kind].send_to(&probe(seq), dsts[kind]).is_err() {
-                    continue;
-                }
-                let queued = if kind < 2 && stamped { tx_stamp(senders[kind], offset) } else { None };
-                let deadline = t + PROBE_DELAY_NS + 200_000_000;
-                while mono_ns() < deadline {
-                    match rxs[kind].recv_timeout(Duration::from_millis(250)) {
-                        Ok((got, at)) if got == seq => {
-                            sent[kind].push(Sent { seq, send: t, queued, recv: at });
-                            break;
-                        }
-                        Ok(_) => {}
-                        Err(_) => break,
+            };
+            if let (Some(back), Ok(e)) = (back, link_rx.recv_timeout(Duration::from_millis(250))) {
+                pings.push((seq, t, queued, back));
+                echoes.push(e);
+            }
+            // The direct path, the same way.
+            std::thread::sleep(Duration::from_micros(300));
+            let t = mono_ns();
+            if lo[0].send_to(&probe(seq), lo_to_echo).is_ok() {
+                if let Ok(n) = lo[1].recv(&mut b) {
+                    if seq_of(&b[..n]) == Some(seq) {
+                        direct.push((mono_ns() - t) / 2);
                     }
                 }
-                std::thread::sleep(Duration::from_micros(300));
+                let _ = lo_rx.recv_timeout(Duration::from_millis(250));
             }
         }
-        for sock in rx.iter().chain(&lo_rx) {
+        for sock in [&s_rx, &lo_echo[0]] {
             let _ = nix::sys::socket::shutdown(sock.as_raw_fd(), nix::sys::socket::Shutdown::Read);
         }
-        for (d, cal) in calib.iter().enumerate() {
+        let direct = median(direct);
+        // Per direction: (seq, sent, queued, received).
+        let up: Vec<Sent> = pings
+            .iter()
+            .zip(&echoes)
+            .filter(|(p, e)| p.0 == e.seq)
+            .map(|(&(seq, send, queued, _), e)| Sent { seq, send, queued, recv: e.recv })
+            .collect();
+        let down: Vec<Sent> = pings
+            .iter()
+            .zip(&echoes)
+            .filter(|(p, e)| p.0 == e.seq)
+            .map(|(&(seq, _, _, back), e)| Sent { seq, send: e.send, queued: e.queued, recv: back })
+            .collect();
+        for (d, (cal, sent)) in calib.iter().zip([up, down]).enumerate() {
             let seen: Vec<ProbeSeen> = cal.seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let direct = median(sent[2 + d].iter().map(|p| p.recv.saturating_sub(p.send)).collect());
             let mut parts: [Vec<u64>; 8] = Default::default();
             let mut ends = Vec::new();
-            for q in &sent[d] {
+            for q in &sent {
                 let Some(p) = seen.iter().find(|p| p.seq == q.seq) else { continue };
                 let stamp = p.read.saturating_sub(p.backdate);
                 parts[0].push((q.recv - q.send).saturating_sub(p.write_start.saturating_sub(stamp)));
@@ -277,7 +334,7 @@ pub fn run(
                 }
             }
             let probes = parts[0].len();
-            if probes < ROUNDS as usize / 2 || sent[2 + d].len() < ROUNDS as usize / 2 {
+            if probes < ROUNDS as usize / 2 {
                 return Err(format!("{probes} of {ROUNDS} calibration probes came through"));
             }
             let wake_min = parts[7].iter().copied().min().unwrap_or(0);
