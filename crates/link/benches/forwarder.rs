@@ -236,7 +236,7 @@ fn main() {
         // Only the rtt=20ms figures, N times.
         let (vc, vs) = veth();
         for _ in 0..n.parse::<usize>().expect("--rtt20 N") {
-            rtt20(&vc, &vs, &opts, quick);
+            rtt20_at(&vc, &vs, &opts, quick, arg_value("--rtt-ms").map_or(20, |m| m.parse().expect("--rtt-ms N")));
         }
         return;
     }
@@ -358,18 +358,23 @@ fn main() {
 /// its lateness (both directions) against what the probes saw beyond veth's round trip; with
 /// and without the compensation of the path's fixed overhead.
 fn rtt20(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, quick: bool) {
+    rtt20_at(vc, vs, opts, quick, 20);
+}
+
+/// [`rtt20`] with another round trip (`--rtt20 N --rtt-ms M`).
+fn rtt20_at(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, quick: bool, ms: u64) {
     let vbase = rtts(vc.as_fd(), vs.as_fd(), if quick { 300 } else { 1000 });
     for compensate in [true, false] {
         let o = LinkOptions { compensate, ..opts.clone() };
-        let link = open("rtt=20ms", &o);
+        let link = open(&format!("rtt={ms}ms"), &o);
         let cal = link.calibration().ok().cloned();
         let r20 = rtts(link.client().netns(), link.server().netns(), if quick { 100 } else { 300 });
         let rep = link.finish().unwrap();
         let late = |p: f64| rep.dirs.iter().map(|d| d.overhead_at(p).unwrap_or(0)).sum::<u64>() as f64 / 1e3;
-        let (p50, p99) = (q(&r20, 0.5) as f64 / 1e3 - 20_000.0, q(&r20, 0.99) as f64 / 1e3 - 20_000.0);
+        let (p50, p99) = (q(&r20, 0.5) as f64 / 1e3 - ms as f64 * 1e3, q(&r20, 0.99) as f64 / 1e3 - ms as f64 * 1e3);
         let probe_late = p50 - q(&vbase, 0.5) as f64 / 1e3;
         println!(
-            "round trip at rtt=20ms ({}), beyond 20 ms: p50 +{p50:.0} us (target <= 50: {}), p99 +{p99:.0} us (target <= 150: {}); \
+            "round trip at rtt={ms}ms ({}), beyond {ms} ms: p50 +{p50:.0} us (target <= 50: {}), p99 +{p99:.0} us (target <= 150: {}); \
              printed lateness p50 {:.0} us against the probes' {probe_late:.0} us beyond veth's round trip (target within 20: {})",
             if compensate { "compensated" } else { "not compensated" },
             meets(p50 <= 50.0),

@@ -285,7 +285,9 @@ pub fn run(
                 pings.push((seq, t, queued, back));
                 echoes.push(e);
             }
-            // The direct path, the same way.
+        }
+        // The direct path, the same way (after the link's rounds, not between them).
+        for seq in 0..ROUNDS {
             std::thread::sleep(Duration::from_micros(300));
             let t = mono_ns();
             if lo[0].send_to(&probe(seq), lo_to_echo).is_ok() {
