@@ -105,7 +105,7 @@ pub struct LinkOptions {
     /// before it arrived), so that the delay felt end to end is closer to the configured one.
     pub compensate: bool,
     /// The TUN devices' transmit queue (packets the kernel holds for the forwarder, the
-    /// tun_struct ring of dev->tx_queue_len; the kernel's default is 500).
+    /// tun_struct ring of dev->tx_queue_len); 0 = the kernel's default, 500. Needs root.
     pub txqueuelen: u32,
 }
 

@@ -30,8 +30,10 @@ pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 /// Both ends share one /24 on their TUN devices, so each has a connected route to the other.
 pub const PREFIX: u8 = 24;
 
-/// The TUN devices' transmit queue length by default (packets waiting for the forwarder).
-pub const DEFAULT_TXQUEUELEN: u32 = 500;
+/// The TUN devices' transmit queue length by default: 0, the kernel's (500 packets waiting
+/// for the forwarder). Setting it needs root: without it SIOCSIFTXQLEN is refused (EPERM) even
+/// inside the link's own user namespace.
+pub const DEFAULT_TXQUEUELEN: u32 = 0;
 
 /// How an end's TUN device is set up; the default (plain device, no RPS) is what the
 /// forwarder bench found best on a 2-core machine (docs/link.md, "Packet rate").
