@@ -12,7 +12,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 use hdrhistogram::Histogram;
@@ -31,6 +31,9 @@ pub const BATCH: usize = 64;
 pub const DEFAULT_SPIN_NS: u64 = 100_000;
 /// How long a thread keeps polling its input after it ran dry, before sleeping.
 pub const DEFAULT_BUSY_POLL_NS: u64 = 0;
+/// Full batches in a row after which a forwarder thread with a raised priority drops to the
+/// workload's (nice 0) until its input runs dry: see `run_direction`.
+pub const OVERLOAD_BATCHES: u32 = 8;
 /// Default scheduling of the forwarder threads.
 pub const DEFAULT_PRIORITY: Priority = Priority::Nice(-10);
 
@@ -70,8 +73,11 @@ pub fn realtime_offset_ns() -> i128 {
 #[derive(Debug, Clone)]
 pub struct DirReport {
     pub counters: DirCounters,
-    /// Emulator overhead: time a packet was written out minus the time the model said it
-    /// should be delivered (ns).
+    /// The emulator's error as a user's packet feels it end to end (ns): how late the packet
+    /// was written out against its deadline, plus the parts of the path the forwarder cannot
+    /// see by its own clock, measured at link start by probes ([`crate::calibrate`]): the rest
+    /// of the path beyond a direct one (`rest_ns`, every packet) and, for a packet that woke
+    /// the forwarder, its wake-up (`wake_ns`) less what the packet was stamped earlier for it.
     pub overhead: Histogram<u64>,
     /// The model's delay for each delivered packet beyond `delay_base_ns`: delivery time
     /// minus arrival minus the base (ns), i.e. jitter, serialisation and queueing. Recording
@@ -85,6 +91,24 @@ pub struct DirReport {
     /// How late the thread ran after each wake-up from its sleep (scheduler run_delay, ns):
     /// packets read then were stamped that much earlier, so `overhead` includes it.
     pub wake_late: Histogram<u64>,
+    /// How long each write(2) into the other device took (ns): the receiving side's stack
+    /// runs inside it (tun_get_user -> netif_receive_skb), up to waking the receiver.
+    pub write_time: Histogram<u64>,
+    /// The calibrated overhead of the path's ends beyond a direct path (ns; a packet's
+    /// overhead besides its wake-up is its write(2) plus this); None when not measured.
+    pub ends_ns: Option<i64>,
+    /// The calibrated wake-up of the forwarder by a packet's arrival (ns): from the packet
+    /// entering the TUN device (its software transmit timestamp, skb_tx_timestamp in
+    /// tun_net_xmit) to the forwarder's stamp of it.
+    pub wake_ns: u64,
+    /// Whether a packet that woke the forwarder was stamped earlier by the shortest wake-up
+    /// the probes saw (`wake_min_ns`; at most by how long the forwarder had slept), so that its
+    /// delay counts from its arrival.
+    pub compensated: bool,
+    pub wake_min_ns: u64,
+    /// How much before its deadline each packet was written out (the shortest write(2) of
+    /// the probes), if compensating.
+    pub release_early_ns: u64,
 }
 
 impl DirReport {
@@ -122,14 +146,71 @@ pub struct DirectionIo {
     pub vnet: bool,
     /// Capture interfaces (where packets enter, where they leave) and the capture channel.
     pub capture: Option<(CaptureTx, u32, u32)>,
+    /// Calibration probes seen, the calibrated overhead and the compensation.
+    pub calib: Arc<Calibration>,
+}
+
+/// Shared between a direction's thread and the calibration at link start (crate::calibrate).
+#[derive(Debug, Default)]
+pub struct Calibration {
+    /// While set, the forwarder looks for calibration probes among the packets it reads.
+    pub active: AtomicBool,
+    /// What the forwarder saw of each probe.
+    pub seen: std::sync::Mutex<Vec<ProbeSeen>>,
+    /// Whether the probes measured the path.
+    pub measured: AtomicBool,
+    /// The measured overhead of the path's ends beyond a direct path (ns, `DirCalibration::
+    /// ends_ns`): a packet's overhead besides its wake-up is its write(2) plus this.
+    pub ends_ns: AtomicI64,
+    /// The measured wake-up of the forwarder by a packet (ns): the median...
+    pub wake_ns: AtomicU64,
+    /// ...and the shortest.
+    pub wake_min_ns: AtomicU64,
+    /// The probes' median run_delay after a wake-up (ns): a wake-up that waited much longer
+    /// for a CPU found it busy, not idle as the probes did, and is not compensated.
+    pub run_delay_ns: AtomicU64,
+    /// Write packets out this much before their deadline (never before their arrival).
+    pub release_early_ns: AtomicU64,
+    /// Stamp a packet that woke the forwarder earlier by `wake_min_ns`.
+    pub compensate: AtomicBool,
+}
+
+impl Calibration {
+    pub fn new() -> Calibration {
+        Calibration::default()
+    }
+}
+
+/// The forwarder's times for one calibration probe (CLOCK_MONOTONIC ns).
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeSeen {
+    pub seq: u32,
+    /// When read(2) returned it.
+    pub read: u64,
+    /// How much earlier it was stamped (scheduler run_delay of the wake-up before).
+    pub backdate: u64,
+    /// Its deadline.
+    pub due: u64,
+    /// write(2) into the other device: called, returned.
+    pub write_start: u64,
+    pub write_end: u64,
 }
 
 struct Pending {
+    /// When it is written out: its deadline, or earlier by the receiving stack's share.
     at: u64,
+    /// Its deadline.
+    due: u64,
     seq: u64,
     arrival: u64,
+    /// The calibrated wake-up it paid unseen (it woke the forwarder), and how much of it its
+    /// stamp was moved earlier by.
+    unseen: u64,
+    made_up: u64,
     len: usize,
     buf: Vec<u8>,
+    /// A calibration probe's sequence number (such packets bypass the model).
+    probe: Option<(u32, u64)>,
 }
 
 impl PartialEq for Pending {
@@ -188,11 +269,26 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
         }
     }
     let mut last_rx = 0u64;
+    // Under sustained overload (full batches in a row: a sender outrunning the forwarder) a
+    // forwarder at nice -10 would take the CPU from the receiving application on a machine
+    // with few CPUs, and the packets it writes would be dropped at the receiver's socket
+    // (measured with 64-byte UDP on 2 CPUs: 450k of 680k packets lost there, 90k at the TUN
+    // queue). So it runs at the workload's priority until its input runs dry, then at its own
+    // again (a nice change only, never while latency matters: an idle link never fills a batch).
+    let mut full_batches = 0u32;
+    let mut demoted = false;
+    let demotable = matches!(io.priority, Priority::Nice(n) if n < 0);
     // How late the thread ran after its last wake-up (run_delay across the sleep): packets
     // read right after it are stamped that much earlier, when they were there.
     let run_delay = RunDelay::open();
     let mut backdate = 0u64;
+    // After a sleep ended by the input: the calibrated wake-up the first packet read paid
+    // (median) and what it is stamped earlier for (the shortest seen), at most how long the
+    // thread slept.
+    let mut woken = (0u64, 0u64);
+    let mut last_stamp = 0u64;
     let mut wake_late = histogram();
+    let mut write_time = histogram();
     // A GSO super-packet is up to 64 KB plus its virtio_net_hdr.
     let hdr = if io.vnet { sys::tun::VNET_HDR_LEN } else { 0 };
     let bufsize = if io.vnet { 65_536 + hdr + 256 } else { io.mtu as usize + 256 };
@@ -218,7 +314,35 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
                 Ok(n) if n < hdr => pool.push(buf),
                 Ok(n) => {
                     got += 1;
-                    let now = mono_ns().saturating_sub(backdate);
+                    let read_at = mono_ns();
+                    // The first packet after a wake-up by the input paid the wake-up: stamped
+                    // that much earlier (if asked), never before a packet read earlier (the
+                    // model's clock does not go back).
+                    let (unseen, early) = std::mem::take(&mut woken);
+                    let made_up = if io.calib.compensate.load(AtomicOrdering::Relaxed) { early } else { 0 };
+                    let now = read_at.saturating_sub(backdate + made_up).max(last_stamp).min(read_at);
+                    let made_up = read_at.saturating_sub(backdate).saturating_sub(now);
+                    last_stamp = now;
+                    if io.calib.active.load(AtomicOrdering::Relaxed) {
+                        if let Some(ps) = crate::calibrate::probe_seq(&buf[hdr..n]) {
+                            // A calibration probe: past the model, held for the probe delay.
+                            let at = now + io.model.delay_ns().min(crate::calibrate::PROBE_DELAY_NS);
+                            let probe = Some((ps, backdate));
+                            heap.push(Pending {
+                                at,
+                                due: at,
+                                seq,
+                                arrival: read_at,
+                                unseen,
+                                made_up,
+                                len: n,
+                                buf,
+                                probe,
+                            });
+                            seq += 1;
+                            continue;
+                        }
+                    }
                     let v = if io.vnet {
                         let (segs, seg_len, wire) = crate::gso::segments(&buf[..hdr], &buf[hdr..n]);
                         io.model.on_packet_segments(now, &buf[hdr..n], segs, seg_len, wire, &mut io.rng)
@@ -230,7 +354,23 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
                     }
                     match v {
                         Verdict::Deliver { at_ns } => {
-                            heap.push(Pending { at: at_ns, seq, arrival: now, len: n, buf });
+                            // Written out earlier by the shortest write(2) of the probes (the
+                            // receiving stack runs inside it, time a link's delay does not
+                            // include: the packet reaches the socket at its deadline), never
+                            // before it arrived; the order is kept (both bounds grow with
+                            // arrival order).
+                            let early = io.calib.release_early_ns.load(AtomicOrdering::Relaxed);
+                            heap.push(Pending {
+                                at: at_ns.saturating_sub(early).max(now),
+                                due: at_ns,
+                                seq,
+                                arrival: now,
+                                unseen,
+                                made_up,
+                                len: n,
+                                buf,
+                                probe: None,
+                            });
                             seq += 1;
                         }
                         Verdict::Drop(_) => pool.push(buf),
@@ -245,6 +385,7 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
             }
         }
         backdate = 0;
+        woken = (0, 0);
         // 2. Deliver everything due.
         let mut now = mono_ns();
         while heap.peek().is_some_and(|p| p.at <= now) {
@@ -254,12 +395,37 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
             let sent = mono_ns();
             let r = nix::unistd::write(output.as_fd(), &p.buf[..p.len]);
             now = mono_ns();
+            if let Some((ps, backdate)) = p.probe {
+                if r.is_ok() {
+                    let seen =
+                        ProbeSeen { seq: ps, read: p.arrival, backdate, due: p.at, write_start: sent, write_end: now };
+                    io.calib.seen.lock().unwrap_or_else(|e| e.into_inner()).push(seen);
+                }
+                pool.push(p.buf);
+                continue;
+            }
             match r {
                 Ok(_) => {
-                    let _ = overhead.record(sent.saturating_sub(p.at));
-                    let _ = link_delay.record((p.at - p.arrival).saturating_sub(base));
+                    // What the packet feels end to end beyond its deadline: the lateness of
+                    // the write, the write itself, the path's ends beyond a direct path's, and
+                    // the wake-up it paid unseen less what its stamp made up for. Without a
+                    // calibration, only the lateness.
+                    let late = sent.saturating_sub(p.at) as i64 - (p.due - p.at) as i64;
+                    let err = if io.calib.measured.load(AtomicOrdering::Relaxed) {
+                        let ends = io.calib.ends_ns.load(AtomicOrdering::Relaxed);
+                        late + (now - sent) as i64 + ends + p.unseen as i64 - p.made_up as i64
+                    } else {
+                        late
+                    };
+                    let _ = overhead.record(err.max(0) as u64);
+                    let _ = link_delay.record((p.due - p.arrival).saturating_sub(base));
+                    let _ = write_time.record(now - sent);
                     if let Some((tx, _, iface_out)) = &io.capture {
-                        let _ = tx.send(Record { iface: *iface_out, mono_ns: sent, data: p.buf[hdr..p.len].to_vec() });
+                        // Where the packet leaves the link: written out, plus what it was
+                        // written out earlier by for the receiving stack (as the stamp at the
+                        // input is its estimated arrival).
+                        let left = sent + (p.due - p.at);
+                        let _ = tx.send(Record { iface: *iface_out, mono_ns: left, data: p.buf[hdr..p.len].to_vec() });
                     }
                 }
                 Err(_) => {
@@ -271,7 +437,16 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
             pool.push(p.buf);
         }
         if got == BATCH {
+            full_batches += 1;
+            if demotable && !demoted && full_batches >= OVERLOAD_BATCHES {
+                demoted = sys::sched::set_thread_nice(0).is_ok();
+            }
             continue; // more may be waiting
+        }
+        full_batches = 0;
+        if demoted {
+            apply_priority(io.priority);
+            demoted = false;
         }
         if got > 0 {
             last_rx = now;
@@ -293,12 +468,24 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
             }
         };
         let before = run_delay.now();
-        if wait_readable(input.as_fd(), stop.as_fd(), timeout)? {
+        let slept_from = mono_ns();
+        let (stopped, readable) = wait_readable(input.as_fd(), stop.as_fd(), timeout)?;
+        if stopped {
             break;
         }
+        let slept = mono_ns().saturating_sub(slept_from);
         if let (Some(a), Some(b)) = (before, run_delay.now()) {
             backdate = b.saturating_sub(a);
             let _ = wake_late.record(backdate.max(1));
+        }
+        // A wake-up by the input, with the CPU found idle as the probes found it (not queued
+        // behind another thread for longer than they were).
+        let idle_like = backdate <= io.calib.run_delay_ns.load(AtomicOrdering::Relaxed) + 5_000;
+        if readable && idle_like {
+            let slept = slept.saturating_sub(backdate);
+            let wake = io.calib.wake_ns.load(AtomicOrdering::Relaxed);
+            let wake_min = io.calib.wake_min_ns.load(AtomicOrdering::Relaxed);
+            woken = (wake.min(slept), wake_min.min(slept));
         }
     }
     Ok(DirReport {
@@ -308,11 +495,22 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
         delay_base_ns: base,
         configured_delay_ns: io.model.delay_ns(),
         wake_late,
+        write_time,
+        ends_ns: io
+            .calib
+            .measured
+            .load(AtomicOrdering::Relaxed)
+            .then(|| io.calib.ends_ns.load(AtomicOrdering::Relaxed)),
+        wake_ns: io.calib.wake_ns.load(AtomicOrdering::Relaxed),
+        compensated: io.calib.compensate.load(AtomicOrdering::Relaxed),
+        wake_min_ns: io.calib.wake_min_ns.load(AtomicOrdering::Relaxed),
+        release_early_ns: io.calib.release_early_ns.load(AtomicOrdering::Relaxed),
     })
 }
 
-/// Sleep until `fd` is readable, `stop` fires (returns true) or `timeout_ns` passes.
-fn wait_readable(fd: BorrowedFd<'_>, stop: BorrowedFd<'_>, timeout_ns: Option<u64>) -> Result<bool, String> {
+/// Sleep until `fd` is readable, `stop` fires or `timeout_ns` passes; returns (stopped,
+/// readable).
+fn wait_readable(fd: BorrowedFd<'_>, stop: BorrowedFd<'_>, timeout_ns: Option<u64>) -> Result<(bool, bool), String> {
     let mut fds = [PollFd::new(fd, PollFlags::POLLIN), PollFd::new(stop, PollFlags::POLLIN)];
     let ts = timeout_ns.map(|ns| TimeSpec::new((ns / 1_000_000_000) as _, (ns % 1_000_000_000) as _));
     match ppoll(&mut fds, ts, None) {
@@ -324,5 +522,6 @@ fn wait_readable(fd: BorrowedFd<'_>, stop: BorrowedFd<'_>, timeout_ns: Option<u6
     if bad {
         return Err("TUN device reported an error".into());
     }
-    Ok(stopped)
+    let readable = fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN));
+    Ok((stopped, readable))
 }

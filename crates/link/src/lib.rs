@@ -7,6 +7,7 @@
 //! - [`sweep`]: removal of what a killed run left behind; [`report`]: counters and summary lines;
 //! - [`session`]: `tcpstall shell`, a command in the client namespace behind the link.
 
+pub mod calibrate;
 pub mod capture;
 pub mod forward;
 pub mod gso;
@@ -95,6 +96,17 @@ pub struct LinkOptions {
     /// segment (no loss, ACK loss or ACK thinning): the rate and queue count their segments and
     /// wire bytes. With such a decision the kernel segments before the forwarder sees them.
     pub gso: bool,
+    /// Measure the path's fixed overhead at start with probes through the link
+    /// ([`calibrate`]) and add it to the emulator's printed error.
+    pub calibrate: bool,
+    /// Off by default. With `calibrate`, and with the default forwarder and devices (no
+    /// busy-poll, pinning, NAPI or RPS): stamp a packet that woke the forwarder earlier by the shortest wake-up the
+    /// probes saw, and write every packet out earlier by the shortest write(2) they saw (never
+    /// before it arrived), so that the delay felt end to end is closer to the configured one.
+    pub compensate: bool,
+    /// The TUN devices' transmit queue (packets the kernel holds for the forwarder, the
+    /// tun_struct ring of dev->tx_queue_len); 0 = the kernel's default, 500. Needs root.
+    pub txqueuelen: u32,
 }
 
 impl Default for LinkOptions {
@@ -108,6 +120,11 @@ impl Default for LinkOptions {
             cpus: None,
             tap: false,
             gso: true,
+            calibrate: true,
+            // Off: measured and printed, but with four busy loops on two CPUs a compensated
+            // rtt=4ms link returned round trips 16 us under 4 ms (docs/link.md).
+            compensate: false,
+            txqueuelen: netns::DEFAULT_TXQUEUELEN,
         }
     }
 }
@@ -123,6 +140,7 @@ pub struct Link {
     stopping: Arc<AtomicBool>,
     threads: Vec<JoinHandle<Result<DirReport, String>>>,
     capture: Option<(Capture, Option<PathBuf>)>,
+    calibration: Result<calibrate::CalibrationReport, String>,
 }
 
 impl Link {
@@ -145,7 +163,7 @@ impl Link {
         let privilege = userns::acquire()?;
         // Per-segment decisions (loss, ACK loss, ACK thinning) need the kernel's segments.
         let gso = opts.gso && spec.loss == 0.0 && spec.ack_loss == 0.0 && spec.ack_every.is_none();
-        let dev = |d: netns::DeviceOptions| netns::DeviceOptions { gso, ..d };
+        let dev = |d: netns::DeviceOptions| netns::DeviceOptions { gso, txqueuelen: opts.txqueuelen, ..d };
         let client = End::create_with(netns::CLIENT_IP, spec.mtu, dev(opts.devices[0]))?;
         let server = End::create_with(netns::SERVER_IP, spec.mtu, dev(opts.devices[1]))?;
         let stop = Arc::new(
@@ -175,6 +193,7 @@ impl Link {
             None => SmallRng::from_entropy(),
         };
         let models = LinkModel::new(spec).into_directions();
+        let calibs = [Arc::new(forward::Calibration::new()), Arc::new(forward::Calibration::new())];
         let mut threads = Vec::new();
         for (dir, model) in Dir::BOTH.into_iter().zip(models) {
             let (input, output, iface_in, iface_out) = match dir {
@@ -195,6 +214,7 @@ impl Link {
                 cpu: opts.cpus.map(|c| c[dir.index()]),
                 vnet: gso,
                 capture: capture.as_ref().map(|(c, _)| (c.sender(), iface_in, iface_out)),
+                calib: calibs[dir.index()].clone(),
             };
             let name = format!("tcpstall-fwd-{}", if dir == Dir::Up { "up" } else { "down" });
             let h = std::thread::Builder::new()
@@ -203,7 +223,20 @@ impl Link {
                 .map_err(|e| LinkError::Io { what: "spawning a forwarder thread".into(), err: e })?;
             threads.push(h);
         }
-        Ok(Link { spec: spec.clone(), privilege, client, server, stop, stopping, threads, capture })
+        let calibration = if opts.calibrate {
+            // The compensation assumes the path the probes measured: a sleeping forwarder
+            // woken on an idle CPU, writing into a plain device. A busy-polling or pinned
+            // forwarder, or NAPI/RPS devices, wake and receive otherwise (the variants'
+            // round trips came back up to 25 us before the configured one): measured and
+            // printed, not compensated.
+            let plain = opts.busy_poll_ns == 0
+                && opts.cpus.is_none()
+                && opts.devices.iter().all(|d| !d.napi && d.rps_mask == 0);
+            calibrate::run(&client, &server, [&calibs[0], &calibs[1]], opts.compensate && plain)
+        } else {
+            Err("not asked for".into())
+        };
+        Ok(Link { spec: spec.clone(), privilege, client, server, stop, stopping, threads, capture, calibration })
     }
 
     pub fn spec(&self) -> &LinkSpec {
@@ -215,6 +248,11 @@ impl Link {
     /// The server side's packets (with `LinkOptions::tap` or a capture file), for the lab.
     pub fn tap(&self) -> Option<capture::Tap> {
         self.capture.as_ref().map(|(c, _)| c.tap())
+    }
+
+    /// What the probes at start measured of the path's fixed overhead, or why there is none.
+    pub fn calibration(&self) -> Result<&calibrate::CalibrationReport, &str> {
+        self.calibration.as_ref().map_err(String::as_str)
     }
 
     /// The client end (198.18.0.1).
@@ -238,7 +276,8 @@ impl Link {
                 None
             }
         };
-        Ok(LinkReport { spec: self.spec.clone(), dirs, capture, device_drops })
+        let calibration = self.calibration.clone();
+        Ok(LinkReport { spec: self.spec.clone(), dirs, capture, device_drops, calibration })
     }
 
     fn stop_threads(&mut self) -> Result<Vec<DirReport>, LinkError> {

@@ -30,6 +30,11 @@ pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 /// Both ends share one /24 on their TUN devices, so each has a connected route to the other.
 pub const PREFIX: u8 = 24;
 
+/// The TUN devices' transmit queue length by default: 0, the kernel's (500 packets waiting
+/// for the forwarder). Setting it needs root: without it SIOCSIFTXQLEN is refused (EPERM) even
+/// inside the link's own user namespace.
+pub const DEFAULT_TXQUEUELEN: u32 = 0;
+
 /// How an end's TUN device is set up; the default (plain device, no RPS) is what the
 /// forwarder bench found best on a 2-core machine (docs/link.md, "Packet rate").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -45,6 +50,8 @@ pub struct DeviceOptions {
     /// IFF_VNET_HDR with TSO/checksum offloads: the forwarder carries GSO super-packets whole
     /// (sys::tun::create_tun_opts).
     pub gso: bool,
+    /// The device's transmit queue length (sys::tun::set_txqueuelen); 0 = the kernel's 500.
+    pub txqueuelen: u32,
 }
 
 /// One end: a network namespace holding a configured TUN device.
@@ -134,6 +141,9 @@ fn setup_in_new_namespace(ip: Ipv4Addr, mtu: u32, dev: DeviceOptions) -> Result<
         _ => LinkError::Io { what: "creating the TUN device (TUNSETIFF)".into(), err: e },
     })?;
     sys::tun::set_mtu(&name, mtu).map_err(io("setting the TUN MTU"))?;
+    if dev.txqueuelen != 0 {
+        sys::tun::set_txqueuelen(&name, dev.txqueuelen).map_err(io("setting the TUN txqueuelen"))?;
+    }
     sys::tun::set_ipv4(&name, ip, PREFIX).map_err(io("setting the TUN address"))?;
     sys::tun::set_up(&name).map_err(io("bringing the TUN device up"))?;
     // No default route: the connected /24 reaches the other end, and anything else (the

@@ -18,6 +18,9 @@ pub struct LinkReport {
     /// forwarder read them (its queue of 500 packets was full): the emulator's own capacity
     /// limit, not part of the configured link. None if it could not be read.
     pub device_drops: [Option<u64>; 2],
+    /// What the probes at link start measured of the path's fixed overhead (crate::calibrate),
+    /// or why it was not measured.
+    pub calibration: Result<crate::calibrate::CalibrationReport, String>,
 }
 
 fn fmt_ns(ns: u64) -> String {
@@ -52,7 +55,9 @@ impl LinkReport {
                 .collect();
             let mut drops = drops;
             if let Some(n) = self.device_drops[d.index()].filter(|&n| n > 0) {
-                drops.push(format!("device queue {n} (forwarder fell behind; not counted as in)"));
+                drops.push(format!(
+                    "device queue {n} (the TUN device's; an error of the emulator: the forwarder fell behind; not counted as in)"
+                ));
             }
             let drops = if drops.is_empty() { "none".to_string() } else { drops.join(", ") };
             out.push(format!(
@@ -65,8 +70,35 @@ impl LinkReport {
                 drops
             ));
             if let (Some(p50), Some(p99)) = (r.link_delay_at(0.5), r.link_delay_at(0.99)) {
+                let fixed = match (&self.calibration, r.ends_ns) {
+                    (Ok(cal), Some(ends)) => {
+                        let c = &cal.dirs[d.index()];
+                        let made_up = if r.compensated {
+                            format!(
+                                ", {} of which made up for by stamping such a packet that much earlier; every packet written out \
+                                 {} before its deadline for the receiving stack inside write(2)",
+                                fmt_ns(r.wake_min_ns),
+                                fmt_ns(r.release_early_ns)
+                            )
+                        } else {
+                            String::new()
+                        };
+                        format!(
+                            " (counting the path beyond a direct one of {}, measured at start by {} probes: each packet's \
+                             write(2) into the TUN device, {}{:.1} us at the path's ends, and {} more on a packet that wakes \
+                             the forwarder{made_up})",
+                            fmt_ns(c.direct_ns),
+                            c.probes,
+                            if ends < 0 { "-" } else { "+" },
+                            ends.unsigned_abs() as f64 / 1e3,
+                            fmt_ns(r.wake_ns),
+                        )
+                    }
+                    (Err(why), _) => format!(" (not counting the path's fixed overhead: not measured, {why})"),
+                    (Ok(_), None) => " (not counting the path's fixed overhead: not measured)".to_string(),
+                };
                 out.push(format!(
-                    "link {}: delay p50 {} p99 {} (configured {}); emulator added p50 {} p99 {}",
+                    "link {}: delay p50 {} p99 {} (configured {}); emulator added p50 {} p99 {} end to end{fixed}",
                     d.label(),
                     fmt_ns(p50),
                     fmt_ns(p99),
@@ -75,6 +107,13 @@ impl LinkReport {
                     fmt_ns(r.overhead_at(0.99).unwrap_or(0)),
                 ));
             }
+        }
+        let lost: u64 = self.device_drops.iter().flatten().sum();
+        if lost > 0 {
+            out.push(format!(
+                "emulator error: {lost} packets dropped at the TUN devices' queues before the forwarder read them (not by \
+                 the link model: the forwarder fell behind the offered rate)"
+            ));
         }
         if let Some((p, n)) = &self.capture {
             out.push(format!("capture: {} ({n} packet records, both ends of the link)", p.display()));
@@ -108,6 +147,12 @@ mod tests {
                     delay_base_ns: 10_000_000,
                     configured_delay_ns: 10_000_000,
                     wake_late: histogram(),
+                    write_time: histogram(),
+                    ends_ns: Some(5_000),
+                    wake_ns: 30_000,
+                    compensated: true,
+                    wake_min_ns: 20_000,
+                    release_early_ns: 3_000,
                 },
                 DirReport {
                     counters: down,
@@ -116,20 +161,33 @@ mod tests {
                     delay_base_ns: 10_000_000,
                     configured_delay_ns: 10_000_000,
                     wake_late: histogram(),
+                    write_time: histogram(),
+                    ends_ns: None,
+                    wake_ns: 30_000,
+                    compensated: true,
+                    wake_min_ns: 20_000,
+                    release_early_ns: 3_000,
                 },
             ],
             capture: None,
             device_drops: [Some(0), Some(4)],
+            calibration: Ok(crate::calibrate::CalibrationReport::default()),
         };
         let lines = r.summary_lines();
         assert!(lines[0].contains("client->server: 10 packets in") && lines[0].contains("drops: loss 3"), "{lines:?}");
         assert!(
             lines[1].contains("delay p50 10.000 ms p99 10.000 ms (configured 10.000 ms)")
-                && lines[1].contains("emulator added p50 12.0 us"),
+                && lines[1].contains("emulator added p50 12.0 us")
+                && lines[1]
+                    .contains("+5.0 us at the path's ends, and 30.0 us more on a packet that wakes the forwarder, 20.0 us of which made up"),
             "{lines:?}"
         );
         assert!(lines[2].contains("server->client") && lines[2].contains("5 pure ACKs"), "{lines:?}");
-        assert!(lines[2].ends_with("drops: device queue 4 (forwarder fell behind; not counted as in)"), "{lines:?}");
+        assert!(lines[2].contains("drops: device queue 4 (the TUN device's; an error of the emulator"), "{lines:?}");
+        assert!(
+            lines.last().unwrap().starts_with("emulator error: 4 packets dropped at the TUN devices' queues"),
+            "{lines:?}"
+        );
         assert_eq!(r.drops(DropReason::Loss), 3);
     }
 }

@@ -45,7 +45,12 @@ fn twice(what: &str, mut f: impl FnMut() -> Result<(), String>) {
 
 fn main() {
     let args = Arguments::from_args();
-    let tests: [(&str, fn()); 6] = [
+    let tests: [(&str, fn()); 8] = [
+        (
+            "calibration_measures_the_path_and_stays_out_of_the_counters",
+            calibration_measures_the_path_and_stays_out_of_the_counters,
+        ),
+        ("tun_queue_drops_are_counted_as_the_emulators_error", tun_queue_drops_are_counted_as_the_emulators_error),
         ("udp_round_trip_takes_the_configured_rtt", udp_round_trip_takes_the_configured_rtt),
         (
             "forwarder_variants_carry_every_packet_no_earlier_than_the_delay",
@@ -147,7 +152,7 @@ fn udp_round_trip_takes_the_configured_rtt() {
 fn forwarder_variants_carry_every_packet_no_earlier_than_the_delay() {
     use tcpstall_link::netns::DeviceOptions;
     use tcpstall_link::LinkOptions;
-    let dev = DeviceOptions { napi: true, threaded_napi: true, rps_mask: 1, gso: false };
+    let dev = DeviceOptions { napi: true, threaded_napi: true, rps_mask: 1, gso: false, txqueuelen: 0 };
     let opts = LinkOptions { devices: [dev; 2], busy_poll_ns: 20_000, cpus: Some([0, 0]), ..LinkOptions::default() };
     let link = match Link::open_with(&"rtt=2ms".parse::<LinkSpec>().unwrap(), None, &opts) {
         Ok(l) => l,
@@ -158,6 +163,55 @@ fn forwarder_variants_carry_every_packet_no_earlier_than_the_delay() {
     let report = link.finish().unwrap();
     assert_eq!(report.dirs[0].counters.delivered, 50, "{:?}", report.dirs[0].counters);
     assert_eq!(report.dirs[1].counters.delivered, 50, "{:?}", report.dirs[1].counters);
+}
+
+/// The probes at link start measure the path (calibrate.rs): each direction has its figures,
+/// the parts are ordered as they must be, the probes stay out of the counters and the capture
+/// count, and the summary says what was counted.
+fn calibration_measures_the_path_and_stays_out_of_the_counters() {
+    let link = open("rtt=4ms", None);
+    let cal = link.calibration().expect("calibrated").clone();
+    assert!(!cal.compensated);
+    for d in &cal.dirs {
+        assert!(d.probes >= tcpstall_link::calibrate::ROUNDS as usize / 2, "{cal:?}");
+        assert!(d.wake_min_ns <= d.wake_ns && d.wake_ns <= d.fixed_ns, "{cal:?}");
+        assert!(d.direct_ns > 0 && d.unseen_ns > 0, "{cal:?}");
+    }
+    let rtts = udp_rtts(&link, 40);
+    assert!(rtts.iter().all(|r| *r >= Duration::from_millis(4)), "a round trip beat the link: {rtts:?}");
+    let report = link.finish().unwrap();
+    // The probes crossed the forwarder but not the model.
+    assert_eq!(report.dirs[0].counters.packets_in, 40, "{:?}", report.dirs[0].counters);
+    assert_eq!(report.dirs[1].counters.packets_in, 40, "{:?}", report.dirs[1].counters);
+    let lines = report.summary_lines().join("\n");
+    assert!(lines.contains("measured at start by") && !lines.contains("made up for"), "{lines}");
+}
+
+/// Packets the kernel drops at a TUN device's queue before the forwarder reads them are the
+/// emulator's error, counted and printed as such: a sender blasting 64-byte datagrams into a
+/// device whose queue holds 8 overruns it (the forwarder cannot read as fast as a sender
+/// writes to a TUN device, which costs the sender only the enqueue).
+fn tun_queue_drops_are_counted_as_the_emulators_error() {
+    use tcpstall_link::LinkOptions;
+    let opts = LinkOptions { txqueuelen: 8, ..LinkOptions::default() };
+    let link = Link::open_with(&"mtu=1500".parse::<LinkSpec>().unwrap(), None, &opts).unwrap();
+    let tx = run_in(link.client().netns(), || UdpSocket::bind("0.0.0.0:0").unwrap()).unwrap();
+    for _ in 0..50_000 {
+        let _ = tx.send_to(&[0u8; 64], (SERVER_IP, 9));
+    }
+    let report = link.finish().unwrap();
+    let dropped = report.device_drops[0].expect("read from /proc/net/dev");
+    let c = &report.dirs[0].counters;
+    assert!(dropped > 0, "no drop at a queue of 8: {c:?}");
+    // Each datagram was read by the forwarder, dropped by the device, or still in its queue
+    // of 8 when the forwarder stopped.
+    let accounted = c.packets_in + dropped;
+    assert!((50_000 - 8..=50_000).contains(&accounted), "{c:?}, {dropped} dropped");
+    let lines = report.summary_lines().join("\n");
+    assert!(
+        lines.contains(&format!("emulator error: {dropped} packets dropped at the TUN devices' queues")),
+        "{lines}"
+    );
 }
 
 fn no_delay_link_is_fast() {

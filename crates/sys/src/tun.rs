@@ -154,6 +154,17 @@ pub fn set_mtu(name: &str, mtu: u32) -> io::Result<()> {
     ifreq_ioctl(&s, libc::SIOCSIFMTU, &mut req)
 }
 
+/// `ip link set NAME txqueuelen LEN` (SIOCSIFTXQLEN, net/core/dev_ioctl.c -> dev_change_tx_queue_len).
+/// For a TUN device this is the length of the ring of packets waiting for the reader:
+/// drivers/net/tun.c resizes it on NETDEV_CHANGE_TX_QUEUE_LEN (tun_queue_resize), and
+/// tun_net_xmit drops what does not fit.
+pub fn set_txqueuelen(name: &str, len: u32) -> io::Result<()> {
+    let s = ctl_socket()?;
+    let mut req = IfReq::new(name)?;
+    req.set_int(i32::try_from(len).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "txqueuelen too large"))?);
+    ifreq_ioctl(&s, libc::SIOCSIFTXQLEN, &mut req)
+}
+
 /// `ip addr add ADDR/PREFIX dev NAME` (SIOCSIFADDR then SIOCSIFNETMASK). The kernel adds the
 /// connected route for the prefix (fib_add_ifaddr in net/ipv4/fib_frontend.c) once the device
 /// is up.
