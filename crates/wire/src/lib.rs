@@ -218,3 +218,19 @@ impl<R: Read> Decoder<R> {
         self.flows.pop_ended()
     }
 }
+
+/// The gzip member header's first two bytes (RFC 1952 2.3.1: ID1 = 31, ID2 = 139).
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// A capture as it was saved: `tcpdump -z gzip` and Wireshark write `.pcap.gz` / `.pcapng.gz`,
+/// which Wireshark and tshark read as they are. A stream that starts with gzip's magic is
+/// decompressed on the fly (every member, as `gzip -d` does with concatenated files); any other
+/// is passed through unchanged. Reads nothing beyond what `input` has buffered.
+pub fn decompressed<'a, R: std::io::BufRead + 'a>(mut input: R) -> std::io::Result<Box<dyn Read + 'a>> {
+    let head = input.fill_buf()?;
+    if head.len() >= 2 && head[..2] == GZIP_MAGIC {
+        Ok(Box::new(std::io::BufReader::with_capacity(1 << 16, flate2::bufread::MultiGzDecoder::new(input))))
+    } else {
+        Ok(Box::new(input))
+    }
+}

@@ -116,7 +116,9 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     } else {
         Box::new(std::fs::File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?)
     };
-    let input = std::io::BufReader::with_capacity(1 << 16, raw);
+    // A gzip-compressed capture (tcpdump -z gzip, .pcap.gz) is read as it is.
+    let input = wire::decompressed(std::io::BufReader::with_capacity(1 << 16, raw))
+        .with_context(|| format!("cannot read {}", args.file.display()))?;
     let mut dec = Decoder::new(input, filter).with_context(|| format!("{}", args.file.display()))?;
 
     // Memory follows the flows alive: the decoder ends flows (close + linger, idle, reuse), the

@@ -153,7 +153,9 @@ pub fn exchange_of(turns: &[Turn]) -> Option<(Exchange, usize)> {
 fn load(args: &ReplayArgs) -> anyhow::Result<(String, Vec<Seg>, FlowAnalysis, Vec<trace::Event>)> {
     let pair = args.flow.as_deref().map(super::explain::parse_flow).transpose()?;
     let file = std::fs::File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
-    let mut dec = Decoder::new(std::io::BufReader::new(file), FlowFilter { pair, port: args.port })
+    let input = wire::decompressed(std::io::BufReader::new(file))
+        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    let mut dec = Decoder::new(input, FlowFilter { pair, port: args.port })
         .with_context(|| format!("{}", args.file.display()))?;
     let mut flows: Vec<(FlowAnalyzer, Vec<trace::Event>)> = Vec::new();
     while let Some(fe) = dec.next_event().with_context(|| format!("{}", args.file.display()))? {
