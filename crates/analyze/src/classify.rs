@@ -162,6 +162,9 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
     add(c.start, c.start_frame, "last data before the gap".to_string());
     let path_rtt = c.path_rtt.unwrap_or(Duration::ZERO);
     let released_small = c.seg.len < c.mss;
+    // A sub-MSS segment left with nothing in flight at the probe timer's interval.
+    let probe_pause =
+        c.snap.out_count == 0 && released_small && t.is_probe_interval(c.turnaround, path_rtt, c.rtt_from_handshake);
     let mss_note = if c.mss_known { "" } else { " (MSS estimated: handshake not captured)" };
 
     // How late the ACK was beyond the path, and whether it released the data: the data leaves
@@ -364,14 +367,10 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
                 c.snap.out_bytes, c.seg.len
             );
         }
-    } else if c.snap.out_count == 0
-        && released_small
-        && t.is_probe_interval(c.turnaround, path_rtt, c.rtt_from_handshake)
-        && {
-            let (lo, hi) = t.probe_band(path_rtt, c.rtt_from_handshake);
-            hi.0 - lo.0 > t.rto_min.0 / 2
-        }
-    {
+    } else if probe_pause && {
+        let (lo, hi) = t.probe_band(path_rtt, c.rtt_from_handshake);
+        hi.0 - lo.0 > t.rto_min.0 / 2
+    } {
         // On a long path the band where the timer can fire (TCP_RTO_MIN up to the RTO's
         // excess of two round trips) is wider than half the timer itself: a pause anywhere in
         // it looks the same, and a timer's firings would not spread over it. Not named.
@@ -385,12 +384,7 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
             c.seg.len,
             if c.rtt_from_handshake { "" } else { " estimated without the handshake" }
         );
-    } else if let (0, true, true, Some(128)) = (
-        c.snap.out_count,
-        released_small,
-        t.is_probe_interval(c.turnaround, path_rtt, c.rtt_from_handshake),
-        c.held_ttl.map(initial_ttl),
-    ) {
+    } else if probe_pause && c.held_ttl.map(initial_ttl) == Some(128) {
         // The probe timer that releases corked or MSG_MORE data is Linux's (tcp_probe_timer,
         // tcp_probe0_base); a sender whose packets start at TTL 128 is a Windows stack (its
         // default, DefaultTTL), which has neither TCP_CORK nor MSG_MORE, and Nagle holds nothing
@@ -402,11 +396,7 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
             c.seg.len,
             c.held_ttl.unwrap_or(0)
         );
-    } else if c.snap.out_count == 0
-        && released_small
-        && t.is_probe_interval(c.turnaround, path_rtt, c.rtt_from_handshake)
-        && c.quiet_pauses.other > c.quiet_pauses.at_probe_interval
-    {
+    } else if probe_pause && c.quiet_pauses.other > c.quiet_pauses.at_probe_interval {
         // The wire shows the same thing for the probe timer and for a writer that paused this
         // long. A writer seen pausing at other lengths more often than at the timer's interval
         // (an interactive session, a client thinking) is the likelier explanation: the base
@@ -419,10 +409,7 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
              and this one {} time(s), so an application pause is as likely as held data; not named",
             c.seg.len, c.quiet_pauses.other, c.quiet_pauses.at_probe_interval
         );
-    } else if c.snap.out_count == 0
-        && released_small
-        && t.is_probe_interval(c.turnaround, path_rtt, c.rtt_from_handshake)
-    {
+    } else if probe_pause {
         cause = Cause::ProbeTimer;
         // Only TCP_CORK or MSG_MORE hold data with nothing in flight (Nagle and autocork need
         // something unacknowledged), so the interval alone is a weak signature: a writer whose

@@ -82,7 +82,7 @@ pub fn fingerprint() -> Fingerprint {
 /// write's ACK delay beyond the configured round trip (ms).
 fn delack_max() -> io::Result<Vec<f64>> {
     let spec: scenario::LinkSpec = DELACK_MAX_LINK.parse().map_err(io::Error::other)?;
-    let rtt_ms = 400.0;
+    let rtt_ms = (spec.delay_up_ns + spec.delay_down_ns) as f64 / 1e6;
     // No calibration of the emulator's own error: a few hundred microseconds do not move a
     // 200 ms timer.
     let opts = link::LinkOptions { calibrate: false, ..Default::default() };

@@ -20,12 +20,17 @@ const MSS_1500: u32 = 1448;
 /// Loopback's own MSS (MTU 65536 minus IPv4, TCP and timestamp headers).
 const MSS_LO: u32 = 65_483;
 
-/// A connected pair; both ends TCP_NODELAY, as kernel::pair.
-fn pair(p: &Profile, mss: u32) -> Script {
-    let mut s = Script::pair(p, p, mss).one_way(ONE_WAY);
+/// A connected pair over a path `one_way` ns each way; both ends TCP_NODELAY, as kernel::pair.
+fn pair_over(p: &Profile, mss: u32, one_way: u64) -> Script {
+    let mut s = Script::pair(p, p, mss).one_way(one_way);
     s.handshake();
     s.nodelay(A, true).nodelay(B, true);
     s
+}
+
+/// A connected pair over loopback.
+fn pair(p: &Profile, mss: u32) -> Script {
+    pair_over(p, mss, ONE_WAY)
 }
 
 /// Write `n` bytes from `side` and wait until the peer acknowledged everything; the time (ms),
@@ -113,9 +118,7 @@ fn quick_and_delack(p: &Profile, fp: &mut Fingerprint) {
 /// 2 ms apart (each round ACKed before the next: separate segments within IW 10), then six one-byte writes each after the previous was ACKed; their ACK delays beyond the RTT.
 fn delack_max(p: &Profile) -> Vec<f64> {
     const RTT: u64 = 400 * MS;
-    let mut s = Script::pair(p, p, MSS_1500).one_way(RTT / 2);
-    s.handshake();
-    s.nodelay(A, true).nodelay(B, true);
+    let mut s = pair_over(p, MSS_1500, RTT / 2);
     for _ in 0..3 {
         for _ in 0..8 {
             s.write(A, 1);
@@ -199,7 +202,7 @@ fn seed004(p: &Profile) -> (Option<f64>, u32, u32) {
 
 fn nodelay_then_cork(p: &Profile) -> bool {
     let mut s = pair(p, MSS_LO);
-    s.nodelay(A, true).nodelay(A, false).cork(A, true);
+    s.nodelay(A, true).nodelay(A, false).try_cork(A, true);
     let before = s.eps[A].c.data_segs_out;
     for n in [275, 24, 292] {
         s.write(A, n);

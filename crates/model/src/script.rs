@@ -197,12 +197,17 @@ impl Script {
         self.drain(side);
         self
     }
-    /// TCP_CORK (ignored where the profile has none).
+    #[cfg(test)]
     pub fn cork(&mut self, side: usize, on: bool) -> &mut Self {
-        let now = self.now;
-        self.eps[side].set_cork(now, on, &mut self.out);
-        self.drain(side);
+        assert!(self.try_cork(side, on), "the profile has no TCP_CORK");
         self
+    }
+    /// TCP_CORK; false (and nothing done) where the profile has none.
+    pub fn try_cork(&mut self, side: usize, on: bool) -> bool {
+        let now = self.now;
+        let ok = self.eps[side].set_cork(now, on, &mut self.out);
+        self.drain(side);
+        ok
     }
     #[cfg(test)]
     pub fn quickack(&mut self, side: usize) -> &mut Self {

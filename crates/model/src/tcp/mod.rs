@@ -313,12 +313,13 @@ impl Tcp {
     /// ticks: `jiffies + timeout` (timeout rounded up to whole ticks), plus the one-tick round-up
     /// of kernel/time/timer.c `calc_index`.
     fn on_tick(&self, now: u64, at: u64) -> u64 {
-        if self.hz == 0 {
-            return at;
-        }
-        let j = 1_000_000_000 / u64::from(self.hz);
+        let Some(j) = self.jiffy() else { return at };
         let ticks = (at - now).div_ceil(j);
         (now / j + ticks + 1) * j
+    }
+    /// One timer tick (ns), or None when timers fire exactly (timer_hz = 0).
+    fn jiffy(&self) -> Option<u64> {
+        (self.hz != 0).then(|| 1_000_000_000 / u64::from(self.hz))
     }
     fn cancel(&mut self, t: TimerId) {
         self.timers[t as usize].at = None;

@@ -22,11 +22,7 @@ const TIMEOUT_INIT: u64 = 1_000 * MS;
 impl Tcp {
     /// TCP_TIMEOUT_MIN = 2 jiffies (include/net/tcp.h); 2 ms when timers fire exactly.
     fn timeout_min(&self) -> u64 {
-        if self.hz == 0 {
-            2 * MS
-        } else {
-            2 * (1_000_000_000 / u64::from(self.hz))
-        }
+        2 * self.jiffy().unwrap_or(MS)
     }
 
     /// tcp_schedule_loss_probe: arm the PTO if probes are on, data is in flight and the
