@@ -233,6 +233,8 @@ pub struct FlowAnalyzer {
     /// [`REORDER_WINDOW`]).
     pending: Option<GapContext>,
     d_acked_in_gap: bool,
+    /// What the capture's interface and addresses say (see [`FlowAnalyzer::set_same_host`]).
+    same_host: Option<bool>,
 }
 
 /// Captures sometimes stamp the ACK that released data a little AFTER the data it released:
@@ -257,7 +259,18 @@ impl FlowAnalyzer {
             stalls: Vec::new(),
             pending: None,
             d_acked_in_gap: false,
+            same_host: None,
         }
+    }
+
+    /// Where the capture was taken, from what the file says rather than from timing:
+    /// `Some(true)` on a loopback interface or with both endpoints' addresses on one host
+    /// (both loopback, or the same address), `Some(false)` when the interface and addresses
+    /// rule that out (a veth or NIC capture between two addresses: a 40 us round trip is a
+    /// short path, not loopback), `None` (lab and model traces) to judge from the handshake's
+    /// timing alone.
+    pub fn set_same_host(&mut self, same: Option<bool>) {
+        self.same_host = same;
     }
 
     /// Feeds one event; events must come in time order (a capture's order is kept as is).
@@ -772,11 +785,14 @@ impl FlowAnalyzer {
     pub fn capture_point(&self) -> CapturePoint {
         let (Some(s), Some(sa), Some(a), Some(_)) = (self.hs.syn, self.hs.syn_ack, self.hs.ack, self.handshake_rtt())
         else {
-            return CapturePoint::Unknown;
+            return if self.same_host == Some(true) { CapturePoint::SameHost } else { CapturePoint::Unknown };
         };
         let total = a.since(s);
-        if total < Duration::from_micros(300) {
-            return CapturePoint::SameHost;
+        match self.same_host {
+            Some(true) => return CapturePoint::SameHost,
+            // Timing alone: a round trip under 300 us is taken for loopback.
+            None if total < Duration::from_micros(300) => return CapturePoint::SameHost,
+            _ => {}
         }
         let (l1, l2) = (sa.since(s).as_nanos(), a.since(sa).as_nanos());
         if l2 * 5 < total.as_nanos() {

@@ -18,6 +18,18 @@ const UNKNOWN: FlowKey = FlowKey {
     interface: 0,
 };
 
+/// What a flow's addresses say about the capture point: both endpoints on loopback addresses
+/// (127.0.0.0/8, ::1) or on one address is one host (`Some(true)`); two different addresses
+/// are two hosts, or two namespaces of one, as far as the packets' timing goes (`Some(false)`).
+/// The unknown key says nothing.
+pub fn same_host_by_address(key: &FlowKey) -> Option<bool> {
+    if *key == UNKNOWN {
+        return None;
+    }
+    let (a, b) = (key.a.ip(), key.b.ip());
+    Some(a == b || (a.is_loopback() && b.is_loopback()))
+}
+
 /// One flow's finished analysis.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finished {
@@ -55,7 +67,10 @@ impl Session {
         let live = &mut self.live;
         let e = self.slots[i].get_or_insert_with(|| {
             *live += 1;
-            Box::new((key().unwrap_or(UNKNOWN), FlowAnalyzer::new(cfg), 0))
+            let key = key().unwrap_or(UNKNOWN);
+            let mut fa = FlowAnalyzer::new(cfg);
+            fa.set_same_host(same_host_by_address(&key));
+            Box::new((key, fa, 0))
         });
         e.1.push(&fe.event);
     }

@@ -176,6 +176,78 @@ pub enum EventKind {
     Read { bytes: u32 },
     /// A timer fired at `from`.
     Timer(TimerKind),
+    /// What `from`'s kernel reported through a TCP tracepoint (kernel evidence, `watch --kernel`
+    /// and the lab): facts a capture cannot show, such as when the application wrote.
+    Kernel(KernelEvent),
+    /// An ICMP error about a segment `from` sent, carried in the capture (RFC 792, RFC 4443):
+    /// the ICMP message quotes the segment's headers, which name the flow and its sequence number.
+    Icmp(IcmpError),
+}
+
+/// One kernel tracepoint report about a socket of the flow (kernel evidence). The endpoint of
+/// the [`Event`] is the socket's side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KernelEvent {
+    /// `tcp:tcp_sendmsg_locked`: the application handed `bytes` to TCP in one call; they take
+    /// the sequence space from `seq` (the socket's `write_seq` before the call).
+    Sendmsg { bytes: u32, seq: u32 },
+    /// `tcp:tcp_retransmit_skb`: the kernel resent `[seq, seq + len)` (also resends the capture
+    /// never saw first).
+    Retransmit { seq: u32, len: u32 },
+    /// `tcp:tcp_probe`: the sender's window state when a segment arrived.
+    State(KernelState),
+    /// `tcp:tcp_rcv_space_adjust`: the application read from the socket.
+    Read,
+    /// `tcp:tcp_cong_state_set`: the congestion state changed (enum tcp_ca_state: 0 open,
+    /// 1 disorder, 2 cwr, 3 recovery, 4 loss).
+    CongState { state: u8 },
+}
+
+/// The window state `tcp:tcp_probe` reports (include/trace/events/tcp.h).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct KernelState {
+    pub snd_una: u32,
+    pub snd_nxt: u32,
+    /// Congestion window, in segments (`snd_cwnd`).
+    #[serde(rename = "snd_cwnd_segments")]
+    pub snd_cwnd: u32,
+    /// Slow-start threshold, in segments.
+    #[serde(rename = "ssthresh_segments")]
+    pub ssthresh: u32,
+    /// The peer's advertised window, scaled, in bytes (`snd_wnd`).
+    #[serde(rename = "snd_wnd_bytes")]
+    pub snd_wnd: u32,
+    /// Smoothed RTT in microseconds (`srtt_us >> 3`).
+    #[serde(rename = "srtt_us")]
+    pub srtt_us: u32,
+    /// This side's receive window, in bytes.
+    #[serde(rename = "rcv_wnd_bytes")]
+    pub rcv_wnd: u32,
+}
+
+/// An ICMP error quoting a TCP segment of the flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IcmpError {
+    pub kind: IcmpKind,
+    /// Sequence number of the quoted segment (its first 8 TCP header bytes are always quoted,
+    /// RFC 792; RFC 1812 4.3.2.3).
+    pub seq: u32,
+}
+
+/// What an ICMP error says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IcmpKind {
+    /// ICMPv4 type 3 code 4 (RFC 1191) or ICMPv6 Packet Too Big (RFC 8201): path MTU discovery;
+    /// `mtu` is the next-hop MTU it names (0 when the router left it out).
+    FragNeeded { mtu: u32 },
+    /// Destination unreachable, any other code (RFC 792, RFC 4443 3.1).
+    Unreachable { code: u8 },
+    /// Time exceeded (RFC 792, RFC 4443 3.3).
+    TimeExceeded,
+    /// Any other ICMP error that quotes the flow.
+    Other { icmp_type: u8, code: u8 },
 }
 
 /// One time-stamped event of a trace.
@@ -189,6 +261,47 @@ pub struct Event {
     pub evidence: Evidence,
 }
 
+impl KernelEvent {
+    /// One phrase for people, naming the tracepoint's fact ("kernel: sendmsg 54 bytes").
+    pub fn describe(&self) -> String {
+        match *self {
+            KernelEvent::Sendmsg { bytes, .. } => format!("kernel: sendmsg {bytes} bytes"),
+            KernelEvent::Retransmit { len, .. } => format!("kernel: retransmit {len} bytes"),
+            KernelEvent::State(s) => format!(
+                "kernel: cwnd {} segments, peer window {} bytes, {} bytes in flight, srtt {} us",
+                s.snd_cwnd,
+                s.snd_wnd,
+                s.snd_nxt.wrapping_sub(s.snd_una),
+                s.srtt_us
+            ),
+            KernelEvent::Read => "kernel: read".to_string(),
+            KernelEvent::CongState { state } => format!(
+                "kernel: congestion state {}",
+                match state {
+                    0 => "open",
+                    1 => "disorder",
+                    2 => "cwr",
+                    3 => "recovery",
+                    4 => "loss",
+                    _ => "other",
+                }
+            ),
+        }
+    }
+}
+
+impl IcmpError {
+    /// One phrase for people ("ICMP fragmentation needed, next-hop MTU 1492").
+    pub fn describe(&self) -> String {
+        match self.kind {
+            IcmpKind::FragNeeded { mtu } => format!("ICMP fragmentation needed, next-hop MTU {mtu}"),
+            IcmpKind::Unreachable { code } => format!("ICMP destination unreachable (code {code})"),
+            IcmpKind::TimeExceeded => "ICMP time exceeded".to_string(),
+            IcmpKind::Other { icmp_type, code } => format!("ICMP type {icmp_type} code {code}"),
+        }
+    }
+}
+
 /// The evidence behind an event, so a report can point the user at it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -199,6 +312,9 @@ pub enum Evidence {
     Model(u64),
     /// Measured by the lab on its own sockets.
     Lab,
+    /// Reported by the kernel through a TCP tracepoint (kernel evidence); the number counts
+    /// the kernel events of the run, from 1.
+    Kernel(u64),
 }
 
 /// The stall causes tcpstall names. One vocabulary for the lab, captures and the model, so

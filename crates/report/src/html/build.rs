@@ -272,6 +272,7 @@ fn source(e: trace::Evidence) -> String {
         trace::Evidence::Frame(n) => format!("frame #{n}"),
         trace::Evidence::Model(n) => format!("model step {n}"),
         trace::Evidence::Lab => "lab".into(),
+        trace::Evidence::Kernel(n) => format!("kernel event {n}"),
     }
 }
 
@@ -343,7 +344,7 @@ fn ladder_of(stall: usize, flow: usize, st: &Stall, ev: &[Event], rtt_ns: Option
             label: seg_label(s),
             frame: match e.evidence {
                 trace::Evidence::Frame(n) | trace::Evidence::Model(n) => Some(n),
-                trace::Evidence::Lab => None,
+                trace::Evidence::Lab | trace::Evidence::Kernel(_) => None,
             },
             note,
             release: is_release,
@@ -358,6 +359,8 @@ fn ladder_of(stall: usize, flow: usize, st: &Stall, ev: &[Event], rtt_ns: Option
                     format!("write {bytes} B{}", if *more { " (MSG_MORE)" } else { "" })
                 }
                 EventKind::Read { bytes } => format!("read {bytes} B"),
+                EventKind::Kernel(k) => k.describe(),
+                EventKind::Icmp(i) => i.describe(),
                 EventKind::Segment(_) => return None,
             };
             Some((ms(e.t.0 - t0), e.from.index() as u8, text))

@@ -275,6 +275,7 @@ fn frames(ev: &[analyze::EvidenceItem]) -> String {
             Evidence::Frame(n) => format!("#{n}"),
             Evidence::Model(n) => format!("step {n}"),
             Evidence::Lab => "lab".into(),
+            Evidence::Kernel(n) => format!("kernel {n}"),
         })
         .collect::<Vec<_>>()
         .join(",")

@@ -474,6 +474,8 @@ fn line(e: &Event, origin: u64) -> String {
         EventKind::Write { bytes, more } => format!("write {bytes} B{}", if *more { " (MSG_MORE)" } else { "" }),
         EventKind::Read { bytes } => format!("read {bytes} B"),
         EventKind::Timer(k) => format!("timer fires: {k:?}"),
+        EventKind::Kernel(k) => k.describe(),
+        EventKind::Icmp(i) => i.describe(),
         EventKind::Segment(seg) => {
             let dir = if e.from == Endpoint::A { "->" } else { "<-" };
             if seg.len == 0 {
