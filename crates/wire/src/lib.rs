@@ -19,8 +19,8 @@ mod flows;
 pub mod synth;
 pub mod write;
 
-pub use capture::{pcap_linktype, CaptureReader, Format, Packet, MAX_PACKET};
-pub use decode::{decode, linktype, Skip, TcpPacket, MAX_DEPTH};
+pub use capture::{loopback_name, pcap_linktype, CaptureReader, Format, Packet, MAX_PACKET};
+pub use decode::{decode, decode_any, frame_on_loopback, linktype, Decoded, IcmpPacket, Skip, TcpPacket, MAX_DEPTH};
 pub use error::WireError;
 pub use flows::{EndReason, FlowEnd, FlowEvent, FlowFilter, FlowId, FlowKey, FlowLimits, FlowTable};
 
@@ -36,6 +36,12 @@ pub struct DecodeStats {
     pub not_tcp: u64,
     /// Frames whose headers are cut by the snaplen or inconsistent (see [`Skip::Malformed`]).
     pub malformed: u64,
+    /// ICMP errors quoting a segment of a flow (RFC 792, RFC 4443; see [`IcmpPacket`]): each
+    /// became an [`trace::EventKind::Icmp`] event of that flow. Not counted in `not_tcp`.
+    pub icmp_errors: u64,
+    /// ICMP errors quoting a TCP segment of no flow this capture has (its packets were not
+    /// captured, were filtered out, or the flow had ended): counted and ignored.
+    pub icmp_no_flow: u64,
     /// Frames inside an encapsulation that is recognised but not decoded, by its name
     /// ("IPsec ESP (RFC 4303)" -> 12): "12 packets inside IPsec ESP (RFC 4303), not decoded".
     pub not_decoded_inside: BTreeMap<&'static str, u64>,
@@ -72,6 +78,24 @@ impl DecodeStats {
             .iter()
             .map(|(k, n)| format!("{n} packet{} inside {k}, not decoded", if *n == 1 { "" } else { "s" }))
             .collect();
+        Some(parts.join("; "))
+    }
+
+    /// "2 ICMP errors about the flows' segments (path MTU, unreachable, time exceeded) are
+    /// evidence; 1 about a connection not in the capture was ignored", or None.
+    pub fn icmp_note(&self) -> Option<String> {
+        let (n, x) = (self.icmp_errors, self.icmp_no_flow);
+        if n + x == 0 {
+            return None;
+        }
+        let s = |k: u64| if k == 1 { "" } else { "s" };
+        let mut parts = Vec::new();
+        if n > 0 {
+            parts.push(format!("{n} ICMP error{} about the flows' segments are evidence", s(n)));
+        }
+        if x > 0 {
+            parts.push(format!("{x} ICMP error{} about a connection not in the capture ignored", s(x)));
+        }
         Some(parts.join("; "))
     }
 
@@ -164,19 +188,33 @@ impl<R: Read> Decoder<R> {
             };
             self.last_ts = Some(ts_ns);
             self.flows.set_origin(ts_ns);
-            match decode(p.linktype, p.data, p.orig_len) {
-                Ok(tcp) => {
+            let (ts, frame, iface, lt) = (ts_ns, p.frame, p.interface, p.linktype);
+            match decode_any(lt, p.data, p.orig_len) {
+                Ok(Decoded::Tcp(mut tcp)) => {
                     if !self.filter.matches(tcp.src, tcp.dst) {
                         self.stats.filtered_out += 1;
                         continue;
                     }
-                    let (ts, frame, iface) = (ts_ns, p.frame, p.interface);
+                    // The interface's name, when the file gives one, outranks the BSD loopback
+                    // encapsulation: macOS captures its utun tunnels (VPNs) with DLT_NULL too.
+                    match self.reader.interface_loopback(iface) {
+                        Some(true) => tcp.loopback = true,
+                        Some(false) if matches!(lt, linktype::NULL | linktype::LOOP) => tcp.loopback = false,
+                        _ => {}
+                    }
                     if let Some(ev) = self.flows.event(&tcp, ts, frame, iface) {
                         self.stats.tcp_packets += 1;
                         self.interfaces_seen = self.interfaces_seen.max(iface + 1);
                         return Ok(Some(ev));
                     }
                 }
+                Ok(Decoded::Icmp(icmp)) => match self.flows.icmp(&icmp, ts, frame, iface) {
+                    Some(ev) => {
+                        self.stats.icmp_errors += 1;
+                        return Ok(Some(ev));
+                    }
+                    None => self.stats.icmp_no_flow += 1,
+                },
                 Err(Skip::NotTcp) => self.stats.not_tcp += 1,
                 Err(Skip::Malformed) => self.stats.malformed += 1,
                 Err(Skip::Inside(kind)) => *self.stats.not_decoded_inside.entry(kind).or_insert(0) += 1,
@@ -205,6 +243,18 @@ impl<R: Read> Decoder<R> {
     /// The name (`if_name`) of a capture interface, when the file gives one.
     pub fn interface_name(&self, id: u32) -> Option<&str> {
         self.reader.interface_name(id)
+    }
+
+    /// Whether capture interface `id` is a loopback interface, as far as the file says: its
+    /// pcapng `if_name` ("lo", "lo0", `\Device\NPF_Loopback`, see [`loopback_name`]), else
+    /// its link type (BSD loopback encapsulation, NULL and LOOP). None when neither tells;
+    /// frames on Linux cooked or Ethernet link types may still show it per packet (see
+    /// [`frame_on_loopback`] and [`FlowEvent::loopback`], which combines both).
+    pub fn interface_loopback(&self, id: u32) -> Option<bool> {
+        self.reader.interface_loopback(id).or_else(|| {
+            let lt = self.reader.interface_linktype(id)?;
+            matches!(lt, linktype::NULL | linktype::LOOP).then_some(true)
+        })
     }
 
     pub fn flows(&self) -> &FlowTable {
