@@ -81,22 +81,21 @@ impl DecodeStats {
         Some(parts.join("; "))
     }
 
-    /// "2 ICMP errors about the flows' segments (path MTU, unreachable, time exceeded) are
-    /// evidence; 1 about a connection not in the capture was ignored", or None.
+    /// "2 ICMP errors quote the flows' segments (evidence); 1 ICMP error quotes a connection
+    /// not in the capture (ignored)", or None.
     pub fn icmp_note(&self) -> Option<String> {
         let (n, x) = (self.icmp_errors, self.icmp_no_flow);
-        if n + x == 0 {
-            return None;
-        }
-        let s = |k: u64| if k == 1 { "" } else { "s" };
-        let mut parts = Vec::new();
-        if n > 0 {
-            parts.push(format!("{n} ICMP error{} about the flows' segments are evidence", s(n)));
-        }
-        if x > 0 {
-            parts.push(format!("{x} ICMP error{} about a connection not in the capture ignored", s(x)));
-        }
-        Some(parts.join("; "))
+        let say = |k: u64, what: &str| match k {
+            0 => None,
+            1 => Some(format!("1 ICMP error quotes {what}")),
+            k => Some(format!("{k} ICMP errors quote {what}")),
+        };
+        let parts: Vec<String> =
+            [say(n, "the flows' segments (evidence)"), say(x, "a connection not in the capture (ignored)")]
+                .into_iter()
+                .flatten()
+                .collect();
+        (!parts.is_empty()).then(|| parts.join("; "))
     }
 
     /// "timestamps went back 3 times (largest step 1.250 s); those frames were given the time of

@@ -58,7 +58,7 @@ fn frag_needed_is_an_event_of_the_flow_it_quotes() {
     assert_eq!(e.event.t.as_nanos(), 450_000);
     assert!(matches!(evs[5].event.kind, EventKind::Segment(s) if s.len == 1348));
     assert_eq!((st.tcp_packets, st.icmp_errors, st.icmp_no_flow, st.not_tcp), (7, 1, 0, 0));
-    assert!(st.icmp_note().unwrap().contains("1 ICMP error about the flows' segments"));
+    assert!(st.icmp_note().unwrap().contains("1 ICMP error quotes the flows' segments (evidence)"));
     // The one-packet API stays TCP-only: an ICMP error is not a TCP packet there.
     assert_eq!(decode(linktype::ETHERNET, &frames[4].1, frames[4].1.len() as u32), Err(Skip::NotTcp));
 }
@@ -112,7 +112,7 @@ fn unreachable_time_exceeded_and_unknown_flows() {
     assert_eq!(icmp[1].event.kind, EventKind::Icmp(IcmpError { kind: IcmpKind::TimeExceeded, seq: 5001 }));
     assert!(icmp.iter().all(|e| e.event.from == Endpoint::B));
     assert_eq!((st.icmp_errors, st.icmp_no_flow, st.not_tcp), (2, 1, 2));
-    assert!(st.icmp_note().unwrap().contains("1 ICMP error about a connection not in the capture ignored"));
+    assert!(st.icmp_note().unwrap().contains("1 ICMP error quotes a connection not in the capture (ignored)"));
 }
 
 /// An IPv6 TCP packet 2001:db8::1:5000 -> 2001:db8::2:443 (or back) with `len` payload bytes.
