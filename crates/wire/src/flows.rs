@@ -7,8 +7,8 @@
 //! not captured).
 //!
 //! Memory is bounded by the flows alive at one time, not by the flows in the file: a flow is
-//! forgotten [`FlowLimits::close_linger`] after it closed (FIN both ways or RST) or
-//! [`FlowLimits::idle`] after its last packet, in capture time, and reported through
+//! forgotten [`FlowLimits::close_linger_ns`] after it closed (FIN both ways or RST) or
+//! [`FlowLimits::idle_ns`] after its last packet, in capture time, and reported through
 //! [`FlowTable::pop_ended`] so the analyser can finish it and free its state too.
 
 use crate::decode::{IcmpPacket, TcpPacket};
@@ -76,9 +76,9 @@ pub struct FlowEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EndReason {
-    /// FIN from both sides, or a RST, and then [`FlowLimits::close_linger`] of capture time.
+    /// FIN from both sides, or a RST, and then [`FlowLimits::close_linger_ns`] of capture time.
     Closed,
-    /// No packet for [`FlowLimits::idle`] of capture time.
+    /// No packet for [`FlowLimits::idle_ns`] of capture time.
     Idle,
     /// A new connection (a SYN with another ISN, or after the close) took over the pair.
     Reused,

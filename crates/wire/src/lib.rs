@@ -2,7 +2,8 @@
 //!
 //! [`Decoder`] streams a capture: one packet buffer and one small entry per flow alive, whatever
 //! the file size (ended flows are forgotten and reported by [`Decoder::pop_ended`]). Each TCP packet becomes a [`trace::Event`] of its flow (see [`FlowEvent`]) with
-//! `t` in nanoseconds since the capture's first packet and `evidence = Frame(n)`.
+//! `t` in nanoseconds since the capture's first packet and `evidence = Frame(n)`; so does each
+//! ICMP error quoting a segment of a flow ([`trace::EventKind::Icmp`], see [`IcmpPacket`]).
 //!
 //! ```no_run
 //! let file = std::io::BufReader::new(std::fs::File::open("x.pcap").unwrap());
