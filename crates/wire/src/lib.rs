@@ -21,7 +21,9 @@ pub mod synth;
 pub mod write;
 
 pub use capture::{loopback_name, pcap_linktype, CaptureReader, Format, Packet, MAX_PACKET};
-pub use decode::{decode, decode_any, frame_on_loopback, linktype, Decoded, IcmpPacket, Skip, TcpPacket, MAX_DEPTH};
+pub use decode::{
+    decode, decode_any, frame_on_loopback, linktype, wlan_mpdu, Decoded, IcmpPacket, MpduId, Skip, TcpPacket, MAX_DEPTH,
+};
 pub use error::WireError;
 pub use flows::{EndReason, FlowEnd, FlowEvent, FlowFilter, FlowId, FlowKey, FlowLimits, FlowTable};
 
@@ -63,6 +65,11 @@ pub struct DecodeStats {
     /// TCP packets that came after their connection's close completed (both FINs acknowledged,
     /// or a RST), within the linger: retransmitted FINs, stray RSTs. Not analysed.
     pub after_close: u64,
+    /// IEEE 802.11 frames the transmitter sent again at the MAC layer (Retry flag) after a
+    /// frame with the same transmitter and sequence number that was captured: one packet seen
+    /// twice over the air, not a TCP retransmission, so only the first copy is decoded (as the
+    /// receiver's duplicate detection does, see [`MpduId`]).
+    pub wlan_retries: u64,
     /// Bytes of the file consumed.
     pub bytes: u64,
 }
@@ -97,6 +104,18 @@ impl DecodeStats {
                 .flatten()
                 .collect();
         (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    /// "4 IEEE 802.11 MAC-layer retransmissions of frames already captured counted once", or
+    /// None.
+    pub fn wlan_retries_note(&self) -> Option<String> {
+        (self.wlan_retries > 0).then(|| {
+            format!(
+                "{} IEEE 802.11 MAC-layer retransmission{} of frames already captured counted once",
+                self.wlan_retries,
+                if self.wlan_retries == 1 { "" } else { "s" }
+            )
+        })
     }
 
     /// "timestamps went back 3 times (largest step 1.250 s); those frames were given the time of
@@ -142,7 +161,14 @@ pub struct Decoder<R: Read> {
     interfaces_seen: u32,
     /// Latest timestamp seen (event time of a frame that goes back in time).
     last_ts: Option<u64>,
+    /// The last IEEE 802.11 data frames' identities, for MAC-layer retransmissions.
+    wlan_recent: std::collections::VecDeque<MpduId>,
 }
+
+/// 802.11 frames remembered for duplicate detection: a retry follows its original within a few
+/// frames of the same transmitter (a sender retries an MPDU before sending the next one, and
+/// block-ack windows hold at most 64 to 1024).
+const WLAN_RECENT: usize = 64;
 
 impl<R: Read> Decoder<R> {
     pub fn new(input: R, filter: FlowFilter) -> Result<Self, WireError> {
@@ -159,6 +185,7 @@ impl<R: Read> Decoder<R> {
             stats: DecodeStats::default(),
             interfaces_seen: 0,
             last_ts: None,
+            wlan_recent: std::collections::VecDeque::new(),
         })
     }
 
@@ -189,6 +216,17 @@ impl<R: Read> Decoder<R> {
             self.last_ts = Some(ts_ns);
             self.flows.set_origin(ts_ns);
             let (ts, frame, iface, lt) = (ts_ns, p.frame, p.interface, p.linktype);
+            let cut = p.data.len() < p.orig_len as usize;
+            if let Some((id, retry)) = wlan_mpdu(lt, p.data, cut) {
+                if retry && self.wlan_recent.contains(&id) {
+                    self.stats.wlan_retries += 1;
+                    continue;
+                }
+                if self.wlan_recent.len() == WLAN_RECENT {
+                    self.wlan_recent.pop_front();
+                }
+                self.wlan_recent.push_back(id);
+            }
             match decode_any(lt, p.data, p.orig_len) {
                 Ok(Decoded::Tcp(mut tcp)) => {
                     if !self.filter.matches(tcp.src, tcp.dst) {

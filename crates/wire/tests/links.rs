@@ -125,7 +125,14 @@ fn prefixes_are_counted(lt: u32, f: &[u8]) {
     while d.next_event().unwrap().is_some() {}
     let s = d.stats();
     let inside: u64 = s.not_decoded_inside.values().sum();
-    let counted = s.tcp_packets + s.not_tcp + s.malformed + inside + s.duplicates + s.after_close + s.icmp_errors;
+    let counted = s.tcp_packets
+        + s.not_tcp
+        + s.malformed
+        + inside
+        + s.duplicates
+        + s.after_close
+        + s.icmp_errors
+        + s.wlan_retries;
     assert_eq!(counted + s.icmp_no_flow, s.frames, "link type {lt}: {s:?}");
     assert_eq!(s.unknown_linktype, 0);
 }
@@ -247,6 +254,43 @@ fn ieee802_11_frames_without_a_plain_msdu_are_skipped_and_counted() {
     assert_eq!(s.not_decoded_inside.get("protected (encrypted) IEEE 802.11 frames"), Some(&1));
     assert_eq!(s.not_decoded_inside.get("fragmented IEEE 802.11 frames"), Some(&2));
     assert!(s.not_decoded_note().unwrap().contains("1 packet inside protected (encrypted) IEEE 802.11 frames"));
+}
+
+/// A sniffer sees an 802.11 frame again when its transmitter resends it at the MAC layer (the
+/// Retry flag, IEEE 802.11-2020 9.2.4.1.5, with the same sequence number): the receiver drops
+/// the copy (10.3.2.14 duplicate detection, by transmitter, TID and sequence control) and so
+/// does the decoder, 64 ms later or not, counting it in `wlan_retries`. A retry whose original
+/// was not captured is the only copy and is decoded; so is a frame with the next sequence
+/// number, or the same one on another TID.
+#[test]
+fn ieee802_11_mac_retries_of_a_captured_frame_are_one_packet() {
+    let body = snap(0x0800, &ip4());
+    let with_seq = |seq: u16, retry: bool, tid: u8| {
+        let mut f = wifi(8, 0x01 | if retry { 0x08 } else { 0 }, 0, tid, &body);
+        f[22..24].copy_from_slice(&(seq << 4).to_le_bytes());
+        radiotap(0x10, false, &f)
+    };
+    let recs = vec![
+        (0, 0, with_seq(100, false, 0)),
+        (0, 64_000, with_seq(100, true, 0)),  // MAC retry of the frame above: dropped
+        (0, 70_000, with_seq(101, true, 0)),  // retry of a frame not captured: kept
+        (0, 80_000, with_seq(100, true, 5)),  // same number on TID 5: another MPDU
+        (0, 90_000, with_seq(102, false, 0)), // the next frame
+    ];
+    let file = support::pcap(false, linktype::IEEE802_11_RADIOTAP, &recs);
+    let mut d = Decoder::new(&file[..], FlowFilter::default()).unwrap();
+    let mut frames = Vec::new();
+    while let Some(e) = d.next_event().unwrap() {
+        frames.push(e.event.evidence);
+    }
+    let s = d.stats();
+    assert_eq!(s.wlan_retries, 1);
+    // Frames 3-5 carry the same TCP segment as frame 1 (the builder's), so the flow table's own
+    // duplicate rule may collapse some of them: what matters is that frame 2 never reached it.
+    assert_eq!(s.tcp_packets + s.duplicates, 4);
+    assert_eq!(frames.first(), Some(&trace::Evidence::Frame(1)));
+    assert!(!frames.contains(&trace::Evidence::Frame(2)));
+    assert!(s.wlan_retries_note().unwrap().starts_with("1 IEEE 802.11 MAC-layer retransmission of"));
 }
 
 /// The new link types are listed where an unsupported one is named.

@@ -18,6 +18,7 @@ mod tunnel;
 mod wlan;
 
 pub use icmp::IcmpPacket;
+pub use wlan::{mpdu as wlan_mpdu, MpduId};
 
 /// LINKTYPE_* values (tcpdump.org/linktypes.html) this decoder understands.
 pub mod linktype {

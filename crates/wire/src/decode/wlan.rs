@@ -16,10 +16,12 @@ const SUBTYPE_QOS: u8 = 0x08;
 /// Subtypes with bit 2 set carry no frame body (Null, CF-Ack, CF-Poll, CF-Ack+CF-Poll and
 /// their QoS forms).
 const SUBTYPE_NO_DATA: u8 = 0x04;
-/// 9.2.4.1.1 Figure 9-2 flags: To DS, From DS, More Fragments, Protected Frame, +HTC/Order.
+/// 9.2.4.1.1 Figure 9-2 flags: To DS, From DS, More Fragments, Retry, Protected Frame,
+/// +HTC/Order.
 const FLAG_TO_DS: u8 = 0x01;
 const FLAG_FROM_DS: u8 = 0x02;
 const FLAG_MORE_FRAGMENTS: u8 = 0x04;
+const FLAG_RETRY: u8 = 0x08;
 const FLAG_PROTECTED: u8 = 0x40;
 const FLAG_ORDER: u8 = 0x80;
 
@@ -39,6 +41,12 @@ const RT_FLAG_BADFCS: u8 = 0x40;
 /// bytes of the frame are the FCS (stripped, unless the snaplen cut them off: `cut`); a frame
 /// that failed its FCS check is malformed (its bytes are not what was sent).
 pub(super) fn radiotap(d: &[u8], cut: bool) -> Result<Layer<'_>, Skip> {
+    let (frame, flags) = radiotap_split(d, cut)?;
+    mac(frame, flags & RT_FLAG_DATAPAD != 0)
+}
+
+/// The 802.11 frame after a radiotap header (FCS stripped) and the radiotap Flags byte.
+fn radiotap_split(d: &[u8], cut: bool) -> Result<(&[u8], u8), Skip> {
     let h = d.get(..8).ok_or(Skip::Malformed)?;
     if h[0] != 0 {
         return Err(Skip::Inside("radiotap of an unknown version"));
@@ -73,7 +81,44 @@ pub(super) fn radiotap(d: &[u8], cut: bool) -> Result<Layer<'_>, Skip> {
     if flags & RT_FLAG_FCS != 0 && !cut {
         frame = frame.get(..frame.len().checked_sub(4).ok_or(Skip::Malformed)?).ok_or(Skip::Malformed)?;
     }
-    mac(frame, flags & RT_FLAG_DATAPAD != 0)
+    Ok((frame, flags))
+}
+
+/// What identifies one MPDU of a transmitter for duplicate detection (IEEE 802.11-2020 10.3.2.14
+/// "Duplicate detection and recovery"; 9.3.2.10 in 802.11-2012): the transmitter address
+/// (Address 2), the traffic identifier of a QoS data frame (its sequence numbers are counted per
+/// TID) and the Sequence Control field (sequence number and fragment number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MpduId {
+    pub transmitter: [u8; 6],
+    pub tid: u8,
+    pub seq_ctl: u16,
+}
+
+/// The MPDU identity of an 802.11 data frame on link type 105 or 127, with its Retry flag
+/// (9.2.4.1.5: set "in any Data or Management frame that is a retransmission of an earlier
+/// frame"). A sniffer that captured both transmissions sees one packet twice; the receiver
+/// discards the second as a duplicate (10.3.2.14), and so should the analysis: it is not a TCP
+/// retransmission. None for anything else.
+pub fn mpdu(linktype: u32, d: &[u8], cut: bool) -> Option<(MpduId, bool)> {
+    let f = match linktype {
+        super::linktype::IEEE802_11 => d,
+        super::linktype::IEEE802_11_RADIOTAP => radiotap_split(d, cut).ok()?.0,
+        _ => return None,
+    };
+    let h = f.get(..24)?;
+    let (ty, subtype, flags) = ((h[0] >> 2) & 0x03, h[0] >> 4, h[1]);
+    if h[0] & 0x03 != 0 || ty != TYPE_DATA {
+        return None;
+    }
+    let tid = if subtype & SUBTYPE_QOS != 0 {
+        let at = if flags & FLAG_TO_DS != 0 && flags & FLAG_FROM_DS != 0 { 30 } else { 24 };
+        *f.get(at)? & 0x0f
+    } else {
+        0
+    };
+    let id = MpduId { transmitter: h[10..16].try_into().ok()?, tid, seq_ctl: u16::from_le_bytes([h[22], h[23]]) };
+    Some((id, flags & FLAG_RETRY != 0))
 }
 
 /// LINKTYPE_IEEE802_11: the 802.11 frame as it is (an FCS, when present, is announced by the
