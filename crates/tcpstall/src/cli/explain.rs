@@ -358,7 +358,8 @@ fn text<R: std::io::Read>(
         writeln!(s, "DAMAGED FILE: {e}; what follows covers the packets before it")?;
     }
     // Why tunnelled traffic has no TCP in the report, and frames whose clock went back.
-    for note in [stats.not_decoded_note(), stats.ts_backwards_note()].into_iter().flatten() {
+    let notes = [stats.not_decoded_note(), stats.ts_backwards_note(), stats.icmp_note(), stats.wlan_retries_note()];
+    for note in notes.into_iter().flatten() {
         writeln!(s, "note: {note}")?;
     }
     write_pieces(s, dec, found, |x| x.to_string())?;
