@@ -412,7 +412,7 @@ impl FlowAnalyzer {
         } else if ack == dir.snd_una
             && seg.is_pure_ack()
             && !dir.outstanding.is_empty()
-            && self.dirs[dir_of_acked.peer().index()].adv_window_prev == Some(seg.window)
+            && self.dirs[dir_of_acked.peer().index()].adv_window_prev.is_none_or(|w| w == seg.window)
         {
             let dir = &mut self.dirs[di];
             // RFC 5681 2 (DUPLICATE ACKNOWLEDGMENT), RFC 6675 for SACK blocks.
@@ -494,8 +494,9 @@ impl FlowAnalyzer {
                 let dir = &self.dirs[d.index()];
                 // The capture skipped this sender's data during the gap: the peer acknowledged
                 // bytes never captured, or this segment starts beyond what was seen.
+                // (An ACK stamped just before the data it acknowledges, ACK_AHEAD_WINDOW, is
+                // reordering, not a skip: the data starts at snd_nxt.)
                 let capture_skipped = dir.sum.acked_unseen_bytes > dir.unseen_at_gap_start
-                    || dir.ack_ahead.is_some()
                     || (dir.started && seq_lt(dir.snd_nxt, seg.seq) && resend == Resend::No);
                 let ctx = GapContext {
                     start: t0,

@@ -94,7 +94,7 @@ pub struct Stall {
     #[serde(default)]
     pub alternatives: Vec<Cause>,
     /// The command that would settle an ambiguous record (kernel evidence or the lab).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub settle: Option<String>,
 }
 
