@@ -4,16 +4,16 @@
 use crate::{analyze_events, Config, RecordKind};
 use trace::{Cause, Endpoint, Event, EventKind, Evidence, Instant, Segment, TcpFlags};
 
-struct Script {
-    ev: Vec<Event>,
-    seq: [u32; 2],
+pub(crate) struct Script {
+    pub(crate) ev: Vec<Event>,
+    pub(crate) seq: [u32; 2],
 }
 
-const MS: u64 = 1_000_000;
+pub(crate) const MS: u64 = 1_000_000;
 
 impl Script {
     /// A handshake at t = 0 with MSS 1460 and window scale 7 each way, no timestamps.
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut s = Script { ev: Vec::new(), seq: [1000, 5000] };
         s.raw(0, Endpoint::A, 999, 0, TcpFlags::SYN, 0, 65535, Some(1460));
         s.raw(10_000, Endpoint::B, 4999, 1000, TcpFlags::SYN | TcpFlags::ACK, 0, 65535, Some(1460));
@@ -21,7 +21,7 @@ impl Script {
         s
     }
     /// A handshake captured at A over a path of `rtt_ms` (the SYN-ACK seen `rtt_ms` after the SYN).
-    fn with_rtt(rtt_ms: u64) -> Self {
+    pub(crate) fn with_rtt(rtt_ms: u64) -> Self {
         let mut s = Script { ev: Vec::new(), seq: [1000, 5000] };
         s.raw(0, Endpoint::A, 999, 0, TcpFlags::SYN, 0, 65535, Some(1460));
         s.raw(rtt_ms * MS, Endpoint::B, 4999, 1000, TcpFlags::SYN | TcpFlags::ACK, 0, 65535, Some(1460));
@@ -29,11 +29,11 @@ impl Script {
         s
     }
     /// No handshake: the capture starts mid-connection.
-    fn mid_connection() -> Self {
+    pub(crate) fn mid_connection() -> Self {
         Script { ev: Vec::new(), seq: [1000, 5000] }
     }
     /// A handshake at t = 0 whose SYNs carry no window-scale option (RFC 7323 2.2: unscaled).
-    fn unscaled() -> Self {
+    pub(crate) fn unscaled() -> Self {
         let mut s = Script::mid_connection();
         s.raw(0, Endpoint::A, 999, 0, TcpFlags::SYN, 0, 65535, Some(1460));
         s.raw(10_000, Endpoint::B, 4999, 1000, TcpFlags::SYN | TcpFlags::ACK, 0, 65535, Some(1460));
@@ -46,7 +46,7 @@ impl Script {
         s
     }
     #[allow(clippy::too_many_arguments)]
-    fn raw(&mut self, t: u64, from: Endpoint, seq: u32, ack: u32, flags: u8, len: u32, window: u16, mss: Option<u16>) {
+    pub(crate) fn raw(&mut self, t: u64, from: Endpoint, seq: u32, ack: u32, flags: u8, len: u32, window: u16, mss: Option<u16>) {
         let n = self.ev.len() as u64 + 1;
         self.ev.push(Event {
             t: Instant(t),
@@ -68,7 +68,7 @@ impl Script {
         });
     }
     /// `from` sends `len` new bytes at `t_ms`, acknowledging everything the peer sent.
-    fn data(&mut self, t_ms: f64, from: Endpoint, len: u32) -> &mut Self {
+    pub(crate) fn data(&mut self, t_ms: f64, from: Endpoint, len: u32) -> &mut Self {
         let (i, p) = (from.index(), from.peer().index());
         let (seq, ack) = (self.seq[i], self.seq[p]);
         self.raw((t_ms * MS as f64) as u64, from, seq, ack, TcpFlags::ACK | TcpFlags::PSH, len, 512, None);
@@ -76,21 +76,21 @@ impl Script {
         self
     }
     /// `from` sends a pure ACK of everything the peer sent, advertising `window` (scaled by 128).
-    fn ack(&mut self, t_ms: f64, from: Endpoint, window: u16) -> &mut Self {
+    pub(crate) fn ack(&mut self, t_ms: f64, from: Endpoint, window: u16) -> &mut Self {
         let (i, p) = (from.index(), from.peer().index());
         let (seq, ack) = (self.seq[i], self.seq[p]);
         self.raw((t_ms * MS as f64) as u64, from, seq, ack, TcpFlags::ACK, 0, window, None);
         self
     }
     /// `from` resends its last `len` bytes.
-    fn resend(&mut self, t_ms: f64, from: Endpoint, len: u32) -> &mut Self {
+    pub(crate) fn resend(&mut self, t_ms: f64, from: Endpoint, len: u32) -> &mut Self {
         let (i, p) = (from.index(), from.peer().index());
         let (seq, ack) = (self.seq[i] - len, self.seq[p]);
         self.raw((t_ms * MS as f64) as u64, from, seq, ack, TcpFlags::ACK, len, 512, None);
         self
     }
     /// `from` probes a zero window as Linux does (`tcp_xmit_probe_skb`: no data, seq snd_una - 1).
-    fn window_probe(&mut self, t_ms: f64, from: Endpoint) -> &mut Self {
+    pub(crate) fn window_probe(&mut self, t_ms: f64, from: Endpoint) -> &mut Self {
         let (i, p) = (from.index(), from.peer().index());
         let (seq, ack) = (self.seq[i] - 1, self.seq[p]);
         self.raw((t_ms * MS as f64) as u64, from, seq, ack, TcpFlags::ACK, 0, 512, None);
@@ -98,7 +98,7 @@ impl Script {
     }
     /// The application at `from` writes `len` bytes at `t_ms` (`EventKind::Write`, as the lab
     /// and the model report their writes).
-    fn write(&mut self, t_ms: f64, from: Endpoint, len: u32) -> &mut Self {
+    pub(crate) fn write(&mut self, t_ms: f64, from: Endpoint, len: u32) -> &mut Self {
         self.ev.push(Event {
             t: Instant((t_ms * MS as f64) as u64),
             from,
@@ -107,16 +107,18 @@ impl Script {
         });
         self
     }
-    fn records(&self) -> Vec<crate::Stall> {
+    pub(crate) fn records(&self) -> Vec<crate::Stall> {
         analyze_events(self.ev.clone(), Config::default()).stalls().cloned().collect()
     }
-    fn causes(&self) -> Vec<(Cause, u64)> {
+    pub(crate) fn causes(&self) -> Vec<(Cause, u64)> {
         let a = analyze_events(self.ev.clone(), Config::default());
         a.stalls().map(|s| (s.cause, s.length.as_nanos() / MS)).collect()
     }
 }
 
 use Endpoint::{A, B};
+
+mod traffic;
 
 #[test]
 fn nagle_released_by_a_delayed_ack() {

@@ -8,10 +8,12 @@
 //! - only full-sized segments were unacknowledged, a sub-MSS segment was released by the ACK of
 //!   everything sent: classic Nagle without Minshall's rule (RFC 896, RFC 1122 4.2.3.4; not
 //!   Linux): **nagle-delayed-ack**;
-//! - a flight of at least 4 segments (or any after a loss), as many as this sender ever had in
-//!   flight: **cwnd-limited** (RFC 5681 3.1; Linux `tcp_cwnd_test`); a flight of 2-3 segments
-//!   is ambiguous (an initial window is 10, RFC 6928: so small a window is rare, and a writer
-//!   writing just then looks the same); kernel evidence (`tcp:tcp_probe`'s cwnd) decides;
+//! - a flight as many segments as this sender ever had, at least an initial window's worth (10
+//!   segments, RFC 6928; or 4380 bytes, RFC 3390's largest, in 4 or more segments) or any after
+//!   a loss (RFC 5681 3.1 shrinks the window only on loss): **cwnd-limited** (Linux
+//!   `tcp_cwnd_test`); a smaller flight is ambiguous (no window is that small before a loss,
+//!   and a writer writing just then looks the same); kernel evidence (`tcp:tcp_probe`'s cwnd)
+//!   decides;
 //! - below the largest flight the window was not full: the writer wrote then: **application**;
 //! - one full-sized segment out, the ACK at a delayed-ACK timer's interval: **delayed-ack**,
 //!   the mechanism that waited for it not shown; off the timer's interval: ambiguous;
@@ -23,8 +25,12 @@ use super::{AckInfo, Derived, Ev, GapContext, Verdict};
 use crate::dir::seq_le;
 use trace::Cause;
 
-/// Segments in flight from which a full flight shows the congestion window.
-const CWND_SHOWN_SEGS: usize = 4;
+/// A flight that can fill a congestion window before any loss: the initial window of 10
+/// segments (RFC 6928, Linux TCP_INIT_CWND), or RFC 3390's largest initial window (4380 bytes)
+/// in at least 4 segments.
+fn window_sized(out_count: usize, out_bytes: u64) -> bool {
+    out_count >= 10 || (out_count >= 4 && out_bytes >= 4380)
+}
 
 pub(super) fn rule(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut Ev) -> Option<Verdict> {
     let AckInfo { ack: a, delay, released, .. } = ack?;
@@ -147,7 +153,7 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut E
                 c.snap.out_count, c.snap.out_bytes
             ),
         )
-    } else if full_window && (c.snap.out_count >= CWND_SHOWN_SEGS || c.lost_before) {
+    } else if full_window && (window_sized(c.snap.out_count, c.snap.out_bytes) || c.lost_before) {
         Verdict::stall(
             Cause::CwndLimited,
             if c.snap.out_small >= 2 { base * 0.8 } else { base * 0.9 },
@@ -171,9 +177,9 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut E
             AMBIGUOUS + 0.1,
             format!(
                 "{} segments ({} bytes) were in flight, as many as {h} ever had, and the next left after the ACK; \
-                 {delay_txt}: a congestion window of {} segments is rare (initial windows are 10, RFC 6928), and a \
-                 writer writing just then looks the same",
-                c.snap.out_count, c.snap.out_bytes, c.snap.out_count
+                 {delay_txt}: no congestion window is that small before a loss (initial windows are 10 segments, \
+                 RFC 6928, or 4380 bytes, RFC 3390), and a writer writing just then looks the same",
+                c.snap.out_count, c.snap.out_bytes
             ),
         )
     } else if c.snap.out_count >= 2 {
