@@ -46,7 +46,17 @@ impl Script {
         s
     }
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn raw(&mut self, t: u64, from: Endpoint, seq: u32, ack: u32, flags: u8, len: u32, window: u16, mss: Option<u16>) {
+    pub(crate) fn raw(
+        &mut self,
+        t: u64,
+        from: Endpoint,
+        seq: u32,
+        ack: u32,
+        flags: u8,
+        len: u32,
+        window: u16,
+        mss: Option<u16>,
+    ) {
         let n = self.ev.len() as u64 + 1;
         self.ev.push(Event {
             t: Instant(t),
