@@ -584,11 +584,14 @@ impl FlowAnalyzer {
             } else {
                 dir.sum.retransmissions += 1;
                 retx = true;
-                // Duplicate ACKs count from the range's latest transmission (RFC 5681 3.2):
-                // those before a resend did not trigger the next one.
-                dir.dupacks = 0;
-                dir.sack_in_dupacks = false;
-                dir.third_dupack = None;
+                // Duplicate ACKs count from the head's latest transmission (RFC 5681 3.2): those
+                // before a resend of the head did not trigger the next one. Resends of later
+                // ranges (SACK recovery, RFC 6675) keep the count: the same dupacks drive them.
+                if seg.seq == dir.snd_una {
+                    dir.dupacks = 0;
+                    dir.sack_in_dupacks = false;
+                    dir.third_dupack = None;
+                }
                 for s in dir.outstanding.iter_mut() {
                     if seq_lt(seg.seq, s.end) && seq_lt(s.end.wrapping_sub(s.len), end) {
                         s.retx = true;

@@ -202,38 +202,49 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut E
             ),
         );
     }
-    // Data in flight, no ACK released anything, nothing resent.
-    let unacked_for = c.snap.first_sent.map(|s| c.end.since(s.t));
-    let past_timers = unacked_for.is_some_and(|u| u > t.delack_max + d.path_rtt + c.min_gap);
-    let too_soon = ack.is_some_and(|a| a.too_soon);
-    if past_timers && !too_soon {
-        if let Some(s) = c.snap.first_sent {
-            ev.add(s.t, s.frame, format!("{h} data {} B, still unacknowledged when the gap ended", s.len));
-        }
-        return Verdict::wait(
+    // Data in flight, no ACK released anything, nothing resent: the new bytes left without a
+    // release. A sub-MSS segment sent with a sub-MSS one unacknowledged (or by a sender that
+    // showed Nagle off) was held by nothing: the writer wrote then. Otherwise the capture may
+    // have missed the ACK that released it: ambiguous. Bytes unacknowledged past any delayed-ACK
+    // timer (500 ms, RFC 1122 4.2.3.2) are said; they delayed nothing the packets show.
+    let unacked_for = c.snap.first_sent.map_or(Duration::ZERO, |s| c.end.since(s.t));
+    let past_timers = unacked_for > t.delack_max + d.path_rtt + c.min_gap;
+    let missing = if past_timers {
+        format!(
+            "; {p}'s ACK of {} bytes was missing for {unacked_for}, past any delayed-ACK timer (the capture may have \
+             missed it, or {p} stalled)",
+            c.snap.out_bytes
+        )
+    } else {
+        String::new()
+    };
+    let not_held = c.nagle_off.is_some() || (d.released_small && c.snap.out_small > 0);
+    let no_ack = match ack {
+        Some(a) => format!("{p}'s ACK {} before them could not have released them", c.end.since(a.ack.t)),
+        None => format!("no ACK from {p} during the gap"),
+    };
+    let mut v = if not_held {
+        Verdict::gap(
+            GAP_INFERRED - 0.1,
+            format!(
+                "{h} sent {len} new bytes with {} bytes still unacknowledged and {no_ack}: a sub-MSS segment sent with \
+                 another unacknowledged, so Nagle did not hold it (off) and nothing released it: {h}'s application \
+                 wrote it then{missing}",
+                c.snap.out_bytes
+            ),
+        )
+    } else {
+        Verdict::ambiguous(
+            Cause::Unknown,
+            &[Cause::Application],
             NO_SIGNATURE + 0.05,
             format!(
-                "{} bytes stayed unacknowledged for {}, past any delayed-ACK timer (500 ms, RFC 1122 4.2.3.2), and \
-                 were not resent, then {h} sent {len} new bytes: the wait shows, its cause does not (the capture may \
-                 have missed {p}'s ACKs, or {p} stalled)",
-                c.snap.out_bytes,
-                unacked_for.unwrap_or(Duration::ZERO)
+                "{h} sent {len} new bytes with {} bytes still unacknowledged and {no_ack}: the writer wrote them then, \
+                 or the capture missed the ACK that released them{missing}",
+                c.snap.out_bytes
             ),
-        );
-    }
-    let mut v = Verdict::gap(
-        GAP_INFERRED - 0.1,
-        format!(
-            "{h} sent {len} new bytes with {} bytes still unacknowledged and {}: nothing held or released them, so \
-             {h}'s application wrote them then{}",
-            c.snap.out_bytes,
-            match ack {
-                Some(a) => format!("{p}'s ACK {} before them could not have released them", c.end.since(a.ack.t)),
-                None => format!("no ACK from {p} during the gap"),
-            },
-            if c.nagle_off.is_some() { " (its Nagle is visibly off)" } else { "" }
-        ),
-    );
+        )
+    };
     if c.written.is_some() {
         v.kind = RecordKind::Gap;
     }
