@@ -153,7 +153,7 @@ fn a_sender_that_shows_nagle_off_gets_no_nagle_verdict() {
     let nagle: Vec<_> = r.iter().filter(|x| x.cause == Cause::NagleDelayedAck).collect();
     assert!(nagle.iter().all(|x| x.kind == RecordKind::Ambiguous), "{r:#?}");
     assert!(nagle.iter().all(|x| x.detail.contains("Nagle off")), "{nagle:#?}");
-    let last = r.iter().filter(|x| x.held == B).last().unwrap();
+    let last = r.iter().rev().find(|x| x.held == B).unwrap();
     assert_eq!(last.cause, Cause::Application, "{r:#?}");
     assert!(last.detail.contains("showed Nagle off before"), "{}", last.detail);
 }
