@@ -193,9 +193,8 @@ impl Session {
             (Err(e), Ok(_)) => return Err(e.to_string()),
         };
         let side = theirs?;
-        let no_packets = "remote run: no packet capture across hosts yet, so the stalls are slow samples from the \
-                          client's clock (causes corroborated by both hosts' tcp_info and TcpExt, not classified from \
-                          packets)";
+        // What is left for later: each host's capture returned and merged into one trace.
+        let no_packets = "remote run, each host's tcp_info and TcpExt only";
         Ok(lab::remote::assemble(&p, pair, place, lab, side, cli, no_packets))
     }
 

@@ -12,9 +12,11 @@ pub mod kernel;
 pub mod lab;
 pub mod linkenv;
 pub mod output;
+pub mod remote_lab;
 pub mod replay;
 pub mod scenarios;
 pub mod seed003;
+pub mod serve;
 pub mod shell;
 pub mod simulate;
 pub mod spool;
@@ -70,6 +72,8 @@ pub enum Command {
     Replay(replay::ReplayArgs),
     /// Find stalls live on this host (TPACKET_V3 ring, the same classifier as explain).
     Watch(watch::WatchArgs),
+    /// Serve the far side of `lab --remote` (authenticated, limited; docs/remote.md).
+    Serve(serve::ServeArgs),
 }
 
 /// Runs the command; returns the process exit code.
@@ -84,5 +88,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Advise(a) => advise::run(a),
         Command::Replay(a) => replay::run(a),
         Command::Watch(a) => watch::run(a),
+        Command::Serve(a) => serve::run(a),
     }
 }
