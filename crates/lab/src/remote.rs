@@ -194,12 +194,7 @@ pub fn serve_side(
         p,
         opts,
         None,
-        RoundsCfg {
-            sync: Sync::WaitForClient(rounds_done, io_timeout),
-            stamps: false,
-            count: Some("server:"),
-            cancel,
-        },
+        RoundsCfg { sync: Sync::WaitForClient(rounds_done, io_timeout), stamps: false, count: Some("server:"), cancel },
     )?;
     Ok(SideRecord {
         kernel: crate::kernel_release(),
@@ -240,9 +235,22 @@ pub fn client_side(
         Some(&mut rec),
         RoundsCfg { sync: Sync::TellServer(rounds_done), stamps: false, count: Some("client:"), cancel },
     )?;
-    let side =
-        SideOut { applied: o.held, before: o.before, after: o.after, netstat: o.netstat, holds: None, cpu_ns: o.cpu_ns };
-    Ok(ClientSide(ClientOut { side, rec, wall: o.wall, rounds: u64::from(p.rounds), stream: None, window_real: o.real }))
+    let side = SideOut {
+        applied: o.held,
+        before: o.before,
+        after: o.after,
+        netstat: o.netstat,
+        holds: None,
+        cpu_ns: o.cpu_ns,
+    };
+    Ok(ClientSide(ClientOut {
+        side,
+        rec,
+        wall: o.wall,
+        rounds: u64::from(p.rounds),
+        stream: None,
+        window_real: o.real,
+    }))
 }
 
 /// One row from the two sides' records, by the lab's own `result::assemble`: latency from the

@@ -255,10 +255,7 @@ mod tests {
     fn hmac_sha256_matches_rfc_4231_case_2() {
         let mut m = <HmacSha256 as Mac>::new_from_slice(b"Jefe").unwrap();
         m.update(b"what do ya want for nothing?");
-        assert_eq!(
-            hex(&m.finalize().into_bytes()),
-            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-        );
+        assert_eq!(hex(&m.finalize().into_bytes()), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
     }
 
     #[test]

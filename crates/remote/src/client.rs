@@ -39,7 +39,8 @@ fn io(what: &str, e: impl std::fmt::Display) -> String {
 impl Session {
     /// Connect and authenticate (mutually: the server proves the key first).
     pub fn connect(addr: SocketAddr, key: &Key, io_timeout: Duration) -> Result<Session, String> {
-        let mut stream = TcpStream::connect_timeout(&addr, io_timeout).map_err(|e| io(&format!("connect {addr}"), e))?;
+        let mut stream =
+            TcpStream::connect_timeout(&addr, io_timeout).map_err(|e| io(&format!("connect {addr}"), e))?;
         let _ = stream.set_nodelay(true);
         stream.set_read_timeout(Some(io_timeout)).map_err(|e| io("SO_RCVTIMEO", e))?;
         stream.set_write_timeout(Some(io_timeout)).map_err(|e| io("SO_SNDTIMEO", e))?;
@@ -77,7 +78,8 @@ impl Session {
             io_timeout,
         };
         // The Welcome: the first sealed message (a refusal before it is plain).
-        let f = frame::read_frame(&mut s.stream, 1 << 20).map_err(|e| format!("the server closed the session ({e})"))?;
+        let f =
+            frame::read_frame(&mut s.stream, 1 << 20).map_err(|e| format!("the server closed the session ({e})"))?;
         let m = match chan.open(&f) {
             Ok(b) => msg::from_body::<ToClient>(b)?,
             Err(_) => match msg::from_body::<Challenge>(&f) {
@@ -152,8 +154,7 @@ impl Session {
             ToClient::RunFailed { reason, .. } => return Err(format!("the server could not run it: {reason}")),
             other => return Err(format!("expected run-ready, got {}", kind(&other))),
         };
-        let mut data =
-            TcpStream::connect_timeout(&self.addr, self.io_timeout).map_err(|e| io("data connection", e))?;
+        let mut data = TcpStream::connect_timeout(&self.addr, self.io_timeout).map_err(|e| io("data connection", e))?;
         frame::write_frame(&mut data, &msg::to_body(&Opening::Data { token })).map_err(|e| io("data connection", e))?;
         data.set_read_timeout(Some(self.io_timeout)).map_err(|e| io("data connection", e))?;
         let mut ok = [0u8; 1];
@@ -181,7 +182,7 @@ impl Session {
         // The server's record (or its reason), within its own run limit.
         let wait = Duration::from_secs(self.limits.max_run_secs.min(600)) + self.io_timeout;
         let theirs = match mine.1.and_then(|_| self.recv(wait)) {
-            Ok(ToClient::RunDone { run: r, side }) if r == run => Ok(side),
+            Ok(ToClient::RunDone { run: r, side }) if r == run => Ok(*side),
             Ok(ToClient::RunFailed { reason, .. }) => Err(format!("server: {reason}")),
             Ok(other) => Err(format!("expected the server's record, got {}", kind(&other))),
             Err(e) => Err(e),

@@ -46,9 +46,7 @@ fn io_err(e: io::Error, started: bool) -> FrameError {
     match e.kind() {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => FrameError::Timeout,
         io::ErrorKind::UnexpectedEof if started => FrameError::Truncated,
-        io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => {
-            FrameError::Closed
-        }
+        io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe => FrameError::Closed,
         _ => FrameError::Io(e),
     }
 }

@@ -137,7 +137,7 @@ impl ServerMachine {
             self.state = State::Ready;
         }
         match result {
-            Ok(side) => self.seal(&ToClient::RunDone { run, side }),
+            Ok(side) => self.seal(&ToClient::RunDone { run, side: Box::new(side) }),
             Err(reason) => self.seal(&ToClient::RunFailed { run, reason }),
         }
     }

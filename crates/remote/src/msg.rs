@@ -57,10 +57,14 @@ pub struct RunRequest {
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum ToServer {
     /// A clock sample: the client's CLOCK_REALTIME when it sent this (ns).
-    Ping { t1_ns: u64 },
+    Ping {
+        t1_ns: u64,
+    },
     Run(RunRequest),
     /// The client's measured rounds of this run are over (the server's last tcp_info follows).
-    RoundsDone { run: u32 },
+    RoundsDone {
+        run: u32,
+    },
     Bye,
 }
 
@@ -68,16 +72,35 @@ pub enum ToServer {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum ToClient {
-    Welcome { kernel: String, tool_version: String, limits: Limits },
+    Welcome {
+        kernel: String,
+        tool_version: String,
+        limits: Limits,
+    },
     /// RFC 5905's four timestamps less the last: t1 echoed, t2 when the Ping arrived, t3 when
     /// the Pong left (the server's CLOCK_REALTIME, ns).
-    Pong { t1_ns: u64, t2_ns: u64, t3_ns: u64 },
+    Pong {
+        t1_ns: u64,
+        t2_ns: u64,
+        t3_ns: u64,
+    },
     /// Open a data connection and present this token (hex) as its first frame.
-    RunReady { run: u32, token: String },
-    RunDone { run: u32, side: SideRecord },
-    RunFailed { run: u32, reason: String },
+    RunReady {
+        run: u32,
+        token: String,
+    },
+    RunDone {
+        run: u32,
+        side: Box<SideRecord>,
+    },
+    RunFailed {
+        run: u32,
+        reason: String,
+    },
     /// The session ends: why.
-    Refused { reason: String },
+    Refused {
+        reason: String,
+    },
 }
 
 /// The server's limits, every one set by a `serve` flag and sent to the client at Welcome.

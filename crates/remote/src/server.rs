@@ -148,8 +148,11 @@ impl Server {
                     continue;
                 }
             };
-            let admitted =
-                sh.rate.lock().map(|mut r| r.admit(peer.ip(), Instant::now(), sh.limits.max_conn_per_minute)).unwrap_or(false);
+            let admitted = sh
+                .rate
+                .lock()
+                .map(|mut r| r.admit(peer.ip(), Instant::now(), sh.limits.max_conn_per_minute))
+                .unwrap_or(false);
             if !admitted {
                 (sh.log)(&format!(
                     "{peer}: refused: over {} connections per minute from {} (--max-conn-per-minute)",
@@ -206,7 +209,8 @@ impl Slots for SessionSlot<'_> {
     }
     fn take(&mut self) -> bool {
         let max = self.sh.limits.max_sessions;
-        let ok = self.sh.sessions.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < max).then_some(n + 1)).is_ok();
+        let ok =
+            self.sh.sessions.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n < max).then_some(n + 1)).is_ok();
         self.taken |= ok;
         ok
     }
@@ -293,7 +297,7 @@ fn data(mut stream: TcpStream, token: [u8; 32], sh: &Shared) -> Result<(), Strin
 
 enum Ev {
     Frame(Result<Vec<u8>, FrameError>),
-    RunDone(Result<lab::remote::SideRecord, String>),
+    RunDone(Box<Result<lab::remote::SideRecord, String>>),
 }
 
 struct Running {
@@ -398,7 +402,7 @@ fn session(mut stream: TcpStream, m: &mut ServerMachine, sh: &Shared) -> Result<
                     forget(sh, &r.token);
                     let _ = r.thread.join();
                 }
-                let b = m.run_finished(res);
+                let b = m.run_finished(*res);
                 frame::write_frame(&mut stream, &b).map_err(|e| format!("write: {e}"))?;
             }
         }
@@ -425,7 +429,7 @@ fn start_run(req: RunRequest, token: [u8; 32], sh: &Shared, done: mpsc::Sender<E
         .name("tcpstall-serve-run".into())
         .spawn(move || {
             let r = run_side(&req, &drx, &rrx, &c2, wait, max_run, io_timeout);
-            let _ = done.send(Ev::RunDone(r));
+            let _ = done.send(Ev::RunDone(Box::new(r)));
         })
         .map_err(|e| e.to_string())?;
     Ok(Running { token, cancel, rounds: Some(rtx), thread })
@@ -441,9 +445,7 @@ fn run_side(
     io_timeout: Duration,
 ) -> Result<lab::remote::SideRecord, String> {
     let p = lab::remote::round_program(&req.workload)?;
-    let stream = data
-        .recv_timeout(wait)
-        .map_err(|_| format!("no data connection within {} ms", wait.as_millis()))?;
+    let stream = data.recv_timeout(wait).map_err(|_| format!("no data connection within {} ms", wait.as_millis()))?;
     let sock = socket2::Socket::from(stream);
     // The run's time limit: a watchdog cancels it (shutting the data socket down).
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
@@ -466,10 +468,7 @@ fn run_side(
         let _ = (&sock).read(&mut b);
     }
     if cut.load(Ordering::SeqCst) {
-        return Err(format!(
-            "over limit: the run was cut after {} s (the server's --max-run-secs)",
-            max_run.as_secs()
-        ));
+        return Err(format!("over limit: the run was cut after {} s (the server's --max-run-secs)", max_run.as_secs()));
     }
     r.map_err(|e| e.to_string())
 }

@@ -142,10 +142,13 @@ fn the_decoder_and_state_machine_survive_random_and_mutated_frames() {
             // A real handshake, then mutated (or valid) session messages.
             _ => {
                 let nc: [u8; 32] = rng.gen();
-                let hello = msg::to_body(&Opening::Hello { magic: MAGIC.into(), version: VERSION, nonce: auth::hex(&nc) });
+                let hello =
+                    msg::to_body(&Opening::Hello { magic: MAGIC.into(), version: VERSION, nonce: auth::hex(&nc) });
                 let a = m.on_frame(&hello, 0, &mut Unlimited).expect("hello");
                 let Some(Action::Send(c)) = a.first() else { panic!("no challenge") };
-                let Ok(Challenge::Challenge { nonce, .. }) = msg::from_body::<Challenge>(c) else { panic!("challenge") };
+                let Ok(Challenge::Challenge { nonce, .. }) = msg::from_body::<Challenge>(c) else {
+                    panic!("challenge")
+                };
                 let ns = auth::unhex::<32>(&nonce).unwrap();
                 let mut chan = Channel::new(&Key::from_bytes(KEY), Role::Client, &nc, &ns);
                 let s = seeds(&nc, &ns, &mut Channel::new(&Key::from_bytes(KEY), Role::Client, &nc, &ns));

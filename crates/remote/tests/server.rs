@@ -59,7 +59,8 @@ fn row(addr: SocketAddr, name: &str, sets: &[&str], label: &str) -> Result<repor
     let pair = s.matrix.iter().find(|p| p.label == label).unwrap().clone();
     let mut session = Session::connect(addr, &Key::from_bytes(KEY), IO)?;
     let place = lab::Placement { link: "test".into(), ..lab::Placement::loopback() };
-    let opts = lab::LabOptions { capture: false, own_netns: false, io_timeout: Duration::from_secs(5), ..Default::default() };
+    let opts =
+        lab::LabOptions { capture: false, own_netns: false, io_timeout: Duration::from_secs(5), ..Default::default() };
     let r = session.run_row(&s.workload, &pair, &place, &opts);
     session.bye();
     r

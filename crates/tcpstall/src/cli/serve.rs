@@ -110,9 +110,8 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
     })
     .map_err(anyhow::Error::msg)?;
     let stop = server.stop_flag();
-    let mut signals =
-        signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
-            .context("cannot install the Ctrl-C handler")?;
+    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
+        .context("cannot install the Ctrl-C handler")?;
     let handle = signals.handle();
     let s2 = stop.clone();
     let waiter = std::thread::spawn(move || signals.forever().next().inspect(|_| s2.store(true, Ordering::SeqCst)));

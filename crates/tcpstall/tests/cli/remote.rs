@@ -118,8 +118,13 @@ fn new_key(dir: &std::path::Path) -> std::path::PathBuf {
 
 /// (p50 ms, slow samples, rounds) of the row `label`.
 fn row(j: &Value, label: &str) -> (f64, u64, u64) {
-    let r = j["results"].as_array().unwrap().iter().find(|r| r["strategy"] == label).unwrap_or_else(|| panic!("{label}"));
-    (r["latency_us"]["p50"].as_f64().unwrap() / 1000.0, r["slow_samples"].as_u64().unwrap(), r["rounds"].as_u64().unwrap())
+    let r =
+        j["results"].as_array().unwrap().iter().find(|r| r["strategy"] == label).unwrap_or_else(|| panic!("{label}"));
+    (
+        r["latency_us"]["p50"].as_f64().unwrap() / 1000.0,
+        r["slow_samples"].as_u64().unwrap(),
+        r["rounds"].as_u64().unwrap(),
+    )
 }
 
 pub fn seeds_000_and_001_over_veth_reproduce_their_rows() {
