@@ -15,6 +15,9 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 use sys::tcpinfo::TcpInfo;
 
+mod capture;
+pub use capture::{FrameRecord, HostCapture};
+
 use crate::measure::Recorder;
 use crate::pair::{self, ClientOut, PacketsOut, RoundsCfg, SideOut, Sync};
 use crate::{Cancel, LabError, LabOptions, Placement};
@@ -133,6 +136,35 @@ pub struct SideRecord {
     /// TcpExt deltas of this side's namespace over its measured rounds, names prefixed "server:".
     pub netstat: BTreeMap<String, i64>,
     pub cpu_ns: Option<u64>,
+    /// This host's packets of the data connection (CLOCK_REALTIME stamps of this host), when
+    /// captured and within the size the server returns.
+    pub frames: Vec<FrameRecord>,
+    /// Why `frames` is empty or partial ("" when complete).
+    pub capture_note: String,
+}
+
+/// The client host's own packets of a row, for `assemble`.
+pub struct ClientPackets {
+    pub frames: Vec<sys::packet::Frame>,
+    pub drops: u64,
+    pub origin_ns: u64,
+    pub point: String,
+    pub server_port: u16,
+}
+
+/// Stop a capture and keep at most `max_frames` of its frames as records (None: not captured,
+/// with why).
+pub fn finish_capture(c: Result<HostCapture, String>, max_frames: usize) -> (Vec<FrameRecord>, String) {
+    match c.and_then(|c| c.finish()) {
+        Ok((f, _)) if f.len() > max_frames => {
+            (Vec::new(), format!("{} frames captured, over the {max_frames} the server returns: not returned", f.len()))
+        }
+        Ok((f, drops)) => {
+            let note = if drops > 0 { format!("the capture lost {drops} packets") } else { String::new() };
+            (f.iter().map(FrameRecord::from).collect(), note)
+        }
+        Err(e) => (Vec::new(), e),
+    }
 }
 
 /// What the client measured on its side of a remote row (opaque: `assemble` reads it).
@@ -182,6 +214,7 @@ pub fn serve_side(
     io_timeout: Duration,
     rounds_done: &mpsc::Receiver<()>,
     cancel: &Cancel,
+    capture: (Result<HostCapture, String>, usize),
 ) -> Result<SideRecord, LabError> {
     let side = "server";
     let _watch = cancel.watch(sock);
@@ -196,6 +229,12 @@ pub fn serve_side(
         None,
         RoundsCfg { sync: Sync::WaitForClient(rounds_done, io_timeout), stamps: false, count: Some("server:"), cancel },
     )?;
+    // The client reads the last bytes after its rounds: wait for its close (bounded) so the
+    // capture holds the final ACKs.
+    let _ = sock.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut b = [0u8; 64];
+    let _ = std::io::Read::read(&mut &*sock, &mut b);
+    let (frames, capture_note) = finish_capture(capture.0, capture.1);
     Ok(SideRecord {
         kernel: crate::kernel_release(),
         applied: o.held,
@@ -203,6 +242,8 @@ pub fn serve_side(
         after: o.after.into(),
         netstat: o.netstat,
         cpu_ns: o.cpu_ns,
+        frames,
+        capture_note,
     })
 }
 
@@ -254,8 +295,8 @@ pub fn client_side(
 }
 
 /// One row from the two sides' records, by the lab's own `result::assemble`: latency from the
-/// client's clock, wire cost from each host's own tcp_info, TcpExt from each host's namespace.
-/// `no_packets` says why the row has no stall records from packets.
+/// client's clock, wire cost from each host's own tcp_info, TcpExt from each host's namespace,
+/// stall records from the client host's packets (kept in `RunResult::packets`), or why not.
 pub fn assemble(
     p: &RoundProgram,
     pair: &StrategyPair,
@@ -263,7 +304,7 @@ pub fn assemble(
     lab: &LabOptions,
     srv: SideRecord,
     cli: ClientSide,
-    no_packets: &str,
+    packets: Result<ClientPackets, String>,
 ) -> RunResult {
     let srv = SideOut {
         applied: srv.applied,
@@ -274,7 +315,22 @@ pub fn assemble(
         cpu_ns: srv.cpu_ns,
     };
     let program = Program::Rounds(p.clone());
-    crate::result::assemble(&program, pair, place, lab, srv, cli.0, PacketsOut::Failed(no_packets.to_string())).0
+    let packets = match packets {
+        Ok(c) => PacketsOut::Captured {
+            cap: crate::capture::Captured {
+                frames: c.frames,
+                stats: sys::packet::Stats { packets: 0, drops: c.drops },
+            },
+            linktype: wire::linktype::ETHERNET,
+            point: c.point,
+            origin_ns: c.origin_ns,
+            server_port: c.server_port,
+            frame_base: 0,
+        },
+        Err(why) => PacketsOut::Failed(why),
+    };
+    let lab = LabOptions { keep_packets: true, ..lab.clone() };
+    crate::result::assemble(&program, pair, place, &lab, srv, cli.0, packets).0
 }
 
 #[cfg(test)]

@@ -30,6 +30,8 @@ pub struct Session {
     pub tool_version: String,
     next_run: u32,
     io_timeout: Duration,
+    /// The clock offset, once measured (`clock`).
+    pub offset: Option<Offset>,
 }
 
 fn io(what: &str, e: impl std::fmt::Display) -> String {
@@ -76,6 +78,7 @@ impl Session {
             tool_version: String::new(),
             next_run: 1,
             io_timeout,
+            offset: None,
         };
         // The Welcome: the first sealed message (a refusal before it is plain).
         let f =
@@ -128,7 +131,8 @@ impl Session {
                 other => return Err(format!("expected a pong, got {}", kind(&other))),
             }
         }
-        Ok(clock::estimate(&v))
+        self.offset = clock::estimate(&v);
+        Ok(self.offset)
     }
 
     /// Run one row: the server plays `pair.server`, this host `pair.client`.
@@ -142,24 +146,40 @@ impl Session {
         let p = lab::remote::round_program(workload)?;
         let run = self.next_run;
         self.next_run += 1;
+        // The data socket is bound first: its port names the connection in both hosts' captures.
+        let sock = socket2::Socket::new(socket2::Domain::for_address(self.addr), socket2::Type::STREAM, None)
+            .map_err(|e| io("data socket", e))?;
+        let any: SocketAddr = match self.addr {
+            SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
+            SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+        };
+        sock.bind(&any.into()).map_err(|e| io("data socket bind", e))?;
+        let port = sock.local_addr().ok().and_then(|a| a.as_socket()).map_or(0, |a| a.port());
+        let capture = if lab.capture {
+            lab::remote::HostCapture::start(port, self.addr.ip().is_loopback())
+        } else {
+            Err("packet capture off (--no-capture)".into())
+        };
+        let data_port = if capture.is_ok() { port } else { 0 };
         self.send(&ToServer::Run(RunRequest {
             run,
             label: pair.label.clone(),
             workload: workload.clone(),
             client: pair.client.clone(),
             server: pair.server.clone(),
+            data_port,
         }))?;
         let token = match self.recv(self.io_timeout)? {
             ToClient::RunReady { run: r, token } if r == run => token,
             ToClient::RunFailed { reason, .. } => return Err(format!("the server could not run it: {reason}")),
             other => return Err(format!("expected run-ready, got {}", kind(&other))),
         };
-        let mut data = TcpStream::connect_timeout(&self.addr, self.io_timeout).map_err(|e| io("data connection", e))?;
+        sock.connect_timeout(&self.addr.into(), self.io_timeout).map_err(|e| io("data connection", e))?;
+        let mut data = &sock;
         frame::write_frame(&mut data, &msg::to_body(&Opening::Data { token })).map_err(|e| io("data connection", e))?;
-        data.set_read_timeout(Some(self.io_timeout)).map_err(|e| io("data connection", e))?;
+        sock.set_read_timeout(Some(self.io_timeout)).map_err(|e| io("data connection", e))?;
         let mut ok = [0u8; 1];
         data.read_exact(&mut ok).map_err(|e| io("the server did not accept the data connection", e))?;
-        let sock = socket2::Socket::from(data);
         let (tx, rx) = mpsc::channel::<()>();
         let cancel = lab.cancel.clone();
         let io_timeout = lab.io_timeout;
@@ -178,7 +198,22 @@ impl Session {
             let f = fwd.join().unwrap_or_else(|_| Err("the forwarding thread panicked".into()));
             (r, f)
         });
-        let _ = sock.shutdown(std::net::Shutdown::Both);
+        let _ = sock.shutdown(std::net::Shutdown::Write);
+        // The server closes after our FIN: its FIN and the last ACKs end both captures.
+        let _ = sock.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut b = [0u8; 64];
+        let _ = data.read(&mut b);
+        let packets = capture.and_then(|c| {
+            let point = c.point.clone();
+            let origin_ns = c.origin_ns;
+            c.finish().map(|(frames, drops)| lab::remote::ClientPackets {
+                frames,
+                drops,
+                origin_ns,
+                point,
+                server_port: self.addr.port(),
+            })
+        });
         // The server's record (or its reason), within its own run limit.
         let wait = Duration::from_secs(self.limits.max_run_secs.min(600)) + self.io_timeout;
         let theirs = match mine.1.and_then(|_| self.recv(wait)) {
@@ -194,9 +229,12 @@ impl Session {
             (Err(e), Ok(_)) => return Err(e.to_string()),
         };
         let side = theirs?;
-        // What is left for later: each host's capture returned and merged into one trace.
-        let no_packets = "remote run, each host's tcp_info and TcpExt only";
-        Ok(lab::remote::assemble(&p, pair, place, lab, side, cli, no_packets))
+        let server_frames = side.frames.clone();
+        let server_note = side.capture_note.clone();
+        let origin_ns = packets.as_ref().map_or(0, |c| c.origin_ns);
+        let mut row = lab::remote::assemble(&p, pair, place, lab, side, cli, packets);
+        crate::merge::attribute(&mut row, &server_frames, &server_note, origin_ns, self.addr.port(), self.offset);
+        Ok(row)
     }
 
     /// Say goodbye (best effort).

@@ -7,6 +7,7 @@
 //!   message authentication;
 //! - `machine`: the server's pure state machine (any unexpected message ends the session);
 //! - `clock`: the hosts' clock offset from ping-pongs (RFC 5905 section 8);
+//! - `merge`: each stall record's time split by host (client, network, server) from both captures;
 //! - `server`, `client`: the sockets and threads around them.
 
 pub mod auth;
@@ -14,6 +15,7 @@ pub mod client;
 pub mod clock;
 pub mod frame;
 pub mod machine;
+pub mod merge;
 pub mod msg;
 pub mod server;
 

@@ -321,6 +321,7 @@ mod tests {
             workload: w.clone(),
             client: scenario::SideOpts::none(),
             server: scenario::SideOpts::none(),
+            data_port: 0,
         };
         let a = m.on_frame(&c.seal(&msg::to_body(&ToServer::Run(req(1)))), 0, &mut Unlimited).unwrap();
         assert!(matches!(&a[0], Action::Start(r) if r.run == 1));
@@ -347,6 +348,7 @@ mod tests {
             workload: w,
             client: scenario::SideOpts::none(),
             server: scenario::SideOpts::none(),
+            data_port: 0,
         };
         let e = m.on_frame(&c.seal(&msg::to_body(&ToServer::Run(r))), 0, &mut Unlimited).unwrap_err();
         assert!(e.reason.starts_with("over limit: run 'default' moves"), "{}", e.reason);

@@ -50,6 +50,9 @@ pub struct RunRequest {
     pub workload: Workload,
     pub client: SideOpts,
     pub server: SideOpts,
+    /// The client's port of the data connection it is about to open (bound before connecting),
+    /// so the server captures that connection alone from its SYN on; 0 = no capture.
+    pub data_port: u16,
 }
 
 /// Client to server, after authentication (sealed).
@@ -134,7 +137,7 @@ impl Default for Limits {
             max_conn_per_minute: 120,
             handshake_ms: 2000,
             idle_secs: 60,
-            max_message: 1 << 20,
+            max_message: 8 << 20,
             max_pending: 64,
         }
     }
@@ -211,6 +214,7 @@ mod tests {
             workload: s.workload.clone(),
             client: SideOpts::none(),
             server: SideOpts::parse_list("quickack-each").unwrap(),
+            data_port: 0,
         };
         let b = to_body(&ToServer::Run(r.clone()));
         assert_eq!(from_body::<ToServer>(&b).unwrap(), ToServer::Run(r));

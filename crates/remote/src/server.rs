@@ -7,7 +7,7 @@
 //! closes the connection.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -273,7 +273,7 @@ fn connection(mut stream: TcpStream, peer: SocketAddr, sh: &Shared, pending: &mu
         }
     }
     (sh.log)(&format!("{peer}: session authenticated"));
-    let r = session(stream, &mut m, sh);
+    let r = session(stream, peer, &mut m, sh);
     drop(slot);
     match r {
         Ok(why) => {
@@ -324,7 +324,7 @@ fn forget(sh: &Shared, token: &[u8; 32]) {
 }
 
 /// An authenticated control session: returns why it ended.
-fn session(mut stream: TcpStream, m: &mut ServerMachine, sh: &Shared) -> Result<String, String> {
+fn session(mut stream: TcpStream, peer: SocketAddr, m: &mut ServerMachine, sh: &Shared) -> Result<String, String> {
     let _ = stream.set_read_timeout(None);
     let _ = stream.set_write_timeout(Some(sh.io_timeout));
     let mut reader = stream.try_clone().map_err(|e| e.to_string())?;
@@ -379,7 +379,13 @@ fn session(mut stream: TcpStream, m: &mut ServerMachine, sh: &Shared) -> Result<
                             }
                             Action::Start(req) => {
                                 let token = auth::random()?;
-                                run = Some(start_run(req.clone(), token, sh, tx.clone())?);
+                                // The capture starts before the client may connect (its SYN).
+                                let capture = if req.data_port != 0 {
+                                    lab::remote::HostCapture::start(req.data_port, peer.ip().is_loopback())
+                                } else {
+                                    Err("the client asked for no capture".into())
+                                };
+                                run = Some(start_run(req.clone(), token, sh, tx.clone(), capture)?);
                                 let b = m.run_ready(req.run, &token);
                                 frame::write_frame(&mut stream, &b).map_err(|e| format!("write: {e}"))?;
                             }
@@ -416,7 +422,13 @@ fn session(mut stream: TcpStream, m: &mut ServerMachine, sh: &Shared) -> Result<
 
 /// Start a run's thread: it waits for the data connection, runs the server's side within the
 /// run-time limit, and reports on `done`.
-fn start_run(req: RunRequest, token: [u8; 32], sh: &Shared, done: mpsc::Sender<Ev>) -> Result<Running, String> {
+fn start_run(
+    req: RunRequest,
+    token: [u8; 32],
+    sh: &Shared,
+    done: mpsc::Sender<Ev>,
+    capture: Result<lab::remote::HostCapture, String>,
+) -> Result<Running, String> {
     let (dtx, drx) = mpsc::sync_channel::<TcpStream>(1);
     sh.tokens.lock().map_err(|_| "token table poisoned".to_string())?.insert(token, dtx);
     let (rtx, rrx) = mpsc::channel::<()>();
@@ -425,10 +437,12 @@ fn start_run(req: RunRequest, token: [u8; 32], sh: &Shared, done: mpsc::Sender<E
     let wait = Duration::from_millis(sh.limits.handshake_ms) + Duration::from_secs(3);
     let max_run = Duration::from_secs(sh.limits.max_run_secs);
     let io_timeout = sh.io_timeout;
+    // Frames returned at most: each travels as about 400 bytes of JSON.
+    let max_frames = (sh.limits.max_message as usize / 400).saturating_sub(100);
     let thread = std::thread::Builder::new()
         .name("tcpstall-serve-run".into())
         .spawn(move || {
-            let r = run_side(&req, &drx, &rrx, &c2, wait, max_run, io_timeout);
+            let r = run_side(&req, &drx, &rrx, &c2, (wait, max_run, io_timeout), (capture, max_frames));
             let _ = done.send(Ev::RunDone(Box::new(r)));
         })
         .map_err(|e| e.to_string())?;
@@ -440,9 +454,8 @@ fn run_side(
     data: &mpsc::Receiver<TcpStream>,
     rounds: &mpsc::Receiver<()>,
     cancel: &lab::Cancel,
-    wait: Duration,
-    max_run: Duration,
-    io_timeout: Duration,
+    (wait, max_run, io_timeout): (Duration, Duration, Duration),
+    capture: (Result<lab::remote::HostCapture, String>, usize),
 ) -> Result<lab::remote::SideRecord, String> {
     let p = lab::remote::round_program(&req.workload)?;
     let stream = data.recv_timeout(wait).map_err(|_| format!("no data connection within {} ms", wait.as_millis()))?;
@@ -458,15 +471,9 @@ fn run_side(
             c.cancel();
         }
     });
-    let r = lab::remote::serve_side(&p, &req.server, &sock, io_timeout, rounds, cancel);
+    let r = lab::remote::serve_side(&p, &req.server, &sock, io_timeout, rounds, cancel, capture);
     drop(stop_tx);
     let _ = dog.join();
-    // Keep the connection until the client closes it (its last reads), bounded.
-    if r.is_ok() {
-        let _ = sock.set_read_timeout(Some(Duration::from_secs(2)));
-        let mut b = [0u8; 64];
-        let _ = (&sock).read(&mut b);
-    }
     if cut.load(Ordering::SeqCst) {
         return Err(format!("over limit: the run was cut after {} s (the server's --max-run-secs)", max_run.as_secs()));
     }

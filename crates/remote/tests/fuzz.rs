@@ -38,6 +38,7 @@ fn seeds(nc: &[u8; 32], ns: &[u8; 32], chan: &mut Channel) -> Vec<Vec<u8>> {
         workload: w,
         client: scenario::SideOpts::none(),
         server: scenario::SideOpts::none(),
+        data_port: 0,
     };
     vec![
         msg::to_body(&Opening::Hello { magic: MAGIC.into(), version: VERSION, nonce: auth::hex(nc) }),

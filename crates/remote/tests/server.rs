@@ -186,6 +186,7 @@ fn a_client_that_vanishes_mid_run_does_not_wedge_the_server() {
         workload: scenario("chunked", &[]).workload,
         client: scenario::SideOpts::none(),
         server: scenario::SideOpts::none(),
+        data_port: 0,
     };
     frame::write_frame(&mut s, &chan.seal(&msg::to_body(&ToServer::Run(run)))).unwrap();
     let f = frame::read_frame(&mut s, 1 << 20).unwrap();
