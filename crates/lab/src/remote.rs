@@ -152,6 +152,18 @@ pub struct ClientPackets {
     pub server_port: u16,
 }
 
+/// The link type of a host capture's frames: Ethernet headers on Ethernet-like interfaces
+/// (veth, NICs, lo), none on a TUN device (the emulated link, a VPN): whichever decodes more of
+/// the connection's TCP packets.
+pub fn linktype_of(frames: &[sys::packet::Frame], server_port: u16) -> u32 {
+    let tcp = |lt| crate::capture::events(frames, lt, server_port, 0, 0).0.len();
+    if tcp(wire::linktype::RAW) > tcp(wire::linktype::ETHERNET) {
+        wire::linktype::RAW
+    } else {
+        wire::linktype::ETHERNET
+    }
+}
+
 /// Stop a capture and keep at most `max_frames` of its frames as records (None: not captured,
 /// with why).
 pub fn finish_capture(c: Result<HostCapture, String>, max_frames: usize) -> (Vec<FrameRecord>, String) {
@@ -315,13 +327,25 @@ pub fn assemble(
         cpu_ns: srv.cpu_ns,
     };
     let program = Program::Rounds(p.clone());
+    // A capture that saw none of the connection's packets says nothing about stalls: say why
+    // instead of reporting none.
+    let packets = packets.and_then(|c| {
+        let lt = linktype_of(&c.frames, c.server_port);
+        if crate::capture::events(&c.frames, lt, c.server_port, 0, 0).0.is_empty() {
+            Err("this host's capture saw none of the connection's packets (on a TUN device, such as the emulated \
+                 link or a VPN, the capture's kernel filter, written for Ethernet framing, passes none)"
+                .to_string())
+        } else {
+            Ok(c)
+        }
+    });
     let packets = match packets {
         Ok(c) => PacketsOut::Captured {
+            linktype: linktype_of(&c.frames, c.server_port),
             cap: crate::capture::Captured {
                 frames: c.frames,
                 stats: sys::packet::Stats { packets: 0, drops: c.drops },
             },
-            linktype: wire::linktype::ETHERNET,
             point: c.point,
             origin_ns: c.origin_ns,
             server_port: c.server_port,

@@ -100,6 +100,7 @@ fn main() {
         t!(link::unwritable_capture_fails_before_the_link_is_built),
         t!(remote::seeds_000_and_001_over_veth_reproduce_their_rows, Root, Tool("ip")),
         t!(remote::refusals_are_one_line_and_non_zero),
+        t!(remote::seed_001_behind_the_emulated_link, Root),
         t!(report::simulate_report_renders_with_the_json_numbers, Tool("chromium")),
         t!(report::explain_report_renders_a_capture, Tool("chromium")),
         t!(report::lab_report_renders_its_rows_and_packets, Tool("chromium")),

@@ -151,6 +151,19 @@ pub fn seeds_000_and_001_over_veth_reproduce_their_rows() {
     // Each host's TcpExt counters are its own: the delayed ACKs are the server host's.
     let r = &j["results"][0];
     assert!(r["netstat"]["server:DelayedACKs"].as_i64().unwrap_or(0) > 0, "{}", r["netstat"]);
+    // The stall records come from the client host's packets, and their time is the server
+    // host's (the receiver holding its ACK), from the server host's own packets.
+    let v = r["verdict"].as_str().unwrap();
+    assert!(v.contains("nagle-delayed-ack"), "{v}");
+    let server_ms: f64 = v
+        .split("server host ")
+        .nth(1)
+        .and_then(|x| x.split(" ms").next())
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("no time by host in: {v}"));
+    assert!(server_ms > 30.0, "{v}");
+    let rec = &r["stall_records"][0];
+    assert!(rec.to_string().contains("[time by host: sender (client) "), "{rec}");
     // Seed 000: two stalls per round by default; cork (and the other fixes) none.
     check(&["chunked", "--set", "round=10"], "default", "cork");
     // A SIGKILLed server leaves nothing: a new one takes the port at once and serves.
@@ -212,4 +225,32 @@ pub fn refusals_are_one_line_and_non_zero() {
     let out = tcpstall().args(["lab", "stream", "--remote", &listen, "--key-file"]).arg(&key).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("is a stream"), "{err}");
+}
+
+/// Behind the emulated link (`tcpstall shell --link rtt=20ms`, the server in the link's far
+/// namespace): the rows keep their shape, each a round trip longer; the captures see nothing on
+/// the TUN devices, and the rows say so instead of reporting no stalls.
+pub fn seed_001_behind_the_emulated_link() {
+    let _one = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let key = new_key(dir.path());
+    let (b, k) = (bin().display().to_string(), key.display().to_string());
+    let out = Command::new(bin())
+        .args(["shell", "-q", "--link", "rtt=20ms", "--server-command"])
+        .arg(format!("{b} serve -q --listen 198.18.0.2:7523 --key-file {k}"))
+        .args(["--", "sh", "-c"])
+        .arg(format!(
+            "for i in 1 2 3 4 5 6 7 8 9 10; do {b} lab multi-write --set requests=10 --remote 198.18.0.2:7523 \
+             --key-file {k} --format json -q && exit 0; sleep 0.2; done; exit 1"
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (p50, slow, rounds) = row(&j, "default");
+    assert!(p50 > 55.0 && slow * 10 >= rounds * 8, "default: p50 {p50} ms, {slow} slow of {rounds}");
+    let (p50, _, _) = row(&j, "writev");
+    assert!((15.0..40.0).contains(&p50), "writev: p50 {p50} ms (one 20 ms round trip)");
+    let v = j["results"][0]["verdict"].as_str().unwrap();
+    assert!(v.contains("saw none of the connection's packets"), "{v}");
 }
