@@ -115,7 +115,7 @@ pub fn attribute(
                 ms(x.network),
                 ms(rcv)
             ));
-            splits.push(x);
+            splits.push(Split { client_host: snd, network: x.network, server_host: rcv });
         }
     }
     if row.stall_records.is_empty() {
@@ -130,8 +130,10 @@ pub fn attribute(
         v.sort_unstable();
         v[v.len() / 2]
     };
+    // By role (the splits above are stored as sender, network, receiver): in seed 000 each
+    // host is the sender of half the stalls.
     row.verdict.push_str(&format!(
-        "; time by host (median of {} of {} stalls, clock offset +- {}): client host {}, network {}, server host {}",
+        "; time by host (median of {} of {} stalls, clock offset +- {}): sender host {}, network {}, receiver host {}",
         splits.len(),
         row.stall_records.len(),
         ms(off.error_ns),

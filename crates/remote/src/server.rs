@@ -234,7 +234,8 @@ fn send_end(stream: &mut TcpStream, e: &Ended) {
 /// handed to its run, or a control session runs until it ends.
 fn connection(mut stream: TcpStream, peer: SocketAddr, sh: &Shared, pending: &mut Pending<'_>) -> Result<(), String> {
     stream.set_nonblocking(false).map_err(|e| e.to_string())?;
-    let _ = stream.set_nodelay(true);
+    // No TCP_NODELAY here: a data connection must start with the kernel's defaults (the
+    // strategy sets its own options); the control connection sets it once it is one.
     let deadline = Instant::now() + Duration::from_millis(sh.limits.handshake_ms);
     let mut m = ServerMachine::new(sh.key.clone(), sh.limits.clone(), sh.kernel.clone(), auth::random()?);
     let mut slot = SessionSlot { sh, taken: false };
@@ -327,6 +328,8 @@ fn forget(sh: &Shared, token: &[u8; 32]) {
 fn session(mut stream: TcpStream, peer: SocketAddr, m: &mut ServerMachine, sh: &Shared) -> Result<String, String> {
     let _ = stream.set_read_timeout(None);
     let _ = stream.set_write_timeout(Some(sh.io_timeout));
+    // Pongs leave at once (the clock samples), whatever is unacknowledged.
+    let _ = stream.set_nodelay(true);
     let mut reader = stream.try_clone().map_err(|e| e.to_string())?;
     let (tx, rx) = mpsc::channel::<Ev>();
     let max = sh.limits.max_message as usize;

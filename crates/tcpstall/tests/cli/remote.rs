@@ -156,7 +156,7 @@ pub fn seeds_000_and_001_over_veth_reproduce_their_rows() {
     let v = r["verdict"].as_str().unwrap();
     assert!(v.contains("nagle-delayed-ack"), "{v}");
     let server_ms: f64 = v
-        .split("server host ")
+        .split("receiver host ")
         .nth(1)
         .and_then(|x| x.split(" ms").next())
         .and_then(|x| x.parse().ok())
@@ -165,7 +165,12 @@ pub fn seeds_000_and_001_over_veth_reproduce_their_rows() {
     let rec = &r["stall_records"][0];
     assert!(rec.to_string().contains("[time by host: sender (client) "), "{rec}");
     // Seed 000: two stalls per round by default; cork (and the other fixes) none.
-    check(&["chunked", "--set", "round=10"], "default", "cork");
+    let j = check(&["chunked", "--set", "round=10"], "default", "cork");
+    let d = j["results"].as_array().unwrap().iter().find(|r| r["strategy"] == "default").unwrap();
+    // Both ends start with the kernel's defaults (the server's data socket inherits nothing from
+    // the control connection), so both directions stall, as locally.
+    assert_eq!(d["server"]["nodelay"], false, "{}", d["server"]);
+    assert!(d["stall_count"].as_u64().unwrap() >= 15, "two stalls per round: {}", d["verdict"]);
     // A SIGKILLed server leaves nothing: a new one takes the port at once and serves.
     server.0.kill().unwrap();
     server.0.wait().unwrap();
