@@ -63,6 +63,45 @@ pub fn read_frame(r: &mut impl Read, max: usize) -> Result<Vec<u8>, FrameError> 
     Ok(body)
 }
 
+/// Read one frame of at most `max` body bytes from a TCP stream, all of it before `deadline`:
+/// each read waits only for what is left, so a peer trickling a byte at a time cannot stretch
+/// the handshake past its limit.
+pub fn read_frame_by(
+    s: &mut std::net::TcpStream,
+    max: usize,
+    deadline: std::time::Instant,
+) -> Result<Vec<u8>, FrameError> {
+    fn fill(
+        s: &mut std::net::TcpStream,
+        buf: &mut [u8],
+        deadline: std::time::Instant,
+        started: bool,
+    ) -> Result<(), FrameError> {
+        let mut got = 0;
+        while got < buf.len() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(FrameError::Timeout);
+            }
+            s.set_read_timeout(Some(left)).map_err(FrameError::Io)?;
+            match s.read(&mut buf[got..]) {
+                Ok(0) if started || got > 0 => return Err(FrameError::Truncated),
+                Ok(0) => return Err(FrameError::Closed),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_err(e, started || got > 0)),
+            }
+        }
+        Ok(())
+    }
+    let mut h = [0u8; HEADER];
+    fill(s, &mut h, deadline, false)?;
+    let len = check_header(h, max)?;
+    let mut body = vec![0u8; len];
+    fill(s, &mut body, deadline, true)?;
+    Ok(body)
+}
+
 /// A frame's bytes: header and body.
 pub fn encode(body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER + body.len());

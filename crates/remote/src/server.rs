@@ -241,12 +241,8 @@ fn connection(mut stream: TcpStream, peer: SocketAddr, sh: &Shared, pending: &mu
     let mut slot = SessionSlot { sh, taken: false };
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(format!("handshake not finished within {} ms: closed", sh.limits.handshake_ms));
-        }
-        let _ = stream.set_read_timeout(Some(left));
-        let _ = stream.set_write_timeout(Some(left));
-        let f = match frame::read_frame(&mut stream, m.max_frame()) {
+        let _ = stream.set_write_timeout(Some(left.max(Duration::from_millis(1))));
+        let f = match frame::read_frame_by(&mut stream, m.max_frame(), deadline) {
             Ok(f) => f,
             Err(FrameError::Timeout) => {
                 return Err(format!("handshake not finished within {} ms: closed", sh.limits.handshake_ms))
@@ -287,6 +283,7 @@ fn connection(mut stream: TcpStream, peer: SocketAddr, sh: &Shared, pending: &mu
 
 /// A data connection: its token must name a run waiting for it.
 fn data(mut stream: TcpStream, token: [u8; 32], sh: &Shared) -> Result<(), String> {
+    let _ = stream.set_nodelay(false);
     let waiting = sh.tokens.lock().map_err(|_| "token table poisoned".to_string())?.remove(&token);
     let Some(tx) = waiting else { return Err("refused: data connection with an unknown token".into()) };
     // One byte says "accepted": the client starts its program only then.

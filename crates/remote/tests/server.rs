@@ -113,6 +113,33 @@ fn a_replayed_authentication_is_refused() {
 }
 
 #[test]
+fn a_peer_trickling_bytes_is_closed_at_the_handshake_limit() {
+    let srv = start(Limits { handshake_ms: 500, ..Limits::default() });
+    let mut s = TcpStream::connect(srv.addr).unwrap();
+    let t0 = Instant::now();
+    let hello = frame::encode(&msg::to_body(&Opening::Hello {
+        magic: MAGIC.into(),
+        version: VERSION,
+        nonce: auth::hex(&[1; 32]),
+    }));
+    // One byte every 100 ms: each read is quick, the whole frame is not.
+    for b in hello {
+        if s.write_all(&[b]).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        if t0.elapsed() > Duration::from_secs(3) {
+            break;
+        }
+    }
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut buf = [0u8; 16];
+    let n = s.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "closed without an answer");
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+}
+
+#[test]
 fn a_wrong_key_is_refused_by_both_ends() {
     let srv = start(Limits::default());
     let e = Session::connect(srv.addr, &Key::from_bytes([1; 32]), IO).err().unwrap();
