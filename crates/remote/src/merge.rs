@@ -56,10 +56,10 @@ pub fn split(client: &[Event], server: &[Event], s: u64, e: u64) -> Option<Split
     let c = segs(client);
     let v = segs(server);
     // The last segment from the server that reached the client by the stall's end.
-    let (c_r, _, r) = *c.iter().filter(|(t, f, _)| *f == Endpoint::B && *t <= e && *t > s).next_back()?;
+    let (c_r, _, r) = *c.iter().rfind(|(t, f, _)| *f == Endpoint::B && *t <= e && *t > s)?;
     let s_r = find(&v, Endpoint::B, r, c_r)?;
     // The last segment from the client the server had received before it answered.
-    let (s_q, _, q) = *v.iter().filter(|(t, f, _)| *f == Endpoint::A && *t <= s_r).next_back()?;
+    let (s_q, _, q) = *v.iter().rfind(|(t, f, _)| *f == Endpoint::A && *t <= s_r)?;
     let c_q = find(&c, Endpoint::A, q, s_q)?;
     // Intervals on the client's time base, clamped into [s, e] and into order.
     let clamp = |x: u64, lo: u64| x.clamp(lo, e);

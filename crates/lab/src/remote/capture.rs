@@ -13,10 +13,13 @@ use sys::packet::{Frame, PacketSocket, Stats};
 
 use crate::capture::SNAPLEN;
 
+/// What the capture thread hands back: the frames and the socket's statistics.
+type Reader = JoinHandle<std::io::Result<(Vec<Frame>, Stats)>>;
+
 /// A running capture.
 pub struct HostCapture {
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<std::io::Result<(Vec<Frame>, Stats)>>>,
+    thread: Option<Reader>,
     /// CLOCK_REALTIME (ns) when it started: the trace's time 0.
     pub origin_ns: u64,
     /// Where the packets are seen, for the report.
@@ -51,7 +54,7 @@ impl FrameRecord {
     /// The frame, or None when its hex is not bytes (a peer's mistake: the frame is skipped).
     pub fn frame(&self) -> Option<Frame> {
         let s = self.hex.as_bytes();
-        if s.len() % 2 != 0 || s.len() > 2 * SNAPLEN as usize {
+        if !s.len().is_multiple_of(2) || s.len() > 2 * SNAPLEN as usize {
             return None;
         }
         let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
