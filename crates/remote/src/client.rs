@@ -218,6 +218,7 @@ impl Session {
         let wait = Duration::from_secs(self.limits.max_run_secs.min(600)) + self.io_timeout;
         let theirs = match mine.1.and_then(|_| self.recv(wait)) {
             Ok(ToClient::RunDone { run: r, side }) if r == run => Ok(*side),
+            Ok(ToClient::RunFailed { reason, .. }) if reason.starts_with("server:") => Err(reason),
             Ok(ToClient::RunFailed { reason, .. }) => Err(format!("server: {reason}")),
             Ok(other) => Err(format!("expected the server's record, got {}", kind(&other))),
             Err(e) => Err(e),
@@ -308,6 +309,15 @@ pub fn run_scenario(
                 Ok(mut row) => {
                     row.variant = variant.clone();
                     report.results.push(row);
+                }
+                // Whatever the sockets said after Ctrl-C shut them down is the cancel's echo.
+                Err(_) if opts.cancel.is_cancelled() => {
+                    report.errors.push(format!(
+                        "interrupted during row '{}' (abandoned): {} of {total} rows finished and are shown",
+                        pair.label,
+                        report.results.len()
+                    ));
+                    break 'rows;
                 }
                 Err(e) => {
                     report.errors.push(format!("{}: {e}", pair.label));

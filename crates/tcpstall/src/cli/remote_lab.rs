@@ -80,7 +80,18 @@ pub fn run(args: &LabArgs, s: &Scenario) -> anyhow::Result<i32> {
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
         .context("cannot install the Ctrl-C handler")?;
     let handle = signals.handle();
-    let waiter = std::thread::spawn(move || signals.forever().next().inspect(|_| cancel.cancel()));
+    // As `lab`: the first signal cancels the row in progress, a second ends the process.
+    let waiter = std::thread::spawn(move || {
+        let mut first = None;
+        for sig in signals.forever() {
+            if first.is_some() {
+                std::process::exit(128 + sig);
+            }
+            first = Some(sig);
+            cancel.cancel();
+        }
+        first
+    });
     let report = remote::client::run_scenario(s, addr, &key, &opts, &mut progress);
     bar.finish_and_clear();
     handle.close();

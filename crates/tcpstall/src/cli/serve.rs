@@ -114,7 +114,19 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
         .context("cannot install the Ctrl-C handler")?;
     let handle = signals.handle();
     let s2 = stop.clone();
-    let waiter = std::thread::spawn(move || signals.forever().next().inspect(|_| s2.store(true, Ordering::SeqCst)));
+    // The iterator lives until `handle.close()`: dropping it early would leave close() writing
+    // into a closed pipe (SIGPIPE). A second signal ends the process at once.
+    let waiter = std::thread::spawn(move || {
+        let mut first = None;
+        for sig in signals.forever() {
+            if first.is_some() {
+                std::process::exit(128 + sig);
+            }
+            first = Some(sig);
+            s2.store(true, Ordering::SeqCst);
+        }
+        first
+    });
     if !a.quiet {
         let at = server.local_addr().map_or_else(|| listen.to_string(), |x| x.to_string());
         let auth = if a.insecure_no_auth { "NO AUTHENTICATION (loopback only)" } else { "key required" };

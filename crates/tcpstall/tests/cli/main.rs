@@ -101,6 +101,7 @@ fn main() {
         t!(remote::seeds_000_and_001_over_veth_reproduce_their_rows, Root, Tool("ip")),
         t!(remote::refusals_are_one_line_and_non_zero),
         t!(remote::seed_001_behind_the_emulated_link, Root),
+        t!(remote::ctrl_c_on_either_end),
         t!(report::simulate_report_renders_with_the_json_numbers, Tool("chromium")),
         t!(report::explain_report_renders_a_capture, Tool("chromium")),
         t!(report::lab_report_renders_its_rows_and_packets, Tool("chromium")),

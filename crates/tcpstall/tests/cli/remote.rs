@@ -259,3 +259,52 @@ pub fn seed_001_behind_the_emulated_link() {
     let v = j["results"][0]["verdict"].as_str().unwrap();
     assert!(v.contains("saw none of the connection's packets"), "{v}");
 }
+
+/// Ctrl-C: `lab --remote` keeps the rows it finished and exits 130 with one line; the server
+/// sees the client go, serves the next one, and ends on its own Ctrl-C with 130.
+pub fn ctrl_c_on_either_end() {
+    let _one = exclusive();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut server = Serve(
+        Command::new(bin())
+            .args(["serve", "-q", "--listen", &listen, "--insecure-no-auth"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let lab = Command::new(bin())
+        .args(["lab", "chunked", "--set", "round=30", "--remote", &listen, "--insecure-no-auth", "-q"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The default row takes about 2.7 s (30 rounds of ~88 ms); the next ones are quick, then
+    // quickack-once takes as long again: 4 s is inside it.
+    std::thread::sleep(Duration::from_secs(4));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(lab.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = lab.wait_with_output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stdout.contains("\ndefault "), "{stdout}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("tcpstall: interrupted during row '"), "{stderr}");
+    // The server is free for the next client at once.
+    let t0 = Instant::now();
+    loop {
+        let o = tcpstall()
+            .args(["lab", "rr", "--set", "rounds=10", "--remote", &listen, "--insecure-no-auth", "-q"])
+            .output()
+            .unwrap();
+        if o.status.success() {
+            break;
+        }
+        let e = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(e.contains("busy") && t0.elapsed() < Duration::from_secs(10), "{e}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(server.0.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    let status = server.0.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+}
