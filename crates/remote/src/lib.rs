@@ -8,6 +8,7 @@
 //! - `machine`: the server's pure state machine (any unexpected message ends the session);
 //! - `clock`: the hosts' clock offset from ping-pongs (RFC 5905 section 8);
 //! - `merge`: each stall record's time split by host (client, network, server) from both captures;
+//! - `pair`: `explain A B`, two captures of the same connections from their two ends;
 //! - `server`, `client`: the sockets and threads around them.
 
 pub mod auth;
@@ -17,6 +18,7 @@ pub mod frame;
 pub mod machine;
 pub mod merge;
 pub mod msg;
+pub mod pair;
 pub mod server;
 
 pub use auth::Key;

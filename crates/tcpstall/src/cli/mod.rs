@@ -7,6 +7,7 @@ pub mod advise;
 pub mod advise_text;
 pub mod common;
 pub mod explain;
+pub mod explain_pair;
 pub mod htmlreport;
 pub mod kernel;
 pub mod lab;

@@ -308,3 +308,52 @@ pub fn ctrl_c_on_either_end() {
     let status = server.0.wait().unwrap();
     assert_eq!(status.code(), Some(130));
 }
+
+/// `explain A B`: tcpdump at each end of the veth pair while seed 001 runs remotely; the two
+/// files give one merged verdict per connection: the client's end told from the handshake
+/// (whatever the order given), the stalls named from the client's packets, their time the
+/// server host's (its delayed ACK).
+pub fn explain_merges_two_captures_of_one_connection() {
+    let _one = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let key = new_key(dir.path());
+    let hosts = Hosts::new();
+    let (a, b) = (dir.path().join("client.pcap"), dir.path().join("server.pcap"));
+    let dump = |ns: &str, file: &std::path::Path| {
+        let dev = if ns == hosts.server { "trs" } else { "trc" };
+        let dev = format!("{dev}{}", std::process::id() % 100_000);
+        Serve(
+            Command::new("ip")
+                .args(["netns", "exec", ns, "tcpdump", "-i", &dev, "-s", "160", "-U", "-w"])
+                .arg(file)
+                .arg("tcp")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let d1 = dump(&hosts.client, &a);
+    let d2 = dump(&hosts.server, &b);
+    let _server = serve(&hosts.server, &key, &[]);
+    std::thread::sleep(Duration::from_millis(700));
+    let out = lab_remote(&hosts.client, &key, &["multi-write", "--set", "requests=10", "--client", "none"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::thread::sleep(Duration::from_millis(300));
+    drop((d1, d2));
+    let out = tcpstall().arg("explain").arg(&b).arg(&a).args(["--format", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let conns = j["merged"].as_array().unwrap();
+    // The data connection is the one with stalls (the control connection has none).
+    let data = conns.iter().find(|c| !c["stalls"].as_array().unwrap().is_empty()).expect("a connection with stalls");
+    assert_eq!(data["client_file"], a.display().to_string(), "{data}");
+    let stalls = data["stalls"].as_array().unwrap();
+    assert!(stalls.len() >= 10, "{}", stalls.len());
+    let server_host: Vec<u64> = stalls.iter().filter_map(|s| s["time_by_host_ns"]["server_host"].as_u64()).collect();
+    assert!(server_host.len() * 10 >= stalls.len() * 8, "{data}");
+    let mut v = server_host.clone();
+    v.sort_unstable();
+    assert!(v[v.len() / 2] > 30_000_000, "median server host time {} ns", v[v.len() / 2]);
+    assert!(stalls.iter().all(|s| s["stall"]["cause"] == "nagle-delayed-ack"), "{data}");
+}
