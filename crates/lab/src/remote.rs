@@ -152,9 +152,9 @@ pub struct ClientPackets {
     pub server_port: u16,
 }
 
-/// The link type of a host capture's frames: Ethernet headers on Ethernet-like interfaces
-/// (veth, NICs, lo), none on a TUN device (the emulated link, a VPN): whichever decodes more of
-/// the connection's TCP packets.
+/// The link type of a host capture's frames: Ethernet-style headers on `lo`, raw IP from the
+/// cooked capture on every other interface: whichever decodes more of the connection's TCP
+/// packets.
 pub fn linktype_of(frames: &[sys::packet::Frame], server_port: u16) -> u32 {
     let tcp = |lt| crate::capture::events(frames, lt, server_port, 0, 0).0.len();
     if tcp(wire::linktype::RAW) > tcp(wire::linktype::ETHERNET) {
@@ -332,9 +332,7 @@ pub fn assemble(
     let packets = packets.and_then(|c| {
         let lt = linktype_of(&c.frames, c.server_port);
         if crate::capture::events(&c.frames, lt, c.server_port, 0, 0).0.is_empty() {
-            Err("this host's capture saw none of the connection's packets (on a TUN device, such as the emulated \
-                 link or a VPN, the capture's kernel filter, written for Ethernet framing, passes none)"
-                .to_string())
+            Err("this host's capture saw none of the connection's packets".to_string())
         } else {
             Ok(c)
         }

@@ -67,8 +67,16 @@ impl HostCapture {
     /// Start capturing TCP to or from `port`; `loopback`: the peer is on this host's loopback
     /// (then `lo` only, its outgoing copies skipped). Fails without CAP_NET_RAW.
     pub fn start(port: u16, loopback: bool) -> Result<HostCapture, String> {
-        let ifindex = if loopback { nix::net::if_::if_nametoindex("lo").map_err(|e| format!("lo: {e}"))? } else { 0 };
-        let mut sock = PacketSocket::open(ifindex, loopback, &[port], SNAPLEN).map_err(|e| {
+        // On loopback: `lo` with its Ethernet-style header, the outgoing copy of each packet
+        // skipped (every packet crosses it twice). Else every interface, cooked (raw IP), so a
+        // TUN device (the emulated link, a VPN) is read as well as Ethernet.
+        let opened = if loopback {
+            let lo = nix::net::if_::if_nametoindex("lo").map_err(|e| format!("lo: {e}"))?;
+            PacketSocket::open(lo, true, &[port], SNAPLEN)
+        } else {
+            PacketSocket::open_cooked(0, &[port], SNAPLEN)
+        };
+        let mut sock = opened.map_err(|e| {
             if e.raw_os_error() == Some(libc::EPERM) {
                 "AF_PACKET needs CAP_NET_RAW (run as root)".to_string()
             } else {
