@@ -43,6 +43,8 @@ Examples:
   tcpstall watch --port 8080 --format jsonl  stalls on a running host, live, one JSON line each
   tcpstall shell --link rtt=20ms,rate=100mbit
                                             a shell 20 ms away from a second namespace
+  tcpstall serve --listen 0.0.0.0:7523 --key-file lab.key
+                                            the far side for `lab --remote HOST --key-file lab.key`
 
 Each subcommand has its own --help with examples.";
 
