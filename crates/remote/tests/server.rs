@@ -257,3 +257,35 @@ fn busy_and_over_limit_runs_are_refused_with_a_reason() {
     let e = row(srv.addr, "chunked", &["round=40", "send=1000"], "default").unwrap_err();
     assert!(e.contains("over limit: the run was cut after 1 s"), "{e}");
 }
+
+#[test]
+fn an_idle_session_is_closed_with_its_reason() {
+    let srv = start(Limits { idle_secs: 1, ..Limits::default() });
+    let key = Key::from_bytes(KEY);
+    let nc = [4u8; 32];
+    let (mut s, ns) = hello(srv.addr, nc);
+    frame::write_frame(&mut s, &msg::to_body(&Auth::Auth { proof: auth::hex(&auth::client_proof(&key, &nc, &ns)) }))
+        .unwrap();
+    let mut chan = Channel::new(&key, Role::Client, &nc, &ns);
+    let _welcome = chan.open(&frame::read_frame(&mut s, 1 << 20).unwrap()).unwrap().to_vec();
+    // Say nothing: within a second and a bit the server ends the session, and says why.
+    let t0 = Instant::now();
+    let f = frame::read_frame(&mut s, 1 << 20).unwrap();
+    let Ok(ToClient::Refused { reason }) = msg::from_body::<ToClient>(chan.open(&f).unwrap()) else { panic!() };
+    assert!(reason.starts_with("idle for 1 s"), "{reason}");
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+}
+
+#[test]
+fn connections_over_the_per_source_rate_are_closed_at_accept() {
+    let srv = start(Limits { max_conn_per_minute: 3, ..Limits::default() });
+    for _ in 0..3 {
+        let (_s, _ns) = hello(srv.addr, [5; 32]);
+    }
+    // The fourth from this address within the minute: closed without a word.
+    let mut s = TcpStream::connect(srv.addr).unwrap();
+    s.set_read_timeout(Some(IO)).unwrap();
+    let h = Opening::Hello { magic: MAGIC.into(), version: VERSION, nonce: auth::hex(&[5; 32]) };
+    let _ = frame::write_frame(&mut s, &msg::to_body(&h));
+    assert!(matches!(frame::read_frame(&mut s, frame::PREAUTH_MAX), Err(frame::FrameError::Closed)));
+}
