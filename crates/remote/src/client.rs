@@ -268,67 +268,82 @@ pub fn run_scenario(
         lab::remote::round_program(&w)?;
     }
     let mut session = Session::connect(addr, key, opts.io_timeout)?;
-    let offset = session.clock(PINGS)?;
-    let place = Placement {
-        client_netns: None,
-        server_netns: None,
-        server_ip: addr.ip(),
-        link: format!(
-            "remote {addr}: server kernel {}; {}",
-            session.kernel,
-            offset.map_or_else(|| "clock offset unknown".to_string(), |o| o.to_string())
-        ),
-    };
-    let variants = s.workload.variants();
-    let total = variants.len() * s.matrix.len();
-    let mut report = Report {
-        tool: "tcpstall".into(),
-        version: env!("CARGO_PKG_VERSION").into(),
-        schema_version: report::SCHEMA_VERSION,
-        kernel: Some(lab::kernel_release()),
-        profile: None,
-        mode: "lab".into(),
-        scenario: s.name.clone(),
-        params: s.workload.params_json(),
-        link: place.link.clone(),
-        results: Vec::new(),
-        errors: Vec::new(),
-    };
-    let mut index = 0;
-    'rows: for (variant, workload) in &variants {
-        for pair in &s.matrix {
-            if opts.cancel.is_cancelled() {
-                report.errors.push(format!("interrupted before row '{}': the rows above are complete", pair.label));
-                break 'rows;
-            }
-            progress(Progress::Start { index, total, label: pair.label.clone() });
-            let r = session.run_row(workload, pair, &place, opts);
-            progress(Progress::Done { index, total });
-            index += 1;
-            match r {
-                Ok(mut row) => {
-                    row.variant = variant.clone();
-                    report.results.push(row);
-                }
-                // Whatever the sockets said after Ctrl-C shut them down is the cancel's echo.
-                Err(_) if opts.cancel.is_cancelled() => {
-                    report.errors.push(format!(
-                        "interrupted during row '{}' (abandoned): {} of {total} rows finished and are shown",
-                        pair.label,
-                        report.results.len()
-                    ));
-                    break 'rows;
-                }
-                Err(e) => {
-                    report.errors.push(format!("{}: {e}", pair.label));
-                    break 'rows;
-                }
-            }
-        }
-    }
+    session.clock(PINGS)?;
+    let report = session.run_scenario(s, opts, progress);
     if report.errors.is_empty() {
         session.bye();
     }
-    lab::add_cost_comparison(&mut report.results);
     Ok(report)
+}
+
+impl Session {
+    /// Where the rows ran, for reports: the server, its kernel, the clock offset.
+    pub fn placement(&self) -> Placement {
+        Placement {
+            client_netns: None,
+            server_netns: None,
+            server_ip: self.addr.ip(),
+            link: format!(
+                "remote {}: server kernel {}; {}",
+                self.addr,
+                self.kernel,
+                self.offset.map_or_else(|| "clock offset unknown".to_string(), |o| o.to_string())
+            ),
+        }
+    }
+
+    /// Every row of `s` on this session (`advise --remote` runs many on one session).
+    pub fn run_scenario(&mut self, s: &Scenario, opts: &LabOptions, progress: &mut dyn FnMut(Progress)) -> Report {
+        let session = self;
+        let place = session.placement();
+        let variants = s.workload.variants();
+        let total = variants.len() * s.matrix.len();
+        let mut report = Report {
+            tool: "tcpstall".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            schema_version: report::SCHEMA_VERSION,
+            kernel: Some(lab::kernel_release()),
+            profile: None,
+            mode: "lab".into(),
+            scenario: s.name.clone(),
+            params: s.workload.params_json(),
+            link: place.link.clone(),
+            results: Vec::new(),
+            errors: Vec::new(),
+        };
+        let mut index = 0;
+        'rows: for (variant, workload) in &variants {
+            for pair in &s.matrix {
+                if opts.cancel.is_cancelled() {
+                    report.errors.push(format!("interrupted before row '{}': the rows above are complete", pair.label));
+                    break 'rows;
+                }
+                progress(Progress::Start { index, total, label: pair.label.clone() });
+                let r = session.run_row(workload, pair, &place, opts);
+                progress(Progress::Done { index, total });
+                index += 1;
+                match r {
+                    Ok(mut row) => {
+                        row.variant = variant.clone();
+                        report.results.push(row);
+                    }
+                    // Whatever the sockets said after Ctrl-C shut them down is the cancel's echo.
+                    Err(_) if opts.cancel.is_cancelled() => {
+                        report.errors.push(format!(
+                            "interrupted during row '{}' (abandoned): {} of {total} rows finished and are shown",
+                            pair.label,
+                            report.results.len()
+                        ));
+                        break 'rows;
+                    }
+                    Err(e) => {
+                        report.errors.push(format!("{}: {e}", pair.label));
+                        break 'rows;
+                    }
+                }
+            }
+        }
+        lab::add_cost_comparison(&mut report.results);
+        report
+    }
 }

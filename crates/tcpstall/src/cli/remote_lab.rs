@@ -45,6 +45,25 @@ pub fn resolve(s: &str) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("--remote {s}: no address"))
 }
 
+/// `advise --remote`: one authenticated session for all its runs (None without --remote).
+/// `local_only`: --model or --link was given, which do not go with --remote.
+pub fn session(r: &RemoteArgs, local_only: bool) -> anyhow::Result<Option<remote::client::Session>> {
+    let Some(target) = r.remote.as_deref() else { return Ok(None) };
+    if local_only {
+        bail!("--remote runs the server side on another host: --model, --peer-profile and --link are not available with it");
+    }
+    let key = match (&r.key_file, r.insecure_no_auth) {
+        (Some(p), _) => remote::auth::read_key_file(p).map_err(anyhow::Error::msg)?,
+        (None, true) => remote::Key::insecure(),
+        (None, false) => bail!("--remote needs --key-file FILE (the server's key), or --insecure-no-auth"),
+    };
+    let addr = resolve(target)?;
+    let mut s = remote::client::Session::connect(addr, &key, lab::LabOptions::default().io_timeout)
+        .map_err(|e| anyhow::anyhow!("--remote {target}: {e}"))?;
+    s.clock(remote::client::PINGS).map_err(|e| anyhow::anyhow!("--remote {target}: {e}"))?;
+    Ok(Some(s))
+}
+
 pub fn run(args: &LabArgs, s: &Scenario) -> anyhow::Result<i32> {
     let r = &args.remote;
     let target = r.remote.as_deref().unwrap_or_default();

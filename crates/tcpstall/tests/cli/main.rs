@@ -102,6 +102,7 @@ fn main() {
         t!(remote::refusals_are_one_line_and_non_zero),
         t!(remote::seed_001_behind_the_emulated_link, Root),
         t!(remote::ctrl_c_on_either_end),
+        t!(remote::advise_runs_against_a_remote_server),
         t!(remote::explain_merges_two_captures_of_one_connection, Root, Tool("ip"), Tool("tcpdump")),
         t!(report::simulate_report_renders_with_the_json_numbers, Tool("chromium")),
         t!(report::explain_report_renders_a_capture, Tool("chromium")),

@@ -367,3 +367,31 @@ pub fn explain_merges_two_captures_of_one_connection() {
     assert!(v[v.len() / 2] > 30_000_000, "median server host time {} ns", v[v.len() / 2]);
     assert!(stalls.iter().all(|s| s["stall"]["cause"] == "nagle-delayed-ack"), "{data}");
 }
+
+/// `advise --remote`: every candidate run on one session with the server; seed 001 as written
+/// stalls, the recommendation is a client-side fix, and the server is named.
+pub fn advise_runs_against_a_remote_server() {
+    let _one = exclusive();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
+    let _server = Serve(
+        Command::new(bin())
+            .args(["serve", "-q", "--listen", &listen, "--insecure-no-auth"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let out = tcpstall()
+        .args(["advise", "multi-write", "--reps", "2", "--rounds", "10", "-q"])
+        .args(["--remote", &listen, "--insecure-no-auth"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains(&format!("remote {listen}: server kernel ")), "{stdout}");
+    let default = stdout.lines().find(|l| l.contains(" default ")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(default.contains("20/20"), "{default}");
+    let first = stdout.lines().find(|l| l.trim_start().starts_with("1 ")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(first.contains("client:") && first.contains(" 0/20 "), "{first}");
+}
