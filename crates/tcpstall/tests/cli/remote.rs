@@ -226,6 +226,36 @@ pub fn refusals_are_one_line_and_non_zero() {
     };
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with(&format!("tcpstall: --remote {listen}: authentication failed")), "{err}");
+    // An over-limit run: refused before it starts, with the limit and its flag.
+    let port2 = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen2 = format!("127.0.0.1:{port2}");
+    let _small = Serve(
+        Command::new(bin())
+            .args(["serve", "-q", "--max-run-bytes", "100000", "--listen", &listen2, "--key-file"])
+            .arg(&key)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let t0 = Instant::now();
+    let err = loop {
+        let out =
+            tcpstall().args(["lab", "chunked", "-q", "--remote", &listen2, "--key-file"]).arg(&key).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        if err.contains("Connection refused") && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        break err;
+    };
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(
+            "over limit: run 'default' moves 200000 bytes, this server allows 100000 per run (--max-run-bytes)"
+        ),
+        "{err}"
+    );
     // A stream cannot run remotely (its length is a duration): said before connecting.
     let out = tcpstall().args(["lab", "stream", "--remote", &listen, "--key-file"]).arg(&key).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
