@@ -18,6 +18,7 @@ pub mod netstat;
 
 mod pair;
 mod placement;
+pub mod remote;
 mod result;
 pub mod seed003;
 pub mod txstamp;

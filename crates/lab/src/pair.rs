@@ -259,7 +259,7 @@ fn server_ns(place: &Placement, opts: &LabOptions) -> Result<(Ns, Option<File>),
     Ok((Ns::Private, Some(f)))
 }
 
-fn applied(sock: &Socket, opts: &SideOpts) -> Applied {
+pub(crate) fn applied(sock: &Socket, opts: &SideOpts) -> Applied {
     Applied {
         busy_poll_us: sys::sockopt::busy_poll(sock.as_fd()).ok(),
         strategies: opts.opts().iter().map(|o| o.as_str().to_string()).collect(),
@@ -282,11 +282,11 @@ fn pin_to(cpu: usize, side: &'static str) -> Result<(), LabError> {
     })
 }
 
-fn info(sock: &Socket, side: &'static str) -> Result<TcpInfo, LabError> {
+pub(crate) fn info(sock: &Socket, side: &'static str) -> Result<TcpInfo, LabError> {
     tcp_info(sock.as_fd()).map_err(|e| LabError::Io { side, what: "getsockopt(TCP_INFO)".into(), source: e })
 }
 
-fn setup(sock: &Socket, opts: &SideOpts, side: &'static str, io_timeout: Duration) -> Result<(), LabError> {
+pub(crate) fn setup(sock: &Socket, opts: &SideOpts, side: &'static str, io_timeout: Duration) -> Result<(), LabError> {
     let io = |what: &str, e| LabError::Io { side, what: what.into(), source: e };
     sock.set_read_timeout(Some(io_timeout)).map_err(|e| io("SO_RCVTIMEO", e))?;
     sock.set_write_timeout(Some(io_timeout)).map_err(|e| io("SO_SNDTIMEO", e))?;
@@ -310,7 +310,7 @@ fn setup(sock: &Socket, opts: &SideOpts, side: &'static str, io_timeout: Duratio
 const BUSY_POLL_US: u32 = 50;
 
 /// How the two sides line up the end of their measured rounds.
-enum Sync<'a> {
+pub(crate) enum Sync<'a> {
     /// Client: say the measured rounds are over.
     TellServer(&'a mpsc::Sender<()>),
     /// Server: wait for the client to say so.
@@ -318,22 +318,22 @@ enum Sync<'a> {
 }
 
 /// What one side's round program measured.
-struct RoundsOut {
-    before: TcpInfo,
-    after: TcpInfo,
-    wall: Duration,
+pub(crate) struct RoundsOut {
+    pub(crate) before: TcpInfo,
+    pub(crate) after: TcpInfo,
+    pub(crate) wall: Duration,
     /// Options read back right after the measured rounds (so TCP_QUICKACK shows whether
     /// quick-ACK mode survived the exchange, `tcp_in_quickack_mode`).
-    held: Applied,
+    pub(crate) held: Applied,
     /// Hold time inside TCP (ns) of the writes of the measured rounds, when SO_TIMESTAMPING
     /// worked.
-    holds: Option<Vec<i64>>,
+    pub(crate) holds: Option<Vec<i64>>,
     /// TcpExt deltas over the measured rounds (empty when this side does not count).
-    netstat: BTreeMap<String, i64>,
+    pub(crate) netstat: BTreeMap<String, i64>,
     /// CLOCK_REALTIME (ns) at the start and the end of the measured rounds.
-    real: (u64, u64),
+    pub(crate) real: (u64, u64),
     /// This thread's CPU time over the measured rounds (ns).
-    cpu_ns: Option<u64>,
+    pub(crate) cpu_ns: Option<u64>,
 }
 
 /// How long a snapshot waits for written bytes to leave the socket (see `settle`).
@@ -356,13 +356,13 @@ fn settle(sock: &Socket, side: &'static str, cancel: &crate::Cancel) -> Result<T
 }
 
 /// What `run_rounds` does besides running the rounds.
-struct RoundsCfg<'a> {
-    sync: Sync<'a>,
+pub(crate) struct RoundsCfg<'a> {
+    pub(crate) sync: Sync<'a>,
     /// Time writes with SO_TIMESTAMPING.
-    stamps: bool,
+    pub(crate) stamps: bool,
     /// Read this thread's namespace TcpExt counters around the measured rounds, names prefixed so.
-    count: Option<&'static str>,
-    cancel: &'a crate::Cancel,
+    pub(crate) count: Option<&'static str>,
+    pub(crate) cancel: &'a crate::Cancel,
 }
 
 fn read_counters(count: Option<&'static str>) -> Option<BTreeMap<String, i64>> {
@@ -371,7 +371,7 @@ fn read_counters(count: Option<&'static str>) -> Option<BTreeMap<String, i64>> {
 
 /// Run a round program on one side: tcp_info before and after the measured rounds, wall time,
 /// and per-write hold times when `stamps`.
-fn run_rounds(
+pub(crate) fn run_rounds(
     r: &mut Runner<'_>,
     side: &SideProgram,
     p: &RoundProgram,
@@ -457,7 +457,7 @@ fn run_rounds(
 }
 
 /// A runner for one side's connected socket, no SO_TIMESTAMPING log yet.
-fn runner<'a>(
+pub(crate) fn runner<'a>(
     side: &'static str,
     sock: &'a Socket,
     opts: &SideOpts,
@@ -468,7 +468,7 @@ fn runner<'a>(
     Runner { side, sock, after_recv: opts.after_recv_ops(), spin: opts.busy_poll(), sbuf, rbuf, io_timeout, tx: None }
 }
 
-fn bufs(side: &SideProgram, stream_write: usize) -> (Vec<u8>, Vec<u8>) {
+pub(crate) fn bufs(side: &SideProgram, stream_write: usize) -> (Vec<u8>, Vec<u8>) {
     let n = exec::max_len(&[&side.prologue, &side.round, &side.epilogue]).max(stream_write);
     // Send bytes are a pattern, not zeros, so nothing on the path can treat them specially.
     let sbuf: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();

@@ -134,6 +134,32 @@ impl PacketSocket {
         })
     }
 
+    /// Like `open`, but cooked (SOCK_DGRAM): every frame starts at its network header whatever
+    /// the interface's framing (Ethernet, a TUN device, WireGuard), so frames are raw IP
+    /// (LINKTYPE_RAW); `ifindex` 0 is every interface. The filter is `bpf::tcp_l3`, which reads
+    /// the network header where SOCK_DGRAM puts it. Outgoing copies are kept (on an interface
+    /// other than loopback they are this host's sent packets).
+    pub fn open_cooked(ifindex: u32, ports: &[u16], snaplen: u32) -> io::Result<PacketSocket> {
+        // Protocol 0 until bind, as `open` (no packet queued before the filter is attached).
+        let sock = Socket::new(Domain::PACKET, Type::DGRAM, Some(Protocol::from(0)))?;
+        sock.attach_filter(&bpf::tcp_l3(ports, &[], snaplen, None))?;
+        set_int(sock.as_fd(), libc::SOL_SOCKET, SO_TIMESTAMPNS, 1)?;
+        set_int(sock.as_fd(), SOL_PACKET, PACKET_AUXDATA, 1)?;
+        if set_int(sock.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, RCVBUF).is_err() {
+            let _ = sock.set_recv_buffer_size(RCVBUF as usize);
+        }
+        sock.set_nonblocking(true)?;
+        bind(sock.as_fd(), ifindex)?;
+        Ok(PacketSocket {
+            sock,
+            loopback: false,
+            snaplen,
+            buf: vec![0; snaplen as usize],
+            stats: Stats::default(),
+            skipped_outgoing: 0,
+        })
+    }
+
     /// Reads every frame queued now (never blocks) into `out`; returns how many.
     pub fn read_available(&mut self, out: &mut Vec<Frame>) -> io::Result<usize> {
         let mut n = 0;

@@ -92,6 +92,8 @@ pub struct AdviseArgs {
     /// cost, stall records with ladders)
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub remote: super::remote_lab::RemoteArgs,
 }
 
 /// One candidate: a strategy pair and what it changes.
@@ -394,8 +396,13 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     } else {
         None
     };
+    // --remote: every run on one session with `tcpstall serve` (docs/remote.md).
+    let mut remote = super::remote_lab::session(&args.remote, model || link.is_some())?;
+    if let Some(r) = &remote {
+        notes.push(r.placement().link);
+    }
     // The classifier needs the rows' packets: behind a link, its tap supplies them.
-    let env = if model { None } else { Some(super::linkenv::open(link.as_deref(), None, true)?) };
+    let env = if model || remote.is_some() { None } else { Some(super::linkenv::open(link.as_deref(), None, true)?) };
     let total = u64::from(args.reps) * cands.len() as u64;
     let bar = output::progress_bar(total, args.quiet);
     let mut pooled: Vec<Pooled> = cands.iter().map(|_| Pooled::default()).collect();
@@ -427,7 +434,10 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
                     let o = lab::LabOptions { keep_packets: keep, ..opts.clone() };
                     (lab::run_scenario(&one, &env.placement, &o, &mut |_| {}), Vec::new())
                 }
-                (None, None) => unreachable!("lab runs have an environment"),
+                (None, None) => match remote.as_mut() {
+                    Some(session) => (session.run_scenario(&one, &opts, &mut |_| {}), Vec::new()),
+                    None => unreachable!("lab runs have an environment"),
+                },
             };
             if let Some(e) = report.errors.first() {
                 // Stop, but keep what was measured: the runs finished are ranked and printed.

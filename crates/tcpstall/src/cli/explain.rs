@@ -20,6 +20,7 @@ Examples:
   tcpstall explain x.pcapng --port 8000
   tcpstall explain x.pcap --flow 10.0.0.1:5000-10.0.0.2:80 --format json
   tcpstall explain x.pcap --report x.html
+  tcpstall explain client.pcapng server.pcapng   one connection captured at both ends, merged
   tcpdump -i any -w - port 8000 | tcpstall explain -
 
 Reads pcap (micro- or nanosecond, FCS flag) and pcapng (any number of interfaces), link types
@@ -42,6 +43,10 @@ pub struct ExplainArgs {
     /// Capture file (pcap or pcapng), as written by tcpdump, tshark, Wireshark or tcpstall;
     /// `-` reads standard input
     pub file: PathBuf,
+    /// A second capture of the same connections, taken at their other end: one merged verdict
+    /// per connection, each stall's time split by host (docs/remote.md)
+    #[arg(value_name = "FILE2")]
+    pub peer: Option<PathBuf>,
     /// Only the flow between these two endpoints: ADDR:PORT-ADDR:PORT (IPv6 as [ADDR]:PORT)
     #[arg(long, value_name = "A-B")]
     pub flow: Option<String>,
@@ -97,6 +102,9 @@ struct Piece {
 }
 
 pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
+    if let Some(peer) = &args.peer {
+        return super::explain_pair::run(&args, peer);
+    }
     if !(args.min_gap.is_finite() && args.min_gap >= 0.0 && args.min_gap <= 60_000.0) {
         bail!("--min-gap {}: expected milliseconds between 0 and 60000", args.min_gap);
     }

@@ -29,6 +29,8 @@ Examples:
                                                 loopback per row); then tcpstall explain mw.pcapng
   tcpstall lab multi-write --link rtt=20ms,mtu=1500 --capture mw.pcapng
                                                 behind an emulated link, with a capture
+  tcpstall lab multi-write --remote HOST:7523 --key-file lab.key
+                                                the server side on another host (`tcpstall serve`)
 
 As root each row runs in a private network namespace (lo with MTU 1500) so TcpExt counters
 belong to the run; --port, --link or no root use the caller's or the link's namespaces.
@@ -90,6 +92,8 @@ pub struct LabArgs {
     pub report: Option<PathBuf>,
     #[command(flatten)]
     pub veth: super::seed003::VethArgs,
+    #[command(flatten)]
+    pub remote: super::remote_lab::RemoteArgs,
 }
 
 /// Drop reasons a link spec asks for (loss, ack-loss, ack-every, queue for a bottleneck, mtu) are
@@ -222,6 +226,9 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
         return super::seed003::run_matrix(&args.veth, duration, json, args.quiet);
     }
     let s = scenario_from(&args)?;
+    if args.remote.remote.is_some() {
+        return super::remote_lab::run(&args, &s);
+    }
     let mut opts = lab_options(&args)?;
     // --path veth: two namespaces joined by a veth pair with the seed's knobs (seed 003).
     let veth_path = if veth {

@@ -7,14 +7,17 @@ pub mod advise;
 pub mod advise_text;
 pub mod common;
 pub mod explain;
+pub mod explain_pair;
 pub mod htmlreport;
 pub mod kernel;
 pub mod lab;
 pub mod linkenv;
 pub mod output;
+pub mod remote_lab;
 pub mod replay;
 pub mod scenarios;
 pub mod seed003;
+pub mod serve;
 pub mod shell;
 pub mod simulate;
 pub mod spool;
@@ -40,6 +43,8 @@ Examples:
   tcpstall watch --port 8080 --format jsonl  stalls on a running host, live, one JSON line each
   tcpstall shell --link rtt=20ms,rate=100mbit
                                             a shell 20 ms away from a second namespace
+  tcpstall serve --listen 0.0.0.0:7523 --key-file lab.key
+                                            the far side for `lab --remote HOST --key-file lab.key`
 
 Each subcommand has its own --help with examples.";
 
@@ -70,6 +75,8 @@ pub enum Command {
     Replay(replay::ReplayArgs),
     /// Find stalls live on this host (TPACKET_V3 ring, the same classifier as explain).
     Watch(watch::WatchArgs),
+    /// Serve the far side of `lab --remote` (authenticated, limited; docs/remote.md).
+    Serve(serve::ServeArgs),
 }
 
 /// Runs the command; returns the process exit code.
@@ -84,5 +91,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Advise(a) => advise::run(a),
         Command::Replay(a) => replay::run(a),
         Command::Watch(a) => watch::run(a),
+        Command::Serve(a) => serve::run(a),
     }
 }

@@ -8,6 +8,7 @@ mod explain_fuzz;
 mod kernel;
 mod lab;
 mod link;
+mod remote;
 mod report;
 mod seed003;
 mod simulate;
@@ -97,6 +98,12 @@ fn main() {
         t!(link::a_command_that_cannot_start_exits_127_or_126_with_one_line, Root),
         t!(link::python_http_server_is_reachable_at_once_and_lookups_do_not_hang, Root, Tool("python3")),
         t!(link::unwritable_capture_fails_before_the_link_is_built),
+        t!(remote::seeds_000_and_001_over_veth_reproduce_their_rows, Root, Tool("ip")),
+        t!(remote::refusals_are_one_line_and_non_zero),
+        t!(remote::seed_001_behind_the_emulated_link, Root),
+        t!(remote::ctrl_c_on_either_end),
+        t!(remote::advise_runs_against_a_remote_server),
+        t!(remote::explain_merges_two_captures_of_one_connection, Root, Tool("ip"), Tool("tcpdump")),
         t!(report::simulate_report_renders_with_the_json_numbers, Tool("chromium")),
         t!(report::explain_report_renders_a_capture, Tool("chromium")),
         t!(report::lab_report_renders_its_rows_and_packets, Tool("chromium")),

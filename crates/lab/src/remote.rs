@@ -1,0 +1,381 @@
+//! One side of a row on a connection some other code set up: the pieces `tcpstall serve` and
+//! `lab --remote` (crates/remote) need, so that a row whose two sides run on two hosts is
+//! measured by the same code as a row whose two sides are two threads here (`pair.rs`).
+//!
+//! Only round programs (request/response) run this way: a stream's length is a duration, not
+//! a byte count a server could check against its limit before running it.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use report::{Applied, RunResult};
+use scenario::{Program, RoundProgram, Sample, SideOpts, Step, StrategyPair, Workload};
+use serde::{Deserialize, Serialize};
+use socket2::Socket;
+use sys::tcpinfo::TcpInfo;
+
+mod capture;
+pub use capture::{FrameRecord, HostCapture};
+
+use crate::measure::Recorder;
+use crate::pair::{self, ClientOut, PacketsOut, RoundsCfg, SideOut, Sync};
+use crate::{Cancel, LabError, LabOptions, Placement};
+
+/// tcp_info as it travels between hosts: the fields the lab uses (`sys::tcpinfo::TcpInfo`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpInfoRecord {
+    pub len: usize,
+    pub state: u8,
+    pub options: u8,
+    pub rto: u32,
+    pub ato: u32,
+    pub snd_mss: u32,
+    pub rcv_mss: u32,
+    pub unacked: u32,
+    pub rtt: u32,
+    pub rttvar: u32,
+    pub snd_cwnd: u32,
+    pub total_retrans: u32,
+    pub segs_out: Option<u32>,
+    pub segs_in: Option<u32>,
+    pub notsent_bytes: Option<u32>,
+    pub min_rtt: Option<u32>,
+    pub data_segs_in: Option<u32>,
+    pub data_segs_out: Option<u32>,
+    pub bytes_sent: Option<u64>,
+    pub bytes_retrans: Option<u64>,
+}
+
+impl From<TcpInfo> for TcpInfoRecord {
+    fn from(i: TcpInfo) -> Self {
+        let TcpInfo {
+            len,
+            state,
+            options,
+            rto,
+            ato,
+            snd_mss,
+            rcv_mss,
+            unacked,
+            rtt,
+            rttvar,
+            snd_cwnd,
+            total_retrans,
+            segs_out,
+            segs_in,
+            notsent_bytes,
+            min_rtt,
+            data_segs_in,
+            data_segs_out,
+            bytes_sent,
+            bytes_retrans,
+        } = i;
+        TcpInfoRecord {
+            len,
+            state,
+            options,
+            rto,
+            ato,
+            snd_mss,
+            rcv_mss,
+            unacked,
+            rtt,
+            rttvar,
+            snd_cwnd,
+            total_retrans,
+            segs_out,
+            segs_in,
+            notsent_bytes,
+            min_rtt,
+            data_segs_in,
+            data_segs_out,
+            bytes_sent,
+            bytes_retrans,
+        }
+    }
+}
+
+impl From<TcpInfoRecord> for TcpInfo {
+    fn from(i: TcpInfoRecord) -> Self {
+        TcpInfo {
+            len: i.len,
+            state: i.state,
+            options: i.options,
+            rto: i.rto,
+            ato: i.ato,
+            snd_mss: i.snd_mss,
+            rcv_mss: i.rcv_mss,
+            unacked: i.unacked,
+            rtt: i.rtt,
+            rttvar: i.rttvar,
+            snd_cwnd: i.snd_cwnd,
+            total_retrans: i.total_retrans,
+            segs_out: i.segs_out,
+            segs_in: i.segs_in,
+            notsent_bytes: i.notsent_bytes,
+            min_rtt: i.min_rtt,
+            data_segs_in: i.data_segs_in,
+            data_segs_out: i.data_segs_out,
+            bytes_sent: i.bytes_sent,
+            bytes_retrans: i.bytes_retrans,
+        }
+    }
+}
+
+/// What the far host measured on its side of a row, returned to the client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SideRecord {
+    /// `uname -r` of the host that ran this side.
+    pub kernel: String,
+    pub applied: Applied,
+    pub before: TcpInfoRecord,
+    pub after: TcpInfoRecord,
+    /// TcpExt deltas of this side's namespace over its measured rounds, names prefixed "server:".
+    pub netstat: BTreeMap<String, i64>,
+    pub cpu_ns: Option<u64>,
+    /// This host's packets of the data connection (CLOCK_REALTIME stamps of this host), when
+    /// captured and within the size the server returns.
+    pub frames: Vec<FrameRecord>,
+    /// Why `frames` is empty or partial ("" when complete).
+    pub capture_note: String,
+}
+
+/// The client host's own packets of a row, for `assemble`.
+pub struct ClientPackets {
+    pub frames: Vec<sys::packet::Frame>,
+    pub drops: u64,
+    pub origin_ns: u64,
+    pub point: String,
+    pub server_port: u16,
+}
+
+/// The link type of a host capture's frames: Ethernet-style headers on `lo`, raw IP from the
+/// cooked capture on every other interface: whichever decodes more of the connection's TCP
+/// packets.
+pub fn linktype_of(frames: &[sys::packet::Frame], server_port: u16) -> u32 {
+    let tcp = |lt| crate::capture::events(frames, lt, server_port, 0, 0).0.len();
+    if tcp(wire::linktype::RAW) > tcp(wire::linktype::ETHERNET) {
+        wire::linktype::RAW
+    } else {
+        wire::linktype::ETHERNET
+    }
+}
+
+/// Stop a capture and keep at most `max_frames` of its frames as records (None: not captured,
+/// with why).
+pub fn finish_capture(c: Result<HostCapture, String>, max_frames: usize) -> (Vec<FrameRecord>, String) {
+    match c.and_then(|c| c.finish()) {
+        Ok((f, _)) if f.len() > max_frames => {
+            (Vec::new(), format!("{} frames captured, over the {max_frames} the server returns: not returned", f.len()))
+        }
+        Ok((f, drops)) => {
+            let note = if drops > 0 { format!("the capture lost {drops} packets") } else { String::new() };
+            (f.iter().map(FrameRecord::from).collect(), note)
+        }
+        Err(e) => (Vec::new(), e),
+    }
+}
+
+/// What the client measured on its side of a remote row (opaque: `assemble` reads it).
+pub struct ClientSide(ClientOut);
+
+/// The round program of a workload, or why it cannot run between two hosts.
+pub fn round_program(w: &Workload) -> Result<RoundProgram, String> {
+    match w.program() {
+        Program::Rounds(p) => Ok(p),
+        Program::Stream { .. } => Err(format!(
+            "the {} workload is a stream (its length is a duration): only request/response workloads run against a \
+             remote server",
+            w.kind()
+        )),
+    }
+}
+
+/// Payload bytes both sides of `p` hand to TCP in all (prologue, warm-up, measured rounds,
+/// epilogue): what a server checks against its per-run byte limit before running it.
+pub fn program_bytes(p: &RoundProgram) -> u64 {
+    let sent = |steps: &[Step]| -> u64 {
+        steps
+            .iter()
+            .map(|s| match s {
+                Step::Send(w) => w.iter().map(|&x| u64::from(x)).sum(),
+                _ => 0,
+            })
+            .fold(0u64, u64::saturating_add)
+    };
+    let rounds = u64::from(p.warmup_rounds).saturating_add(u64::from(p.rounds));
+    [&p.client, &p.server]
+        .iter()
+        .map(|s| {
+            sent(&s.prologue).saturating_add(sent(&s.round).saturating_mul(rounds)).saturating_add(sent(&s.epilogue))
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
+/// Run the server's side of `p` on `sock` (connected, accepted by the caller). `rounds_done`
+/// receives the client's word that its measured rounds are over (over the control
+/// connection), so the server's last tcp_info is taken after the client read everything.
+/// `cancel` shuts the socket down (the run's time limit, a vanished client).
+pub fn serve_side(
+    p: &RoundProgram,
+    opts: &SideOpts,
+    sock: &Socket,
+    io_timeout: Duration,
+    rounds_done: &mpsc::Receiver<()>,
+    cancel: &Cancel,
+    capture: (Result<HostCapture, String>, usize),
+) -> Result<SideRecord, LabError> {
+    let side = "server";
+    let _watch = cancel.watch(sock);
+    pair::setup(sock, opts, side, io_timeout)?;
+    let (sbuf, rbuf) = pair::bufs(&p.server, 0);
+    let mut r = pair::runner(side, sock, opts, &sbuf, rbuf, io_timeout);
+    let o = pair::run_rounds(
+        &mut r,
+        &p.server,
+        p,
+        opts,
+        None,
+        RoundsCfg { sync: Sync::WaitForClient(rounds_done, io_timeout), stamps: false, count: Some("server:"), cancel },
+    )?;
+    // The client reads the last bytes after its rounds: wait for its close (bounded) so the
+    // capture holds the final ACKs.
+    let _ = sock.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut b = [0u8; 64];
+    let _ = std::io::Read::read(&mut &*sock, &mut b);
+    let (frames, capture_note) = finish_capture(capture.0, capture.1);
+    Ok(SideRecord {
+        kernel: crate::kernel_release(),
+        applied: o.held,
+        before: o.before.into(),
+        after: o.after.into(),
+        netstat: o.netstat,
+        cpu_ns: o.cpu_ns,
+        frames,
+        capture_note,
+    })
+}
+
+/// Run the client's side of `p` on `sock` (connected by the caller); `rounds_done` is told
+/// when the measured rounds are over (the caller forwards it to the server).
+pub fn client_side(
+    p: &RoundProgram,
+    opts: &SideOpts,
+    sock: &Socket,
+    io_timeout: Duration,
+    rounds_done: &mpsc::Sender<()>,
+    cancel: &Cancel,
+) -> Result<ClientSide, LabError> {
+    let side = "client";
+    let _watch = cancel.watch(sock);
+    pair::setup(sock, opts, side, io_timeout)?;
+    let (sbuf, rbuf) = pair::bufs(&p.client, 0);
+    let per_round = p.client.round.iter().filter(|s| matches!(s, Step::Recv(_))).count().max(1);
+    let samples = match p.sample {
+        Sample::ClientRound => p.rounds as usize,
+        Sample::ClientRecv => p.rounds as usize * per_round,
+    };
+    let mut rec = Recorder::with_capacity(samples, samples * 4 + 1024);
+    let mut r = pair::runner(side, sock, opts, &sbuf, rbuf, io_timeout);
+    let o = pair::run_rounds(
+        &mut r,
+        &p.client,
+        p,
+        opts,
+        Some(&mut rec),
+        RoundsCfg { sync: Sync::TellServer(rounds_done), stamps: false, count: Some("client:"), cancel },
+    )?;
+    let side = SideOut {
+        applied: o.held,
+        before: o.before,
+        after: o.after,
+        netstat: o.netstat,
+        holds: None,
+        cpu_ns: o.cpu_ns,
+    };
+    Ok(ClientSide(ClientOut {
+        side,
+        rec,
+        wall: o.wall,
+        rounds: u64::from(p.rounds),
+        stream: None,
+        window_real: o.real,
+    }))
+}
+
+/// One row from the two sides' records, by the lab's own `result::assemble`: latency from the
+/// client's clock, wire cost from each host's own tcp_info, TcpExt from each host's namespace,
+/// stall records from the client host's packets (kept in `RunResult::packets`), or why not.
+pub fn assemble(
+    p: &RoundProgram,
+    pair: &StrategyPair,
+    place: &Placement,
+    lab: &LabOptions,
+    srv: SideRecord,
+    cli: ClientSide,
+    packets: Result<ClientPackets, String>,
+) -> RunResult {
+    let srv = SideOut {
+        applied: srv.applied,
+        before: srv.before.into(),
+        after: srv.after.into(),
+        netstat: srv.netstat,
+        holds: None,
+        cpu_ns: srv.cpu_ns,
+    };
+    let program = Program::Rounds(p.clone());
+    // A capture that saw none of the connection's packets says nothing about stalls: say why
+    // instead of reporting none.
+    let packets = packets.and_then(|c| {
+        let lt = linktype_of(&c.frames, c.server_port);
+        if crate::capture::events(&c.frames, lt, c.server_port, 0, 0).0.is_empty() {
+            Err("this host's capture saw none of the connection's packets".to_string())
+        } else {
+            Ok(c)
+        }
+    });
+    let packets = match packets {
+        Ok(c) => PacketsOut::Captured {
+            linktype: linktype_of(&c.frames, c.server_port),
+            cap: crate::capture::Captured {
+                frames: c.frames,
+                stats: sys::packet::Stats { packets: 0, drops: c.drops },
+            },
+            point: c.point,
+            origin_ns: c.origin_ns,
+            server_port: c.server_port,
+            frame_base: 0,
+        },
+        Err(why) => PacketsOut::Failed(why),
+    };
+    let lab = LabOptions { keep_packets: true, ..lab.clone() };
+    crate::result::assemble(&program, pair, place, &lab, srv, cli.0, packets).0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_000_moves_its_bytes_both_ways_every_round() {
+        let s = scenario::Scenario::builtin("chunked").unwrap();
+        let p = round_program(&s.workload).unwrap();
+        let rounds = u64::from(p.rounds + p.warmup_rounds);
+        assert!(program_bytes(&p) >= 2 * 1000 * rounds, "{}", program_bytes(&p));
+    }
+
+    #[test]
+    fn a_stream_is_refused_by_name() {
+        let s = scenario::Scenario::builtin("stream").unwrap();
+        assert!(round_program(&s.workload).unwrap_err().contains("stream"));
+    }
+
+    #[test]
+    fn tcp_info_round_trips_through_its_record() {
+        let i = TcpInfo { ato: 40_000, segs_out: Some(9), bytes_sent: Some(5), ..Default::default() };
+        assert_eq!(TcpInfo::from(TcpInfoRecord::from(i)), i);
+    }
+}

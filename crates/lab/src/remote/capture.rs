@@ -1,0 +1,122 @@
+//! Each host's own packets of a remote row: an AF_PACKET capture on every interface of the
+//! calling thread's namespace (or `lo` when the peer is on loopback), filtered in the kernel to
+//! the data connection's client port (unique to the row; the server's port is shared with the
+//! control connection). Started before the connection's SYN, so the handshake is in it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sys::packet::{Frame, PacketSocket, Stats};
+
+use crate::capture::SNAPLEN;
+
+/// What the capture thread hands back: the frames and the socket's statistics.
+type Reader = JoinHandle<std::io::Result<(Vec<Frame>, Stats)>>;
+
+/// A running capture.
+pub struct HostCapture {
+    stop: Arc<AtomicBool>,
+    thread: Option<Reader>,
+    /// CLOCK_REALTIME (ns) when it started: the trace's time 0.
+    pub origin_ns: u64,
+    /// Where the packets are seen, for the report.
+    pub point: String,
+}
+
+impl Drop for HostCapture {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Frames as they travel between hosts (the bytes in hex).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrameRecord {
+    pub ts_ns: u64,
+    pub orig_len: u32,
+    pub hex: String,
+}
+
+impl From<&Frame> for FrameRecord {
+    fn from(f: &Frame) -> Self {
+        FrameRecord { ts_ns: f.ts_ns, orig_len: f.orig_len, hex: f.data.iter().map(|b| format!("{b:02x}")).collect() }
+    }
+}
+
+impl FrameRecord {
+    /// The frame, or None when its hex is not bytes (a peer's mistake: the frame is skipped).
+    pub fn frame(&self) -> Option<Frame> {
+        let s = self.hex.as_bytes();
+        if !s.len().is_multiple_of(2) || s.len() > 2 * SNAPLEN as usize {
+            return None;
+        }
+        let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+        let data = s.chunks(2).map(|p| Some(digit(p[0])? << 4 | digit(p[1])?)).collect::<Option<Vec<u8>>>()?;
+        Some(Frame { ts_ns: self.ts_ns, orig_len: self.orig_len, data })
+    }
+}
+
+impl HostCapture {
+    /// Start capturing TCP to or from `port`; `loopback`: the peer is on this host's loopback
+    /// (then `lo` only, its outgoing copies skipped). Fails without CAP_NET_RAW.
+    pub fn start(port: u16, loopback: bool) -> Result<HostCapture, String> {
+        // On loopback: `lo` with its Ethernet-style header, the outgoing copy of each packet
+        // skipped (every packet crosses it twice). Else every interface, cooked (raw IP), so a
+        // TUN device (the emulated link, a VPN) is read as well as Ethernet.
+        let opened = if loopback {
+            let lo = nix::net::if_::if_nametoindex("lo").map_err(|e| format!("lo: {e}"))?;
+            PacketSocket::open(lo, true, &[port], SNAPLEN)
+        } else {
+            PacketSocket::open_cooked(0, &[port], SNAPLEN)
+        };
+        let mut sock = opened.map_err(|e| {
+            if e.raw_os_error() == Some(libc::EPERM) {
+                "AF_PACKET needs CAP_NET_RAW (run as root)".to_string()
+            } else {
+                format!("AF_PACKET capture: {e}")
+            }
+        })?;
+        let origin_ns = crate::capture::realtime_ns();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("tcpstall-remote-capture".into())
+            .spawn(move || {
+                let mut frames = Vec::with_capacity(4096);
+                while !flag.load(Ordering::Acquire) {
+                    if sock.read_available(&mut frames)? == 0 {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                }
+                sock.read_available(&mut frames)?;
+                let stats = sock.statistics()?;
+                Ok((frames, stats))
+            })
+            .map_err(|e| format!("capture thread: {e}"))?;
+        let point = if loopback {
+            "this host's loopback (AF_PACKET)".to_string()
+        } else {
+            "this host's interfaces (AF_PACKET, packets as sent and as received)".to_string()
+        };
+        Ok(HostCapture { stop, thread: Some(thread), origin_ns, point })
+    }
+
+    /// Stop (after a short grace for the last ACKs) and return the frames and the drop count.
+    pub fn finish(mut self) -> Result<(Vec<Frame>, u64), String> {
+        std::thread::sleep(Duration::from_millis(5));
+        self.stop.store(true, Ordering::Release);
+        let Some(t) = self.thread.take() else { return Err("the capture was already stopped".into()) };
+        match t.join() {
+            Ok(Ok((f, s))) => Ok((f, s.drops)),
+            Ok(Err(e)) => Err(format!("reading the capture: {e}")),
+            Err(_) => Err("the capture thread panicked".into()),
+        }
+    }
+}

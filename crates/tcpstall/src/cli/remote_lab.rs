@@ -1,0 +1,144 @@
+//! `tcpstall lab --remote HOST[:PORT]`: the scenario's rows with the server side played by
+//! `tcpstall serve` on another host (crates/remote; docs/remote.md).
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use lab::Progress;
+use scenario::Scenario;
+
+use super::lab::LabArgs;
+use super::output::{self, OutputFormat};
+
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RemoteArgs {
+    /// Run the server side on `tcpstall serve` at HOST[:PORT] (default port 7523): request/response
+    /// scenarios only; each host measures its own side (docs/remote.md).
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub remote: Option<String>,
+    /// The key shared with the server (`tcpstall serve --init-key FILE`; mode 0600).
+    #[arg(long, value_name = "FILE", requires = "remote")]
+    pub key_file: Option<PathBuf>,
+    /// Talk to a server started with --insecure-no-auth (loopback only).
+    #[arg(long, requires = "remote", conflicts_with = "key_file")]
+    pub insecure_no_auth: bool,
+}
+
+/// HOST[:PORT] to one address (the first the resolver gives).
+pub fn resolve(s: &str) -> anyhow::Result<SocketAddr> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if let Ok(ip) = s.parse::<std::net::IpAddr>() {
+        return Ok(SocketAddr::new(ip, remote::DEFAULT_PORT));
+    }
+    let with_port = if s.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+        s.to_string()
+    } else {
+        format!("{s}:{}", remote::DEFAULT_PORT)
+    };
+    with_port
+        .to_socket_addrs()
+        .with_context(|| format!("--remote {s}: cannot resolve"))?
+        .next()
+        .with_context(|| format!("--remote {s}: no address"))
+}
+
+/// `advise --remote`: one authenticated session for all its runs (None without --remote).
+/// `local_only`: --model or --link was given, which do not go with --remote.
+pub fn session(r: &RemoteArgs, local_only: bool) -> anyhow::Result<Option<remote::client::Session>> {
+    let Some(target) = r.remote.as_deref() else { return Ok(None) };
+    if local_only {
+        bail!("--remote runs the server side on another host: --model, --peer-profile and --link are not available with it");
+    }
+    let key = match (&r.key_file, r.insecure_no_auth) {
+        (Some(p), _) => remote::auth::read_key_file(p).map_err(anyhow::Error::msg)?,
+        (None, true) => remote::Key::insecure(),
+        (None, false) => bail!("--remote needs --key-file FILE (the server's key), or --insecure-no-auth"),
+    };
+    let addr = resolve(target)?;
+    let mut s = remote::client::Session::connect(addr, &key, lab::LabOptions::default().io_timeout)
+        .map_err(|e| anyhow::anyhow!("--remote {target}: {e}"))?;
+    s.clock(remote::client::PINGS).map_err(|e| anyhow::anyhow!("--remote {target}: {e}"))?;
+    Ok(Some(s))
+}
+
+pub fn run(args: &LabArgs, s: &Scenario) -> anyhow::Result<i32> {
+    let r = &args.remote;
+    let target = r.remote.as_deref().unwrap_or_default();
+    for (flag, set) in [
+        ("--link", args.link.is_some()),
+        ("--capture", args.capture.is_some()),
+        ("--port", args.port.is_some()),
+        ("--report", args.report.is_some()),
+        ("--tx-timestamps", args.tx_timestamps),
+    ] {
+        if set {
+            bail!("--remote runs the server side on another host: {flag} is not available with it");
+        }
+    }
+    let key = match (&r.key_file, r.insecure_no_auth) {
+        (Some(p), _) => remote::auth::read_key_file(p).map_err(anyhow::Error::msg)?,
+        (None, true) => remote::Key::insecure(),
+        (None, false) => bail!("--remote needs --key-file FILE (the server's key), or --insecure-no-auth"),
+    };
+    let addr = resolve(target)?;
+    let opts = super::lab::lab_options(args)?;
+    let sink = output::Sink::open(args.common.output.as_deref())?;
+    let total = (s.workload.variants().len() * s.matrix.len()) as u64;
+    let bar = output::progress_bar(total, args.quiet);
+    let mut progress = |p: Progress| match p {
+        Progress::Start { index, label, .. } => {
+            bar.set_position(index as u64);
+            bar.set_message(label);
+        }
+        Progress::Done { index, .. } => bar.set_position(index as u64 + 1),
+    };
+    let cancel = opts.cancel.clone();
+    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
+        .context("cannot install the Ctrl-C handler")?;
+    let handle = signals.handle();
+    // As `lab`: the first signal cancels the row in progress, a second ends the process.
+    let waiter = std::thread::spawn(move || {
+        let mut first = None;
+        for sig in signals.forever() {
+            if first.is_some() {
+                std::process::exit(128 + sig);
+            }
+            first = Some(sig);
+            cancel.cancel();
+        }
+        first
+    });
+    let report = remote::client::run_scenario(s, addr, &key, &opts, &mut progress);
+    bar.finish_and_clear();
+    handle.close();
+    let signal = waiter.join().ok().flatten();
+    let report = report.map_err(|e| anyhow::anyhow!("--remote {target}: {e}"))?;
+    if !report.results.is_empty() || args.common.format != OutputFormat::Table {
+        sink.write(&report::export(&report, args.common.format.into()))?;
+    } else {
+        sink.discard();
+    }
+    output::stall_records(&report, &args.common)?;
+    if let Some(e) = report.errors.first() {
+        eprintln!("tcpstall: {e}");
+    }
+    Ok(match (signal, report.errors.is_empty()) {
+        (Some(sig), _) => 128 + sig,
+        (None, false) => 1,
+        (None, true) => 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_host_without_a_port_gets_the_default() {
+        assert_eq!(super::resolve("127.0.0.1").unwrap().port(), remote::DEFAULT_PORT);
+        assert_eq!(super::resolve("127.0.0.1:9").unwrap().port(), 9);
+        assert_eq!(super::resolve("[::1]:9").unwrap().port(), 9);
+        assert_eq!(super::resolve("::1").unwrap().port(), remote::DEFAULT_PORT);
+    }
+}
