@@ -8,5 +8,5 @@ pub mod rank;
 pub mod stats;
 
 pub use code::{caveat, change_size, snippet, Lang};
-pub use rank::{rank, Scored};
+pub use rank::{decide, rank, Decision, Rule, Scored, RULES};
 pub use stats::{bootstrap_quantiles, quantile, Interval};
