@@ -251,9 +251,11 @@ impl Decision {
             );
         }
         let names: Vec<&str> = self.tie.iter().map(|&i| c[i].label.as_str()).collect();
+        // The whole tie is in the table (marked) and the JSON; the sentence names up to four.
         let list = match names.as_slice() {
             [a, b] => format!("{a} and {b}"),
-            [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+            [rest @ .., last] if names.len() <= 4 => format!("{} and {last}", rest.join(", ")),
+            [first @ .., _] => format!("{} and {} more", first[..3].join(", "), names.len() - 3),
             [] => String::new(),
         };
         let why = match self.rule {
@@ -317,9 +319,9 @@ pub fn decide(c: &[Scored]) -> Decision {
                     .min_by(|&a, &b| c[a].p99.est.total_cmp(&c[b].p99.est).then(c[a].label.cmp(&c[b].label)))
             };
             let anchor = lowest(true).or_else(|| lowest(false)).expect("not empty");
-            let (mut group, rest): (Vec<usize>, Vec<usize>) = block.iter().partition(|&&i| {
-                p99_tied(&c[i], &c[anchor]) || (c[i].busy_poll() && c[i].p99.est < c[anchor].p99.est)
-            });
+            let (mut group, rest): (Vec<usize>, Vec<usize>) = block
+                .iter()
+                .partition(|&&i| p99_tied(&c[i], &c[anchor]) || (c[i].busy_poll() && c[i].p99.est < c[anchor].p99.est));
             group.sort_by(|&a, &b| compare(&c[a], &c[b]).0);
             if tie.is_none() {
                 tie = Some(group.clone());

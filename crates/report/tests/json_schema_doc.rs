@@ -165,6 +165,10 @@ fn every_serialised_field_is_documented_and_every_documented_field_serialised() 
     assert!(docs.len() >= 15, "the doc's marked tables: {}", docs.len());
     let mut problems = Vec::new();
     for (path, names) in &docs {
+        // advise's document is the CLI's (tests/cli/advise.rs checks those tables).
+        if path.starts_with("advise:") {
+            continue;
+        }
         let (doc, p) = match path.strip_prefix("explain:") {
             Some(p) => (&explain, p),
             None => (&lab, path.as_str()),

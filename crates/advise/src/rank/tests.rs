@@ -146,7 +146,10 @@ fn cpu_then_segments_break_the_remaining_ties() {
     // 10 against 11 us is noise: the segments decide.
     b.cpu_us_per_round = Some(11.0);
     let c = vec![a, b];
-    assert_eq!(tie(&c), (vec!["client:cork server:quickack-each", "client:nodelay server:quickack-each"], Rule::Segments));
+    assert_eq!(
+        tie(&c),
+        (vec!["client:cork server:quickack-each", "client:nodelay server:quickack-each"], Rule::Segments)
+    );
 }
 
 /// The workload as written does not stall and ties with the fixes: keep it.

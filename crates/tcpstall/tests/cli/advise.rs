@@ -350,3 +350,88 @@ pub fn a_new_connection_per_request_avoids_seed_001s_stall() {
     let j = run_json(&["simulate", &reused, "--format", "json"]);
     assert_eq!(j["results"][0]["stall_count"], 8, "{j:#}");
 }
+
+/// The decision (issue 26 item 1): on seed 001 (the model: deterministic) the gathered write,
+/// cork and MSG_MORE tie and the gathered write is chosen by the written rule, the same in five
+/// runs; the table marks the tie and prints the reason. `advise chunked` over real sockets never
+/// recommends busy-poll first, and says which rule chose.
+pub fn advise_declares_the_tie_and_the_rule_that_chose() {
+    let args = ["advise", "--exchange", "client 275,24,292; server 100", "--model", "--reps", "2", "--format", "json"];
+    let first = run_json(&args);
+    let d = &first["decision"];
+    assert_eq!(d["chosen"], "client:writev", "{d:#}");
+    assert_eq!(d["rule"], "gathered-write", "{d:#}");
+    let tie: Vec<&str> = d["tie"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    for want in ["client:writev", "client:cork", "client:msg-more"] {
+        assert!(tie.contains(&want), "{want} in the tie: {d:#}");
+    }
+    assert_eq!(d["rules"][0], "no-busy-poll");
+    assert_eq!(first["ranking"][0]["label"], "client:writev");
+    assert_eq!(first["ranking"][0]["tied"], true);
+    let reason = d["reason"].as_str().unwrap();
+    assert!(reason.contains("client:writev is first by rule gathered-write"), "{reason}");
+    for run in 2..=5 {
+        let v = run_json(&args);
+        assert_eq!(v["decision"], first["decision"], "run {run} decided otherwise");
+    }
+    let out = tcpstall().args(&args[..args.len() - 2]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("   1= client:writev"), "{text}");
+    assert!(text.contains("\nDecision: client:writev, "), "{text}");
+    let _one_at_a_time = exclusive();
+    let v = run_json(&["advise", "chunked", "--rounds", "5", "--reps", "2", "-q", "--format", "json"]);
+    let best = &v["ranking"][0];
+    assert!(!best["label"].as_str().unwrap().contains("busy-poll"), "busy-poll recommended first: {v:#}");
+    assert_eq!(v["decision"]["chosen"], best["label"]);
+    let rule = v["decision"]["rule"].as_str().unwrap();
+    assert!(rule == "alone" || v["decision"]["rules"].as_array().unwrap().iter().any(|r| r == rule), "{rule}");
+}
+
+/// docs/json-schema.md documents advise's JSON: every key of a lab run's output (which carries
+/// the CPU column) is in the tables marked `advise:`, and every documented key is printed.
+pub fn advise_json_fields_are_documented() {
+    let _one_at_a_time = exclusive();
+    let v = run_json(&[
+        "advise",
+        "--exchange",
+        "client 275,24,292; server 100",
+        "--rounds",
+        "3",
+        "--reps",
+        "1",
+        "-q",
+        "--format",
+        "json",
+    ]);
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/json-schema.md")).unwrap();
+    let mut tables: Vec<(String, std::collections::BTreeSet<String>)> = Vec::new();
+    let mut current: Option<usize> = None;
+    for line in doc.lines() {
+        if let Some(rest) = line.trim().strip_prefix("<!-- fields:") {
+            let path = rest.trim_end_matches("-->").trim().to_string();
+            current = path.starts_with("advise:").then(|| {
+                tables.push((path, Default::default()));
+                tables.len() - 1
+            });
+        } else if let (Some(i), true) = (current, line.starts_with("| `")) {
+            for name in line.split('|').nth(1).unwrap().split(',') {
+                tables[i].1.insert(name.trim().trim_matches('`').to_string());
+            }
+        } else if !line.starts_with('|') && !line.trim().is_empty() {
+            current = None;
+        }
+    }
+    assert_eq!(tables.len(), 3, "the advise tables: {tables:?}");
+    for (path, names) in &tables {
+        let mut at = &v;
+        for part in path.trim_start_matches("advise:").split('.').filter(|p| !p.is_empty()) {
+            at = match part.strip_suffix("[]") {
+                Some(n) => &at[n][0],
+                None => &at[part],
+            };
+        }
+        let keys: std::collections::BTreeSet<String> =
+            at.as_object().unwrap_or_else(|| panic!("{path}: no object")).keys().cloned().collect();
+        assert_eq!(&keys, names, "{path}: printed (left) against documented (right)");
+    }
+}

@@ -44,6 +44,8 @@ fn main() {
         t!(advise::advise_prints_the_code_in_each_language),
         t!(advise::advise_fail_on_stall_and_peer_profile),
         t!(advise::replay_and_advise_a_header_body_server),
+        t!(advise::advise_declares_the_tie_and_the_rule_that_chose),
+        t!(advise::advise_json_fields_are_documented),
         t!(explain::explain_names_nagle_delayed_ack_in_seed_000),
         t!(explain::explain_json_lists_stalls_with_evidence),
         t!(explain::explain_fixed_strategy_shows_no_stalls),
