@@ -90,7 +90,7 @@ fn lab_sample() -> Value {
         latency_us: Latency::default(),
         slow_samples: 1,
         slow_sample_threshold_us: 1.0,
-        stall_count: 1,
+        stall_count: Some(1),
         stall_summary: StallSummary::of(&recs),
         stall_records: recs,
         measured_from_ns: 0,

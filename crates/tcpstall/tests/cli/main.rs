@@ -82,6 +82,7 @@ fn main() {
         t!(lab::rows_carry_the_classifiers_stalls_from_their_own_packets, Root),
         t!(lab::lab_capture_on_loopback_is_a_pcapng_explain_reads, Root, Tool("tcpdump")),
         t!(lab::without_cap_net_raw_the_capture_is_skipped_with_a_note, Root, Tool("setpriv")),
+        t!(lab::without_packets_the_stall_count_is_not_measured_not_zero, Root, Tool("setpriv")),
         t!(lab::behind_a_link_rows_take_their_packets_from_the_forwarders_tap, Root),
         t!(lab::an_unwritable_loopback_capture_fails_before_measuring),
         t!(link::shell_runs_the_command_in_the_client_namespace_and_returns_its_exit_code, Root),
