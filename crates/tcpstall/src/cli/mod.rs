@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 pub mod advise;
 pub mod advise_text;
 pub mod common;
+pub mod completions;
 pub mod explain;
 pub mod htmlreport;
 pub mod kernel;
@@ -40,6 +41,8 @@ Examples:
   tcpstall watch --port 8080 --format jsonl  stalls on a running host, live, one JSON line each
   tcpstall shell --link rtt=20ms,rate=100mbit
                                             a shell 20 ms away from a second namespace
+  tcpstall completions bash > ~/.local/share/bash-completion/completions/tcpstall
+                                            tab completion (also zsh, fish); `tcpstall man` the man page
 
 Each subcommand has its own --help with examples.";
 
@@ -62,7 +65,7 @@ pub enum Command {
     Simulate(simulate::SimulateArgs),
     /// Run a command in a network namespace behind an emulated link.
     Shell(shell::ShellArgs),
-    /// Fingerprint this kernel's TCP rules (about 2 s) and name the Linux era profile it matches.
+    /// Fingerprint this kernel's TCP rules (about 7 s) and name the Linux era profile it matches.
     Kernel(kernel::KernelArgs),
     /// Which fix, on which side, and how sure: the workload as written against every candidate fix.
     Advise(advise::AdviseArgs),
@@ -70,6 +73,10 @@ pub enum Command {
     Replay(replay::ReplayArgs),
     /// Find stalls live on this host (TPACKET_V3 ring, the same classifier as explain).
     Watch(watch::WatchArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to standard output.
+    Completions(completions::CompletionsArgs),
+    /// Print the manual page (roff, man(7)) to standard output.
+    Man(completions::ManArgs),
 }
 
 /// Runs the command; returns the process exit code.
@@ -84,5 +91,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Advise(a) => advise::run(a),
         Command::Replay(a) => replay::run(a),
         Command::Watch(a) => watch::run(a),
+        Command::Completions(a) => completions::completions(a),
+        Command::Man(a) => completions::man(a),
     }
 }
