@@ -46,9 +46,10 @@ pub fn man(a: ManArgs) -> anyhow::Result<i32> {
         None => cmd,
         Some(name) => {
             let names: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_string()).collect();
-            let sub = cmd.find_subcommand(name).cloned().ok_or_else(|| {
-                anyhow::anyhow!("man {name}: no such subcommand (one of: {})", names.join(", "))
-            })?;
+            let sub = cmd
+                .find_subcommand(name)
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("man {name}: no such subcommand (one of: {})", names.join(", ")))?;
             sub
         }
     };
