@@ -36,7 +36,8 @@ alone removes the wait; fewest sides changed; a gathered write before a socket o
 TCP_QUICKACK, busy-poll); less CPU per round; fewer segments; the smaller code change. The
 output names the tie and the rule that chose. Stalls are the classifier's stall records when the rows carry them
 (model; lab with capture), else the lab's slow samples (waits over the stall threshold), and
-the output says which.";
+the output says which. Ctrl-C (or SIGTERM) stops the run in progress and ranks the runs
+finished (exit 128 + the signal: 130, 143).";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
@@ -325,10 +326,17 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     let want_report = args.report.is_some();
     let mut first: Vec<Option<(RunResult, Vec<trace::Event>)>> = cands.iter().map(|_| None).collect();
     let mut mode = String::from(if model { "model" } else { "lab" });
+    // Ctrl-C, SIGTERM: the run in progress stops (lab: its sockets are shut down), the runs
+    // finished are ranked and printed, exit 128 + signal (as `lab`).
+    let interrupts = super::lab::Interrupts::start(opts.cancel.clone());
+    let mut done = 0u64;
     // Round-robin: repetition r of every candidate before repetition r + 1 of any.
     let mut failure = None;
     'reps: for rep in 0..args.reps {
         for (k, c) in cands.iter().enumerate() {
+            if opts.cancel.is_cancelled() {
+                break 'reps;
+            }
             bar.set_message(c.pair.label.clone());
             let mut one = s.clone();
             one.matrix = vec![c.pair.clone()];
@@ -346,6 +354,10 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
                 }
                 (None, None) => unreachable!("lab runs have an environment"),
             };
+            if opts.cancel.is_cancelled() {
+                // The run in progress was cut short: it is not counted.
+                break 'reps;
+            }
             if let Some(e) = report.errors.first() {
                 // Stop, but keep what was measured: the runs finished are ranked and printed.
                 failure = Some(format!("{} (run {} of {}): {e}", c.pair.label, rep + 1, args.reps));
@@ -364,11 +376,23 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
                 }
             }
             bar.inc(1);
+            done += 1;
         }
     }
     bar.finish_and_clear();
     if let Some(env) = env {
         notes.extend(env.finish()?);
+    }
+    let signal = interrupts.ok().and_then(|i| i.stop());
+    let interrupted = signal.map(|sig| {
+        format!("interrupted by signal {sig} after {done} of {total} runs: the figures are those of the runs finished")
+    });
+    if let (Some(sig), Some(msg)) = (signal, &interrupted) {
+        if pooled[0].rows == 0 {
+            eprintln!("tcpstall: {msg}: the workload as written has none, so there is nothing to rank");
+            return Ok(128 + sig);
+        }
+        notes.push(msg.clone());
     }
     if let Some(f) = &failure {
         if pooled[0].rows == 0 {
@@ -476,6 +500,10 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     if let Some(path) = &args.report {
         let link_label = link.clone().unwrap_or_else(|| "none (loopback)".into());
         write_report(path, &advice, &cands, first, &link_label)?;
+    }
+    if let (Some(sig), Some(msg)) = (signal, &interrupted) {
+        eprintln!("tcpstall: {msg}; printed above");
+        return Ok(128 + sig);
     }
     if let Some(f) = failure {
         eprintln!("tcpstall: {f}");

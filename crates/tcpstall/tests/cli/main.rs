@@ -47,6 +47,7 @@ fn main() {
         t!(advise::replay_and_advise_a_header_body_server),
         t!(advise::advise_declares_the_tie_and_the_rule_that_chose),
         t!(advise::advise_json_fields_are_documented),
+        t!(advise::signals_on_advise_and_replay_keep_the_finished_work),
         t!(install::completions_and_man_page_are_generated_from_clap),
         t!(explain::explain_names_nagle_delayed_ack_in_seed_000),
         t!(explain::explain_json_lists_stalls_with_evidence),
