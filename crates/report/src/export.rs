@@ -434,8 +434,8 @@ fn not_measured_note(r: &Report) -> Option<String> {
     let x = r.results.iter().find(|x| x.stall_count.is_none())?;
     Some(format!(
         "?: stalls not measured (not zero): the row recorded no packets for the classifier (its verdict says why: \
-         the lab captures as root or with CAP_NET_RAW; --no-capture skips it); its slow samples, rounds that \
-         waited over {:.0} ms, are in the verdict\n",
+         the lab captures as root or with CAP_NET_RAW, not with --no-capture or --path veth); its slow samples, \
+         rounds that waited over {:.0} ms, are in the verdict\n",
         x.slow_sample_threshold_us / 1e3
     ))
 }
