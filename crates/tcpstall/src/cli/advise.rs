@@ -34,10 +34,10 @@ among them the smallest change comes first, by these rules in order: no busy-pol
 alone removes the wait; fewest sides changed; a gathered write before a socket option; portable
 (TCP_NODELAY, writev) before Linux/FreeBSD-only (MSG_MORE) before Linux-only (TCP_CORK,
 TCP_QUICKACK, busy-poll); less CPU per round; fewer segments; the smaller code change. The
-output names the tie and the rule that chose. Stalls are the classifier's stall records when the rows carry them
-(model; lab with capture), else the lab's slow samples (waits over the stall threshold), and
-the output says which. Ctrl-C (or SIGTERM) stops the run in progress and ranks the runs
-finished (exit 128 + the signal: 130, 143).";
+output names the tie and the rule that chose. Stalls are the classifier's stall records when
+the rows carry them (model; lab with capture), else the lab's slow samples (waits over the
+stall threshold), and the output says which. Ctrl-C (or SIGTERM) stops the run in progress and
+ranks the runs finished (exit 128 + the signal: 130, 143).";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
