@@ -37,3 +37,26 @@ pub fn completions_and_man_page_are_generated_from_clap() {
         assert!(out.stdout.is_empty(), "{bad:?}");
     }
 }
+
+/// README "Requirements": a command that lacks a tool names it in one line and exits 2. Here
+/// `lab --path veth` with a PATH that has ip, iptables and sh but no ethtool (root: it builds
+/// the namespaces before it needs ethtool, and removes them again).
+pub fn a_missing_tool_is_named_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for tool in ["ip", "iptables", "sh"] {
+        let out = std::process::Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().unwrap();
+        let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(!path.is_empty(), "{tool} on the PATH");
+        std::os::unix::fs::symlink(&path, dir.path().join(tool)).unwrap();
+    }
+    let out = tcpstall()
+        .env("PATH", dir.path())
+        .args(["lab", "stream", "--path", "veth", "--rx-gro", "off", "--client", "none", "-q"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("\"ethtool\"") && err.contains("No such file"), "{err}");
+    assert!(out.stdout.is_empty());
+}

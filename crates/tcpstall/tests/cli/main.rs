@@ -49,6 +49,7 @@ fn main() {
         t!(advise::advise_json_fields_are_documented),
         t!(advise::signals_on_advise_and_replay_keep_the_finished_work),
         t!(install::completions_and_man_page_are_generated_from_clap),
+        t!(install::a_missing_tool_is_named_in_one_line, Root, Tool("ip"), Tool("iptables")),
         t!(explain::explain_names_nagle_delayed_ack_in_seed_000),
         t!(explain::explain_json_lists_stalls_with_evidence),
         t!(explain::explain_fixed_strategy_shows_no_stalls),
