@@ -104,6 +104,7 @@ fn main() {
         t!(link::a_command_that_cannot_start_exits_127_or_126_with_one_line, Root),
         t!(link::python_http_server_is_reachable_at_once_and_lookups_do_not_hang, Root, Tool("python3")),
         t!(link::unwritable_capture_fails_before_the_link_is_built),
+        t!(link::the_links_capture_is_written_in_time_order, Root),
         t!(report::simulate_report_renders_with_the_json_numbers, Tool("chromium")),
         t!(report::explain_report_renders_a_capture, Tool("chromium")),
         t!(report::lab_report_renders_its_rows_and_packets, Tool("chromium")),
