@@ -157,6 +157,9 @@ impl Capture {
     }
 }
 
+/// A record waiting to be written: (timestamp, arrival order, interface, packet).
+type Held = (u64, u64, u32, Vec<u8>);
+
 fn write_loop(
     mut w: Option<PcapNgWriter<BufWriter<File>>>,
     rx: Receiver<Record>,
@@ -166,8 +169,8 @@ fn write_loop(
     let mut n = 0u64;
     let mut error: Option<String> = None;
     let mut dirty = false;
-    // Records not yet written, oldest first: (timestamp, arrival order, interface, packet).
-    let mut held: BinaryHeap<Reverse<(u64, u64, u32, Vec<u8>)>> = BinaryHeap::new();
+    // Records not yet written, oldest first.
+    let mut held: BinaryHeap<Reverse<Held>> = BinaryHeap::new();
     let (mut held_bytes, mut seq, mut newest) = (0usize, 0u64, 0u64);
     let mut write =
         |w: &mut PcapNgWriter<BufWriter<File>>, error: &mut Option<String>, ts: u64, iface: u32, data: &[u8]| {
