@@ -1,16 +1,28 @@
-//! The ranking of candidate fixes: stalls removed first, then p99, then wire cost, then the
-//! size of the code change.
+//! The ranking of candidate fixes and the decision among them: stalls removed first, then p99,
+//! and among the candidates that tie on both, the smallest change by a written rule.
 //!
 //! - Stalls: a candidate's stall rate (stalls per measured round) puts it in a tier: none, rare
-//!   (at most 2% of rounds: what a scheduling hiccup or one late timer makes), or stalling (ordered
-//!   by rate). A fix that removes the stalls always ranks above one that does not.
+//!   (at most 2% of rounds: what a scheduling hiccup or one late timer makes), or stalling
+//!   (ordered by rate). A fix that removes the stalls always ranks above one that does not.
 //! - p99: within a tier, the candidate with the lowest p99 and every candidate whose 95%
 //!   interval overlaps its interval, or whose p99 is within [`P99_TIE_US`] or [`P99_TIE_RATIO`]
-//!   of it, are equal on p99 (a wake-up on loopback costs ~20 us; what advise ranks is whether
-//!   the tens of milliseconds are gone); among those the wire cost
-//!   decides (segments per round, then bytes), then the change size, then the p99 estimate.
-//!   The group is emitted and the rest ranked the same way, so the order is total.
+//!   of it, **tie** (a wake-up on loopback costs ~20 us; what advise ranks is whether the tens
+//!   of milliseconds are gone). The first such group is the declared tie of the decision.
+//! - Among tied candidates, the smallest change first, by [`RULES`] in order: no busy-poll
+//!   unless it alone removes the wait; fewest sides changed (as written, then one side, then
+//!   both); a gathered write (writev, one buffer) before a socket option or send flag; a
+//!   portable change before a Linux/FreeBSD-only one (MSG_MORE) before a Linux-only one
+//!   (TCP_CORK, TCP_QUICKACK, busy-poll); then less CPU per round (buckets of 1.5x: noise
+//!   between runs does not reorder), fewer segments on the wire (buckets of 5%), the code
+//!   change's size, the p99 estimate and the label, so the order is total and the same input
+//!   always gives the same order.
+//! - busy-poll saves the reader's wake-up, never a TCP stall, and burns a CPU while it waits:
+//!   a busy-poll candidate never ranks above a candidate without it in the same stall tier,
+//!   even with a lower p99. It can come first only when it alone removes the wait.
+//!
+//! The group is emitted and the rest of the tier ranked the same way.
 
+use scenario::Opt;
 use serde::Serialize;
 
 use crate::stats::Interval;
@@ -19,6 +31,8 @@ use crate::stats::Interval;
 pub const P99_TIE_US: f64 = 100.0;
 /// p99s within this factor of each other are equal for the ranking.
 pub const P99_TIE_RATIO: f64 = 1.25;
+/// CPU per round within this factor (one logarithmic bucket) is equal for the ranking.
+pub const CPU_BUCKET_RATIO: f64 = 1.5;
 
 fn p99_tied(a: &Scored, b: &Scored) -> bool {
     let (lo, hi) = if a.p99.est <= b.p99.est { (a.p99.est, b.p99.est) } else { (b.p99.est, a.p99.est) };
@@ -33,12 +47,17 @@ pub const RARE: f64 = 0.02;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Scored {
     pub label: String,
+    /// The strategies on each side (empty: as written).
+    pub client: Vec<Opt>,
+    pub server: Vec<Opt>,
     pub stalls: u64,
     pub rounds: u64,
     pub p99: Interval,
     /// Segments both sides sent per measured round (data and pure ACKs).
     pub segs_per_round: f64,
     pub bytes_per_round: f64,
+    /// Both sides' CPU per round (us), when measured (the lab).
+    pub cpu_us_per_round: Option<f64>,
     /// The size of the code change (crate::code::change_size); 0 for the workload as written.
     pub change: u32,
 }
@@ -62,20 +81,213 @@ impl Scored {
             2
         }
     }
+    fn opts(&self) -> impl Iterator<Item = Opt> + '_ {
+        self.client.iter().chain(&self.server).copied()
+    }
+    /// A reader spins (busy-poll) on either side.
+    pub fn busy_poll(&self) -> bool {
+        self.opts().any(|o| o == Opt::BusyPoll)
+    }
+    /// Sides changed: 0 (as written), 1 or 2.
+    pub fn sides(&self) -> u8 {
+        u8::from(!self.client.is_empty()) + u8::from(!self.server.is_empty())
+    }
+    /// 0: no change or only gathered writes; 1: a socket option or a send flag.
+    pub fn kind(&self) -> u8 {
+        self.opts().map(kind).max().unwrap_or(0)
+    }
+    /// The least portable of the change's parts (see [`portability`]).
+    pub fn portability(&self) -> u8 {
+        self.opts().map(portability).max().unwrap_or(0)
+    }
 }
 
-/// A wire cost on a 5% logarithmic scale: costs within about 5% of each other (one ACK more
-/// or less in a hundred rounds) fall in the same bucket, so the change size decides between
-/// them; a bucket is a total order, unlike "within 5%".
-fn bucket(cost: f64) -> i64 {
+/// 0 for a gathered write (writev/sendmsg, or one buffer and one send), 1 for a socket option or
+/// a send flag.
+pub fn kind(o: Opt) -> u8 {
+    match o {
+        Opt::Writev | Opt::Buffer => 0,
+        Opt::Nodelay
+        | Opt::QuickackOnce
+        | Opt::QuickackEach
+        | Opt::Cork
+        | Opt::MsgMore
+        | Opt::NodelayThenCork
+        | Opt::BusyPoll => 1,
+    }
+}
+
+/// 0: portable (POSIX writev, TCP_NODELAY); 1: Linux and FreeBSD only (MSG_MORE, send(2));
+/// 2: Linux only (TCP_CORK, TCP_QUICKACK: tcp(7); SO_BUSY_POLL: socket(7)).
+pub fn portability(o: Opt) -> u8 {
+    match o {
+        Opt::Writev | Opt::Buffer | Opt::Nodelay => 0,
+        Opt::MsgMore => 1,
+        Opt::Cork | Opt::QuickackOnce | Opt::QuickackEach | Opt::NodelayThenCork | Opt::BusyPoll => 2,
+    }
+}
+
+/// The rules that order tied candidates, most significant first (JSON: kebab-case names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rule {
+    /// No other candidate ties with the chosen one.
+    Alone,
+    /// A busy-poll candidate only when it alone removes the wait.
+    NoBusyPoll,
+    /// As written, then one side, then both.
+    FewestSides,
+    /// A gathered write before a socket option or send flag.
+    GatheredWrite,
+    /// Portable, then Linux/FreeBSD-only, then Linux-only.
+    Portable,
+    /// Less CPU per round (buckets of 1.5x).
+    Cpu,
+    /// Fewer segments per round (buckets of 5%), then fewer bytes.
+    Segments,
+    /// The smaller code change (crate::code::change_size).
+    ChangeSize,
+    /// The lower p99 estimate.
+    P99,
+    /// The label, alphabetically (nothing else told them apart).
+    Name,
+}
+
+/// The ordered rules, as documented.
+pub const RULES: [Rule; 9] = [
+    Rule::NoBusyPoll,
+    Rule::FewestSides,
+    Rule::GatheredWrite,
+    Rule::Portable,
+    Rule::Cpu,
+    Rule::Segments,
+    Rule::ChangeSize,
+    Rule::P99,
+    Rule::Name,
+];
+
+impl Rule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::Alone => "alone",
+            Rule::NoBusyPoll => "no-busy-poll",
+            Rule::FewestSides => "fewest-sides",
+            Rule::GatheredWrite => "gathered-write",
+            Rule::Portable => "portable",
+            Rule::Cpu => "cpu",
+            Rule::Segments => "segments",
+            Rule::ChangeSize => "change-size",
+            Rule::P99 => "p99",
+            Rule::Name => "name",
+        }
+    }
+}
+
+/// A cost on a logarithmic scale of `ratio`: costs within about that factor fall in the same
+/// bucket; a bucket is a total order, unlike "within 5%".
+fn bucket(cost: f64, ratio: f64) -> i64 {
     if cost <= 0.0 {
         return i64::MIN;
     }
-    (cost.ln() / 1.05f64.ln()).round() as i64
+    (cost.ln() / ratio.ln()).round() as i64
+}
+
+/// Which rule orders `a` before or after `b` (the first that tells them apart), with the order.
+fn compare(a: &Scored, b: &Scored) -> (std::cmp::Ordering, Rule) {
+    use std::cmp::Ordering::Equal;
+    let cpu = |s: &Scored| s.cpu_us_per_round.map_or(i64::MIN, |c| bucket(c, CPU_BUCKET_RATIO));
+    for rule in RULES {
+        let o = match rule {
+            Rule::NoBusyPoll => a.busy_poll().cmp(&b.busy_poll()),
+            Rule::FewestSides => a.sides().cmp(&b.sides()),
+            Rule::GatheredWrite => a.kind().cmp(&b.kind()),
+            Rule::Portable => a.portability().cmp(&b.portability()),
+            Rule::Cpu => cpu(a).cmp(&cpu(b)),
+            Rule::Segments => bucket(a.segs_per_round, 1.05)
+                .cmp(&bucket(b.segs_per_round, 1.05))
+                .then(bucket(a.bytes_per_round, 1.05).cmp(&bucket(b.bytes_per_round, 1.05))),
+            Rule::ChangeSize => a.change.cmp(&b.change),
+            Rule::P99 => a.p99.est.total_cmp(&b.p99.est),
+            Rule::Name | Rule::Alone => a.label.cmp(&b.label),
+        };
+        if o != Equal {
+            return (o, rule);
+        }
+    }
+    (Equal, Rule::Name)
+}
+
+/// The ranking and what decided its first place.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// Indices of the candidates, best first.
+    pub order: Vec<usize>,
+    /// The declared tie: the candidates equal to the first on stalls and p99, in rank order
+    /// (the chosen one first). One element when nothing ties.
+    pub tie: Vec<usize>,
+    /// The rule that put the chosen candidate before the next one in the tie.
+    pub rule: Rule,
+}
+
+impl Decision {
+    pub fn chosen(&self) -> Option<usize> {
+        self.order.first().copied()
+    }
+
+    /// One sentence: who ties and why the chosen one is first.
+    pub fn reason(&self, c: &[Scored]) -> String {
+        let Some(first) = self.chosen() else { return String::new() };
+        let best = &c[first];
+        let standing = match best.tier() {
+            0 => "no stalls",
+            1 => "rare stalls",
+            _ => "the fewest stalls",
+        };
+        if self.tie.len() < 2 {
+            return format!(
+                "{} ranks first alone: {standing}, and no other candidate with as few stalls has a p99 within its \
+                 95% interval.",
+                best.label
+            );
+        }
+        let names: Vec<&str> = self.tie.iter().map(|&i| c[i].label.as_str()).collect();
+        // The whole tie is in the table (marked) and the JSON; the sentence names up to four.
+        let list = match names.as_slice() {
+            [a, b] => format!("{a} and {b}"),
+            [rest @ .., last] if names.len() <= 4 => format!("{} and {last}", rest.join(", ")),
+            [first @ .., _] => format!("{} and {} more", first[..3].join(", "), names.len() - 3),
+            [] => String::new(),
+        };
+        let why = match self.rule {
+            Rule::NoBusyPoll => "it does not spin a CPU (busy-poll saves a wake-up, never a stall, so it is chosen \
+                                 only when it alone removes the wait)"
+                .to_string(),
+            Rule::FewestSides if best.sides() == 0 => "it changes no code".to_string(),
+            Rule::FewestSides => "it changes one side, not both".to_string(),
+            Rule::GatheredWrite => "a gathered write is the smallest portable change, before any socket option".into(),
+            Rule::Portable if best.portability() == 0 => "it is the smallest portable change".to_string(),
+            Rule::Portable => "it is the most portable change".to_string(),
+            Rule::Cpu => "it costs the least CPU per round".to_string(),
+            Rule::Segments => "it sends the fewest segments".to_string(),
+            Rule::ChangeSize => "it is the smallest code change".to_string(),
+            Rule::P99 => "its p99 is the lowest, all else equal".to_string(),
+            Rule::Name | Rule::Alone => "nothing measured tells them apart (first by name)".to_string(),
+        };
+        format!(
+            "{list} tie ({standing}, p99s within each other's 95% intervals); {} is first by rule {}: {why}.",
+            best.label,
+            self.rule.as_str()
+        )
+    }
 }
 
 /// Indices of `c` best first.
 pub fn rank(c: &[Scored]) -> Vec<usize> {
+    decide(c).order
+}
+
+/// The ranking, the declared tie at its top, and the rule that chose within the tie.
+pub fn decide(c: &[Scored]) -> Decision {
     let mut left: Vec<usize> = (0..c.len()).collect();
     // Tier, then (in the stalling tier) the stall rate.
     left.sort_by(|&a, &b| {
@@ -88,109 +300,43 @@ pub fn rank(c: &[Scored]) -> Vec<usize> {
         })
     });
     let mut out = Vec::with_capacity(c.len());
+    let mut tie: Option<Vec<usize>> = None;
     while let Some(&first) = left.first() {
         // The block of equal stall standing.
         let same = |i: usize| {
             c[i].tier() == c[first].tier() && (c[i].tier() != 2 || c[i].stall_rate() == c[first].stall_rate())
         };
-        let block: Vec<usize> = left.iter().copied().take_while(|&i| same(i)).collect();
+        let mut block: Vec<usize> = left.iter().copied().take_while(|&i| same(i)).collect();
         left.drain(..block.len());
-        let mut block = block;
         while !block.is_empty() {
-            let best = *block.iter().min_by(|&&a, &&b| c[a].p99.est.total_cmp(&c[b].p99.est)).expect("not empty");
-            let (mut tied, rest): (Vec<usize>, Vec<usize>) = block.iter().partition(|&&i| p99_tied(&c[i], &c[best]));
-            tied.sort_by(|&a, &b| {
-                bucket(c[a].segs_per_round)
-                    .cmp(&bucket(c[b].segs_per_round))
-                    .then(bucket(c[a].bytes_per_round).cmp(&bucket(c[b].bytes_per_round)))
-                    .then(c[a].change.cmp(&c[b].change))
-                    .then(c[a].p99.est.total_cmp(&c[b].p99.est))
-                    .then(c[a].label.cmp(&c[b].label))
-            });
-            out.extend(tied);
+            // The anchor: the lowest p99 without busy-poll when there is one (busy-poll never
+            // outranks a candidate without it in the same tier), else the lowest p99.
+            let lowest = |only_plain: bool| {
+                block
+                    .iter()
+                    .copied()
+                    .filter(|&i| !only_plain || !c[i].busy_poll())
+                    .min_by(|&a, &b| c[a].p99.est.total_cmp(&c[b].p99.est).then(c[a].label.cmp(&c[b].label)))
+            };
+            let anchor = lowest(true).or_else(|| lowest(false)).expect("not empty");
+            let (mut group, rest): (Vec<usize>, Vec<usize>) = block
+                .iter()
+                .partition(|&&i| p99_tied(&c[i], &c[anchor]) || (c[i].busy_poll() && c[i].p99.est < c[anchor].p99.est));
+            group.sort_by(|&a, &b| compare(&c[a], &c[b]).0);
+            if tie.is_none() {
+                tie = Some(group.clone());
+            }
+            out.extend(group);
             block = rest;
         }
     }
-    out
+    let tie = tie.unwrap_or_default();
+    let rule = match tie.as_slice() {
+        [a, b, ..] => compare(&c[*a], &c[*b]).1,
+        _ => Rule::Alone,
+    };
+    Decision { order: out, tie, rule }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn s(label: &str, stalls: u64, p99: (f64, f64, f64), segs: f64, change: u32) -> Scored {
-        Scored {
-            label: label.into(),
-            stalls,
-            rounds: 100,
-            p99: Interval { est: p99.0, lo: p99.1, hi: p99.2 },
-            segs_per_round: segs,
-            bytes_per_round: segs * 100.0,
-            change,
-        }
-    }
-
-    fn order(c: &[Scored]) -> Vec<&str> {
-        rank(c).into_iter().map(|i| c[i].label.as_str()).collect()
-    }
-
-    /// Seed 001's shape: as written every round stalls 40 ms; writev and cork remove the
-    /// stalls with 2 segments a round, nodelay removes them at 4, server quick-ACK leaves a
-    /// few. Stalls first, then (equal p99) the wire, then the change.
-    #[test]
-    fn stalls_first_then_p99_then_wire_then_change() {
-        let c = vec![
-            s("default", 100, (40_000.0, 39_000.0, 41_000.0), 3.0, 0),
-            s("client:nodelay", 0, (60.0, 50.0, 70.0), 4.0, 1),
-            s("client:cork", 0, (58.0, 50.0, 66.0), 2.0, 2),
-            s("client:writev", 0, (55.0, 50.0, 62.0), 2.0, 1),
-            s("server:quickack-each", 5, (40_000.0, 50.0, 41_000.0), 5.0, 2),
-            s("client:msg-more", 0, (500.0, 450.0, 560.0), 2.0, 1),
-        ];
-        assert_eq!(
-            order(&c),
-            ["client:writev", "client:cork", "client:nodelay", "client:msg-more", "server:quickack-each", "default"]
-        );
-    }
-
-    /// 1.03 against 1.04 segments per round is noise: the smaller change wins.
-    #[test]
-    fn near_equal_wire_costs_leave_it_to_the_change() {
-        let c = vec![s("cork", 0, (60.0, 50.0, 70.0), 1.03, 3), s("writev", 0, (60.0, 50.0, 70.0), 1.04, 2)];
-        assert_eq!(order(&c), ["writev", "cork"]);
-        assert!(bucket(1.0) < bucket(1.2) && bucket(0.0) < bucket(0.001));
-    }
-
-    #[test]
-    fn a_rare_stall_ranks_below_none_and_above_many() {
-        let c = vec![
-            s("many", 50, (100.0, 90.0, 110.0), 1.0, 0),
-            s("rare", 0, (100.0, 90.0, 110.0), 1.0, 0),
-            s("none", 0, (100.0, 90.0, 110.0), 9.0, 5),
-        ];
-        let mut c = c;
-        c[1].stalls = 0;
-        c[1].rounds = 1000;
-        c[1].stalls = 3;
-        assert_eq!(order(&c), ["none", "rare", "many"]);
-        assert_eq!(c[1].tier(), 1);
-    }
-
-    /// Microseconds apart with zero-width intervals (the deterministic model): still equal.
-    #[test]
-    fn tiny_p99_differences_do_not_outrank_the_wire() {
-        let c = vec![s("nodelay", 0, (10.0, 10.0, 10.0), 2.5, 1), s("writev", 0, (20.0, 20.0, 20.0), 1.0, 2)];
-        assert_eq!(order(&c), ["writev", "nodelay"]);
-        let c = vec![s("a", 0, (5000.0, 5000.0, 5000.0), 2.5, 1), s("b", 0, (6000.0, 6000.0, 6000.0), 1.0, 2)];
-        assert_eq!(order(&c), ["b", "a"], "within 25%");
-        let c = vec![s("a", 0, (5000.0, 5000.0, 5000.0), 2.5, 1), s("b", 0, (9000.0, 9000.0, 9000.0), 1.0, 2)];
-        assert_eq!(order(&c), ["a", "b"], "1.8x apart and distinguishable");
-    }
-
-    #[test]
-    fn a_distinguishably_better_p99_beats_a_cheaper_wire() {
-        let c = vec![s("cheap", 0, (900.0, 850.0, 950.0), 2.0, 1), s("fast", 0, (60.0, 50.0, 70.0), 6.0, 3)];
-        assert_eq!(order(&c), ["fast", "cheap"]);
-        assert!(rank(&[]).is_empty());
-    }
-}
+mod tests;

@@ -157,7 +157,7 @@ pub(crate) fn assemble(
         latency_us,
         slow_samples,
         slow_sample_threshold_us: threshold as f64 / 1000.0,
-        stall_count: summary.stall_count,
+        stall_count: trace.as_ref().map(|_| summary.stall_count),
         stall_summary: summary,
         stall_records: records,
         measured_from_ns: trace.as_ref().map_or(0, |t| t.window.0),

@@ -13,7 +13,13 @@
 //! two records is the delay the link applied.
 //!
 //! Writing happens on its own thread, fed by a channel, so the forwarder never waits on disk.
+//! The two forwarder threads each send their records in time order, but a thread descheduled
+//! between stamping a packet and sending its record delivers it late (19 ms seen on 2 loaded
+//! cores), which a reader of the file would see as time going back (`explain`: "timestamps went
+//! back"); the writer holds records for [`REORDER_NS`] and writes them in timestamp order.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
@@ -25,6 +31,13 @@ use std::time::Duration;
 use wire::write::{Interface, PcapNgWriter};
 
 use crate::LinkError;
+
+/// How long a record waits for an earlier-stamped one from the other forwarder thread before it
+/// is written (ns of capture time); also written when the channel is idle for 50 ms or the
+/// capture ends, and when more than [`REORDER_BYTES`] are held.
+pub const REORDER_NS: u64 = 100_000_000;
+/// At most this many packet bytes wait for reordering (the oldest are written first beyond it).
+pub const REORDER_BYTES: usize = 32 << 20;
 
 /// Interface index of the client side in the capture.
 pub const IFACE_CLIENT: u32 = 0;
@@ -144,6 +157,9 @@ impl Capture {
     }
 }
 
+/// A record waiting to be written: (timestamp, arrival order, interface, packet).
+type Held = (u64, u64, u32, Vec<u8>);
+
 fn write_loop(
     mut w: Option<PcapNgWriter<BufWriter<File>>>,
     rx: Receiver<Record>,
@@ -153,17 +169,42 @@ fn write_loop(
     let mut n = 0u64;
     let mut error: Option<String> = None;
     let mut dirty = false;
+    // Records not yet written, oldest first.
+    let mut held: BinaryHeap<Reverse<Held>> = BinaryHeap::new();
+    let (mut held_bytes, mut seq, mut newest) = (0usize, 0u64, 0u64);
+    let mut write =
+        |w: &mut PcapNgWriter<BufWriter<File>>, error: &mut Option<String>, ts: u64, iface: u32, data: &[u8]| {
+            if error.is_some() {
+                return false;
+            }
+            match w.packet(iface, ts, data, data.len() as u32) {
+                Ok(()) => {
+                    n += 1;
+                    true
+                }
+                Err(e) => {
+                    *error = Some(e.to_string());
+                    false
+                }
+            }
+        };
     loop {
         // Flush whenever the queue runs dry for a moment, so an interrupted run keeps almost
         // everything it captured (the file is valid up to its last complete block).
         let rec = match rx.recv_timeout(Duration::from_millis(50)) {
             Ok(r) => r,
             Err(RecvTimeoutError::Timeout) => {
-                if let (true, Some(w)) = (dirty, w.as_mut()) {
-                    if let Err(e) = w.flush() {
-                        error.get_or_insert(e.to_string());
+                if let Some(w) = w.as_mut() {
+                    while let Some(Reverse((ts, _, iface, data))) = held.pop() {
+                        dirty |= write(w, &mut error, ts, iface, &data);
                     }
-                    dirty = false;
+                    held_bytes = 0;
+                    if dirty {
+                        if let Err(e) = w.flush() {
+                            error.get_or_insert(e.to_string());
+                        }
+                        dirty = false;
+                    }
                 }
                 continue;
             }
@@ -177,17 +218,26 @@ fn write_loop(
             continue; // drain the channel so the forwarder never blocks, but stop writing
         }
         let Some(w) = w.as_mut() else { continue };
-        let len = rec.data.len() as u32;
-        match w.packet(rec.iface, ts, &rec.data, len) {
-            Ok(()) => {
-                n += 1;
-                dirty = true;
+        newest = newest.max(ts);
+        held_bytes += rec.data.len();
+        held.push(Reverse((ts, seq, rec.iface, rec.data)));
+        seq += 1;
+        while let Some(Reverse((ts, ..))) = held.peek() {
+            if ts.saturating_add(REORDER_NS) > newest && held_bytes <= REORDER_BYTES {
+                break;
             }
-            Err(e) => error = Some(e.to_string()),
+            let Reverse((ts, _, iface, data)) = held.pop().expect("peeked");
+            held_bytes -= data.len();
+            dirty |= write(w, &mut error, ts, iface, &data);
         }
     }
-    if let Some(Err(e)) = w.as_mut().map(|w| w.flush()) {
-        error.get_or_insert(e.to_string());
+    if let Some(w) = w.as_mut() {
+        while let Some(Reverse((ts, _, iface, data))) = held.pop() {
+            write(w, &mut error, ts, iface, &data);
+        }
+        if let Err(e) = w.flush() {
+            error.get_or_insert(e.to_string());
+        }
     }
     match error {
         Some(e) => Err(e),

@@ -109,7 +109,7 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
         latency_us: latency,
         slow_samples,
         slow_sample_threshold_us: threshold_ns as f64 / 1e3,
-        stall_count: summary.stall_count,
+        stall_count: Some(summary.stall_count),
         stall_summary: summary,
         stall_records: records,
         measured_from_ns: out.measured_from,

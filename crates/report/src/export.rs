@@ -235,7 +235,7 @@ impl Exporter for Table {
                 ms(x.latency_us.p50),
                 ms(x.latency_us.p99),
                 ms(x.latency_us.max),
-                x.stall_count.to_string(),
+                stalls_cell(x),
             ];
             row.extend(wire_cells(&x.wire.client));
             row.extend(wire_cells(&x.wire.server));
@@ -306,6 +306,9 @@ impl Exporter for Table {
             "stalls: stall records in the measured rounds, named by the classifier from the row's own packets \
              (--stalls lists them);\n"
         });
+        if let Some(n) = not_measured_note(r) {
+            out.push_str(&n);
+        }
         out.push_str(if model {
             "segs = data + acks (counted by the model); wire = payload + link, IP and TCP headers per segment\n"
         } else {
@@ -399,7 +402,7 @@ impl Exporter for Csv {
                 format!("{:.1}", l.p999),
                 format!("{:.1}", l.max),
                 format!("{:.1}", l.mean),
-                x.stall_count.to_string(),
+                x.stall_count.map_or(String::new(), |n| n.to_string()),
                 x.slow_samples.to_string(),
                 format!("{:.1}", x.slow_sample_threshold_us),
                 format!("{:.0}", x.throughput_bytes_per_s),
@@ -419,6 +422,22 @@ impl Exporter for Csv {
         }
         out.into_bytes()
     }
+}
+
+/// The stall count, or `?` when the row has no packets to classify (not measured is not 0).
+fn stalls_cell(x: &RunResult) -> String {
+    x.stall_count.map_or_else(|| "?".to_string(), |n| n.to_string())
+}
+
+/// The footnote for `?` in the stalls column, when a row has one.
+fn not_measured_note(r: &Report) -> Option<String> {
+    let x = r.results.iter().find(|x| x.stall_count.is_none())?;
+    Some(format!(
+        "?: stalls not measured (not zero): the row recorded no packets for the classifier (its verdict says why: \
+         the lab captures as root or with CAP_NET_RAW, not with --no-capture or --path veth); its slow samples, \
+         rounds that waited over {:.0} ms, are in the verdict\n",
+        x.slow_sample_threshold_us / 1e3
+    ))
 }
 
 fn md_cell(s: &str) -> String {
@@ -446,7 +465,7 @@ impl Exporter for Markdown {
                 ms(x.latency_us.p50),
                 ms(x.latency_us.p99),
                 ms(x.latency_us.max),
-                x.stall_count,
+                stalls_cell(x),
                 c.segs_out,
                 c.data_segs_out,
                 c.non_data_segs_out,
@@ -457,6 +476,9 @@ impl Exporter for Markdown {
                 s.wire_bytes,
                 md_cell(&x.verdict)
             ));
+        }
+        if let Some(n) = not_measured_note(r) {
+            out.push_str(&format!("\n{}", md_cell(&n)));
         }
         for e in &r.errors {
             out.push_str(&format!("\n**Error:** {}\n", md_cell(e)));
@@ -489,7 +511,7 @@ mod tests {
             latency_us: Latency { p50, p90: p50, p99: p50, p999: p50, max: p50, mean: p50 },
             slow_samples: stalls,
             slow_sample_threshold_us: 10_020.0,
-            stall_count: stalls,
+            stall_count: Some(stalls),
             stall_summary: Default::default(),
             stall_records: vec![],
             measured_from_ns: 0,

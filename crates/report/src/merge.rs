@@ -123,7 +123,7 @@ pub fn merge_connections(runs: &[RunResult]) -> Option<RunResult> {
     });
     let w = Window { from_ns: row.measured_from_ns, to_ns: row.measured_to_ns, warmed_up: true };
     let (summary, key, text) = verdict(&row.stall_records, w, runs.len() as u64, "new connections");
-    row.stall_count = summary.stall_count;
+    row.stall_count = runs.iter().all(|r| r.stall_count.is_some()).then_some(summary.stall_count);
     row.stall_summary = summary;
     row.verdict_key = key;
     row.verdict = text;
@@ -186,7 +186,7 @@ mod tests {
         // Connection 3 starts two windows (55 ms each) and two 1 ms gaps later.
         assert_eq!(m.stall_records[1].start.0, 10_000_000 + 2 * 56_000_000);
         assert!(m.stall_records.iter().all(|s| (m.measured_from_ns..=m.measured_to_ns).contains(&s.start.0)));
-        assert_eq!(m.stall_count, 2);
+        assert_eq!(m.stall_count, Some(2));
         assert!(m.verdict.contains("new connections"), "{}", m.verdict);
         assert!(merge_connections(&[]).is_none());
     }

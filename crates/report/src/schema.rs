@@ -57,8 +57,9 @@ pub struct RunResult {
     pub slow_samples: u64,
     pub slow_sample_threshold_us: f64,
     /// Stall records with a TCP cause in the measured rounds (application gaps excluded), from
-    /// the classifier.
-    pub stall_count: u64,
+    /// the classifier; `None` (JSON null) when the row has no packets to classify (the lab
+    /// without capture): not measured, which is not zero.
+    pub stall_count: Option<u64>,
     /// Counts of the measured rounds' stall records by cause.
     pub stall_summary: analyze::StallSummary,
     /// Every stall record of the connection (prologue and epilogue included: compare `start_ns`

@@ -93,7 +93,7 @@ fn lab_sample() -> Value {
         latency_us: Latency::default(),
         slow_samples: 1,
         slow_sample_threshold_us: 1.0,
-        stall_count: 1,
+        stall_count: Some(1),
         stall_summary: StallSummary::of(&recs),
         stall_records: recs,
         measured_from_ns: 0,
@@ -168,6 +168,10 @@ fn every_serialised_field_is_documented_and_every_documented_field_serialised() 
     assert!(docs.len() >= 15, "the doc's marked tables: {}", docs.len());
     let mut problems = Vec::new();
     for (path, names) in &docs {
+        // advise's document is the CLI's (tests/cli/advise.rs checks those tables).
+        if path.starts_with("advise:") {
+            continue;
+        }
         let (doc, p) = match path.strip_prefix("explain:") {
             Some(p) => (&explain, p),
             None => (&lab, path.as_str()),

@@ -57,7 +57,8 @@ pub struct StrategyRow {
     pub verdict: String,
     pub rounds: u64,
     pub latency_us: Latency,
-    pub stall_count: u64,
+    /// None: not measured (no packets).
+    pub stall_count: Option<u64>,
     pub slow_samples: u64,
     pub wire: Wire,
     /// Wire bytes per round (message), client and server.

@@ -183,7 +183,11 @@ fn strategy_table(s: &mut String, d: &ReportData) {
         {
             cell(s, k, v);
         }
-        cell(s, "stall_count", r.stall_count as f64);
+        match r.stall_count {
+            Some(n) => cell(s, "stall_count", n as f64),
+            // Not measured (no packets): a mark, not a zero.
+            None => s.push_str("<td class=\"n\" data-k=\"stall_count\" title=\"not measured: no packets\">?</td>"),
+        }
         cell(s, "slow_samples", r.slow_samples as f64);
         let w = &r.wire;
         cell(s, "client.data_segs_out", w.client.data_segs_out as f64);

@@ -4,10 +4,11 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use advise::{candidates, Candidate};
 use anyhow::{bail, Context};
 use rand::SeedableRng;
 use report::RunResult;
-use scenario::{Opt, Scenario, Side, SideOpts, StrategyPair};
+use scenario::{Scenario, Side};
 use serde::Serialize;
 
 use super::output::{self, OutputFormat};
@@ -28,10 +29,15 @@ Examples:
 Every candidate (the workload as written, each strategy alone on the side it applies to, and
 the pairs that make sense) runs --reps times, round-robin, so drift hits all alike. Latency
 intervals are 95% two-stage bootstrap intervals over runs and rounds. Ranking: stalls removed
-first, then p99 (overlapping intervals count as equal), then segments on the wire, then the
-size of the code change. Stalls are the classifier's stall records when the rows carry them
-(model; lab with capture), else the lab's slow samples (waits over the stall threshold), and
-the output says which.";
+first, then p99; candidates whose p99 intervals overlap the best one's are a declared tie, and
+among them the smallest change comes first, by these rules in order: no busy-poll unless it
+alone removes the wait; fewest sides changed; a gathered write before a socket option; portable
+(TCP_NODELAY, writev) before Linux/FreeBSD-only (MSG_MORE) before Linux-only (TCP_CORK,
+TCP_QUICKACK, busy-poll); less CPU per round; fewer segments; the smaller code change. The
+output names the tie and the rule that chose. Stalls are the classifier's stall records when
+the rows carry them (model; lab with capture), else the lab's slow samples (waits over the
+stall threshold), and the output says which. Ctrl-C (or SIGTERM) stops the run in progress and
+ranks the runs finished (exit 128 + the signal: 130, 143).";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
@@ -96,111 +102,6 @@ pub struct AdviseArgs {
     pub remote: super::remote_lab::RemoteArgs,
 }
 
-/// One candidate: a strategy pair and what it changes.
-#[derive(Debug, Clone)]
-struct Candidate {
-    pair: StrategyPair,
-    change: u32,
-}
-
-/// Sides that send several writes per message (where gathering applies), from the exchange
-/// form of the workload; both when the workload is not a conversation or no turn has several.
-fn senders(s: &Scenario) -> Vec<Side> {
-    match s.workload.as_exchange() {
-        Some(e) if !e.multi_write_sides().is_empty() => e.multi_write_sides(),
-        _ => vec![Side::Client, Side::Server],
-    }
-}
-
-fn on(side: Side, opts: &[Opt]) -> StrategyPair {
-    let o = SideOpts::new(opts.to_vec()).unwrap_or_default();
-    match side {
-        Side::Client => StrategyPair::new(o, SideOpts::none()),
-        Side::Server => StrategyPair::new(SideOpts::none(), o),
-    }
-}
-
-/// The candidates: as written; on each sending side each sender fix alone (writev for the
-/// gathered write: buffer is the same on the wire; cork; msg-more; nodelay); on each receiving
-/// side quick-ACK (re-armed after every recv, and once); and the pairs seed 001 tried (the
-/// sender's nodelay or cork with the receiver's quick-ACK). `only`: the side the user owns.
-fn candidates(s: &Scenario, only: Option<Side>, lab: bool) -> Vec<Candidate> {
-    let cost = |p: &StrategyPair| -> u32 {
-        p.client.opts().iter().chain(p.server.opts()).map(|o| advise::change_size(o.as_str())).sum()
-    };
-    let mut pairs = vec![StrategyPair::new(SideOpts::none(), SideOpts::none())];
-    let send = senders(s);
-    let both_send = send.len() == 2;
-    if both_send && only.is_none() {
-        // Both sides send messages of several writes (seed 000): a fix on one side leaves the
-        // other direction's stall, so each strategy runs on both sides; the gathered write on
-        // one side alone shows that half a fix is not one.
-        for o in [Opt::Writev, Opt::Cork, Opt::MsgMore, Opt::Nodelay, Opt::QuickackEach, Opt::QuickackOnce] {
-            let side = SideOpts::new(vec![o]).unwrap_or_default();
-            pairs.push(StrategyPair::new(side.clone(), side));
-        }
-        if lab {
-            // The wake-up, not a stall: only real sockets show what spinning buys and costs,
-            // and only once the stall is gone (a spinning reader behind a stall burns the wait),
-            // so on top of the gathered write.
-            let side = SideOpts::new(vec![Opt::Writev, Opt::BusyPoll]).unwrap_or_default();
-            pairs.push(StrategyPair::new(side.clone(), side));
-        }
-        for side in [Side::Client, Side::Server] {
-            pairs.push(on(side, &[Opt::Writev]));
-        }
-    } else {
-        let mut recv: Vec<Side> = send.iter().map(|s| s.peer()).collect();
-        recv.dedup();
-        let allowed = |side: Side| only.is_none() || only == Some(side);
-        for &side in send.iter().filter(|&&s| allowed(s)) {
-            for o in [Opt::Writev, Opt::Cork, Opt::MsgMore, Opt::Nodelay] {
-                pairs.push(on(side, &[o]));
-            }
-        }
-        for &side in recv.iter().filter(|&&s| allowed(s)) {
-            for o in [Opt::QuickackEach, Opt::QuickackOnce] {
-                pairs.push(on(side, &[o]));
-            }
-            if lab && only.is_none() {
-                // The wake-up on top of the sender's gathered write (see above).
-                let mut p = on(side, &[Opt::BusyPoll]);
-                let w = SideOpts::new(vec![Opt::Writev]).unwrap_or_default();
-                match side.peer() {
-                    Side::Client => p.client = w,
-                    Side::Server => p.server = w,
-                }
-                pairs.push(StrategyPair::new(p.client, p.server));
-            } else if lab {
-                pairs.push(on(side, &[Opt::BusyPoll]));
-            }
-        }
-        if only.is_none() {
-            for &side in &send {
-                for o in [Opt::Nodelay, Opt::Cork] {
-                    let mut p = on(side, &[o]);
-                    let q = SideOpts::new(vec![Opt::QuickackEach]).unwrap_or_default();
-                    match side {
-                        Side::Client => p.server = q,
-                        Side::Server => p.client = q,
-                    }
-                    pairs.push(StrategyPair::new(p.client, p.server));
-                }
-            }
-        }
-    }
-    let mut seen = Vec::new();
-    pairs
-        .into_iter()
-        .filter(|p| {
-            let new = !seen.contains(&p.label);
-            seen.push(p.label.clone());
-            new
-        })
-        .map(|pair| Candidate { change: cost(&pair), pair })
-        .collect()
-}
-
 /// What every run of one candidate measured, pooled.
 #[derive(Debug, Default)]
 struct Pooled {
@@ -252,6 +153,8 @@ impl Pooled {
 #[derive(Debug, Serialize)]
 struct Row {
     rank: usize,
+    /// In the declared tie at the top of the ranking.
+    tied: bool,
     label: String,
     client: Vec<String>,
     server: Vec<String>,
@@ -273,6 +176,20 @@ struct Row {
     change_size: u32,
 }
 
+/// What decided the first place: the declared tie and the rule that chose within it.
+#[derive(Debug, Serialize)]
+struct Decision {
+    /// The candidates equal to the first on stalls and p99, in rank order (one when none ties).
+    tie: Vec<String>,
+    chosen: String,
+    /// The rule that put `chosen` before the next in the tie (`alone` when nothing ties).
+    rule: &'static str,
+    /// The rules, in the order they apply.
+    rules: Vec<&'static str>,
+    /// One sentence: who ties and why the chosen one is first.
+    reason: String,
+}
+
 #[derive(Debug, Serialize)]
 struct Advice {
     tool: &'static str,
@@ -286,6 +203,7 @@ struct Advice {
     elapsed_s: f64,
     as_written_stalls: bool,
     ranking: Vec<Row>,
+    decision: Decision,
     recommendation: String,
     lang: String,
     code: String,
@@ -415,10 +333,17 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     let want_report = args.report.is_some();
     let mut first: Vec<Option<(RunResult, Vec<trace::Event>)>> = cands.iter().map(|_| None).collect();
     let mut mode = String::from(if model { "model" } else { "lab" });
+    // Ctrl-C, SIGTERM: the run in progress stops (lab: its sockets are shut down), the runs
+    // finished are ranked and printed, exit 128 + signal (as `lab`).
+    let interrupts = super::lab::Interrupts::start(opts.cancel.clone());
+    let mut done = 0u64;
     // Round-robin: repetition r of every candidate before repetition r + 1 of any.
     let mut failure = None;
     'reps: for rep in 0..args.reps {
         for (k, c) in cands.iter().enumerate() {
+            if opts.cancel.is_cancelled() {
+                break 'reps;
+            }
             bar.set_message(c.pair.label.clone());
             let mut one = s.clone();
             one.matrix = vec![c.pair.clone()];
@@ -439,6 +364,10 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
                     None => unreachable!("lab runs have an environment"),
                 },
             };
+            if opts.cancel.is_cancelled() {
+                // The run in progress was cut short: it is not counted.
+                break 'reps;
+            }
             if let Some(e) = report.errors.first() {
                 // Stop, but keep what was measured: the runs finished are ranked and printed.
                 failure = Some(format!("{} (run {} of {}): {e}", c.pair.label, rep + 1, args.reps));
@@ -457,11 +386,23 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
                 }
             }
             bar.inc(1);
+            done += 1;
         }
     }
     bar.finish_and_clear();
     if let Some(env) = env {
         notes.extend(env.finish()?);
+    }
+    let signal = interrupts.ok().and_then(|i| i.stop());
+    let interrupted = signal.map(|sig| {
+        format!("interrupted by signal {sig} after {done} of {total} runs: the figures are those of the runs finished")
+    });
+    if let (Some(sig), Some(msg)) = (signal, &interrupted) {
+        if pooled[0].rows == 0 {
+            eprintln!("tcpstall: {msg}: the workload as written has none, so there is nothing to rank");
+            return Ok(128 + sig);
+        }
+        notes.push(msg.clone());
     }
     if let Some(f) = &failure {
         if pooled[0].rows == 0 {
@@ -481,6 +422,9 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
         let per_round = |v: u64| if p.rounds > 0 { v as f64 / p.rounds as f64 } else { 0.0 };
         scored.push(advise::Scored {
             label: c.pair.label.clone(),
+            client: c.pair.client.opts().to_vec(),
+            server: c.pair.server.opts().to_vec(),
+            cpu_us_per_round: (p.cpu_rounds > 0).then(|| p.cpu_us / p.cpu_rounds as f64),
             stalls: p.stalls,
             rounds: p.rounds,
             p99: us(q[1]),
@@ -490,6 +434,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
         });
         rows.push(Row {
             rank: 0,
+            tied: false,
             label: c.pair.label.clone(),
             client: c.pair.client.opts().iter().map(|o| o.as_str().to_string()).collect(),
             server: c.pair.server.opts().iter().map(|o| o.as_str().to_string()).collect(),
@@ -508,10 +453,18 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
             change_size: c.change,
         });
     }
-    let order = advise::rank(&scored);
-    for (pos, &i) in order.iter().enumerate() {
+    let decided = advise::decide(&scored);
+    for (pos, &i) in decided.order.iter().enumerate() {
         rows[i].rank = pos + 1;
+        rows[i].tied = decided.tie.contains(&i);
     }
+    let decision = Decision {
+        tie: decided.tie.iter().map(|&i| scored[i].label.clone()).collect(),
+        chosen: decided.chosen().map(|i| scored[i].label.clone()).unwrap_or_default(),
+        rule: decided.rule.as_str(),
+        rules: advise::RULES.iter().map(|r| r.as_str()).collect(),
+        reason: decided.reason(&scored),
+    };
     rows.sort_by_key(|r| r.rank);
     if rows.iter().any(|r| r.stall_source == "slow samples") {
         notes.push(
@@ -543,6 +496,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
         elapsed_s: started.elapsed().as_secs_f64(),
         as_written_stalls,
         ranking: rows,
+        decision,
         recommendation,
         lang: lang.as_str().into(),
         code,
@@ -556,6 +510,10 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     if let Some(path) = &args.report {
         let link_label = link.clone().unwrap_or_else(|| "none (loopback)".into());
         write_report(path, &advice, &cands, first, &link_label)?;
+    }
+    if let (Some(sig), Some(msg)) = (signal, &interrupted) {
+        eprintln!("tcpstall: {msg}; printed above");
+        return Ok(128 + sig);
     }
     if let Some(f) = failure {
         eprintln!("tcpstall: {f}");
@@ -724,8 +682,9 @@ fn table(a: &Advice) -> String {
     for r in &a.ranking {
         let stalls = format!("{}/{}", r.stalls, r.rounds);
         out += &format!(
-            "{:>4}  {:<40} {:>9}  {:>22}  {:>22}  {:>22}  {:>9.2}  {:>9.0}  {:>8}  {:>6}\n",
+            "{:>4}{} {:<40} {:>9}  {:>22}  {:>22}  {:>22}  {:>9.2}  {:>9.0}  {:>8}  {:>6}\n",
             r.rank,
+            if r.tied && a.decision.tie.len() > 1 { "=" } else { " " },
             r.label,
             stalls,
             ms(&r.p50_us),
@@ -744,10 +703,15 @@ fn table(a: &Advice) -> String {
     out += "stalls: stalls / measured rounds (a round can hold several); p99.9 of fewer than 1000 rounds is the \
             slowest few rounds; cpu us/r: both sides' thread CPU time per round (lab, CLOCK_THREAD_CPUTIME_ID); change: size of the code change (1 one call after connect, 2 code around each \
             message or read, +1 a Linux-only option)\n";
+    if a.decision.tie.len() > 1 {
+        out += "=: in the declared tie (p99 within the best one's 95% interval, stalls alike); the smallest change \
+                comes first (tcpstall advise --help: the rules)\n";
+    }
     for n in &a.notes {
         out += &format!("note: {n}\n");
     }
-    out += &format!("\n{}\n", wrap(&a.recommendation, 100));
+    out += &format!("\n{}\n", wrap(&format!("Decision: {}", a.decision.reason), 100));
+    out += &format!("{}\n", wrap(&a.recommendation, 100));
     if !a.code.is_empty() {
         out += &format!("\n{}\n", a.code);
     }
@@ -759,44 +723,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn seed_001_candidates_fix_the_client_and_quickack_the_server() {
-        let s = super::super::common::load(None, Some("client 275,24,292; server 100")).unwrap();
-        let labels: Vec<String> = candidates(&s, None, true).into_iter().map(|c| c.pair.label).collect();
-        assert_eq!(labels[0], "default");
-        assert!(labels.iter().any(|l| l == "client:writev server:busy-poll"), "{labels:?}");
-        for want in [
-            "client:writev",
-            "client:cork",
-            "client:msg-more",
-            "client:nodelay",
-            "server:quickack-each",
-            "server:quickack-once",
-            "client:nodelay server:quickack-each",
-            "client:cork server:quickack-each",
-        ] {
-            assert!(labels.iter().any(|l| l == want), "{want}: {labels:?}");
-        }
-        assert!(!labels.iter().any(|l| l.starts_with("server:writev")), "{labels:?}");
-        // With a peer the user does not own, only the own side's fixes.
-        let mine: Vec<String> = candidates(&s, Some(Side::Server), false).into_iter().map(|c| c.pair.label).collect();
-        assert_eq!(mine, ["default", "server:quickack-each", "server:quickack-once"]);
-    }
-
-    #[test]
     fn the_paragraph_wraps_at_the_width() {
         let w = wrap("aaa bbb ccc ddd", 7);
         assert_eq!(w, "aaa bbb\nccc ddd");
         assert_eq!(wrap("", 10), "");
-    }
-
-    /// Seed 000: both sides send 100 writes, so every strategy runs on both sides.
-    #[test]
-    fn seed_000_candidates_fix_both_sides() {
-        let s = super::super::common::load(Some("chunked"), None).unwrap();
-        let labels: Vec<String> = candidates(&s, None, false).into_iter().map(|c| c.pair.label).collect();
-        assert!(labels.contains(&"client:writev server:writev".to_string()), "{labels:?}");
-        assert!(labels.contains(&"client:quickack-each server:quickack-each".to_string()), "{labels:?}");
-        assert!(labels.contains(&"client:writev".to_string()), "{labels:?}");
-        assert_eq!(labels.len(), 9, "{labels:?}");
     }
 }

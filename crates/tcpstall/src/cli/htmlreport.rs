@@ -82,7 +82,10 @@ pub fn rows_page<'a>(
 }
 
 /// Write the page.
+/// Writes the page and says where, on stderr (stdout may be JSON).
 pub fn write(path: &Path, page: &Page) -> anyhow::Result<()> {
-    std::fs::write(path, report::html::render(page))
-        .with_context(|| format!("--report: cannot write {}", path.display()))
+    let html = report::html::render(page);
+    std::fs::write(path, &html).with_context(|| format!("--report: cannot write {}", path.display()))?;
+    eprintln!("tcpstall: wrote the report to {} ({} KB)", path.display(), html.len().div_ceil(1024));
+    Ok(())
 }

@@ -170,15 +170,15 @@ pub fn lab_options(args: &LabArgs) -> anyhow::Result<LabOptions> {
 
 /// Ctrl-C (and SIGTERM, SIGHUP) from the first row to the last line of output: the first signal
 /// cancels the run (the row in progress stops, the finished rows are printed, the link is torn
-/// down, exit 128 + signal); a second one quits at once.
-struct Interrupts {
+/// down, exit 128 + signal); a second one quits at once. advise and replay use it too.
+pub(crate) struct Interrupts {
     handle: signal_hook::iterator::Handle,
     thread: std::thread::JoinHandle<Option<i32>>,
 }
 
 impl Interrupts {
     /// Start listening. Call after the link environment is open: this starts a thread.
-    fn start(cancel: lab::Cancel) -> anyhow::Result<Interrupts> {
+    pub(crate) fn start(cancel: lab::Cancel) -> anyhow::Result<Interrupts> {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
         let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
             .context("cannot install the Ctrl-C handler")?;
@@ -200,7 +200,7 @@ impl Interrupts {
 
     /// Stop listening; the first signal received, if any. (signal-hook leaves its handler
     /// installed: a signal after this is ignored, and the process is about to exit.)
-    fn stop(self) -> Option<i32> {
+    pub(crate) fn stop(self) -> Option<i32> {
         self.handle.close();
         self.thread.join().ok().flatten()
     }
@@ -292,10 +292,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     if let Some(f) = &own_capture {
         match f.finish() {
             // Rows without packets (no CAP_NET_RAW) say why in the report's link line.
-            Ok(n) if args.common.format == OutputFormat::Table && !args.quiet => {
-                eprintln!("tcpstall: wrote {n} packets to {}", f.path().display())
-            }
-            Ok(_) => {}
+            Ok(n) => eprintln!("tcpstall: wrote {n} packets to {}", f.path().display()),
             Err(e) => report.errors.push(format!("--capture: {e}")),
         }
     }

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 pub mod advise;
 pub mod advise_text;
 pub mod common;
+pub mod completions;
 pub mod explain;
 pub mod explain_pair;
 pub mod htmlreport;
@@ -45,6 +46,8 @@ Examples:
                                             a shell 20 ms away from a second namespace
   tcpstall serve --listen 0.0.0.0:7523 --key-file lab.key
                                             the far side for `lab --remote HOST --key-file lab.key`
+  tcpstall completions bash > ~/.local/share/bash-completion/completions/tcpstall
+                                            tab completion (also zsh, fish); `tcpstall man` the man page
 
 Each subcommand has its own --help with examples.";
 
@@ -67,7 +70,7 @@ pub enum Command {
     Simulate(simulate::SimulateArgs),
     /// Run a command in a network namespace behind an emulated link.
     Shell(shell::ShellArgs),
-    /// Fingerprint this kernel's TCP rules (about 2 s) and name the Linux era profile it matches.
+    /// Fingerprint this kernel's TCP rules (about 7 s) and name the Linux era profile it matches.
     Kernel(kernel::KernelArgs),
     /// Which fix, on which side, and how sure: the workload as written against every candidate fix.
     Advise(advise::AdviseArgs),
@@ -77,6 +80,10 @@ pub enum Command {
     Watch(watch::WatchArgs),
     /// Serve the far side of `lab --remote` (authenticated, limited; docs/remote.md).
     Serve(serve::ServeArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to standard output.
+    Completions(completions::CompletionsArgs),
+    /// Print the manual page (roff, man(7)) to standard output.
+    Man(completions::ManArgs),
 }
 
 /// Runs the command; returns the process exit code.
@@ -92,5 +99,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Replay(a) => replay::run(a),
         Command::Watch(a) => watch::run(a),
         Command::Serve(a) => serve::run(a),
+        Command::Completions(a) => completions::completions(a),
+        Command::Man(a) => completions::man(a),
     }
 }

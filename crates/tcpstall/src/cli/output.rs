@@ -87,12 +87,16 @@ impl Sink {
     /// Replace the file's content with `bytes`, or write them to stdout.
     pub fn write(self, bytes: &[u8]) -> anyhow::Result<()> {
         match self.file {
-            Some(mut f) => f
-                .file
-                .set_len(0)
-                .and_then(|()| f.file.write_all(bytes))
-                .and_then(|()| f.file.flush())
-                .with_context(|| format!("cannot write {}", f.path.display())),
+            Some(mut f) => {
+                f.file
+                    .set_len(0)
+                    .and_then(|()| f.file.write_all(bytes))
+                    .and_then(|()| f.file.flush())
+                    .with_context(|| format!("cannot write {}", f.path.display()))?;
+                // Every file a command writes says where it is (stderr: stdout may be data).
+                eprintln!("tcpstall: wrote {} ({} bytes)", f.path.display(), bytes.len());
+                Ok(())
+            }
             None => {
                 let mut out = std::io::stdout().lock();
                 match out.write_all(bytes).and_then(|()| out.flush()) {

@@ -27,7 +27,11 @@ PSH at the end of each send call it transmits whole, tcp_push(); writes Nagle or
 coalesced cannot be told apart and come out as one); resent bytes are skipped; a turn's think
 time is the gap before it (from the previous turn's last segment, less the path RTT) when no
 TCP stall record of the classifier overlaps it and it is at least 1 ms; the conversation's period is the shortest repeating sequence
-of (side, bytes) turns.";
+of (side, bytes) turns.
+
+Ctrl-C (or SIGTERM) during the run stops it at once: the exchange derived (printed, and saved
+with --emit) is kept, and the exit status is 128 + the signal (130, 143). --report says where it
+wrote the page.";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
@@ -323,8 +327,17 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
         let env = super::linkenv::open(link.as_deref(), None, true)?;
         let opts =
             lab::LabOptions { tap: env.tap(), keep_packets: args.report.is_some(), ..lab::LabOptions::default() };
+        // Ctrl-C, SIGTERM: the run stops at once; what was derived (printed above, saved with
+        // --emit) is the finished work, and the exit is 128 + signal (as `lab`).
+        let interrupts = super::lab::Interrupts::start(opts.cancel.clone());
         let r = lab::run_scenario(s, &env.placement, &opts, &mut |_| {});
         env.finish()?;
+        if let Some(sig) = interrupts.ok().and_then(|i| i.stop()) {
+            let saved = args.emit.as_ref().map_or(String::new(), |p| format!(", saved in {}", p.display()));
+            println!("  reproduced: interrupted before the run finished");
+            eprintln!("tcpstall: interrupted by signal {sig}: the derived exchange is printed above{saved}");
+            return Ok(128 + sig);
+        }
         r
     };
     if let Some(err) = report.errors.first() {
@@ -347,8 +360,8 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
         row.latency_us.p99 / 1e3
     );
     if let Some(path) = &args.report {
+        // Says where on stderr (htmlreport::write).
         write_report(path, &args, &d, &report, &how)?;
-        println!("  report: {}", path.display());
     }
     Ok(0)
 }

@@ -356,15 +356,21 @@ fn compare_profiles(args: &SimulateArgs, s: &scenario::Scenario, list: &str) -> 
     let mut differ = 0;
     for i in 0..rows {
         let label = row_label(&cols[0].1.results[i]);
-        let stalls: Vec<u64> = cols.iter().map(|(_, r)| r.results.get(i).map_or(0, |x| x.stall_count)).collect();
-        // Differs: a profile stalls where another does not, or in clearly more rounds.
+        let stalls: Vec<u64> =
+            cols.iter().map(|(_, r)| r.results.get(i).and_then(|x| x.stall_count).unwrap_or(0)).collect(); // the model's rows always classify
+                                                                                                           // Differs: a profile stalls where another does not, or in clearly more rounds.
         let (lo, hi) = (stalls.iter().min().copied().unwrap_or(0), stalls.iter().max().copied().unwrap_or(0));
         let differs = (lo == 0) != (hi == 0) || hi > lo + 1;
         differ += usize::from(differs);
         let _ = write!(out, "{label:<lw$}");
         for (_, r) in &cols {
             let cell = r.results.get(i).map_or_else(String::new, |x| {
-                format!("{} stalls {:.2}/{:.1}", x.stall_count, x.latency_us.p50 / 1e3, x.latency_us.max / 1e3)
+                format!(
+                    "{} stalls {:.2}/{:.1}",
+                    x.stall_count.unwrap_or(0),
+                    x.latency_us.p50 / 1e3,
+                    x.latency_us.max / 1e3
+                )
             });
             let _ = write!(out, "  {cell:<cw$}");
         }

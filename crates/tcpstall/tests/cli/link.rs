@@ -625,3 +625,30 @@ pub fn unwritable_capture_fails_before_the_link_is_built() {
         assert!(!stderr.contains("namespace") && !stderr.contains("root"), "{args:?}: {stderr}");
     }
 }
+
+/// Issue 26: a capture tcpstall wrote never warns about its own timestamps. The link's two
+/// forwarder threads hand their records over out of order when one is descheduled; the writer
+/// puts them back in time order, so `explain` finds no frame stamped before the one ahead of it.
+pub fn the_links_capture_is_written_in_time_order() {
+    let _one_at_a_time = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("s.pcapng");
+    let cap = cap.to_str().unwrap();
+    twice("the link's capture in time order", || {
+        let out = tcpstall()
+            .args(["lab", "stream", "--link", "rtt=2ms,rate=200mbit,ack-loss=50%,ack-dir=down"])
+            .args(["--set", "duration_ms=500", "--client", "none", "-q", "--capture", cap])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = tcpstall().args(["explain", "--format", "json", cap]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let d = &v["decode"];
+        assert!(d["frames"].as_u64().unwrap() > 1000, "{d}");
+        match d["ts_backwards"].as_u64().unwrap() {
+            0 => Ok(()),
+            n => Err(format!("{n} frames stamped before the frame ahead of them: {d}")),
+        }
+    });
+}

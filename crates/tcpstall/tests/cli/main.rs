@@ -5,6 +5,7 @@
 mod advise;
 mod explain;
 mod explain_fuzz;
+mod install;
 mod kernel;
 mod lab;
 mod link;
@@ -45,6 +46,11 @@ fn main() {
         t!(advise::advise_prints_the_code_in_each_language),
         t!(advise::advise_fail_on_stall_and_peer_profile),
         t!(advise::replay_and_advise_a_header_body_server),
+        t!(advise::advise_declares_the_tie_and_the_rule_that_chose),
+        t!(advise::advise_json_fields_are_documented),
+        t!(advise::signals_on_advise_and_replay_keep_the_finished_work),
+        t!(install::completions_and_man_page_are_generated_from_clap),
+        t!(install::a_missing_tool_is_named_in_one_line, Root, Tool("ip"), Tool("iptables")),
         t!(explain::explain_names_nagle_delayed_ack_in_seed_000),
         t!(explain::explain_json_lists_stalls_with_evidence),
         t!(explain::explain_fixed_strategy_shows_no_stalls),
@@ -81,6 +87,7 @@ fn main() {
         t!(lab::rows_carry_the_classifiers_stalls_from_their_own_packets, Root),
         t!(lab::lab_capture_on_loopback_is_a_pcapng_explain_reads, Root, Tool("tcpdump")),
         t!(lab::without_cap_net_raw_the_capture_is_skipped_with_a_note, Root, Tool("setpriv")),
+        t!(lab::without_packets_the_stall_count_is_not_measured_not_zero, Root, Tool("setpriv")),
         t!(lab::behind_a_link_rows_take_their_packets_from_the_forwarders_tap, Root),
         t!(lab::an_unwritable_loopback_capture_fails_before_measuring),
         t!(link::shell_runs_the_command_in_the_client_namespace_and_returns_its_exit_code, Root),
@@ -104,6 +111,7 @@ fn main() {
         t!(remote::ctrl_c_on_either_end),
         t!(remote::advise_runs_against_a_remote_server),
         t!(remote::explain_merges_two_captures_of_one_connection, Root, Tool("ip"), Tool("tcpdump")),
+        t!(link::the_links_capture_is_written_in_time_order, Root),
         t!(report::simulate_report_renders_with_the_json_numbers, Tool("chromium")),
         t!(report::explain_report_renders_a_capture, Tool("chromium")),
         t!(report::lab_report_renders_its_rows_and_packets, Tool("chromium")),

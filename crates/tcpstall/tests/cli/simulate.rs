@@ -260,7 +260,11 @@ pub fn list_profiles_shows_sources_and_unverified_values() {
         .assert()
         .success()
         .stdout(predicate::str::contains("tcp_minshall_check"))
-        .stdout(predicate::str::contains("unverified"));
+        .stdout(predicate::str::contains("unverified"))
+        // Every source it cites is in the repository or public (issue 26): no path of the
+        // machine the profiles were written on.
+        .stdout(predicate::str::contains("/work/").not())
+        .stdout(predicate::str::contains("docs/seeds.md, seed 004"));
 }
 
 /// `tcpstall lab ARGS`: its JSON report. The kernel side must have run: a lab that fails or

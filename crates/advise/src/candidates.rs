@@ -1,0 +1,153 @@
+//! The candidates advise runs: the workload as written, each fix alone on the side it applies
+//! to, and the pairs that make sense (pure: from the scenario's exchange).
+
+use scenario::{Opt, Scenario, Side, SideOpts, StrategyPair};
+
+/// One candidate: a strategy pair and what it changes.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub pair: StrategyPair,
+    pub change: u32,
+}
+
+/// Sides that send several writes per message (where gathering applies), from the exchange
+/// form of the workload; both when the workload is not a conversation or no turn has several.
+fn senders(s: &Scenario) -> Vec<Side> {
+    match s.workload.as_exchange() {
+        Some(e) if !e.multi_write_sides().is_empty() => e.multi_write_sides(),
+        _ => vec![Side::Client, Side::Server],
+    }
+}
+
+fn on(side: Side, opts: &[Opt]) -> StrategyPair {
+    let o = SideOpts::new(opts.to_vec()).unwrap_or_default();
+    match side {
+        Side::Client => StrategyPair::new(o, SideOpts::none()),
+        Side::Server => StrategyPair::new(SideOpts::none(), o),
+    }
+}
+
+/// The candidates: as written; on each sending side each sender fix alone (writev for the
+/// gathered write: buffer is the same on the wire; cork; msg-more; nodelay); on each receiving
+/// side quick-ACK (re-armed after every recv, and once); and the pairs seed 001 tried (the
+/// sender's nodelay or cork with the receiver's quick-ACK). `only`: the side the user owns.
+pub fn candidates(s: &Scenario, only: Option<Side>, lab: bool) -> Vec<Candidate> {
+    let cost = |p: &StrategyPair| -> u32 {
+        p.client.opts().iter().chain(p.server.opts()).map(|o| crate::change_size(o.as_str())).sum()
+    };
+    let mut pairs = vec![StrategyPair::new(SideOpts::none(), SideOpts::none())];
+    let send = senders(s);
+    let both_send = send.len() == 2;
+    if both_send && only.is_none() {
+        // Both sides send messages of several writes (seed 000): a fix on one side leaves the
+        // other direction's stall, so each strategy runs on both sides; the gathered write on
+        // one side alone shows that half a fix is not one.
+        for o in [Opt::Writev, Opt::Cork, Opt::MsgMore, Opt::Nodelay, Opt::QuickackEach, Opt::QuickackOnce] {
+            let side = SideOpts::new(vec![o]).unwrap_or_default();
+            pairs.push(StrategyPair::new(side.clone(), side));
+        }
+        if lab {
+            // The wake-up, not a stall: only real sockets show what spinning buys and costs,
+            // and only once the stall is gone (a spinning reader behind a stall burns the wait),
+            // so on top of the gathered write.
+            let side = SideOpts::new(vec![Opt::Writev, Opt::BusyPoll]).unwrap_or_default();
+            pairs.push(StrategyPair::new(side.clone(), side));
+        }
+        for side in [Side::Client, Side::Server] {
+            pairs.push(on(side, &[Opt::Writev]));
+        }
+    } else {
+        let mut recv: Vec<Side> = send.iter().map(|s| s.peer()).collect();
+        recv.dedup();
+        let allowed = |side: Side| only.is_none() || only == Some(side);
+        for &side in send.iter().filter(|&&s| allowed(s)) {
+            for o in [Opt::Writev, Opt::Cork, Opt::MsgMore, Opt::Nodelay] {
+                pairs.push(on(side, &[o]));
+            }
+        }
+        for &side in recv.iter().filter(|&&s| allowed(s)) {
+            for o in [Opt::QuickackEach, Opt::QuickackOnce] {
+                pairs.push(on(side, &[o]));
+            }
+            if lab && only.is_none() {
+                // The wake-up on top of the sender's gathered write (see above).
+                let mut p = on(side, &[Opt::BusyPoll]);
+                let w = SideOpts::new(vec![Opt::Writev]).unwrap_or_default();
+                match side.peer() {
+                    Side::Client => p.client = w,
+                    Side::Server => p.server = w,
+                }
+                pairs.push(StrategyPair::new(p.client, p.server));
+            } else if lab {
+                pairs.push(on(side, &[Opt::BusyPoll]));
+            }
+        }
+        if only.is_none() {
+            for &side in &send {
+                for o in [Opt::Nodelay, Opt::Cork] {
+                    let mut p = on(side, &[o]);
+                    let q = SideOpts::new(vec![Opt::QuickackEach]).unwrap_or_default();
+                    match side {
+                        Side::Client => p.server = q,
+                        Side::Server => p.client = q,
+                    }
+                    pairs.push(StrategyPair::new(p.client, p.server));
+                }
+            }
+        }
+    }
+    let mut seen = Vec::new();
+    pairs
+        .into_iter()
+        .filter(|p| {
+            let new = !seen.contains(&p.label);
+            seen.push(p.label.clone());
+            new
+        })
+        .map(|pair| Candidate { change: cost(&pair), pair })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_001_candidates_fix_the_client_and_quickack_the_server() {
+        let s = Scenario::from_exchange(
+            "exchange",
+            "",
+            scenario::Exchange::parse_inline("client 275,24,292; server 100").unwrap(),
+        );
+        let labels: Vec<String> = candidates(&s, None, true).into_iter().map(|c| c.pair.label).collect();
+        assert_eq!(labels[0], "default");
+        assert!(labels.iter().any(|l| l == "client:writev server:busy-poll"), "{labels:?}");
+        for want in [
+            "client:writev",
+            "client:cork",
+            "client:msg-more",
+            "client:nodelay",
+            "server:quickack-each",
+            "server:quickack-once",
+            "client:nodelay server:quickack-each",
+            "client:cork server:quickack-each",
+        ] {
+            assert!(labels.iter().any(|l| l == want), "{want}: {labels:?}");
+        }
+        assert!(!labels.iter().any(|l| l.starts_with("server:writev")), "{labels:?}");
+        // With a peer the user does not own, only the own side's fixes.
+        let mine: Vec<String> = candidates(&s, Some(Side::Server), false).into_iter().map(|c| c.pair.label).collect();
+        assert_eq!(mine, ["default", "server:quickack-each", "server:quickack-once"]);
+    }
+
+    /// Seed 000: both sides send 100 writes, so every strategy runs on both sides.
+    #[test]
+    fn seed_000_candidates_fix_both_sides() {
+        let s = Scenario::builtin("chunked").unwrap();
+        let labels: Vec<String> = candidates(&s, None, false).into_iter().map(|c| c.pair.label).collect();
+        assert!(labels.contains(&"client:writev server:writev".to_string()), "{labels:?}");
+        assert!(labels.contains(&"client:quickack-each server:quickack-each".to_string()), "{labels:?}");
+        assert!(labels.contains(&"client:writev".to_string()), "{labels:?}");
+        assert_eq!(labels.len(), 9, "{labels:?}");
+    }
+}
