@@ -422,6 +422,9 @@ pub fn advise_runs_against_a_remote_server() {
     assert!(stdout.contains(&format!("remote {listen}: server kernel ")), "{stdout}");
     let default = stdout.lines().find(|l| l.contains(" default ")).unwrap_or_else(|| panic!("{stdout}"));
     assert!(default.contains("20/20"), "{default}");
-    let first = stdout.lines().find(|l| l.trim_start().starts_with("1 ")).unwrap_or_else(|| panic!("{stdout}"));
+    let first = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 ") || l.trim_start().starts_with("1="))
+        .unwrap_or_else(|| panic!("{stdout}"));
     assert!(first.contains("client:") && first.contains(" 0/20 "), "{first}");
 }
