@@ -23,7 +23,6 @@
 use super::confidence::{AMBIGUOUS, GAP_INFERRED, GAP_SHOWN, NO_SIGNATURE, SIGNATURE_PARTIAL};
 use super::{initial_ttl, AckInfo, Derived, Ev, GapContext, Resend, Verdict};
 use crate::dir::seq_le;
-use crate::RecordKind;
 use trace::{Cause, Duration};
 
 /// The capture skipped the sender's data during the gap (the peer acknowledged bytes never
@@ -104,10 +103,20 @@ pub(super) fn own_clock(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &
 
 /// Rule family 6: a sender nothing released.
 pub(super) fn rule(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut Ev) -> Verdict {
-    let (h, p, t) = (d.h, d.p, &c.timers);
-    let len = c.seg.len;
-    if c.one_direction {
-        return Verdict::ambiguous(
+    if let Some(a) = ack.filter(|a| a.too_soon) {
+        ev.add(a.ack.t, a.ack.frame, format!("{} ACK, {} before the data", d.p, c.end.since(a.ack.t)));
+    }
+    one_direction(c, d)
+        .or_else(|| probe_pause(c, d))
+        .or_else(|| nothing_held(c, d, ack, ev))
+        .unwrap_or_else(|| in_flight(c, d, ack))
+}
+
+/// A capture of one direction: no ACK of the held side's data can be seen.
+fn one_direction(c: &GapContext, d: &Derived) -> Option<Verdict> {
+    let (h, p, len) = (d.h, d.p, c.seg.len);
+    c.one_direction.then(|| {
+        Verdict::ambiguous(
             Cause::Unknown,
             &[Cause::Application],
             NO_SIGNATURE - 0.05,
@@ -115,24 +124,27 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut E
                 "the capture holds {h}'s packets only ({p}'s ACK numbers advance in {h}'s packets, yet none of {p}'s \
                  packets are in it): without {p}'s ACKs nothing shows whether these {len} bytes waited"
             ),
-        );
-    }
+        )
+    })
+}
+
+/// Nothing in flight, a sub-MSS segment at the probe timer's interval (`tcp_probe0_base`).
+fn probe_pause(c: &GapContext, d: &Derived) -> Option<Verdict> {
+    let (h, t, len) = (d.h, &c.timers, c.seg.len);
     // The held side's own wait: from the write when known, else its part of the gap.
     let wait = match d.held_from {
         Some(from) if from > c.start => d.length,
         _ => c.turnaround,
     };
-    let probe_pause =
-        c.snap.out_count == 0 && d.released_small && t.is_probe_interval(wait, d.path_rtt, c.rtt_from_handshake);
-    if let Some(a) = ack.filter(|a| a.too_soon) {
-        ev.add(a.ack.t, a.ack.frame, format!("{p} ACK, {} before the data", c.end.since(a.ack.t)));
+    if c.snap.out_count > 0 || !d.released_small || !t.is_probe_interval(wait, d.path_rtt, c.rtt_from_handshake) {
+        return None;
     }
-    if probe_pause {
+    {
         let (lo, hi) = t.probe_band(d.path_rtt, c.rtt_from_handshake);
         if hi.0 - lo.0 > t.rto_min.0 / 2 {
             // On a long path the band where the timer can fire is wider than half the timer
             // itself: a pause anywhere in it looks the same. Not named.
-            return Verdict::ambiguous(
+            return Some(Verdict::ambiguous(
                 Cause::Unknown,
                 &[Cause::ProbeTimer, Cause::Application],
                 NO_SIGNATURE,
@@ -143,12 +155,12 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut E
                     d.path_rtt,
                     if c.rtt_from_handshake { "" } else { " estimated without the handshake" }
                 ),
-            );
+            ));
         }
         if c.held_ttl.map(initial_ttl) == Some(128) && c.written.is_none() {
             // Linux's probe timer releases corked or MSG_MORE data; a sender whose packets start
             // at TTL 128 is a Windows stack (DefaultTTL), which has neither: the writer paused.
-            return Verdict::gap(
+            return Some(Verdict::gap(
                 GAP_INFERRED,
                 format!(
                     "{len} bytes left {wait} after the last data with nothing in flight, at the interval of Linux's \
@@ -156,9 +168,9 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut E
                      no MSG_MORE and no such timer): {h}'s application wrote them then",
                     c.held_ttl.unwrap_or(0)
                 ),
-            );
+            ));
         }
-        return Verdict::ambiguous(
+        Some(Verdict::ambiguous(
             Cause::ProbeTimer,
             &[Cause::Application, Cause::RetransmissionTimeout],
             AMBIGUOUS,
@@ -168,13 +180,18 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut E
                  an application pause of that length, or a segment lost before the capture point and resent by the \
                  RTO: the capture cannot tell"
             ),
-        );
+        ))
     }
+}
+
+/// Everything acknowledged during the gap, or nothing in flight: nothing held the data.
+fn nothing_held(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut Ev) -> Option<Verdict> {
+    let (h, p) = (d.h, d.p);
     if let Some(a) = ack.filter(|a| seq_le(c.snap.snd_nxt, a.ack.ack) && c.snap.out_count > 0) {
         // Everything in flight was acknowledged during the gap and the data left later than an
         // ACK-released send would (or sooner than the ACK could reach the sender).
         ev.add(a.ack.t, a.ack.frame, format!("{p} ACK of everything {h} had sent"));
-        return Verdict::gap(
+        return Some(Verdict::gap(
             if a.too_soon { GAP_INFERRED } else { GAP_SHOWN - 0.1 },
             format!(
                 "{p} acknowledged everything {h} had sent {} before the new data left{}, so nothing held it: {h}'s \
@@ -190,18 +207,23 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut E
                     String::new()
                 }
             ),
-        );
+        ));
     }
-    if c.snap.out_count == 0 {
-        return Verdict::gap(
+    (c.snap.out_count == 0).then(|| {
+        Verdict::gap(
             GAP_SHOWN,
             format!(
                 "everything {h} had sent was acknowledged and nothing held: {h}'s application wrote nothing for {} \
                  (think time or idle), not a TCP stall",
                 d.length
             ),
-        );
-    }
+        )
+    })
+}
+
+/// Data in flight, no ACK released the new bytes, nothing resent.
+fn in_flight(c: &GapContext, d: &Derived, ack: Option<AckInfo>) -> Verdict {
+    let (h, p, t, len) = (d.h, d.p, &c.timers, c.seg.len);
     // Data in flight, no ACK released anything, nothing resent: the new bytes left without a
     // release. A sub-MSS segment sent with a sub-MSS one unacknowledged (or by a sender that
     // showed Nagle off) was held by nothing: the writer wrote then. Otherwise the capture may
@@ -223,7 +245,7 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut E
         Some(a) => format!("{p}'s ACK {} before them could not have released them", c.end.since(a.ack.t)),
         None => format!("no ACK from {p} during the gap"),
     };
-    let mut v = if not_held {
+    if not_held {
         Verdict::gap(
             GAP_INFERRED - 0.1,
             format!(
@@ -244,9 +266,5 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut E
                 c.snap.out_bytes
             ),
         )
-    };
-    if c.written.is_some() {
-        v.kind = RecordKind::Gap;
     }
-    v
 }

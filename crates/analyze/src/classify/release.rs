@@ -22,8 +22,8 @@
 
 use super::confidence::{AMBIGUOUS, CONSISTENT, GAP_INFERRED, SIGNATURE, SIGNATURE_PARTIAL, WRITES_AND_SIGNATURE};
 use super::{AckInfo, Derived, Ev, GapContext, Verdict};
-use crate::dir::seq_le;
-use trace::Cause;
+use crate::dir::{seq_le, AckSeen};
+use trace::{Cause, Duration};
 
 /// A flight that can fill a congestion window before any loss: the initial window of 10
 /// segments (RFC 6928, Linux TCP_INIT_CWND), or RFC 3390's largest initial window (4380 bytes)
@@ -32,11 +32,37 @@ fn window_sized(out_count: usize, out_bytes: u64) -> bool {
     out_count >= 10 || (out_count >= 4 && out_bytes >= 4380)
 }
 
+/// What every ACK-release rule reads: the context, the ACK and how late it was.
+struct Release<'a> {
+    c: &'a GapContext,
+    d: &'a Derived,
+    ack: AckSeen,
+    /// "B's pure ACK came 40.1 ms after the data it acknowledges (a delayed-ACK timer's interval)".
+    delay_txt: String,
+    /// The ACK came at a delayed-ACK timer's own interval (40, 100, 200 ms).
+    timer: bool,
+    /// The confidence the ACK's timing gives a release rule.
+    base: f64,
+    /// Sooner than any delayed-ACK timer (TCP_DELACK_MIN less a jiffy) yet late beyond the path.
+    untimed: bool,
+    /// As many segments in flight as the sender ever had (or any after a loss).
+    full_window: bool,
+}
+
 pub(super) fn rule(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut Ev) -> Option<Verdict> {
     let AckInfo { ack: a, delay, released, .. } = ack?;
     if c.snap.out_count == 0 || !released || c.one_direction {
         return None;
     }
+    let r = describe(c, d, a, delay, ev);
+    let mut v =
+        nagle(&r, ev).or_else(|| kernel_cwnd(&r, ev)).or_else(|| window(&r)).unwrap_or_else(|| lone_segment(&r));
+    v.ack_delay = delay;
+    Some(v)
+}
+
+/// The ACK's evidence and timing, once for every rule.
+fn describe<'a>(c: &'a GapContext, d: &'a Derived, a: AckSeen, delay: Option<Duration>, ev: &mut Ev) -> Release<'a> {
     let (h, p, t) = (d.h, d.p, &c.timers);
     if let Some(s) = c.snap.last_sent {
         ev.add(
@@ -45,11 +71,12 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut E
             format!("{h} data {} B, unacknowledged{}", s.len, if s.small { " (sub-MSS)" } else { "" }),
         );
     }
+    let timer = delay.is_some_and(|dl| t.at_timer_interval(dl));
     let delay_txt = match delay {
         Some(dl) => format!(
             "{p}'s {}ACK came {dl} after the data it acknowledges{}",
             if a.pure { "pure " } else { "" },
-            if t.at_timer_interval(dl) { " (a delayed-ACK timer's interval)" } else { "" }
+            if timer { " (a delayed-ACK timer's interval)" } else { "" }
         ),
         None => format!("{p}'s ACK (its delay could not be measured: no handshake RTT or the data was resent)"),
     };
@@ -61,144 +88,173 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut E
             None => format!("{p} ACK"),
         },
     );
-    let timer = delay.is_some_and(|dl| t.at_timer_interval(dl));
-    let delayed = delay.is_some_and(|dl| t.is_delayed_ack(dl));
     let base = if timer {
         SIGNATURE
-    } else if delayed {
+    } else if delay.is_some_and(|dl| t.is_delayed_ack(dl)) {
         SIGNATURE - 0.05
     } else if delay.is_none() {
         SIGNATURE_PARTIAL - 0.1
     } else {
         CONSISTENT
     };
-    // An ACK sooner than any delayed-ACK timer (TCP_DELACK_MIN less a jiffy) yet late beyond the
-    // path: the receiver answered late without a timer.
-    let untimed = delay.is_some_and(|dl| dl.0 + t.jiffy.0 < t.delack_min.0);
+    Release {
+        c,
+        d,
+        ack: a,
+        delay_txt,
+        timer,
+        base,
+        untimed: delay.is_some_and(|dl| dl.0 + t.jiffy.0 < t.delack_min.0),
+        full_window: c.snap.out_count >= 2 && (c.snap.out_count >= c.max_flight_segs || c.lost_before),
+    }
+}
+
+/// RFC 9293 3.7.4 (`tcp_nagle_check` + `tcp_minshall_check`): one sub-MSS segment out, a
+/// sub-MSS segment released; or RFC 896's classic rule (only the ACK of everything releases).
+fn nagle(r: &Release, ev: &mut Ev) -> Option<Verdict> {
+    let (c, d, delay_txt) = (r.c, r.d, &r.delay_txt);
+    let (h, p) = (d.h, d.p);
     let mss_note = if c.mss_known { "" } else { " (MSS estimated: handshake not captured)" };
-    let kernel = c.kernel_state.filter(|(kt, _, _)| *kt <= c.end && *kt >= c.start);
-    let full_window = c.snap.out_count >= 2 && (c.snap.out_count >= c.max_flight_segs || c.lost_before);
-    let mut v = if c.snap.out_small == 1 && d.released_small {
-        if let Some((nt, nf)) = c.nagle_off {
-            ev.add(nt, nf, format!("{h} sent a sub-MSS segment with another unacknowledged: Nagle off"));
-            Verdict::gap(
-                GAP_INFERRED - 0.1,
-                format!(
-                    "the next {} bytes left just after {p}'s ACK, but {h} showed Nagle off before (a sub-MSS segment \
-                     sent while another was unacknowledged), so Nagle did not hold them: {h}'s application wrote them \
-                     then; {delay_txt}",
-                    c.seg.len
-                ),
-            )
-        } else {
-            Verdict::stall(
+    if c.snap.out_small == 1 && d.released_small {
+        return Some(match c.nagle_off {
+            Some((nt, nf)) => {
+                ev.add(nt, nf, format!("{h} sent a sub-MSS segment with another unacknowledged: Nagle off"));
+                Verdict::gap(
+                    GAP_INFERRED - 0.1,
+                    format!(
+                        "the next {} bytes left just after {p}'s ACK, but {h} showed Nagle off before (a sub-MSS \
+                         segment sent while another was unacknowledged), so Nagle did not hold them: {h}'s \
+                         application wrote them then; {delay_txt}",
+                        c.seg.len
+                    ),
+                )
+            }
+            None => Verdict::stall(
                 Cause::NagleDelayedAck,
-                base,
+                r.base,
                 format!(
                     "a {}-byte segment was unacknowledged, so Nagle held the next {} bytes{mss_note}; {delay_txt}, \
                      and they left right after it",
                     c.snap.last_small_len, c.seg.len
                 ),
+            ),
+        });
+    }
+    // RFC 896's rule holds a small segment while ANY data is unacknowledged, so only the ACK
+    // of everything releases it; a congestion window opens on a partial ACK.
+    (c.snap.out_small == 0 && d.released_small && seq_le(c.snap.snd_nxt, r.ack.ack) && c.nagle_off.is_none()).then(
+        || {
+            Verdict::stall(
+                Cause::NagleDelayedAck,
+                r.base * 0.75,
+                format!(
+                    "only full-sized segments were unacknowledged, yet {} bytes waited for the ACK: classic Nagle \
+                     without Minshall's rule (RFC 896; Linux would have sent){mss_note}; {delay_txt}",
+                    c.seg.len
+                ),
             )
-        }
-    } else if c.snap.out_small == 0 && d.released_small && seq_le(c.snap.snd_nxt, a.ack) && c.nagle_off.is_none() {
-        // RFC 896's rule holds a small segment while ANY data is unacknowledged, so only the
-        // ACK of everything releases it; a congestion window opens on a partial ACK.
+        },
+    )
+}
+
+/// The kernel's cwnd at the last ACK before the release (`tcp:tcp_probe`) decides the
+/// congestion window (RFC 5681 3.1, `tcp_cwnd_test`).
+fn kernel_cwnd(r: &Release, ev: &mut Ev) -> Option<Verdict> {
+    let c = r.c;
+    let (kt, kf, s) = c.kernel_state.filter(|(kt, _, _)| *kt <= c.end && *kt >= c.start && c.snap.out_count >= 2)?;
+    let flight = s.snd_nxt.wrapping_sub(s.snd_una);
+    ev.add(kt, kf, format!("kernel: cwnd {} segments, {flight} bytes in flight", s.snd_cwnd));
+    Some(if flight / c.mss.max(1) + 1 >= s.snd_cwnd {
         Verdict::stall(
-            Cause::NagleDelayedAck,
-            base * 0.75,
+            Cause::CwndLimited,
+            WRITES_AND_SIGNATURE,
             format!(
-                "only full-sized segments were unacknowledged, yet {} bytes waited for the ACK: classic Nagle \
-                 without Minshall's rule (RFC 896; Linux would have sent){mss_note}; {delay_txt}",
-                c.seg.len
+                "{} segments ({} bytes) were in flight and the kernel's congestion window was {} segments, so the \
+                 next waited for the ACK; {}",
+                c.snap.out_count, c.snap.out_bytes, s.snd_cwnd, r.delay_txt
             ),
         )
-    } else if let Some((kt, kf, s)) = kernel.filter(|_| c.snap.out_count >= 2) {
-        // The kernel's cwnd at the last ACK before the release decides the congestion window.
-        let flight_segs = s.snd_nxt.wrapping_sub(s.snd_una) / c.mss.max(1);
-        ev.add(
-            kt,
-            kf,
-            format!("kernel: cwnd {} segments, {} bytes in flight", s.snd_cwnd, s.snd_nxt.wrapping_sub(s.snd_una)),
-        );
-        if flight_segs + 1 >= s.snd_cwnd {
-            Verdict::stall(
-                Cause::CwndLimited,
-                WRITES_AND_SIGNATURE,
-                format!(
-                    "{} segments ({} bytes) were in flight and the kernel's congestion window was {} segments, so the \
-                     next waited for the ACK; {delay_txt}",
-                    c.snap.out_count, c.snap.out_bytes, s.snd_cwnd
-                ),
-            )
-        } else {
-            Verdict::gap(
-                GAP_INFERRED,
-                format!(
-                    "{} segments were in flight, below the kernel's congestion window of {} segments, so the window \
-                     did not hold the next data: {h}'s application wrote it then; {delay_txt}",
-                    c.snap.out_count, s.snd_cwnd
-                ),
-            )
-        }
-    } else if untimed && (full_window || c.snap.out_count < 2) {
-        Verdict::ambiguous(
+    } else {
+        Verdict::gap(
+            GAP_INFERRED,
+            format!(
+                "{} segments were in flight, below the kernel's congestion window of {} segments, so the window did \
+                 not hold the next data: {}'s application wrote it then; {}",
+                c.snap.out_count, s.snd_cwnd, r.d.h, r.delay_txt
+            ),
+        )
+    })
+}
+
+/// Several segments in flight: the congestion window (RFC 5681 3.1), if the flight is as large
+/// as it ever was and window-sized; below the largest flight, the writer.
+fn window(r: &Release) -> Option<Verdict> {
+    let (c, h, delay_txt) = (r.c, r.d.h, &r.delay_txt);
+    let (n, bytes) = (c.snap.out_count, c.snap.out_bytes);
+    if r.untimed && (r.full_window || n < 2) {
+        return Some(Verdict::ambiguous(
             Cause::Unknown,
             &[Cause::Application],
             AMBIGUOUS + 0.05,
             format!(
-                "{} segments ({} bytes) were in flight and the next left after the ACK; {delay_txt}: sooner than any \
-                 delayed-ACK timer, so the receiver answered late without one (a slow or descheduled host), or the \
-                 writer wrote just then",
-                c.snap.out_count, c.snap.out_bytes
+                "{n} segments ({bytes} bytes) were in flight and the next left after the ACK; {delay_txt}: sooner than \
+                 any delayed-ACK timer, so the receiver answered late without one (a slow or descheduled host), or \
+                 the writer wrote just then"
             ),
-        )
-    } else if full_window && (window_sized(c.snap.out_count, c.snap.out_bytes) || c.lost_before) {
-        Verdict::stall(
+        ));
+    }
+    if r.full_window && (window_sized(n, bytes) || c.lost_before) {
+        let nagle_off = if c.snap.out_small >= 2 {
+            format!(", {} of them sub-MSS, so Nagle was off", c.snap.out_small)
+        } else {
+            String::new()
+        };
+        return Some(Verdict::stall(
             Cause::CwndLimited,
-            if c.snap.out_small >= 2 { base * 0.8 } else { base * 0.9 },
+            if c.snap.out_small >= 2 { r.base * 0.8 } else { r.base * 0.9 },
             format!(
-                "{} segments ({} bytes{}) were in flight, as many as {h} ever had{}, and the next waited for the ACK; \
-                 {delay_txt}",
-                c.snap.out_count,
-                c.snap.out_bytes,
-                if c.snap.out_small >= 2 {
-                    format!(", {} of them sub-MSS, so Nagle was off", c.snap.out_small)
-                } else {
-                    String::new()
-                },
+                "{n} segments ({bytes} bytes{nagle_off}) were in flight, as many as {h} ever had{}, and the next \
+                 waited for the ACK; {delay_txt}",
                 if c.lost_before { " since a loss shrank its window" } else { "" }
             ),
-        )
-    } else if full_window {
-        Verdict::ambiguous(
+        ));
+    }
+    if r.full_window {
+        return Some(Verdict::ambiguous(
             Cause::CwndLimited,
             &[Cause::Application],
             AMBIGUOUS + 0.1,
             format!(
-                "{} segments ({} bytes) were in flight, as many as {h} ever had, and the next left after the ACK; \
+                "{n} segments ({bytes} bytes) were in flight, as many as {h} ever had, and the next left after the ACK; \
                  {delay_txt}: no congestion window is that small before a loss (initial windows are 10 segments, \
-                 RFC 6928, or 4380 bytes, RFC 3390), and a writer writing just then looks the same",
-                c.snap.out_count, c.snap.out_bytes
+                 RFC 6928, or 4380 bytes, RFC 3390), and a writer writing just then looks the same"
             ),
-        )
-    } else if c.snap.out_count >= 2 {
+        ));
+    }
+    (n >= 2).then(|| {
         Verdict::gap(
             CONSISTENT - 0.05,
             format!(
-                "{} segments were in flight, fewer than the {} {h} had in flight before, so neither the \
-                 congestion window nor Nagle held the next data: the application wrote it then; {delay_txt}",
-                c.snap.out_count, c.max_flight_segs
+                "{n} segments were in flight, fewer than the {} {h} had in flight before, so neither the congestion \
+                 window nor Nagle held the next data: the application wrote it then; {delay_txt}",
+                c.max_flight_segs
             ),
         )
-    } else if timer {
+    })
+}
+
+/// One full-sized segment out, its ACK, then the next data: the wait for a delayed ACK, the
+/// mechanism that waited not shown (RFC 9293 3.8.6.3).
+fn lone_segment(r: &Release) -> Verdict {
+    let (c, h, delay_txt) = (r.c, r.d.h, &r.delay_txt);
+    if r.timer {
         Verdict::stall(
             Cause::DelayedAck,
-            base * 0.65,
+            r.base * 0.65,
             format!(
                 "{h} waited for the ACK of its only outstanding ({}-byte) segment before sending {} bytes; \
-                 {delay_txt}; the packets do not show whether a one-segment congestion window or the \
-                 application held them",
+                 {delay_txt}; the packets do not show whether a one-segment congestion window or the application \
+                 held them",
                 c.snap.out_bytes, c.seg.len
             ),
         )
@@ -214,7 +270,5 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut E
                 c.seg.len, c.snap.out_bytes
             ),
         )
-    };
-    v.ack_delay = delay;
-    Some(v)
+    }
 }

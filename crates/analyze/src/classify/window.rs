@@ -30,36 +30,7 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ev: &mut Ev) -> Option<Verdict> 
     // (`tcp:tcp_probe`: snd_wnd, snd_nxt - snd_una).
     let kernel = c.kernel_state.filter(|(kt, _, _)| *kt <= c.end && *kt >= c.start);
     if c.zero_window {
-        let opened = c.window_opened.filter(|(wt, _)| *wt <= c.end);
-        if let Some((wt, _)) = opened {
-            if c.end.since(wt) > upper {
-                // The window was open for longer than a release takes: something else held
-                // the data, or nothing did.
-                return None;
-            }
-        }
-        if let Some((wt, wf)) = opened {
-            ev.add(wt, wf, format!("{p} window update"));
-        }
-        let conf = if kernel.is_some() {
-            WRITES_AND_SIGNATURE
-        } else if opened.is_some() {
-            SIGNATURE
-        } else {
-            SIGNATURE_PARTIAL
-        };
-        return Some(Verdict::stall(
-            Cause::RwndLimited,
-            conf,
-            format!(
-                "{p} advertised a zero window with {} bytes in flight, so {h} could not send until the window opened{}",
-                c.snap.out_bytes,
-                match opened {
-                    Some((wt, _)) => format!("; the data left {} after the update", c.end.since(wt)),
-                    None => " (the update itself is not in the capture)".to_string(),
-                }
-            ),
-        ));
+        return zero_window(c, d, kernel.is_some(), ev);
     }
     if c.snap.out_count == 0 || !window_closed(c) {
         return None;
@@ -98,6 +69,43 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ev: &mut Ev) -> Option<Verdict> 
              {} bytes until the ACK opened it; they left {} after it",
             c.seg.len,
             c.end.since(a.t)
+        ),
+    ))
+}
+
+/// A zero window (RFC 9293 3.8.6.2.1): the data left right after the update (or the update is
+/// not in the capture); data that left long after the window opened was not held by it.
+fn zero_window(c: &GapContext, d: &Derived, kernel: bool, ev: &mut Ev) -> Option<Verdict> {
+    let (h, p) = (d.h, d.p);
+    let upper = Duration::from_millis(2) + d.back;
+    let opened = c.window_opened.filter(|(wt, _)| *wt <= c.end);
+    if let Some((wt, _)) = opened {
+        if c.end.since(wt) > upper {
+            // The window was open for longer than a release takes: something else held
+            // the data, or nothing did.
+            return None;
+        }
+    }
+    if let Some((wt, wf)) = opened {
+        ev.add(wt, wf, format!("{p} window update"));
+    }
+    let conf = if kernel {
+        WRITES_AND_SIGNATURE
+    } else if opened.is_some() {
+        SIGNATURE
+    } else {
+        SIGNATURE_PARTIAL
+    };
+    Some(Verdict::stall(
+        Cause::RwndLimited,
+        conf,
+        format!(
+            "{p} advertised a zero window with {} bytes in flight, so {h} could not send until the window opened{}",
+            c.snap.out_bytes,
+            match opened {
+                Some((wt, _)) => format!("; the data left {} after the update", c.end.since(wt)),
+                None => " (the update itself is not in the capture)".to_string(),
+            }
         ),
     ))
 }
