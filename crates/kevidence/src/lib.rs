@@ -1,0 +1,315 @@
+//! Kernel evidence: what the kernel saw of a connection that its packets cannot show (when the
+//! application wrote, every resend, the windows at each ACK), from eBPF programs on stable TCP
+//! tracepoints, turned into trace events (`trace::EventKind::Kernel`).
+//!
+//! The programs (bpf/tcpev.bpf.c) are C compiled by clang at build time and loaded by `aya`
+//! (pure Rust: BTF/CO-RE relocation against /sys/kernel/btf/vmlinux, raw tracepoint links).
+//! They attach as raw tracepoints (BPF_RAW_TRACEPOINT_OPEN), which need no tracefs. They filter
+//! in the kernel (ports, and optionally one network namespace) and deliver 88-byte records
+//! through a BPF ring buffer; a record that finds the ring full is counted, never silently lost.
+//! Nothing is pinned: the programs, links and maps go away with this process's file
+//! descriptors, on exit, Ctrl-C or a crash.
+//!
+//! Fails soft: [`Source::open`] returns [`Unavailable`] with one line saying what is missing
+//! (not built, not root, no BTF, the load refused); a tracepoint this kernel lacks
+//! (`tcp_sendmsg_locked` is 6.12+) is skipped and named in [`Source::status`].
+
+use std::os::fd::{AsFd, OwnedFd};
+
+use aya::maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray, RingBuf};
+use aya::programs::RawTracePoint;
+use aya::Ebpf;
+
+mod record;
+pub use record::{endpoint, parse, tcp_state_name, ClockMap, Converter, Kind, Record, RECORD_LEN};
+
+/// The compiled programs (empty when clang was missing at build time).
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tcpev.o"));
+
+/// The programs and the tracepoints they attach to, with what each one gives.
+pub const TRACEPOINTS: [Tracepoint; 6] = [
+    Tracepoint { program: "tcpstall_sendmsg", name: "tcp_sendmsg_locked", gives: "write times and sizes" },
+    Tracepoint { program: "tcpstall_retransmit", name: "tcp_retransmit_skb", gives: "resends" },
+    Tracepoint { program: "tcpstall_probe", name: "tcp_probe", gives: "windows at each arriving segment" },
+    Tracepoint { program: "tcpstall_read", name: "tcp_rcv_space_adjust", gives: "reads" },
+    Tracepoint { program: "tcpstall_state", name: "inet_sock_set_state", gives: "opens and closes" },
+    Tracepoint { program: "tcpstall_cong", name: "tcp_cong_state_set", gives: "congestion states" },
+];
+
+/// One program and its tracepoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tracepoint {
+    pub program: &'static str,
+    /// The tracepoint (include/trace/events/tcp.h, sock.h), as BPF_RAW_TRACEPOINT_OPEN names it.
+    pub name: &'static str,
+    /// What is not measured without it, for people.
+    pub gives: &'static str,
+}
+
+/// Which sockets to report: those with a local or remote port in `ports` (all when empty) and,
+/// when `netns` is given, in the network namespace with that inode (`stat -L /proc/PID/ns/net`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    pub ports: Vec<u16>,
+    pub netns: Option<u32>,
+}
+
+/// Most ports a filter holds (the `ports` map's size).
+pub const MAX_PORTS: usize = 64;
+
+/// Why there is no kernel evidence, in one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable(pub String);
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for Unavailable {}
+
+/// What the kernel counted: records written to the ring, and records that found it full.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub written: u64,
+    pub lost: u64,
+}
+
+/// The loaded and attached programs, and their maps.
+pub struct Source {
+    /// Holds the programs and their links: dropping it detaches everything.
+    _ebpf: Ebpf,
+    ring: RingBuf<MapData>,
+    /// A duplicate of the ring's fd, to poll(2) on.
+    ring_fd: OwnedFd,
+    counts: PerCpuArray<MapData, u64>,
+    cfg: Array<MapData, u64>,
+    ports: BpfHashMap<MapData, u16, u8>,
+    attached: Vec<Tracepoint>,
+    missing: Vec<(Tracepoint, String)>,
+}
+
+/// A message on one line: a verifier log (many lines) keeps its first line and its verdict
+/// (the last line before "verification time").
+fn one_line(t: &str) -> String {
+    let lines: Vec<&str> = t.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    match lines.as_slice() {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [first, rest @ ..] => {
+            let end = rest.iter().position(|l| l.starts_with("verification time")).unwrap_or(rest.len());
+            let verdict = if end > 0 { rest[end - 1] } else { rest[rest.len() - 1] };
+            format!("{} ... {verdict}", first.trim_end_matches(':'))
+        }
+    }
+}
+
+/// An error and its causes, on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = one_line(&e.to_string());
+    let mut src = e.source();
+    while let Some(c) = src {
+        let t = one_line(&c.to_string());
+        if !s.contains(&t) {
+            s += &format!(": {t}");
+        }
+        src = c.source();
+    }
+    s
+}
+
+/// The effective capability set of this process (/proc/self/status CapEff), None if unreadable.
+fn effective_caps() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let l = s.lines().find(|l| l.starts_with("CapEff:"))?;
+    u64::from_str_radix(l.split_whitespace().nth(1)?, 16).ok()
+}
+
+/// Whether this process may load tracing BPF programs: CAP_BPF (39) and CAP_PERFMON (38), or
+/// CAP_SYS_ADMIN (21) (kernel/bpf/syscall.c `bpf_capable`, `perfmon_capable`).
+fn may_load() -> bool {
+    match effective_caps() {
+        Some(c) => c & (1 << 21) != 0 || (c & (1 << 39) != 0 && c & (1 << 38) != 0),
+        None => nix::unistd::geteuid().is_root(),
+    }
+}
+
+impl Source {
+    /// Load the programs, set the filter and attach every tracepoint this kernel has.
+    pub fn open(filter: &Filter) -> Result<Source, Unavailable> {
+        Self::open_tracepoints(filter, &TRACEPOINTS)
+    }
+
+    /// Like [`Source::open`] with another list of tracepoints (a name this kernel lacks is
+    /// skipped and reported; tests use it to provoke that path).
+    pub fn open_tracepoints(filter: &Filter, tracepoints: &[Tracepoint]) -> Result<Source, Unavailable> {
+        let off = |why: String| Unavailable(format!("no kernel evidence: {why}; the packets are analysed alone"));
+        if cfg!(kevidence_no_bpf) || OBJECT.is_empty() {
+            return Err(off("not built (no clang at build time; install clang, llvm and libbpf-dev and rebuild)".into()));
+        }
+        if filter.ports.len() > MAX_PORTS {
+            return Err(off(format!("{} ports asked, the kernel filter holds {MAX_PORTS}", filter.ports.len())));
+        }
+        if !may_load() {
+            return Err(off("loading eBPF programs needs root, or CAP_BPF and CAP_PERFMON".into()));
+        }
+        let btf_path = std::path::Path::new("/sys/kernel/btf/vmlinux");
+        if !btf_path.exists() {
+            return Err(off("this kernel has no BTF (/sys/kernel/btf/vmlinux; CONFIG_DEBUG_INFO_BTF)".into()));
+        }
+        let btf = aya::Btf::from_sys_fs().map_err(|e| off(format!("reading the kernel's BTF: {}", chain(&e))))?;
+        // Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK (later ones to the memory
+        // cgroup): lift it, best effort.
+        let _ = nix::sys::resource::setrlimit(
+            nix::sys::resource::Resource::RLIMIT_MEMLOCK,
+            nix::sys::resource::RLIM_INFINITY,
+            nix::sys::resource::RLIM_INFINITY,
+        );
+        let mut ebpf = aya::EbpfLoader::new()
+            .btf(Some(&btf))
+            .load(OBJECT)
+            .map_err(|e| off(format!("the kernel refused the programs: {}", chain(&e))))?;
+        let map = |ebpf: &mut Ebpf, name: &str| {
+            ebpf.take_map(name).ok_or_else(|| off(format!("map {name} missing from the object")))
+        };
+        let events = map(&mut ebpf, "events")?;
+        let ring_fd = match &events {
+            Map::RingBuf(m) => m.fd().as_fd().try_clone_to_owned().map_err(|e| off(format!("dup of the ring's fd: {e}")))?,
+            _ => return Err(off("map events is not a ring buffer".into())),
+        };
+        let ring = RingBuf::try_from(events).map_err(|e| off(chain(&e)))?;
+        let counts = PerCpuArray::try_from(map(&mut ebpf, "counts")?).map_err(|e| off(chain(&e)))?;
+        let cfg = Array::try_from(map(&mut ebpf, "cfg")?).map_err(|e| off(chain(&e)))?;
+        let ports = BpfHashMap::try_from(map(&mut ebpf, "ports")?).map_err(|e| off(chain(&e)))?;
+        let mut src = Source { _ebpf: ebpf, ring, ring_fd, counts, cfg, ports, attached: Vec::new(), missing: Vec::new() };
+        src.set_filter(filter).map_err(|e| off(format!("setting the filter: {e}")))?;
+        for tp in tracepoints {
+            let Some(p) = src._ebpf.program_mut(tp.program) else {
+                src.missing.push((*tp, "no such program in the object".into()));
+                continue;
+            };
+            let p: &mut RawTracePoint = match p.try_into() {
+                Ok(p) => p,
+                Err(e) => {
+                    src.missing.push((*tp, chain(&e)));
+                    continue;
+                }
+            };
+            if let Err(e) = p.load() {
+                src.missing.push((*tp, format!("the verifier refused it: {}", chain(&e))));
+                continue;
+            }
+            match p.attach(tp.name) {
+                Ok(_) => src.attached.push(*tp),
+                Err(e) => {
+                    let text = chain(&e);
+                    // BPF_RAW_TRACEPOINT_OPEN: ENOENT when the kernel has no such tracepoint
+                    // (bpf_get_raw_tracepoint, kernel/trace/bpf_trace.c).
+                    let why = if text.contains("No such file") || text.contains("os error 2") {
+                        "not in this kernel".to_string()
+                    } else {
+                        text
+                    };
+                    src.missing.push((*tp, why));
+                }
+            }
+        }
+        if src.attached.is_empty() {
+            let why: Vec<String> = src.missing.iter().map(|(t, w)| format!("{}: {w}", t.name)).collect();
+            return Err(off(format!("no tracepoint attached ({})", why.join("; "))));
+        }
+        Ok(src)
+    }
+
+    /// Replace the filter (ports, namespace). Records already in the ring stay.
+    pub fn set_filter(&mut self, f: &Filter) -> Result<(), String> {
+        if f.ports.len() > MAX_PORTS {
+            return Err(format!("{} ports, the kernel filter holds {MAX_PORTS}", f.ports.len()));
+        }
+        let old: Vec<u16> = self.ports.keys().filter_map(Result::ok).collect();
+        for p in old.iter().filter(|p| !f.ports.contains(p)) {
+            self.ports.remove(p).map_err(|e| chain(&e))?;
+        }
+        for p in &f.ports {
+            self.ports.insert(p, 1, 0).map_err(|e| chain(&e))?;
+        }
+        // struct config { u32 netns; u32 any_port; } as one little-endian u64.
+        let value = u64::from(f.netns.unwrap_or(0)) | (u64::from(f.ports.is_empty()) << 32);
+        self.cfg.set(0, value, 0).map_err(|e| chain(&e))
+    }
+
+    /// The tracepoints attached.
+    pub fn attached(&self) -> &[Tracepoint] {
+        &self.attached
+    }
+
+    /// The tracepoints asked for and not attached, with why.
+    pub fn missing(&self) -> &[(Tracepoint, String)] {
+        &self.missing
+    }
+
+    /// One line: what is attached, and what is missing and so not measured.
+    pub fn status(&self) -> String {
+        let mut s = format!(
+            "kernel evidence: {} raw tracepoints ({})",
+            self.attached.len(),
+            self.attached.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
+        );
+        for (t, why) in &self.missing {
+            s += &format!("; {} missing ({why}): {} not measured", t.name, t.gives);
+        }
+        s
+    }
+
+    /// The kernel's counts, summed over CPUs.
+    pub fn counts(&self) -> Counts {
+        let sum = |i: u32| self.counts.get(&i, 0).map_or(0, |v| v.iter().sum::<u64>());
+        Counts { lost: sum(0), written: sum(1) }
+    }
+
+    /// Wait up to `timeout_ms` for records (poll(2) on the ring's fd).
+    pub fn wait(&self, timeout_ms: u16) -> bool {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        let mut fds = [PollFd::new(self.ring_fd.as_fd(), PollFlags::POLLIN)];
+        matches!(poll(&mut fds, PollTimeout::from(timeout_ms)), Ok(n) if n > 0)
+    }
+
+    /// Parse every record in the ring into `out`; returns how many were read (records that do
+    /// not parse are skipped and counted in the second value).
+    pub fn drain(&mut self, out: &mut Vec<Record>) -> (usize, u64) {
+        let (mut n, mut bad) = (0, 0);
+        while let Some(item) = self.ring.next() {
+            match parse(&item) {
+                Some(r) => {
+                    out.push(r);
+                    n += 1;
+                }
+                None => bad += 1,
+            }
+        }
+        (n, bad)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_verifier_log_becomes_one_line_with_its_verdict() {
+        let log = "the BPF_PROG_LOAD syscall failed. Verifier output: 0: R1=ctx()\n1: (bf) r6 = r1\n\
+                   invalid func unknown#195896080\nverification time 263 usec\nstack depth 32\n";
+        assert_eq!(
+            one_line(log),
+            "the BPF_PROG_LOAD syscall failed. Verifier output: 0: R1=ctx() ... invalid func unknown#195896080"
+        );
+        assert_eq!(one_line("plain"), "plain");
+    }
+
+    #[test]
+    fn too_many_ports_is_one_line_and_no_crash() {
+        let f = Filter { ports: (1..=MAX_PORTS as u16 + 1).collect(), netns: None };
+        let e = Source::open(&f).err().expect("refused");
+        assert!(e.0.starts_with("no kernel evidence: ") && !e.0.contains('\n'), "{e}");
+    }
+}
