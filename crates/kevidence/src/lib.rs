@@ -20,8 +20,10 @@ use aya::maps::{Array, HashMap as BpfHashMap, Map, MapData, PerCpuArray, RingBuf
 use aya::programs::RawTracePoint;
 use aya::Ebpf;
 
+mod reader;
 mod record;
-pub use record::{endpoint, parse, tcp_state_name, ClockMap, Converter, Kind, Record, RECORD_LEN};
+pub use reader::{Reader, ReaderCounts, MAX_HELD};
+pub use record::{endpoint, parse, tcp_state_name, to_events, ClockMap, Converter, Kind, Record, RECORD_LEN};
 
 /// The compiled programs (empty when clang was missing at build time).
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tcpev.o"));
@@ -145,7 +147,9 @@ impl Source {
     pub fn open_tracepoints(filter: &Filter, tracepoints: &[Tracepoint]) -> Result<Source, Unavailable> {
         let off = |why: String| Unavailable(format!("no kernel evidence: {why}; the packets are analysed alone"));
         if cfg!(kevidence_no_bpf) || OBJECT.is_empty() {
-            return Err(off("not built (no clang at build time; install clang, llvm and libbpf-dev and rebuild)".into()));
+            return Err(off(
+                "not built (no clang at build time; install clang, llvm and libbpf-dev and rebuild)".into()
+            ));
         }
         if filter.ports.len() > MAX_PORTS {
             return Err(off(format!("{} ports asked, the kernel filter holds {MAX_PORTS}", filter.ports.len())));
@@ -174,14 +178,17 @@ impl Source {
         };
         let events = map(&mut ebpf, "events")?;
         let ring_fd = match &events {
-            Map::RingBuf(m) => m.fd().as_fd().try_clone_to_owned().map_err(|e| off(format!("dup of the ring's fd: {e}")))?,
+            Map::RingBuf(m) => {
+                m.fd().as_fd().try_clone_to_owned().map_err(|e| off(format!("dup of the ring's fd: {e}")))?
+            }
             _ => return Err(off("map events is not a ring buffer".into())),
         };
         let ring = RingBuf::try_from(events).map_err(|e| off(chain(&e)))?;
         let counts = PerCpuArray::try_from(map(&mut ebpf, "counts")?).map_err(|e| off(chain(&e)))?;
         let cfg = Array::try_from(map(&mut ebpf, "cfg")?).map_err(|e| off(chain(&e)))?;
         let ports = BpfHashMap::try_from(map(&mut ebpf, "ports")?).map_err(|e| off(chain(&e)))?;
-        let mut src = Source { _ebpf: ebpf, ring, ring_fd, counts, cfg, ports, attached: Vec::new(), missing: Vec::new() };
+        let mut src =
+            Source { _ebpf: ebpf, ring, ring_fd, counts, cfg, ports, attached: Vec::new(), missing: Vec::new() };
         src.set_filter(filter).map_err(|e| off(format!("setting the filter: {e}")))?;
         for tp in tracepoints {
             let Some(p) = src._ebpf.program_mut(tp.program) else {
@@ -251,9 +258,9 @@ impl Source {
     /// One line: what is attached, and what is missing and so not measured.
     pub fn status(&self) -> String {
         let mut s = format!(
-            "kernel evidence: {} raw tracepoints ({})",
+            "kernel evidence: {} of {} tracepoints",
             self.attached.len(),
-            self.attached.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
+            self.attached.len() + self.missing.len()
         );
         for (t, why) in &self.missing {
             s += &format!("; {} missing ({why}): {} not measured", t.name, t.gives);

@@ -101,7 +101,9 @@ pub fn parse(b: &[u8]) -> Option<Record> {
     }
     let v = |i: usize| u32le(b, 56 + 4 * i);
     let kind = match b[16] {
-        1 => Kind::Sendmsg { left: v(0), write_seq: v(1), msg: u64::from(v(2)) | u64::from(v(3)) << 32, size_goal: v(4) },
+        1 => {
+            Kind::Sendmsg { left: v(0), write_seq: v(1), msg: u64::from(v(2)) | u64::from(v(3)) << 32, size_goal: v(4) }
+        }
         2 => Kind::Retransmit { seq: v(0), end_seq: v(1), flags: v(2) as u8 },
         3 => Kind::Probe(KernelState {
             snd_una: v(0),
@@ -315,4 +317,32 @@ mod tests {
         let now = ClockMap::sample();
         assert!(now.error_ns < 1_000_000, "{now:?}");
     }
+}
+
+/// The records of one connection as trace events, sorted by time: `side` names the endpoint a
+/// record's socket is (None: another connection, skipped); times are the records' monotonic
+/// stamps mapped by `clock` to realtime, minus `origin_ns` (the trace's time 0, realtime;
+/// earlier ones are clamped to 0). Evidence numbers count from `first`.
+pub fn to_events(
+    recs: &[Record],
+    clock: &ClockMap,
+    origin_ns: u64,
+    mut side: impl FnMut(&Record) -> Option<Endpoint>,
+    first: u64,
+) -> Vec<trace::Event> {
+    let mut sorted: Vec<&Record> = recs.iter().collect();
+    sorted.sort_by_key(|r| r.mono_ns);
+    let mut conv = Converter::new();
+    let mut out = Vec::new();
+    for r in sorted {
+        let Some(from) = side(r) else { continue };
+        let Some(k) = conv.event(r) else { continue };
+        out.push(trace::Event {
+            t: trace::Instant(clock.to_realtime(r.mono_ns).saturating_sub(origin_ns)),
+            from,
+            kind: trace::EventKind::Kernel(k),
+            evidence: trace::Evidence::Kernel(first + out.len() as u64),
+        });
+    }
+    out
 }

@@ -105,7 +105,8 @@ fn writes_resends_and_windows_of_a_real_connection() {
         // Drop the next data segment to the server (IP 20 + TCP 32 + 500 bytes) on arrival,
         // so the client has sent it and must resend it; the rule is removed once a resend was
         // seen (or after 3 s), and the namespace takes it away in any case.
-        let rule = ["INPUT", "-p", "tcp", "--dport", &port.to_string(), "-m", "length", "--length", "400:65535", "-j", "DROP"];
+        let rule =
+            ["INPUT", "-p", "tcp", "--dport", &port.to_string(), "-m", "length", "--length", "400:65535", "-j", "DROP"];
         iptables(&[&["-A"], &rule[..]].concat());
         c.write_all(&[9u8; 500]).unwrap();
         let mut recs = Vec::new();
@@ -128,11 +129,8 @@ fn writes_resends_and_windows_of_a_real_connection() {
     assert_eq!(counts.lost, 0, "records lost in the ring: {counts:?}");
     assert!(counts.written >= recs.len() as u64, "{counts:?} vs {} read", recs.len());
     let mut conv = Converter::new();
-    let client: Vec<(Record, KernelEvent)> = recs
-        .iter()
-        .filter(|r| r.remote.port() == port)
-        .filter_map(|r| conv.event(r).map(|e| (*r, e)))
-        .collect();
+    let client: Vec<(Record, KernelEvent)> =
+        recs.iter().filter(|r| r.remote.port() == port).filter_map(|r| conv.event(r).map(|e| (*r, e))).collect();
     let writes: Vec<(u32, u32)> = client
         .iter()
         .filter_map(|(_, e)| match e {
@@ -185,7 +183,9 @@ fn a_missing_tracepoint_is_named_and_the_rest_still_attach() {
     assert_eq!(src.attached().len(), TRACEPOINTS.len() - 1, "{}", src.status());
     let status = src.status();
     assert!(
-        status.contains("tcp_sendmsg_locked_not_in_any_kernel missing (not in this kernel): write times and sizes not measured"),
+        status.contains(
+            "tcp_sendmsg_locked_not_in_any_kernel missing (not in this kernel): write times and sizes not measured"
+        ),
         "{status}"
     );
     assert_eq!(status.lines().count(), 1);
@@ -214,9 +214,21 @@ fn main() {
     let _ = SocketAddr::from(([127, 0, 0, 1], 0));
     let args = Arguments::from_args();
     let trials = vec![
-        needs_root("writes_resends_and_windows_of_a_real_connection", &["iptables"], writes_resends_and_windows_of_a_real_connection),
-        needs_root("a_missing_tracepoint_is_named_and_the_rest_still_attach", &[], a_missing_tracepoint_is_named_and_the_rest_still_attach),
-        needs_root("another_namespace_is_filtered_out_in_the_kernel", &[], another_namespace_is_filtered_out_in_the_kernel),
+        needs_root(
+            "writes_resends_and_windows_of_a_real_connection",
+            &["iptables"],
+            writes_resends_and_windows_of_a_real_connection,
+        ),
+        needs_root(
+            "a_missing_tracepoint_is_named_and_the_rest_still_attach",
+            &[],
+            a_missing_tracepoint_is_named_and_the_rest_still_attach,
+        ),
+        needs_root(
+            "another_namespace_is_filtered_out_in_the_kernel",
+            &[],
+            another_namespace_is_filtered_out_in_the_kernel,
+        ),
     ];
     libtest_mimic::run(&args, trials).exit();
 }

@@ -6,6 +6,7 @@ use scenario::{Program, StrategyPair};
 use sys::tcpinfo::TcpInfo;
 
 use crate::capture;
+use crate::capture::KernelRecords;
 use crate::measure;
 use crate::pair::{ClientOut, PacketsOut, SideOut};
 use crate::verdict::{self, Corroboration, Records};
@@ -49,6 +50,7 @@ fn sum_of(netstat: &std::collections::BTreeMap<String, i64>, name: &str) -> Opti
     Some(netstat.iter().filter(|(k, _)| k.rsplit(':').next() == Some(name)).map(|(_, v)| *v).sum())
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn assemble(
     program: &Program,
     pair: &StrategyPair,
@@ -57,6 +59,7 @@ pub(crate) fn assemble(
     srv: SideOut,
     cli: ClientOut,
     packets: PacketsOut,
+    kernel: Option<KernelRecords>,
 ) -> (RunResult, Option<analyze::Analysis>) {
     let ipv6 = place.server_ip.is_ipv6();
     let wire = Wire {
@@ -82,6 +85,7 @@ pub(crate) fn assemble(
                 margin,
                 cli.window_real,
                 lab.keep_packets,
+                kernel.as_ref(),
             )),
             String::new(),
         ),
@@ -203,9 +207,29 @@ fn packet_trace(
     margin: std::time::Duration,
     window_real: (u64, u64),
     keep: bool,
+    kernel: Option<&KernelRecords>,
 ) -> PacketTrace {
-    let (events, _skipped) = capture::events(&cap.frames, linktype, server_port, origin_ns, frame_base);
+    let (mut events, _skipped) = capture::events(&cap.frames, linktype, server_port, origin_ns, frame_base);
     let tcp_packets = events.len() as u64;
+    // Kernel evidence joins the packets in one time-ordered trace (a stable sort: a packet and
+    // a kernel event at the same nanosecond keep packets first).
+    let kernel_counts = kernel.and_then(|k| {
+        let clock = k.clock?;
+        let kev = capture::kernel_events(&k.records, &clock, server_port, origin_ns);
+        let count = |f: fn(&trace::KernelEvent) -> bool| {
+            kev.iter().filter(|e| matches!(&e.kind, trace::EventKind::Kernel(x) if f(x))).count() as u64
+        };
+        let counts = report::KernelCounts {
+            events: kev.len() as u64,
+            writes: count(|x| matches!(x, trace::KernelEvent::Sendmsg { .. })),
+            resends: count(|x| matches!(x, trace::KernelEvent::Retransmit { .. })),
+            windows: count(|x| matches!(x, trace::KernelEvent::State(_))),
+            lost: k.counts.lost(),
+        };
+        events.extend(kev);
+        events.sort_by_key(|e| e.t);
+        Some(counts)
+    });
     // The timer bands at this kernel's HZ: the lab runs on the kernel it measures.
     let cfg = analyze::Config {
         min_gap: trace::Duration::from_nanos(margin.as_nanos() as u64),
@@ -231,6 +255,7 @@ fn packet_trace(
         kernel_drops: cap.stats.drops,
         client: side(a),
         server: side(b),
+        kernel: kernel_counts,
     };
     let window = (window_real.0.saturating_sub(origin_ns), window_real.1.saturating_sub(origin_ns));
     PacketTrace { analysis, capture, window, events }
