@@ -129,10 +129,7 @@ impl KernelRow {
         let records = self.handle.0.take();
         let (a, b) = (self.handle.0.counts(), self.counts0);
         let counts = kevidence::ReaderCounts {
-            kernel: kevidence::Counts {
-                written: a.kernel.written.saturating_sub(b.kernel.written),
-                lost: a.kernel.lost.saturating_sub(b.kernel.lost),
-            },
+            kernel: kevidence::Counts { lost: a.kernel.lost.saturating_sub(b.kernel.lost) },
             unparsed: a.unparsed.saturating_sub(b.unparsed),
             overflow: a.overflow.saturating_sub(b.overflow),
         };
