@@ -61,7 +61,7 @@ fn round(secs: f64, kernel: bool, pace: u64) -> (u64, f64, u64, u64, u64, u64) {
             c.write_all(&b).unwrap();
             c.read_exact(&mut b).unwrap();
             k += 1;
-            if pace > 0 && k % (pace / 1000).max(1) == 0 {
+            if pace > 0 && k.is_multiple_of((pace / 1000).max(1)) {
                 let due = Duration::from_secs_f64(k as f64 / pace as f64);
                 if let Some(wait) = due.checked_sub(start.elapsed()) {
                     std::thread::sleep(wait);

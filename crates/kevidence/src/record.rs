@@ -236,6 +236,34 @@ impl ClockMap {
     }
 }
 
+/// The records of one connection as trace events, sorted by time: `side` names the endpoint a
+/// record's socket is (None: another connection, skipped); times are the records' monotonic
+/// stamps mapped by `clock` to realtime, minus `origin_ns` (the trace's time 0, realtime;
+/// earlier ones are clamped to 0). Evidence numbers count from `first`.
+pub fn to_events(
+    recs: &[Record],
+    clock: &ClockMap,
+    origin_ns: u64,
+    mut side: impl FnMut(&Record) -> Option<Endpoint>,
+    first: u64,
+) -> Vec<trace::Event> {
+    let mut sorted: Vec<&Record> = recs.iter().collect();
+    sorted.sort_by_key(|r| r.mono_ns);
+    let mut conv = Converter::new();
+    let mut out = Vec::new();
+    for r in sorted {
+        let Some(from) = side(r) else { continue };
+        let Some(k) = conv.event(r) else { continue };
+        out.push(trace::Event {
+            t: trace::Instant(clock.to_realtime(r.mono_ns).saturating_sub(origin_ns)),
+            from,
+            kind: trace::EventKind::Kernel(k),
+            evidence: trace::Evidence::Kernel(first + out.len() as u64),
+        });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,32 +345,20 @@ mod tests {
         let now = ClockMap::sample();
         assert!(now.error_ns < 1_000_000, "{now:?}");
     }
-}
 
-/// The records of one connection as trace events, sorted by time: `side` names the endpoint a
-/// record's socket is (None: another connection, skipped); times are the records' monotonic
-/// stamps mapped by `clock` to realtime, minus `origin_ns` (the trace's time 0, realtime;
-/// earlier ones are clamped to 0). Evidence numbers count from `first`.
-pub fn to_events(
-    recs: &[Record],
-    clock: &ClockMap,
-    origin_ns: u64,
-    mut side: impl FnMut(&Record) -> Option<Endpoint>,
-    first: u64,
-) -> Vec<trace::Event> {
-    let mut sorted: Vec<&Record> = recs.iter().collect();
-    sorted.sort_by_key(|r| r.mono_ns);
-    let mut conv = Converter::new();
-    let mut out = Vec::new();
-    for r in sorted {
-        let Some(from) = side(r) else { continue };
-        let Some(k) = conv.event(r) else { continue };
-        out.push(trace::Event {
-            t: trace::Instant(clock.to_realtime(r.mono_ns).saturating_sub(origin_ns)),
-            from,
-            kind: trace::EventKind::Kernel(k),
-            evidence: trace::Evidence::Kernel(first + out.len() as u64),
-        });
+    #[test]
+    fn to_events_keeps_one_connection_in_time_order_on_the_packets_clock() {
+        let mut a = parse(&raw(1, AF_INET, 9, [54, 100, 1, 0, 0, 0, 0, 0])).unwrap();
+        a.mono_ns = 2_000;
+        let mut b = parse(&raw(4, AF_INET, 9, [0; 8])).unwrap();
+        b.mono_ns = 1_500;
+        let mut other = b;
+        other.remote = "127.0.0.2:1".parse().unwrap();
+        let clock = ClockMap { offset_ns: 10_000, error_ns: 0 };
+        let ev = to_events(&[a, other, b], &clock, 11_000, |r| (r.remote.port() == 5001).then_some(Endpoint::A), 7);
+        assert_eq!(ev.len(), 2);
+        assert_eq!((ev[0].t, ev[1].t), (trace::Instant(500), trace::Instant(1_000)));
+        assert_eq!(ev[0].kind, trace::EventKind::Kernel(KernelEvent::Read));
+        assert_eq!(ev[1].evidence, trace::Evidence::Kernel(8));
     }
-    out
 }

@@ -96,7 +96,16 @@ pub(crate) enum PacketsOut {
     /// (CLOCK_REALTIME) is the trace's time 0, taken before the client connected;
     /// `server_port` tells the sides apart; `frame_base` is the number of frames before the
     /// row's first in the `--capture` file (so evidence frame numbers are the file's).
-    Captured { cap: Captured, linktype: u32, point: String, origin_ns: u64, server_port: u16, frame_base: u64 },
+    Captured {
+        cap: Captured,
+        linktype: u32,
+        point: String,
+        origin_ns: u64,
+        server_port: u16,
+        frame_base: u64,
+        /// The kernel's records of the row's connection (kernel evidence), if on.
+        kernel: Option<KernelRecords>,
+    },
 }
 
 /// Like `run_pair`, also returning notes on the namespace used ("" for the placement's own) and
@@ -164,7 +173,10 @@ pub(crate) fn run_pair_noted(
             Some(k)
         }
     };
-    let (row, analysis) = result::assemble(&program, pair, place, opts, srv, cli, packets, kernel);
+    if let PacketsOut::Captured { kernel: k, .. } = &mut packets {
+        *k = kernel;
+    }
+    let (row, analysis) = result::assemble(&program, pair, place, opts, srv, cli, packets);
     Ok((row, analysis, notes))
 }
 
@@ -215,6 +227,7 @@ impl Running {
                     origin_ns,
                     server_port: port,
                     frame_base: 0,
+                    kernel: None,
                 },
                 Err(e) => PacketsOut::Failed(e),
             },
@@ -234,6 +247,7 @@ impl Running {
                     origin_ns,
                     server_port: port,
                     frame_base: 0,
+                    kernel: None,
                 }
             }
         }

@@ -50,7 +50,6 @@ fn sum_of(netstat: &std::collections::BTreeMap<String, i64>, name: &str) -> Opti
     Some(netstat.iter().filter(|(k, _)| k.rsplit(':').next() == Some(name)).map(|(_, v)| *v).sum())
 }
 
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn assemble(
     program: &Program,
     pair: &StrategyPair,
@@ -59,7 +58,6 @@ pub(crate) fn assemble(
     srv: SideOut,
     cli: ClientOut,
     packets: PacketsOut,
-    kernel: Option<KernelRecords>,
 ) -> (RunResult, Option<analyze::Analysis>) {
     let ipv6 = place.server_ip.is_ipv6();
     let wire = Wire {
@@ -76,16 +74,15 @@ pub(crate) fn assemble(
     let threshold = measure::threshold_ns(margin.as_nanos() as u64, cli.side.after.min_rtt.unwrap_or(0));
     // The row's packets through the one classifier: every cause in the verdict is its.
     let (trace, no_packets) = match packets {
-        PacketsOut::Captured { cap, linktype, point, origin_ns, server_port, frame_base } => (
+        PacketsOut::Captured { cap, linktype, point, origin_ns, server_port, frame_base, kernel } => (
             Some(packet_trace(
-                &cap,
+                (&cap, kernel.as_ref()),
                 linktype,
                 point,
                 (origin_ns, server_port, frame_base),
                 margin,
                 cli.window_real,
                 lab.keep_packets,
-                kernel.as_ref(),
             )),
             String::new(),
         ),
@@ -199,15 +196,15 @@ struct PacketTrace {
     events: Vec<trace::Event>,
 }
 
+/// `cap`: the row's packets, with the kernel's records of its connection when there were any.
 fn packet_trace(
-    cap: &capture::Captured,
+    (cap, kernel): (&capture::Captured, Option<&KernelRecords>),
     linktype: u32,
     point: String,
     (origin_ns, server_port, frame_base): (u64, u16, u64),
     margin: std::time::Duration,
     window_real: (u64, u64),
     keep: bool,
-    kernel: Option<&KernelRecords>,
 ) -> PacketTrace {
     let (mut events, _skipped) = capture::events(&cap.frames, linktype, server_port, origin_ns, frame_base);
     let tcp_packets = events.len() as u64;
