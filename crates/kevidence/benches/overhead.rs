@@ -26,6 +26,10 @@ fn cpu_ns() -> u64 {
     ns(u.user_time()) + ns(u.system_time())
 }
 
+/// The kernel's own accounting of the programs (BPF_ENABLE_STATS) and the reader thread's CPU
+/// time, summed over the rounds with the source: (program runs, ns in programs, reader ns).
+static PROGRAMS: std::sync::Mutex<(u64, u64, u64)> = std::sync::Mutex::new((0, 0, 0));
+
 /// One round: `secs` of rr on a fresh connection; with `kernel`, the source attached to its
 /// port; `pace`: round trips per second at most (0: flat out), in bursts of one millisecond's
 /// worth. Returns (round trips, wall s, cpu ns, records read, writes read, records lost).
@@ -93,7 +97,13 @@ fn round(secs: f64, kernel: bool, pace: u64) -> (u64, f64, u64, u64, u64, u64) {
             recs += 1;
             writes += u64::from(matches!(x.kind, tcpstall_kevidence::Kind::Sendmsg { .. }));
         }
-        lost = r.counts().lost();
+        let c = r.counts();
+        lost = c.lost();
+        let (runs, ns) = r.run_stats().iter().fold((0, 0), |(a, b), &(_, n, t)| (a + n, b + t));
+        let mut p = PROGRAMS.lock().unwrap();
+        p.0 += runs;
+        p.1 += ns;
+        p.2 += c.reader_cpu_ns;
     }
     (rts.load(Ordering::Relaxed), wall, cpu, recs, writes, lost)
 }
@@ -111,8 +121,12 @@ fn main() {
         println!("kernel evidence overhead: not measured: {e}");
         return;
     }
+    // The kernel's run-time statistics of BPF programs, on while this fd is held.
+    let stats = Source::enable_run_stats();
     round(0.3, false, 0);
     round(0.3, true, 0);
+    *PROGRAMS.lock().unwrap() = (0, 0, 0);
+    let mut all_records = 0u64;
     let (mut off, mut on) = (Vec::new(), Vec::new());
     let (mut cpu_off, mut cpu_on) = (Vec::new(), Vec::new());
     let (mut recs_per_rt, mut writes_s, mut lost) = (Vec::new(), Vec::new(), 0u64);
@@ -124,6 +138,7 @@ fn main() {
         on.push(n as f64 / w);
         cpu_on.push(cpu as f64 / n as f64);
         recs_per_rt.push(recs as f64 / n as f64);
+        all_records += recs;
         writes_s.push(writes as f64 / w);
         lost += l;
     }
@@ -147,4 +162,15 @@ fn main() {
     println!(
         "  records per round trip: {per_rt:.2}; CPU per record: {cpu_per_record:.0} ns (process user + system time, with minus without, per round trip / records)"
     );
+    let (runs, ns, reader) = *PROGRAMS.lock().unwrap();
+    match stats {
+        Ok(_fd) if runs > 0 => println!(
+            "  in the kernel: {:.0} ns per program run ({runs} runs, BPF_ENABLE_STATS; runs for other sockets included); \
+             reader thread: {:.0} ns per record",
+            ns as f64 / runs as f64,
+            reader as f64 / all_records.max(1) as f64
+        ),
+        Ok(_) => println!("  in the kernel: no program runs counted"),
+        Err(e) => println!("  in the kernel: not measured (BPF_ENABLE_STATS: {e})"),
+    }
 }

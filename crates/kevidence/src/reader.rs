@@ -18,6 +18,8 @@ struct Inner {
     stop: AtomicBool,
     unparsed: AtomicU64,
     overflow: AtomicU64,
+    /// CPU time of the reader thread (CLOCK_THREAD_CPUTIME_ID), ns.
+    cpu_ns: AtomicU64,
 }
 
 /// The source and its reader thread. Dropping it stops the thread and detaches the programs.
@@ -34,6 +36,8 @@ pub struct ReaderCounts {
     pub unparsed: u64,
     /// Records not kept: the owner had not taken [`MAX_HELD`] records yet.
     pub overflow: u64,
+    /// CPU time the reader thread used, ns.
+    pub reader_cpu_ns: u64,
 }
 
 impl ReaderCounts {
@@ -74,12 +78,17 @@ impl Reader {
             stop: AtomicBool::new(false),
             unparsed: AtomicU64::new(0),
             overflow: AtomicU64::new(0),
+            cpu_ns: AtomicU64::new(0),
         });
         let i = inner.clone();
         let thread = std::thread::Builder::new().name("tcpstall-kevidence".into()).spawn(move || {
+            use nix::time::{clock_gettime, ClockId};
             while !i.stop.load(Ordering::Acquire) {
                 std::thread::sleep(std::time::Duration::from_millis(10));
                 i.drain();
+                if let Ok(t) = clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID) {
+                    i.cpu_ns.store(t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64, Ordering::Relaxed);
+                }
             }
         })?;
         Ok(Reader { inner, thread: Some(thread) })
@@ -104,7 +113,13 @@ impl Reader {
             kernel: lock(&self.inner.src).counts(),
             unparsed: self.inner.unparsed.load(Ordering::Relaxed),
             overflow: self.inner.overflow.load(Ordering::Relaxed),
+            reader_cpu_ns: self.inner.cpu_ns.load(Ordering::Relaxed),
         }
+    }
+
+    /// See [`Source::run_stats`].
+    pub fn run_stats(&self) -> Vec<(&'static str, u64, u64)> {
+        lock(&self.inner.src).run_stats()
     }
 
     /// See [`Source::status`].

@@ -132,6 +132,7 @@ impl KernelRow {
             kernel: kevidence::Counts { lost: a.kernel.lost.saturating_sub(b.kernel.lost) },
             unparsed: a.unparsed.saturating_sub(b.unparsed),
             overflow: a.overflow.saturating_sub(b.overflow),
+            reader_cpu_ns: a.reader_cpu_ns.saturating_sub(b.reader_cpu_ns),
         };
         KernelRecords { records, clock: Some(self.clock), counts, status: self.handle.0.status() }
     }
