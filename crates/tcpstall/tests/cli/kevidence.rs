@@ -176,3 +176,54 @@ pub fn a_periodic_nagle_sender_is_nagle_delayed_ack_for_its_real_waits() {
         "each with kernel evidence: {named:#?}"
     );
 }
+
+/// The kernel's writes land on the packets' clock where they belong: in a lab row (seed 001's
+/// request as writes of 275, 24 and 292 bytes, a 100-byte answer; Nagle holds the 24 and 292
+/// until the server's delayed ACK), every data segment's first byte was written (a Sendmsg
+/// covering it) before the segment was captured, within the clocks' mapping error; the writes'
+/// sizes are the program's; both sides' reads and window states are there.
+pub fn kernel_writes_precede_the_packets_that_carry_them() {
+    let _one = exclusive();
+    let mut s = scenario::Scenario::builtin("multi-write").unwrap();
+    s.apply_sets(&["requests=5"]).unwrap();
+    let handle = lab::KernelHandle::open().expect("kernel evidence as root");
+    let opts =
+        lab::LabOptions { keep_packets: true, kernel: lab::KernelEvidence::On(handle), ..lab::LabOptions::default() };
+    let r = lab::run_scenario(&s, &lab::Placement::loopback(), &opts, &mut |_| {});
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let row = &r.results[0];
+    let ev = &row.packets;
+    use trace::{Endpoint, EventKind, KernelEvent};
+    let writes: Vec<(u64, Endpoint, u32, u32)> = ev
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Kernel(KernelEvent::Sendmsg { bytes, seq }) => Some((e.t.0, e.from, seq, bytes)),
+            _ => None,
+        })
+        .collect();
+    let client: Vec<u32> = writes.iter().filter(|w| w.1 == Endpoint::A).map(|w| w.3).collect();
+    // The warm-up's requests and the measured ones, each as the three writes.
+    assert!(client.len() >= 15 && client.chunks(3).all(|c| c == [275, 24, 292]), "{client:?}");
+    assert!(writes.iter().filter(|w| w.1 == Endpoint::B).all(|w| w.3 == 100), "{writes:?}");
+    let mut data = 0;
+    for e in ev {
+        let EventKind::Segment(seg) = &e.kind else { continue };
+        if seg.len == 0 {
+            continue;
+        }
+        data += 1;
+        let w = writes
+            .iter()
+            .filter(|w| w.1 == e.from && seg.seq.wrapping_sub(w.2) < w.3)
+            .map(|w| w.0)
+            .min()
+            .unwrap_or_else(|| panic!("no write covers {:?} at {} ({:?})", e.from, e.t.0, seg));
+        // Written before captured (1 ms allows the clock mapping's error many times over).
+        assert!(w <= e.t.0 + 1_000_000, "write at {w} after its segment at {} ({seg:?})", e.t.0);
+    }
+    assert!(data >= 20, "{data} data segments");
+    assert!(ev.iter().any(|e| matches!(e.kind, EventKind::Kernel(KernelEvent::Read))));
+    assert!(ev.iter().any(|e| matches!(e.kind, EventKind::Kernel(KernelEvent::State(s)) if s.snd_cwnd > 0)));
+    let k = row.capture.as_ref().and_then(|c| c.kernel).expect("capture.kernel");
+    assert_eq!(k.lost, 0);
+}

@@ -38,6 +38,7 @@ fn main() {
         t!(kevidence::lab_rows_carry_kernel_evidence_and_no_kernel_turns_it_off, Root),
         t!(kevidence::lab_without_root_says_once_why_there_is_no_kernel_evidence, Root, Tool("setpriv")),
         t!(kevidence::watch_kernel_counts_the_writes_of_the_watched_flow, Root),
+        t!(kevidence::kernel_writes_precede_the_packets_that_carry_them, Root),
         kevidence::with_classifier_rules(t!(
             kevidence::a_thinking_nodelay_server_is_application_with_the_kernel_write_time,
             Root
