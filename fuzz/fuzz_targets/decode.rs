@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = f.finish();
     }
     // The link decoder alone, on every link type it knows.
-    for lt in [0u32, 1, 9, 12, 14, 50, 51, 101, 104, 108, 113, 228, 229, 276] {
+    for lt in [0u32, 1, 9, 10, 12, 14, 50, 51, 101, 104, 105, 108, 113, 127, 228, 229, 239, 276] {
         let _ = wire::decode(lt, data, data.len() as u32);
     }
 });

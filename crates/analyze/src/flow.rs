@@ -1,192 +1,17 @@
 //! Per-connection state: sequence tracking per direction, RTT samples, the gap detector.
 
-use crate::classify::{classify, open_window_stall, syn_stall, GapContext, PauseCounts, Resend};
-use crate::stats::{DurationStats, WireCost};
-use crate::{Config, Stall};
+use crate::classify::{classify, open_window_stall, syn_stall, GapContext, Resend};
+use crate::dir::{
+    in_hole, resend_kind, seq_le, seq_lt, AckSeen, Dir, Sent, Snapshot, DEFAULT_MSS, MAX_OUTSTANDING, MAX_TSVALS,
+};
+use crate::{Config, EvidenceItem, RecordKind, Stall};
 use serde::Serialize;
-use std::collections::VecDeque;
-use trace::{CapturePoint, Duration, Endpoint, Event, EventKind, Evidence, Instant, Segment};
+use trace::{
+    CapturePoint, Cause, Duration, Endpoint, Event, EventKind, Evidence, IcmpError, IcmpKind, Instant, KernelEvent,
+    Segment,
+};
 
-/// Bound on remembered unacknowledged segments per direction (memory stays bounded even when
-/// the capture misses ACKs); the oldest are forgotten first.
-const MAX_OUTSTANDING: usize = 65_536;
-/// Bound on remembered TSvals for timestamp RTT samples.
-const MAX_TSVALS: usize = 4_096;
-/// Linux's default MSS when none was negotiated (RFC 9293 3.7.1: 536 for IPv4).
-const DEFAULT_MSS: u32 = 536;
-
-/// RFC 9293 3.4: sequence comparison modulo 2^32.
-pub(crate) fn seq_lt(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) < 0
-}
-pub(crate) fn seq_le(a: u32, b: u32) -> bool {
-    !seq_lt(b, a)
-}
-
-/// A data segment sent and not yet acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Sent {
-    pub end: u32,
-    pub t: Instant,
-    pub frame: Evidence,
-    pub len: u32,
-    /// Sub-MSS when sent (what Nagle's and Minshall's rules look at).
-    pub small: bool,
-    /// Retransmitted: excluded from RTT samples (Karn's algorithm, RFC 6298 3).
-    pub retx: bool,
-    /// Its latest transmission (the first, or the latest retransmission): RFC 6298 5.5's
-    /// backoff counts from there.
-    pub last_tx: (Instant, Evidence),
-    /// TSval of its first transmission (RFC 7323 3), for Eifel's spurious-retransmission test.
-    pub tsval: Option<u32>,
-}
-
-/// An ACK from the peer that advanced this direction's `snd_una`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct AckSeen {
-    pub t: Instant,
-    pub frame: Evidence,
-    pub pure: bool,
-    /// The acknowledgement number: everything below it is acknowledged.
-    pub ack: u32,
-    /// Send time of the earliest segment it newly acknowledged (when the peer's delayed-ACK
-    /// timer would have been armed: `inet_csk_reset_xmit_timer(ICSK_TIME_DACK)` on the first
-    /// unacknowledged segment).
-    pub earliest_sent: Option<Instant>,
-}
-
-/// What one direction had outstanding at the start of a gap.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(crate) struct Snapshot {
-    pub out_count: usize,
-    pub out_bytes: u64,
-    pub out_small: usize,
-    /// Size of the newest unacknowledged sub-MSS segment (what Minshall's rule looks at).
-    pub last_small_len: u32,
-    pub last_sent: Option<Sent>,
-    /// The oldest unacknowledged segment.
-    pub first_sent: Option<Sent>,
-    /// Peer's advertised window in bytes (scaled), and whether the scale is known: both SYNs
-    /// seen (RFC 7323 2.2: with no option on either SYN the window is unscaled, known exactly).
-    pub peer_wnd: Option<(u64, bool)>,
-    pub snd_nxt: u32,
-    pub snd_una: u32,
-}
-
-/// Per-direction summary in the spirit of `tcptrace -l`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct DirSummary {
-    pub wire: WireCost,
-    pub syn: u64,
-    pub fin: u64,
-    pub rst: u64,
-    pub retransmissions: u64,
-    pub out_of_order: u64,
-    /// Zero-window advertisements sent by this endpoint.
-    pub zero_windows: u64,
-    /// Largest payload of one segment.
-    #[serde(rename = "max_segment_bytes")]
-    pub max_segment: u32,
-    /// MSS this endpoint may send: the peer's SYN MSS option minus the timestamp option; without
-    /// the handshake, an estimate (the largest segment seen, at least 536: RFC 9293 3.7.1).
-    #[serde(rename = "mss_bytes")]
-    pub mss: Option<u32>,
-    /// Whether `mss` came from the SYN's option (else it is estimated).
-    pub mss_known: bool,
-    /// Segments larger than the MSS: GRO/TSO super-packets (capture taken at an endpoint).
-    pub super_packets: u64,
-    pub max_in_flight_bytes: u64,
-    /// RTT from data to the ACK that covers it (includes the peer's ACK delay).
-    pub rtt_ack: DurationStats,
-    /// RTT from TSval to its echo in an advancing ACK (RFC 7323 4.1).
-    pub rtt_ts: DurationStats,
-    /// Gaps between this direction's data segments longer than the stall threshold.
-    pub idle_gaps: u64,
-    /// Keep-alive probes (not counted as data for stalls, RFC 1122 4.2.3.6).
-    pub keepalives: u64,
-    /// Bytes this endpoint sent that the peer acknowledged but the capture never saw: capture
-    /// loss (a filtered or overrun capture), not network loss.
-    pub acked_unseen_bytes: u64,
-    /// SYNs (or SYN-ACKs) sent again: connect stalls.
-    pub syn_retransmissions: u64,
-    pub max_in_flight_segments: u64,
-    pub longest_idle_ns: u64,
-}
-
-#[derive(Debug, Default)]
-struct Dir {
-    sum: DirSummary,
-    started: bool,
-    snd_una: u32,
-    snd_nxt: u32,
-    /// One hole (left by a segment beyond snd_nxt) to tell reordering from retransmission.
-    hole: Option<(u32, u32)>,
-    outstanding: VecDeque<Sent>,
-    out_bytes: u64,
-    out_small: usize,
-    /// MSS option the PEER sent in its SYN (what this direction may send).
-    peer_mss_opt: Option<u16>,
-    /// This endpoint's SYN, when seen: its window-scale option (None: no option).
-    syn_wscale: Option<Option<u8>>,
-    /// This endpoint's latest SYN (time, frame, ISN), for SYN retransmissions.
-    last_syn: Option<(Instant, Evidence, u32)>,
-    /// The SYN was sent more than once: its RTT sample is ambiguous (Karn, RFC 6298 3).
-    syn_resent: bool,
-    /// Last window field this endpoint advertised (raw, unscaled).
-    adv_window: Option<u16>,
-    tsvals: VecDeque<(u32, Instant)>,
-    last_data_t: Option<Instant>,
-    /// The latest advancing ACK from the peer since the last data segment of the connection.
-    ack_in_gap: Option<AckSeen>,
-    /// The peer advertised a zero window since the last data segment of the connection.
-    zero_wnd_in_gap: bool,
-    dupacks: u32,
-    /// A duplicate ACK carried SACK blocks (RFC 2018) since the last advance.
-    sack_in_dupacks: bool,
-    /// This endpoint's window has been zero since then (its first zero advertisement after an
-    /// open window), and the peer's packets since (window probes) with the latest of them.
-    zero_since: Option<(Instant, Evidence)>,
-    probes_into_zero: u32,
-    last_probe: Option<(Instant, Evidence)>,
-    /// Earlier pauses of this sender with nothing in flight that ended in a sub-MSS segment and
-    /// lasted between half the probe interval and ten times it: (at the probe timer's interval,
-    /// at other lengths). A writer that pauses at many lengths makes a pause at the timer's
-    /// interval likely its own (the base rate of `classify`'s probe-timer rule).
-    quiet_pauses: PauseCounts,
-    /// The largest IP TTL / hop limit of this direction's packets (the least decremented).
-    max_ttl: Option<u8>,
-    /// The peer acknowledged up to here, beyond the data seen so far, at this time.
-    ack_ahead: Option<(u32, Instant)>,
-}
-
-/// The receiver's ACK can be stamped before the data it acknowledges (the link emulator writes
-/// a packet into the TUN device and stamps it after the kernel answered; per-CPU stamping).
-/// Data acknowledged in advance and seen within this window is that reordering; bytes still
-/// unseen after it were missed by the capture.
-const ACK_AHEAD_WINDOW: Duration = Duration::from_millis(2);
-
-impl Dir {
-    /// Bytes the peer acknowledged that the capture never showed within [`ACK_AHEAD_WINDOW`]:
-    /// the capture missed them (filtered or overrun): not network loss. Accept the ACK.
-    fn settle_ack_ahead(&mut self, now: Instant) {
-        let Some((ack, t)) = self.ack_ahead else { return };
-        if !seq_lt(self.snd_nxt, ack) {
-            self.ack_ahead = None;
-        } else if now.since(t) > ACK_AHEAD_WINDOW {
-            self.ack_ahead = None;
-            self.sum.acked_unseen_bytes += u64::from(ack.wrapping_sub(self.snd_nxt));
-            self.snd_nxt = ack;
-            self.hole = None;
-            if seq_lt(self.snd_una, ack) {
-                self.snd_una = ack;
-                while let Some(s) = self.outstanding.pop_front() {
-                    self.out_bytes -= u64::from(s.len);
-                    self.out_small -= usize::from(s.small);
-                }
-            }
-        }
-    }
-}
+pub use crate::dir::DirSummary;
 
 /// Handshake times, when the capture saw it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -275,7 +100,13 @@ impl FlowAnalyzer {
 
     /// Feeds one event; events must come in time order (a capture's order is kept as is).
     pub fn push(&mut self, ev: &Event) {
-        let EventKind::Segment(seg) = &ev.kind else { return };
+        let seg = match &ev.kind {
+            EventKind::Segment(seg) => seg,
+            other => {
+                self.on_other(other, ev);
+                return;
+            }
+        };
         let t = ev.t;
         if let Some(p) = &self.pending {
             // A resend waits (at most EIFEL_WAIT) for the first ACK of its range, which tells
@@ -316,6 +147,32 @@ impl FlowAnalyzer {
             self.on_data(seg, d, t, ev.evidence);
         } else if seg.flags.syn() || seg.flags.fin() {
             self.track_seq(seg, d, t, ev.evidence);
+        }
+    }
+
+    /// Events that are not segments: the writer's writes (lab, model), kernel evidence, ICMP
+    /// errors about the flow's segments. They feed what the classifier knows; they end no gap.
+    fn on_other(&mut self, kind: &EventKind, ev: &Event) {
+        let dir = &mut self.dirs[ev.from.index()];
+        let snd_nxt = dir.started.then_some(dir.snd_nxt);
+        match *kind {
+            EventKind::Write { bytes, .. } => dir.writes.on_write(ev.t, bytes, None, snd_nxt, ev.evidence),
+            EventKind::Kernel(KernelEvent::Sendmsg { bytes, seq }) => {
+                dir.writes.on_write(ev.t, bytes, Some(seq), None, ev.evidence)
+            }
+            EventKind::Kernel(KernelEvent::Retransmit { seq, len }) => {
+                dir.kernel_retx = Some((ev.t, ev.evidence, seq, len));
+            }
+            EventKind::Kernel(KernelEvent::CongState { state }) => dir.kernel_cong = Some((ev.t, ev.evidence, state)),
+            EventKind::Kernel(KernelEvent::State(s)) => dir.kernel_state = Some((ev.t, ev.evidence, s)),
+            EventKind::Icmp(IcmpError { kind: IcmpKind::FragNeeded { mtu }, .. }) => {
+                dir.icmp_frag = Some((ev.t, ev.evidence, mtu));
+            }
+            EventKind::Icmp(_)
+            | EventKind::Kernel(KernelEvent::Read)
+            | EventKind::Read { .. }
+            | EventKind::Timer(_)
+            | EventKind::Segment(_) => {}
         }
     }
 
@@ -382,6 +239,28 @@ impl FlowAnalyzer {
             peer.probes_into_zero += 1;
             peer.last_probe = Some((t, frame));
         }
+        // The peer's window opening again after a zero window, during a gap of the peer's
+        // direction: the update that lets the held data go (RFC 9293 3.8.6.2.1).
+        if seg.window > 0 && !seg.flags.syn() && !seg.flags.rst() {
+            let held = &mut self.dirs[d.peer().index()];
+            if held.zero_wnd_in_gap && held.window_opened.is_none() {
+                held.window_opened = Some((t, frame));
+            }
+        }
+        {
+            // What `d` acknowledges: its ACK numbers advancing while none of its peer's packets
+            // are captured shows a capture of one direction.
+            let own = &mut self.dirs[d.index()];
+            if seg.flags.ack() && !seg.flags.syn() {
+                match own.first_ack {
+                    None => own.first_ack = Some(seg.ack),
+                    Some(a) if a != seg.ack => own.ack_moved = true,
+                    Some(_) => {}
+                }
+            }
+            own.fin_seen |= seg.flags.fin();
+        }
+        self.dirs[d.peer().index()].peer_last_seen = Some(t);
         let s = &mut self.dirs[d.index()].sum;
         s.wire.packets += 1;
         s.wire.wire_bytes += u64::from(seg.wire_len);
@@ -400,7 +279,9 @@ impl FlowAnalyzer {
             s.zero_windows += 1;
         }
         if !seg.flags.syn() {
-            self.dirs[d.index()].adv_window = Some(seg.window);
+            let own = &mut self.dirs[d.index()];
+            own.adv_window_prev = own.adv_window;
+            own.adv_window = Some(seg.window);
         }
     }
 
@@ -449,6 +330,7 @@ impl FlowAnalyzer {
         }
         let ack = seg.ack;
         dir.settle_ack_ahead(t);
+        dir.settle_nagle_off(t, Some(ack));
         if seq_lt(dir.snd_nxt, ack) && ack.wrapping_sub(dir.snd_nxt) < 1 << 30 {
             // The peer acknowledges bytes not seen yet: either their timestamps were reordered
             // (the data shows up within ACK_AHEAD_WINDOW) or the capture missed them.
@@ -468,6 +350,8 @@ impl FlowAnalyzer {
             dir.snd_una = ack;
             dir.dupacks = 0;
             dir.sack_in_dupacks = false;
+            dir.third_dupack = None;
+            dir.last_ack_t = Some(t);
             let mut earliest: Option<Instant> = None;
             let mut exact_rtt = None;
             while let Some(s) = dir.outstanding.front().copied() {
@@ -525,10 +409,20 @@ impl FlowAnalyzer {
                     p.ack_after_release = true;
                 }
             }
-        } else if ack == dir.snd_una && seg.is_pure_ack() && !dir.outstanding.is_empty() {
+        } else if ack == dir.snd_una
+            && seg.is_pure_ack()
+            && !dir.outstanding.is_empty()
+            && self.dirs[dir_of_acked.peer().index()].adv_window_prev.is_none_or(|w| w == seg.window)
+        {
+            let dir = &mut self.dirs[di];
             // RFC 5681 2 (DUPLICATE ACKNOWLEDGMENT), RFC 6675 for SACK blocks.
             dir.dupacks += 1;
             dir.sack_in_dupacks |= seg.sack_blocks > 0;
+            // The ACK that triggers fast retransmit (RFC 5681 3.2: the third; with SACK, RFC
+            // 6675 5's DupThresh or a SACK block that shows loss, taken here as the first).
+            if dir.third_dupack.is_none() && (dir.dupacks == 3 || (dir.sack_in_dupacks && dir.dupacks >= 1)) {
+                dir.third_dupack = Some(t);
+            }
         }
     }
 
@@ -543,14 +437,52 @@ impl FlowAnalyzer {
 
     fn on_data(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence) {
         let (mss, mss_known) = self.mss(d);
+        let path = self.path_rtt();
+        let path_dir = self.path_component(d);
+        // The round trip between the capture point and `d`: how soon after an ACK seen here a
+        // release by it can be seen.
+        let back = Duration(path.unwrap_or(Duration::ZERO).0.saturating_sub(path_dir.unwrap_or(Duration::ZERO).0));
+        let rinfo = resend_kind(&self.dirs[d.index()], seg);
+        let mut resend = rinfo.kind;
+        // A resend only the kernel saw: the capture shows new data, `tcp:tcp_retransmit_skb`
+        // reported resending it just before (within the capture-to-sender path and 5 ms).
+        let kernel_retx = self.dirs[d.index()].kernel_retx.filter(|&(kt, _, kseq, klen)| {
+            kt <= t
+                && t.since(kt) <= back + Duration::from_millis(5)
+                && seq_le(kseq, seg.seq)
+                && seq_lt(seg.seq, kseq.wrapping_add(klen.max(1)))
+        });
+        if resend == Resend::No && kernel_retx.is_some() {
+            resend = Resend::KernelOnly;
+        }
+        let new_data = resend == Resend::No;
+        let dir = &mut self.dirs[d.index()];
+        dir.settle_nagle_off(t, None);
+        // The writer's clock, judged before this send joins it (pacing.rs).
+        let clock = if new_data {
+            // The peer's latest packet before this one (this segment's own was just recorded
+            // on the peer's side, not on ours).
+            dir.clock.on_send(t, dir.peer_last_seen, Duration::from_millis(2) + back)
+        } else {
+            None
+        };
+        let written = if new_data && dir.writes.seen { dir.writes.covering(seg.seq) } else { None };
+        // Nagle visibly off: a sub-MSS segment of new data (no FIN: tcp_send_fin pushes with
+        // TCP_NAGLE_OFF) sent while an earlier sub-MSS segment is unacknowledged (RFC 9293
+        // 3.7.4; Linux tcp_nagle_check + tcp_minshall_check would have held it). Only with the
+        // MSS from the handshake: an estimated MSS can make a full segment look small.
+        if new_data && mss_known && seg.len < mss && !seg.flags.fin() && dir.nagle_off.is_none() {
+            if let Some(small) = dir.outstanding.iter().rev().find(|s| s.small) {
+                if dir.nagle_off_candidate.is_none() {
+                    dir.nagle_off_candidate = Some((t, frame, small.end));
+                }
+            }
+        }
         // The gap detector: a gap in the connection's data flow ends here.
         if let Some((t0, by, f0)) = self.last_data {
             let gap = t.since(t0);
-            let path = self.path_rtt();
             if gap >= self.cfg.min_gap + path.unwrap_or(Duration::ZERO) {
                 let snap = self.snap[d.index()];
-                let quiet_pauses = self.dirs[d.index()].quiet_pauses;
-                let timers = self.cfg.timers;
                 // The peer's data seen at t0 reached the held side and its answer came back to
                 // the capture point: that share of the path is not the held side's wait.
                 let turnaround = if by == d {
@@ -558,21 +490,14 @@ impl FlowAnalyzer {
                 } else {
                     Duration(gap.0.saturating_sub(self.path_component(by).unwrap_or(Duration::ZERO).0))
                 };
-                let srtt_known = self.handshake_rtt().is_some();
-                if snap.out_count == 0
-                    && seg.len < mss
-                    && gap.0 * 2 >= timers.rto_min.0
-                    && gap.0 <= 10 * timers.rto_min.0
-                {
-                    let q = &mut self.dirs[d.index()].quiet_pauses;
-                    if timers.is_probe_interval(turnaround, path.unwrap_or(Duration::ZERO), srtt_known) {
-                        q.at_probe_interval += 1;
-                    } else {
-                        q.other += 1;
-                    }
-                }
+                let peer_packets = self.dirs[d.peer().index()].sum.wire.packets;
                 let dir = &self.dirs[d.index()];
-                let (resend, resent_prev_tx, orig_tsval) = resend_kind(dir, seg);
+                // The capture skipped this sender's data during the gap: the peer acknowledged
+                // bytes never captured, or this segment starts beyond what was seen.
+                // (An ACK stamped just before the data it acknowledges, ACK_AHEAD_WINDOW, is
+                // reordering, not a skip: the data starts at snd_nxt.)
+                let capture_skipped = dir.sum.acked_unseen_bytes > dir.unseen_at_gap_start
+                    || (dir.started && seq_lt(dir.snd_nxt, seg.seq) && resend == Resend::No);
                 let ctx = GapContext {
                     start: t0,
                     start_frame: f0,
@@ -583,29 +508,46 @@ impl FlowAnalyzer {
                     mss,
                     mss_known,
                     snap,
-                    quiet_pauses,
                     held_ttl: dir.max_ttl,
                     turnaround,
                     ack: dir.ack_in_gap,
                     zero_window: dir.zero_wnd_in_gap,
+                    window_opened: dir.window_opened,
                     ack_after_release: false,
                     resend,
-                    resent_prev_tx,
-                    eifel: match (orig_tsval, seg.ts) {
+                    resent_prev_tx: if resend == Resend::KernelOnly {
+                        written.map(|w| (w.t.max(t0), w.source))
+                    } else {
+                        rinfo.prev
+                    },
+                    prev_was_resend: rinfo.prev_was_resend,
+                    unseen_before: rinfo.unseen,
+                    eifel: match (rinfo.tsval, seg.ts) {
                         (Some(o), Some((r, _))) if o != r => Some((o, r)),
                         _ => None,
                     },
                     spurious: None,
                     dupacks: dir.dupacks,
                     sack_seen: dir.sack_in_dupacks,
+                    third_dupack: dir.third_dupack,
                     max_flight_segs: dir.sum.max_in_flight_segments as usize,
                     lost_before: dir.sum.retransmissions > 0,
                     path_rtt: path,
                     rtt_from_handshake: self.handshake_rtt().is_some(),
-                    path_dir: self.path_component(d),
+                    path_dir,
                     capture_point: self.capture_point(),
                     super_packets: dir.sum.super_packets > 0,
                     timers: self.cfg.timers,
+                    min_gap: self.cfg.min_gap,
+                    nagle_off: dir.nagle_off_at(t),
+                    clock,
+                    written,
+                    kernel_retx,
+                    kernel_cong: dir.kernel_cong,
+                    kernel_state: dir.kernel_state,
+                    icmp_frag: dir.icmp_frag,
+                    one_direction: peer_packets == 0 && dir.ack_moved,
+                    capture_skipped,
                 };
                 self.flush_pending();
                 self.pending = Some(ctx);
@@ -642,6 +584,11 @@ impl FlowAnalyzer {
             } else {
                 dir.sum.retransmissions += 1;
                 retx = true;
+                // Duplicate ACKs count from the range's latest transmission (RFC 5681 3.2):
+                // those before a resend did not trigger the next one.
+                dir.dupacks = 0;
+                dir.sack_in_dupacks = false;
+                dir.third_dupack = None;
                 for s in dir.outstanding.iter_mut() {
                     if seq_lt(seg.seq, s.end) && seq_lt(s.end.wrapping_sub(s.len), end) {
                         s.retx = true;
@@ -691,6 +638,8 @@ impl FlowAnalyzer {
         for e in [Endpoint::A, Endpoint::B] {
             self.snap[e.index()] = self.snapshot(e);
             self.dirs[e.index()].ack_in_gap = None;
+            self.dirs[e.index()].window_opened = None;
+            self.dirs[e.index()].unseen_at_gap_start = self.dirs[e.index()].sum.acked_unseen_bytes;
             self.dirs[e.index()].zero_wnd_in_gap = self.dirs[e.peer().index()].adv_window.is_some_and(|w| w == 0);
         }
     }
@@ -815,6 +764,11 @@ impl FlowAnalyzer {
         // A window still closed at the end: the wait no data segment ended.
         for d in [Endpoint::A, Endpoint::B] {
             let peer = &self.dirs[d.peer().index()];
+            // A sender whose FIN was seen had nothing more to send: a window closed after it
+            // held nothing.
+            if self.dirs[d.index()].fin_seen {
+                continue;
+            }
             if let Some(zero) = peer.zero_since {
                 // Data `d` sent after the window closed (a byte probe) ended a gap already
                 // classified: the open wait starts after it.
@@ -847,6 +801,11 @@ impl FlowAnalyzer {
             CapturePoint::AtB => "at endpoint B (the SYN receiver): B's sends are seen when they leave, A's when they \
                  arrive; A's ACK delays include the network round trip, subtracted using the handshake"
                 .to_string(),
+            CapturePoint::Unknown if self.hs.syn.is_some() && self.hs.syn_ack.is_none() => {
+                "unknown (the SYN was not answered with a SYN-ACK in the capture: refused, unanswered, or the answer \
+                 not captured)"
+                    .to_string()
+            }
             CapturePoint::Unknown if self.hs.syn.is_some() && self.handshake_rtt().is_none() => {
                 "unknown (the SYN or SYN-ACK was resent, so the handshake gives no RTT sample by Karn's rule): \
                  round trip estimated from data ACKs, confidence lowered"
@@ -857,6 +816,40 @@ impl FlowAnalyzer {
                 .to_string(),
         };
         let mut notes = Vec::new();
+        for d in [Endpoint::A, Endpoint::B] {
+            let (own, peer) = (&self.dirs[d.index()], &self.dirs[d.peer().index()]);
+            if own.ack_moved && peer.sum.wire.packets == 0 {
+                notes.push(format!(
+                    "the capture holds one direction only: {d:?}'s ACK numbers advance, so {:?} sent data, yet none of \
+                     {:?}'s packets are in the capture; without its ACKs no wait of {d:?}'s can be shown (its gaps are \
+                     listed as ambiguous), only resends",
+                    d.peer(),
+                    d.peer()
+                ));
+            }
+            // Nagle shown off later in the flow: earlier Nagle verdicts of that sender are not
+            // consistent with it (RFC 9293 3.7.4: a Nagle-on sender holds every sub-MSS segment
+            // behind an unacknowledged one).
+            if let Some((nt, nf)) = own.nagle_off_at(self.last) {
+                for st in self.stalls.iter_mut().filter(|st| {
+                    st.held == d && st.cause == Cause::NagleDelayedAck && st.kind == RecordKind::Stall && st.start < nt
+                }) {
+                    st.kind = RecordKind::Ambiguous;
+                    st.confidence = st.confidence.min(crate::confidence::AMBIGUOUS);
+                    st.alternatives = vec![Cause::Application];
+                    st.evidence.push(EvidenceItem {
+                        t: nt,
+                        source: nf,
+                        what: format!("{d:?} sent a sub-MSS segment with another unacknowledged: Nagle off"),
+                    });
+                    st.detail.push_str(&format!(
+                        " [later in the flow {d:?} showed Nagle off (a sub-MSS segment sent with another \
+                         unacknowledged): its application may have written these bytes just after the ACK]"
+                    ));
+                    st.settle = Some(crate::classify::SETTLE.to_string());
+                }
+            }
+        }
         for d in [Endpoint::A, Endpoint::B] {
             let s = &self.dirs[d.index()].sum;
             if s.acked_unseen_bytes > 0 {
@@ -891,31 +884,4 @@ impl FlowAnalyzer {
             notes,
         }
     }
-}
-
-/// Whether a data segment resends sequence space already seen, which range, and when that range
-/// was last sent (see [`Resend`]).
-/// and the TSval of its first transmission (Eifel, RFC 3522).
-fn resend_kind(dir: &Dir, seg: &Segment) -> (Resend, Option<(Instant, Evidence)>, Option<u32>) {
-    if !dir.started || !seq_lt(seg.seq, dir.snd_nxt) {
-        return (Resend::No, None, None);
-    }
-    let covering =
-        dir.outstanding.iter().find(|s| seq_lt(seg.seq, s.end) && seq_le(s.end.wrapping_sub(s.len), seg.seq));
-    let (prev, tsval) = (covering.map(|s| s.last_tx), covering.and_then(|s| s.tsval));
-    let kind = if in_hole(dir.hole, seg.seq) {
-        Resend::FillsHole
-    } else if seg.seq == dir.snd_una {
-        Resend::Head
-    } else {
-        match dir.outstanding.back() {
-            Some(last) if dir.outstanding.len() >= 2 && seg.seq == last.end.wrapping_sub(last.len) => Resend::Tail,
-            _ => Resend::Other,
-        }
-    };
-    (kind, prev, tsval)
-}
-
-fn in_hole(hole: Option<(u32, u32)>, seq: u32) -> bool {
-    hole.is_some_and(|(a, b)| seq_le(a, seq) && seq_lt(seq, b))
 }

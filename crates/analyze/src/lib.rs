@@ -12,12 +12,16 @@
 //! sources (RFC sections, Linux functions) are in `classify.rs`.
 
 mod classify;
+mod dir;
 mod flow;
+mod pacing;
 pub mod session;
 mod stats;
 mod summary;
 mod timers;
+mod writes;
 
+pub use classify::confidence::{self, Band};
 pub use flow::{DirSummary, FlowAnalysis, FlowAnalyzer, Handshake};
 pub use session::{Finished, Session};
 pub use stats::{DurationStats, WireCost};
@@ -83,6 +87,55 @@ pub struct Stall {
     pub ack_delay: Option<Duration>,
     /// One sentence with the specifics (sizes, delays, and what the evidence could not show).
     pub detail: String,
+    /// What the record proves (see [`RecordKind`]); only `stall` records are counted as stalls.
+    #[serde(default)]
+    pub kind: RecordKind,
+    /// For an ambiguous record, the other causes the evidence explains as well as `cause`.
+    #[serde(default)]
+    pub alternatives: Vec<Cause>,
+    /// The command that would settle an ambiguous record (kernel evidence or the lab).
+    #[serde(default)]
+    pub settle: Option<String>,
+}
+
+impl Stall {
+    /// The evidence shows bytes waited: a stall, or a wait with no signature (not an ambiguous
+    /// pause, not an application gap).
+    pub fn shows_a_wait(&self) -> bool {
+        matches!(self.kind, RecordKind::Stall | RecordKind::Wait)
+    }
+}
+
+/// What a record proves, from its evidence (docs/explain.md, "What a record proves").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecordKind {
+    /// Bytes were waiting and the evidence carries the mechanism's signature (a resent range,
+    /// a timer's own interval, a small segment held behind an unacknowledged small one, a
+    /// window at its limit): a stall, counted in the headline.
+    #[default]
+    Stall,
+    /// Bytes were waiting (the writer's write time, the peer visibly waiting, bytes
+    /// unacknowledged past any timer) but no mechanism's signature shows: cause `unknown`,
+    /// counted apart ("waits with no signature").
+    Wait,
+    /// The evidence fits several explanations equally (`alternatives`), among them some where
+    /// nothing was held: not counted as a stall; `settle` names what would tell.
+    Ambiguous,
+    /// Nothing shows the bytes existed before they left: the writer had not written (think
+    /// time, idle, its own clock). Cause `application`; not a stall.
+    Gap,
+}
+
+impl RecordKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordKind::Stall => "stall",
+            RecordKind::Wait => "wait",
+            RecordKind::Ambiguous => "ambiguous",
+            RecordKind::Gap => "gap",
+        }
+    }
 }
 
 /// The analysis of one trace.

@@ -30,6 +30,17 @@ pub fn same_host_by_address(key: &FlowKey) -> Option<bool> {
     Some(a == b || (a.is_loopback() && b.is_loopback()))
 }
 
+/// Where a flow was captured, from what the file says: on a loopback interface (see
+/// [`wire::FlowEvent::loopback`]) both endpoints are on the capturing host (`Some(true)`),
+/// whatever their addresses (a host talking to one of its own non-loopback addresses goes
+/// through `lo` on Linux); otherwise the addresses decide ([`same_host_by_address`]).
+pub fn same_host(key: &FlowKey, loopback_interface: bool) -> Option<bool> {
+    if loopback_interface {
+        return Some(true);
+    }
+    same_host_by_address(key)
+}
+
 /// One flow's finished analysis.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finished {
@@ -69,7 +80,7 @@ impl Session {
             *live += 1;
             let key = key().unwrap_or(UNKNOWN);
             let mut fa = FlowAnalyzer::new(cfg);
-            fa.set_same_host(same_host_by_address(&key));
+            fa.set_same_host(same_host(&key, fe.loopback));
             Box::new((key, fa, 0))
         });
         e.1.push(&fe.event);

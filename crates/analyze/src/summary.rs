@@ -1,7 +1,7 @@
 //! From stall records to the comparable verdict of a run: how many stalls, of which causes.
 //! Counting only; the causes themselves come from the classifier (classify.rs).
 
-use crate::Stall;
+use crate::{RecordKind, Stall};
 use serde::{Deserialize, Serialize};
 use trace::{Cause, Duration, VerdictKey};
 
@@ -18,22 +18,45 @@ pub struct CauseCount {
     pub median: Duration,
 }
 
-/// Counts by cause. TCP stalls and application gaps are kept apart: an application gap is
-/// not a stall and is not in `stall_count`.
+/// Counts by what each record proves (see [`crate::RecordKind`]): only stalls, waits whose bytes
+/// the evidence proves waited and whose mechanism it names, are counted as stalls. Waits with
+/// no signature, ambiguous pauses and application gaps are counted apart.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StallSummary {
-    /// Stall records whose cause is a TCP mechanism (everything but `application`).
+    /// Records of kind `stall`: bytes waited and the mechanism's signature shows.
     pub stall_count: u64,
-    /// Gaps where the writer had not written yet (cause `application`).
+    /// Records of kind `wait`: bytes provably waited, no mechanism's signature (cause `unknown`).
+    #[serde(default)]
+    pub unattributed_wait_count: u64,
+    /// Records of kind `ambiguous`: several explanations fit, some with nothing held.
+    #[serde(default)]
+    pub ambiguous_count: u64,
+    /// Records of kind `gap` (cause `application`): the writer had not written.
     pub application_gap_count: u64,
-    /// Per cause, most frequent first (application last).
+    /// The stalls per cause, most frequent first.
     pub by_cause: Vec<CauseCount>,
 }
 
 impl StallSummary {
     pub fn of<'a>(stalls: impl IntoIterator<Item = &'a Stall>) -> StallSummary {
         let mut lens: Vec<(Cause, Vec<u64>)> = Vec::new();
+        let mut out = StallSummary::default();
         for s in stalls {
+            match s.kind {
+                RecordKind::Stall => {}
+                RecordKind::Wait => {
+                    out.unattributed_wait_count += 1;
+                    continue;
+                }
+                RecordKind::Ambiguous => {
+                    out.ambiguous_count += 1;
+                    continue;
+                }
+                RecordKind::Gap => {
+                    out.application_gap_count += 1;
+                    continue;
+                }
+            }
             match lens.iter_mut().find(|(c, _)| *c == s.cause) {
                 Some((_, v)) => v.push(s.length.0),
                 None => lens.push((s.cause, vec![s.length.0])),
@@ -51,21 +74,38 @@ impl StallSummary {
                 }
             })
             .collect();
-        by_cause.sort_by(|a, b| {
-            (a.cause == Cause::Application)
-                .cmp(&(b.cause == Cause::Application))
-                .then(b.count.cmp(&a.count))
-                .then(b.total.cmp(&a.total))
-                .then(a.cause.cmp(&b.cause))
-        });
-        let stall_count = by_cause.iter().filter(|c| c.cause.is_tcp_stall()).map(|c| c.count).sum();
-        let application_gap_count = by_cause.iter().filter(|c| !c.cause.is_tcp_stall()).map(|c| c.count).sum();
-        StallSummary { stall_count, application_gap_count, by_cause }
+        by_cause.sort_by(|a, b| b.count.cmp(&a.count).then(b.total.cmp(&a.total)).then(a.cause.cmp(&b.cause)));
+        out.stall_count = by_cause.iter().map(|c| c.count).sum();
+        out.by_cause = by_cause;
+        out
     }
 
-    /// The most frequent TCP cause (ties: the longer total).
+    /// "3 stalls (2 nagle-delayed-ack (~44 ms), ...); 5 waits with no signature; 2 ambiguous
+    /// pauses; 7 application gaps": what the headline counts, and what it counts apart.
+    pub fn headline(&self) -> String {
+        let mut parts = vec![match self.stall_count {
+            0 => "no stalls".to_string(),
+            n => format!("{n} stall{} ({})", if n == 1 { "" } else { "s" }, self.counts_text()),
+        }];
+        let plural = |n: u64| if n == 1 { "" } else { "s" };
+        if self.unattributed_wait_count > 0 {
+            let n = self.unattributed_wait_count;
+            parts.push(format!("{n} wait{} with no signature", plural(n)));
+        }
+        if self.ambiguous_count > 0 {
+            let n = self.ambiguous_count;
+            parts.push(format!("{n} ambiguous pause{} (not stalls)", plural(n)));
+        }
+        if self.application_gap_count > 0 {
+            let n = self.application_gap_count;
+            parts.push(format!("{n} application gap{} (not stalls)", plural(n)));
+        }
+        parts.join("; ")
+    }
+
+    /// The most frequent stall cause (ties: the longer total).
     pub fn dominant(&self) -> Option<&CauseCount> {
-        self.by_cause.iter().find(|c| c.cause.is_tcp_stall())
+        self.by_cause.first()
     }
 
     /// The comparable verdict over `rounds` measured rounds: it stalls when stall records with
@@ -85,7 +125,6 @@ impl StallSummary {
         let parts: Vec<String> = self
             .by_cause
             .iter()
-            .filter(|c| c.cause.is_tcp_stall())
             .map(|c| format!("{} {} (~{:.0} ms)", c.count, c.cause, c.median.as_millis_f64()))
             .collect();
         if parts.is_empty() {
@@ -157,7 +196,7 @@ pub fn outside_notes(records: &[Stall], w: Window) -> Option<String> {
         };
         Some(format!("{when} (not in the samples or ms/round): {what}, the {side}'s data held ({})", longest.cause))
     };
-    let tcp = |r: &&Stall| r.cause.is_tcp_stall();
+    let tcp = |r: &&Stall| r.kind == RecordKind::Stall;
     let after: Vec<_> = records.iter().filter(|r| (r.start + r.length).0 > w.to_ns).filter(tcp).collect();
     let mut notes = Vec::new();
     notes.extend(describe(after, "epilogue after the measured rounds"));
@@ -185,6 +224,13 @@ mod tests {
             evidence: vec![],
             ack_delay: None,
             detail: String::new(),
+            kind: match cause {
+                Cause::Application => RecordKind::Gap,
+                Cause::Unknown => RecordKind::Wait,
+                _ => RecordKind::Stall,
+            },
+            alternatives: Vec::new(),
+            settle: None,
         }
     }
 
@@ -199,7 +245,7 @@ mod tests {
         let s = StallSummary::of(&v);
         assert_eq!((s.stall_count, s.application_gap_count), (1, 3));
         assert_eq!(s.dominant().unwrap().cause, Cause::NagleDelayedAck);
-        assert_eq!(s.by_cause.last().unwrap().cause, Cause::Application);
+        assert!(s.by_cause.iter().all(|c| c.cause != Cause::Application));
         // One stall in 20 rounds is not "it stalls"; one in 5 is.
         assert!(!s.key(20).stalls);
         assert_eq!(s.key(5), VerdictKey { stalls: true, cause: Some(Cause::NagleDelayedAck) });

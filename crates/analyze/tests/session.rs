@@ -139,3 +139,70 @@ fn finished_flows_are_freed() {
     done += s.finish_all().len();
     assert_eq!(done, 30_000);
 }
+
+/// A handshake (SYN, SYN-ACK 20 us later, ACK 20 us after that: a 40 us round trip, what a veth
+/// pair or loopback shows) and one exchange between `client` and `server`, as frames.
+fn fast_handshake(client: [u8; 4], server: [u8; 4]) -> Vec<(u64, Vec<u8>)> {
+    let at = |q: P| P { client, server, ..q };
+    [
+        at(p(0, true, 100, 0, "S", 0)),
+        at(p(20, false, 900, 101, "SA", 0)),
+        at(p(40, true, 101, 901, "A", 0)),
+        at(p(1000, true, 101, 901, "PA", 10)),
+        at(p(1050, false, 901, 111, "PA", 20)),
+        at(p(1100, true, 111, 921, "A", 0)),
+    ]
+    .iter()
+    .map(|q| (q.t_us, q.frame().unwrap()))
+    .collect()
+}
+
+fn capture_point(file: &[u8]) -> trace::CapturePoint {
+    let f = analyse(file, FlowLimits::default());
+    assert_eq!(f.len(), 1);
+    f[0].analysis.capture_point
+}
+
+/// Where a capture was taken, from the file rather than the handshake's timing (issue 21):
+/// - a veth-like capture between two 10.x addresses with a 40 us round trip is not "same host"
+///   (two network namespaces are two stacks: the address rule, `session::same_host_by_address`);
+/// - a capture on `lo` (pcapng `if_name`, or Linux `lo`'s all-zero MACs in a plain pcap)
+///   between 127.0.0.1 and itself is;
+/// - a capture on `lo` between two addresses of one host (Linux routes traffic to a local
+///   address through `lo`) is too, though the addresses alone say two hosts; the same frames on
+///   an interface named `eth0` are not.
+#[test]
+fn capture_point_from_interface_and_addresses() {
+    use trace::CapturePoint::SameHost;
+    use wire::linktype::ETHERNET;
+    let veth = fast_handshake([10, 0, 0, 1], [10, 0, 0, 2]);
+    assert_ne!(capture_point(&wire::synth::pcap_frames(&veth)), SameHost);
+    assert_ne!(capture_point(&wire::synth::pcapng("tcpstall-c0", ETHERNET, &veth).unwrap()), SameHost);
+
+    let lo = fast_handshake([127, 0, 0, 1], [127, 0, 0, 1]);
+    assert_eq!(capture_point(&wire::synth::pcapng("lo", ETHERNET, &lo).unwrap()), SameHost);
+    let zero_macs: Vec<_> = lo
+        .iter()
+        .map(|(t, f)| {
+            let mut f = f.clone();
+            f[..12].fill(0);
+            (*t, f)
+        })
+        .collect();
+    assert_eq!(capture_point(&wire::synth::pcap_frames(&zero_macs)), SameHost);
+
+    let two_addresses = fast_handshake([10, 0, 0, 1], [192, 168, 7, 9]);
+    assert_eq!(capture_point(&wire::synth::pcapng("lo", ETHERNET, &two_addresses).unwrap()), SameHost);
+    assert_ne!(capture_point(&wire::synth::pcapng("eth0", ETHERNET, &two_addresses).unwrap()), SameHost);
+}
+
+/// `session::same_host`: a loopback interface says one host whatever the addresses; otherwise
+/// the addresses decide.
+#[test]
+fn same_host_rule() {
+    let key = |a: &str, b: &str| wire::FlowKey { a: a.parse().unwrap(), b: b.parse().unwrap(), interface: 0 };
+    assert_eq!(session::same_host(&key("10.0.0.1:1", "192.168.7.9:2"), true), Some(true));
+    assert_eq!(session::same_host(&key("10.0.0.1:1", "192.168.7.9:2"), false), Some(false));
+    assert_eq!(session::same_host(&key("127.0.0.1:1", "127.0.0.2:2"), false), Some(true));
+    assert_eq!(session::same_host(&key("[::1]:1", "[::1]:2"), false), Some(true));
+}

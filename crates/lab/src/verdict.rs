@@ -270,6 +270,9 @@ mod tests {
             evidence: vec![],
             ack_delay: None,
             detail: String::new(),
+            kind: analyze::RecordKind::Stall,
+            alternatives: Vec::new(),
+            settle: None,
         }
     }
 

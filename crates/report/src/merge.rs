@@ -162,6 +162,9 @@ mod tests {
                 evidence: vec![EvidenceItem { t: Instant(10_000_000), source: Evidence::Frame(4), what: "x".into() }],
                 ack_delay: None,
                 detail: String::new(),
+                kind: analyze::RecordKind::Stall,
+                alternatives: Vec::new(),
+                settle: None,
             });
         }
         r

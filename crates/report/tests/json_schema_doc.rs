@@ -67,6 +67,9 @@ fn stall() -> Stall {
         evidence: vec![EvidenceItem { t: Instant(1), source: Evidence::Frame(3), what: "x".into() }],
         ack_delay: Some(Duration(40)),
         detail: "d".into(),
+        kind: analyze::RecordKind::Stall,
+        alternatives: Vec::new(),
+        settle: None,
     }
 }
 

@@ -341,6 +341,10 @@ pub enum Cause {
     TailLossProbe,
     /// Fast retransmit after duplicate ACKs (RFC 5681 3.2, RFC 6675).
     FastRetransmit,
+    /// Segments too big for the path: a router dropped them and answered ICMP
+    /// fragmentation-needed (Packet Too Big), and the sender resent at the smaller size (path
+    /// MTU discovery, RFC 1191, RFC 8201; Linux `tcp_v4_mtu_reduced`, `tcp_simple_retransmit`).
+    PathMtu,
     /// Corked, MSG_MORE or Nagle-held data with nothing in flight, released by the 200 ms probe
     /// timer (Linux `tcp_probe_timer`, `tcp_probe0_base`; TCP_CORK's 200 ms ceiling, tcp(7)).
     ProbeTimer,
@@ -352,7 +356,7 @@ pub enum Cause {
 }
 
 impl Cause {
-    pub const ALL: [Cause; 10] = [
+    pub const ALL: [Cause; 11] = [
         Cause::NagleDelayedAck,
         Cause::DelayedAck,
         Cause::CwndLimited,
@@ -360,6 +364,7 @@ impl Cause {
         Cause::RetransmissionTimeout,
         Cause::TailLossProbe,
         Cause::FastRetransmit,
+        Cause::PathMtu,
         Cause::ProbeTimer,
         Cause::Application,
         Cause::Unknown,
@@ -373,6 +378,7 @@ impl Cause {
             Cause::RetransmissionTimeout => "retransmission-timeout",
             Cause::TailLossProbe => "tail-loss-probe",
             Cause::FastRetransmit => "fast-retransmit",
+            Cause::PathMtu => "path-mtu",
             Cause::ProbeTimer => "probe-timer",
             Cause::Application => "application",
             Cause::Unknown => "unknown",
@@ -397,6 +403,7 @@ impl Cause {
             Cause::RetransmissionTimeout => "a segment was lost and resent after the retransmission timeout",
             Cause::TailLossProbe => "the last segment was lost or late and resent by the tail-loss probe",
             Cause::FastRetransmit => "a segment was lost and resent after duplicate ACKs",
+            Cause::PathMtu => "segments too big for the path were dropped and resent smaller after ICMP fragmentation-needed (path MTU discovery)",
             Cause::ProbeTimer => "corked or held data waits for the 200 ms probe timer",
             Cause::Application => "the writer had not written yet (application think time or idle): not a TCP stall",
             Cause::Unknown => "data waited, but the packets show no mechanism's signature",

@@ -56,6 +56,8 @@ struct Interface {
     fcs_len: u32,
     /// `if_name` option (pcapng 4.2), e.g. "lo" or "tcpstall-c0".
     name: Option<String>,
+    /// What `name` says about loopback (see [`loopback_name`]); None without a name.
+    loopback: Option<bool>,
     /// Timestamp units per second as a ratio: value * num / den = nanoseconds.
     tsres: TsRes,
     ts_offset_s: i64,
@@ -152,7 +154,7 @@ impl<R: Read> CaptureReader<R> {
                 r.fill(&mut h, 0, "truncated pcap file header (24 bytes expected)")?;
                 let (linktype, fcs_len) = pcap_linktype(u32_at(&h, 16, big_endian));
                 let tsres = if nanos { TsRes::Dec(9) } else { TsRes::Dec(6) };
-                r.interfaces.push(Interface { linktype, fcs_len, name: None, tsres, ts_offset_s: 0 });
+                r.interfaces.push(Interface { linktype, fcs_len, name: None, loopback: None, tsres, ts_offset_s: 0 });
             }
             Format::PcapNg => {
                 let mut len = [0u8; 4];
@@ -170,6 +172,18 @@ impl<R: Read> CaptureReader<R> {
     /// The `if_name` of an interface of the current pcapng section, when it has one.
     pub fn interface_name(&self, id: u32) -> Option<&str> {
         self.interfaces.get(id as usize).and_then(|i| i.name.as_deref())
+    }
+
+    /// What the `if_name` of an interface of the current pcapng section says: `Some(true)` for
+    /// a loopback interface's name, `Some(false)` for any other name, None without a name (see
+    /// [`loopback_name`]).
+    pub fn interface_loopback(&self, id: u32) -> Option<bool> {
+        self.interfaces.get(id as usize).and_then(|i| i.loopback)
+    }
+
+    /// The link type of an interface of the current pcapng section (of the file, for pcap).
+    pub fn interface_linktype(&self, id: u32) -> Option<u32> {
+        self.interfaces.get(id as usize).map(|i| i.linktype)
     }
 
     /// Bytes consumed so far.
@@ -369,6 +383,7 @@ impl<R: Read> CaptureReader<R> {
             linktype: u32::from(u16_at(b, 0, be)),
             fcs_len: 0,
             name: None,
+            loopback: None,
             tsres: TsRes::Dec(6),
             ts_offset_s: 0,
         };
@@ -402,6 +417,7 @@ impl<R: Read> CaptureReader<R> {
             }
             i = v + olen.div_ceil(4) * 4;
         }
+        iface.loopback = iface.name.as_deref().map(loopback_name);
         if self.interfaces.len() >= 65536 {
             return Err(WireError::new(start, "more than 65536 interfaces in one pcapng section"));
         }
@@ -480,6 +496,19 @@ impl<R: Read> CaptureReader<R> {
         let (len, orig) = strip_fcs(caplen, orig.max(caplen), fcs_len);
         Ok((data_at, len as usize, ts_ns, (iface.linktype, if_id as u32), orig, start))
     }
+}
+
+/// Whether an interface name (pcapng `if_name`) is a loopback interface's: Linux `lo` (and its
+/// aliases `lo:N`), the BSDs' and macOS's `lo0`, `lo1`, ...; on Windows, Npcap's loopback
+/// adapter `\Device\NPF_Loopback` (npcap.com/guide "Loopback capture") and names starting
+/// "Loopback" ("Loopback Pseudo-Interface 1", Windows' own loopback adapter), either case.
+pub fn loopback_name(name: &str) -> bool {
+    let n = name.strip_prefix("\\Device\\").unwrap_or(name);
+    let lower = n.to_ascii_lowercase();
+    let lo_unix = n
+        .strip_prefix("lo")
+        .is_some_and(|rest| rest.is_empty() || rest.bytes().all(|b| b.is_ascii_digit()) || rest.starts_with(':'));
+    lo_unix || lower.starts_with("npf_loopback") || lower.starts_with("loopback")
 }
 
 /// The link type and FCS length (bytes) of a pcap file header's link-type field.

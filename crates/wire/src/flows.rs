@@ -7,11 +7,11 @@
 //! not captured).
 //!
 //! Memory is bounded by the flows alive at one time, not by the flows in the file: a flow is
-//! forgotten [`FlowLimits::close_linger`] after it closed (FIN both ways or RST) or
-//! [`FlowLimits::idle`] after its last packet, in capture time, and reported through
+//! forgotten [`FlowLimits::close_linger_ns`] after it closed (FIN both ways or RST) or
+//! [`FlowLimits::idle_ns`] after its last packet, in capture time, and reported through
 //! [`FlowTable::pop_ended`] so the analyser can finish it and free its state too.
 
-use crate::decode::TcpPacket;
+use crate::decode::{IcmpPacket, TcpPacket};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt;
@@ -65,15 +65,20 @@ impl FlowFilter {
 pub struct FlowEvent {
     pub flow: FlowId,
     pub event: Event,
+    /// The flow was captured on a loopback interface, as its first packet showed: the pcapng
+    /// interface's name, the BSD loopback link types, a Linux cooked header's ARPHRD_LOOPBACK,
+    /// or an Ethernet header with both MACs zero (see [`crate::frame_on_loopback`] and
+    /// [`crate::Decoder::interface_loopback`]). Both endpoints are then on the capturing host.
+    pub loopback: bool,
 }
 
 /// Why a flow ended (see [`FlowTable::pop_ended`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EndReason {
-    /// FIN from both sides, or a RST, and then [`FlowLimits::close_linger`] of capture time.
+    /// FIN from both sides, or a RST, and then [`FlowLimits::close_linger_ns`] of capture time.
     Closed,
-    /// No packet for [`FlowLimits::idle`] of capture time.
+    /// No packet for [`FlowLimits::idle_ns`] of capture time.
     Idle,
     /// A new connection (a SYN with another ISN, or after the close) took over the pair.
     Reused,
@@ -172,6 +177,8 @@ struct FlowState {
     /// `recent[i].seq`, kept apart so that the per-packet check is one vector compare.
     recent_seq: [u32; RECENT],
     next_recent: u8,
+    /// The first packet was captured on a loopback interface (see [`FlowEvent::loopback`]).
+    loopback: bool,
 }
 
 /// FxHash (rustc's hasher): the flow lookup runs once per packet and SipHash's DoS resistance
@@ -314,13 +321,7 @@ impl FlowTable {
     /// RFC 6864 4.1 allows for atomic datagrams) it must also be that the peer sent nothing
     /// in between: a fast retransmission answers the peer's duplicate ACKs (RFC 5681 3.2).
     pub fn event(&mut self, p: &TcpPacket, ts_ns: u64, frame: u64, interface: u32) -> Option<FlowEvent> {
-        let origin = *self.origin_ns.get_or_insert(ts_ns);
-        let now = self.now_ns.max(ts_ns);
-        self.now_ns = now;
-        if let Some(c) = self.closing.take() {
-            self.ended.push_back(c);
-        }
-        self.expire(now);
+        let (origin, now) = self.advance(ts_ns);
         let canon = if p.src <= p.dst { (interface, p.src, p.dst) } else { (interface, p.dst, p.src) };
         let seg = p.segment;
         let found = match self.last {
@@ -428,7 +429,50 @@ impl FlowTable {
                 kind: EventKind::Segment(seg),
                 evidence: Evidence::Frame(frame),
             },
+            loopback: f.loopback,
         })
+    }
+
+    /// The event for an ICMP error captured at `ts_ns` as frame `frame` on `interface` that
+    /// quotes a segment of a flow alive on that interface: `from` is the endpoint that sent the
+    /// quoted segment (the quote's source address and port). None when no such flow is
+    /// remembered (never seen, filtered out, ended): an ICMP error never creates a flow. It
+    /// does not count as the flow's activity (idle timeout) nor as a packet for duplicates.
+    pub fn icmp(&mut self, p: &IcmpPacket, ts_ns: u64, frame: u64, interface: u32) -> Option<FlowEvent> {
+        let (origin, _) = self.advance(ts_ns);
+        let canon = if p.src <= p.dst { (interface, p.src, p.dst) } else { (interface, p.dst, p.src) };
+        let slot = match self.last {
+            Some((k, i)) if k == canon => i,
+            _ => *self.by_pair.get(&canon)?,
+        };
+        let f = &self.slots[slot as usize];
+        if f.reported {
+            return None; // the connection's close completed: the analysis is over
+        }
+        let from = if p.src == f.key.a { Endpoint::A } else { Endpoint::B };
+        Some(FlowEvent {
+            flow: f.id,
+            event: Event {
+                t: Instant(ts_ns.saturating_sub(origin)),
+                from,
+                kind: EventKind::Icmp(p.error),
+                evidence: Evidence::Frame(frame),
+            },
+            loopback: f.loopback,
+        })
+    }
+
+    /// Moves capture time to `ts_ns` (never back): reports the flow whose close completed with
+    /// the packet before, forgets the flows that expired. Returns (origin, now).
+    fn advance(&mut self, ts_ns: u64) -> (u64, u64) {
+        let origin = *self.origin_ns.get_or_insert(ts_ns);
+        let now = self.now_ns.max(ts_ns);
+        self.now_ns = now;
+        if let Some(c) = self.closing.take() {
+            self.ended.push_back(c);
+        }
+        self.expire(now);
+        (origin, now)
     }
 
     /// Forgets the flows whose linger or idle time ran out by `now`.
@@ -485,6 +529,7 @@ impl FlowTable {
             recent: [Sig::default(); RECENT],
             recent_seq: [0; RECENT],
             next_recent: 0,
+            loopback: p.loopback,
         };
         let slot = match reuse.or_else(|| self.free.pop()) {
             Some(s) => {

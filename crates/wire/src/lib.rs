@@ -2,7 +2,8 @@
 //!
 //! [`Decoder`] streams a capture: one packet buffer and one small entry per flow alive, whatever
 //! the file size (ended flows are forgotten and reported by [`Decoder::pop_ended`]). Each TCP packet becomes a [`trace::Event`] of its flow (see [`FlowEvent`]) with
-//! `t` in nanoseconds since the capture's first packet and `evidence = Frame(n)`.
+//! `t` in nanoseconds since the capture's first packet and `evidence = Frame(n)`; so does each
+//! ICMP error quoting a segment of a flow ([`trace::EventKind::Icmp`], see [`IcmpPacket`]).
 //!
 //! ```no_run
 //! let file = std::io::BufReader::new(std::fs::File::open("x.pcap").unwrap());
@@ -19,8 +20,10 @@ mod flows;
 pub mod synth;
 pub mod write;
 
-pub use capture::{pcap_linktype, CaptureReader, Format, Packet, MAX_PACKET};
-pub use decode::{decode, linktype, Skip, TcpPacket, MAX_DEPTH};
+pub use capture::{loopback_name, pcap_linktype, CaptureReader, Format, Packet, MAX_PACKET};
+pub use decode::{
+    decode, decode_any, frame_on_loopback, linktype, wlan_mpdu, Decoded, IcmpPacket, MpduId, Skip, TcpPacket, MAX_DEPTH,
+};
 pub use error::WireError;
 pub use flows::{EndReason, FlowEnd, FlowEvent, FlowFilter, FlowId, FlowKey, FlowLimits, FlowTable};
 
@@ -36,6 +39,12 @@ pub struct DecodeStats {
     pub not_tcp: u64,
     /// Frames whose headers are cut by the snaplen or inconsistent (see [`Skip::Malformed`]).
     pub malformed: u64,
+    /// ICMP errors quoting a segment of a flow (RFC 792, RFC 4443; see [`IcmpPacket`]): each
+    /// became an [`trace::EventKind::Icmp`] event of that flow. Not counted in `not_tcp`.
+    pub icmp_errors: u64,
+    /// ICMP errors quoting a TCP segment of no flow this capture has (its packets were not
+    /// captured, were filtered out, or the flow had ended): counted and ignored.
+    pub icmp_no_flow: u64,
     /// Frames inside an encapsulation that is recognised but not decoded, by its name
     /// ("IPsec ESP (RFC 4303)" -> 12): "12 packets inside IPsec ESP (RFC 4303), not decoded".
     pub not_decoded_inside: BTreeMap<&'static str, u64>,
@@ -56,6 +65,11 @@ pub struct DecodeStats {
     /// TCP packets that came after their connection's close completed (both FINs acknowledged,
     /// or a RST), within the linger: retransmitted FINs, stray RSTs. Not analysed.
     pub after_close: u64,
+    /// IEEE 802.11 frames the transmitter sent again at the MAC layer (Retry flag) after a
+    /// frame with the same transmitter and sequence number that was captured: one packet seen
+    /// twice over the air, not a TCP retransmission, so only the first copy is decoded (as the
+    /// receiver's duplicate detection does, see [`MpduId`]).
+    pub wlan_retries: u64,
     /// Bytes of the file consumed.
     pub bytes: u64,
 }
@@ -73,6 +87,35 @@ impl DecodeStats {
             .map(|(k, n)| format!("{n} packet{} inside {k}, not decoded", if *n == 1 { "" } else { "s" }))
             .collect();
         Some(parts.join("; "))
+    }
+
+    /// "2 ICMP errors quote the flows' segments (evidence); 1 ICMP error quotes a connection
+    /// not in the capture (ignored)", or None.
+    pub fn icmp_note(&self) -> Option<String> {
+        let (n, x) = (self.icmp_errors, self.icmp_no_flow);
+        let say = |k: u64, what: &str| match k {
+            0 => None,
+            1 => Some(format!("1 ICMP error quotes {what}")),
+            k => Some(format!("{k} ICMP errors quote {what}")),
+        };
+        let parts: Vec<String> =
+            [say(n, "the flows' segments (evidence)"), say(x, "a connection not in the capture (ignored)")]
+                .into_iter()
+                .flatten()
+                .collect();
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    /// "4 IEEE 802.11 MAC-layer retransmissions of frames already captured counted once", or
+    /// None.
+    pub fn wlan_retries_note(&self) -> Option<String> {
+        (self.wlan_retries > 0).then(|| {
+            format!(
+                "{} IEEE 802.11 MAC-layer retransmission{} of frames already captured counted once",
+                self.wlan_retries,
+                if self.wlan_retries == 1 { "" } else { "s" }
+            )
+        })
     }
 
     /// "timestamps went back 3 times (largest step 1.250 s); those frames were given the time of
@@ -118,7 +161,14 @@ pub struct Decoder<R: Read> {
     interfaces_seen: u32,
     /// Latest timestamp seen (event time of a frame that goes back in time).
     last_ts: Option<u64>,
+    /// The last IEEE 802.11 data frames' identities, for MAC-layer retransmissions.
+    wlan_recent: std::collections::VecDeque<MpduId>,
 }
+
+/// 802.11 frames remembered for duplicate detection: a retry follows its original within a few
+/// frames of the same transmitter (a sender retries an MPDU before sending the next one, and
+/// block-ack windows hold at most 64 to 1024).
+const WLAN_RECENT: usize = 64;
 
 impl<R: Read> Decoder<R> {
     pub fn new(input: R, filter: FlowFilter) -> Result<Self, WireError> {
@@ -135,6 +185,7 @@ impl<R: Read> Decoder<R> {
             stats: DecodeStats::default(),
             interfaces_seen: 0,
             last_ts: None,
+            wlan_recent: std::collections::VecDeque::new(),
         })
     }
 
@@ -164,19 +215,44 @@ impl<R: Read> Decoder<R> {
             };
             self.last_ts = Some(ts_ns);
             self.flows.set_origin(ts_ns);
-            match decode(p.linktype, p.data, p.orig_len) {
-                Ok(tcp) => {
+            let (ts, frame, iface, lt) = (ts_ns, p.frame, p.interface, p.linktype);
+            let cut = p.data.len() < p.orig_len as usize;
+            if let Some((id, retry)) = wlan_mpdu(lt, p.data, cut) {
+                if retry && self.wlan_recent.contains(&id) {
+                    self.stats.wlan_retries += 1;
+                    continue;
+                }
+                if self.wlan_recent.len() == WLAN_RECENT {
+                    self.wlan_recent.pop_front();
+                }
+                self.wlan_recent.push_back(id);
+            }
+            match decode_any(lt, p.data, p.orig_len) {
+                Ok(Decoded::Tcp(mut tcp)) => {
                     if !self.filter.matches(tcp.src, tcp.dst) {
                         self.stats.filtered_out += 1;
                         continue;
                     }
-                    let (ts, frame, iface) = (ts_ns, p.frame, p.interface);
+                    // The interface's name, when the file gives one, outranks the BSD loopback
+                    // encapsulation: macOS captures its utun tunnels (VPNs) with DLT_NULL too.
+                    match self.reader.interface_loopback(iface) {
+                        Some(true) => tcp.loopback = true,
+                        Some(false) if matches!(lt, linktype::NULL | linktype::LOOP) => tcp.loopback = false,
+                        _ => {}
+                    }
                     if let Some(ev) = self.flows.event(&tcp, ts, frame, iface) {
                         self.stats.tcp_packets += 1;
                         self.interfaces_seen = self.interfaces_seen.max(iface + 1);
                         return Ok(Some(ev));
                     }
                 }
+                Ok(Decoded::Icmp(icmp)) => match self.flows.icmp(&icmp, ts, frame, iface) {
+                    Some(ev) => {
+                        self.stats.icmp_errors += 1;
+                        return Ok(Some(ev));
+                    }
+                    None => self.stats.icmp_no_flow += 1,
+                },
                 Err(Skip::NotTcp) => self.stats.not_tcp += 1,
                 Err(Skip::Malformed) => self.stats.malformed += 1,
                 Err(Skip::Inside(kind)) => *self.stats.not_decoded_inside.entry(kind).or_insert(0) += 1,
@@ -205,6 +281,18 @@ impl<R: Read> Decoder<R> {
     /// The name (`if_name`) of a capture interface, when the file gives one.
     pub fn interface_name(&self, id: u32) -> Option<&str> {
         self.reader.interface_name(id)
+    }
+
+    /// Whether capture interface `id` is a loopback interface, as far as the file says: its
+    /// pcapng `if_name` ("lo", "lo0", `\Device\NPF_Loopback`, see [`loopback_name`]), else
+    /// its link type (BSD loopback encapsulation, NULL and LOOP). None when neither tells;
+    /// frames on Linux cooked or Ethernet link types may still show it per packet (see
+    /// [`frame_on_loopback`] and [`FlowEvent::loopback`], which combines both).
+    pub fn interface_loopback(&self, id: u32) -> Option<bool> {
+        self.reader.interface_loopback(id).or_else(|| {
+            let lt = self.reader.interface_linktype(id)?;
+            matches!(lt, linktype::NULL | linktype::LOOP).then_some(true)
+        })
     }
 
     pub fn flows(&self) -> &FlowTable {

@@ -8,9 +8,10 @@
 //! assert_eq!(&file[..4], &0xa1b2c3d4u32.to_le_bytes());
 //! ```
 
-use etherparse::{IpHeaders, IpNumber, Ipv4Header, PacketBuilder};
+use etherparse::{icmpv4, IpHeaders, IpNumber, Ipv4Header, PacketBuilder};
 
-/// One TCP packet of the flow 10.0.0.1:`port` <-> 10.0.0.2:80, from the client when `c2s`.
+/// One TCP packet of the flow `client`:`port` <-> `server`:80 (10.0.0.1 and 10.0.0.2 by
+/// default), from the client when `c2s`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pkt {
     pub c2s: bool,
@@ -29,29 +30,49 @@ pub struct Pkt {
     pub window: u16,
     /// Capture time in microseconds.
     pub t_us: u64,
+    /// The client's and the server's IPv4 addresses.
+    pub client: [u8; 4],
+    pub server: [u8; 4],
 }
 
-/// A packet with the defaults: client port 5000, IP ID 0, TTL 64, window 60000.
+/// A packet with the defaults: client 10.0.0.1 port 5000, server 10.0.0.2, IP ID 0, TTL 64,
+/// window 60000.
 pub fn pkt(t_us: u64, c2s: bool, seq: u32, ack: u32, flags: &'static str, len: usize) -> Pkt {
-    Pkt { c2s, port: 5000, seq, ack, flags, len, id: 0, ttl: 64, window: 60000, t_us }
+    Pkt {
+        c2s,
+        port: 5000,
+        seq,
+        ack,
+        flags,
+        len,
+        id: 0,
+        ttl: 64,
+        window: 60000,
+        t_us,
+        client: [10, 0, 0, 1],
+        server: [10, 0, 0, 2],
+    }
 }
 
 impl Pkt {
-    /// The Ethernet frame; an unknown flag letter is an error.
+    /// The Ethernet frame (MACs 01:01:01:01:01:01 and 02:02:02:02:02:02); an unknown flag
+    /// letter is an error.
     pub fn frame(&self) -> Result<Vec<u8>, String> {
+        let mut f = vec![2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 0x08, 0x00];
+        f.extend_from_slice(&self.ip()?);
+        Ok(f)
+    }
+
+    /// The IPv4 packet alone (for other link types).
+    pub fn ip(&self) -> Result<Vec<u8>, String> {
         let (s, d, sp, dp) = if self.c2s {
-            ([10, 0, 0, 1], [10, 0, 0, 2], self.port, 80)
+            (self.client, self.server, self.port, 80)
         } else {
-            ([10, 0, 0, 2], [10, 0, 0, 1], 80, self.port)
+            (self.server, self.client, 80, self.port)
         };
         let mut ip = Ipv4Header::new(0, self.ttl, IpNumber::TCP, s, d).map_err(|e| e.to_string())?;
         ip.identification = self.id;
-        let mut b = PacketBuilder::ethernet2([1; 6], [2; 6]).ip(IpHeaders::Ipv4(ip, Default::default())).tcp(
-            sp,
-            dp,
-            self.seq,
-            self.window,
-        );
+        let mut b = PacketBuilder::ip(IpHeaders::Ipv4(ip, Default::default())).tcp(sp, dp, self.seq, self.window);
         for c in self.flags.chars() {
             b = match c {
                 'S' => b.syn(),
@@ -66,6 +87,41 @@ impl Pkt {
         b.write(&mut out, &vec![b'x'; self.len]).map_err(|e| e.to_string())?;
         Ok(out)
     }
+}
+
+/// An Ethernet frame carrying an ICMPv4 "fragmentation needed" (type 3 code 4, RFC 1191 4)
+/// from router 10.0.0.254 to the sender of `quoted`, naming `mtu` and quoting `quoted`'s IP
+/// header and first 8 TCP bytes (RFC 792).
+pub fn frag_needed(quoted: &Pkt, mtu: u16) -> Result<Vec<u8>, String> {
+    let q = quoted.ip()?;
+    let ihl = usize::from(q[0] & 0x0f) * 4;
+    let dst = if quoted.c2s { quoted.client } else { quoted.server };
+    let b = PacketBuilder::ethernet2([2; 6], [1; 6]).ipv4([10, 0, 0, 254], dst, 64).icmpv4(
+        etherparse::Icmpv4Type::DestinationUnreachable(icmpv4::DestUnreachableHeader::FragmentationNeeded {
+            next_hop_mtu: mtu,
+        }),
+    );
+    let mut out = Vec::new();
+    b.write(&mut out, &q[..ihl + 8]).map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+/// A classic pcap file of Ethernet frames (time in microseconds, frame).
+pub fn pcap_frames(frames: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    let recs: Vec<_> =
+        frames.iter().map(|(t, f)| ((t / 1_000_000) as u32, (t % 1_000_000) as u32, f.clone())).collect();
+    classic_pcap(false, 1, &recs)
+}
+
+/// A pcapng file with one interface named `if_name` of link type `linktype` (time in
+/// microseconds, frame), written by [`crate::write::PcapNgWriter`].
+pub fn pcapng(if_name: &str, linktype: u32, frames: &[(u64, Vec<u8>)]) -> Result<Vec<u8>, String> {
+    let iface = crate::write::Interface { name: if_name.into(), description: String::new(), linktype, snaplen: 0 };
+    let mut w = crate::write::PcapNgWriter::new(Vec::new(), &[iface]).map_err(|e| e.to_string())?;
+    for (t, f) in frames {
+        w.packet(0, t * 1000, f, f.len() as u32).map_err(|e| e.to_string())?;
+    }
+    Ok(w.into_inner())
 }
 
 /// A classic pcap file (little-endian, snaplen 65535) of the given link type and records

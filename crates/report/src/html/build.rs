@@ -201,7 +201,7 @@ pub fn data(p: &Page) -> ReportData {
             }
             let mut ladder = None;
             if let Some(ev) = f.events {
-                if st.cause.is_tcp_stall() && ladders_here < l.ladders_per_flow && ladders.len() < l.ladders {
+                if st.shows_a_wait() && ladders_here < l.ladders_per_flow && ladders.len() < l.ladders {
                     ladder = Some(ladders.len());
                     ladders.push(ladder_of(stalls.len(), fi, st, ev, f.rtt_ns, f.capture_at));
                     ladders_here += 1;
@@ -230,7 +230,7 @@ pub fn data(p: &Page) -> ReportData {
     // Graphs: flows with packets, the most stalled first, at most `graphs`, in flow order.
     let mut with: Vec<usize> = (0..p.flows.len()).filter(|&i| p.flows[i].events.is_some()).collect();
     let flows_with_packets = with.len();
-    with.sort_by_key(|&i| std::cmp::Reverse(p.flows[i].stalls.iter().filter(|s| s.cause.is_tcp_stall()).count()));
+    with.sort_by_key(|&i| std::cmp::Reverse(p.flows[i].stalls.iter().filter(|s| s.shows_a_wait()).count()));
     with.truncate(l.graphs);
     with.sort_unstable();
     let timeseq = with
@@ -288,6 +288,7 @@ fn release_rule(c: Cause) -> &'static str {
         Cause::RwndLimited => "the window update that opened the receive window (RFC 9293 3.8.6.2)",
         Cause::RetransmissionTimeout => "retransmission timeout (RFC 6298 5, tcp_retransmit_timer)",
         Cause::TailLossProbe => "tail-loss probe timer (RFC 8985 7, tcp_send_loss_probe)",
+        Cause::PathMtu => "ICMP fragmentation-needed, resent smaller (RFC 1191, tcp_v4_mtu_reduced)",
         Cause::FastRetransmit => "fast retransmit after duplicate ACKs (RFC 5681 3.2)",
         Cause::ProbeTimer => "probe / autocork timer (tcp_probe_timer, 200 ms; TCP_CORK ceiling, tcp(7))",
         Cause::Application => "the application wrote (not a TCP stall)",

@@ -51,6 +51,9 @@ fn nagle() -> (Vec<Event>, Vec<Stall>) {
         ],
         ack_delay: Some(Duration(40_000_000)),
         detail: "d".into(),
+        kind: analyze::RecordKind::Stall,
+        alternatives: Vec::new(),
+        settle: None,
     };
     (ev, vec![st])
 }

@@ -54,8 +54,10 @@ pub struct ExplainArgs {
     /// Output format
     #[arg(long, value_enum, default_value = "text")]
     pub format: ExplainFormat,
-    /// Also list the application gaps (the writer had not written yet: not stalls, counted apart)
-    #[arg(long)]
+    /// Also list the records that are not stalls, counted apart: ambiguous pauses (several
+    /// explanations fit; each says which, and what would settle it) and application gaps (the
+    /// writer had not written yet)
+    #[arg(long, visible_alias = "all")]
     pub app_gaps: bool,
     /// Also write a self-contained HTML report: stall table, ladder of each stall's packets,
     /// zoomable time-sequence graphs (the most stalled flows first, downsampled when big)
@@ -356,7 +358,8 @@ fn text<R: std::io::Read>(
         writeln!(s, "DAMAGED FILE: {e}; what follows covers the packets before it")?;
     }
     // Why tunnelled traffic has no TCP in the report, and frames whose clock went back.
-    for note in [stats.not_decoded_note(), stats.ts_backwards_note()].into_iter().flatten() {
+    let notes = [stats.not_decoded_note(), stats.ts_backwards_note(), stats.icmp_note(), stats.wlan_retries_note()];
+    for note in notes.into_iter().flatten() {
         writeln!(s, "note: {note}")?;
     }
     write_pieces(s, dec, found, |x| x.to_string())?;
@@ -389,20 +392,16 @@ fn text_flow(s: &mut Vec<u8>, f: &Finished, app_gaps: bool) -> anyhow::Result<u3
     );
     s.write_all(dir_line("A->B", &fa.dirs[0]).as_bytes())?;
     s.write_all(dir_line("B->A", &fa.dirs[1]).as_bytes())?;
-    // TCP stalls first; application gaps (the writer had not written) are not stalls:
-    // counted apart, listed only with --app-gaps.
+    // Stalls (and waits with no signature) first; ambiguous pauses and application gaps are
+    // not stalls: counted apart, listed only with --app-gaps.
     let sum = analyze::StallSummary::of(&fa.stalls);
-    let gaps = if sum.application_gap_count > 0 {
-        format!(
-            "; {} application gap(s), not stalls{}",
-            sum.application_gap_count,
-            if app_gaps { "" } else { " (--app-gaps lists them)" }
-        )
-    } else {
-        String::new()
-    };
-    writeln!(s, "  {} stalls: {}{gaps}", sum.stall_count, sum.counts_text())?;
-    let shown: Vec<&analyze::Stall> = fa.stalls.iter().filter(|st| app_gaps || st.cause.is_tcp_stall()).collect();
+    let hidden = sum.ambiguous_count + sum.application_gap_count;
+    writeln!(s, "  {}{}", sum.headline(), if hidden > 0 && !app_gaps { " (--app-gaps lists those)" } else { "" })?;
+    let shown: Vec<&analyze::Stall> = fa
+        .stalls
+        .iter()
+        .filter(|st| app_gaps || matches!(st.kind, analyze::RecordKind::Stall | analyze::RecordKind::Wait))
+        .collect();
     if shown.is_empty() {
         return Ok(label_at);
     }
@@ -416,6 +415,10 @@ fn text_flow(s: &mut Vec<u8>, f: &Finished, app_gaps: bool) -> anyhow::Result<u3
             Endpoint::A => "A",
             Endpoint::B => "B",
         };
+        let cause = match st.kind {
+            analyze::RecordKind::Ambiguous => format!("{}?", st.cause.as_str()),
+            _ => st.cause.as_str().to_string(),
+        };
         let _ = writeln!(
             s,
             "  {:>4} {:>10} {:>10} {:>4}  {:<22} {:>4.2}  {}",
@@ -423,11 +426,25 @@ fn text_flow(s: &mut Vec<u8>, f: &Finished, app_gaps: bool) -> anyhow::Result<u3
             st.start.to_string(),
             st.length.to_string(),
             held,
-            st.cause.as_str(),
+            cause,
             st.confidence,
             frames(&st.evidence)
         );
-        writeln!(s, "       {}: {}", st.cause.explain(), st.detail)?;
+        match st.kind {
+            analyze::RecordKind::Ambiguous => {
+                let alts: Vec<&str> = st.alternatives.iter().map(|c| c.as_str()).collect();
+                writeln!(
+                    s,
+                    "       ambiguous{}: {}",
+                    if alts.is_empty() { String::new() } else { format!(" ({} or {})", st.cause, alts.join(" or ")) },
+                    st.detail
+                )?;
+                if let Some(how) = &st.settle {
+                    writeln!(s, "       to settle it: {how}")?;
+                }
+            }
+            _ => writeln!(s, "       {}: {}", st.cause.explain(), st.detail)?,
+        }
     }
     Ok(label_at)
 }

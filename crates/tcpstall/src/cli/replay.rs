@@ -169,7 +169,7 @@ fn load(args: &ReplayArgs) -> anyhow::Result<(String, Vec<Seg>, FlowAnalysis, Ve
     let mut done: Vec<(usize, FlowAnalysis, Vec<trace::Event>)> =
         flows.into_iter().enumerate().map(|(i, (a, ev))| (i, a.finish(), ev)).collect();
     let stall_time =
-        |fa: &FlowAnalysis| -> u64 { fa.stalls.iter().filter(|s| s.cause.is_tcp_stall()).map(|s| s.length.0).sum() };
+        |fa: &FlowAnalysis| -> u64 { fa.stalls.iter().filter(|s| s.shows_a_wait()).map(|s| s.length.0).sum() };
     done.sort_by_key(|(i, fa, _)| (std::cmp::Reverse(stall_time(fa)), *i));
     let Some((i, fa, events)) = done.into_iter().next() else {
         bail!("{}: no TCP flow (check --flow/--port)", args.file.display());
@@ -230,7 +230,7 @@ pub fn derive(args: &ReplayArgs) -> anyhow::Result<Derived> {
     // Think times: the gap before a turn (from the previous turn's last segment) where nobody
     // waited for TCP: no TCP stall record overlaps it. Gaps under 1 ms are scheduling noise.
     let tcp_waits: Vec<(u64, u64)> =
-        fa.stalls.iter().filter(|s| s.cause.is_tcp_stall()).map(|s| (s.start.0, s.start.0 + s.length.0)).collect();
+        fa.stalls.iter().filter(|s| s.shows_a_wait()).map(|s| (s.start.0, s.start.0 + s.length.0)).collect();
     // At a capture point at one end, an answer is seen at least one round trip after the
     // request it answers: that much of a gap is the path, not the application.
     let rtt_ns = fa.path_rtt.map_or(0, |d| d.0);
@@ -275,7 +275,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
     let d = derive(&args)?;
     let (key, e, reps, fa, s) = (&d.key, &d.exchange, d.reps, &d.analysis, &d.scenario);
     let rtt = d.rtt.map(|(ns, _)| ns);
-    let capture_stalls = analyze::StallSummary::of(fa.stalls.iter().filter(|s| s.cause.is_tcp_stall()));
+    let capture_stalls = analyze::StallSummary::of(fa.stalls.iter().filter(|s| s.shows_a_wait()));
     println!("replay: {} flow {key}: {reps} repetitions of {} turn(s)", args.file.display(), e.turns.len());
     println!("  exchange: {}", e.inline());
     match rtt {
@@ -405,7 +405,7 @@ fn write_report(
     }
     page.flows = flows;
     let by = |st: &[analyze::Stall]| {
-        let s = analyze::StallSummary::of(st.iter().filter(|s| s.cause.is_tcp_stall()));
+        let s = analyze::StallSummary::of(st.iter().filter(|s| s.shows_a_wait()));
         if s.by_cause.is_empty() {
             "none".to_string()
         } else {

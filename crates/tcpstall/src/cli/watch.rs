@@ -398,7 +398,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
         }
         let origin = table.origin_ns().unwrap_or(0);
         for (key, st) in new.drain(..) {
-            if st.cause == trace::Cause::Application {
+            if !st.shows_a_wait() {
                 continue;
             }
             health.stall_records += 1;
@@ -500,7 +500,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
     if failure.is_none() && args.count.is_none_or(|c| health.stall_records < c) {
         for fin in session.finish_all() {
             let skip = taken.get(&fin.id).copied().unwrap_or(0);
-            for st in fin.analysis.stalls.iter().skip(skip).filter(|s| s.cause != trace::Cause::Application) {
+            for st in fin.analysis.stalls.iter().skip(skip).filter(|s| s.shows_a_wait()) {
                 tail += 1;
                 health.stall_records += 1;
                 let e = by_cause.entry(st.cause.as_str()).or_default();

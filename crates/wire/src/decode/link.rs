@@ -6,8 +6,9 @@
 use super::{be16, Layer, Skip};
 
 /// The first layer of a frame on link type `lt` (LINKTYPE_* values, tcpdump.org/linktypes.html
-/// and libpcap's pcap-linktype(7)).
-pub(super) fn first(lt: u32, d: &[u8]) -> Result<Layer<'_>, Skip> {
+/// and libpcap's pcap-linktype(7)). `cut`: the snaplen cut the frame (a trailing FCS the link
+/// header announces was not captured).
+pub(super) fn first(lt: u32, d: &[u8], cut: bool) -> Result<Layer<'_>, Skip> {
     use super::linktype::*;
     match lt {
         ETHERNET => Ok(Layer::Ether(d)),
@@ -44,6 +45,10 @@ pub(super) fn first(lt: u32, d: &[u8]) -> Result<Layer<'_>, Skip> {
         // LINKTYPE_PPP_ETHER: the frame begins with the PPPoE header (RFC 2516).
         PPP_ETHER => Ok(Layer::Type(ETH_PPPOE_SESSION, d)),
         C_HDLC => cisco_hdlc(d),
+        FDDI => fddi(d),
+        NFLOG => nflog(d),
+        IEEE802_11 => super::wlan::ieee802_11(d),
+        IEEE802_11_RADIOTAP => super::wlan::radiotap(d, cut),
         other => Err(Skip::LinkType(other)),
     }
 }
@@ -123,13 +128,100 @@ pub(super) fn ethertype(et: u16, d: &[u8]) -> Result<Layer<'_>, Skip> {
         0x88e5 => Err(Skip::Inside("MACsec (IEEE 802.1AE)")),
         0x894f => Err(Skip::Inside("NSH (RFC 8300)")),
         // IEEE 802.3 length field: 802.2 LLC; with SNAP (RFC 1042) the EtherType follows.
-        n if n <= 1500 => {
-            if d.get(..3) == Some(&[0xaa, 0xaa, 0x03]) {
-                Ok(Layer::Type(be16(d, 6).ok_or(Skip::Malformed)?, &d[8..]))
-            } else {
-                Err(Skip::NotTcp)
-            }
-        }
+        n if n <= 1500 => llc_snap(d),
         _ => Err(Skip::NotTcp), // ARP, PPPoE discovery, LLDP, ...
     }
+}
+
+/// IEEE 802.2 LLC with a SNAP header (RFC 1042 "Header format"; IEEE 802-2014 10.3): DSAP 0xAA,
+/// SSAP 0xAA, control 0x03 (UI), a 3-byte OUI, then a 2-byte protocol id that is an EtherType.
+/// Other LLC frames (spanning tree, NetBIOS, ...) are not IP. The OUI is not checked: 00-00-00
+/// (RFC 1042) and 00-00-F8 (IEEE 802.1H bridge tunnel) both carry EtherTypes, and a vendor
+/// OUI's protocol id that is not IP's EtherType ends as `NotTcp` anyway.
+pub(super) fn llc_snap(d: &[u8]) -> Result<Layer<'_>, Skip> {
+    match d.get(..3) {
+        Some([0xaa, 0xaa, 0x03]) => Ok(Layer::Type(be16(d, 6).ok_or(Skip::Malformed)?, &d[8..])),
+        Some(_) => Err(Skip::NotTcp),
+        None => Err(Skip::Malformed),
+    }
+}
+
+/// LINKTYPE_FDDI: frame control (1 byte), destination (6), source (6), then 802.2 LLC
+/// (pcap-linktype(7) "FDDI, as specified by ANSI INCITS 239-1994"; the 13-byte header is
+/// `struct fddi_header` of tcpdump's fddi.h and `FDDI_HEADER_SIZE` of Wireshark's
+/// packet-fddi.c). Frame control: the format bits (0x30) are 01 for an LLC frame (0x50-0x57
+/// asynchronous, 0xD0-0xD7 synchronous: Linux include/uapi/linux/if_fddi.h
+/// `FDDI_FC_K_FORMAT_LLC` 0x10 under `FDDI_FC_K_FORMAT_MASK` 0x30); SMT and MAC frames and
+/// tokens carry no IP. Some old systems (Ultrix, libpcap's `PCAP_FDDIPAD`) wrote 3 bytes of
+/// padding before the header; no current writer does, and Wireshark reads without it by default.
+fn fddi(d: &[u8]) -> Result<Layer<'_>, Skip> {
+    let fc = *d.first().ok_or(Skip::Malformed)?;
+    if fc & 0x30 != 0x10 {
+        return Err(Skip::NotTcp);
+    }
+    llc_snap(d.get(13..).ok_or(Skip::Malformed)?)
+}
+
+/// LINKTYPE_NFLOG (tcpdump.org/linktypes/LINKTYPE_NFLOG.html; tcpdump's print-nflog.c): a
+/// 4-byte header (address family, version 0, resource id big-endian), then TLVs: length (2)
+/// and type (2) in the byte order *of the host that captured*, the value, padded to a multiple
+/// of 4 (the length counts the 4-byte TLV header, not the padding). The packet is the value of
+/// the NFULA_PAYLOAD TLV (type 9): an IP packet of the header's family (AF_INET 2,
+/// AF_INET6 10).
+///
+/// libpcap swaps the TLV fields when the reader's byte order differs from the file's
+/// (pcap-common.c `swap_nflog_header`); here both orders are tried, little-endian (x86, ARM)
+/// first, and the order whose TLVs chain exactly to the payload (every length at least 4, each
+/// within the frame) is taken. A length in the wrong order is 256 times too large or not a
+/// plausible one, so at most one order parses in practice.
+fn nflog(d: &[u8]) -> Result<Layer<'_>, Skip> {
+    let h = d.get(..4).ok_or(Skip::Malformed)?;
+    if h[1] != 0 {
+        return Err(Skip::Inside("NFLOG of an unknown version"));
+    }
+    let version = match h[0] {
+        2 => Some(4),
+        10 => Some(6),
+        _ => None,
+    };
+    let mut best = Err(Skip::Malformed);
+    for little in [true, false] {
+        match nflog_payload(&d[4..], little) {
+            Ok(p) => return Ok(Layer::Ip(version, p)),
+            // A walk that ends cleanly without a payload (a log entry without packet bytes)
+            // is a better answer than one that fails.
+            Err(Skip::NotTcp) => best = Err(Skip::NotTcp),
+            Err(_) => {}
+        }
+    }
+    best
+}
+
+/// The NFULA_PAYLOAD value among the TLVs `d` with lengths and types in the given byte order.
+/// `NotTcp`: the TLVs chain to the end of the frame without a payload; `Malformed`: they do not
+/// chain. A payload cut by the snaplen is returned as captured.
+fn nflog_payload(mut d: &[u8], little: bool) -> Result<&[u8], Skip> {
+    const NFULA_PAYLOAD: u16 = 9;
+    let rd = |b: &[u8], at: usize| -> u16 {
+        if little {
+            u16::from_le_bytes([b[at], b[at + 1]])
+        } else {
+            u16::from_be_bytes([b[at], b[at + 1]])
+        }
+    };
+    while !d.is_empty() {
+        if d.len() < 4 {
+            return Err(Skip::Malformed);
+        }
+        let (len, ty) = (usize::from(rd(d, 0)), rd(d, 2));
+        if len < 4 {
+            return Err(Skip::Malformed);
+        }
+        if ty == NFULA_PAYLOAD {
+            return Ok(&d[4..len.min(d.len())]);
+        }
+        let padded = len.div_ceil(4) * 4;
+        d = d.get(padded..).ok_or(Skip::Malformed)?;
+    }
+    Err(Skip::NotTcp)
 }

@@ -12,8 +12,13 @@ use etherparse::{TcpHeaderSlice, TcpOptionElement};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use trace::{Segment, TcpFlags};
 
+mod icmp;
 mod link;
 mod tunnel;
+mod wlan;
+
+pub use icmp::IcmpPacket;
+pub use wlan::{mpdu as wlan_mpdu, MpduId};
 
 /// LINKTYPE_* values (tcpdump.org/linktypes.html) this decoder understands.
 pub mod linktype {
@@ -40,6 +45,14 @@ pub mod linktype {
     pub const PPP_ETHER: u32 = 51;
     /// Cisco HDLC: address, control, EtherType.
     pub const C_HDLC: u32 = 104;
+    /// FDDI (ANSI INCITS 239-1994): frame control, destination, source, then 802.2 LLC.
+    pub const FDDI: u32 = 10;
+    /// IEEE 802.11 frames without a radio header.
+    pub const IEEE802_11: u32 = 105;
+    /// IEEE 802.11 frames after a radiotap header (radiotap.org).
+    pub const IEEE802_11_RADIOTAP: u32 = 127;
+    /// Linux netfilter NFLOG (`tcpdump -i nflog:N`): a 4-byte header, then TLVs.
+    pub const NFLOG: u32 = 239;
 
     /// Every link type above with its name, for messages.
     pub const SUPPORTED: &[(u32, &str)] = &[
@@ -57,6 +70,10 @@ pub mod linktype {
         (PPP_HDLC, "PPP in HDLC framing"),
         (PPP_ETHER, "PPPoE"),
         (C_HDLC, "Cisco HDLC"),
+        (FDDI, "FDDI"),
+        (IEEE802_11, "IEEE 802.11"),
+        (IEEE802_11_RADIOTAP, "IEEE 802.11 with radiotap"),
+        (NFLOG, "Linux NFLOG"),
     ];
 
     /// "0 BSD loopback, 1 Ethernet, ...": the supported link types, for messages.
@@ -75,6 +92,18 @@ pub struct TcpPacket {
     /// packets consecutively (`ip_select_ident_segs`), so a jump reveals a packet lost before
     /// the capture point.
     pub ip_id: Option<u16>,
+    /// The frame's link header says it was captured on a loopback interface: BSD loopback
+    /// encapsulation (link types NULL and LOOP), a Linux cooked header whose ARPHRD type is
+    /// ARPHRD_LOOPBACK, or an Ethernet header with both MAC addresses zero (Linux `lo`, whose
+    /// device address is all zeros, captured as Ethernet). See [`frame_on_loopback`].
+    pub loopback: bool,
+}
+
+/// What a frame carries that the flow table uses: a TCP segment, or an ICMP error quoting one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decoded {
+    Tcp(TcpPacket),
+    Icmp(IcmpPacket),
 }
 
 /// Why a frame is not a TCP packet we can use.
@@ -111,12 +140,22 @@ pub(crate) enum Layer<'a> {
     Ip(Option<u8>, &'a [u8]),
 }
 
-/// Decodes one frame. `orig_len` is the length on the wire (for `Segment::wire_len`); a frame
-/// with fewer bytes captured than `orig_len` was cut by the snaplen, so IP lengths beyond the
-/// captured bytes are expected; in a whole frame they are malformed.
+/// Decodes one frame to a TCP packet. `orig_len` is the length on the wire (for
+/// `Segment::wire_len`); a frame with fewer bytes captured than `orig_len` was cut by the
+/// snaplen, so IP lengths beyond the captured bytes are expected; in a whole frame they are
+/// malformed. An ICMP error quoting a TCP segment is `Skip::NotTcp` here (see [`decode_any`]).
 pub fn decode(linktype: u32, data: &[u8], orig_len: u32) -> Result<TcpPacket, Skip> {
+    match decode_any(linktype, data, orig_len)? {
+        Decoded::Tcp(p) => Ok(p),
+        Decoded::Icmp(_) => Err(Skip::NotTcp),
+    }
+}
+
+/// Decodes one frame to a TCP packet or an ICMP error about a TCP segment (see
+/// [`IcmpPacket`]); everything else is a [`Skip`].
+pub fn decode_any(linktype: u32, data: &[u8], orig_len: u32) -> Result<Decoded, Skip> {
     let mut cut = (data.len() as u64) < u64::from(orig_len);
-    let mut layer = link::first(linktype, data)?;
+    let mut layer = link::first(linktype, data, cut)?;
     for _ in 0..MAX_DEPTH {
         layer = match layer {
             Layer::Ether(d) => link::ethernet(d)?,
@@ -124,19 +163,47 @@ pub fn decode(linktype: u32, data: &[u8], orig_len: u32) -> Result<TcpPacket, Sk
             Layer::Ppp(proto, d) => link::ppp(proto, d)?,
             Layer::Ip(version, d) => {
                 let ip = ip_header(version, d, cut)?;
-                if ip.proto != 6 {
-                    // A fragment's inner packet continues in the next fragment.
-                    cut |= ip.more_fragments;
-                    tunnel::ip_payload(ip.proto, ip.payload)?
-                } else {
-                    let mut p = tcp(&ip)?;
-                    p.segment.wire_len = orig_len.max(data.len() as u32);
-                    return Ok(p);
+                match ip.proto {
+                    6 => {
+                        let mut p = tcp(&ip)?;
+                        p.segment.wire_len = orig_len.max(data.len() as u32);
+                        p.loopback = frame_on_loopback(linktype, data);
+                        return Ok(Decoded::Tcp(p));
+                    }
+                    // ICMP (RFC 792) in IPv4, ICMPv6 (RFC 4443) in IPv6.
+                    1 | 58 => return icmp::error(&ip).map(Decoded::Icmp),
+                    _ => {
+                        // A fragment's inner packet continues in the next fragment.
+                        cut |= ip.more_fragments;
+                        tunnel::ip_payload(ip.proto, ip.payload)?
+                    }
                 }
             }
         };
     }
     Err(Skip::Inside("encapsulations nested deeper than 16"))
+}
+
+/// Whether a frame's link header says it was captured on a loopback interface:
+/// - link types NULL (0) and LOOP (108), the BSD loopback encapsulation (pcap-linktype(7):
+///   "BSD loopback encapsulation"; lo0 on the BSDs and macOS);
+/// - Linux cooked captures (SLL, SLL2) whose ARPHRD type is ARPHRD_LOOPBACK, 772
+///   (include/uapi/linux/if_arp.h; the field is bytes 2..4 of SLL and 8..10 of SLL2, both
+///   big-endian, libpcap's sll.h);
+/// - Ethernet frames whose destination and source MAC are both zero: Linux's `lo` has an
+///   all-zero device address (drivers/net/loopback.c sets none; `ip link show lo` prints
+///   00:00:00:00:00:00) and is captured as DLT_EN10MB with that header.
+///
+/// A pcapng interface name refines this (see [`crate::Decoder::interface_loopback`]).
+pub fn frame_on_loopback(linktype: u32, data: &[u8]) -> bool {
+    const ARPHRD_LOOPBACK: u16 = 772;
+    match linktype {
+        linktype::NULL | linktype::LOOP => true,
+        linktype::LINUX_SLL => be16(data, 2) == Some(ARPHRD_LOOPBACK),
+        linktype::LINUX_SLL2 => be16(data, 8) == Some(ARPHRD_LOOPBACK),
+        linktype::ETHERNET => data.get(..12).is_some_and(|m| m.iter().all(|&b| b == 0)),
+        _ => false,
+    }
 }
 
 pub(crate) fn be16(d: &[u8], at: usize) -> Option<u16> {
@@ -294,5 +361,6 @@ fn tcp(ip: &IpHeader<'_>) -> Result<TcpPacket, Skip> {
         dst: SocketAddr::new(ip.dst, h.destination_port()),
         segment: seg,
         ip_id: ip.id,
+        loopback: false,
     })
 }

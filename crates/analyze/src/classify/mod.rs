@@ -1,0 +1,414 @@
+//! The one classifier: naming the cause of a stall from the evidence around it.
+//!
+//! A cause is named only with its signature in the evidence; what the evidence cannot show is
+//! said, with lower confidence, never guessed. Each record says what it proves
+//! ([`RecordKind`]): a **stall** (bytes waited, and the mechanism's signature shows), a
+//! **wait** (bytes provably waited, no signature: `unknown`), an **ambiguous** pause (several
+//! explanations fit; `alternatives` lists them and `settle` names what would tell) or a
+//! **gap** (nothing shows the bytes existed before they left: `application`).
+//!
+//! The rule families, in the order they are tried (one file each):
+//!
+//! 1. **Writes** (`writes.rs`): when the trace reports the writer's writes (kernel `sendmsg`,
+//!    the lab's and the model's own record), bytes written as they left are the application's
+//!    gap; bytes written before the gap began waited, and the rules below name why, with the
+//!    write time as evidence (the top confidence band).
+//!    A gap during which the capture skipped the sender's data (bytes acknowledged but never
+//!    captured) is the capture's: ambiguous, never a wait.
+//! 2. **Resent range** (`resend.rs`): loss, and which recovery resent it (path MTU discovery,
+//!    fast retransmit, tail-loss probe, retransmission timeout); but a zero window whose
+//!    update released the segment, resend or not, names the window first (`window.rs`).
+//! 3. **Window** (`window.rs`): the peer's receive window, closed or full.
+//! 4. **The writer's own clock** (`quiet.rs`, with pacing.rs): a sender whose sends keep their
+//!    own period whatever the ACKs do wrote on its clock.
+//! 5. **ACK release** (`release.rs`): an ACK of outstanding data released the next data, after
+//!    the physics check (no release sooner than the round trip between the capture point and
+//!    the sender): Nagle x delayed ACK, congestion window, delayed ACK.
+//! 6. **Quiet sender** (`quiet.rs`): nothing in flight or nothing released it: the probe timer
+//!    (ambiguous from packets), the application, or a wait with no signature.
+//! 7. **Caveats** (`caveats.rs`): what the capture point, a missing handshake or super-packets
+//!    hide lowers the confidence, said in the text.
+
+pub mod confidence;
+
+mod caveats;
+mod quiet;
+mod release;
+mod resend;
+mod window;
+mod writes;
+
+use crate::dir::{AckSeen, Snapshot};
+use crate::pacing::ClockFit;
+use crate::timers::Timers;
+use crate::writes::WriteRec;
+use crate::{EvidenceItem, RecordKind, Stall};
+use trace::{CapturePoint, Cause, Duration, Endpoint, Evidence, Instant, KernelState, Segment};
+
+/// How the segment that ended a gap relates to what was sent before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resend {
+    /// New data.
+    No,
+    /// Resends the oldest unacknowledged range (snd_una): what an RTO or fast retransmit sends.
+    Head,
+    /// Resends the newest outstanding segment while older ones are unacknowledged: a TLP.
+    Tail,
+    /// Resends some other range already seen.
+    Other,
+    /// Fills a hole the capture saw open (a later range arrived first): the range was lost
+    /// between the sender and the capture point.
+    FillsHole,
+    /// New data to the capture, but the kernel reported resending it (`tcp:tcp_retransmit_skb`):
+    /// the first transmission was lost before the capture point.
+    KernelOnly,
+}
+
+/// What the analyser knows at the end of a gap.
+#[derive(Debug, Clone)]
+pub(crate) struct GapContext {
+    pub start: Instant,
+    pub start_frame: Evidence,
+    pub end: Instant,
+    pub end_frame: Evidence,
+    pub held: Endpoint,
+    /// The segment that ended the gap.
+    pub seg: Segment,
+    pub mss: u32,
+    /// The MSS came from the SYN's option (else estimated).
+    pub mss_known: bool,
+    /// The held direction's state when the gap began.
+    pub snap: Snapshot,
+    /// The largest IP TTL / hop limit seen from the held side (see [`initial_ttl`]).
+    pub held_ttl: Option<u8>,
+    /// The held side's own part of the gap: its length, less the path from the peer's data
+    /// to the held side's answer when the gap began with the peer's data.
+    pub turnaround: Duration,
+    /// The last ACK from the peer during the gap that advanced the held direction.
+    pub ack: Option<AckSeen>,
+    /// The peer advertised a zero window at the gap's start or during it.
+    pub zero_window: bool,
+    /// The peer's window went from zero to open during the gap: when, and the frame.
+    pub window_opened: Option<(Instant, Evidence)>,
+    /// The releasing ACK was stamped just after the released data (reordered timestamps).
+    pub ack_after_release: bool,
+    pub resend: Resend,
+    /// When the resent range was last sent before (RFC 6298 5.5 backoff counts from there),
+    /// and whether that earlier transmission was itself a resend (backoff under way).
+    pub resent_prev_tx: Option<(Instant, Evidence)>,
+    pub prev_was_resend: bool,
+    /// The resent bytes were never seen before: the capture missed their first transmission.
+    pub unseen_before: bool,
+    /// TSvals of the resent range's first transmission and of the resend (RFC 7323 3).
+    pub eifel: Option<(u32, u32)>,
+    /// The first ACK of the resent range echoed the first transmission's TSval: the resend was
+    /// spurious (Eifel, RFC 3522 2). None: not known.
+    pub spurious: Option<bool>,
+    /// Duplicate ACKs since the range's previous transmission (RFC 5681 2), with SACK blocks,
+    /// and when the third came.
+    pub dupacks: u32,
+    pub sack_seen: bool,
+    pub third_dupack: Option<Instant>,
+    /// Largest number of segments this sender ever had in flight before the gap, and whether
+    /// it resent anything before (a loss may have shrunk the window, RFC 5681 3.1).
+    pub max_flight_segs: usize,
+    pub lost_before: bool,
+    pub path_rtt: Option<Duration>,
+    /// The path RTT was measured on the handshake (Karn-clean, RFC 6298 3).
+    pub rtt_from_handshake: bool,
+    /// Path share between the held side's data and the peer's ACK, at this capture point.
+    pub path_dir: Option<Duration>,
+    pub capture_point: CapturePoint,
+    pub super_packets: bool,
+    pub timers: Timers,
+    pub min_gap: Duration,
+    /// The held side showed Nagle off before (see `Dir::nagle_off`).
+    pub nagle_off: Option<(Instant, Evidence)>,
+    /// The held side's own clock, judged at this send (pacing.rs).
+    pub clock: Option<ClockFit>,
+    /// The write that filled the released segment's first byte, when the trace reports writes.
+    pub written: Option<WriteRec>,
+    /// Kernel evidence of the held side: its latest resend, congestion state and window state.
+    pub kernel_retx: Option<(Instant, Evidence, u32, u32)>,
+    pub kernel_cong: Option<(Instant, Evidence, u8)>,
+    pub kernel_state: Option<(Instant, Evidence, KernelState)>,
+    /// The latest ICMP fragmentation-needed about the held side's segments.
+    pub icmp_frag: Option<(Instant, Evidence, u32)>,
+    /// The capture holds the held side's packets only: the peer's are missing while the held
+    /// side's ACK numbers advance (its peer sent data the capture never saw).
+    pub one_direction: bool,
+    /// The capture skipped this sender's data during the gap (see `Dir::unseen_at_gap_start`).
+    pub capture_skipped: bool,
+}
+
+/// One rule's verdict.
+#[derive(Debug, Clone)]
+pub(crate) struct Verdict {
+    pub cause: Cause,
+    pub confidence: f64,
+    pub kind: RecordKind,
+    pub detail: String,
+    pub alternatives: Vec<Cause>,
+    pub ack_delay: Option<Duration>,
+    /// The wait began here rather than at the gap's start (a tick of the writer's clock).
+    pub from: Option<Instant>,
+}
+
+impl Verdict {
+    pub fn new(cause: Cause, confidence: f64, kind: RecordKind, detail: String) -> Verdict {
+        Verdict { cause, confidence, kind, detail, alternatives: Vec::new(), ack_delay: None, from: None }
+    }
+    pub fn stall(cause: Cause, confidence: f64, detail: String) -> Verdict {
+        Verdict::new(cause, confidence, RecordKind::Stall, detail)
+    }
+    pub fn gap(confidence: f64, detail: String) -> Verdict {
+        Verdict::new(Cause::Application, confidence, RecordKind::Gap, detail)
+    }
+    pub fn wait(confidence: f64, detail: String) -> Verdict {
+        Verdict::new(Cause::Unknown, confidence, RecordKind::Wait, detail)
+    }
+    pub fn ambiguous(cause: Cause, alternatives: &[Cause], confidence: f64, detail: String) -> Verdict {
+        Verdict {
+            alternatives: alternatives.to_vec(),
+            ..Verdict::new(cause, confidence, RecordKind::Ambiguous, detail)
+        }
+    }
+}
+
+/// The evidence list of one record: one item per packet (what a packet shows twice is said in
+/// one line), in time order at the end.
+#[derive(Debug, Default)]
+pub(crate) struct Ev(Vec<EvidenceItem>);
+
+impl Ev {
+    pub fn add(&mut self, t: Instant, source: Evidence, what: String) {
+        match self.0.iter_mut().find(|e| e.source == source) {
+            Some(e) if !e.what.contains(&what) => e.what = format!("{}; {what}", e.what),
+            Some(_) => {}
+            None => self.0.push(EvidenceItem { t, source, what }),
+        }
+    }
+}
+
+/// What every rule family derives from the context the same way.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Derived {
+    /// The gap, or the wait when the writes show the bytes existed only later.
+    pub length: Duration,
+    /// The writes show the bytes existed from here (None: not known).
+    pub held_from: Option<Instant>,
+    pub path_rtt: Duration,
+    /// The round trip between the capture point and the held side: how long after seeing an
+    /// ACK the capture can first see what it released.
+    pub back: Duration,
+    pub released_small: bool,
+    pub h: &'static str,
+    pub p: &'static str,
+}
+
+/// The ACK during the gap and what it could have done.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AckInfo {
+    pub ack: AckSeen,
+    /// Its lateness beyond the path (the peer's ACK delay), when measurable.
+    pub delay: Option<Duration>,
+    /// The data left within the release window after it: the ACK released it.
+    pub released: bool,
+    /// The data left sooner after it than the round trip to the sender allows: the ACK could
+    /// not have released it (physics).
+    pub too_soon: bool,
+}
+
+pub(crate) fn side(e: Endpoint) -> &'static str {
+    match e {
+        Endpoint::A => "A",
+        Endpoint::B => "B",
+    }
+}
+
+/// The initial TTL a sender most likely used, from the largest TTL seen (each router on the
+/// way took one, RFC 791 3.2): the next of the common defaults, 64 (Linux, the BSDs, macOS),
+/// 128 (Windows: DefaultTTL) or 255 (Solaris, network gear), as p0f reads it.
+pub(crate) fn initial_ttl(seen: u8) -> u8 {
+    match seen {
+        0..=32 => 32,
+        33..=64 => 64,
+        65..=128 => 128,
+        _ => 255,
+    }
+}
+
+/// The command that settles what packets cannot: the write times.
+pub(crate) const SETTLE: &str =
+    "tcpstall watch --kernel (the kernel's write and resend times), or reproduce the exchange in tcpstall lab";
+
+/// How the ACK during the gap relates to the release. The data leaves as soon as the sender
+/// processes the ACK (`tcp_data_snd_check` from the ACK's softirq: no timer), so the capture
+/// sees it one capture-to-sender round trip after the ACK, plus scheduling (2 ms). Much sooner
+/// than that round trip is impossible (the ACK had not reached the sender). The round trip is
+/// measured on the handshake or on data ACKs, and both include the far host's processing: an
+/// embedded stack can take most of a 1 ms "round trip" to answer a SYN. So the bound is a
+/// fifth of it, less 0.5 ms of stamping noise: it rejects a release 1.3 ms after the ACK on an
+/// 88 ms path, and never a release the path allows.
+fn ack_info(c: &GapContext, back: Duration) -> Option<AckInfo> {
+    let a = c.ack?;
+    let raw = a.earliest_sent.map(|s| a.t.since(s));
+    let delay = match (raw, c.path_dir) {
+        (Some(r), Some(pd)) => Some(Duration(r.0.saturating_sub(pd.0))),
+        _ => None,
+    };
+    let after = c.end.since(a.t);
+    let floor = Duration((back.0 / 5).saturating_sub(500_000));
+    let too_soon = !c.ack_after_release && after < floor && a.t <= c.end;
+    let released = !too_soon && after <= Duration::from_millis(2) + back;
+    Some(AckInfo { ack: a, delay, released, too_soon })
+}
+
+pub(crate) fn classify(c: &GapContext) -> Stall {
+    let path_rtt = c.path_rtt.unwrap_or(Duration::ZERO);
+    let back = Duration(path_rtt.0.saturating_sub(c.path_dir.unwrap_or(Duration::ZERO).0));
+    let held_from = c.written.map(|w| w.t.max(c.start));
+    let d = Derived {
+        length: c.end.since(held_from.unwrap_or(c.start)),
+        held_from,
+        path_rtt,
+        back,
+        released_small: c.seg.len < c.mss,
+        h: side(c.held),
+        p: side(c.held.peer()),
+    };
+    let mut ev = Ev::default();
+    ev.add(c.start, c.start_frame, "last data before the gap".to_string());
+    let ack = ack_info(c, back);
+
+    let v = writes::written_as_sent(c, &d, &mut ev)
+        .or_else(|| quiet::capture_skipped(c, &d))
+        .or_else(|| window::released_by_update(c, &d, &mut ev))
+        .or_else(|| resend::rule(c, &d, &mut ev))
+        .or_else(|| window::rule(c, &d, &mut ev))
+        .or_else(|| quiet::own_clock(c, &d, ack, &mut ev))
+        .or_else(|| release::rule(c, &d, ack, &mut ev))
+        .unwrap_or_else(|| quiet::rule(c, &d, ack, &mut ev));
+    let mut v = writes::proven(c, &d, v, &mut ev);
+    ev.add(
+        c.end,
+        c.end_frame,
+        format!(
+            "{} data {} B{}",
+            d.h,
+            c.seg.len,
+            if matches!(c.resend, Resend::No) { ", released" } else { ", resent" }
+        ),
+    );
+    caveats::apply(c, &d, &mut v);
+    let settle = (v.kind == RecordKind::Ambiguous && c.written.is_none()).then(|| SETTLE.to_string());
+    let mut evidence = ev.0;
+    evidence.sort_by_key(|e| e.t);
+    let start = v.from.or(d.held_from).unwrap_or(c.start);
+    Stall {
+        start,
+        length: c.end.since(start),
+        waited: c.held.peer(),
+        held: c.held,
+        bytes_held: c.seg.len,
+        cause: v.cause,
+        confidence: (v.confidence * 100.0).round() / 100.0,
+        evidence,
+        ack_delay: v.ack_delay,
+        detail: v.detail,
+        kind: v.kind,
+        alternatives: v.alternatives,
+        settle,
+    }
+}
+
+/// A SYN (or SYN-ACK) sent again: the connection waited for the SYN retransmission timer
+/// (TCP_TIMEOUT_INIT 1 s, doubling: RFC 6298 5.7, Linux `tcp_retransmit_timer` on a SYN_SENT
+/// socket). The resent SYN is the signature.
+pub(crate) fn syn_stall(
+    from: Endpoint,
+    prev: (Instant, Evidence),
+    now: (Instant, Evidence),
+    what: &str,
+    timers: &Timers,
+) -> Stall {
+    let length = now.0.since(prev.0);
+    let at_timer = length + timers.jiffy >= Duration(timers.syn_rto.0 / 2) && length <= timers.rto_max;
+    Stall {
+        start: prev.0,
+        length,
+        waited: Endpoint::A,
+        held: from,
+        bytes_held: 0,
+        cause: if at_timer { Cause::RetransmissionTimeout } else { Cause::Unknown },
+        confidence: if at_timer { confidence::SIGNATURE } else { confidence::NO_SIGNATURE },
+        evidence: vec![
+            EvidenceItem { t: prev.0, source: prev.1, what: format!("{} {what}", side(from)) },
+            EvidenceItem { t: now.0, source: now.1, what: format!("{} {what} resent", side(from)) },
+        ],
+        ack_delay: None,
+        detail: if at_timer {
+            format!(
+                "{} resent its {what} {length} later with no answer: the connection waited for the SYN \
+                 retransmission timer (1 s, doubling; RFC 6298 5.7)",
+                side(from)
+            )
+        } else {
+            format!("{} resent its {what} {length} later, not at a SYN retransmission timer's interval", side(from))
+        },
+        kind: if at_timer { RecordKind::Stall } else { RecordKind::Wait },
+        alternatives: Vec::new(),
+        settle: None,
+    }
+}
+
+/// A window the peer closed and had not opened again when the capture ended: the held side
+/// cannot send (RFC 9293 3.8.6.2.1, Linux `tcp_snd_wnd_test`) and can only probe the window
+/// (RFC 9293 3.8.6.1; Linux `tcp_send_probe0`). `zero` is the peer's zero-window
+/// advertisement, `start` when the wait began, `last` the last packet of the flow, `probes`
+/// the held side's window probes since, `last_probe` the latest of them.
+pub(crate) fn open_window_stall(
+    held: Endpoint,
+    zero: (Instant, Evidence),
+    start: Instant,
+    last: Instant,
+    probes: u32,
+    last_probe: Option<(Instant, Evidence)>,
+) -> Stall {
+    let length = last.since(start);
+    let (h, p) = (side(held), side(held.peer()));
+    let mut evidence = vec![EvidenceItem { t: zero.0, source: zero.1, what: format!("{p} advertised a zero window") }];
+    if let Some((t, f)) = last_probe {
+        evidence.push(EvidenceItem {
+            t,
+            source: f,
+            what: format!("{h} window probe {probes}, still answered with zero"),
+        });
+    }
+    // Probes answered with a zero window show the sender wanted to send; without them the
+    // sender may have had nothing to send: a wait the packets do not prove.
+    let proven = probes > 0;
+    Stall {
+        start,
+        length,
+        waited: held.peer(),
+        held,
+        bytes_held: 0,
+        cause: Cause::RwndLimited,
+        confidence: if proven { confidence::SIGNATURE } else { confidence::AMBIGUOUS },
+        evidence,
+        ack_delay: None,
+        detail: format!(
+            "{p} advertised a zero window and had not opened it when the capture ended {length} later: {h} could \
+             not send; {} (the bytes waiting are not on the wire; the wait is longer than the capture shows)",
+            if proven {
+                format!("{h} probed the window {probes} time(s) and was answered with zero each time")
+            } else {
+                format!("{h} sent no window probe, so it may have had nothing to send")
+            }
+        ),
+        kind: if proven { RecordKind::Stall } else { RecordKind::Ambiguous },
+        alternatives: if proven { Vec::new() } else { vec![Cause::Application] },
+        settle: (!proven).then(|| SETTLE.to_string()),
+    }
+}

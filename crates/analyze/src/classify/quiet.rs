@@ -1,0 +1,241 @@
+//! Rule families 4 and 6: the writer's own clock, and a sender nothing released.
+//!
+//! **Own clock** (pacing.rs): a sender whose sends keep a period whatever the ACKs do wrote on
+//! its clock: a send on the clock is the application's (an ACK landing just before it released
+//! nothing); a send that left late, right after an ACK, with one small segment outstanding,
+//! was held by Nagle from the tick at which the writer wrote it, not from the previous send.
+//!
+//! **Quiet sender**: no resend, no window, no ACK release.
+//! - A sub-MSS segment left with nothing in flight at the probe timer's interval
+//!   (max(RTO, TCP_RTO_MIN), Linux `tcp_probe0_base`): corked or MSG_MORE data released by the
+//!   probe timer, an application that paused that long, and a segment lost before the capture
+//!   point and resent by the RTO look the same on the wire: **ambiguous**, below 0.5, with the
+//!   command that settles it. On a long path the timer's band is too wide to name even that;
+//!   a sender whose packets start at TTL 128 (Windows) has no such timer.
+//! - Nothing in flight, or everything acknowledged during the gap: the writer had not written:
+//!   **application**, a gap.
+//! - Data in flight and no ACK: the new bytes were not shown waiting (a sender may write while
+//!   data is in flight; a sub-MSS segment sent so shows Nagle off): **application**, unless the
+//!   data in flight stayed unacknowledged past any delayed-ACK timer (RFC 1122 4.2.3.2's
+//!   500 ms): a **wait** with no signature (the capture missed the ACKs, or the peer stalled).
+//! - A capture of one direction shows no ACK at all: **ambiguous**, said once per flow.
+
+use super::confidence::{AMBIGUOUS, GAP_INFERRED, GAP_SHOWN, NO_SIGNATURE, SIGNATURE_PARTIAL};
+use super::{initial_ttl, AckInfo, Derived, Ev, GapContext, Resend, Verdict};
+use crate::dir::seq_le;
+use crate::RecordKind;
+use trace::{Cause, Duration};
+
+/// The capture skipped the sender's data during the gap (the peer acknowledged bytes never
+/// captured): the connection was busy while the capture saw nothing. Not a wait.
+pub(super) fn capture_skipped(c: &GapContext, d: &Derived) -> Option<Verdict> {
+    if !c.capture_skipped || c.written.is_some() {
+        return None;
+    }
+    Some(Verdict::ambiguous(
+        Cause::Unknown,
+        &[],
+        NO_SIGNATURE - 0.15,
+        format!(
+            "the capture skipped {}'s data during this {} gap ({} acknowledged bytes the capture never saw, or the next \
+             segment starts beyond them): the connection was sending while the capture recorded nothing (a filtered \
+             or overrun capture), so the gap is the capture's, not a wait",
+            d.h,
+            d.length,
+            d.p
+        ),
+    ))
+}
+
+/// Rule family 4: the writer's own clock.
+pub(super) fn own_clock(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut Ev) -> Option<Verdict> {
+    let f = c.clock.filter(|f| f.paced())?;
+    if c.written.is_some() || c.resend != Resend::No {
+        return None;
+    }
+    let h = d.h;
+    let rhythm =
+        format!(
+        "{h} sends on its own clock every {} ({} of its last {} intervals kept it, {} of {} sends right after an ACK)",
+        f.period, f.in_phase, f.sends.saturating_sub(1), f.acked, f.sends
+    );
+    if f.on_clock {
+        let released_nothing = match ack {
+            Some(a) if a.released || a.too_soon => {
+                ev.add(a.ack.t, a.ack.frame, format!("{} ACK, {} before the send", d.p, c.end.since(a.ack.t)));
+                format!("; {}'s ACK {} before it released nothing", d.p, c.end.since(a.ack.t))
+            }
+            _ => String::new(),
+        };
+        return Some(Verdict::gap(
+            GAP_SHOWN,
+            format!("{rhythm}; this send kept it: {h}'s application wrote then, not a TCP stall{released_nothing}"),
+        ));
+    }
+    // Off the clock, right after an ACK, one small segment outstanding: Nagle held a frame the
+    // writer wrote at its tick (RFC 9293 3.7.4; tcp_nagle_check): the wait counts from the tick.
+    let a = ack.filter(|a| a.released)?;
+    if c.snap.out_small != 1 || !d.released_small || c.nagle_off.is_some() || f.tick <= c.start {
+        return None;
+    }
+    let waited = c.end.since(f.tick);
+    if waited < c.min_gap {
+        return Some(Verdict::gap(
+            GAP_INFERRED,
+            format!("{rhythm}; this send left {waited} after its tick, right after {}'s ACK: too short a hold to be a stall", d.p),
+        ));
+    }
+    ev.add(a.ack.t, a.ack.frame, format!("{} ACK", d.p));
+    let mut v = Verdict::stall(
+        Cause::NagleDelayedAck,
+        SIGNATURE_PARTIAL + 0.05,
+        format!(
+            "{rhythm}; its frame due at the tick {} left {waited} late, right after {}'s ACK, with a {}-byte segment \
+             unacknowledged: Nagle held it from the tick until the ACK",
+            Duration(f.tick.0.saturating_sub(c.start.0)),
+            d.p,
+            c.snap.last_small_len
+        ),
+    );
+    v.ack_delay = a.delay;
+    v.from = Some(f.tick);
+    Some(v)
+}
+
+/// Rule family 6: a sender nothing released.
+pub(super) fn rule(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut Ev) -> Verdict {
+    let (h, p, t) = (d.h, d.p, &c.timers);
+    let len = c.seg.len;
+    if c.one_direction {
+        return Verdict::ambiguous(
+            Cause::Unknown,
+            &[Cause::Application],
+            NO_SIGNATURE - 0.05,
+            format!(
+                "the capture holds {h}'s packets only ({p}'s ACK numbers advance in {h}'s packets, yet none of {p}'s \
+                 packets are in it): without {p}'s ACKs nothing shows whether these {len} bytes waited"
+            ),
+        );
+    }
+    // The held side's own wait: from the write when known, else its part of the gap.
+    let wait = match d.held_from {
+        Some(from) if from > c.start => d.length,
+        _ => c.turnaround,
+    };
+    let probe_pause =
+        c.snap.out_count == 0 && d.released_small && t.is_probe_interval(wait, d.path_rtt, c.rtt_from_handshake);
+    if let Some(a) = ack.filter(|a| a.too_soon) {
+        ev.add(a.ack.t, a.ack.frame, format!("{p} ACK, {} before the data", c.end.since(a.ack.t)));
+    }
+    if probe_pause {
+        let (lo, hi) = t.probe_band(d.path_rtt, c.rtt_from_handshake);
+        if hi.0 - lo.0 > t.rto_min.0 / 2 {
+            // On a long path the band where the timer can fire is wider than half the timer
+            // itself: a pause anywhere in it looks the same. Not named.
+            return Verdict::ambiguous(
+                Cause::Unknown,
+                &[Cause::ProbeTimer, Cause::Application],
+                NO_SIGNATURE,
+                format!(
+                    "{len} bytes left {wait} after the last data with nothing in flight, inside the probe timer's band \
+                     ({lo}-{hi}, tcp_probe0_base on a {} path{}), which is too wide here to tell the timer from an \
+                     application pause; not named",
+                    d.path_rtt,
+                    if c.rtt_from_handshake { "" } else { " estimated without the handshake" }
+                ),
+            );
+        }
+        if c.held_ttl.map(initial_ttl) == Some(128) && c.written.is_none() {
+            // Linux's probe timer releases corked or MSG_MORE data; a sender whose packets start
+            // at TTL 128 is a Windows stack (DefaultTTL), which has neither: the writer paused.
+            return Verdict::gap(
+                GAP_INFERRED,
+                format!(
+                    "{len} bytes left {wait} after the last data with nothing in flight, at the interval of Linux's \
+                     probe timer, but {h}'s packets carry TTL {} (initial 128: a Windows stack, which has no TCP_CORK, \
+                     no MSG_MORE and no such timer): {h}'s application wrote them then",
+                    c.held_ttl.unwrap_or(0)
+                ),
+            );
+        }
+        return Verdict::ambiguous(
+            Cause::ProbeTimer,
+            &[Cause::Application, Cause::RetransmissionTimeout],
+            AMBIGUOUS,
+            format!(
+                "{len} bytes left {wait} after the last data with nothing in flight and no ACK to release them: the \
+                 probe timer's interval (max(RTO, 200 ms), tcp_probe0_base) that releases corked or MSG_MORE data, \
+                 an application pause of that length, or a segment lost before the capture point and resent by the \
+                 RTO: the capture cannot tell"
+            ),
+        );
+    }
+    if let Some(a) = ack.filter(|a| seq_le(c.snap.snd_nxt, a.ack.ack) && c.snap.out_count > 0) {
+        // Everything in flight was acknowledged during the gap and the data left later than an
+        // ACK-released send would (or sooner than the ACK could reach the sender).
+        ev.add(a.ack.t, a.ack.frame, format!("{p} ACK of everything {h} had sent"));
+        return Verdict::gap(
+            if a.too_soon { GAP_INFERRED } else { GAP_SHOWN - 0.1 },
+            format!(
+                "{p} acknowledged everything {h} had sent {} before the new data left{}, so nothing held it: {h}'s \
+                 application wrote it then, not a TCP stall",
+                c.end.since(a.ack.t),
+                if a.too_soon {
+                    format!(
+                        " (sooner than the {} round trip between the capture point and {h}: the ACK could not have \
+                         released it)",
+                        d.back
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+        );
+    }
+    if c.snap.out_count == 0 {
+        return Verdict::gap(
+            GAP_SHOWN,
+            format!(
+                "everything {h} had sent was acknowledged and nothing held: {h}'s application wrote nothing for {} \
+                 (think time or idle), not a TCP stall",
+                d.length
+            ),
+        );
+    }
+    // Data in flight, no ACK released anything, nothing resent.
+    let unacked_for = c.snap.first_sent.map(|s| c.end.since(s.t));
+    let past_timers = unacked_for.is_some_and(|u| u > t.delack_max + d.path_rtt + c.min_gap);
+    let too_soon = ack.is_some_and(|a| a.too_soon);
+    if past_timers && !too_soon {
+        if let Some(s) = c.snap.first_sent {
+            ev.add(s.t, s.frame, format!("{h} data {} B, still unacknowledged when the gap ended", s.len));
+        }
+        return Verdict::wait(
+            NO_SIGNATURE + 0.05,
+            format!(
+                "{} bytes stayed unacknowledged for {}, past any delayed-ACK timer (500 ms, RFC 1122 4.2.3.2), and \
+                 were not resent, then {h} sent {len} new bytes: the wait shows, its cause does not (the capture may \
+                 have missed {p}'s ACKs, or {p} stalled)",
+                c.snap.out_bytes,
+                unacked_for.unwrap_or(Duration::ZERO)
+            ),
+        );
+    }
+    let mut v = Verdict::gap(
+        GAP_INFERRED - 0.1,
+        format!(
+            "{h} sent {len} new bytes with {} bytes still unacknowledged and {}: nothing held or released them, so \
+             {h}'s application wrote them then{}",
+            c.snap.out_bytes,
+            match ack {
+                Some(a) => format!("{p}'s ACK {} before them could not have released them", c.end.since(a.ack.t)),
+                None => format!("no ACK from {p} during the gap"),
+            },
+            if c.nagle_off.is_some() { " (its Nagle is visibly off)" } else { "" }
+        ),
+    );
+    if c.written.is_some() {
+        v.kind = RecordKind::Gap;
+    }
+    v
+}

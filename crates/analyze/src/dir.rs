@@ -1,0 +1,302 @@
+//! One direction of a connection: what it sent, what is outstanding, what the peer acknowledged.
+
+use crate::classify::Resend;
+use crate::pacing::AppClock;
+use crate::stats::{DurationStats, WireCost};
+use crate::writes::WriteLog;
+use serde::Serialize;
+use std::collections::VecDeque;
+use trace::{Duration, Evidence, Instant, Segment};
+
+/// See [`Dir::nagle_off_candidate`]: how long an ACK stamped after a segment may still have
+/// released it (the flow's REORDER_WINDOW).
+const NAGLE_REORDER: Duration = Duration::from_millis(1);
+
+/// Bound on remembered unacknowledged segments per direction (memory stays bounded even when
+/// the capture misses ACKs); the oldest are forgotten first.
+pub(crate) const MAX_OUTSTANDING: usize = 65_536;
+/// Bound on remembered TSvals for timestamp RTT samples.
+pub(crate) const MAX_TSVALS: usize = 4_096;
+/// Linux's default MSS when none was negotiated (RFC 9293 3.7.1: 536 for IPv4).
+pub(crate) const DEFAULT_MSS: u32 = 536;
+
+/// RFC 9293 3.4: sequence comparison modulo 2^32.
+pub(crate) fn seq_lt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+pub(crate) fn seq_le(a: u32, b: u32) -> bool {
+    !seq_lt(b, a)
+}
+
+/// A data segment sent and not yet acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Sent {
+    pub end: u32,
+    pub t: Instant,
+    pub frame: Evidence,
+    pub len: u32,
+    /// Sub-MSS when sent (what Nagle's and Minshall's rules look at).
+    pub small: bool,
+    /// Retransmitted: excluded from RTT samples (Karn's algorithm, RFC 6298 3).
+    pub retx: bool,
+    /// Its latest transmission (the first, or the latest retransmission): RFC 6298 5.5's
+    /// backoff counts from there.
+    pub last_tx: (Instant, Evidence),
+    /// TSval of its first transmission (RFC 7323 3), for Eifel's spurious-retransmission test.
+    pub tsval: Option<u32>,
+}
+
+/// An ACK from the peer that advanced this direction's `snd_una`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct AckSeen {
+    pub t: Instant,
+    pub frame: Evidence,
+    pub pure: bool,
+    /// The acknowledgement number: everything below it is acknowledged.
+    pub ack: u32,
+    /// Send time of the earliest segment it newly acknowledged (when the peer's delayed-ACK
+    /// timer would have been armed: `inet_csk_reset_xmit_timer(ICSK_TIME_DACK)` on the first
+    /// unacknowledged segment).
+    pub earliest_sent: Option<Instant>,
+}
+
+/// What one direction had outstanding at the start of a gap.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Snapshot {
+    pub out_count: usize,
+    pub out_bytes: u64,
+    pub out_small: usize,
+    /// Size of the newest unacknowledged sub-MSS segment (what Minshall's rule looks at).
+    pub last_small_len: u32,
+    pub last_sent: Option<Sent>,
+    /// The oldest unacknowledged segment.
+    pub first_sent: Option<Sent>,
+    /// Peer's advertised window in bytes (scaled), and whether the scale is known: both SYNs
+    /// seen (RFC 7323 2.2: with no option on either SYN the window is unscaled, known exactly).
+    pub peer_wnd: Option<(u64, bool)>,
+    pub snd_nxt: u32,
+    pub snd_una: u32,
+}
+
+/// Per-direction summary in the spirit of `tcptrace -l`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct DirSummary {
+    pub wire: WireCost,
+    pub syn: u64,
+    pub fin: u64,
+    pub rst: u64,
+    pub retransmissions: u64,
+    pub out_of_order: u64,
+    /// Zero-window advertisements sent by this endpoint.
+    pub zero_windows: u64,
+    /// Largest payload of one segment.
+    #[serde(rename = "max_segment_bytes")]
+    pub max_segment: u32,
+    /// MSS this endpoint may send: the peer's SYN MSS option minus the timestamp option; without
+    /// the handshake, an estimate (the largest segment seen, at least 536: RFC 9293 3.7.1).
+    #[serde(rename = "mss_bytes")]
+    pub mss: Option<u32>,
+    /// Whether `mss` came from the SYN's option (else it is estimated).
+    pub mss_known: bool,
+    /// Segments larger than the MSS: GRO/TSO super-packets (capture taken at an endpoint).
+    pub super_packets: u64,
+    pub max_in_flight_bytes: u64,
+    /// RTT from data to the ACK that covers it (includes the peer's ACK delay).
+    pub rtt_ack: DurationStats,
+    /// RTT from TSval to its echo in an advancing ACK (RFC 7323 4.1).
+    pub rtt_ts: DurationStats,
+    /// Gaps between this direction's data segments longer than the stall threshold.
+    pub idle_gaps: u64,
+    /// Keep-alive probes (not counted as data for stalls, RFC 1122 4.2.3.6).
+    pub keepalives: u64,
+    /// Bytes this endpoint sent that the peer acknowledged but the capture never saw: capture
+    /// loss (a filtered or overrun capture), not network loss.
+    pub acked_unseen_bytes: u64,
+    /// SYNs (or SYN-ACKs) sent again: connect stalls.
+    pub syn_retransmissions: u64,
+    pub max_in_flight_segments: u64,
+    pub longest_idle_ns: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Dir {
+    pub(crate) sum: DirSummary,
+    pub(crate) started: bool,
+    pub(crate) snd_una: u32,
+    pub(crate) snd_nxt: u32,
+    /// One hole (left by a segment beyond snd_nxt) to tell reordering from retransmission.
+    pub(crate) hole: Option<(u32, u32)>,
+    pub(crate) outstanding: VecDeque<Sent>,
+    pub(crate) out_bytes: u64,
+    pub(crate) out_small: usize,
+    /// MSS option the PEER sent in its SYN (what this direction may send).
+    pub(crate) peer_mss_opt: Option<u16>,
+    /// This endpoint's SYN, when seen: its window-scale option (None: no option).
+    pub(crate) syn_wscale: Option<Option<u8>>,
+    /// This endpoint's latest SYN (time, frame, ISN), for SYN retransmissions.
+    pub(crate) last_syn: Option<(Instant, Evidence, u32)>,
+    /// The SYN was sent more than once: its RTT sample is ambiguous (Karn, RFC 6298 3).
+    pub(crate) syn_resent: bool,
+    /// Last window field this endpoint advertised (raw, unscaled).
+    pub(crate) adv_window: Option<u16>,
+    pub(crate) tsvals: VecDeque<(u32, Instant)>,
+    pub(crate) last_data_t: Option<Instant>,
+    /// The latest advancing ACK from the peer since the last data segment of the connection.
+    pub(crate) ack_in_gap: Option<AckSeen>,
+    /// The peer advertised a zero window since the last data segment of the connection.
+    pub(crate) zero_wnd_in_gap: bool,
+    pub(crate) dupacks: u32,
+    /// A duplicate ACK carried SACK blocks (RFC 2018) since the last advance.
+    pub(crate) sack_in_dupacks: bool,
+    /// This endpoint's window has been zero since then (its first zero advertisement after an
+    /// open window), and the peer's packets since (window probes) with the latest of them.
+    pub(crate) zero_since: Option<(Instant, Evidence)>,
+    pub(crate) probes_into_zero: u32,
+    pub(crate) last_probe: Option<(Instant, Evidence)>,
+    /// The largest IP TTL / hop limit of this direction's packets (the least decremented).
+    pub(crate) max_ttl: Option<u8>,
+    /// The peer acknowledged up to here, beyond the data seen so far, at this time.
+    pub(crate) ack_ahead: Option<(u32, Instant)>,
+    /// This sender showed Nagle off: a sub-MSS segment sent while an earlier sub-MSS segment
+    /// was unacknowledged (Linux `tcp_nagle_check` with `tcp_minshall_check` would have held
+    /// it; RFC 9293 3.7.4). When, and the frame.
+    pub(crate) nagle_off: Option<(Instant, Evidence)>,
+    /// The writer's own clock, if it keeps one (see pacing.rs).
+    pub(crate) clock: AppClock,
+    /// The writer's writes, when the trace reports them (lab, model, kernel evidence).
+    pub(crate) writes: WriteLog,
+    /// The latest peer ACK that advanced this direction.
+    pub(crate) last_ack_t: Option<Instant>,
+    /// The latest packet of any kind from the peer: an ACK that releases, or data a reply
+    /// answers (what clocks a sender that is not on its own clock).
+    pub(crate) peer_last_seen: Option<Instant>,
+    /// When the third duplicate ACK since the last advance or resend came (RFC 5681 3.2).
+    pub(crate) third_dupack: Option<Instant>,
+    /// The latest ICMP fragmentation-needed about this sender's segments (RFC 1191, RFC 8201):
+    /// time, frame, next-hop MTU.
+    pub(crate) icmp_frag: Option<(Instant, Evidence, u32)>,
+    /// The latest kernel-reported resend (`tcp:tcp_retransmit_skb`): time, source, seq, len.
+    pub(crate) kernel_retx: Option<(Instant, Evidence, u32, u32)>,
+    /// The latest kernel-reported congestion state (`tcp:tcp_cong_state_set`).
+    pub(crate) kernel_cong: Option<(Instant, Evidence, u8)>,
+    /// The latest kernel-reported window state (`tcp:tcp_probe`).
+    pub(crate) kernel_state: Option<(Instant, Evidence, trace::KernelState)>,
+    /// This sender's FIN was seen: it has nothing more to send.
+    pub(crate) fin_seen: bool,
+    /// A sub-MSS segment sent while an earlier sub-MSS segment (ending at the seq given) was
+    /// unacknowledged, not yet confirmed: an ACK stamped just after it (reordered stamps) would
+    /// have released it. Confirmed after REORDER_WINDOW.
+    pub(crate) nagle_off_candidate: Option<(Instant, Evidence, u32)>,
+    /// The window this side advertised before its latest segment (RFC 5681 2 (e): a duplicate
+    /// ACK leaves the window unchanged).
+    pub(crate) adv_window_prev: Option<u16>,
+    /// `sum.acked_unseen_bytes` when this direction's latest gap began, and whether the capture
+    /// skipped this sender's data since (bytes acknowledged but never captured, or data beyond
+    /// what was seen): the gap is the capture's, not the connection's.
+    pub(crate) unseen_at_gap_start: u64,
+    /// The peer's window went from zero to open during the current gap.
+    pub(crate) window_opened: Option<(Instant, Evidence)>,
+    /// The first ACK number this side sent, and whether its ACK numbers moved since (it
+    /// acknowledged data from its peer).
+    pub(crate) first_ack: Option<u32>,
+    pub(crate) ack_moved: bool,
+}
+
+/// The receiver's ACK can be stamped before the data it acknowledges (the link emulator writes
+/// a packet into the TUN device and stamps it after the kernel answered; per-CPU stamping).
+/// Data acknowledged in advance and seen within this window is that reordering; bytes still
+/// unseen after it were missed by the capture.
+pub(crate) const ACK_AHEAD_WINDOW: Duration = Duration::from_millis(2);
+
+impl Dir {
+    /// When this sender showed Nagle off, as known at `now` (a candidate counts once no ACK
+    /// stamped right after it can have released it).
+    pub(crate) fn nagle_off_at(&self, now: Instant) -> Option<(Instant, Evidence)> {
+        self.nagle_off.or_else(|| {
+            self.nagle_off_candidate.filter(|(t, _, _)| now.since(*t) > NAGLE_REORDER).map(|(t, f, _)| (t, f))
+        })
+    }
+
+    /// Promotes a candidate old enough to count, and cancels one that an ACK of the earlier
+    /// small segment, stamped within the reorder window, explains.
+    pub(crate) fn settle_nagle_off(&mut self, now: Instant, acked_to: Option<u32>) {
+        if let Some((t, f, small_end)) = self.nagle_off_candidate {
+            if acked_to.is_some_and(|a| seq_le(small_end, a)) && now.since(t) <= NAGLE_REORDER {
+                self.nagle_off_candidate = None;
+            } else if now.since(t) > NAGLE_REORDER {
+                self.nagle_off.get_or_insert((t, f));
+                self.nagle_off_candidate = None;
+            }
+        }
+    }
+    /// Bytes the peer acknowledged that the capture never showed within [`ACK_AHEAD_WINDOW`]:
+    /// the capture missed them (filtered or overrun): not network loss. Accept the ACK.
+    pub(crate) fn settle_ack_ahead(&mut self, now: Instant) {
+        let Some((ack, t)) = self.ack_ahead else { return };
+        if !seq_lt(self.snd_nxt, ack) {
+            self.ack_ahead = None;
+        } else if now.since(t) > ACK_AHEAD_WINDOW {
+            self.ack_ahead = None;
+            self.sum.acked_unseen_bytes += u64::from(ack.wrapping_sub(self.snd_nxt));
+            self.snd_nxt = ack;
+            self.hole = None;
+            if seq_lt(self.snd_una, ack) {
+                self.snd_una = ack;
+                while let Some(s) = self.outstanding.pop_front() {
+                    self.out_bytes -= u64::from(s.len);
+                    self.out_small -= usize::from(s.small);
+                }
+            }
+        }
+    }
+}
+
+/// What the segment that ends a gap resends, if anything.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct ResendInfo {
+    pub kind: Resend,
+    /// When the resent range was last sent (RFC 6298 5.5's backoff counts from there).
+    pub prev: Option<(Instant, Evidence)>,
+    /// That last transmission was itself a resend: the timer is backing off.
+    pub prev_was_resend: bool,
+    /// TSval of the range's first transmission (Eifel, RFC 3522).
+    pub tsval: Option<u32>,
+    /// Below snd_nxt, not acknowledged, yet no transmission of it was captured: the capture
+    /// missed the first transmission (the peer acknowledged bytes it never showed, or the
+    /// outstanding list overflowed). Not a resend as far as the capture shows.
+    pub unseen: bool,
+}
+
+/// Whether a data segment resends sequence space already seen, which range, and when that range
+/// was last sent (see [`Resend`]).
+pub(crate) fn resend_kind(dir: &Dir, seg: &Segment) -> ResendInfo {
+    let none = ResendInfo { kind: Resend::No, prev: None, prev_was_resend: false, tsval: None, unseen: false };
+    if !dir.started || !seq_lt(seg.seq, dir.snd_nxt) {
+        return none;
+    }
+    let covering =
+        dir.outstanding.iter().find(|s| seq_lt(seg.seq, s.end) && seq_le(s.end.wrapping_sub(s.len), seg.seq));
+    let kind = if in_hole(dir.hole, seg.seq) {
+        Resend::FillsHole
+    } else if covering.is_none() && seq_le(dir.snd_una, seg.seq) {
+        return ResendInfo { unseen: true, ..none };
+    } else if seg.seq == dir.snd_una {
+        Resend::Head
+    } else {
+        match dir.outstanding.back() {
+            Some(last) if dir.outstanding.len() >= 2 && seg.seq == last.end.wrapping_sub(last.len) => Resend::Tail,
+            _ => Resend::Other,
+        }
+    };
+    ResendInfo {
+        kind,
+        prev: covering.map(|s| s.last_tx),
+        prev_was_resend: covering.is_some_and(|s| s.retx),
+        tsval: covering.and_then(|s| s.tsval),
+        unseen: false,
+    }
+}
+
+pub(crate) fn in_hole(hole: Option<(u32, u32)>, seq: u32) -> bool {
+    hole.is_some_and(|(a, b)| seq_le(a, seq) && seq_lt(seq, b))
+}
