@@ -311,7 +311,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
                     // The flow's kernel events up to this packet, never before its previous one.
                     let floor = last_seen.get(&id).copied().unwrap_or(0);
                     kbuf.clear();
-                    k.release(id, &key, f.ts_ns, floor, origin, &mut kbuf);
+                    k.release(id, &key, f.ts_ns, floor, origin, fe.loopback, &mut kbuf);
                     for ke in &kbuf {
                         session.push(ke, || Some(key));
                     }
@@ -383,7 +383,8 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
                 for (key, &id) in &ids {
                     let floor = last_seen.get(&id).copied().unwrap_or(0);
                     kbuf.clear();
-                    k.release(id, key, until, floor, origin, &mut kbuf);
+                    // The flow's analyser exists (its packets came first): `loopback` is unused.
+                    k.release(id, key, until, floor, origin, false, &mut kbuf);
                     for ke in &kbuf {
                         session.push(ke, || Some(*key));
                     }

@@ -123,7 +123,9 @@ impl KernelFeed {
     /// (realtime), as flow events on the trace's clock (ns since `origin_ns`), in time order.
     /// A record that reached the ring after a later packet of its flow was analysed (another
     /// CPU's, microseconds late) is stamped `floor_ns`, that packet's time: the analyser takes
-    /// each flow's events in time order.
+    /// each flow's events in time order. `loopback`: the flow was captured on a loopback
+    /// interface (its packets' `FlowEvent::loopback`).
+    #[allow(clippy::too_many_arguments)]
     pub fn release(
         &mut self,
         id: FlowId,
@@ -131,6 +133,7 @@ impl KernelFeed {
         until_ns: u64,
         floor_ns: u64,
         origin_ns: u64,
+        loopback: bool,
         out: &mut Vec<FlowEvent>,
     ) {
         let p = pair(key.a, key.b);
@@ -156,6 +159,7 @@ impl KernelFeed {
             let n = self.next_evidence;
             self.next_evidence += 1;
             out.push(FlowEvent {
+                loopback,
                 flow: id,
                 event: Event {
                     t: trace::Instant(x.unix_ns.max(floor_ns).saturating_sub(origin_ns)),

@@ -53,13 +53,15 @@ pub fn lab_without_root_says_once_why_there_is_no_kernel_evidence() {
 }
 
 /// `watch --kernel` on a port: it says what it attached, counts the flow's writes (a client's
-/// 10-byte requests and a server's 54-byte replies: one tcp_sendmsg_locked each) and loses none.
+/// 10-byte requests and a TCP_NODELAY server's 54-byte replies after 200 ms of thinking: one
+/// tcp_sendmsg_locked each) and loses none; and, the kernel having seen each reply written at
+/// the end of its pause, it reports no stall (issue 22: packets alone called them probe-timer).
 pub fn watch_kernel_counts_the_writes_of_the_watched_flow() {
     let _one = exclusive();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let watch = Command::new(assert_cmd::cargo::cargo_bin("tcpstall"))
-        .args(["watch", "-i", "lo", "--port", &port.to_string(), "--kernel", "--format", "jsonl", "--duration", "4"])
+        .args(["watch", "-i", "lo", "--port", &port.to_string(), "--kernel", "--format", "jsonl", "--duration", "5"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -70,14 +72,14 @@ pub fn watch_kernel_counts_the_writes_of_the_watched_flow() {
         s.set_nodelay(true).unwrap();
         let mut b = [0u8; 10];
         while s.read_exact(&mut b).is_ok() {
-            std::thread::sleep(Duration::from_millis(30));
+            std::thread::sleep(Duration::from_millis(200));
             s.write_all(&[b'r'; 54]).unwrap();
         }
     });
     let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
     c.set_nodelay(true).unwrap();
     let mut b = [0u8; 54];
-    for _ in 0..12 {
+    for _ in 0..10 {
         c.write_all(&[b'q'; 10]).unwrap();
         c.read_exact(&mut b).unwrap();
     }
@@ -94,31 +96,14 @@ pub fn watch_kernel_counts_the_writes_of_the_watched_flow() {
         .and_then(|s| s.rsplit('(').next())
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("{summary}"));
-    assert_eq!(writes, 24, "12 requests and 12 replies: {summary}");
+    assert_eq!(writes, 20, "10 requests and 10 replies: {summary}");
     assert!(summary.contains(", 0 lost,"), "{summary}");
-}
-
-/// Whether the classifier of this build reads kernel events (issue 22 item 2: its rules name
-/// `KernelEvent`s in crates/analyze).
-fn classifier_reads_kernel_events() -> bool {
-    ["classify.rs", "flow.rs"].iter().any(|f| {
-        std::fs::read_to_string(format!("{}/../analyze/src/{f}", env!("CARGO_MANIFEST_DIR")))
-            .is_ok_and(|s| s.contains("KernelEvent::"))
-    })
-}
-
-/// A test of verdicts only the classifier's kernel-evidence rules give: ignored, everywhere
-/// (CI too: nothing is missing from the machine), until they are in this build.
-pub fn with_classifier_rules(t: libtest_mimic::Trial) -> libtest_mimic::Trial {
-    if classifier_reads_kernel_events() {
-        t
-    } else {
-        t.with_ignored_flag(true).with_kind("needs the classifier's kernel-evidence rules (issue 22 item 2)")
-    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.trim().is_empty(), "the server's think time is no stall: {stdout}\n{err}");
 }
 
 /// Issue 22: a TCP_NODELAY server that thinks 200 ms before each 54-byte answer. Packets alone
-/// call those pauses `probe-timer` (nothing in flight, released after 200 ms); the kernel saw
+/// called those pauses `probe-timer` (nothing in flight, released after 200 ms); the kernel saw
 /// the write (tcp:tcp_sendmsg_locked) at the end of the pause, so each is `application`, no
 /// stall, with the write in its evidence.
 pub fn a_thinking_nodelay_server_is_application_with_the_kernel_write_time() {
@@ -139,9 +124,10 @@ pub fn a_thinking_nodelay_server_is_application_with_the_kernel_write_time() {
     assert!(r["capture"]["kernel"]["writes"].as_u64().unwrap() >= 14, "{}", r["capture"]);
     assert_eq!(r["stall_summary"]["stall_count"], 0, "no TCP stall: {:#}", r["stall_summary"]);
     let recs = r["stall_records"].as_array().unwrap();
-    let long: Vec<&Value> = recs.iter().filter(|s| s["length_ns"].as_u64().unwrap() >= 150_000_000).collect();
-    assert!(long.len() >= 5, "each round's 200 ms pause is a record: {recs:#?}");
-    for s in long {
+    // Each round's pause is a record (the warm-up's too), none of them a TCP cause; its
+    // length is the hold the kernel measured (write to release: microseconds), not the pause.
+    assert!(recs.len() >= 5, "each round's 200 ms pause is a record: {recs:#?}");
+    for s in recs {
         assert_eq!(s["cause"], "application", "{s:#}");
         let ev = s["evidence"].as_array().unwrap();
         assert!(
