@@ -480,6 +480,9 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
             }
             if let Some(m) = &metrics {
                 m.health(health.packets_seen, health.ring_drops, health.flows_tracked as u64);
+                if let Some(k) = &health.kernel {
+                    m.kernel(k);
+                }
             }
             if let Some(w) = pcap.as_mut() {
                 if let Err(e) = w.flush() {

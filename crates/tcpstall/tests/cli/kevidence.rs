@@ -60,8 +60,10 @@ pub fn watch_kernel_counts_the_writes_of_the_watched_flow() {
     let _one = exclusive();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
+    let mport = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let watch = Command::new(assert_cmd::cargo::cargo_bin("tcpstall"))
-        .args(["watch", "-i", "lo", "--port", &port.to_string(), "--kernel", "--format", "jsonl", "--duration", "5"])
+        .args(["watch", "-i", "lo", "--port", &port.to_string(), "--kernel", "--format", "jsonl", "--duration", "8"])
+        .args(["--metrics", &format!("127.0.0.1:{mport}")])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -85,6 +87,14 @@ pub fn watch_kernel_counts_the_writes_of_the_watched_flow() {
     }
     drop(c);
     srv.join().unwrap();
+    // The metrics follow the counts on the watch's one-second tick.
+    std::thread::sleep(Duration::from_millis(1300));
+    let mut m = TcpStream::connect(("127.0.0.1", mport)).unwrap();
+    m.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut metrics = String::new();
+    m.read_to_string(&mut metrics).unwrap();
+    assert!(metrics.contains("tcpstall_watch_kernel_events_total{kind=\"write\"} 20"), "{metrics}");
+    assert!(metrics.contains("tcpstall_watch_kernel_lost_records 0"), "{metrics}");
     let out = watch.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
