@@ -10,6 +10,12 @@
 //! Nothing is pinned: the programs, links and maps go away with this process's file
 //! descriptors, on exit, Ctrl-C or a crash.
 //!
+//! Why clang + aya (issue 22 item 5): CO-RE and typed BTF tracepoints come from a small C file
+//! compiled by Debian's clang with libbpf-dev's headers; aya relocates and loads the object in
+//! pure Rust on stable (libbpf-rs would build or link libbpf and libelf; bytecode assembled in
+//! Rust would have to redo CO-RE by reading BTF itself). Without clang, build.rs leaves an empty
+//! object and the cfg `kevidence_no_bpf`: tcpstall builds, and [`Source::open`] says why not.
+//!
 //! Fails soft: [`Source::open`] returns [`Unavailable`] with one line saying what is missing
 //! (not built, not root, no BTF, the load refused); a tracepoint this kernel lacks
 //! (`tcp_sendmsg_locked` is 6.12+) is skipped and named in [`Source::status`].
