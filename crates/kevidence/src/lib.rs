@@ -145,7 +145,8 @@ impl Source {
     /// Like [`Source::open`] with another list of tracepoints (a name this kernel lacks is
     /// skipped and reported; tests use it to provoke that path).
     pub fn open_tracepoints(filter: &Filter, tracepoints: &[Tracepoint]) -> Result<Source, Unavailable> {
-        let off = |why: String| Unavailable(format!("no kernel evidence: {why}; the packets are analysed alone"));
+        // The caller says what still works (watch: the packets; lab: the rows).
+        let off = |why: String| Unavailable(format!("no kernel evidence: {why}"));
         if cfg!(kevidence_no_bpf) || OBJECT.is_empty() {
             return Err(off(
                 "not built (no clang at build time; install clang, llvm and libbpf-dev and rebuild)".into()

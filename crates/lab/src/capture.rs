@@ -77,7 +77,8 @@ impl KernelHandle {
     /// Load the programs and attach them (filtered to no port until a row starts).
     pub fn open() -> Result<KernelHandle, String> {
         // Port 0 matches no TCP socket of interest until a row sets its own.
-        let src = kevidence::Source::open(&kevidence::Filter { ports: vec![0], netns: None }).map_err(|e| e.0)?;
+        let src = kevidence::Source::open(&kevidence::Filter { ports: vec![0], netns: None })
+            .map_err(|e| format!("{e}; the rows run without it"))?;
         let r = kevidence::Reader::spawn(src).map_err(|e| format!("no kernel evidence: reader thread: {e}"))?;
         Ok(KernelHandle(Arc::new(r)))
     }

@@ -81,7 +81,8 @@ impl KernelFeed {
     pub fn open(ports: &[u16]) -> Result<KernelFeed, String> {
         use std::os::unix::fs::MetadataExt;
         let netns = std::fs::metadata("/proc/self/ns/net").ok().map(|m| m.ino() as u32);
-        let src = Source::open(&Filter { ports: ports.to_vec(), netns }).map_err(|e| e.0)?;
+        let src = Source::open(&Filter { ports: ports.to_vec(), netns })
+            .map_err(|e| format!("{e}; the packets are analysed alone"))?;
         let status = src.status();
         let reader = Reader::spawn(src).map_err(|e| format!("no kernel evidence: reader thread: {e}"))?;
         Ok(KernelFeed {
