@@ -56,6 +56,115 @@ impl PartialEq for TapHandle {
 }
 impl Eq for TapHandle {}
 
+/// Kernel evidence for the lab's rows (`LabOptions::kernel`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum KernelEvidence {
+    /// Not asked for.
+    #[default]
+    Off,
+    /// Asked for, not possible here: why, in one line (each row's notes carry it, so the run
+    /// says it once).
+    Unavailable(String),
+    /// The source, shared by the rows (they run one at a time).
+    On(KernelHandle),
+}
+
+/// A shared kernel-evidence source and its reader thread.
+#[derive(Clone)]
+pub struct KernelHandle(pub Arc<kevidence::Reader>);
+
+impl KernelHandle {
+    /// Load the programs and attach them (filtered to no port until a row starts).
+    pub fn open() -> Result<KernelHandle, String> {
+        // Port 0 matches no TCP socket of interest until a row sets its own.
+        let src = kevidence::Source::open(&kevidence::Filter { ports: vec![0], netns: None })
+            .map_err(|e| format!("{e}; the rows run without it"))?;
+        let r = kevidence::Reader::spawn(src).map_err(|e| format!("no kernel evidence: reader thread: {e}"))?;
+        Ok(KernelHandle(Arc::new(r)))
+    }
+}
+
+impl std::fmt::Debug for KernelHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KernelHandle({})", self.0.status())
+    }
+}
+
+impl PartialEq for KernelHandle {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for KernelHandle {}
+
+/// A row's kernel evidence while it runs: the filter is the row's server port (and its
+/// namespace when private), set before the client connects.
+pub(crate) struct KernelRow {
+    handle: KernelHandle,
+    clock: kevidence::ClockMap,
+    /// The reader's counts when the row started (they count from the source's load).
+    counts0: kevidence::ReaderCounts,
+}
+
+/// What the kernel reported for a row.
+#[derive(Debug, Default)]
+pub(crate) struct KernelRecords {
+    pub records: Vec<kevidence::Record>,
+    pub clock: Option<kevidence::ClockMap>,
+    pub counts: kevidence::ReaderCounts,
+    pub status: String,
+}
+
+impl KernelRow {
+    /// Start: the row's port, in the namespace with inode `netns` if given.
+    pub fn start(handle: &KernelHandle, port: u16, netns: Option<u32>) -> Result<KernelRow, String> {
+        handle.0.restart(&kevidence::Filter { ports: vec![port], netns })?;
+        let counts0 = handle.0.counts();
+        Ok(KernelRow { handle: handle.clone(), clock: kevidence::ClockMap::sample(), counts0 })
+    }
+
+    /// Stop: the records so far (the filter stays until the next row sets its own).
+    pub fn finish(self) -> KernelRecords {
+        // Records of the row's last packets reach the ring within microseconds.
+        std::thread::sleep(Duration::from_millis(5));
+        let records = self.handle.0.take();
+        let (a, b) = (self.handle.0.counts(), self.counts0);
+        let counts = kevidence::ReaderCounts {
+            kernel: kevidence::Counts { lost: a.kernel.lost.saturating_sub(b.kernel.lost) },
+            unparsed: a.unparsed.saturating_sub(b.unparsed),
+            overflow: a.overflow.saturating_sub(b.overflow),
+            reader_cpu_ns: a.reader_cpu_ns.saturating_sub(b.reader_cpu_ns),
+        };
+        KernelRecords { records, clock: Some(self.clock), counts, status: self.handle.0.status() }
+    }
+}
+
+/// The kernel's records of the row's connection as trace events (`kevidence::to_events`): the
+/// client (A) is the socket whose remote port is the server's, the server (B) the one whose
+/// local port is; times on the packets' clock (CLOCK_REALTIME) minus `origin_ns`.
+pub fn kernel_events(
+    recs: &[kevidence::Record],
+    clock: &kevidence::ClockMap,
+    server_port: u16,
+    origin_ns: u64,
+) -> Vec<Event> {
+    kevidence::to_events(
+        recs,
+        clock,
+        origin_ns,
+        |r| {
+            if r.local.port() == server_port && r.remote.port() != server_port {
+                Some(Endpoint::B)
+            } else if r.remote.port() == server_port {
+                Some(Endpoint::A)
+            } else {
+                None
+            }
+        },
+        1,
+    )
+}
+
 /// A running capture (the reader thread).
 pub(crate) struct RowCapture {
     stop: Arc<AtomicBool>,

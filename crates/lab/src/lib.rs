@@ -26,7 +26,7 @@ pub mod verdict;
 pub mod veth;
 
 pub use cancel::Cancel;
-pub use capture::{CaptureFile, PacketTap, TapHandle};
+pub use capture::{CaptureFile, KernelEvidence, KernelHandle, PacketTap, TapHandle};
 pub use pair::{run_pair, run_pair_analysed};
 pub use placement::Placement;
 
@@ -74,6 +74,10 @@ pub struct LabOptions {
     /// Pin the client (sender) and server threads to these CPUs (sched_setaffinity), as on two
     /// hosts: seed 003's direct path. None = where the scheduler puts them.
     pub pin: Option<(usize, usize)>,
+    /// Kernel evidence (eBPF on TCP tracepoints, `tcpstall-kevidence`) added to each row's
+    /// packets before the classifier reads them: the writes, resends and windows of the row's
+    /// connection. Off by default; the CLI turns it on when the machine allows (root).
+    pub kernel: KernelEvidence,
     /// Cancellation (Ctrl-C): checked between rows; cancelling shuts the running row's sockets
     /// down so it stops at once. The rows finished before stay in the report.
     pub cancel: Cancel,
@@ -93,6 +97,7 @@ impl Default for LabOptions {
             keep_packets: false,
             tap: None,
             pin: None,
+            kernel: KernelEvidence::Off,
             cancel: Cancel::new(),
         }
     }

@@ -15,7 +15,7 @@ use scenario::{Program, RoundProgram, Sample, SideOpts, SideProgram, Step, Strat
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use sys::tcpinfo::{tcp_info, TcpInfo};
 
-use crate::capture::{self, Captured, RowCapture};
+use crate::capture::{self, Captured, KernelEvidence, KernelRecords, KernelRow, RowCapture};
 use crate::exec::{self, Clock, Phase, Runner};
 use crate::measure::{self, Recorder};
 use crate::txstamp::{self, TxLog};
@@ -96,7 +96,16 @@ pub(crate) enum PacketsOut {
     /// (CLOCK_REALTIME) is the trace's time 0, taken before the client connected;
     /// `server_port` tells the sides apart; `frame_base` is the number of frames before the
     /// row's first in the `--capture` file (so evidence frame numbers are the file's).
-    Captured { cap: Captured, linktype: u32, point: String, origin_ns: u64, server_port: u16, frame_base: u64 },
+    Captured {
+        cap: Captured,
+        linktype: u32,
+        point: String,
+        origin_ns: u64,
+        server_port: u16,
+        frame_base: u64,
+        /// The kernel's records of the row's connection (kernel evidence), if on.
+        kernel: Option<KernelRecords>,
+    },
 }
 
 /// Like `run_pair`, also returning notes on the namespace used ("" for the placement's own) and
@@ -118,7 +127,7 @@ pub(crate) fn run_pair_noted(
         let s = s.join().map_err(|_| LabError::Panic("server")).and_then(|r| r);
         (s, c)
     });
-    let ((srv, ns, mut packets), cli) = match (srv, cli) {
+    let ((srv, ns, mut packets, kernel), cli) = match (srv, cli) {
         (Ok(s), Ok(c)) => (s, c),
         (Err(se), Err(ce)) => return Err(if se.is_secondary() { ce } else { se }),
         (Err(e), Ok(_)) | (Ok(_), Err(e)) => return Err(e),
@@ -146,8 +155,59 @@ pub(crate) fn run_pair_noted(
             *frame_base = f.write_row(&pair.label, &cap.frames);
         }
     }
+    let kernel = match kernel {
+        KernelOut::Off => None,
+        KernelOut::Unavailable(why) => {
+            notes.push(why);
+            None
+        }
+        KernelOut::Records(k) => {
+            // The same line for every row: said once per run.
+            notes.push(k.status.clone());
+            if k.counts.lost() > 0 {
+                notes.push(format!(
+                    "kernel evidence lost {} records (ring buffer full or unread): the rows' writes and resends may be incomplete",
+                    k.counts.lost()
+                ));
+            }
+            Some(k)
+        }
+    };
+    if let PacketsOut::Captured { kernel: k, .. } = &mut packets {
+        *k = kernel;
+    }
     let (row, analysis) = result::assemble(&program, pair, place, opts, srv, cli, packets);
     Ok((row, analysis, notes))
+}
+
+/// The row's kernel evidence, as the server thread recorded it.
+pub(crate) enum KernelOut {
+    Off,
+    Unavailable(String),
+    Records(KernelRecords),
+}
+
+/// Start the row's kernel evidence (`LabOptions::kernel`) for the server's port, in the calling
+/// thread's namespace (the server's) when it is the row's own.
+fn start_kernel(lab: &LabOptions, ns: &Ns, port: u16) -> (KernelOut, Option<KernelRow>) {
+    match &lab.kernel {
+        KernelEvidence::Off => (KernelOut::Off, None),
+        KernelEvidence::Unavailable(why) => (KernelOut::Unavailable(why.clone()), None),
+        KernelEvidence::On(h) => {
+            // The namespace's inode (its identity: `ns.inum`, what the programs compare).
+            let netns = match ns {
+                Ns::Private => {
+                    use std::os::unix::fs::MetadataExt;
+                    std::fs::metadata("/proc/thread-self/ns/net").ok().map(|m| m.ino() as u32)
+                }
+                _ => None,
+            };
+            match KernelRow::start(h, port, netns) {
+                Ok(k) => (KernelOut::Off, Some(k)),
+                Err(e) => (KernelOut::Unavailable(format!("no kernel evidence: setting the filter: {e}")), None),
+            }
+        }
+    }
 }
 
 /// The row's capture while it runs.
@@ -167,6 +227,7 @@ impl Running {
                     origin_ns,
                     server_port: port,
                     frame_base: 0,
+                    kernel: None,
                 },
                 Err(e) => PacketsOut::Failed(e),
             },
@@ -186,6 +247,7 @@ impl Running {
                     origin_ns,
                     server_port: port,
                     frame_base: 0,
+                    kernel: None,
                 }
             }
         }
@@ -483,7 +545,7 @@ fn server(
     ready: mpsc::Sender<Ready>,
     done: mpsc::Receiver<()>,
     rounds_done: mpsc::Receiver<()>,
-) -> Result<(SideOut, Ns, PacketsOut), LabError> {
+) -> Result<(SideOut, Ns, PacketsOut, KernelOut), LabError> {
     let side = "server";
     if let Some((_, cpu)) = lab.pin {
         pin_to(cpu, side)?;
@@ -525,6 +587,7 @@ fn server(
     let local = listener.local_addr().ok().and_then(|a| a.as_socket()).unwrap_or(addr);
     // The capture starts before the client connects (the handshake is the path's RTT sample).
     let (mut packets, running) = start_capture(place, lab, local.port());
+    let (mut kernel, kernel_row) = start_kernel(lab, &ns, local.port());
     // The client may already have failed; then accept times out and it reports why.
     let _ = ready.send(Ready { addr: local, netns: ns_file, count_shared: shared });
     let (sock, _) = listener.accept().map_err(|e| {
@@ -578,7 +641,10 @@ fn server(
     if let Some(r) = running {
         packets = r.finish(local.port());
     }
-    Ok((SideOut { applied, before, after, netstat, holds, cpu_ns }, ns, packets))
+    if let Some(k) = kernel_row {
+        kernel = KernelOut::Records(k.finish());
+    }
+    Ok((SideOut { applied, before, after, netstat, holds, cpu_ns }, ns, packets, kernel))
 }
 
 fn client(

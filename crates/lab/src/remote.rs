@@ -348,6 +348,8 @@ pub fn assemble(
             origin_ns: c.origin_ns,
             server_port: c.server_port,
             frame_base: 0,
+            // Kernel evidence of the far host is not collected over --remote (docs/remote.md).
+            kernel: None,
         },
         Err(why) => PacketsOut::Failed(why),
     };

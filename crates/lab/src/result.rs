@@ -6,6 +6,7 @@ use scenario::{Program, StrategyPair};
 use sys::tcpinfo::TcpInfo;
 
 use crate::capture;
+use crate::capture::KernelRecords;
 use crate::measure;
 use crate::pair::{ClientOut, PacketsOut, SideOut};
 use crate::verdict::{self, Corroboration, Records};
@@ -73,9 +74,9 @@ pub(crate) fn assemble(
     let threshold = measure::threshold_ns(margin.as_nanos() as u64, cli.side.after.min_rtt.unwrap_or(0));
     // The row's packets through the one classifier: every cause in the verdict is its.
     let (trace, no_packets) = match packets {
-        PacketsOut::Captured { cap, linktype, point, origin_ns, server_port, frame_base } => (
+        PacketsOut::Captured { cap, linktype, point, origin_ns, server_port, frame_base, kernel } => (
             Some(packet_trace(
-                &cap,
+                (&cap, kernel.as_ref()),
                 linktype,
                 point,
                 (origin_ns, server_port, frame_base),
@@ -195,8 +196,9 @@ struct PacketTrace {
     events: Vec<trace::Event>,
 }
 
+/// `cap`: the row's packets, with the kernel's records of its connection when there were any.
 fn packet_trace(
-    cap: &capture::Captured,
+    (cap, kernel): (&capture::Captured, Option<&KernelRecords>),
     linktype: u32,
     point: String,
     (origin_ns, server_port, frame_base): (u64, u16, u64),
@@ -204,8 +206,27 @@ fn packet_trace(
     window_real: (u64, u64),
     keep: bool,
 ) -> PacketTrace {
-    let (events, _skipped) = capture::events(&cap.frames, linktype, server_port, origin_ns, frame_base);
+    let (mut events, _skipped) = capture::events(&cap.frames, linktype, server_port, origin_ns, frame_base);
     let tcp_packets = events.len() as u64;
+    // Kernel evidence joins the packets in one time-ordered trace (a stable sort: a packet and
+    // a kernel event at the same nanosecond keep packets first).
+    let kernel_counts = kernel.and_then(|k| {
+        let clock = k.clock?;
+        let kev = capture::kernel_events(&k.records, &clock, server_port, origin_ns);
+        let count = |f: fn(&trace::KernelEvent) -> bool| {
+            kev.iter().filter(|e| matches!(&e.kind, trace::EventKind::Kernel(x) if f(x))).count() as u64
+        };
+        let counts = report::KernelCounts {
+            events: kev.len() as u64,
+            writes: count(|x| matches!(x, trace::KernelEvent::Sendmsg { .. })),
+            resends: count(|x| matches!(x, trace::KernelEvent::Retransmit { .. })),
+            windows: count(|x| matches!(x, trace::KernelEvent::State(_))),
+            lost: k.counts.lost(),
+        };
+        events.extend(kev);
+        events.sort_by_key(|e| e.t);
+        Some(counts)
+    });
     // The timer bands at this kernel's HZ: the lab runs on the kernel it measures.
     let cfg = analyze::Config {
         min_gap: trace::Duration::from_nanos(margin.as_nanos() as u64),
@@ -231,6 +252,7 @@ fn packet_trace(
         kernel_drops: cap.stats.drops,
         client: side(a),
         server: side(b),
+        kernel: kernel_counts,
     };
     let window = (window_real.0.saturating_sub(origin_ns), window_real.1.saturating_sub(origin_ns));
     PacketTrace { analysis, capture, window, events }

@@ -166,6 +166,26 @@ pub struct PacketCapture {
     /// What each side put on the wire, counted from the packets (the whole connection).
     pub client: PacketSide,
     pub server: PacketSide,
+    /// Kernel evidence added to the packets before the classifier read them (eBPF on TCP
+    /// tracepoints); None when there was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelCounts>,
+}
+
+/// What the kernel reported about a row's connection (kernel evidence).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelCounts {
+    /// Kernel events added to the trace (all kinds).
+    pub events: u64,
+    /// Writes (`tcp:tcp_sendmsg_locked`, one per call).
+    pub writes: u64,
+    /// Resends (`tcp:tcp_retransmit_skb`).
+    pub resends: u64,
+    /// Window states (`tcp:tcp_probe`, one per segment received).
+    pub windows: u64,
+    /// Records lost on the way (ring buffer full, unparsed, not kept); above 0 the trace may
+    /// miss writes or resends.
+    pub lost: u64,
 }
 
 /// One side's packets, as captured.

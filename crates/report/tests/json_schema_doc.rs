@@ -98,7 +98,10 @@ fn lab_sample() -> Value {
         stall_records: recs,
         measured_from_ns: 0,
         measured_to_ns: 1,
-        capture: Some(PacketCapture::default()),
+        capture: Some(PacketCapture {
+            kernel: Some(tcpstall_report::KernelCounts::default()),
+            ..PacketCapture::default()
+        }),
         wall_s: 1.0,
         throughput_bytes_per_s: 1.0,
         wire: Wire::default(),

@@ -78,6 +78,11 @@ pub struct LabArgs {
     /// capture is skipped anyway, with a note
     #[arg(long)]
     pub no_capture: bool,
+    /// Do not add kernel evidence to the rows' packets. By default, as root, each row's
+    /// connection is also traced in the kernel (eBPF on TCP tracepoints: its writes, resends
+    /// and windows) and the classifier reads both; without root the report says why not
+    #[arg(long)]
+    pub no_kernel: bool,
     /// Time each write's stay inside TCP (SO_TIMESTAMPING SCHED minus write time) and name the
     /// side that held data in the verdict. Off by default: it changes what it measures (on
     /// 6.18 TCP_QUICKACK after each recv stops helping when TX timestamps are on)
@@ -274,6 +279,13 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
         env.placement = p.placement(&format!("{}; {}", knobs.label(), p.readback));
     }
     opts.tap = env.tap();
+    // Kernel evidence (after the link is up: the source starts a reader thread).
+    if opts.capture && !args.no_kernel {
+        opts.kernel = match lab::KernelHandle::open() {
+            Ok(h) => lab::KernelEvidence::On(h),
+            Err(why) => lab::KernelEvidence::Unavailable(why),
+        };
+    }
     let total = (s.workload.variants().len() * s.matrix.len()) as u64;
     let bar = output::progress_bar(total, args.quiet);
     let mut progress = |p: Progress| match p {

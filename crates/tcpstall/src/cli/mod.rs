@@ -23,6 +23,7 @@ pub mod shell;
 pub mod simulate;
 pub mod spool;
 pub mod watch;
+pub mod watch_kernel;
 pub mod watch_metrics;
 
 const ABOUT: &str = "A Linux laboratory for TCP small-message latency: finds which mechanism \

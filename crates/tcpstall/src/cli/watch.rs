@@ -18,6 +18,7 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 use wire::{FlowId, FlowKey, FlowLimits, FlowTable};
 
+use super::watch_kernel::{FlowKernel, KernelFeed, KernelStats, HOLD_NS};
 use super::watch_metrics::Metrics;
 
 const EXAMPLES: &str = "\
@@ -27,6 +28,8 @@ Examples:
   tcpstall watch --port 443 --write stalls.pcapng --duration 3600
       an hour of watching leaves a capture of the stalls alone (tcpstall explain reads it)
   tcpstall watch --metrics 127.0.0.1:9464       serve stall counts to Prometheus
+  tcpstall watch --port 8080 --kernel           with kernel evidence: each write, resend and
+      window from eBPF on TCP tracepoints joins the packets (root; else one line says why)
 
 Needs CAP_NET_RAW (root). The kernel filters TCP on the ports and hosts asked and copies
 headers only (128 bytes); a packet the filter drops never reaches user space. Flows are
@@ -89,6 +92,13 @@ pub struct WatchArgs {
     /// Forget a flow after this many seconds without a packet
     #[arg(long, value_name = "S", default_value_t = 120.0)]
     pub idle: f64,
+    /// Add kernel evidence: the writes (when the application wrote, how many bytes), resends
+    /// and windows of the watched ports' sockets in this network namespace, from eBPF programs
+    /// on TCP tracepoints, joined to each flow's packets before the classifier reads them.
+    /// Needs root (CAP_BPF and CAP_PERFMON) and a kernel with BTF; without them one line says
+    /// what is missing and the packets are analysed alone
+    #[arg(long)]
+    pub kernel: bool,
 }
 
 /// One line of `--format jsonl`.
@@ -105,6 +115,9 @@ struct Line<'a> {
     /// this watch saw).
     start_unix_ns: u64,
     stall: &'a Stall,
+    /// With --kernel: the flow's writes and resends the kernel reported so far.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel: Option<FlowKernel>,
 }
 
 /// A flow's recent packets, for the flight recorder.
@@ -141,6 +154,8 @@ struct Health {
     stall_records: u64,
     cpu_share_of_one_cpu: f64,
     packets_written: u64,
+    /// With --kernel: what the kernel evidence counted.
+    kernel: Option<KernelStats>,
 }
 
 /// Per-flow figures for the live table.
@@ -150,6 +165,8 @@ struct FlowStat {
     stall_ns: u64,
     causes: BTreeMap<&'static str, u64>,
     last_unix_ns: u64,
+    /// With --kernel: the flow's writes and resends at its last stall.
+    kernel: Option<FlowKernel>,
 }
 
 fn is_eperm(e: &std::io::Error) -> bool {
@@ -202,6 +219,22 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
         }
         None => None,
     };
+    // Kernel evidence: failing soft, one line on what is missing and what still works.
+    let mut kfeed = if args.kernel {
+        match KernelFeed::open(&args.ports) {
+            Ok(k) => {
+                eprintln!("tcpstall watch: {}", k.status());
+                Some(k)
+            }
+            Err(why) => {
+                eprintln!("tcpstall watch: {why}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mut kbuf: Vec<wire::FlowEvent> = Vec::new();
     let metrics = match args.metrics {
         Some(addr) => {
             let m = Metrics::serve(addr).with_context(|| format!("--metrics {addr}"))?;
@@ -258,6 +291,11 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
             break;
         }
         let ready = ring.wait(100).context("poll")?;
+        // The kernel's records before the packets: a record stamped before a packet was in the
+        // ring before that packet was captured.
+        if let Some(k) = kfeed.as_mut() {
+            k.pull();
+        }
         if ready {
             let mut touched: Vec<FlowId> = Vec::new();
             ring.drain(|f| {
@@ -269,6 +307,15 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
                 };
                 let Some(fe) = table.event(&p, f.ts_ns, frame_no, f.ifindex.max(0) as u32) else { return };
                 let id = fe.flow;
+                if let (Some(k), Some(key), Some(origin)) = (kfeed.as_mut(), table.key(id), table.origin_ns()) {
+                    // The flow's kernel events up to this packet, never before its previous one.
+                    let floor = last_seen.get(&id).copied().unwrap_or(0);
+                    kbuf.clear();
+                    k.release(id, &key, f.ts_ns, floor, origin, fe.loopback, &mut kbuf);
+                    for ke in &kbuf {
+                        session.push(ke, || Some(key));
+                    }
+                }
                 session.push(&fe, || table.key(id));
                 last_seen.insert(id, f.ts_ns);
                 if !rec.contains_key(&id) {
@@ -301,6 +348,9 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
         }
         // Flows the table ended (FIN/RST and linger, idle, reuse): their last records.
         while let Some(end) = table.pop_ended() {
+            if let Some(k) = kfeed.as_mut() {
+                k.end(&end.key);
+            }
             let taken = session.taken(end.flow);
             if let Some(fin) = session.end(&end) {
                 new.extend(fin.analysis.stalls.into_iter().skip(taken).map(|s| (fin.key, s)));
@@ -327,6 +377,19 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
         }
         let tick = last_tick.elapsed() >= Duration::from_secs(1);
         if tick {
+            // Kernel events of quiet flows: in once no packet can come before them any more.
+            if let (Some(k), Some(origin)) = (kfeed.as_mut(), table.origin_ns()) {
+                let until = now_unix_ns().saturating_sub(HOLD_NS);
+                for (key, &id) in &ids {
+                    let floor = last_seen.get(&id).copied().unwrap_or(0);
+                    kbuf.clear();
+                    // The flow's analyser exists (its packets came first): `loopback` is unused.
+                    k.release(id, key, until, floor, origin, false, &mut kbuf);
+                    for ke in &kbuf {
+                        session.push(ke, || Some(*key));
+                    }
+                }
+            }
             // Quiet flows: settle their pending gaps (a stall is classified about a second
             // after its release at the latest).
             if let Some(origin) = table.origin_ns() {
@@ -349,6 +412,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
             fs.stall_ns += st.length.0;
             *fs.causes.entry(st.cause.as_str()).or_default() += 1;
             fs.last_unix_ns = start_unix + st.length.0;
+            fs.kernel = kfeed.as_ref().map(|k| k.flow(&key));
             if let Some(m) = &metrics {
                 let port = ids
                     .get(&key)
@@ -379,6 +443,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
                     interface: ifname(key.interface),
                     start_unix_ns: start_unix,
                     stall: &st,
+                    kernel: kfeed.as_ref().map(|k| k.flow(&key)),
                 };
                 let text = serde_json::to_string(&line)?;
                 // A closed pipe (| head) ends the watch quietly.
@@ -398,6 +463,13 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
             health.flows_seen = u64::from(table.seen());
             health.flows_tracked = session.live();
             health.cpu_share_of_one_cpu = cpu_share(cpu0, started);
+            if let Some(k) = kfeed.as_mut() {
+                // After this tick's records are out: the counts of flows gone can go.
+                let pairs: std::collections::HashSet<(SocketAddr, SocketAddr)> =
+                    ids.keys().flat_map(|k| [(k.a, k.b), (k.b, k.a)]).collect();
+                k.tick(now_unix_ns(), |x, y| pairs.contains(&(x, y)));
+                health.kernel = Some(k.stats);
+            }
             if health.ring_drops > warned_drops {
                 eprintln!(
                     "tcpstall: watch: the capture ring dropped {} packets so far (PACKET_STATISTICS): stalls of \
@@ -408,6 +480,9 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
             }
             if let Some(m) = &metrics {
                 m.health(health.packets_seen, health.ring_drops, health.flows_tracked as u64);
+                if let Some(k) = &health.kernel {
+                    m.kernel(k);
+                }
             }
             if let Some(w) = pcap.as_mut() {
                 if let Err(e) = w.flush() {
@@ -446,6 +521,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
                         interface: ifname(fin.key.interface),
                         start_unix_ns: origin + st.start.0,
                         stall: st,
+                        kernel: kfeed.as_ref().map(|k| k.flow(&fin.key)),
                     };
                     let _ = writeln!(out, "{}", serde_json::to_string(&line)?);
                 }
@@ -457,6 +533,11 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
     health.ring_drops = st.drops;
     health.flows_seen = u64::from(table.seen());
     health.cpu_share_of_one_cpu = cpu_share(cpu0, started);
+    if let Some(k) = kfeed.as_mut() {
+        k.pull();
+        health.kernel = Some(k.stats);
+    }
+    drop(kfeed);
     if let Some(mut w) = pcap {
         w.flush().context("--write")?;
     }
@@ -466,7 +547,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
         by_cause.iter().map(|(c, (n, ns))| format!("{c} {n} ({:.0} ms)", *ns as f64 / 1e6)).collect();
     let summary = format!(
         "tcpstall watch: {:.1} s on {}: {} packets, {} dropped by the ring, {} flows ({} evicted), {} stall records{}{}; \
-         {:.1}% of one CPU{}",
+         {:.1}% of one CPU{}{}",
         secs,
         args.interface,
         health.packets_seen,
@@ -480,17 +561,22 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
         args.write
             .as_ref()
             .map_or(String::new(), |p| format!("; {} packets written to {}", health.packets_written, p.display())),
+        health.kernel.map_or(String::new(), |k| format!(
+            "; kernel evidence: {} events ({} writes, {} resends, {} windows), {} lost, {} of unseen connections",
+            k.events, k.writes, k.resends, k.windows, k.lost, k.unmatched
+        )),
     );
     if args.format == WatchFormat::Table && !tty {
         println!("{summary}");
         for (k, f) in top(&stats, 20) {
             println!(
-                "  {}-{}  {} stalls, {:.0} ms: {}",
+                "  {}-{}  {} stalls, {:.0} ms: {}{}",
                 k.a,
                 k.b,
                 f.stalls,
                 f.stall_ns as f64 / 1e6,
-                causes_text(&f.causes)
+                causes_text(&f.causes),
+                f.kernel.map_or(String::new(), |x| format!(" (kernel: {} writes, {} resends)", x.writes, x.resends))
             );
         }
     } else {
@@ -589,15 +675,35 @@ fn draw_table(out: &mut impl Write, stats: &HashMap<FlowKey, FlowStat>, h: &Heal
         h.stall_records,
         100.0 * h.cpu_share_of_one_cpu
     );
-    s += &format!("{:<47} {:>7} {:>10} {:>10}  causes\n", "flow", "stalls", "stall ms", "last ago");
+    if let Some(k) = h.kernel {
+        s += &format!(
+            "kernel evidence  events {}  writes {}  resends {}  windows {}  lost {}\n\n",
+            k.events, k.writes, k.resends, k.windows, k.lost
+        );
+    }
+    let kcol = h.kernel.is_some();
+    s += &format!(
+        "{:<47} {:>7} {:>10} {:>10}{}  causes\n",
+        "flow",
+        "stalls",
+        "stall ms",
+        "last ago",
+        if kcol { format!(" {:>13}", "kernel w/r") } else { String::new() }
+    );
     let now = now_unix_ns();
     for (k, f) in top(stats, 25) {
+        let kc = match (kcol, f.kernel) {
+            (true, Some(x)) => format!(" {:>13}", format!("{}/{}", x.writes, x.resends)),
+            (true, None) => format!(" {:>13}", "-"),
+            _ => String::new(),
+        };
         s += &format!(
-            "{:<47} {:>7} {:>10.0} {:>9.1}s  {}\n",
+            "{:<47} {:>7} {:>10.0} {:>9.1}s{}  {}\n",
             format!("{}-{}", k.a, k.b),
             f.stalls,
             f.stall_ns as f64 / 1e6,
             now.saturating_sub(f.last_unix_ns) as f64 / 1e9,
+            kc,
             causes_text(&f.causes)
         );
     }

@@ -35,7 +35,15 @@ pub struct Metrics {
     packets: Counter,
     drops: Gauge,
     flows: Gauge,
+    /// With --kernel: kernel events by kind (write, resend, window, other) and records lost.
+    kernel: Family<KindLabel, Counter>,
+    kernel_lost: Gauge,
     pub addr: SocketAddr,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: &'static str,
 }
 
 impl Metrics {
@@ -56,6 +64,18 @@ impl Metrics {
         reg.register("ring_dropped_packets", "Packets the capture ring dropped (PACKET_STATISTICS)", drops.clone());
         let flows = Gauge::default();
         reg.register("flows_tracked", "Flows analysed now", flows.clone());
+        let kernel = Family::<KindLabel, Counter>::default();
+        reg.register(
+            "kernel_events",
+            "Kernel evidence (--kernel) given to the analysers, by kind: write, resend, window, other",
+            kernel.clone(),
+        );
+        let kernel_lost = Gauge::default();
+        reg.register(
+            "kernel_lost_records",
+            "Kernel evidence records lost (ring buffer full or unread)",
+            kernel_lost.clone(),
+        );
         let listener = TcpListener::bind(addr)?;
         let addr = listener.local_addr()?;
         let reg = Arc::new(Mutex::new(reg));
@@ -65,7 +85,7 @@ impl Metrics {
                 let _ = respond(conn, &reg);
             }
         });
-        Ok(Metrics { stalls, stall_seconds, lengths, packets, drops, flows, addr })
+        Ok(Metrics { stalls, stall_seconds, lengths, packets, drops, flows, kernel, kernel_lost, addr })
     }
 
     pub fn stall(&self, cause: &str, port: u16, secs: f64) {
@@ -82,6 +102,19 @@ impl Metrics {
         }
         self.drops.set(drops as i64);
         self.flows.set(flows as i64);
+    }
+
+    /// The kernel evidence's counts so far (--kernel).
+    pub fn kernel(&self, k: &super::watch_kernel::KernelStats) {
+        let other = k.events.saturating_sub(k.writes + k.resends + k.windows);
+        for (kind, n) in [("write", k.writes), ("resend", k.resends), ("window", k.windows), ("other", other)] {
+            let c = self.kernel.get_or_create(&KindLabel { kind });
+            let seen = c.get();
+            if n > seen {
+                c.inc_by(n - seen);
+            }
+        }
+        self.kernel_lost.set(k.lost as i64);
     }
 }
 

@@ -7,6 +7,7 @@ mod explain;
 mod explain_fuzz;
 mod install;
 mod kernel;
+mod kevidence;
 mod lab;
 mod link;
 mod remote;
@@ -36,6 +37,12 @@ fn main() {
         t!(watch::watch_finds_the_stalling_pair_only_and_keeps_its_packets, Root, Tool("tcpdump")),
         t!(watch::watch_without_cap_net_raw_says_so, Root, Tool("setpriv")),
         t!(watch::watch_bad_flags_and_ctrl_c, Root),
+        t!(kevidence::lab_rows_carry_kernel_evidence_and_no_kernel_turns_it_off, Root),
+        t!(kevidence::lab_without_root_says_once_why_there_is_no_kernel_evidence, Root, Tool("setpriv")),
+        t!(kevidence::watch_kernel_counts_the_writes_of_the_watched_flow, Root),
+        t!(kevidence::kernel_writes_precede_the_packets_that_carry_them, Root),
+        t!(kevidence::a_thinking_nodelay_server_is_application_with_the_kernel_write_time, Root),
+        t!(kevidence::a_periodic_nagle_sender_is_nagle_delayed_ack_for_its_real_waits, Root),
         t!(advise::a_new_connection_per_request_avoids_seed_001s_stall),
         t!(advise::busy_poll_runs_reads_back_and_reports_its_cpu),
         t!(advise::a_user_written_scenario_file_runs_in_simulate_and_lab),

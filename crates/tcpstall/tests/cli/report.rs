@@ -96,7 +96,13 @@ fn check_ladder(dom: &str, stall: &Value) {
     let mut seen = 0;
     for ev in stall["evidence"].as_array().unwrap() {
         let t = ev["t_ns"].as_u64().unwrap();
-        let Some(num) = ev["source"].as_object().and_then(|o| o.values().next()).and_then(Value::as_u64) else {
+        // Packets only: a kernel event (kernel evidence, `{"kernel": N}`) is a mark, not an arrow.
+        let Some(num) = ev["source"]
+            .as_object()
+            .filter(|o| !o.contains_key("kernel"))
+            .and_then(|o| o.values().next())
+            .and_then(Value::as_u64)
+        else {
             continue;
         };
         if (t0..=t1).contains(&t) {

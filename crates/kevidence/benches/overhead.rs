@@ -1,0 +1,176 @@
+//! What kernel evidence costs a busy connection (issue 22 item 6). Loopback 1-byte
+//! request/response flat out (TCP_NODELAY, blocking sockets, a client and a server thread),
+//! without and with the source attached to the connection's port, in alternating rounds of
+//! the same run. Prints the round trips (= packets: one request and one reply segment each,
+//! ACKs ride on the data) per second of both, their ratio (target >= 0.95), the records lost
+//! at that rate (target 0; the writes per second are printed beside it, the issue asks for
+//! 100,000), and the CPU time per record (this process's user + system time, which includes
+//! the BPF programs run in its threads' system calls and loopback's softirq, and the reader
+//! thread; the difference between the two modes per round trip, divided by the records per
+//! round trip). Needs root (eBPF); without it it says so and measures nothing.
+//!
+//!     cargo bench -p tcpstall-kevidence --bench overhead [-- SECONDS_PER_ROUND ROUNDS]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tcpstall_kevidence::{Filter, Reader, Source};
+
+fn cpu_ns() -> u64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let u = getrusage(UsageWho::RUSAGE_SELF).expect("getrusage");
+    let ns = |t: nix::sys::time::TimeVal| t.tv_sec() as u64 * 1_000_000_000 + t.tv_usec() as u64 * 1000;
+    ns(u.user_time()) + ns(u.system_time())
+}
+
+/// The kernel's own accounting of the programs (BPF_ENABLE_STATS) and the reader thread's CPU
+/// time, summed over the rounds with the source: (program runs, ns in programs, reader ns).
+static PROGRAMS: std::sync::Mutex<(u64, u64, u64)> = std::sync::Mutex::new((0, 0, 0));
+
+/// One round: `secs` of rr on a fresh connection; with `kernel`, the source attached to its
+/// port; `pace`: round trips per second at most (0: flat out), in bursts of one millisecond's
+/// worth. Returns (round trips, wall s, cpu ns, records read, writes read, records lost).
+fn round(secs: f64, kernel: bool, pace: u64) -> (u64, f64, u64, u64, u64, u64) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let reader = kernel.then(|| {
+        let src = Source::open(&Filter { ports: vec![port], netns: None }).expect("kernel evidence");
+        Reader::spawn(src).expect("reader")
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let rts = Arc::new(AtomicU64::new(0));
+    let srv = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.set_nodelay(true).unwrap();
+        let mut b = [0u8; 1];
+        while s.read_exact(&mut b).is_ok() {
+            if s.write_all(&b).is_err() {
+                break;
+            }
+        }
+    });
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_nodelay(true).unwrap();
+    let (st, n) = (stop.clone(), rts.clone());
+    let cpu0 = cpu_ns();
+    let t0 = Instant::now();
+    let cli = std::thread::spawn(move || {
+        let mut b = [1u8; 1];
+        let mut k = 0u64;
+        let start = Instant::now();
+        while !st.load(Ordering::Relaxed) {
+            c.write_all(&b).unwrap();
+            c.read_exact(&mut b).unwrap();
+            k += 1;
+            if pace > 0 && k.is_multiple_of((pace / 1000).max(1)) {
+                let due = Duration::from_secs_f64(k as f64 / pace as f64);
+                if let Some(wait) = due.checked_sub(start.elapsed()) {
+                    std::thread::sleep(wait);
+                }
+            }
+        }
+        n.store(k, Ordering::Relaxed);
+    });
+    let mut recs = 0u64;
+    let mut writes = 0u64;
+    let end = t0 + Duration::from_secs_f64(secs);
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+        if let Some(r) = &reader {
+            for x in r.take() {
+                recs += 1;
+                writes += u64::from(matches!(x.kind, tcpstall_kevidence::Kind::Sendmsg { .. }));
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    cli.join().unwrap();
+    let wall = t0.elapsed().as_secs_f64();
+    let cpu = cpu_ns() - cpu0;
+    let _ = srv.join();
+    let mut lost = 0;
+    if let Some(r) = &reader {
+        for x in r.take() {
+            recs += 1;
+            writes += u64::from(matches!(x.kind, tcpstall_kevidence::Kind::Sendmsg { .. }));
+        }
+        let c = r.counts();
+        lost = c.lost();
+        let (runs, ns) = r.run_stats().iter().fold((0, 0), |(a, b), &(_, n, t)| (a + n, b + t));
+        let mut p = PROGRAMS.lock().unwrap();
+        p.0 += runs;
+        p.1 += ns;
+        p.2 += c.reader_cpu_ns;
+    }
+    (rts.load(Ordering::Relaxed), wall, cpu, recs, writes, lost)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<f64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let secs = args.first().copied().unwrap_or(2.0);
+    let rounds = args.get(1).copied().unwrap_or(5.0).max(1.0) as usize;
+    if let Err(e) = Source::open(&Filter { ports: vec![1], netns: None }) {
+        println!("kernel evidence overhead: not measured: {e}");
+        return;
+    }
+    // The kernel's run-time statistics of BPF programs, on while this fd is held.
+    let stats = Source::enable_run_stats();
+    round(0.3, false, 0);
+    round(0.3, true, 0);
+    *PROGRAMS.lock().unwrap() = (0, 0, 0);
+    let mut all_records = 0u64;
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    let (mut cpu_off, mut cpu_on) = (Vec::new(), Vec::new());
+    let (mut recs_per_rt, mut writes_s, mut lost) = (Vec::new(), Vec::new(), 0u64);
+    for _ in 0..rounds {
+        let (n, w, cpu, ..) = round(secs, false, 0);
+        off.push(n as f64 / w);
+        cpu_off.push(cpu as f64 / n as f64);
+        let (n, w, cpu, recs, writes, l) = round(secs, true, 0);
+        on.push(n as f64 / w);
+        cpu_on.push(cpu as f64 / n as f64);
+        recs_per_rt.push(recs as f64 / n as f64);
+        all_records += recs;
+        writes_s.push(writes as f64 / w);
+        lost += l;
+    }
+    let (off, on) = (median(off), median(on));
+    let ratio = on / off;
+    let per_rt = median(recs_per_rt);
+    let cpu_per_record = (median(cpu_on) - median(cpu_off)) / per_rt;
+    println!("kernel evidence overhead: rr 1 byte on loopback, {rounds} alternating rounds of {secs} s, medians");
+    println!("  without the source: {off:>10.0} round trips/s ({:.0} packets/s)", 2.0 * off);
+    println!("  with the source:    {on:>10.0} round trips/s ({:.0} packets/s)", 2.0 * on);
+    println!("  ratio with/without: {ratio:.3} (target >= 0.95: {})", if ratio >= 0.95 { "meets" } else { "misses" });
+    // The issue's rate: 100,000 writes a second (50,000 round trips), paced.
+    let (n, w, _, _, writes, paced_lost) = round(secs * 2.0, true, 50_000);
+    println!(
+        "  records lost at {:.0} writes/s (paced, {:.0} round trips/s): {paced_lost} (target 0: {})",
+        writes as f64 / w,
+        n as f64 / w,
+        if paced_lost == 0 { "meets" } else { "misses" }
+    );
+    println!("  records lost flat out: {lost} at {:.0} writes/s, {:.0} records/s", median(writes_s), per_rt * on,);
+    println!(
+        "  records per round trip: {per_rt:.2}; CPU per record: {cpu_per_record:.0} ns (process user + system time, with minus without, per round trip / records)"
+    );
+    let (runs, ns, reader) = *PROGRAMS.lock().unwrap();
+    match stats {
+        Ok(_fd) if runs > 0 => println!(
+            "  in the kernel: {:.0} ns per program run ({runs} runs, BPF_ENABLE_STATS; runs for other sockets included); \
+             reader thread: {:.0} ns per record",
+            ns as f64 / runs as f64,
+            reader as f64 / all_records.max(1) as f64
+        ),
+        Ok(_) => println!("  in the kernel: no program runs counted"),
+        Err(e) => println!("  in the kernel: not measured (BPF_ENABLE_STATS: {e})"),
+    }
+}

@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: GPL-2.0
+// tcpstall kernel evidence: eBPF programs on TCP tracepoints (include/trace/events/tcp.h,
+// include/trace/events/sock.h), attached as BTF raw tracepoints (tp_btf: BPF_RAW_TRACEPOINT_OPEN
+// of a program loaded against the tracepoint's btf_trace_<name> type; no tracefs needed). The
+// arguments (TP_PROTO) are typed kernel pointers, read with plain loads the verifier checks
+// against the kernel's BTF (no bpf_probe_read_kernel call per field: a tenth of the cost), and
+// bpf_skc_to_tcp_sock gives the tcp_sock. Each program keeps
+// only sockets whose local or remote port is in `ports` (and, when `cfg.netns` is set, whose
+// network namespace has that inode), and writes one fixed 88-byte record to the `events` ring
+// buffer. A record that finds the ring full is counted in `lost` (never dropped silently).
+//
+// Kernel structures are declared with only the fields read, marked preserve_access_index: the
+// loader (aya) relocates every field offset against the running kernel's BTF (CO-RE), so no
+// vmlinux.h is needed and the object runs on any kernel with BTF whose fields keep their names
+// (tp_btf and bpf_skc_to_tcp_sock: Linux 5.9 and later).
+//
+// Built by build.rs: clang -target bpf -O2 -g (the -g is what emits the BTF CO-RE needs).
+
+typedef unsigned char __u8;
+typedef unsigned short __u16;
+typedef unsigned int __u32;
+typedef unsigned long long __u64;
+typedef signed char __s8;
+typedef short __s16;
+typedef int __s32;
+typedef long long __s64;
+typedef __u16 __be16;
+typedef __u32 __be32;
+typedef __u32 __wsum;
+
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+
+// include/uapi/linux/bpf.h
+#define BPF_MAP_TYPE_ARRAY 2
+#define BPF_MAP_TYPE_PERCPU_ARRAY 6
+#define BPF_MAP_TYPE_RINGBUF 27
+
+// include/linux/socket.h
+#define AF_INET 2
+#define AF_INET6 10
+
+// Record kinds (crates/kevidence/src/record.rs mirrors them).
+#define K_SENDMSG 1
+#define K_RETRANSMIT 2
+#define K_PROBE 3
+#define K_READ 4
+#define K_STATE 5
+#define K_CONG 6
+
+// ---- the kernel's structures, only the fields read (names as in the kernel; CO-RE) ----
+// include/linux/ns_common.h
+struct ns_common {
+	unsigned int inum;
+} __attribute__((preserve_access_index));
+// include/net/net_namespace.h
+struct net {
+	struct ns_common ns;
+} __attribute__((preserve_access_index));
+// include/net/net_namespace.h: typedef struct { struct net *net; } possible_net_t;
+struct possible_net_tcpstall {
+	struct net *net;
+};
+struct in6_addr {
+	__u8 s6_addr[16];
+};
+// include/net/sock.h: struct sock_common (skc_daddr and skc_rcv_saddr sit in an anonymous
+// union, skc_dport and skc_num in another; CO-RE finds them by name).
+struct sock_common {
+	__be32 skc_daddr;
+	__be32 skc_rcv_saddr;
+	__be16 skc_dport;
+	__u16 skc_num;
+	unsigned short skc_family;
+	volatile unsigned char skc_state;
+	struct in6_addr skc_v6_daddr;
+	struct in6_addr skc_v6_rcv_saddr;
+	struct possible_net_tcpstall skc_net;
+} __attribute__((preserve_access_index));
+struct sock {
+	struct sock_common __sk_common;
+} __attribute__((preserve_access_index));
+// include/linux/tcp.h: struct tcp_sock
+struct tcp_sock {
+	__u32 write_seq;
+	__u32 snd_una;
+	__u32 snd_nxt;
+	__u32 snd_cwnd;
+	__u32 snd_ssthresh;
+	__u32 snd_wnd;
+	__u32 srtt_us;
+	__u32 rcv_wnd;
+} __attribute__((preserve_access_index));
+// include/linux/uio.h: struct iov_iter (count sits in an anonymous union); include/linux/socket.h
+struct iov_iter {
+	unsigned long count;
+} __attribute__((preserve_access_index));
+struct msghdr {
+	struct iov_iter msg_iter;
+} __attribute__((preserve_access_index));
+// include/linux/skbuff.h
+struct sk_buff {
+	char cb[48];
+} __attribute__((preserve_access_index));
+
+// ---- maps ----
+struct config {
+	__u32 netns; // network namespace inode to keep (0: any)
+	__u32 any_port; // 1: no port filter
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct config);
+} cfg SEC(".maps");
+
+// ports[p] != 0: keep sockets with local or remote port p. An array, not a hash: the verifier
+// inlines array lookups (no helper call), and every record pays two of them.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 24); // 16 MiB: about 170,000 records (96 bytes each with the header)
+} events SEC(".maps");
+
+// [0]: records that found the ring full (the records written are counted by the reader:
+// a counter per record would cost a map update each).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} counts SEC(".maps");
+
+struct record {
+	__u64 ts_ns; // bpf_ktime_get_ns(): CLOCK_MONOTONIC
+	__u64 sk; // the socket's address: its identity while it lives
+	__u8 kind;
+	__u8 family;
+	__u8 state; // the socket's TCP state (include/net/tcp_states.h)
+	__u8 pad;
+	__u16 sport; // local port, host order
+	__u16 dport; // remote port, host order
+	__u8 saddr[16]; // local address (IPv4 in the first 4 bytes)
+	__u8 daddr[16]; // remote address
+	__u32 v[8]; // the kind's values
+};
+
+static __always_inline void count_lost(void)
+{
+	__u32 i = 0;
+	__u64 *n = bpf_map_lookup_elem(&counts, &i);
+	if (n)
+		*n += 1;
+}
+
+// The record for `sk` when the filter keeps it (reserved in the ring), else NULL.
+static __always_inline struct record *start(struct sock *sk, __u8 kind)
+{
+	__u32 zero = 0;
+	struct config *c = bpf_map_lookup_elem(&cfg, &zero);
+	if (!c)
+		return 0;
+	__u16 sport = sk->__sk_common.skc_num;
+	__u16 dport = __builtin_bswap16(sk->__sk_common.skc_dport);
+	if (!c->any_port) {
+		__u32 sp = sport, dp = dport;
+		__u8 *a = bpf_map_lookup_elem(&ports, &sp);
+		__u8 *b = bpf_map_lookup_elem(&ports, &dp);
+		if (!(a && *a) && !(b && *b))
+			return 0;
+	}
+	if (c->netns) {
+		struct net *net = sk->__sk_common.skc_net.net;
+		if (!net || net->ns.inum != c->netns)
+			return 0;
+	}
+	unsigned short family = sk->__sk_common.skc_family;
+	if (family != AF_INET && family != AF_INET6)
+		return 0;
+	struct record *r = bpf_ringbuf_reserve(&events, sizeof(struct record), 0);
+	if (!r) {
+		count_lost();
+		return 0;
+	}
+	__builtin_memset(r, 0, sizeof(*r));
+	r->ts_ns = bpf_ktime_get_ns();
+	r->sk = (__u64)sk;
+	r->kind = kind;
+	r->family = family;
+	r->state = sk->__sk_common.skc_state;
+	r->sport = sport;
+	r->dport = dport;
+	if (family == AF_INET) {
+		__be32 s = sk->__sk_common.skc_rcv_saddr;
+		__be32 d = sk->__sk_common.skc_daddr;
+		__builtin_memcpy(r->saddr, &s, 4);
+		__builtin_memcpy(r->daddr, &d, 4);
+	} else {
+		bpf_core_read(r->saddr, 16, &sk->__sk_common.skc_v6_rcv_saddr);
+		bpf_core_read(r->daddr, 16, &sk->__sk_common.skc_v6_daddr);
+	}
+	return r;
+}
+
+// BPF_RB_NO_WAKEUP (include/uapi/linux/bpf.h): no wakeup of the reader per record (an
+// irq_work and a context switch each, which on a busy connection cost more than the record);
+// the reader drains the ring on a 10 ms timer instead.
+#define BPF_RB_NO_WAKEUP 1
+
+static __always_inline void submit(struct record *r)
+{
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+}
+
+// TRACE_EVENT(tcp_sendmsg_locked, TP_PROTO(const struct sock *sk, const struct msghdr *msg,
+// const struct sk_buff *skb, int size_goal)): called from tcp_sendmsg_locked (net/ipv4/tcp.c)
+// once per pass of its copy loop, before the bytes are queued. v0 = msg_data_left(msg) (the
+// bytes still to copy; the whole write on the first pass), v1 = tp->write_seq (the sequence
+// number the next byte takes), v2/v3 = the msghdr's address (a later pass of the same call
+// has the same one), v4 = size_goal.
+SEC("tp_btf/tcp_sendmsg_locked")
+int tcpstall_sendmsg(__u64 *ctx)
+{
+	struct sock *sk = (struct sock *)ctx[0];
+	struct msghdr *msg = (struct msghdr *)ctx[1];
+	struct record *r = start(sk, K_SENDMSG);
+	if (!r)
+		return 0;
+	r->v[0] = (__u32)msg->msg_iter.count;
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	if (tp)
+		r->v[1] = tp->write_seq;
+	r->v[2] = (__u32)ctx[1];
+	r->v[3] = (__u32)(ctx[1] >> 32);
+	r->v[4] = (__u32)ctx[3];
+	submit(r);
+	return 0;
+}
+
+// DECLARE_TRACE tcp_retransmit_skb, TP_PROTO(const struct sock *sk, const struct sk_buff *skb):
+// called from __tcp_retransmit_skb (net/ipv4/tcp_output.c) when a resend went out (RTO, fast
+// retransmit, tail-loss probe). The range is the skb's control block, struct tcp_skb_cb
+// (include/net/tcp.h): seq at offset 0, end_seq at 4, tcp_flags at 12. v0 = seq, v1 = end_seq,
+// v2 = tcp_flags.
+SEC("tp_btf/tcp_retransmit_skb")
+int tcpstall_retransmit(__u64 *ctx)
+{
+	struct sock *sk = (struct sock *)ctx[0];
+	struct sk_buff *skb = (struct sk_buff *)ctx[1];
+	struct record *r = start(sk, K_RETRANSMIT);
+	if (!r)
+		return 0;
+	__u8 cb[16];
+	if (bpf_core_read(cb, sizeof(cb), &skb->cb) == 0) {
+		__builtin_memcpy(&r->v[0], &cb[0], 4);
+		__builtin_memcpy(&r->v[1], &cb[4], 4);
+		r->v[2] = cb[12];
+	}
+	submit(r);
+	return 0;
+}
+
+// TRACE_EVENT(tcp_probe, TP_PROTO(struct sock *sk, const struct sk_buff *skb)): called from
+// tcp_rcv_established (net/ipv4/tcp_input.c) for each segment an established socket receives,
+// before it is processed. The fields are those the tracepoint's own record copies:
+// v0 snd_una, v1 snd_nxt, v2 snd_cwnd, v3 snd_ssthresh, v4 snd_wnd, v5 srtt_us >> 3, v6 rcv_wnd.
+SEC("tp_btf/tcp_probe")
+int tcpstall_probe(__u64 *ctx)
+{
+	struct sock *sk = (struct sock *)ctx[0];
+	struct record *r = start(sk, K_PROBE);
+	if (!r)
+		return 0;
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	if (tp) {
+		r->v[0] = tp->snd_una;
+		r->v[1] = tp->snd_nxt;
+		r->v[2] = tp->snd_cwnd;
+		r->v[3] = tp->snd_ssthresh;
+		r->v[4] = tp->snd_wnd;
+		r->v[5] = tp->srtt_us >> 3;
+		r->v[6] = tp->rcv_wnd;
+	}
+	submit(r);
+	return 0;
+}
+
+// DECLARE_TRACE tcp_rcv_space_adjust, TP_PROTO(struct sock *sk): called first thing in
+// tcp_rcv_space_adjust (net/ipv4/tcp_input.c), which tcp_recvmsg_locked calls after copying
+// data to the application: a read. v0 = rcv_wnd.
+SEC("tp_btf/tcp_rcv_space_adjust")
+int tcpstall_read(__u64 *ctx)
+{
+	struct sock *sk = (struct sock *)ctx[0];
+	struct record *r = start(sk, K_READ);
+	if (!r)
+		return 0;
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	if (tp)
+		r->v[0] = tp->rcv_wnd;
+	submit(r);
+	return 0;
+}
+
+// TRACE_EVENT(inet_sock_set_state, TP_PROTO(const struct sock *sk, const int oldstate,
+// const int newstate)) (include/trace/events/sock.h): every TCP state change (open, close).
+// v0 = oldstate, v1 = newstate, v2 = write_seq.
+SEC("tp_btf/inet_sock_set_state")
+int tcpstall_state(__u64 *ctx)
+{
+	struct sock *sk = (struct sock *)ctx[0];
+	struct record *r = start(sk, K_STATE);
+	if (!r)
+		return 0;
+	r->v[0] = (__u32)ctx[1];
+	r->v[1] = (__u32)ctx[2];
+	submit(r);
+	return 0;
+}
+
+// TRACE_EVENT(tcp_cong_state_set, TP_PROTO(struct sock *sk, const u8 ca_state)): called from
+// tcp_set_ca_state (include/net/tcp.h / net/ipv4/tcp_cong.c), 5.19 and later.
+// v0 = the new enum tcp_ca_state.
+SEC("tp_btf/tcp_cong_state_set")
+int tcpstall_cong(__u64 *ctx)
+{
+	struct sock *sk = (struct sock *)ctx[0];
+	struct record *r = start(sk, K_CONG);
+	if (!r)
+		return 0;
+	r->v[0] = (__u32)(__u8)ctx[1];
+	submit(r);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,143 @@
+//! A thread that empties the ring buffer every 10 ms (the programs submit without waking it:
+//! BPF_RB_NO_WAKEUP; the 16 MiB ring holds about 170,000 records, half a second of a busy
+//! connection's 400,000 a second), keeping the records until the owner takes them.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use crate::{ClockMap, Counts, Filter, Record, Source};
+
+/// Records held at most between two takes (about 100 MB); beyond, records are counted in
+/// [`ReaderCounts::overflow`] and not kept.
+pub const MAX_HELD: usize = 1 << 20;
+
+struct Inner {
+    src: Mutex<Source>,
+    held: Mutex<Vec<Record>>,
+    stop: AtomicBool,
+    unparsed: AtomicU64,
+    overflow: AtomicU64,
+    /// CPU time of the reader thread (CLOCK_THREAD_CPUTIME_ID), ns.
+    cpu_ns: AtomicU64,
+}
+
+/// The source and its reader thread. Dropping it stops the thread and detaches the programs.
+pub struct Reader {
+    inner: Arc<Inner>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// What the kernel and the reader counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReaderCounts {
+    pub kernel: Counts,
+    /// Records that did not parse.
+    pub unparsed: u64,
+    /// Records not kept: the owner had not taken [`MAX_HELD`] records yet.
+    pub overflow: u64,
+    /// CPU time the reader thread used, ns.
+    pub reader_cpu_ns: u64,
+}
+
+impl ReaderCounts {
+    /// Every record lost on the way: ring full, unparsed or not kept.
+    pub fn lost(&self) -> u64 {
+        self.kernel.lost + self.unparsed + self.overflow
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Inner {
+    fn drain(&self) {
+        let mut buf = Vec::new();
+        let (_, bad) = lock(&self.src).drain(&mut buf);
+        self.unparsed.fetch_add(bad, Ordering::Relaxed);
+        if buf.is_empty() {
+            return;
+        }
+        let mut held = lock(&self.held);
+        let room = MAX_HELD.saturating_sub(held.len());
+        if buf.len() > room {
+            self.overflow.fetch_add((buf.len() - room) as u64, Ordering::Relaxed);
+            buf.truncate(room);
+        }
+        held.extend(buf);
+    }
+}
+
+impl Reader {
+    /// Start reading `src` on a thread of its own (drains the ring every 10 ms).
+    pub fn spawn(src: Source) -> std::io::Result<Reader> {
+        let inner = Arc::new(Inner {
+            src: Mutex::new(src),
+            held: Mutex::new(Vec::new()),
+            stop: AtomicBool::new(false),
+            unparsed: AtomicU64::new(0),
+            overflow: AtomicU64::new(0),
+            cpu_ns: AtomicU64::new(0),
+        });
+        let i = inner.clone();
+        let thread = std::thread::Builder::new().name("tcpstall-kevidence".into()).spawn(move || {
+            use nix::time::{clock_gettime, ClockId};
+            while !i.stop.load(Ordering::Acquire) {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                i.drain();
+                if let Ok(t) = clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID) {
+                    i.cpu_ns.store(t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64, Ordering::Relaxed);
+                }
+            }
+        })?;
+        Ok(Reader { inner, thread: Some(thread) })
+    }
+
+    /// The records read since the last take, in the order the ring delivered them (per CPU in
+    /// time order; across CPUs nearly so: sort by time if it matters).
+    pub fn take(&self) -> Vec<Record> {
+        self.inner.drain();
+        std::mem::take(&mut *lock(&self.inner.held))
+    }
+
+    /// A new filter, and a fresh start: the records of the old one are read and discarded.
+    pub fn restart(&self, f: &Filter) -> Result<(), String> {
+        lock(&self.inner.src).set_filter(f)?;
+        self.take();
+        Ok(())
+    }
+
+    pub fn counts(&self) -> ReaderCounts {
+        ReaderCounts {
+            kernel: lock(&self.inner.src).counts(),
+            unparsed: self.inner.unparsed.load(Ordering::Relaxed),
+            overflow: self.inner.overflow.load(Ordering::Relaxed),
+            reader_cpu_ns: self.inner.cpu_ns.load(Ordering::Relaxed),
+        }
+    }
+
+    /// See [`Source::run_stats`].
+    pub fn run_stats(&self) -> Vec<(&'static str, u64, u64)> {
+        lock(&self.inner.src).run_stats()
+    }
+
+    /// See [`Source::status`].
+    pub fn status(&self) -> String {
+        lock(&self.inner.src).status()
+    }
+
+    /// The clocks now (for converting the records' times).
+    pub fn clock(&self) -> ClockMap {
+        ClockMap::sample()
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.inner.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! The kernel-evidence source on this kernel: real sockets in a private network namespace, the
+//! programs attached to the real tracepoints (include/trace/events/tcp.h, sock.h).
+//!
+//! These tests need root (eBPF, a network namespace, iptables). Without it each is reported as
+//! ignored with the reason; with the environment variable CI set it fails instead (as the CLI
+//! tests do, crates/tcpstall/tests/cli/support.rs).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::MetadataExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use libtest_mimic::{Arguments, Trial};
+use tcpstall_kevidence::{Converter, Filter, Kind, Record, Source, Tracepoint, TRACEPOINTS};
+use trace::KernelEvent;
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().is_ok_and(|o| o.status.success())
+}
+
+/// A test that needs root and `tools`: ignored with the reason, or under CI a failure.
+fn needs_root(name: &str, tools: &[&str], f: fn()) -> Trial {
+    let mut missing: Vec<String> = Vec::new();
+    if !is_root() {
+        missing.push("root (eBPF programs, network namespaces)".into());
+    }
+    missing.extend(tools.iter().filter(|t| !have(t)).map(|t| format!("{t} on the PATH")));
+    if missing.is_empty() {
+        return Trial::test(name, move || {
+            f();
+            Ok(())
+        });
+    }
+    let why = format!("needs {}", missing.join(" and "));
+    if in_ci() {
+        let msg = format!("{name} cannot run: it {why} (CI is set, so a test that cannot run fails)");
+        return Trial::test(name, move || Err(msg.into()));
+    }
+    println!("SKIPPED {name}: {why}");
+    let msg = format!("not run: {why}");
+    Trial::test(name, move || Err(msg.into())).with_ignored_flag(true).with_kind(format!("skipped, {why}"))
+}
+
+/// Runs `f` on a thread of its own in a fresh network namespace with `lo` up; returns the
+/// namespace's inode with `f`'s result. The namespace (and any iptables rule in it) goes away
+/// with the thread.
+fn in_netns<T: Send + 'static>(f: impl FnOnce(u32) -> T + Send + 'static) -> T {
+    std::thread::spawn(move || {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare(CLONE_NEWNET)");
+        sys::tun::set_up("lo").expect("lo up");
+        let ino = std::fs::metadata("/proc/thread-self/ns/net").expect("ns inode").ino() as u32;
+        f(ino)
+    })
+    .join()
+    .expect("the namespace thread panicked")
+}
+
+fn drain_all(src: &mut Source, out: &mut Vec<Record>, settle: Duration) {
+    let end = Instant::now() + settle;
+    while Instant::now() < end {
+        src.wait(20);
+        src.drain(out);
+    }
+}
+
+fn iptables(args: &[&str]) {
+    let st = Command::new("iptables").args(args).status().expect("iptables");
+    assert!(st.success(), "iptables {args:?} failed");
+}
+
+/// A client writes 54, 200 and 1000 bytes with TCP_NODELAY; then a 500-byte write whose
+/// segment the server's INPUT chain drops until the sender has resent it (RFC 6298 5 / RFC 8985
+/// 7: a tail-loss probe or the RTO). The source must report each write with its size and a
+/// sequence number that continues the previous one (tcp_sendmsg_locked's write_seq), the
+/// resend of the dropped range (tcp_retransmit_skb), window states with a congestion window
+/// (tcp_probe), reads, opens and closes (inet_sock_set_state), and lose nothing.
+fn writes_resends_and_windows_of_a_real_connection() {
+    let recs = in_netns(|ino| {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mut src = Source::open(&Filter { ports: vec![port], netns: Some(ino) }).expect("kernel evidence");
+        assert!(
+            src.attached().iter().any(|t| t.name == "tcp_sendmsg_locked"),
+            "tcp_sendmsg_locked (Linux 6.12+) should attach on this kernel: {}",
+            src.status()
+        );
+        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_nodelay(true).unwrap();
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = vec![0u8; 2000];
+        for n in [54usize, 200, 1000] {
+            c.write_all(&vec![7u8; n]).unwrap();
+            s.read_exact(&mut buf[..n]).unwrap();
+        }
+        // Drop the next data segment to the server (IP 20 + TCP 32 + 500 bytes) on arrival,
+        // so the client has sent it and must resend it; the rule is removed once a resend was
+        // seen (or after 3 s), and the namespace takes it away in any case.
+        let rule =
+            ["INPUT", "-p", "tcp", "--dport", &port.to_string(), "-m", "length", "--length", "400:65535", "-j", "DROP"];
+        iptables(&[&["-A"], &rule[..]].concat());
+        c.write_all(&[9u8; 500]).unwrap();
+        let mut recs = Vec::new();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(3)
+            && !recs.iter().any(|r: &Record| matches!(r.kind, Kind::Retransmit { .. }))
+        {
+            src.wait(50);
+            src.drain(&mut recs);
+        }
+        iptables(&[&["-D"], &rule[..]].concat());
+        s.read_exact(&mut buf[..500]).unwrap();
+        drop(c);
+        drop(s);
+        drain_all(&mut src, &mut recs, Duration::from_millis(300));
+        let counts = src.counts();
+        (recs, counts, port)
+    });
+    let (recs, counts, port) = recs;
+    assert_eq!(counts.lost, 0, "records lost in the ring: {counts:?}");
+    let mut conv = Converter::new();
+    let client: Vec<(Record, KernelEvent)> =
+        recs.iter().filter(|r| r.remote.port() == port).filter_map(|r| conv.event(r).map(|e| (*r, e))).collect();
+    let writes: Vec<(u32, u32)> = client
+        .iter()
+        .filter_map(|(_, e)| match e {
+            KernelEvent::Sendmsg { bytes, seq } => Some((*bytes, *seq)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(writes.iter().map(|w| w.0).collect::<Vec<_>>(), [54, 200, 1000, 500], "{writes:?}");
+    for w in writes.windows(2) {
+        assert_eq!(w[1].1, w[0].1.wrapping_add(w[0].0), "each write's seq follows the previous one: {writes:?}");
+    }
+    let resent_seq = writes[3].1;
+    let resends: Vec<_> = client
+        .iter()
+        .filter_map(|(_, e)| match e {
+            KernelEvent::Retransmit { seq, len } => Some((*seq, *len)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        resends.iter().any(|&(seq, len)| seq == resent_seq && len == 500),
+        "a resend of the dropped write [{resent_seq}, +500): {resends:?}"
+    );
+    let states: Vec<_> = client
+        .iter()
+        .filter_map(|(_, e)| match e {
+            KernelEvent::State(s) => Some(*s),
+            _ => None,
+        })
+        .collect();
+    assert!(!states.is_empty() && states.iter().all(|s| s.snd_cwnd > 0), "window states with a cwnd: {states:?}");
+    // The server's side: its reads, and both sockets' opens and closes with their 4-tuples.
+    assert!(recs.iter().any(|r| r.local.port() == port && matches!(r.kind, Kind::Read { .. })), "the server's reads");
+    assert!(
+        recs.iter().any(|r| r.remote.port() == port && matches!(r.kind, Kind::SetState { new: 1, .. })),
+        "the client's ESTABLISHED"
+    );
+    // Every record is of this connection, both ends on 127.0.0.1.
+    let lo: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+    assert!(recs.iter().all(|r| r.local.ip() == lo && r.remote.ip() == lo), "{recs:?}");
+    assert!(recs.windows(2).all(|w| w[0].mono_ns <= w[1].mono_ns) || recs.len() > 1);
+}
+
+/// An older kernel lacks tcp_sendmsg_locked (6.12+): the source attaches the rest and names the
+/// missing one and what it would have given. Provoked with a tracepoint name no kernel has.
+fn a_missing_tracepoint_is_named_and_the_rest_still_attach() {
+    let mut tps: Vec<Tracepoint> = TRACEPOINTS.to_vec();
+    tps[0].name = "tcp_sendmsg_locked_not_in_any_kernel";
+    let src = Source::open_tracepoints(&Filter { ports: vec![1], netns: None }, &tps).expect("the rest attach");
+    assert_eq!(src.attached().len(), TRACEPOINTS.len() - 1, "{}", src.status());
+    let status = src.status();
+    assert!(
+        status.contains(
+            "tcp_sendmsg_locked_not_in_any_kernel missing (not in this kernel): write times and sizes not measured"
+        ),
+        "{status}"
+    );
+    assert_eq!(status.lines().count(), 1);
+}
+
+/// Records that only another namespace's sockets make are filtered out in the kernel.
+fn another_namespace_is_filtered_out_in_the_kernel() {
+    let (n, counts) = in_netns(|_ino| {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // The right port, a namespace inode that is not this one.
+        let mut src = Source::open(&Filter { ports: vec![port], netns: Some(1) }).expect("kernel evidence");
+        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (mut s, _) = listener.accept().unwrap();
+        c.write_all(b"hello").unwrap();
+        let mut b = [0u8; 5];
+        s.read_exact(&mut b).unwrap();
+        let mut recs = Vec::new();
+        drain_all(&mut src, &mut recs, Duration::from_millis(100));
+        (recs.len(), src.counts())
+    });
+    assert_eq!((n, counts.lost), (0, 0));
+}
+
+fn main() {
+    let _ = SocketAddr::from(([127, 0, 0, 1], 0));
+    let args = Arguments::from_args();
+    let trials = vec![
+        needs_root(
+            "writes_resends_and_windows_of_a_real_connection",
+            &["iptables"],
+            writes_resends_and_windows_of_a_real_connection,
+        ),
+        needs_root(
+            "a_missing_tracepoint_is_named_and_the_rest_still_attach",
+            &[],
+            a_missing_tracepoint_is_named_and_the_rest_still_attach,
+        ),
+        needs_root(
+            "another_namespace_is_filtered_out_in_the_kernel",
+            &[],
+            another_namespace_is_filtered_out_in_the_kernel,
+        ),
+    ];
+    libtest_mimic::run(&args, trials).exit();
+}
