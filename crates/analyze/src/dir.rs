@@ -6,7 +6,7 @@ use crate::stats::{DurationStats, WireCost};
 use crate::writes::WriteLog;
 use serde::Serialize;
 use std::collections::VecDeque;
-use trace::{Duration, Evidence, Instant, Segment};
+use trace::{Duration, Evidence, Instant, Segment, SeqNum};
 
 /// See [`Dir::nagle_off_candidate`]: how long an ACK stamped after a segment may still have
 /// released it (the flow's REORDER_WINDOW).
@@ -20,12 +20,12 @@ pub(crate) const MAX_TSVALS: usize = 4_096;
 /// Linux's default MSS when none was negotiated (RFC 9293 3.7.1: 536 for IPv4).
 pub(crate) const DEFAULT_MSS: u32 = 536;
 
-/// RFC 9293 3.4: sequence comparison modulo 2^32.
+/// RFC 9293 3.4: sequence comparison modulo 2^32 ([`SeqNum`]'s order).
 pub(crate) fn seq_lt(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) < 0
+    SeqNum(a) < SeqNum(b)
 }
 pub(crate) fn seq_le(a: u32, b: u32) -> bool {
-    !seq_lt(b, a)
+    SeqNum(a) <= SeqNum(b)
 }
 
 /// A data segment sent and not yet acknowledged.

@@ -27,6 +27,7 @@ const B: u16 = 0x10;
 const ABS: u16 = 0x20;
 const IND: u16 = 0x40;
 const MSH: u16 = 0xa0;
+const JA: u16 = 0x00;
 const JEQ: u16 = 0x10;
 const JSET: u16 = 0x40;
 const K: u16 = 0x00;
@@ -52,12 +53,35 @@ fn stmt(code: u16, k: u32) -> Insn {
 /// A jump whose targets are labels, resolved by `Builder::finish`.
 enum Slot {
     Insn(Insn),
-    Jump { code: u16, k: u32, jt: Label, jf: Label },
+    Jump {
+        code: u16,
+        k: u32,
+        jt: Label,
+        jf: Label,
+    },
+    /// A `ret #snaplen` (accept) or `ret #0` (reject) in the middle of the program, jumped over
+    /// by the straight path (see `Builder::landing`).
+    Pad {
+        accept: bool,
+    },
+    /// `ja` to an instruction any distance ahead (its offset is 32 bits), patched once known.
+    Far(usize),
 }
+
+/// Conditional jumps reach at most 255 instructions ahead (their offsets are 8 bits,
+/// `bpf_check_classic`): a landing (`ja +2; ret #snaplen; ret #0`) every this many port tests
+/// keeps Accept and Reject within reach for any number of ports (`ja` takes 32 bits).
+const LANDING_EVERY: usize = 64;
+/// Port lists longer than this put the IPv6 test out of a conditional jump's reach from the
+/// IPv4 test: a `ja` bridges it. (BPF_MAXINSNS, 4096, bounds the list at about 1000 ports:
+/// the kernel refuses a longer filter, which the caller reports.)
+const FAR_PORTS: usize = 40;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Label {
     Next,
+    /// The instruction after the next (over a `Far` jump).
+    Skip,
     Accept,
     Reject,
     /// The instruction with this index.
@@ -79,24 +103,41 @@ impl Builder {
         self.0.push(Slot::Jump { code: JMP | JSET | K, k, jt, jf });
         self.0.len() - 1
     }
+    /// `ja +2; ret #snaplen; ret #0`: an accept and a reject the jumps before them can reach,
+    /// skipped by the straight path.
+    fn landing(&mut self) {
+        self.op(stmt(JMP | JA | K, 2));
+        self.0.push(Slot::Pad { accept: true });
+        self.0.push(Slot::Pad { accept: false });
+    }
+
     /// Appends `ret #snaplen; ret #0` and resolves the labels into the relative offsets classic
-    /// BPF uses (forward only, 0..=255: `bpf_check_classic`, net/core/filter.c).
+    /// BPF uses (forward only, 0..=255: `bpf_check_classic`, net/core/filter.c): Accept and
+    /// Reject go to the nearest landing ahead (see [`LANDING_EVERY`]).
     fn finish(mut self, snaplen: u32) -> Vec<Insn> {
-        let accept = self.op(stmt(RET | K, snaplen));
-        let reject = self.op(stmt(RET | K, 0));
+        self.0.push(Slot::Pad { accept: true });
+        self.0.push(Slot::Pad { accept: false });
         let n = self.0.len();
+        let next_pad = |from: usize, accept: bool| {
+            (from..n).find(|&j| matches!(self.0[j], Slot::Pad { accept: a } if a == accept)).unwrap_or(n - 1)
+        };
         (0..n)
             .map(|i| match &self.0[i] {
                 Slot::Insn(x) => *x,
+                Slot::Pad { accept } => stmt(RET | K, if *accept { snaplen } else { 0 }),
+                Slot::Far(t) => stmt(JMP | JA | K, u32::try_from(t.saturating_sub(i + 1)).unwrap_or(u32::MAX)),
                 Slot::Jump { code, k, jt, jf } => {
                     let to = |l: Label| {
                         let target = match l {
                             Label::Next => i + 1,
-                            Label::Accept => accept,
-                            Label::Reject => reject,
+                            Label::Skip => i + 2,
+                            Label::Accept => next_pad(i + 1, true),
+                            Label::Reject => next_pad(i + 1, false),
                             Label::At(t) => t,
                         };
-                        u8::try_from(target - i - 1).expect("filter longer than a classic BPF jump reaches")
+                        // Landings keep every target within reach; saturating keeps a bad label
+                        // from wrapping into an out-of-program jump (the kernel would refuse it).
+                        u8::try_from(target.saturating_sub(i + 1)).unwrap_or(u8::MAX)
                     };
                     Insn { code: *code, jt: to(*jt), jf: to(*jf), k: *k }
                 }
@@ -117,7 +158,13 @@ pub fn tcp_ports(ports: &[u16], snaplen: u32, skip_outgoing: bool) -> Vec<Insn> 
         b.jeq(PACKET_OUTGOING, Label::Reject, Label::Next); //     jeq #4 (outgoing) -> reject
     }
     b.op(stmt(LD | H | ABS, 12)); //                              ldh [12]: ethertype
-    let v4_test = b.jeq(ETHERTYPE_IP, Label::Next, Label::Next); // jeq #0x800, jf -> IPv6 test
+                                  // Up to FAR_PORTS ports the IPv6 test is within a conditional jump's reach (tcpdump's own
+                                  // program for one port); beyond, the false branch goes through a `ja`.
+    let far = ports.len() > FAR_PORTS;
+    let v4_test = b.jeq(ETHERTYPE_IP, if far { Label::Skip } else { Label::Next }, Label::Next); // jeq #0x800
+    if far {
+        b.0.push(Slot::Far(0)); //                                ja IPv6 test (any distance)
+    }
     b.op(stmt(LD | B | ABS, 14 + 9)); //                          ldb [23]: IPv4 protocol
     b.jeq(IPPROTO_TCP, Label::Next, Label::Reject); //            jeq #6
     b.op(stmt(LD | H | ABS, 14 + 6)); //                          ldh [20]: flags + fragment offset
@@ -128,7 +175,9 @@ pub fn tcp_ports(ports: &[u16], snaplen: u32, skip_outgoing: bool) -> Vec<Insn> 
     b.op(stmt(LD | B | ABS, 14 + 6)); //                          ldb [20]: IPv6 next header
     b.jeq(IPPROTO_TCP, Label::Next, Label::Reject); //            jeq #6
     port_tests(&mut b, ports, ABS, 14 + 40); //                  ldh [54] / [56]: ports
-    if let Slot::Jump { jf, .. } = &mut b.0[v4_test] {
+    if far {
+        b.0[v4_test + 1] = Slot::Far(v6);
+    } else if let Slot::Jump { jf, .. } = &mut b.0[v4_test] {
         *jf = Label::At(v6);
     }
     b.finish(snaplen)
@@ -146,6 +195,9 @@ fn port_tests(b: &mut Builder, ports: &[u16], mode: u16, base: u32) {
             k += 1;
             let miss = if k == last_block { Label::Reject } else { Label::Next };
             b.jeq(u32::from(p), Label::Accept, miss); // jeq #port -> accept
+            if k % LANDING_EVERY == 0 && k != last_block {
+                b.landing(); //                                           ja +2; ret #snaplen; ret #0
+            }
         }
     }
 }
@@ -188,8 +240,12 @@ pub fn tcp_l3(ports: &[u16], hosts: &[std::net::IpAddr], snaplen: u32, skip_outg
     }
     b.op(stmt(LD | B | ABS, 0)); //                                  ldb [0]: version
     b.op(stmt(ALU | AND | K, 0xf0)); //                              and #0xf0
-    let is_v4 = b.jeq(0x40, Label::Next, Label::Next); //             jeq #0x40, jf -> IPv6
-                                                       // IPv4 hosts (both lists empty of v4 while v6 hosts are asked: no IPv4 packet matches).
+    let far = ports.len() > FAR_PORTS;
+    let is_v4 = b.jeq(0x40, if far { Label::Skip } else { Label::Next }, Label::Next); // jeq #0x40, jf -> IPv6
+    if far {
+        b.0.push(Slot::Far(0)); //                                   ja IPv6 (any distance)
+    }
+    // IPv4 hosts (both lists empty of v4 while v6 hosts are asked: no IPv4 packet matches).
     b.op(stmt(LD | B | ABS, 9)); //                                  ldb [9]: protocol
     b.jeq(IPPROTO_TCP, Label::Next, Label::Reject);
     b.op(stmt(LD | H | ABS, 6)); //                                  ldh [6]: flags + offset
@@ -210,7 +266,9 @@ pub fn tcp_l3(ports: &[u16], hosts: &[std::net::IpAddr], snaplen: u32, skip_outg
         b.op(stmt(RET | K, 0));
     }
     let v6 = b.jeq(0x60, Label::Next, Label::Reject); //             jeq #0x60
-    if let Slot::Jump { jf, .. } = &mut b.0[is_v4] {
+    if far {
+        b.0[is_v4 + 1] = Slot::Far(v6);
+    } else if let Slot::Jump { jf, .. } = &mut b.0[is_v4] {
         *jf = Label::At(v6);
     }
     b.op(stmt(LD | B | ABS, 6)); //                                  ldb [6]: next header
@@ -313,6 +371,7 @@ pub fn interpret(prog: &[Insn], f: &TestFrame<'_>) -> Result<u32, String> {
                 Some(v) => x = 4 * (v & 0xf),
                 None => return Ok(0),
             },
+            c if c == JMP | JA | K => pc += i.k as usize,
             c if c == JMP | JEQ | K || c == JMP | JSET | K => {
                 let t = if c == JMP | JEQ | K { a == i.k } else { a & i.k != 0 };
                 pc += usize::from(if t { i.jt } else { i.jf });
@@ -424,6 +483,26 @@ mod tests {
         // Without skip_outgoing the outgoing copy is kept.
         let prog = tcp_ports(&[5001], 96, false);
         assert_eq!(run(&prog, &frame(true, 6, 5001, 9, false, 0), PACKET_OUTGOING), 96);
+    }
+
+    /// `--port` lists of any length (issue 24: about 62 ports overflowed the 8-bit jump offsets
+    /// and panicked): landings keep Accept and Reject within reach; every port still matches.
+    #[test]
+    fn any_number_of_ports_fits_the_jump_range() {
+        for n in [41u16, 62, 200, 900] {
+            let ports: Vec<u16> = (1..=n).collect();
+            for prog in [tcp_ports(&ports, 128, true), tcp_l3(&ports, &[], 128, Some(1))] {
+                assert!(prog.len() <= 4096, "BPF_MAXINSNS");
+                let l3 = prog.len() != tcp_ports(&ports, 128, true).len();
+                let strip = |f: Vec<u8>| if l3 { f[14..].to_vec() } else { f };
+                for p in [1, n / 2, n] {
+                    assert_eq!(run(&prog, &strip(frame(false, 6, 60000, p, false, 0)), 0), 128, "{n} ports, port {p}");
+                    assert_eq!(run(&prog, &strip(frame(true, 6, p, 60000, false, 0)), 0), 128, "{n} ports, port {p}");
+                }
+                assert_eq!(run(&prog, &strip(frame(false, 6, n + 1, 60000, false, 0)), 0), 0);
+                assert_eq!(run(&prog, &strip(frame(true, 17, 1, 60000, false, 0)), 0), 0, "UDP");
+            }
+        }
     }
 
     #[test]

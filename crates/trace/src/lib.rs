@@ -37,6 +37,18 @@ impl Endpoint {
     }
 }
 
+/// A TCP sequence (or acknowledgement) number, ordered modulo 2^32 (RFC 9293 3.4: "a < b"
+/// means b is ahead of a by less than 2^31), as smoltcp's `TcpSeqNumber`. The one definition
+/// of sequence order in tcpstall: wrap-around never misorders two numbers less than 2^31 apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SeqNum(pub u32);
+
+impl PartialOrd for SeqNum {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some((self.0.wrapping_sub(other.0) as i32).cmp(&0))
+    }
+}
+
 /// TCP header flags (RFC 9293 section 3.1), as the low byte of the header's flags field.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct TcpFlags(pub u8);
@@ -458,6 +470,15 @@ mod tests {
         s.flags = TcpFlags(TcpFlags::ACK);
         s.len = 10;
         assert!(!s.is_pure_ack());
+    }
+
+    /// RFC 9293 3.4: comparisons are modulo 2^32.
+    #[test]
+    fn sequence_numbers_compare_across_the_wrap() {
+        assert!(SeqNum(u32::MAX - 5) < SeqNum(10));
+        assert!(SeqNum(10) > SeqNum(u32::MAX - 5));
+        assert!(SeqNum(7) <= SeqNum(7) && SeqNum(7) >= SeqNum(7));
+        assert!(SeqNum(1) < SeqNum(1 << 30));
     }
 
     #[test]

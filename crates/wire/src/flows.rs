@@ -391,7 +391,7 @@ impl FlowTable {
         }
         let peer = from.peer().index();
         if let Some(fs) = f.fin_seq[peer] {
-            if seg.flags.ack() && (seg.ack.wrapping_sub(fs.wrapping_add(1)) as i32) >= 0 {
+            if seg.flags.ack() && trace::SeqNum(seg.ack) >= trace::SeqNum(fs.wrapping_add(1)) {
                 f.fin_acked[peer] = true;
             }
         }

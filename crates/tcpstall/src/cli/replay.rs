@@ -85,7 +85,7 @@ pub fn turns_of(segs: &[Seg]) -> Vec<(u64, u64, Turn)> {
         // Resent: ends at or before what this direction already sent (RFC 9293 3.4 sequence
         // comparison, modulo 2^32).
         if let Some(n) = next[d] {
-            if (end.wrapping_sub(n) as i32) <= 0 {
+            if trace::SeqNum(end) <= trace::SeqNum(n) {
                 continue;
             }
         }
