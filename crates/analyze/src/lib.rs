@@ -6,7 +6,7 @@
 //!
 //! A **stall** is a gap in a connection's data flow, in both directions at once, longer than
 //! `Config::min_gap` plus the path's round-trip time, that ends with a data segment: somebody
-//! had data to send and it did not move. [`classify`] names its cause from what the capture
+//! had data to send and it did not move. `classify` names its cause from what the capture
 //! shows around the gap: what the sender had unacknowledged when the gap began, which ACK came
 //! during the gap and how late, and what was sent when the gap ended. The rules and their
 //! sources (RFC sections, Linux functions) are in `classify.rs`.

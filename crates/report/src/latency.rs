@@ -21,7 +21,7 @@ pub struct LatencyDist {
     pub count: u64,
     /// CDF points `[value_us, fraction of samples <= value]`, increasing in both.
     pub cdf: Vec<[f64; 2]>,
-    /// Histogram bins `[low_us, high_us, count]`, log-spaced ([`BINS_PER_DECADE`] per decade),
+    /// Histogram bins `[low_us, high_us, count]`, log-spaced (`BINS_PER_DECADE` per decade),
     /// empty bins left out.
     pub hist: Vec<[f64; 3]>,
 }

@@ -1,5 +1,9 @@
 //! tcpstall: the binary only orchestrates; the work is in the library crates.
 
+// The flags' doc comments are their `--help` texts, where `HOST[:PORT]` is help, not an
+// intra-doc link.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 mod cli;
 
 use clap::Parser;

@@ -37,11 +37,11 @@ pub struct ReportData {
     pub chosen: Option<usize>,
     pub chosen_why: String,
     pub stalls: Vec<StallRow>,
-    /// Stall records in all flows (the table lists at most [`Limits::stalls`]).
+    /// Stall records in all flows (the table lists at most `Limits::stalls`).
     pub stalls_total: usize,
     pub ladders: Vec<Ladder>,
     pub timeseq: Vec<TimeSeq>,
-    /// Flows that had packets (graphs drawn for at most [`Limits::graphs`] of them).
+    /// Flows that had packets (graphs drawn for at most `Limits::graphs` of them).
     pub flows_with_packets: usize,
     pub flows_total: usize,
     pub limits: Limits,
@@ -103,7 +103,7 @@ pub struct Ladder {
     pub arrows: Vec<LadderArrow>,
     /// Timers and application calls at a host: `[t_ms, side (0 = A), text]`.
     pub marks: Vec<(f64, u8, String)>,
-    /// Packets in the window beyond [`Limits::arrows`] (not drawn).
+    /// Packets in the window beyond `Limits::arrows` (not drawn).
     pub cut: usize,
     /// The rule or timer that released the data, with its source.
     pub release: String,
@@ -147,7 +147,7 @@ pub struct Series {
     pub stalls: Vec<(f64, f64, Cause)>,
     /// Segments of this direction before downsampling.
     pub segments: usize,
-    /// More segments than [`Limits::bins`]: merged per time bin (each bin keeps its lowest and
+    /// More segments than `Limits::bins`: merged per time bin (each bin keeps its lowest and
     /// highest sequence number and its last ACK and window).
     pub downsampled: bool,
 }
