@@ -162,8 +162,8 @@ impl Running {
             Running::Socket(c, origin_ns) => match c.finish() {
                 Ok(cap) => PacketsOut::Captured {
                     cap,
-                    linktype: wire::linktype::ETHERNET,
-                    point: "loopback of the row's network namespace (arriving copies, AF_PACKET)".into(),
+                    linktype: capture::LINKTYPE,
+                    point: "loopback of the row's network namespace (arriving copies, AF_PACKET TPACKET_V3 ring)".into(),
                     origin_ns,
                     server_port: port,
                     frame_base: 0,
@@ -173,12 +173,12 @@ impl Running {
             Running::Tap(t, origin_ns) => {
                 // The tap's records pass a channel to the link's writer thread first.
                 std::thread::sleep(Duration::from_millis(20));
-                let frames: Vec<_> =
-                    t.0.take()
-                        .into_iter()
-                        .map(|(ts_ns, orig_len, data)| sys::packet::Frame { ts_ns, orig_len, data })
-                        .collect();
-                let cap = Captured { frames, stats: Default::default() };
+                let taken = t.0.take();
+                let mut frames = capture::Frames::with_capacity(taken.len());
+                for (ts_ns, orig_len, data) in &taken {
+                    frames.push(*ts_ns, *orig_len, data);
+                }
+                let cap = Captured { frames, ..Default::default() };
                 PacketsOut::Captured {
                     cap,
                     linktype: wire::linktype::IPV4,

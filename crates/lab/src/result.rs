@@ -229,6 +229,8 @@ fn packet_trace(
         frames: cap.frames.len() as u64,
         tcp_packets,
         kernel_drops: cap.stats.drops,
+        reader_cpu_us: cap.reader_cpu_ns.map(|ns| ns as f64 / 1e3),
+        reader_wakeups: cap.reader_wakeups,
         client: side(a),
         server: side(b),
     };

@@ -162,6 +162,13 @@ pub struct PacketCapture {
     /// Packets the kernel dropped because the capture socket's queue was full
     /// (PACKET_STATISTICS `tp_drops`).
     pub kernel_drops: u64,
+    /// What recording cost the row in user space: CPU time of the capture's reader thread over
+    /// the row (µs; None when not read, or for the link's tap, which the forwarder feeds).
+    #[serde(default)]
+    pub reader_cpu_us: Option<f64>,
+    /// Times the reader woke up to read the ring (blocks full or retired).
+    #[serde(default)]
+    pub reader_wakeups: u64,
     /// What each side put on the wire, counted from the packets (the whole connection).
     pub client: PacketSide,
     pub server: PacketSide,
