@@ -215,7 +215,6 @@ impl RowCapture {
                 }
                 stats = ring.statistics()?;
             }
-            drop(keep);
             let reader_cpu_ns = crate::cpu::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
             let stats = Stats { packets: stats.packets, drops: stats.drops };
             Ok(Captured { frames, stats, reader_cpu_ns, reader_wakeups: wakeups })

@@ -228,10 +228,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
         if args.link.is_some() {
             bail!("--path veth and --link are two different paths: pick one");
         }
-        let swept = lab::veth::sweep();
-        if !swept.is_empty() {
-            eprintln!("tcpstall: removed {} namespace(s) left by killed runs", swept.len());
-        }
+        // What killed runs left was swept at the start (cli::run).
         Some(lab::veth::VethPath::open(&knobs).map_err(|e| anyhow::anyhow!("--path veth: {e}"))?)
     } else {
         None
