@@ -82,10 +82,7 @@ fn verdict(ok: bool) -> &'static str {
 
 /// Medians of a list of runs.
 fn med(runs: &[Run]) -> Run {
-    Run {
-        rate: median(runs.iter().map(|r| r.rate).collect()),
-        p99_us: median(runs.iter().map(|r| r.p99_us).collect()),
-    }
+    Run { rate: median(runs.iter().map(|r| r.rate).collect()), p99_us: median(runs.iter().map(|r| r.p99_us).collect()) }
 }
 
 struct Row {
@@ -114,7 +111,11 @@ fn print_row(r: &Row) -> bool {
     if let Some(b) = r.bare_lab {
         println!(
             "  {:<34} lab without its packet record {:>8.0}/s p99 {:>7.1} us: the record costs {:.3}x rate, {:.2}x p99",
-            "", b.rate, b.p99_us, r.lab.rate / b.rate, r.lab.p99_us / b.p99_us
+            "",
+            b.rate,
+            b.p99_us,
+            r.lab.rate / b.rate,
+            r.lab.p99_us / b.p99_us
         );
     }
     rate >= 0.97 && p99 <= 1.2

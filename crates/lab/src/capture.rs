@@ -54,6 +54,9 @@ const RING_BLOCKS: u32 = 16;
 /// reader sees quiet rows' packets this late at most, and wakes at most this often besides full
 /// blocks.
 const RETIRE_MS: u32 = 4;
+/// The reader's longest sleep without a block: how soon it sees the row end (a wake-up
+/// without a block costs one poll call).
+const STOP_POLL_MS: u16 = 5;
 /// How long the last drain waits for the kernel to retire the block still being filled.
 const FINAL_WAIT: Duration = Duration::from_millis(200);
 
@@ -194,7 +197,7 @@ impl RowCapture {
                 }
             };
             while !flag.load(Ordering::Acquire) {
-                if ring.wait(50)? {
+                if ring.wait(STOP_POLL_MS)? {
                     wakeups += 1;
                     read += ring.drain(&mut keep).0;
                 }
@@ -332,9 +335,7 @@ impl CaptureFile {
         }
         let iface = Interface {
             name: "lo".into(),
-            description: format!(
-                "tcpstall lab row '{label}': loopback of its network namespace, arriving copies"
-            ),
+            description: format!("tcpstall lab row '{label}': loopback of its network namespace, arriving copies"),
             linktype: LINKTYPE,
             snaplen: SNAPLEN,
         };

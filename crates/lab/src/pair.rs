@@ -107,7 +107,10 @@ pub(crate) fn run_pair_noted(
     place: &Placement,
     opts: &LabOptions,
 ) -> Result<(RunResult, Option<analyze::Analysis>, Vec<String>), LabError> {
-    let program = workload.program();
+    let mut program = workload.program();
+    if let (Some(n), Program::Rounds(p)) = (opts.probe_rounds, &mut program) {
+        p.rounds = p.rounds.min(n);
+    }
     let (ready_tx, ready_rx) = mpsc::channel::<Ready>();
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let (rounds_tx, rounds_rx) = mpsc::channel::<()>();
@@ -163,7 +166,8 @@ impl Running {
                 Ok(cap) => PacketsOut::Captured {
                     cap,
                     linktype: capture::LINKTYPE,
-                    point: "loopback of the row's network namespace (arriving copies, AF_PACKET TPACKET_V3 ring)".into(),
+                    point: "loopback of the row's network namespace (arriving copies, AF_PACKET TPACKET_V3 ring)"
+                        .into(),
                     origin_ns,
                     server_port: port,
                     frame_base: 0,

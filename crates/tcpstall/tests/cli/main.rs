@@ -7,6 +7,7 @@ mod explain;
 mod explain_fuzz;
 mod kernel;
 mod lab;
+mod leftovers;
 mod link;
 mod report;
 mod seed003;
@@ -31,6 +32,13 @@ fn main() {
     let trials = vec![
         t!(seed003::route_quickack_and_thinning_move_the_ack_ratio, Root, Tool("ethtool"), Tool("iptables")),
         t!(seed003::a_killed_veth_run_is_swept_by_the_next, Root, Tool("ethtool"), Tool("iptables")),
+        t!(
+            leftovers::a_run_killed_mid_way_is_cleaned_up_by_the_next_run_of_another_kind,
+            Root,
+            Tool("ip"),
+            Tool("ethtool"),
+            Tool("iptables")
+        ),
         t!(watch::watch_finds_the_stalling_pair_only_and_keeps_its_packets, Root, Tool("tcpdump")),
         t!(watch::watch_without_cap_net_raw_says_so, Root, Tool("setpriv")),
         t!(watch::watch_bad_flags_and_ctrl_c, Root),
