@@ -141,7 +141,7 @@ pub fn a_run_killed_mid_way_is_cleaned_up_by_the_next_run_of_another_kind() {
     assert_eq!(state(), before, "after a killed `--matrix seed003` and a `lab`");
 
     // The emulated link: a shell with a server command and a command behind it.
-    let c = spawn(&["shell", "--link", "rtt=5ms", "--server-command", "sleep 301", "--", "sleep 302"]);
+    let c = spawn(&["shell", "--link", "rtt=5ms", "--server-command", "sleep 301", "--", "sleep", "302"]);
     kill_when(c, "shell --link", tagged_child_of);
     run_ok("lab --path veth after a killed shell", &next_veth);
     assert_eq!(state(), before, "after a killed `shell` and a `lab --path veth`");
