@@ -71,11 +71,16 @@ pub struct LabArgs {
     /// interface each)
     #[arg(long, value_name = "FILE")]
     pub capture: Option<PathBuf>,
-    /// Do not record the rows' packets (AF_PACKET on the row's loopback, or the link
+    /// Do not record the rows' packets (a TPACKET_V3 ring on the row's loopback, or the link
     /// forwarder's tap): no stall records, less CPU. On loopback without CAP_NET_RAW the
     /// capture is skipped anyway, with a note
     #[arg(long)]
     pub no_capture: bool,
+    /// Run the rows one at a time, in the matrix's order. By default (as root, on loopback) the
+    /// rows that only wait on kernel timers run side by side, each in its own namespace, and
+    /// the others alone after them; the table's header says which
+    #[arg(long)]
+    pub one_at_a_time: bool,
     /// Time each write's stay inside TCP (SO_TIMESTAMPING SCHED minus write time) and name the
     /// side that held data in the verdict. Off by default: it changes what it measures (on
     /// 6.18 TCP_QUICKACK after each recv stops helping when TX timestamps are on)
@@ -146,7 +151,12 @@ pub fn scenario_from(args: &LabArgs) -> anyhow::Result<Scenario> {
 }
 
 pub fn lab_options(args: &LabArgs) -> anyhow::Result<LabOptions> {
-    let mut o = LabOptions { tx_timestamps: args.tx_timestamps, capture: !args.no_capture, ..LabOptions::default() };
+    let mut o = LabOptions {
+        tx_timestamps: args.tx_timestamps,
+        capture: !args.no_capture,
+        parallel: !args.one_at_a_time,
+        ..LabOptions::default()
+    };
     if args.no_capture && args.capture.is_some() && args.link.is_none() {
         bail!("--capture FILE writes the packets --no-capture turns off: use one or the other");
     }

@@ -82,6 +82,8 @@ fn main() {
         t!(lab::a_port_in_use_is_a_one_line_error),
         t!(lab::scenarios_lists_the_catalogue),
         t!(lab::ctrl_c_keeps_the_finished_rows_and_exits_130),
+        t!(lab::side_by_side_rows_stop_at_ctrl_c_too, Root),
+        t!(lab::timer_bound_rows_run_side_by_side_and_say_so, Root),
         t!(lab::wire_covers_the_measured_rounds_only),
         t!(lab::tcpext_counters_cover_the_measured_rounds_only, Root),
         t!(lab::bulk_ack_depth_2_names_the_drain_wait_after_the_measured_rounds_without_counting_it, Root),
