@@ -1,12 +1,14 @@
-//! Does measuring disturb what is measured? The lab's rr row (1-byte request/response) as users
-//! run it, with its evidence on (a private network namespace per row, the row's packets recorded
-//! through the TPACKET_V3 ring and classified, the clock read after every socket call, tcp_info
-//! and TcpExt read around the rounds), against a bare C ping-pong (benches/c/pingpong.c,
-//! compiled here with `cc`: the socket calls and one clock read per round, nothing else), in
-//! every pinning: unpinned, client and server on two CPUs, both on one CPU. Alternating runs in
-//! the same process and minute, the order swapped every repeat; the medians of each side and
-//! their ratio are printed. Targets: round trips/s >= 0.97x bare C and p99 <= 1.2x bare C's.
-//! The lab without its packet record runs beside them, so the record's own cost is printed too.
+//! Does measuring disturb what is measured? The lab's rr row (1-byte request/response) as
+//! `tcpstall lab` runs a CPU-bound row, with its evidence on (a private network namespace per
+//! row, the row's packets recorded through the TPACKET_V3 ring and classified, the clock read
+//! after every client call, tcp_info and TcpExt read around the rounds; the latency from an
+//! unrecorded run of the same rounds right after the recorded one, `LabOptions::latency_apart`),
+//! against a bare C ping-pong (benches/c/pingpong.c, compiled here with `cc`: the socket calls
+//! and one clock read per round, nothing else), in every pinning: unpinned, client and server on
+//! two CPUs, both on one CPU. Alternating runs in the same process and minute, the order
+//! swapped every repeat; the medians of each side and their ratio are printed. Targets: round
+//! trips/s >= 0.97x bare C and p99 <= 1.2x bare C's. The lab timing its recorded rounds runs
+//! beside them, so the record's own cost is printed too.
 //!
 //! Then busy-poll: the lab's busy-poll row (both readers spin on MSG_DONTWAIT), evidence on,
 //! against the same C program with both ends spinning the same way (`spin`: `pp -b 1` style);
@@ -27,14 +29,15 @@ struct Run {
     p99_us: f64,
 }
 
-/// The lab's rr row: `strategy` on both sides, `capture` = its packet record, pinned as asked.
-/// Returns the run and the record's counters (drops, reader CPU µs), None when nothing was
-/// recorded.
-fn lab_rr(rounds: u32, strategy: &str, capture: bool, pin: Option<(usize, usize)>) -> (Run, Option<(u64, f64)>) {
+/// The lab's rr row: `strategy` on both sides, its packets recorded, pinned as asked; `apart`:
+/// latency from an unrecorded run after the recorded one (as `tcpstall lab` does for CPU-bound
+/// rows), else from the recorded rounds. Returns the run and the record's counters (drops,
+/// reader CPU µs), None when nothing was recorded.
+fn lab_rr(rounds: u32, strategy: &str, apart: bool, pin: Option<(usize, usize)>) -> (Run, Option<(u64, f64)>) {
     let w = Workload::Rr(Rr { size: 1, rounds });
     let side = SideOpts::parse_list(strategy).expect("strategy");
     let pair = StrategyPair::new(side.clone(), side);
-    let opts = LabOptions { capture, pin, ..LabOptions::default() };
+    let opts = LabOptions { pin, latency_apart: apart, ..LabOptions::default() };
     let r = lab::run_pair(&w, &pair, &Placement::loopback(), &opts).expect("lab rr");
     let run = Run { rate: r.rounds as f64 / r.wall_s, p99_us: r.latency_us.p99 };
     (run, r.capture.map(|c| (c.kernel_drops, c.reader_cpu_us.unwrap_or(0.0))))
@@ -89,7 +92,7 @@ struct Row {
     name: String,
     c: Run,
     lab: Run,
-    bare_lab: Option<Run>,
+    recorded: Option<Run>,
 }
 
 /// Prints the row and returns whether both targets are met.
@@ -108,14 +111,14 @@ fn print_row(r: &Row) -> bool {
         p99,
         verdict(p99 <= 1.2),
     );
-    if let Some(b) = r.bare_lab {
+    if let Some(b) = r.recorded {
         println!(
-            "  {:<34} lab without its packet record {:>8.0}/s p99 {:>7.1} us: the record costs {:.3}x rate, {:.2}x p99",
+            "  {:<34} lab timing its recorded rounds {:>8.0}/s p99 {:>7.1} us: {:.3}x C's rate, {:.2}x p99 (the record's cost)",
             "",
             b.rate,
             b.p99_us,
-            r.lab.rate / b.rate,
-            r.lab.p99_us / b.p99_us
+            b.rate / r.c.rate,
+            b.p99_us / r.c.p99_us
         );
     }
     rate >= 0.97 && p99 <= 1.2
@@ -170,7 +173,7 @@ fn main() {
             }
             b.push(lab_rr(rounds, "none", false, *pin).0);
         }
-        rows.push(Row { name: format!("blocking, {name}"), c: med(&c), lab: med(&l), bare_lab: Some(med(&b)) });
+        rows.push(Row { name: format!("blocking, {name}"), c: med(&c), lab: med(&l), recorded: Some(med(&b)) });
     }
     // Busy-poll, not on one CPU (see the module documentation).
     for (name, pin) in pinnings.iter().filter(|(_, p)| !matches!(p, Some((a, b)) if a == b)) {
@@ -194,7 +197,7 @@ fn main() {
                 c.push(c_rr(&bin, rounds, "spin", *pin));
             }
         }
-        rows.push(Row { name: format!("busy-poll, {name}"), c: med(&c), lab: med(&l), bare_lab: None });
+        rows.push(Row { name: format!("busy-poll, {name}"), c: med(&c), lab: med(&l), recorded: None });
     }
     let _ = std::fs::remove_file(&bin);
     println!("targets: lab rate >= 0.97x bare C, lab p99 <= 1.2x bare C's (same pinning, same run)");

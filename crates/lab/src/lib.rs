@@ -82,6 +82,10 @@ pub struct LabOptions {
     pub parallel: bool,
     /// Run at most this many measured rounds (or connections): `schedule`'s probes.
     pub probe_rounds: Option<u32>,
+    /// Take the row's latency from a second, unrecorded run of its rounds right after the
+    /// recorded one (loopback record only): the record's kernel copy costs about 0.3 us per
+    /// packet, measurable when rounds take microseconds. `schedule` sets it for CPU-bound rows.
+    pub latency_apart: bool,
 }
 
 impl Default for LabOptions {
@@ -101,6 +105,7 @@ impl Default for LabOptions {
             cancel: Cancel::new(),
             parallel: true,
             probe_rounds: None,
+            latency_apart: false,
         }
     }
 }

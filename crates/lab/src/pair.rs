@@ -100,8 +100,55 @@ pub(crate) enum PacketsOut {
 }
 
 /// Like `run_pair`, also returning notes on the namespace used ("" for the placement's own) and
-/// on the packet capture.
+/// on the packet capture. With `LabOptions::latency_apart` and the row's packets recorded on
+/// loopback, the same program runs a second time right after, unrecorded, and the row's
+/// latency, time and CPU are that run's (`apply_unrecorded`); the evidence stays the
+/// recorded run's.
 pub(crate) fn run_pair_noted(
+    workload: &Workload,
+    pair: &StrategyPair,
+    place: &Placement,
+    opts: &LabOptions,
+) -> Result<(RunResult, Option<analyze::Analysis>, Vec<String>), LabError> {
+    let (mut row, analysis, mut notes) = run_pair_once(workload, pair, place, opts)?;
+    let recorded_here = row.capture.is_some() && opts.tap.is_none();
+    if opts.latency_apart && recorded_here && !matches!(workload.program(), Program::Stream { .. }) {
+        let bare = LabOptions {
+            capture: false,
+            capture_file: None,
+            keep_packets: false,
+            latency_apart: false,
+            ..opts.clone()
+        };
+        let (u, _, _) = run_pair_once(workload, pair, place, &bare)?;
+        apply_unrecorded(&mut row, u);
+        notes.push(LATENCY_APART_NOTE.into());
+    }
+    Ok((row, analysis, notes))
+}
+
+/// The note of a row whose latency comes from its unrecorded run.
+pub const LATENCY_APART_NOTE: &str =
+    "CPU-bound rows: latency, ms/round and CPU from an unrecorded run of the same rounds after the recorded one";
+
+/// Take the timing of the unrecorded run `u` into the recorded row: latency, slow samples,
+/// wall time, throughput and CPU. The stall records, the verdict, the packets and the wire and
+/// tcp_info figures stay the recorded run's (pure).
+pub fn apply_unrecorded(row: &mut RunResult, u: RunResult) {
+    row.latency_us = u.latency_us;
+    row.latency_dist = u.latency_dist;
+    row.samples_ns = u.samples_ns;
+    row.slow_samples = u.slow_samples;
+    row.slow_sample_threshold_us = u.slow_sample_threshold_us;
+    row.wall_s = u.wall_s;
+    row.throughput_bytes_per_s = u.throughput_bytes_per_s;
+    row.cpu = u.cpu;
+    if let Some(c) = row.capture.as_mut() {
+        c.latency_unrecorded = true;
+    }
+}
+
+fn run_pair_once(
     workload: &Workload,
     pair: &StrategyPair,
     place: &Placement,
@@ -140,7 +187,7 @@ pub(crate) fn run_pair_noted(
     if let PacketsOut::Captured { cap, frame_base, .. } = &mut packets {
         if cap.stats.drops > 0 {
             notes.push(format!(
-                "the packet capture lost {} of {} packets (socket queue full): stall records may be incomplete",
+                "the packet capture lost {} of {} packets (the ring was full: its reader fell behind): stall records may be incomplete",
                 cap.stats.drops, cap.stats.packets
             ));
         }

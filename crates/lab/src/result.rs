@@ -231,6 +231,7 @@ fn packet_trace(
         kernel_drops: cap.stats.drops,
         reader_cpu_us: cap.reader_cpu_ns.map(|ns| ns as f64 / 1e3),
         reader_wakeups: cap.reader_wakeups,
+        latency_unrecorded: false,
         client: side(a),
         server: side(b),
     };

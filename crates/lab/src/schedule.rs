@@ -12,6 +12,13 @@
 //! time waiting for the kernel. Then the timer-bound rows run in full side by side, and after
 //! them the other rows one at a time, alone. The report lists the rows in the matrix's order.
 //!
+//! The CPU-bound rows of such a run also take their latency apart from their evidence
+//! (`LabOptions::latency_apart`): each runs twice in a row, recorded (stall records, packets,
+//! wire and tcp_info) then unrecorded (latency, ms/round, CPU), because the record's kernel
+//! copy, about 0.3 us per packet, is measurable in rounds of microseconds (`cargo bench -p
+//! tcpstall-lab --bench rr`); in a timer-bound row's rounds of milliseconds it is not, and
+//! those rows record every round they time.
+//!
 //! Only on loopback with a private namespace per row (root), with no `--capture FILE` (the file
 //! keeps the rows in order), never for stream rows, and never behind an emulated link (one link
 //! carries every row: rows side by side would share it). Otherwise rows run one at a time.
@@ -113,6 +120,10 @@ pub(crate) fn run(
             TIMER_CPU_SHARE * 100.0
         )
     });
+    // The CPU-bound rows of a probed run take their latency from an unrecorded run beside the
+    // recorded one (`LabOptions::latency_apart`).
+    let probed = eligible(s, place, opts) && total > 1;
+    let cpu_bound = LabOptions { latency_apart: true, ..opts.clone() };
     let mut failed = false;
     if side_by_side.len() > 1 && !opts.cancel.is_cancelled() {
         for &i in &side_by_side {
@@ -145,7 +156,8 @@ pub(crate) fn run(
             continue;
         }
         progress(Progress::Start { index: i, total, label: jobs[i].pair.label.clone() });
-        let r = crate::run_row(&jobs[i].workload, jobs[i].pair, place, opts);
+        let o = if probed && !timer[i] { &cpu_bound } else { opts };
+        let r = crate::run_row(&jobs[i].workload, jobs[i].pair, place, o);
         progress(Progress::Done { index: i, total });
         failed |= r.is_err();
         out[i] = Some(Outcome::Done(Box::new(r)));

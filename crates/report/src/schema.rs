@@ -169,6 +169,11 @@ pub struct PacketCapture {
     /// Times the reader woke up to read the ring (blocks full or retired).
     #[serde(default)]
     pub reader_wakeups: u64,
+    /// The row's latency, wall time and CPU come from a second, unrecorded run of the same
+    /// rounds right after the recorded one (lab, CPU-bound rows): the record costs measurable
+    /// time in rounds of microseconds. The stall records and packets are the recorded run's.
+    #[serde(default)]
+    pub latency_unrecorded: bool,
     /// What each side put on the wire, counted from the packets (the whole connection).
     pub client: PacketSide,
     pub server: PacketSide,
