@@ -47,7 +47,7 @@ fn lo_header(ip: &[u8]) -> [u8; 14] {
 }
 
 /// The ring: `RING_BLOCKS` blocks of `RING_BLOCK` bytes (about 7,000 small packets each: 32 MB
-/// hold over 100,000 packets, more than the reader's worst delay at loopback rates).
+/// hold over 200,000 packets, more than the reader's worst delay at loopback rates).
 const RING_BLOCK: u32 = 1 << 20;
 const RING_BLOCKS: u32 = 32;
 /// A block with packets is handed over at the latest this long after its first packet: the

@@ -128,8 +128,7 @@ pub(crate) fn run_pair_noted(
 }
 
 /// The note of a row whose latency comes from its unrecorded run.
-pub const LATENCY_APART_NOTE: &str =
-    "CPU-bound rows: latency, ms/round and CPU from an unrecorded run of the same rounds after the recorded one";
+pub const LATENCY_APART_NOTE: &str = "CPU-bound rows: latency from an unrecorded run after the recorded one";
 
 /// Take the timing of the unrecorded run `u` into the recorded row: latency, slow samples,
 /// wall time, throughput and CPU. The stall records, the verdict, the packets and the wire and
