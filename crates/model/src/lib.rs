@@ -22,7 +22,7 @@ mod tcp;
 
 pub use profile::{AckPolicy, NagleRule, Profile};
 pub use sim::TRACE_LIMIT;
-pub use summary::{classify, report, run_result, RunSpec};
+pub use summary::{classify, report, report_kept, run_result, Keep, RunSpec};
 pub use tcp::Counters;
 
 use scenario::{LinkSpec, StrategyPair, Workload};
@@ -52,6 +52,9 @@ pub struct SimConfig<'a> {
     pub timestamps: Option<bool>,
     /// Keep the event-by-event trace (costs memory; off for benchmarks).
     pub record_trace: bool,
+    /// Classify the segments as the run puts them on the wire (`analyze::FlowAnalyzer`, fed
+    /// one event at a time: memory independent of the rounds), into `Outcome::stalls`.
+    pub classify: Option<analyze::Config>,
     /// Give up (with an error) past this much simulated time.
     pub max_time_ns: u64,
     /// Give up past this many events.
@@ -71,6 +74,7 @@ impl<'a> SimConfig<'a> {
             mss: None,
             timestamps: None,
             record_trace: false,
+            classify: None,
             max_time_ns: 24 * 3600 * 1_000_000_000,
             max_events: 2_000_000_000,
             call_ns: 0,
@@ -145,6 +149,8 @@ pub struct Outcome {
     pub releases: Vec<Release>,
     /// Empty unless `SimConfig::record_trace`.
     pub trace: Vec<Event>,
+    /// The classifier's stall records, classified as the run went (`SimConfig::classify`).
+    pub stalls: Option<Vec<analyze::Stall>>,
     pub sides: [SideEnd; 2],
     pub writes: u64,
     pub dropped: u64,

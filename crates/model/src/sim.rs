@@ -55,6 +55,8 @@ pub(crate) struct Sim {
     rng: SmallRng,
     actions: Vec<Action>,
     trace: Option<Vec<Event>>,
+    /// The classifier, fed each segment as it is sent (`SimConfig::classify`).
+    analyzer: Option<analyze::FlowAnalyzer>,
     step: u64,
     releases: Vec<Release>,
     samples: Vec<RoundSample>,
@@ -141,6 +143,7 @@ impl Sim {
             rng: SmallRng::seed_from_u64(cfg.seed),
             actions: Vec::with_capacity(64),
             trace: cfg.record_trace.then(Vec::new),
+            analyzer: cfg.classify.map(analyze::FlowAnalyzer::new),
             step: 0,
             releases: Vec::new(),
             samples: Vec::new(),
@@ -163,12 +166,17 @@ impl Sim {
     }
 
     fn record(&mut self, from: usize, kind: EventKind) {
-        if let Some(tr) = &mut self.trace {
-            if tr.len() >= TRACE_LIMIT {
-                return;
-            }
-            self.step += 1;
-            tr.push(Event { t: trace::Instant(self.now), from: EP[from], kind, evidence: Evidence::Model(self.step) });
+        let tracing = self.trace.as_ref().is_some_and(|tr| tr.len() < TRACE_LIMIT);
+        if !tracing && self.analyzer.is_none() {
+            return;
+        }
+        self.step += 1;
+        let ev = Event { t: trace::Instant(self.now), from: EP[from], kind, evidence: Evidence::Model(self.step) };
+        if let (Some(fa), EventKind::Segment(_)) = (&mut self.analyzer, &ev.kind) {
+            fa.push(&ev);
+        }
+        if let (true, Some(tr)) = (tracing, &mut self.trace) {
+            tr.push(ev);
         }
     }
 
@@ -593,6 +601,7 @@ impl Sim {
             samples: self.samples,
             releases: self.releases,
             trace: self.trace.unwrap_or_default(),
+            stalls: self.analyzer.map(|fa| fa.finish().stalls),
             sides,
             writes: self.writes,
             dropped: self.links[0].dropped + self.links[1].dropped,

@@ -148,13 +148,21 @@ fn tcp_stats(s: &SideEnd) -> TcpStats {
 /// `SimConfig::record_trace`): the same stall records a capture of this run would get. The
 /// timers match the profiles' HZ (the coarser of the two sides).
 pub fn classify(out: &Outcome, client: &Profile, server: &Profile) -> Vec<analyze::Stall> {
+    if let Some(stalls) = &out.stalls {
+        return stalls.clone();
+    }
     if out.trace.is_empty() {
         return Vec::new();
     }
-    let hz = u64::from(client.timer_hz.min(server.timer_hz).max(1));
-    let cfg = analyze::Config { min_gap: trace::Duration(STALL_MARGIN_NS), timers: analyze::Timers::linux(hz) };
+    let cfg = classifier_config(client, server);
     let segments = out.trace.iter().filter(|e| matches!(e.kind, trace::EventKind::Segment(_))).cloned();
     analyze::analyze_events(segments, cfg).flows.into_iter().flat_map(|f| f.stalls).collect()
+}
+
+/// The classifier's configuration for a run between these profiles: their HZ (the coarser).
+pub fn classifier_config(client: &Profile, server: &Profile) -> analyze::Config {
+    let hz = u64::from(client.timer_hz.min(server.timer_hz).max(1));
+    analyze::Config { min_gap: trace::Duration(STALL_MARGIN_NS), timers: analyze::Timers::linux(hz) }
 }
 
 /// Latency percentiles and slow samples (more than [`STALL_MARGIN_NS`] above the no-stall
@@ -191,6 +199,33 @@ pub fn report(
     spec: &RunSpec,
     record_trace: bool,
 ) -> (Report, Vec<Outcome>) {
+    report_kept(scenario, pairs, spec, Keep { trace: record_trace, samples: true })
+}
+
+/// What [`report_kept`] keeps of each run beyond the report's figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keep {
+    /// The event-by-event trace, and the outcome's per-round samples (`--trace`, `--pcap`,
+    /// `--report`).
+    pub trace: bool,
+    /// Every latency sample in the rows (`RunResult::samples_ns`: advise's bootstrap, the HTML
+    /// report's CDF). Off, memory stays flat in rounds.
+    pub samples: bool,
+}
+
+/// Like [`report`], keeping only what `keep` asks for: without the trace and the samples a
+/// run's memory does not grow with its rounds (the classifier reads the segments as the model
+/// sends them), except for one round's latency (8 bytes) while its row is summarised.
+pub fn report_kept(scenario: &Scenario, pairs: &[StrategyPair], spec: &RunSpec, keep: Keep) -> (Report, Vec<Outcome>) {
+    let record_trace = keep.trace;
+    let slim = |row: &mut RunResult, out: &mut Outcome| {
+        if !keep.samples {
+            row.samples_ns = Vec::new();
+        }
+        if !keep.trace {
+            out.samples = Vec::new();
+        }
+    };
     let mut results = Vec::new();
     let mut outcomes = Vec::new();
     let mut errors = Vec::new();
@@ -203,9 +238,13 @@ pub fn report(
                 cfg.seed = spec.seed;
                 cfg.mss = spec.mss;
                 cfg.timestamps = spec.timestamps;
-                // The classifier reads the packets; a stream has no stall verdict and millions of
-                // segments, so only its caller's --trace/--pcap records one.
-                cfg.record_trace = record_trace || !matches!(workload, Workload::Stream(_));
+                // The classifier reads the packets as the run sends them (memory flat in rounds);
+                // a stream has no stall verdict and millions of segments. The trace is kept only
+                // for the caller's --trace/--pcap/--report.
+                cfg.record_trace = record_trace;
+                if !matches!(workload, Workload::Stream(_)) {
+                    cfg.classify = Some(classifier_config(client, server));
+                }
                 cfg.call_ns = spec.call_ns;
                 let label = match (many, variant.is_empty()) {
                     (true, true) => format!("profile={pname}"),
@@ -221,8 +260,10 @@ pub fn report(
                     for k in 0..n {
                         let c = SimConfig { seed: spec.seed.wrapping_add(u64::from(k)), ..cfg.clone() };
                         match run_one(&one, pair, &c) {
-                            Ok(out) => {
-                                rows.push(run_result(&out, pair, &label, client, server));
+                            Ok(mut out) => {
+                                let mut row = run_result(&out, pair, &label, client, server);
+                                slim(&mut row, &mut out);
+                                rows.push(row);
                                 first.get_or_insert(out);
                             }
                             Err(e) => {
@@ -238,8 +279,10 @@ pub fn report(
                     continue;
                 }
                 match run_one(&workload, pair, &cfg) {
-                    Ok(out) => {
-                        results.push(run_result(&out, pair, &label, client, server));
+                    Ok(mut out) => {
+                        let mut row = run_result(&out, pair, &label, client, server);
+                        slim(&mut row, &mut out);
+                        results.push(row);
                         outcomes.push(out);
                     }
                     Err(e) => errors.push(format!("{} {}: {e}", pair.label, label)),
@@ -316,6 +359,7 @@ mod tests {
             samples,
             releases,
             trace: Vec::new(),
+            stalls: None,
             sides: [side(), side()],
             writes: 0,
             dropped: 0,
