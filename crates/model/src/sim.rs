@@ -543,7 +543,8 @@ impl Sim {
                 }
                 SampleKind::ClientRound if app.cur.idx + 1 == app.steps[1].len() => {
                     let lat = (now - app.round_start).saturating_sub(app.round_sleep);
-                    let s = RoundSample { start: app.round_start, end: now, latency: lat, trace: (app.round_trace, tlen) };
+                    let s =
+                        RoundSample { start: app.round_start, end: now, latency: lat, trace: (app.round_trace, tlen) };
                     self.sample(s);
                 }
                 _ => {}

@@ -185,7 +185,8 @@ fn latency_and_slow_samples(out: &Outcome) -> (Latency, u64, u64) {
     if (out.samples.len() as u64) < out.sample_stats.count {
         let st = &out.sample_stats;
         let threshold = st.min_unwaited.unwrap_or(0) + STALL_MARGIN_NS;
-        let slow = st.hist.iter_recorded().filter(|v| v.value_iterated_to() > threshold).map(|v| v.count_at_value()).sum();
+        let slow =
+            st.hist.iter_recorded().filter(|v| v.value_iterated_to() > threshold).map(|v| v.count_at_value()).sum();
         return (Latency::from_histogram_ns(&st.hist), slow, threshold);
     }
     let mut sorted: Vec<u64> = out.samples.iter().map(|s| s.latency).collect();

@@ -10,12 +10,22 @@ use tcpstall_model as model;
 fn spec() -> RunSpec {
     let p = Profile::builtin("linux").unwrap();
     let link = LinkSpec::default();
-    RunSpec { profiles: vec![(p.clone(), p)], link_label: link.to_string(), link, seed: 1, mss: None, timestamps: None, call_ns: 2_000 }
+    RunSpec {
+        profiles: vec![(p.clone(), p)],
+        link_label: link.to_string(),
+        link,
+        seed: 1,
+        mss: None,
+        timestamps: None,
+        call_ns: 2_000,
+    }
 }
 
 #[test]
 fn a_run_that_keeps_nothing_reports_what_a_run_that_keeps_everything_does() {
-    for (name, sets) in [("chunked", &["round=30"][..]), ("multi-write", &["requests=30"][..]), ("rr", &["rounds=500"][..])] {
+    for (name, sets) in
+        [("chunked", &["round=30"][..]), ("multi-write", &["requests=30"][..]), ("rr", &["rounds=500"][..])]
+    {
         let mut s = Scenario::builtin(name).unwrap();
         s.apply_sets(sets).unwrap();
         let (full, _) = report(&s, &s.matrix, &spec(), true);
