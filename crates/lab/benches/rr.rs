@@ -4,7 +4,9 @@
 //! after every client call, tcp_info and TcpExt read around the rounds; the latency from an
 //! unrecorded run of the same rounds right after the recorded one, `LabOptions::latency_apart`),
 //! against a bare C ping-pong (benches/c/pingpong.c, compiled here with `cc`: the socket calls
-//! and one clock read per round, nothing else), in every pinning: unpinned, client and server on
+//! and one clock read per round, nothing else; as root in a private network namespace of its
+//! own like the lab's rows, so neither pays for a capture running on the host's loopback), in
+//! every pinning: unpinned, client and server on
 //! two CPUs, both on one CPU. Alternating runs in the same process and minute, the order
 //! swapped every repeat; the medians of each side and their ratio are printed. Targets: round
 //! trips/s >= 0.97x bare C and p99 <= 1.2x bare C's. The lab timing its recorded rounds runs
@@ -57,8 +59,18 @@ fn c_binary() -> Option<PathBuf> {
     ok.then_some(out)
 }
 
+/// Runs the C ping-pong as the lab runs a row: in a private network namespace with `lo` at MTU
+/// 1500 (`unshare -n`, as root), so a capture someone else runs on the host's loopback (a
+/// `tcpdump -i lo`, a `tcpstall watch`) taxes neither side; elsewhere on the host's loopback.
 fn c_rr(bin: &Path, rounds: u32, mode: &str, pin: Option<(usize, usize)>) -> Run {
-    let mut cmd = std::process::Command::new(bin);
+    let private = nix::unistd::geteuid().is_root();
+    let mut cmd = if private {
+        let mut c = std::process::Command::new("unshare");
+        c.args(["-n", "sh", "-c", "ip link set lo mtu 1500 up && exec \"$0\" \"$@\""]).arg(bin);
+        c
+    } else {
+        std::process::Command::new(bin)
+    };
     cmd.arg(rounds.to_string()).arg(mode);
     if let Some((a, b)) = pin {
         cmd.arg(a.to_string()).arg(b.to_string());
