@@ -462,8 +462,12 @@ fn run_rounds(
     let real0 = capture::realtime_ns();
     let cpu0 = crate::cpu::thread_cpu_ns();
     let t0 = Instant::now();
+    // A round starts where the one before ended (the clock read after its last call): one clock
+    // read per socket call and none between rounds. With write stamps the drain between rounds
+    // is left out of the rounds by a fresh read.
+    let mut prev = t0;
     for i in 0..u64::from(p.rounds) {
-        let mut clk = Clock::start();
+        let mut clk = if r.tx.is_some() { Clock::start() } else { Clock { prev, slept: Duration::ZERO } };
         let start = clk.prev;
         r.run(&round, Phase::Round(i), &mut clk, rec.as_deref_mut())?;
         if !reads {
@@ -471,6 +475,7 @@ fn run_rounds(
                 rec.sample((clk.prev.duration_since(start).saturating_sub(clk.slept)).as_nanos() as u64);
             }
         }
+        prev = clk.prev;
         // Between rounds, outside the timed part: the error queue holds only so many stamps.
         drain(r);
     }
