@@ -54,7 +54,7 @@ fn main() {
         println!("veth bench: needs root: not run");
         return;
     }
-    lab::veth::sweep();
+    link::sweep::sweep_all();
     let path = VethPath::open(&Knobs::default()).expect("veth path");
     let (mut i, mut t) = (Vec::new(), Vec::new());
     for _ in 0..reps {

@@ -148,9 +148,13 @@ impl Clock {
     pub fn start() -> Self {
         Clock { prev: Instant::now(), slept: Duration::ZERO }
     }
-    /// Read the clock after a call: record how long the call took as a wait.
+    /// Read the clock after a call: record how long the call took as a wait. Without a
+    /// recorder or a write log (the server's rounds) nothing reads the time: no clock read.
     #[inline]
-    fn tick(&mut self, rec: &mut Option<&mut Recorder>) {
+    fn tick(&mut self, rec: &mut Option<&mut Recorder>, logged: bool) {
+        if rec.is_none() && !logged {
+            return;
+        }
         let t = Instant::now();
         if let Some(r) = rec.as_deref_mut() {
             r.wait(t.duration_since(self.prev).as_nanos() as u64);
@@ -207,7 +211,7 @@ impl Runner<'_> {
             let before = clk.prev;
             let n =
                 self.sock.send_with_flags(&self.sbuf[off..end], flags).map_err(|e| self.io_err(phase, "send", e))?;
-            clk.tick(rec);
+            clk.tick(rec, self.tx.is_some());
             if let Some(tx) = self.tx.as_mut() {
                 tx.write(n, before);
             }
@@ -228,7 +232,7 @@ impl Runner<'_> {
             match op {
                 Op::Set(o) => {
                     apply(self.sock, *o).map_err(|e| self.io_err(phase, "setsockopt", e))?;
-                    clk.tick(&mut rec);
+                    clk.tick(&mut rec, self.tx.is_some());
                 }
                 Op::Send { len, flags } => self.send_all(phase, 0, *len, *flags, clk, &mut rec)?,
                 Op::Gather { bufs, total } => {
@@ -237,7 +241,7 @@ impl Runner<'_> {
                         .sock
                         .send_vectored_with_flags(bufs, libc::MSG_NOSIGNAL)
                         .map_err(|e| self.io_err(phase, "sendmsg", e))?;
-                    clk.tick(&mut rec);
+                    clk.tick(&mut rec, self.tx.is_some());
                     if let Some(tx) = self.tx.as_mut() {
                         tx.write(n, before);
                     }
@@ -250,7 +254,7 @@ impl Runner<'_> {
                     while got < *len {
                         let want = (*len - got).min(self.rbuf.len());
                         let n = self.read_some(want).map_err(|e| self.io_err(phase, "recv", e))?;
-                        clk.tick(&mut rec);
+                        clk.tick(&mut rec, self.tx.is_some());
                         if n == 0 {
                             return Err(LabError::PeerClosed {
                                 side: self.side,
@@ -261,7 +265,7 @@ impl Runner<'_> {
                         got += n;
                         for &o in self.after_recv {
                             apply(self.sock, o).map_err(|e| self.io_err(phase, "setsockopt", e))?;
-                            clk.tick(&mut rec);
+                            clk.tick(&mut rec, self.tx.is_some());
                         }
                     }
                     if *sample {

@@ -20,6 +20,7 @@ mod pair;
 mod placement;
 pub mod remote;
 mod result;
+mod schedule;
 pub mod seed003;
 pub mod txstamp;
 pub mod verdict;
@@ -81,6 +82,15 @@ pub struct LabOptions {
     /// Cancellation (Ctrl-C): checked between rows; cancelling shuts the running row's sockets
     /// down so it stops at once. The rows finished before stay in the report.
     pub cancel: Cancel,
+    /// Let `run_scenario` run the rows that wait on kernel timers side by side, each in its own
+    /// namespace (`schedule`); CPU-bound rows always run alone.
+    pub parallel: bool,
+    /// Run at most this many measured rounds (or connections): `schedule`'s probes.
+    pub probe_rounds: Option<u32>,
+    /// Take the row's latency from a second, unrecorded run of its rounds right after the
+    /// recorded one (loopback record only): the record's kernel copy costs about 0.3 us per
+    /// packet, measurable when rounds take microseconds. `schedule` sets it for CPU-bound rows.
+    pub latency_apart: bool,
 }
 
 impl Default for LabOptions {
@@ -99,6 +109,9 @@ impl Default for LabOptions {
             pin: None,
             kernel: KernelEvidence::Off,
             cancel: Cancel::new(),
+            parallel: true,
+            probe_rounds: None,
+            latency_apart: false,
         }
     }
 }
@@ -195,41 +208,49 @@ pub fn run_scenario(s: &Scenario, place: &Placement, opts: &LabOptions, progress
         errors: Vec::new(),
     };
     let mut notes: Vec<String> = Vec::new();
-    let mut index = 0;
-    'rows: for (variant, workload) in &variants {
-        for pair in &s.matrix {
-            let label = if variant.is_empty() { pair.label.clone() } else { format!("{variant} / {}", pair.label) };
-            if opts.cancel.is_cancelled() {
-                report.errors.push(interrupted(&label, report.results.len(), total, false));
-                break 'rows;
+    let jobs: Vec<schedule::Job<'_>> = variants
+        .iter()
+        .flat_map(|(variant, workload)| {
+            s.matrix.iter().map(move |pair| schedule::Job {
+                label: if variant.is_empty() { pair.label.clone() } else { format!("{variant} / {}", pair.label) },
+                variant: variant.clone(),
+                workload: workload.clone(),
+                pair,
+            })
+        })
+        .collect();
+    let (outcomes, plan) = schedule::run(&jobs, s, place, opts, progress);
+    for (job, outcome) in jobs.iter().zip(outcomes) {
+        let r = match outcome {
+            schedule::Outcome::NotRun { during_cancel } => {
+                report.errors.push(interrupted(&job.label, report.results.len(), total, during_cancel));
+                break;
             }
-            progress(Progress::Start { index, total, label: pair.label.clone() });
-            let r = run_row(workload, pair, place, opts);
-            progress(Progress::Done { index, total });
-            index += 1;
-            match r {
-                // A row that finished before the cancel took effect is complete: keep it.
-                Ok((mut row, _analysis, note)) => {
-                    row.variant = variant.clone();
-                    for n in note {
-                        if !n.is_empty() && !notes.contains(&n) {
-                            notes.push(n);
-                        }
+            schedule::Outcome::Done(r) => *r,
+        };
+        match r {
+            // A row that finished before the cancel took effect is complete: keep it.
+            Ok((mut row, _analysis, note)) => {
+                row.variant = job.variant.clone();
+                for n in note {
+                    if !n.is_empty() && !notes.contains(&n) {
+                        notes.push(n);
                     }
-                    report.results.push(row);
                 }
-                // Whatever the sockets reported after being shut down is the echo of the cancel.
-                Err(_) if opts.cancel.is_cancelled() => {
-                    report.errors.push(interrupted(&label, report.results.len(), total, true));
-                    break 'rows;
-                }
-                Err(e) => {
-                    report.errors.push(format!("{}: {e}", pair.label));
-                    break 'rows;
-                }
+                report.results.push(row);
+            }
+            // Whatever the sockets reported after being shut down is the echo of the cancel.
+            Err(_) if opts.cancel.is_cancelled() => {
+                report.errors.push(interrupted(&job.label, report.results.len(), total, true));
+                break;
+            }
+            Err(e) => {
+                report.errors.push(format!("{}: {e}", job.pair.label));
+                break;
             }
         }
     }
+    notes.extend(plan);
     if !notes.is_empty() {
         report.link = format!("{} ({})", report.link, notes.join("; "));
     }
@@ -244,7 +265,7 @@ pub fn run_scenario(s: &Scenario, place: &Placement, opts: &LabOptions, progress
 /// The error line of a cancelled run.
 /// One row: one connection, or (`connection = "new"`) one single-round connection per round
 /// folded into one row by `report::merge_connections`.
-fn run_row(
+pub(crate) fn run_row(
     workload: &scenario::Workload,
     pair: &scenario::StrategyPair,
     place: &Placement,
@@ -253,6 +274,7 @@ fn run_row(
     let Some((one, n)) = workload.per_connection() else {
         return pair::run_pair_noted(workload, pair, place, opts);
     };
+    let n = opts.probe_rounds.map_or(n, |p| n.min(p));
     let mut runs = Vec::with_capacity(n as usize);
     let mut notes = Vec::new();
     for k in 0..n {

@@ -109,14 +109,63 @@ pub(crate) enum PacketsOut {
 }
 
 /// Like `run_pair`, also returning notes on the namespace used ("" for the placement's own) and
-/// on the packet capture.
+/// on the packet capture. With `LabOptions::latency_apart` and the row's packets recorded on
+/// loopback, the same program runs a second time right after, unrecorded, and the row's
+/// latency, time and CPU are that run's (`apply_unrecorded`); the evidence stays the
+/// recorded run's.
 pub(crate) fn run_pair_noted(
     workload: &Workload,
     pair: &StrategyPair,
     place: &Placement,
     opts: &LabOptions,
 ) -> Result<(RunResult, Option<analyze::Analysis>, Vec<String>), LabError> {
-    let program = workload.program();
+    let (mut row, analysis, mut notes) = run_pair_once(workload, pair, place, opts)?;
+    let recorded_here = row.capture.is_some() && opts.tap.is_none();
+    if opts.latency_apart && recorded_here && !matches!(workload.program(), Program::Stream { .. }) {
+        let bare = LabOptions {
+            capture: false,
+            capture_file: None,
+            keep_packets: false,
+            latency_apart: false,
+            ..opts.clone()
+        };
+        let (u, _, _) = run_pair_once(workload, pair, place, &bare)?;
+        apply_unrecorded(&mut row, u);
+        notes.push(LATENCY_APART_NOTE.into());
+    }
+    Ok((row, analysis, notes))
+}
+
+/// The note of a row whose latency comes from its unrecorded run.
+pub const LATENCY_APART_NOTE: &str = "CPU-bound rows: latency from an unrecorded run after the recorded one";
+
+/// Take the timing of the unrecorded run `u` into the recorded row: latency, slow samples,
+/// wall time, throughput and CPU. The stall records, the verdict, the packets and the wire and
+/// tcp_info figures stay the recorded run's (pure).
+pub fn apply_unrecorded(row: &mut RunResult, u: RunResult) {
+    row.latency_us = u.latency_us;
+    row.latency_dist = u.latency_dist;
+    row.samples_ns = u.samples_ns;
+    row.slow_samples = u.slow_samples;
+    row.slow_sample_threshold_us = u.slow_sample_threshold_us;
+    row.wall_s = u.wall_s;
+    row.throughput_bytes_per_s = u.throughput_bytes_per_s;
+    row.cpu = u.cpu;
+    if let Some(c) = row.capture.as_mut() {
+        c.latency_unrecorded = true;
+    }
+}
+
+fn run_pair_once(
+    workload: &Workload,
+    pair: &StrategyPair,
+    place: &Placement,
+    opts: &LabOptions,
+) -> Result<(RunResult, Option<analyze::Analysis>, Vec<String>), LabError> {
+    let mut program = workload.program();
+    if let (Some(n), Program::Rounds(p)) = (opts.probe_rounds, &mut program) {
+        p.rounds = p.rounds.min(n);
+    }
     let (ready_tx, ready_rx) = mpsc::channel::<Ready>();
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let (rounds_tx, rounds_rx) = mpsc::channel::<()>();
@@ -146,7 +195,7 @@ pub(crate) fn run_pair_noted(
     if let PacketsOut::Captured { cap, frame_base, .. } = &mut packets {
         if cap.stats.drops > 0 {
             notes.push(format!(
-                "the packet capture lost {} of {} packets (socket queue full): stall records may be incomplete",
+                "the packet capture lost {} of {} packets (the ring was full: its reader fell behind): stall records may be incomplete",
                 cap.stats.drops, cap.stats.packets
             ));
         }
@@ -222,8 +271,9 @@ impl Running {
             Running::Socket(c, origin_ns) => match c.finish() {
                 Ok(cap) => PacketsOut::Captured {
                     cap,
-                    linktype: wire::linktype::ETHERNET,
-                    point: "loopback of the row's network namespace (arriving copies, AF_PACKET)".into(),
+                    linktype: capture::LINKTYPE,
+                    point: "loopback of the row's network namespace (arriving copies, AF_PACKET TPACKET_V3 ring)"
+                        .into(),
                     origin_ns,
                     server_port: port,
                     frame_base: 0,
@@ -234,12 +284,12 @@ impl Running {
             Running::Tap(t, origin_ns) => {
                 // The tap's records pass a channel to the link's writer thread first.
                 std::thread::sleep(Duration::from_millis(20));
-                let frames: Vec<_> =
-                    t.0.take()
-                        .into_iter()
-                        .map(|(ts_ns, orig_len, data)| sys::packet::Frame { ts_ns, orig_len, data })
-                        .collect();
-                let cap = Captured { frames, stats: Default::default() };
+                let taken = t.0.take();
+                let mut frames = capture::Frames::with_capacity(taken.len());
+                for (ts_ns, orig_len, data) in &taken {
+                    frames.push(*ts_ns, *orig_len, data);
+                }
+                let cap = Captured { frames, ..Default::default() };
                 PacketsOut::Captured {
                     cap,
                     linktype: wire::linktype::IPV4,
@@ -474,8 +524,12 @@ pub(crate) fn run_rounds(
     let real0 = capture::realtime_ns();
     let cpu0 = crate::cpu::thread_cpu_ns();
     let t0 = Instant::now();
+    // A round starts where the one before ended (the clock read after its last call): one clock
+    // read per socket call and none between rounds. With write stamps the drain between rounds
+    // is left out of the rounds by a fresh read.
+    let mut prev = t0;
     for i in 0..u64::from(p.rounds) {
-        let mut clk = Clock::start();
+        let mut clk = if r.tx.is_some() { Clock::start() } else { Clock { prev, slept: Duration::ZERO } };
         let start = clk.prev;
         r.run(&round, Phase::Round(i), &mut clk, rec.as_deref_mut())?;
         if !reads {
@@ -483,6 +537,7 @@ pub(crate) fn run_rounds(
                 rec.sample((clk.prev.duration_since(start).saturating_sub(clk.slept)).as_nanos() as u64);
             }
         }
+        prev = clk.prev;
         // Between rounds, outside the timed part: the error queue holds only so many stamps.
         drain(r);
     }

@@ -152,11 +152,21 @@ pub struct ClientPackets {
     pub server_port: u16,
 }
 
+/// A host capture's frames in the lab's packed buffer.
+pub fn packed(frames: &[sys::packet::Frame]) -> crate::capture::Frames {
+    let mut out = crate::capture::Frames::with_capacity(frames.len());
+    for f in frames {
+        out.push(f.ts_ns, f.orig_len, &f.data);
+    }
+    out
+}
+
 /// The link type of a host capture's frames: Ethernet-style headers on `lo`, raw IP from the
 /// cooked capture on every other interface: whichever decodes more of the connection's TCP
 /// packets.
 pub fn linktype_of(frames: &[sys::packet::Frame], server_port: u16) -> u32 {
-    let tcp = |lt| crate::capture::events(frames, lt, server_port, 0, 0).0.len();
+    let frames = packed(frames);
+    let tcp = |lt| crate::capture::events(&frames, lt, server_port, 0, 0).0.len();
     if tcp(wire::linktype::RAW) > tcp(wire::linktype::ETHERNET) {
         wire::linktype::RAW
     } else {
@@ -331,7 +341,7 @@ pub fn assemble(
     // instead of reporting none.
     let packets = packets.and_then(|c| {
         let lt = linktype_of(&c.frames, c.server_port);
-        if crate::capture::events(&c.frames, lt, c.server_port, 0, 0).0.is_empty() {
+        if crate::capture::events(&packed(&c.frames), lt, c.server_port, 0, 0).0.is_empty() {
             Err("this host's capture saw none of the connection's packets".to_string())
         } else {
             Ok(c)
@@ -341,8 +351,10 @@ pub fn assemble(
         Ok(c) => PacketsOut::Captured {
             linktype: linktype_of(&c.frames, c.server_port),
             cap: crate::capture::Captured {
-                frames: c.frames,
-                stats: sys::packet::Stats { packets: 0, drops: c.drops },
+                frames: packed(&c.frames),
+                stats: crate::capture::Stats { packets: 0, drops: c.drops },
+                reader_cpu_ns: None,
+                reader_wakeups: 0,
             },
             point: c.point,
             origin_ns: c.origin_ns,

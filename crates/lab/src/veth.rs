@@ -6,7 +6,8 @@
 //! `ip route show`), and pure ACKs thinned at the receiver's OUTPUT or dropped at the sender's
 //! INPUT by iptables `-m statistic --mode nth` (the seed's own commands). The namespaces hold
 //! every rule, route and device: deleting them removes all; a run killed before that is swept
-//! by the next one (namespaces named after a pid that no longer runs).
+//! by the next command of any kind (`link::sweep::sweep_all`: namespaces named after a pid that
+//! no longer runs).
 //!
 //! The tools are the standard ones (iproute2, ethtool, iptables) run with `ip netns exec`: each
 //! is what a reader of the seed would type, and each reads its setting back. CPU figures come
@@ -83,25 +84,6 @@ fn in_ns(ns: &str, args: &[&str]) -> Result<String, String> {
     let mut v = vec!["ip", "netns", "exec", ns];
     v.extend_from_slice(args);
     run(&v)
-}
-
-/// Namespaces left by runs whose process is gone (SIGKILL, a crash): deleted, with their
-/// devices and rules. Returns their names.
-pub fn sweep() -> Vec<String> {
-    let Ok(dir) = std::fs::read_dir("/run/netns") else { return Vec::new() };
-    let mut gone = Vec::new();
-    for e in dir.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix(PREFIX) else { continue };
-        let pid: Option<i32> = rest.split('-').next().and_then(|p| p.parse().ok());
-        if let Some(pid) = pid {
-            if pid != std::process::id() as i32 && !PathBuf::from(format!("/proc/{pid}")).exists() {
-                let _ = run(&["ip", "netns", "del", &name]);
-                gone.push(name);
-            }
-        }
-    }
-    gone
 }
 
 impl VethPath {

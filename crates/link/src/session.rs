@@ -229,10 +229,11 @@ pub fn run_session(cfg: &SessionConfig, mut notify: impl FnMut(&str)) -> Result<
     // Orphans of the command (a background job whose shell exited) are reparented to us rather
     // than to init, so they can be reaped at the end instead of lingering as zombies.
     let _ = nix::sys::prctl::set_child_subreaper(true);
-    let swept = crate::sweep::sweep();
-    if !swept.is_empty() {
-        notify(&format!("removed {} stale process(es) left by killed runs: {:?}", swept.len(), swept));
+    let swept = crate::sweep::sweep_all();
+    if let Some(line) = swept.line() {
+        notify(&line);
     }
+    let swept = swept.processes;
     let link = Link::open(&cfg.spec, cfg.capture.as_deref())?;
     let status = std::thread::scope(|scope| {
         let Launched { pid_ns, server, client, hold } = launch(scope, cfg, &link, &mut notify)?;

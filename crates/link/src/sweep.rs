@@ -1,4 +1,18 @@
-//! Finding what a killed run left behind.
+//! Finding what a killed run left behind, and removing it: [`sweep_all`] is the one sweep every
+//! command that creates namespaces, links, TUN devices, routes or firewall rules runs at its
+//! start (`lab` on any path, `shell`, `kernel`, `advise`, `replay`), whichever kind of run left
+//! them:
+//!
+//! - named network namespaces `/run/netns/tcpstall-*-<pid>-*` (seed 003's veth path and its
+//!   matrix name theirs so `ip netns exec` can run the seed's tools in them) whose `<pid>` no
+//!   longer runs: deleted with `ip netns del`, which takes their veth devices, routes and
+//!   iptables/nft rules with them (all of them live inside);
+//! - devices in the caller's namespace named after a dead run (`tsv<pid>t`/`tsv<pid>r`, the veth
+//!   pair's ends, and `tcpstall*<pid>`), if a run ever left one there: deleted;
+//! - processes tagged by a dead run (below): killed.
+//!
+//! Unnamed namespaces (the lab's private namespace per row, the emulated link's two) need no
+//! sweep: they are held by descriptors and the kernel frees them when the process dies.
 //!
 //! The namespaces, devices and routes of a link belong to the process (see `netns`), so the
 //! kernel removes them when it dies, even by SIGKILL. The processes `tcpstall shell` starts
@@ -99,6 +113,96 @@ pub fn kill_own_leftovers() -> Vec<u32> {
         .collect()
 }
 
+/// What [`sweep_all`] removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Swept {
+    pub processes: Vec<u32>,
+    pub namespaces: Vec<String>,
+    pub links: Vec<String>,
+}
+
+impl Swept {
+    pub fn is_empty(&self) -> bool {
+        self.processes.is_empty() && self.namespaces.is_empty() && self.links.is_empty()
+    }
+
+    /// One line for the user, or None when nothing was found.
+    pub fn line(&self) -> Option<String> {
+        if self.is_empty() {
+            return None;
+        }
+        let mut v = Vec::new();
+        if !self.namespaces.is_empty() {
+            v.push(format!("{} namespace(s) ({})", self.namespaces.len(), self.namespaces.join(", ")));
+        }
+        if !self.links.is_empty() {
+            v.push(format!("{} device(s) ({})", self.links.len(), self.links.join(", ")));
+        }
+        if !self.processes.is_empty() {
+            v.push(format!("{} process(es)", self.processes.len()));
+        }
+        Some(format!("removed what killed runs left: {}", v.join(", ")))
+    }
+}
+
+/// Directory of named network namespaces (iproute2's `ip netns`).
+const NETNS_DIR: &str = "/run/netns";
+
+/// Is `pid` a run of this machine that is gone (not this process, not running)?
+fn pid_gone(pid: u32) -> bool {
+    pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The run's pid in a name tcpstall gives namespaces (`tcpstall-veth-<pid>-tx`): the first
+/// dash-separated field after `tcpstall-` that is a number.
+pub fn netns_owner(name: &str) -> Option<u32> {
+    name.strip_prefix("tcpstall-")?.split('-').find_map(|f| f.parse().ok()).filter(|&p| p > 0)
+}
+
+/// The run's pid in the name of a veth end tcpstall makes (`tsv<pid>t`, `tsv<pid>r`).
+pub fn link_owner(name: &str) -> Option<u32> {
+    let digits = name.strip_prefix("tsv")?.strip_suffix(['t', 'r'])?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().filter(|&p| p > 0)
+}
+
+/// The shared sweep (see the module documentation). Never fails: what cannot be removed stays
+/// and the next run tries again.
+pub fn sweep_all() -> Swept {
+    let mut out = Swept { processes: sweep(), ..Swept::default() };
+    if let Ok(dir) = fs::read_dir(NETNS_DIR) {
+        let mut names: Vec<String> = dir.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        for name in names {
+            if netns_owner(&name).is_some_and(pid_gone) && ip(&["netns", "del", &name]) {
+                out.namespaces.push(name);
+            }
+        }
+    }
+    if let Ok(dir) = fs::read_dir("/sys/class/net") {
+        let mut names: Vec<String> = dir.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        for name in names {
+            if link_owner(&name).is_some_and(pid_gone) && ip(&["link", "del", &name]) {
+                out.links.push(name);
+            }
+        }
+    }
+    out
+}
+
+/// `ip ARGS`, true when it succeeded (iproute2: what the named namespaces were made with).
+fn ip(args: &[&str]) -> bool {
+    std::process::Command::new("ip")
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// Kill the stale processes (SIGKILL); returns the pids killed.
 pub fn sweep() -> Vec<u32> {
     let mut killed = Vec::new();
@@ -120,6 +224,23 @@ mod tests {
         let stat = "123 (a) b (c)) S 1 123 123 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 10";
         assert_eq!(parse_start_time(stat), Some(98765));
         assert_eq!(parse_start_time("garbage"), None);
+    }
+
+    #[test]
+    fn owners_are_read_from_the_names_tcpstall_gives() {
+        assert_eq!(netns_owner("tcpstall-veth-4242-tx"), Some(4242));
+        assert_eq!(netns_owner("tcpstall-17-rx"), Some(17));
+        assert_eq!(netns_owner("tcpstall-veth-tx"), None);
+        assert_eq!(netns_owner("other-4242"), None);
+        assert_eq!(link_owner("tsv4242t"), Some(4242));
+        assert_eq!(link_owner("tsv4242r"), Some(4242));
+        assert_eq!(link_owner("tcpstall0"), None);
+        assert_eq!(link_owner("tsvx"), None);
+        assert_eq!(link_owner("tsv12x"), None);
+        assert_eq!(link_owner("eth0"), None);
+        // This process is no stale owner; a pid beyond pid_max is.
+        assert!(!pid_gone(std::process::id()));
+        assert!(pid_gone(u32::MAX - 1));
     }
 
     #[test]

@@ -22,7 +22,7 @@ mod tcp;
 
 pub use profile::{AckPolicy, NagleRule, Profile};
 pub use sim::TRACE_LIMIT;
-pub use summary::{classify, report, run_result, RunSpec};
+pub use summary::{classify, report, report_kept, run_result, Keep, RunSpec};
 pub use tcp::Counters;
 
 use scenario::{LinkSpec, StrategyPair, Workload};
@@ -52,6 +52,13 @@ pub struct SimConfig<'a> {
     pub timestamps: Option<bool>,
     /// Keep the event-by-event trace (costs memory; off for benchmarks).
     pub record_trace: bool,
+    /// Classify the segments as the run puts them on the wire (`analyze::FlowAnalyzer`, fed
+    /// one event at a time: memory independent of the rounds), into `Outcome::stalls`.
+    pub classify: Option<analyze::Config>,
+    /// Keep every sample (`Outcome::samples`) and every timer release (`Outcome::releases`).
+    /// Off, a run keeps only `Outcome::sample_stats` and the releases of the round in progress:
+    /// memory flat in rounds.
+    pub keep_samples: bool,
     /// Give up (with an error) past this much simulated time.
     pub max_time_ns: u64,
     /// Give up past this many events.
@@ -71,6 +78,8 @@ impl<'a> SimConfig<'a> {
             mss: None,
             timestamps: None,
             record_trace: false,
+            classify: None,
+            keep_samples: true,
             max_time_ns: 24 * 3600 * 1_000_000_000,
             max_events: 2_000_000_000,
             call_ns: 0,
@@ -113,6 +122,24 @@ pub struct RoundSample {
     pub trace: (usize, usize),
 }
 
+/// The samples of a run, summarised as they come: what the report needs of them when they are
+/// not kept.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleStats {
+    pub count: u64,
+    /// Latencies (ns), the lab's histogram (1 ns to 1 h, 3 significant digits).
+    pub hist: hdrhistogram::Histogram<u64>,
+    /// The smallest latency once the model's timer waits in its round are taken out (the no-stall
+    /// baseline of slow samples).
+    pub min_unwaited: Option<u64>,
+}
+
+impl Default for SampleStats {
+    fn default() -> Self {
+        SampleStats { count: 0, hist: report::histogram_ns(), min_unwaited: None }
+    }
+}
+
 /// One endpoint's state at the end of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SideEnd {
@@ -141,10 +168,15 @@ pub struct Outcome {
     pub measured_to: u64,
     /// Warm-up rounds run before `measured_from`.
     pub warmup_rounds: u64,
+    /// Every sample (empty unless `SimConfig::keep_samples`).
     pub samples: Vec<RoundSample>,
+    /// Every sample, summarised (always).
+    pub sample_stats: SampleStats,
     pub releases: Vec<Release>,
     /// Empty unless `SimConfig::record_trace`.
     pub trace: Vec<Event>,
+    /// The classifier's stall records, classified as the run went (`SimConfig::classify`).
+    pub stalls: Option<Vec<analyze::Stall>>,
     pub sides: [SideEnd; 2],
     pub writes: u64,
     pub dropped: u64,

@@ -55,9 +55,13 @@ pub(crate) struct Sim {
     rng: SmallRng,
     actions: Vec<Action>,
     trace: Option<Vec<Event>>,
+    /// The classifier, fed each segment as it is sent (`SimConfig::classify`).
+    analyzer: Option<analyze::FlowAnalyzer>,
     step: u64,
     releases: Vec<Release>,
     samples: Vec<RoundSample>,
+    keep_samples: bool,
+    sample_stats: crate::SampleStats,
     sample_kind: SampleKind,
     writes: u64,
     max_time: u64,
@@ -141,9 +145,12 @@ impl Sim {
             rng: SmallRng::seed_from_u64(cfg.seed),
             actions: Vec::with_capacity(64),
             trace: cfg.record_trace.then(Vec::new),
+            analyzer: cfg.classify.map(analyze::FlowAnalyzer::new),
             step: 0,
             releases: Vec::new(),
             samples: Vec::new(),
+            keep_samples: cfg.keep_samples,
+            sample_stats: crate::SampleStats::default(),
             sample_kind,
             writes: 0,
             max_time: cfg.max_time_ns,
@@ -163,12 +170,17 @@ impl Sim {
     }
 
     fn record(&mut self, from: usize, kind: EventKind) {
-        if let Some(tr) = &mut self.trace {
-            if tr.len() >= TRACE_LIMIT {
-                return;
-            }
-            self.step += 1;
-            tr.push(Event { t: trace::Instant(self.now), from: EP[from], kind, evidence: Evidence::Model(self.step) });
+        let tracing = self.trace.as_ref().is_some_and(|tr| tr.len() < TRACE_LIMIT);
+        if !tracing && self.analyzer.is_none() {
+            return;
+        }
+        self.step += 1;
+        let ev = Event { t: trace::Instant(self.now), from: EP[from], kind, evidence: Evidence::Model(self.step) };
+        if let (Some(fa), EventKind::Segment(_)) = (&mut self.analyzer, &ev.kind) {
+            fa.push(&ev);
+        }
+        if let (true, Some(tr)) = (tracing, &mut self.trace) {
+            tr.push(ev);
         }
     }
 
@@ -180,7 +192,7 @@ impl Sim {
                 Action::Tx(seg) => {
                     let hdr = self.eps[i].hdr;
                     let wire = seg.len + hdr + 20 + 14;
-                    if self.trace.is_some() {
+                    if self.trace.is_some() || self.analyzer.is_some() {
                         let mut flags = TcpFlags::ACK;
                         if seg.psh && seg.len > 0 {
                             flags |= TcpFlags::PSH;
@@ -520,25 +532,41 @@ impl Sim {
         if app.is_client && measured {
             let is_recv = matches!(app.step(), Some(Compiled::Recv(_)));
             match kind {
-                SampleKind::ClientRecv if is_recv => self.samples.push(RoundSample {
-                    start: app.step_start,
-                    end: now,
-                    latency: now - app.step_start,
-                    trace: (app.step_trace, tlen),
-                }),
+                SampleKind::ClientRecv if is_recv => {
+                    let s = RoundSample {
+                        start: app.step_start,
+                        end: now,
+                        latency: now - app.step_start,
+                        trace: (app.step_trace, tlen),
+                    };
+                    self.sample(s);
+                }
                 SampleKind::ClientRound if app.cur.idx + 1 == app.steps[1].len() => {
                     let lat = (now - app.round_start).saturating_sub(app.round_sleep);
-                    self.samples.push(RoundSample {
-                        start: app.round_start,
-                        end: now,
-                        latency: lat,
-                        trace: (app.round_trace, tlen),
-                    })
+                    let s =
+                        RoundSample { start: app.round_start, end: now, latency: lat, trace: (app.round_trace, tlen) };
+                    self.sample(s);
                 }
                 _ => {}
             }
         }
         self.advance(i);
+    }
+
+    /// Count a sample: its summary always, the sample itself when kept. Without keeping, the
+    /// releases before its end are no longer needed (the next sample starts at or after it).
+    fn sample(&mut self, s: RoundSample) {
+        let st = &mut self.sample_stats;
+        st.count += 1;
+        st.hist.saturating_record(s.latency.max(1));
+        let unwaited = s.latency.saturating_sub(crate::summary::waited(&self.releases, &s));
+        st.min_unwaited = Some(st.min_unwaited.map_or(unwaited, |m| m.min(unwaited)));
+        if self.keep_samples {
+            self.samples.push(s);
+        } else {
+            let end = s.end;
+            self.releases.retain(|r| r.t >= end);
+        }
     }
 
     /// Move application `i` to its next step; when the client leaves its last measured round,
@@ -591,8 +619,10 @@ impl Sim {
             measured_to: self.measured_to.unwrap_or(self.now),
             warmup_rounds: self.apps[0].warmup,
             samples: self.samples,
+            sample_stats: self.sample_stats,
             releases: self.releases,
             trace: self.trace.unwrap_or_default(),
+            stalls: self.analyzer.map(|fa| fa.finish().stalls),
             sides,
             writes: self.writes,
             dropped: self.links[0].dropped + self.links[1].dropped,

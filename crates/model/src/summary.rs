@@ -82,7 +82,7 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
     let window =
         analyze::Window { from_ns: out.measured_from, to_ns: out.measured_to, warmed_up: out.warmup_rounds > 0 };
     let unit = if out.sample_reads { "reads" } else { "rounds" };
-    let (summary, key, text) = analyze::verdict(&records, window, out.samples.len() as u64, unit);
+    let (summary, key, text) = analyze::verdict(&records, window, out.sample_stats.count, unit);
     let (latency, slow_samples, threshold_ns, key, verdict) = if out.stream {
         let c = &out.sides[0].counters;
         let s = &out.sides[1].counters;
@@ -105,7 +105,7 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
         variant: variant.to_string(),
         client: applied(&pair.client, client, &out.sides[0]),
         server: applied(&pair.server, server, &out.sides[1]),
-        rounds: if out.stream { out.writes } else { out.samples.len() as u64 },
+        rounds: if out.stream { out.writes } else { out.sample_stats.count },
         latency_us: latency,
         slow_samples,
         slow_sample_threshold_us: threshold_ns as f64 / 1e3,
@@ -124,8 +124,13 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
         verdict,
         verdict_key: key,
         // The samples behind latency_us, through the lab's HdrHistogram (the HTML report's CDF).
-        latency_dist: (!out.stream)
-            .then(|| report::LatencyDist::from_samples_ns(out.samples.iter().map(|s| s.latency))),
+        latency_dist: (!out.stream).then(|| {
+            if out.samples.is_empty() {
+                report::LatencyDist::from_histogram_ns(&out.sample_stats.hist)
+            } else {
+                report::LatencyDist::from_samples_ns(out.samples.iter().map(|s| s.latency))
+            }
+        }),
         // simulate hands the report its Outcome::trace directly.
         packets: Vec::new(),
         samples_ns: if out.stream { Vec::new() } else { out.samples.iter().map(|s| s.latency).collect() },
@@ -148,18 +153,42 @@ fn tcp_stats(s: &SideEnd) -> TcpStats {
 /// `SimConfig::record_trace`): the same stall records a capture of this run would get. The
 /// timers match the profiles' HZ (the coarser of the two sides).
 pub fn classify(out: &Outcome, client: &Profile, server: &Profile) -> Vec<analyze::Stall> {
+    if let Some(stalls) = &out.stalls {
+        return stalls.clone();
+    }
     if out.trace.is_empty() {
         return Vec::new();
     }
-    let hz = u64::from(client.timer_hz.min(server.timer_hz).max(1));
-    let cfg = analyze::Config { min_gap: trace::Duration(STALL_MARGIN_NS), timers: analyze::Timers::linux(hz) };
+    let cfg = classifier_config(client, server);
     let segments = out.trace.iter().filter(|e| matches!(e.kind, trace::EventKind::Segment(_))).cloned();
     analyze::analyze_events(segments, cfg).flows.into_iter().flat_map(|f| f.stalls).collect()
 }
 
+/// The classifier's configuration for a run between these profiles: their HZ (the coarser).
+pub fn classifier_config(client: &Profile, server: &Profile) -> analyze::Config {
+    let hz = u64::from(client.timer_hz.min(server.timer_hz).max(1));
+    analyze::Config { min_gap: trace::Duration(STALL_MARGIN_NS), timers: analyze::Timers::linux(hz) }
+}
+
+/// How long the model's timers held sample `s`: the longest timer release inside it (pure;
+/// `releases` in time order).
+pub(crate) fn waited(releases: &[crate::Release], s: &crate::RoundSample) -> u64 {
+    let lo = releases.partition_point(|r| r.t < s.start);
+    releases[lo..].iter().take_while(|r| r.t <= s.end).map(|r| r.t - r.since.max(s.start)).max().unwrap_or(0)
+}
+
 /// Latency percentiles and slow samples (more than [`STALL_MARGIN_NS`] above the no-stall
 /// baseline: the smallest sample once the timer waits the model knows about are taken out).
+/// From every sample when the run kept them (nearest rank); else from `Outcome::sample_stats`
+/// (the lab's HdrHistogram, 3 significant digits).
 fn latency_and_slow_samples(out: &Outcome) -> (Latency, u64, u64) {
+    if (out.samples.len() as u64) < out.sample_stats.count {
+        let st = &out.sample_stats;
+        let threshold = st.min_unwaited.unwrap_or(0) + STALL_MARGIN_NS;
+        let slow =
+            st.hist.iter_recorded().filter(|v| v.value_iterated_to() > threshold).map(|v| v.count_at_value()).sum();
+        return (Latency::from_histogram_ns(&st.hist), slow, threshold);
+    }
     let mut sorted: Vec<u64> = out.samples.iter().map(|s| s.latency).collect();
     sorted.sort_unstable();
     let n = sorted.len();
@@ -172,11 +201,7 @@ fn latency_and_slow_samples(out: &Outcome) -> (Latency, u64, u64) {
         max: sorted.last().map(|&m| m as f64 / 1e3).unwrap_or(0.0),
         mean,
     };
-    let waited = |s: &crate::RoundSample| -> u64 {
-        let lo = out.releases.partition_point(|r| r.t < s.start);
-        out.releases[lo..].iter().take_while(|r| r.t <= s.end).map(|r| r.t - r.since.max(s.start)).max().unwrap_or(0)
-    };
-    let baseline = out.samples.iter().map(|s| s.latency.saturating_sub(waited(s))).min().unwrap_or(0);
+    let baseline = out.samples.iter().map(|s| s.latency.saturating_sub(waited(&out.releases, s))).min().unwrap_or(0);
     let threshold = baseline + STALL_MARGIN_NS;
     let slow = out.samples.iter().filter(|s| s.latency > threshold).count() as u64;
     (latency, slow, threshold)
@@ -191,6 +216,34 @@ pub fn report(
     spec: &RunSpec,
     record_trace: bool,
 ) -> (Report, Vec<Outcome>) {
+    report_kept(scenario, pairs, spec, Keep { trace: record_trace, samples: true })
+}
+
+/// What [`report_kept`] keeps of each run beyond the report's figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keep {
+    /// The event-by-event trace, and the outcome's per-round samples (`--trace`, `--pcap`,
+    /// `--report`).
+    pub trace: bool,
+    /// Every latency sample in the rows (`RunResult::samples_ns`: advise's bootstrap, the HTML
+    /// report's CDF). Off, memory stays flat in rounds.
+    pub samples: bool,
+}
+
+/// Like [`report`], keeping only what `keep` asks for: without the trace and the samples a
+/// run's memory does not grow with its rounds (the classifier reads the segments as the model
+/// sends them), except for one round's latency (8 bytes) while its row is summarised.
+pub fn report_kept(scenario: &Scenario, pairs: &[StrategyPair], spec: &RunSpec, keep: Keep) -> (Report, Vec<Outcome>) {
+    let record_trace = keep.trace;
+    let keep_samples = keep.trace || keep.samples;
+    let slim = |row: &mut RunResult, out: &mut Outcome| {
+        if !keep.samples {
+            row.samples_ns = Vec::new();
+        }
+        if !keep.trace {
+            out.samples = Vec::new();
+        }
+    };
     let mut results = Vec::new();
     let mut outcomes = Vec::new();
     let mut errors = Vec::new();
@@ -203,9 +256,14 @@ pub fn report(
                 cfg.seed = spec.seed;
                 cfg.mss = spec.mss;
                 cfg.timestamps = spec.timestamps;
-                // The classifier reads the packets; a stream has no stall verdict and millions of
-                // segments, so only its caller's --trace/--pcap records one.
-                cfg.record_trace = record_trace || !matches!(workload, Workload::Stream(_));
+                // The classifier reads the packets as the run sends them (memory flat in rounds);
+                // a stream has no stall verdict and millions of segments. The trace is kept only
+                // for the caller's --trace/--pcap/--report.
+                cfg.record_trace = record_trace;
+                cfg.keep_samples = keep_samples;
+                if !matches!(workload, Workload::Stream(_)) {
+                    cfg.classify = Some(classifier_config(client, server));
+                }
                 cfg.call_ns = spec.call_ns;
                 let label = match (many, variant.is_empty()) {
                     (true, true) => format!("profile={pname}"),
@@ -221,8 +279,10 @@ pub fn report(
                     for k in 0..n {
                         let c = SimConfig { seed: spec.seed.wrapping_add(u64::from(k)), ..cfg.clone() };
                         match run_one(&one, pair, &c) {
-                            Ok(out) => {
-                                rows.push(run_result(&out, pair, &label, client, server));
+                            Ok(mut out) => {
+                                let mut row = run_result(&out, pair, &label, client, server);
+                                slim(&mut row, &mut out);
+                                rows.push(row);
                                 first.get_or_insert(out);
                             }
                             Err(e) => {
@@ -238,8 +298,10 @@ pub fn report(
                     continue;
                 }
                 match run_one(&workload, pair, &cfg) {
-                    Ok(out) => {
-                        results.push(run_result(&out, pair, &label, client, server));
+                    Ok(mut out) => {
+                        let mut row = run_result(&out, pair, &label, client, server);
+                        slim(&mut row, &mut out);
+                        results.push(row);
                         outcomes.push(out);
                     }
                     Err(e) => errors.push(format!("{} {}: {e}", pair.label, label)),
@@ -307,15 +369,18 @@ mod tests {
                 t += ns + 1_000_000;
                 s
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let sample_stats = crate::SampleStats { count: samples.len() as u64, ..Default::default() };
         Outcome {
             end_ns: t,
             measured_from: 0,
             measured_to: t,
             warmup_rounds: 0,
             samples,
+            sample_stats,
             releases,
             trace: Vec::new(),
+            stalls: None,
             sides: [side(), side()],
             writes: 0,
             dropped: 0,

@@ -90,6 +90,7 @@ pub fn attribute(
     }
     let frames: Vec<_> = server_frames.iter().filter_map(|f| f.frame()).collect();
     let lt = lab::remote::linktype_of(&frames, server_port);
+    let frames = lab::remote::packed(&frames);
     if lab::capture::events(&frames, lt, server_port, 0, 0).0.is_empty() {
         let why = if server_note.is_empty() { "no packets" } else { server_note };
         row.verdict.push_str(&format!("; time by host not split (server host's capture: {why})"));

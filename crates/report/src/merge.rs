@@ -95,6 +95,9 @@ pub fn merge_connections(runs: &[RunResult]) -> Option<RunResult> {
             a.frames += b.frames;
             a.tcp_packets += b.tcp_packets;
             a.kernel_drops += b.kernel_drops;
+            a.reader_cpu_us = a.reader_cpu_us.zip(b.reader_cpu_us).map(|(x, y)| x + y);
+            a.reader_wakeups += b.reader_wakeups;
+            a.latency_unrecorded |= b.latency_unrecorded;
             add_packets(&mut a.client, &b.client);
             add_packets(&mut a.server, &b.server);
         }

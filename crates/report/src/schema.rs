@@ -163,6 +163,18 @@ pub struct PacketCapture {
     /// Packets the kernel dropped because the capture socket's queue was full
     /// (PACKET_STATISTICS `tp_drops`).
     pub kernel_drops: u64,
+    /// What recording cost the row in user space: CPU time of the capture's reader thread over
+    /// the row (µs; None when not read, or for the link's tap, which the forwarder feeds).
+    #[serde(default)]
+    pub reader_cpu_us: Option<f64>,
+    /// Times the reader woke up to read the ring (blocks full or retired).
+    #[serde(default)]
+    pub reader_wakeups: u64,
+    /// The row's latency, wall time and CPU come from a second, unrecorded run of the same
+    /// rounds right after the recorded one (lab, CPU-bound rows): the record costs measurable
+    /// time in rounds of microseconds. The stall records and packets are the recorded run's.
+    #[serde(default)]
+    pub latency_unrecorded: bool,
     /// What each side put on the wire, counted from the packets (the whole connection).
     pub client: PacketSide,
     pub server: PacketSide,

@@ -29,6 +29,7 @@ const SOL_PACKET: libc::c_int = 263;
 const PACKET_RX_RING: libc::c_int = 5;
 const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_VERSION: libc::c_int = 10;
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const TPACKET_V3: libc::c_int = 2;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
@@ -223,6 +224,16 @@ impl Ring {
             next: 0,
             stats: RingStats::default(),
         })
+    }
+
+    /// Leaves this socket out of the transmit taps (PACKET_IGNORE_OUTGOING, Linux 4.20+): an
+    /// outgoing packet is then neither cloned for it nor run through its filter
+    /// (`dev_queue_xmit_nit` skips a `packet_type` with `ignore_outgoing`, net/core/dev.c). On
+    /// loopback every packet also arrives, so nothing is lost; a filter that drops outgoing
+    /// copies only saves the copy, not the clone made before the filter runs. Errors with
+    /// ENOPROTOOPT on older kernels (the filter still drops the copies there).
+    pub fn ignore_outgoing(&self) -> io::Result<()> {
+        set_int(self.sock.as_fd(), SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
     }
 
     fn status(&self, b: usize) -> u32 {

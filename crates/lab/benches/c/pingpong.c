@@ -1,12 +1,18 @@
 /* Bare 1-byte TCP ping-pong on loopback: the baseline of the rr bench (crates/lab/benches/rr.rs).
- * usage: pingpong ROUNDS spin|block
- * spin: both ends spin on recv(MSG_DONTWAIT) (a busy-polling reader); block: plain blocking recv.
- * Prints round trips per second of the client's loop. No measurement inside the loop. */
+ * usage: pingpong ROUNDS spin|block [CLIENT_CPU SERVER_CPU]
+ * spin: both ends spin on recv(MSG_DONTWAIT) (a busy-polling reader, `pp -b 1` style); block:
+ * plain blocking recv. With two CPU numbers the client (main) thread and the server thread are
+ * pinned to them (sched_setaffinity), as the lab's --pin does; -1 leaves a side unpinned.
+ * Prints "RATE P99_NS": round trips per second of the client's loop and the 99th percentile of
+ * one round trip. Inside the loop: the socket calls and one clock read per round (for the p99;
+ * the lab reads the clock after every call), nothing else. */
+#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +22,17 @@
 
 static long rounds;
 static int spin;
+static int server_cpu = -1;
 
 static void die(const char *what) { perror(what); exit(1); }
+
+static void pin(int cpu) {
+    if (cpu < 0) return;
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    CPU_SET(cpu, &s);
+    if (sched_setaffinity(0, sizeof s, &s)) die("sched_setaffinity");
+}
 
 static void get1(int fd, char *b) {
     for (;;) {
@@ -33,6 +48,7 @@ static void put1(int fd, const char *b) {
 }
 
 static void *server(void *arg) {
+    pin(server_cpu);
     int l = *(int *)arg, s = accept(l, NULL, NULL);
     char b;
     if (s < 0) die("accept");
@@ -41,25 +57,46 @@ static void *server(void *arg) {
     return NULL;
 }
 
+static long long ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
 int main(int argc, char **argv) {
-    if (argc != 3) { fprintf(stderr, "usage: pingpong ROUNDS spin|block\n"); return 2; }
+    if (argc != 3 && argc != 5) { fprintf(stderr, "usage: pingpong ROUNDS spin|block [CLIENT_CPU SERVER_CPU]\n"); return 2; }
     rounds = atol(argv[1]);
     spin = strcmp(argv[2], "spin") == 0;
+    int client_cpu = argc == 5 ? atoi(argv[3]) : -1;
+    server_cpu = argc == 5 ? atoi(argv[4]) : -1;
+    long long *lat = malloc(sizeof *lat * (rounds > 0 ? rounds : 1));
+    if (!lat) die("malloc");
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     socklen_t al = sizeof a;
     int l = socket(AF_INET, SOCK_STREAM, 0);
     if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 1) || getsockname(l, (struct sockaddr *)&a, &al)) die("listen");
     pthread_t t;
     pthread_create(&t, NULL, server, &l);
+    pin(client_cpu);
     int c = socket(AF_INET, SOCK_STREAM, 0);
     if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof a)) die("connect");
     char b = 1;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (long i = 0; i < rounds; i++) { put1(c, &b); get1(c, &b); }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long long t0 = ns(), prev = t0;
+    for (long i = 0; i < rounds; i++) {
+        put1(c, &b);
+        get1(c, &b);
+        long long now = ns();
+        lat[i] = now - prev;
+        prev = now;
+    }
     pthread_join(t, NULL);
-    double s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-    printf("%.0f\n", rounds / s);
+    double s = (prev - t0) / 1e9;
+    qsort(lat, rounds, sizeof *lat, cmp);
+    printf("%.0f %lld\n", rounds / s, rounds > 0 ? lat[(rounds * 99) / 100] : 0);
     return 0;
 }

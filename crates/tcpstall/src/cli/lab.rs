@@ -73,7 +73,7 @@ pub struct LabArgs {
     /// interface each)
     #[arg(long, value_name = "FILE")]
     pub capture: Option<PathBuf>,
-    /// Do not record the rows' packets (AF_PACKET on the row's loopback, or the link
+    /// Do not record the rows' packets (a TPACKET_V3 ring on the row's loopback, or the link
     /// forwarder's tap): no stall records, less CPU. On loopback without CAP_NET_RAW the
     /// capture is skipped anyway, with a note
     #[arg(long)]
@@ -83,6 +83,11 @@ pub struct LabArgs {
     /// and windows) and the classifier reads both; without root the report says why not
     #[arg(long)]
     pub no_kernel: bool,
+    /// Run the rows one at a time, in the matrix's order. By default (as root, on loopback) the
+    /// rows that only wait on kernel timers run side by side, each in its own namespace, and
+    /// the others alone after them; the table's header says which
+    #[arg(long)]
+    pub one_at_a_time: bool,
     /// Time each write's stay inside TCP (SO_TIMESTAMPING SCHED minus write time) and name the
     /// side that held data in the verdict. Off by default: it changes what it measures (on
     /// 6.18 TCP_QUICKACK after each recv stops helping when TX timestamps are on)
@@ -155,7 +160,12 @@ pub fn scenario_from(args: &LabArgs) -> anyhow::Result<Scenario> {
 }
 
 pub fn lab_options(args: &LabArgs) -> anyhow::Result<LabOptions> {
-    let mut o = LabOptions { tx_timestamps: args.tx_timestamps, capture: !args.no_capture, ..LabOptions::default() };
+    let mut o = LabOptions {
+        tx_timestamps: args.tx_timestamps,
+        capture: !args.no_capture,
+        parallel: !args.one_at_a_time,
+        ..LabOptions::default()
+    };
     if args.no_capture && args.capture.is_some() && args.link.is_none() {
         bail!("--capture FILE writes the packets --no-capture turns off: use one or the other");
     }
@@ -240,10 +250,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
         if args.link.is_some() {
             bail!("--path veth and --link are two different paths: pick one");
         }
-        let swept = lab::veth::sweep();
-        if !swept.is_empty() {
-            eprintln!("tcpstall: removed {} namespace(s) left by killed runs", swept.len());
-        }
+        // What killed runs left was swept at the start (cli::run).
         Some(lab::veth::VethPath::open(&knobs).map_err(|e| anyhow::anyhow!("--path veth: {e}"))?)
     } else {
         None

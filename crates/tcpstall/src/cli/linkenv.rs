@@ -64,10 +64,7 @@ pub fn open(spec: Option<&str>, capture: Option<&Path>, tap: bool) -> anyhow::Re
         return Ok(LinkEnv { placement: Placement::loopback(), link: None });
     };
     let spec: LinkSpec = spec.parse().map_err(|e: String| anyhow::anyhow!("--link: {e}"))?;
-    let swept = link::sweep::sweep();
-    if !swept.is_empty() {
-        eprintln!("tcpstall: removed {} stale process(es) left by killed runs", swept.len());
-    }
+    // What killed runs left was swept at the start (cli::run, link::sweep::sweep_all).
     // The tap feeds each row's trace (the lab's stall records behind a link).
     let l = Link::open_with(&spec, capture, &LinkOptions { tap, ..LinkOptions::default() }).context("--link")?;
     let placement = Placement {

@@ -89,6 +89,18 @@ pub enum Command {
 
 /// Runs the command; returns the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
+    // Every command that creates namespaces, devices, routes or firewall rules first removes
+    // what killed runs of any of them left (link::sweep::sweep_all): lab (a private namespace
+    // per row, --link, --path veth, --matrix seed003), shell, kernel, advise and replay (which
+    // run the lab).
+    if matches!(
+        cli.command,
+        Command::Lab(_) | Command::Shell(_) | Command::Kernel(_) | Command::Advise(_) | Command::Replay(_)
+    ) {
+        if let Some(line) = link::sweep::sweep_all().line() {
+            eprintln!("tcpstall: {line}");
+        }
+    }
     match cli.command {
         Command::Lab(a) => lab::run(a),
         Command::Scenarios(a) => scenarios::run(a),

@@ -123,10 +123,7 @@ pub fn run_matrix(v: &VethArgs, duration: Duration, json: bool, quiet: bool) -> 
     if !(1..=20).contains(&v.reps) {
         bail!("--reps {}: expected 1 to 20", v.reps);
     }
-    let swept = lab::veth::sweep();
-    if !swept.is_empty() {
-        eprintln!("tcpstall: removed {} namespace(s) left by killed runs", swept.len());
-    }
+    // What killed runs left was swept at the start (cli::run).
     let rows = lab::seed003::matrix();
     let started = Instant::now();
     let mut got: Vec<Vec<Measured>> = rows.iter().map(|_| Vec::new()).collect();

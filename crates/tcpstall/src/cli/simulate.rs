@@ -239,7 +239,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
         output::check_writable("--report", p)?;
     }
     let record = args.trace || args.pcap.is_some() || args.report.is_some();
-    let (report, outcomes) = model::report(&s, &pairs, &spec, record);
+    // Every sample is kept only for the HTML report's CDF: without it memory stays flat in rounds.
+    let keep = model::Keep { trace: record, samples: args.report.is_some() };
+    let (report, outcomes) = model::report_kept(&s, &pairs, &spec, keep);
     sink.write(&report::export(&report, args.common.format.into())).context("writing the report")?;
     output::stall_records(&report, &args.common)?;
     if let Some(path) = &args.pcap {

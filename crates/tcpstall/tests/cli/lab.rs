@@ -375,10 +375,54 @@ pub fn scenarios_lists_the_catalogue() {
     }
 }
 
+/// The default schedule runs seed 000's two timer-bound rows side by side: SIGINT while they
+/// run stops both at once, exits 130 with one line, and the JSON says how many rows finished;
+/// the header names the rows that ran side by side.
+pub fn side_by_side_rows_stop_at_ctrl_c_too() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let _one_at_a_time = exclusive();
+    let bin = assert_cmd::cargo::cargo_bin("tcpstall");
+    // 60 rounds: the pair waits about 5 s side by side, after a probe of under a second.
+    let child = Command::new(bin)
+        .args(["lab", "chunked", "--set", "round=60", "--format", "json", "--quiet"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tcpstall");
+    std::thread::sleep(Duration::from_millis(2500));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("send SIGINT");
+    let t0 = Instant::now();
+    let out = child.wait_with_output().expect("wait for tcpstall");
+    assert!(t0.elapsed() < Duration::from_secs(2), "took {:?} to stop", t0.elapsed());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "stderr: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line on stderr: {err}");
+    let r: Value = serde_json::from_slice(&out.stdout).expect("the finished rows as JSON");
+    let rows = r["results"].as_array().expect("results");
+    assert!(rows.len() < 8, "{r:#}");
+    let e = r["errors"][0].as_str().unwrap();
+    assert!(e.contains(&format!("{} of 8 rows finished", rows.len())), "{e}");
+}
+
+/// Without the interruption the header says which rows waited side by side: seed 000's two
+/// timer-bound rows, and no other.
+pub fn timer_bound_rows_run_side_by_side_and_say_so() {
+    let _one_at_a_time = exclusive();
+    let r = lab_json(&["chunked", "--set", "round=6"]);
+    let link = r["link"].as_str().unwrap();
+    assert!(link.contains("timer-bound rows side by side: default, quickack-once ("), "{link}");
+    for s in ["default", "quickack-once"] {
+        assert!(stalls(row(&r, s)), "{s} stalls side by side as alone: {r:#}");
+    }
+}
+
 pub fn ctrl_c_keeps_the_finished_rows_and_exits_130() {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
-    // Seed 000's matrix with 30 rounds: `default` waits on delayed-ACK timers for about 2.5 s
+    // Seed 000's matrix with 30 rounds, one row at a time (`side_by_side_rows_stop_at_ctrl_c_too`
+    // covers the default schedule): `default` waits on delayed-ACK timers for about 2.5 s
     // (timer-bound, so load hardly moves it, and idle, so it does not disturb the tests running
     // beside it), `nodelay` takes milliseconds, `quickack-once` stalls for 2.5 s again. SIGINT
     // at 4 s lands after `default` finished and before the matrix ends; when a loaded host
@@ -389,7 +433,7 @@ pub fn ctrl_c_keeps_the_finished_rows_and_exits_130() {
         let delay = delays.next().unwrap_or(8000);
         let bin = assert_cmd::cargo::cargo_bin("tcpstall");
         let child = Command::new(bin)
-            .args(["lab", "chunked", "--set", "round=30", "--format", "json", "--quiet"])
+            .args(["lab", "chunked", "--set", "round=30", "--format", "json", "--quiet", "--one-at-a-time"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -537,6 +581,11 @@ pub fn rows_carry_the_classifiers_stalls_from_their_own_packets() {
     let cap = &x["capture"];
     assert!(cap["tcp_packets"].as_u64().unwrap() >= 6 * 4, "{cap:#}");
     assert_eq!(cap["kernel_drops"], 0, "{cap:#}");
+    // The record says what it cost: its reader's CPU, and wake-ups per ring block (at least
+    // one packet each), never more than one per packet.
+    assert!(cap["reader_cpu_us"].as_f64().is_some(), "{cap:#}");
+    let wakeups = cap["reader_wakeups"].as_u64().unwrap();
+    assert!(wakeups >= 1 && wakeups <= cap["frames"].as_u64().unwrap(), "{cap:#}");
     // Every captured byte of the measured rounds is there: each side's packets carry at least
     // what tcp_info says it sent in them.
     for side in ["client", "server"] {

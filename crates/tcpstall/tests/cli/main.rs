@@ -9,6 +9,7 @@ mod install;
 mod kernel;
 mod kevidence;
 mod lab;
+mod leftovers;
 mod link;
 mod remote;
 mod report;
@@ -34,6 +35,13 @@ fn main() {
     let trials = vec![
         t!(seed003::route_quickack_and_thinning_move_the_ack_ratio, Root, Tool("ethtool"), Tool("iptables")),
         t!(seed003::a_killed_veth_run_is_swept_by_the_next, Root, Tool("ethtool"), Tool("iptables")),
+        t!(
+            leftovers::a_run_killed_mid_way_is_cleaned_up_by_the_next_run_of_another_kind,
+            Root,
+            Tool("ip"),
+            Tool("ethtool"),
+            Tool("iptables")
+        ),
         t!(watch::watch_finds_the_stalling_pair_only_and_keeps_its_packets, Root, Tool("tcpdump")),
         t!(watch::watch_without_cap_net_raw_says_so, Root, Tool("setpriv")),
         t!(watch::watch_bad_flags_and_ctrl_c, Root),
@@ -88,6 +96,8 @@ fn main() {
         t!(lab::a_port_in_use_is_a_one_line_error),
         t!(lab::scenarios_lists_the_catalogue),
         t!(lab::ctrl_c_keeps_the_finished_rows_and_exits_130),
+        t!(lab::side_by_side_rows_stop_at_ctrl_c_too, Root),
+        t!(lab::timer_bound_rows_run_side_by_side_and_say_so, Root),
         t!(lab::wire_covers_the_measured_rounds_only),
         t!(lab::tcpext_counters_cover_the_measured_rounds_only, Root),
         t!(lab::bulk_ack_depth_2_names_the_drain_wait_after_the_measured_rounds_without_counting_it, Root),

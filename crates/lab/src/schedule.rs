@@ -1,0 +1,201 @@
+//! The order a scenario's rows run in.
+//!
+//! Most of seed 000's wall time is two rows waiting out real 40 ms delayed-ACK timers, at a few
+//! percent of one CPU. Such rows can wait side by side: each row has a private network
+//! namespace (its own loopback, sockets, TcpExt counters and packet record), and what it
+//! measures is the kernel's timer, not the CPU. Rows that use the CPU run alone, as before.
+//!
+//! The rule, stated: every row first runs a probe of [`PROBE_ROUNDS`] measured rounds (its
+//! warm-up as configured, no packet record; all probes side by side, their numbers discarded).
+//! A row is *timer-bound* when its probe's p50 round is at least [`TIMER_P50`] and the two
+//! threads' CPU time was under [`TIMER_CPU_SHARE`] of the probe's wall time: it spent its
+//! time waiting for the kernel. Then the timer-bound rows run in full side by side, and after
+//! them the other rows one at a time, alone. The report lists the rows in the matrix's order.
+//!
+//! The CPU-bound rows of such a run also take their latency apart from their evidence
+//! (`LabOptions::latency_apart`): each runs twice in a row, recorded (stall records, packets,
+//! wire and tcp_info) then unrecorded (latency, ms/round, CPU), because the record's kernel
+//! copy, about 0.3 us per packet, is measurable in rounds of microseconds (`cargo bench -p
+//! tcpstall-lab --bench rr`); in a timer-bound row's rounds of milliseconds it is not, and
+//! those rows record every round they time.
+//!
+//! Only on loopback with a private namespace per row (root), with no `--capture FILE` (the file
+//! keeps the rows in order), never for stream rows, and never behind an emulated link (one link
+//! carries every row: rows side by side would share it). Otherwise rows run one at a time.
+
+use std::time::Duration;
+
+use report::RunResult;
+use scenario::{Scenario, StrategyPair, Workload};
+
+use crate::{LabError, LabOptions, Placement, Progress};
+
+/// Measured rounds of a probe.
+pub const PROBE_ROUNDS: u32 = 3;
+/// A probe's p50 round at least this long: the row waits.
+pub const TIMER_P50: Duration = Duration::from_millis(5);
+/// ... and its two threads used less than this share of the probe's wall time.
+pub const TIMER_CPU_SHARE: f64 = 0.2;
+
+/// One row to run.
+pub(crate) struct Job<'a> {
+    pub label: String,
+    pub variant: String,
+    pub workload: Workload,
+    pub pair: &'a StrategyPair,
+}
+
+pub(crate) type RowOut = Result<(RunResult, Option<analyze::Analysis>, Vec<String>), LabError>;
+
+/// What became of a row.
+pub(crate) enum Outcome {
+    Done(Box<RowOut>),
+    /// Not started: the run was cancelled (`during_cancel`: while rows were running) or an
+    /// earlier row failed.
+    NotRun {
+        during_cancel: bool,
+    },
+}
+
+/// Can rows of this run wait side by side?
+fn eligible(s: &Scenario, place: &Placement, opts: &LabOptions) -> bool {
+    opts.parallel
+        && opts.own_netns
+        && opts.probe_rounds.is_none()
+        && opts.capture_file.is_none()
+        && opts.pin.is_none()
+        && place.client_netns.is_none()
+        && place.server_netns.is_none()
+        && !matches!(s.workload, Workload::Stream(_))
+        // A private namespace per row needs CAP_SYS_ADMIN; without it the rows share the
+        // caller's namespace and stay one at a time.
+        && nix::unistd::geteuid().is_root()
+}
+
+/// The probe's verdict (pure): does the row wait on kernel timers? `p50_us`: its p50 round;
+/// `cpu_share`: its two threads' CPU time over the probe's wall time, if read.
+pub fn timer_bound(p50_us: f64, cpu_share: Option<f64>) -> bool {
+    let waits = p50_us * 1e3 >= TIMER_P50.as_nanos() as f64;
+    let idle = cpu_share.is_some_and(|c| c < TIMER_CPU_SHARE);
+    waits && idle
+}
+
+/// Run the jobs; outcomes in the jobs' order, and a line saying which rows ran side by side
+/// (None when all ran one at a time).
+pub(crate) fn run(
+    jobs: &[Job<'_>],
+    s: &Scenario,
+    place: &Placement,
+    opts: &LabOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> (Vec<Outcome>, Option<String>) {
+    let total = jobs.len();
+    let mut out: Vec<Option<Outcome>> = (0..total).map(|_| None).collect();
+    let mut timer = vec![false; total];
+    if eligible(s, place, opts) && total > 1 {
+        let probe = LabOptions {
+            probe_rounds: Some(PROBE_ROUNDS),
+            capture: false,
+            keep_packets: false,
+            tx_timestamps: false,
+            // The probes' numbers are discarded: no kernel evidence (its one filter is a row's).
+            kernel: crate::KernelEvidence::Off,
+            ..opts.clone()
+        };
+        let probes: Vec<Option<RowOut>> = std::thread::scope(|sc| {
+            let hs: Vec<_> =
+                jobs.iter().map(|j| sc.spawn(|| crate::run_row(&j.workload, j.pair, place, &probe))).collect();
+            hs.into_iter().map(|h| h.join().ok()).collect()
+        });
+        for (t, p) in timer.iter_mut().zip(&probes) {
+            *t = matches!(p, Some(Ok((row, _, _)))
+                if timer_bound(row.latency_us.p50, row.cpu.map(|c| c.cpu_share_of_wall)));
+        }
+    }
+    let side_by_side: Vec<usize> = (0..total).filter(|&i| timer[i]).collect();
+    let plan = (side_by_side.len() > 1).then(|| {
+        let names: Vec<&str> = side_by_side.iter().map(|&i| jobs[i].label.as_str()).collect();
+        format!(
+            "timer-bound rows side by side: {} (probe: {PROBE_ROUNDS} rounds, p50 >= {} ms at < {:.0}% CPU); the others alone",
+            names.join(", "),
+            TIMER_P50.as_millis(),
+            TIMER_CPU_SHARE * 100.0
+        )
+    });
+    // The CPU-bound rows of a probed run take their latency from an unrecorded run beside the
+    // recorded one (`LabOptions::latency_apart`).
+    let probed = eligible(s, place, opts) && total > 1;
+    let cpu_bound = LabOptions { latency_apart: true, ..opts.clone() };
+    let mut failed = false;
+    if side_by_side.len() > 1 && !opts.cancel.is_cancelled() {
+        for &i in &side_by_side {
+            progress(Progress::Start { index: i, total, label: jobs[i].pair.label.clone() });
+        }
+        // Kernel evidence filters on one row's port and namespace: rows side by side each get
+        // their own source (programs, filter and ring), so none sees another's connection.
+        let own: Vec<LabOptions> = side_by_side
+            .iter()
+            .map(|_| match &opts.kernel {
+                crate::KernelEvidence::On(_) => LabOptions {
+                    kernel: match crate::KernelHandle::open() {
+                        Ok(h) => crate::KernelEvidence::On(h),
+                        Err(e) => crate::KernelEvidence::Unavailable(e),
+                    },
+                    ..opts.clone()
+                },
+                _ => opts.clone(),
+            })
+            .collect();
+        let results: Vec<RowOut> = std::thread::scope(|sc| {
+            let hs: Vec<_> = side_by_side
+                .iter()
+                .zip(&own)
+                .map(|(&i, o)| {
+                    let j = &jobs[i];
+                    sc.spawn(move || crate::run_row(&j.workload, j.pair, place, o))
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap_or(Err(LabError::Panic("row")))).collect()
+        });
+        for (&i, r) in side_by_side.iter().zip(results) {
+            progress(Progress::Done { index: i, total });
+            failed |= r.is_err();
+            out[i] = Some(Outcome::Done(Box::new(r)));
+        }
+    } else {
+        timer.iter_mut().for_each(|t| *t = false);
+    }
+    for i in 0..total {
+        if out[i].is_some() {
+            continue;
+        }
+        if failed || opts.cancel.is_cancelled() {
+            out[i] = Some(Outcome::NotRun { during_cancel: false });
+            continue;
+        }
+        progress(Progress::Start { index: i, total, label: jobs[i].pair.label.clone() });
+        let o = if probed && !timer[i] { &cpu_bound } else { opts };
+        let r = crate::run_row(&jobs[i].workload, jobs[i].pair, place, o);
+        progress(Progress::Done { index: i, total });
+        failed |= r.is_err();
+        out[i] = Some(Outcome::Done(Box::new(r)));
+    }
+    (out.into_iter().map(|o| o.unwrap_or(Outcome::NotRun { during_cancel: false })).collect(), plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::timer_bound;
+
+    #[test]
+    fn a_row_is_timer_bound_when_it_waits_without_computing() {
+        // Seed 000's default row: 88 ms rounds at a few percent of a CPU.
+        assert!(timer_bound(88_000.0, Some(0.03)));
+        // A fast row, or a slow row that computes (a starved CPU-bound row), is not.
+        assert!(!timer_bound(60.0, Some(0.9)));
+        assert!(!timer_bound(60.0, Some(0.01)));
+        assert!(!timer_bound(20_000.0, Some(0.8)));
+        // Without the CPU figure nothing is assumed.
+        assert!(!timer_bound(88_000.0, None));
+    }
+}
