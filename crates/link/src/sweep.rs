@@ -171,6 +171,12 @@ pub fn link_owner(name: &str) -> Option<u32> {
 /// The shared sweep (see the module documentation). Never fails: what cannot be removed stays
 /// and the next run tries again.
 pub fn sweep_all() -> Swept {
+    // A command run inside a tcpstall session (`shell --link`, whose children carry the session's
+    // tag) cannot judge from in there whether runs are alive: its pid and mount view may not be
+    // the host's, and its own session would look dead. Sweeping is the outermost run's job.
+    if std::env::var_os(OWNER_VAR).is_some() {
+        return Swept::default();
+    }
     let mut out = Swept { processes: sweep(), ..Swept::default() };
     if let Ok(dir) = fs::read_dir(NETNS_DIR) {
         let mut names: Vec<String> = dir.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
