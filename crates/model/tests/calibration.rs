@@ -15,34 +15,15 @@
 //! The docs' table is regenerated with `TCPSTALL_BLESS=1 cargo test -p tcpstall-model --test
 //! calibration`; without it the test fails when the table in docs/explain.md differs.
 
+mod common;
+
+use common::{matrix_all, sets, MARGIN_NS};
 use tcpstall_model as model;
 
 use analyze::confidence::Band;
 use model::{simulate, Profile, SimConfig};
-use scenario::{LinkSpec, Opt, Scenario, SideOpts, StrategyPair};
+use scenario::{LinkSpec, Scenario, StrategyPair};
 use trace::{Cause, EventKind};
-
-const MARGIN_NS: u64 = 10_000_000;
-
-fn matrix_all() -> Vec<StrategyPair> {
-    let mut m = vec![StrategyPair::new(SideOpts::none(), SideOpts::none())];
-    for o in Opt::ALL {
-        let side = SideOpts::new(vec![o]).unwrap_or_default();
-        m.push(StrategyPair { label: o.as_str().to_string(), client: side.clone(), server: side });
-    }
-    m
-}
-
-fn sets(name: &str) -> &'static [&'static str] {
-    match name {
-        "chunked" => &["round=4"],
-        "multi-write" => &["requests=6"],
-        "burst" => &["rounds=5"],
-        "bulk-ack" => &["rounds=4"],
-        "rr" => &["rounds=50"],
-        _ => &[],
-    }
-}
 
 /// Per band: (records, right).
 #[derive(Default, Clone, Copy)]
@@ -61,6 +42,18 @@ fn band_index(b: Band) -> usize {
     Band::ALL.iter().position(|&x| x == b).unwrap_or(0)
 }
 
+/// One record against its truth (the cause that released the hold it ends at; None: nothing
+/// was held there), in the band of its confidence.
+fn tally(s: &analyze::Stall, truth: Option<Cause>, cells: &mut [Cell; 4]) {
+    let right = match truth {
+        Some(c) => s.cause == c,
+        None => !s.cause.names_a_mechanism() || s.kind == analyze::RecordKind::Ambiguous,
+    };
+    let c = &mut cells[band_index(Band::of(s.confidence))];
+    c.n += 1;
+    c.right += u64::from(right);
+}
+
 fn score(recs: &[analyze::Stall], releases: &[model::Release], cells: &mut [Cell; 4]) {
     for s in recs {
         let end = (s.start + s.length).0;
@@ -69,13 +62,7 @@ fn score(recs: &[analyze::Stall], releases: &[model::Release], cells: &mut [Cell
             .filter(|r| r.t - r.since > MARGIN_NS && r.side == s.held)
             .find(|r| end.abs_diff(r.t) <= 1_000_000)
             .map(|r| r.cause);
-        let right = match truth {
-            Some(c) => s.cause == c,
-            None => !s.cause.names_a_mechanism() || s.kind == analyze::RecordKind::Ambiguous,
-        };
-        let c = &mut cells[band_index(Band::of(s.confidence))];
-        c.n += 1;
-        c.right += u64::from(right);
+        tally(s, truth, cells);
     }
 }
 
@@ -267,13 +254,7 @@ fn score_experiments(cells: &mut [Cell; 4]) {
     }
     for (t, truth) in traces {
         for s in analyze::analyze_events(t.ev, cfg).stalls() {
-            let right = match truth {
-                Some(c) => s.cause == c,
-                None => !s.cause.names_a_mechanism() || s.kind == analyze::RecordKind::Ambiguous,
-            };
-            let c = &mut cells[band_index(Band::of(s.confidence))];
-            c.n += 1;
-            c.right += u64::from(right);
+            tally(s, truth, cells);
         }
     }
 }

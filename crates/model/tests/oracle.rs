@@ -5,35 +5,14 @@
 //! stall margin with the model's cause. Every disagreement is listed; the ones that remain are
 //! asserted as the known exceptions below, each explained.
 
+mod common;
+
+use common::{matrix_all, sets, MARGIN_NS};
 use tcpstall_model as model;
 
 use model::{simulate, Profile, SimConfig};
-use scenario::{LinkSpec, Opt, Scenario, SideOpts, StrategyPair};
+use scenario::{LinkSpec, Scenario, StrategyPair};
 use trace::{Cause, EventKind};
-
-/// A hold longer than this is a stall in the model's own accounting (summary::STALL_MARGIN_NS).
-const MARGIN_NS: u64 = 10_000_000;
-
-fn matrix_all() -> Vec<StrategyPair> {
-    let mut m = vec![StrategyPair::new(SideOpts::none(), SideOpts::none())];
-    for o in Opt::ALL {
-        let side = SideOpts::new(vec![o]).unwrap_or_default();
-        m.push(StrategyPair { label: o.as_str().to_string(), client: side.clone(), server: side });
-    }
-    m
-}
-
-/// Shortened workloads: enough rounds to reach the steady state.
-fn sets(name: &str) -> &'static [&'static str] {
-    match name {
-        "chunked" => &["round=4"],
-        "multi-write" => &["requests=6"],
-        "burst" => &["rounds=5"],
-        "bulk-ack" => &["rounds=4"],
-        "rr" => &["rounds=50"],
-        _ => &[],
-    }
-}
 
 #[derive(Default)]
 struct Tally {
