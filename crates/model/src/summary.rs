@@ -230,7 +230,7 @@ pub struct Keep {
     pub samples: bool,
 }
 
-/// Like [`report`], keeping only what `keep` asks for: without the trace and the samples a
+/// Like [`report()`], keeping only what `keep` asks for: without the trace and the samples a
 /// run's memory does not grow with its rounds (the classifier reads the segments as the model
 /// sends them), except for one round's latency (8 bytes) while its row is summarised.
 pub fn report_kept(scenario: &Scenario, pairs: &[StrategyPair], spec: &RunSpec, keep: Keep) -> (Report, Vec<Outcome>) {
