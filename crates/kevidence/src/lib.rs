@@ -1,6 +1,8 @@
 //! Kernel evidence: what the kernel saw of a connection that its packets cannot show (when the
-//! application wrote, every resend, the windows at each ACK), from eBPF programs on stable TCP
-//! tracepoints, turned into trace events (`trace::EventKind::Kernel`).
+//! application wrote, every resend, the windows when near a limit), from eBPF programs on stable
+//! TCP tracepoints, turned into trace events (`trace::EventKind::Kernel`). Window states
+//! (`tcp_probe`) are kept only near a window limit, reads only when a [`Filter`] asks for them:
+//! docs/watch.md "What is thinned".
 //!
 //! The programs (bpf/tcpev.bpf.c) are C compiled by clang at build time and loaded by `aya`
 //! (pure Rust: BTF/CO-RE relocation against /sys/kernel/btf/vmlinux, tracepoint links).
