@@ -30,8 +30,11 @@ fn cpu_ns() -> u64 {
 /// time, summed over the rounds with the source: (program runs, ns in programs, reader ns).
 static PROGRAMS: std::sync::Mutex<(u64, u64, u64)> = std::sync::Mutex::new((0, 0, 0));
 
-/// The same per tracepoint: (name, runs, ns), and the round trips of the rounds with the source.
-static PER_PROGRAM: std::sync::Mutex<(Vec<(&'static str, u64, u64)>, u64)> = std::sync::Mutex::new((Vec::new(), 0));
+/// One tracepoint's program: (name, runs, ns).
+type ProgramCost = (&'static str, u64, u64);
+
+/// The same per tracepoint, and the round trips of the rounds with the source.
+static PER_PROGRAM: std::sync::Mutex<(Vec<ProgramCost>, u64)> = std::sync::Mutex::new((Vec::new(), 0));
 
 /// One round: `secs` of rr on a fresh connection; with `kernel`, the source attached to its
 /// port; `pace`: round trips per second at most (0: flat out), in bursts of one millisecond's
