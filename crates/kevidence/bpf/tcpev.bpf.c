@@ -80,8 +80,15 @@ struct sock_common {
 struct sock {
 	struct sock_common __sk_common;
 } __attribute__((preserve_access_index));
-// include/linux/tcp.h: struct tcp_sock
+// include/net/inet_connection_sock.h: icsk_ca_state is a 5-bit field (enum tcp_ca_state),
+// read with BPF_CORE_READ_BITFIELD (its bit offset is relocated too).
+struct inet_connection_sock {
+	__u8 icsk_ca_state : 5;
+} __attribute__((preserve_access_index));
+// include/linux/tcp.h: struct tcp_sock (it begins with its inet_connection_sock)
 struct tcp_sock {
+	struct inet_connection_sock inet_conn;
+	__u32 mss_cache;
 	__u32 write_seq;
 	__u32 snd_una;
 	__u32 snd_nxt;
@@ -106,7 +113,8 @@ struct sk_buff {
 // ---- maps ----
 struct config {
 	__u32 netns; // network namespace inode to keep (0: any)
-	__u32 any_port; // 1: no port filter
+	__u16 any_port; // 1: no port filter
+	__u16 reads; // 1: report reads (tcp_rcv_space_adjust); 0: that program returns at once
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -144,7 +152,7 @@ struct record {
 	__u8 kind;
 	__u8 family;
 	__u8 state; // the socket's TCP state (include/net/tcp_states.h)
-	__u8 pad;
+	__u8 pad; // K_PROBE: the congestion state (icsk_ca_state); else 0
 	__u16 sport; // local port, host order
 	__u16 dport; // remote port, host order
 	__u8 saddr[16]; // local address (IPv4 in the first 4 bytes)
@@ -267,38 +275,80 @@ int tcpstall_retransmit(__u64 *ctx)
 	return 0;
 }
 
+// include/net/tcp.h: enum tcp_ca_state
+#define TCP_CA_OPEN 0
+
+// Whether a window state can matter to a window claim (the classifier reads one only to
+// confirm or refute one: crates/analyze/src/classify/release.rs `kernel_cwnd`, window.rs
+// `rule`). Near a limit means within one MSS of it (a flight one segment short of a window
+// could not send a full segment more):
+// - the congestion window: the flight (snd_nxt - snd_una) + mss >= snd_cwnd * mss, the bound
+//   `tcp_cwnd_test` (net/ipv4/tcp_output.c) applies in segments (in_flight < cwnd);
+// - the peer's window: the flight + mss >= snd_wnd, i.e. the usable window is under one segment,
+//   the bound `tcp_snd_wnd_test` (net/ipv4/tcp_output.c) applies (end_seq <= tcp_wnd_end);
+// - a small peer window (snd_wnd < 2 * mss: a zero or nearly closed window, a receiver that
+//   shrank it);
+// - loss recovery: a congestion state other than Open (icsk_ca_state: Disorder, CWR, Recovery,
+//   Loss), where the cwnd is being cut or rebuilt.
+// Far from every limit no record is written: the absence says no window held the data. Stateless
+// (no per-socket map): each segment's record depends only on the socket's fields then.
+static __always_inline int near_a_window_limit(struct tcp_sock *tp)
+{
+	__u64 mss = tp->mss_cache;
+	if (mss == 0)
+		return 1; // not yet known: keep the record
+	__u64 flight = (__u32)(tp->snd_nxt - tp->snd_una);
+	__u64 cwnd = (__u64)tp->snd_cwnd * mss;
+	__u64 wnd = tp->snd_wnd;
+	if (flight + mss >= cwnd || flight + mss >= wnd || wnd < 2 * mss)
+		return 1;
+	return BPF_CORE_READ_BITFIELD(&tp->inet_conn, icsk_ca_state) != TCP_CA_OPEN;
+}
+
 // TRACE_EVENT(tcp_probe, TP_PROTO(struct sock *sk, const struct sk_buff *skb)): called from
 // tcp_rcv_established (net/ipv4/tcp_input.c) for each segment an established socket receives,
-// before it is processed. The fields are those the tracepoint's own record copies:
-// v0 snd_una, v1 snd_nxt, v2 snd_cwnd, v3 snd_ssthresh, v4 snd_wnd, v5 srtt_us >> 3, v6 rcv_wnd.
+// before it is processed. Kept only near a window limit (near_a_window_limit above); the
+// fields are those the tracepoint's own record copies:
+// v0 snd_una, v1 snd_nxt, v2 snd_cwnd, v3 snd_ssthresh, v4 snd_wnd, v5 srtt_us >> 3, v6 rcv_wnd,
+// and v7 mss_cache (the MSS the test above used).
 SEC("tp_btf/tcp_probe")
 int tcpstall_probe(__u64 *ctx)
 {
 	struct sock *sk = (struct sock *)ctx[0];
+	// The socket's fields first (cheap loads): most segments of a busy connection are far
+	// from every window limit and end here, before the filter's map lookups and the ring.
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	if (!tp || !near_a_window_limit(tp))
+		return 0;
 	struct record *r = start(sk, K_PROBE);
 	if (!r)
 		return 0;
-	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
-	if (tp) {
-		r->v[0] = tp->snd_una;
-		r->v[1] = tp->snd_nxt;
-		r->v[2] = tp->snd_cwnd;
-		r->v[3] = tp->snd_ssthresh;
-		r->v[4] = tp->snd_wnd;
-		r->v[5] = tp->srtt_us >> 3;
-		r->v[6] = tp->rcv_wnd;
-	}
+	r->v[0] = tp->snd_una;
+	r->v[1] = tp->snd_nxt;
+	r->v[2] = tp->snd_cwnd;
+	r->v[3] = tp->snd_ssthresh;
+	r->v[4] = tp->snd_wnd;
+	r->v[5] = tp->srtt_us >> 3;
+	r->v[6] = tp->rcv_wnd;
+	r->v[7] = tp->mss_cache;
+	r->pad = BPF_CORE_READ_BITFIELD(&tp->inet_conn, icsk_ca_state);
 	submit(r);
 	return 0;
 }
 
 // DECLARE_TRACE tcp_rcv_space_adjust, TP_PROTO(struct sock *sk): called first thing in
 // tcp_rcv_space_adjust (net/ipv4/tcp_input.c), which tcp_recvmsg_locked calls after copying
-// data to the application: a read. v0 = rcv_wnd.
+// data to the application: a read. v0 = rcv_wnd. Opt-in (cfg.reads; the loader attaches the
+// program only when asked): no rule of the classifier reads them, and a request/response
+// connection makes one per message.
 SEC("tp_btf/tcp_rcv_space_adjust")
 int tcpstall_read(__u64 *ctx)
 {
 	struct sock *sk = (struct sock *)ctx[0];
+	__u32 zero = 0;
+	struct config *c = bpf_map_lookup_elem(&cfg, &zero);
+	if (!c || !c->reads)
+		return 0;
 	struct record *r = start(sk, K_READ);
 	if (!r)
 		return 0;

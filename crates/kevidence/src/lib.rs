@@ -1,6 +1,8 @@
 //! Kernel evidence: what the kernel saw of a connection that its packets cannot show (when the
-//! application wrote, every resend, the windows at each ACK), from eBPF programs on stable TCP
-//! tracepoints, turned into trace events (`trace::EventKind::Kernel`).
+//! application wrote, every resend, the windows when near a limit), from eBPF programs on stable
+//! TCP tracepoints, turned into trace events (`trace::EventKind::Kernel`). Window states
+//! (`tcp_probe`) are kept only near a window limit, reads only when a [`Filter`] asks for them:
+//! docs/watch.md "What is thinned".
 //!
 //! The programs (bpf/tcpev.bpf.c) are C compiled by clang at build time and loaded by `aya`
 //! (pure Rust: BTF/CO-RE relocation against /sys/kernel/btf/vmlinux, tracepoint links).
@@ -32,12 +34,15 @@ pub use record::{endpoint, parse, tcp_state_name, to_events, ClockMap, Converter
 /// The compiled programs (empty when clang was missing at build time).
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tcpev.o"));
 
+/// The program that reports reads: attached only when a [`Filter`] asks for them.
+pub const READ_PROGRAM: &str = "tcpstall_read";
+
 /// The programs and the tracepoints they attach to, with what each one gives.
 pub const TRACEPOINTS: [Tracepoint; 6] = [
     Tracepoint { program: "tcpstall_sendmsg", name: "tcp_sendmsg_locked", gives: "write times and sizes" },
     Tracepoint { program: "tcpstall_retransmit", name: "tcp_retransmit_skb", gives: "resends" },
-    Tracepoint { program: "tcpstall_probe", name: "tcp_probe", gives: "windows at each arriving segment" },
-    Tracepoint { program: "tcpstall_read", name: "tcp_rcv_space_adjust", gives: "reads" },
+    Tracepoint { program: "tcpstall_probe", name: "tcp_probe", gives: "windows near a window limit" },
+    Tracepoint { program: READ_PROGRAM, name: "tcp_rcv_space_adjust", gives: "reads" },
     Tracepoint { program: "tcpstall_state", name: "inet_sock_set_state", gives: "opens and closes" },
     Tracepoint { program: "tcpstall_cong", name: "tcp_cong_state_set", gives: "congestion states" },
 ];
@@ -54,10 +59,14 @@ pub struct Tracepoint {
 
 /// Which sockets to report: those with a local or remote port in `ports` (all when empty) and,
 /// when `netns` is given, in the network namespace with that inode (`stat -L /proc/PID/ns/net`).
+/// `reads`: also report the application's reads (`tcp_rcv_space_adjust`); off by default, as no
+/// rule of the classifier uses them and a request/response connection makes one per message
+/// (a third of the records of a 1-byte request/response).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filter {
     pub ports: Vec<u16>,
     pub netns: Option<u32>,
+    pub reads: bool,
 }
 
 /// Why there is no kernel evidence, in one line.
@@ -89,6 +98,12 @@ pub struct Source {
     ports_set: Vec<u16>,
     attached: Vec<Tracepoint>,
     missing: Vec<(Tracepoint, String)>,
+    /// Asked for but not attached until a filter wants them (the reads), with the BTF to load
+    /// them against.
+    deferred: Vec<Tracepoint>,
+    btf: aya::Btf,
+    /// Whether the filter asks for reads now.
+    reads: bool,
 }
 
 /// A message on one line: a verifier log (many lines) keeps its first line and its verdict
@@ -188,47 +203,14 @@ impl Source {
             ports_set: Vec::new(),
             attached: Vec::new(),
             missing: Vec::new(),
+            deferred: tracepoints.iter().filter(|t| t.program == READ_PROGRAM).copied().collect(),
+            btf,
+            reads: false,
         };
-        src.set_filter(filter).map_err(|e| off(format!("setting the filter: {e}")))?;
-        for tp in tracepoints {
-            let Some(p) = src._ebpf.program_mut(tp.program) else {
-                src.missing.push((*tp, "no such program in the object".into()));
-                continue;
-            };
-            let p: &mut BtfTracePoint = match p.try_into() {
-                Ok(p) => p,
-                Err(e) => {
-                    src.missing.push((*tp, chain(&e)));
-                    continue;
-                }
-            };
-            // Loaded against the tracepoint's type, btf_trace_<name>: a kernel without the
-            // tracepoint has no such type (include/trace/bpf_probe.h, DEFINE_EVENT's typedef).
-            if let Err(e) = p.load(tp.name, &btf) {
-                let text = chain(&e);
-                let why = if text.contains("not found") || text.contains("Unknown") || text.contains("unknown") {
-                    "not in this kernel".to_string()
-                } else {
-                    format!("the verifier refused it: {text}")
-                };
-                src.missing.push((*tp, why));
-                continue;
-            }
-            match p.attach() {
-                Ok(_) => src.attached.push(*tp),
-                Err(e) => {
-                    let text = chain(&e);
-                    // BPF_RAW_TRACEPOINT_OPEN: ENOENT when the kernel has no such tracepoint
-                    // (bpf_get_raw_tracepoint, kernel/trace/bpf_trace.c).
-                    let why = if text.contains("No such file") || text.contains("os error 2") {
-                        "not in this kernel".to_string()
-                    } else {
-                        text
-                    };
-                    src.missing.push((*tp, why));
-                }
-            }
+        for tp in tracepoints.iter().filter(|t| t.program != READ_PROGRAM) {
+            src.attach(*tp);
         }
+        src.set_filter(filter).map_err(|e| off(format!("setting the filter: {e}")))?;
         if src.attached.is_empty() {
             let why: Vec<String> = src.missing.iter().map(|(t, w)| format!("{}: {w}", t.name)).collect();
             return Err(off(format!("no tracepoint attached ({})", why.join("; "))));
@@ -236,8 +218,56 @@ impl Source {
         Ok(src)
     }
 
-    /// Replace the filter (ports, namespace). Records already in the ring stay.
+    /// Load and attach one program (on failure, it is named in `missing` with why).
+    fn attach(&mut self, tp: Tracepoint) {
+        let Some(p) = self._ebpf.program_mut(tp.program) else {
+            self.missing.push((tp, "no such program in the object".into()));
+            return;
+        };
+        let p: &mut BtfTracePoint = match p.try_into() {
+            Ok(p) => p,
+            Err(e) => {
+                self.missing.push((tp, chain(&e)));
+                return;
+            }
+        };
+        // Loaded against the tracepoint's type, btf_trace_<name>: a kernel without the
+        // tracepoint has no such type (include/trace/bpf_probe.h, DEFINE_EVENT's typedef).
+        if let Err(e) = p.load(tp.name, &self.btf) {
+            let text = chain(&e);
+            let why = if text.contains("not found") || text.contains("Unknown") || text.contains("unknown") {
+                "not in this kernel".to_string()
+            } else {
+                format!("the verifier refused it: {text}")
+            };
+            self.missing.push((tp, why));
+            return;
+        }
+        match p.attach() {
+            Ok(_) => self.attached.push(tp),
+            Err(e) => {
+                let text = chain(&e);
+                // BPF_RAW_TRACEPOINT_OPEN: ENOENT when the kernel has no such tracepoint
+                // (bpf_get_raw_tracepoint, kernel/trace/bpf_trace.c).
+                let why = if text.contains("No such file") || text.contains("os error 2") {
+                    "not in this kernel".to_string()
+                } else {
+                    text
+                };
+                self.missing.push((tp, why));
+            }
+        }
+    }
+
+    /// Replace the filter (ports, namespace, reads). Records already in the ring stay. The reads'
+    /// program is attached the first time a filter asks for reads; a later filter without them
+    /// turns them off in the kernel (the program then returns at once).
     pub fn set_filter(&mut self, f: &Filter) -> Result<(), String> {
+        if f.reads {
+            for tp in std::mem::take(&mut self.deferred) {
+                self.attach(tp);
+            }
+        }
         for p in std::mem::take(&mut self.ports_set).iter().filter(|p| !f.ports.contains(p)) {
             self.ports.set(u32::from(*p), 0, 0).map_err(|e| chain(&e))?;
         }
@@ -245,8 +275,10 @@ impl Source {
             self.ports.set(u32::from(*p), 1, 0).map_err(|e| chain(&e))?;
         }
         self.ports_set = f.ports.clone();
-        // struct config { u32 netns; u32 any_port; } as one little-endian u64.
-        let value = u64::from(f.netns.unwrap_or(0)) | (u64::from(f.ports.is_empty()) << 32);
+        self.reads = f.reads;
+        // struct config { u32 netns; u16 any_port; u16 reads; } as one little-endian u64.
+        let value =
+            u64::from(f.netns.unwrap_or(0)) | (u64::from(f.ports.is_empty()) << 32) | (u64::from(f.reads) << 48);
         self.cfg.set(0, value, 0).map_err(|e| chain(&e))
     }
 
@@ -260,13 +292,18 @@ impl Source {
         &self.missing
     }
 
-    /// One line: what is attached, and what is missing and so not measured.
+    /// One line: what is attached, and what is missing and so not measured (the reads, unless a
+    /// filter asked for them, are neither: "reads off").
     pub fn status(&self) -> String {
         let mut s = format!(
             "kernel evidence: {} of {} tracepoints",
             self.attached.len(),
             self.attached.len() + self.missing.len()
         );
+        let has_reads = self.deferred.iter().chain(&self.attached).any(|t| t.program == READ_PROGRAM);
+        if has_reads && !self.reads {
+            s += " (reads off)";
+        }
         for (t, why) in &self.missing {
             s += &format!("; {} missing ({why}): {} not measured", t.name, t.gives);
         }

@@ -23,8 +23,10 @@ pub enum Kind {
     /// `tcp:tcp_retransmit_skb`: `[seq, end_seq)` resent; `flags` the TCP flags (SYN and FIN
     /// take one sequence number each).
     Retransmit { seq: u32, end_seq: u32, flags: u8 },
-    /// `tcp:tcp_probe`: the socket's windows when a segment arrived.
-    Probe(KernelState),
+    /// `tcp:tcp_probe`: the socket's windows when a segment arrived, reported only near a window
+    /// limit (bpf/tcpev.bpf.c `near_a_window_limit`); `mss` the socket's `mss_cache` then,
+    /// `ca_state` its congestion state (enum tcp_ca_state, include/net/tcp.h: 0 Open).
+    Probe { state: KernelState, mss: u32, ca_state: u8 },
     /// `tcp:tcp_rcv_space_adjust`: the application read.
     Read { rcv_wnd: u32 },
     /// `sock:inet_sock_set_state`: TCP state `old` -> `new` (include/net/tcp_states.h).
@@ -105,15 +107,19 @@ pub fn parse(b: &[u8]) -> Option<Record> {
             Kind::Sendmsg { left: v(0), write_seq: v(1), msg: u64::from(v(2)) | u64::from(v(3)) << 32, size_goal: v(4) }
         }
         2 => Kind::Retransmit { seq: v(0), end_seq: v(1), flags: v(2) as u8 },
-        3 => Kind::Probe(KernelState {
-            snd_una: v(0),
-            snd_nxt: v(1),
-            snd_cwnd: v(2),
-            ssthresh: v(3),
-            snd_wnd: v(4),
-            srtt_us: v(5),
-            rcv_wnd: v(6),
-        }),
+        3 => Kind::Probe {
+            state: KernelState {
+                snd_una: v(0),
+                snd_nxt: v(1),
+                snd_cwnd: v(2),
+                ssthresh: v(3),
+                snd_wnd: v(4),
+                srtt_us: v(5),
+                rcv_wnd: v(6),
+            },
+            mss: v(7),
+            ca_state: b[19],
+        },
         4 => Kind::Read { rcv_wnd: v(0) },
         5 => Kind::SetState { old: v(0) as u8, new: v(1) as u8 },
         6 => Kind::Cong { state: v(0) as u8 },
@@ -178,7 +184,7 @@ impl Converter {
                 let ctl = u32::from(flags & 0x02 != 0) + u32::from(flags & 0x01 != 0);
                 Some(KernelEvent::Retransmit { seq, len: end_seq.wrapping_sub(seq).saturating_sub(ctl) })
             }
-            Kind::Probe(s) => Some(KernelEvent::State(s)),
+            Kind::Probe { state, .. } => Some(KernelEvent::State(state)),
             Kind::Read { .. } => Some(KernelEvent::Read),
             Kind::Cong { state } => Some(KernelEvent::CongState { state }),
             Kind::SetState { new, .. } => {
@@ -295,6 +301,17 @@ mod tests {
         assert_eq!(endpoint(&r, r.remote, r.local), Some(Endpoint::B));
         assert_eq!(endpoint(&r, r.local, r.remote), Some(Endpoint::A));
         assert_eq!(endpoint(&r, r.local, "127.0.0.2:1".parse().unwrap()), None);
+    }
+
+    #[test]
+    fn a_window_state_parses_with_its_mss_and_congestion_state() {
+        let mut b = raw(3, AF_INET, 7, [100, 1548, 10, 7, 65536, 40, 65483, 32768]);
+        b[19] = 4;
+        let r = parse(&b).unwrap();
+        let Kind::Probe { state, mss, ca_state } = r.kind else { panic!("{r:?}") };
+        assert_eq!((state.snd_una, state.snd_nxt, state.snd_cwnd, state.ssthresh), (100, 1548, 10, 7));
+        assert_eq!((state.snd_wnd, state.srtt_us, state.rcv_wnd, mss, ca_state), (65536, 40, 65483, 32768, 4));
+        assert_eq!(Converter::new().event(&r), Some(KernelEvent::State(state)));
     }
 
     #[test]

@@ -81,13 +81,15 @@ fn iptables(args: &[&str]) {
 /// segment the server's INPUT chain drops until the sender has resent it (RFC 6298 5 / RFC 8985
 /// 7: a tail-loss probe or the RTO). The source must report each write with its size and a
 /// sequence number that continues the previous one (tcp_sendmsg_locked's write_seq), the
-/// resend of the dropped range (tcp_retransmit_skb), window states with a congestion window
-/// (tcp_probe), reads, opens and closes (inet_sock_set_state), and lose nothing.
+/// resend of the dropped range (tcp_retransmit_skb), reads (asked for: `Filter::reads`), opens
+/// and closes (inet_sock_set_state), every window state it kept with a congestion window
+/// (tcp_probe), and lose nothing.
 fn writes_resends_and_windows_of_a_real_connection() {
     let recs = in_netns(|ino| {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let mut src = Source::open(&Filter { ports: vec![port], netns: Some(ino) }).expect("kernel evidence");
+        let mut src =
+            Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: true }).expect("kernel evidence");
         assert!(
             src.attached().iter().any(|t| t.name == "tcp_sendmsg_locked"),
             "tcp_sendmsg_locked (Linux 6.12+) should attach on this kernel: {}",
@@ -160,7 +162,7 @@ fn writes_resends_and_windows_of_a_real_connection() {
             _ => None,
         })
         .collect();
-    assert!(!states.is_empty() && states.iter().all(|s| s.snd_cwnd > 0), "window states with a cwnd: {states:?}");
+    assert!(states.iter().all(|s| s.snd_cwnd > 0), "window states with a cwnd: {states:?}");
     // The server's side: its reads, and both sockets' opens and closes with their 4-tuples.
     assert!(recs.iter().any(|r| r.local.port() == port && matches!(r.kind, Kind::Read { .. })), "the server's reads");
     assert!(
@@ -178,7 +180,8 @@ fn writes_resends_and_windows_of_a_real_connection() {
 fn a_missing_tracepoint_is_named_and_the_rest_still_attach() {
     let mut tps: Vec<Tracepoint> = TRACEPOINTS.to_vec();
     tps[0].name = "tcp_sendmsg_locked_not_in_any_kernel";
-    let src = Source::open_tracepoints(&Filter { ports: vec![1], netns: None }, &tps).expect("the rest attach");
+    let src =
+        Source::open_tracepoints(&Filter { ports: vec![1], netns: None, reads: true }, &tps).expect("the rest attach");
     assert_eq!(src.attached().len(), TRACEPOINTS.len() - 1, "{}", src.status());
     let status = src.status();
     assert!(
@@ -196,7 +199,8 @@ fn another_namespace_is_filtered_out_in_the_kernel() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         // The right port, a namespace inode that is not this one.
-        let mut src = Source::open(&Filter { ports: vec![port], netns: Some(1) }).expect("kernel evidence");
+        let mut src =
+            Source::open(&Filter { ports: vec![port], netns: Some(1), reads: true }).expect("kernel evidence");
         let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let (mut s, _) = listener.accept().unwrap();
         c.write_all(b"hello").unwrap();
@@ -207,6 +211,82 @@ fn another_namespace_is_filtered_out_in_the_kernel() {
         (recs.len(), src.counts())
     });
     assert_eq!((n, counts.lost), (0, 0));
+}
+
+/// Whether a window state is near a window limit as bpf/tcpev.bpf.c `near_a_window_limit`
+/// means it, leaving out its congestion-state clause: the flight within one
+/// MSS of the congestion window (`tcp_cwnd_test`) or of the peer's window (`tcp_snd_wnd_test`),
+/// or a peer window under two segments.
+fn near_a_limit(s: &trace::KernelState, mss: u32) -> bool {
+    let (mss, flight) = (u64::from(mss), u64::from(s.snd_nxt.wrapping_sub(s.snd_una)));
+    let wnd = u64::from(s.snd_wnd);
+    flight + mss >= u64::from(s.snd_cwnd) * mss || flight + mss >= wnd || wnd < 2 * mss
+}
+
+/// Window states are kept only near a window limit, and reads only when asked for: 300 1-byte
+/// round trips (a flight of one byte, far from every window) make writes and no read and (almost)
+/// no window state; then a server that stops reading, behind a 4 KiB receive buffer, closes its
+/// window on a client that writes 1 MB: the client's states near the peer's window are kept,
+/// each one near a limit by the record's own fields.
+fn window_states_only_near_a_limit_and_reads_only_when_asked() {
+    let (bulk, rr, port) = in_netns(|ino| {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mut src = Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: false }).expect("kernel");
+        assert!(src.status().ends_with("(reads off)"), "{}", src.status());
+        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_nodelay(true).unwrap();
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_nodelay(true).unwrap();
+        let mut b = [0u8; 1];
+        for _ in 0..300 {
+            c.write_all(&b).unwrap();
+            s.read_exact(&mut b).unwrap();
+            s.write_all(&b).unwrap();
+            c.read_exact(&mut b).unwrap();
+        }
+        let mut recs = Vec::new();
+        drain_all(&mut src, &mut recs, Duration::from_millis(100));
+        let rr = recs.len();
+        // The server stops reading; its receive buffer is small, so its window closes.
+        let small = socket2::SockRef::from(&s);
+        small.set_recv_buffer_size(4096).unwrap();
+        c.set_write_timeout(Some(Duration::from_millis(500))).unwrap();
+        let chunk = vec![5u8; 16 * 1024];
+        let mut sent = 0;
+        while sent < 1 << 20 {
+            match c.write(&chunk) {
+                Ok(n) => sent += n,
+                Err(_) => break,
+            }
+        }
+        drain_all(&mut src, &mut recs, Duration::from_millis(200));
+        drop(c);
+        drop(s);
+        (recs.split_off(rr), recs, port)
+    });
+    let client_states = |v: &[Record]| -> Vec<(trace::KernelState, u32, u8)> {
+        v.iter()
+            .filter(|r| r.remote.port() == port)
+            .filter_map(|r| match r.kind {
+                Kind::Probe { state, mss, ca_state } => Some((state, mss, ca_state)),
+                _ => None,
+            })
+            .collect()
+    };
+    let writes = rr.iter().filter(|r| matches!(r.kind, Kind::Sendmsg { .. })).count();
+    assert!(writes >= 600, "300 requests and 300 replies: {writes} writes");
+    assert!(!rr.iter().any(|r| matches!(r.kind, Kind::Read { .. })), "no read unless asked for");
+    let rr_states = rr.iter().filter(|r| matches!(r.kind, Kind::Probe { .. })).count();
+    // The first segments of a connection may find its windows still small; 600 far from them.
+    assert!(rr_states <= 10, "{rr_states} window states for 600 one-byte segments far from every window");
+    let near = client_states(&bulk);
+    assert!(!near.is_empty(), "a closing peer window is kept: {} records of the bulk phase", bulk.len());
+    // TCP_CA_Open is 0 (include/net/tcp.h enum tcp_ca_state): any other state is kept anyway.
+    assert!(
+        near.iter().all(|(s, mss, ca)| *ca != 0 || (*mss > 0 && near_a_limit(s, *mss))),
+        "every kept state near a limit: {near:?}"
+    );
 }
 
 fn main() {
@@ -222,6 +302,11 @@ fn main() {
             "a_missing_tracepoint_is_named_and_the_rest_still_attach",
             &[],
             a_missing_tracepoint_is_named_and_the_rest_still_attach,
+        ),
+        needs_root(
+            "window_states_only_near_a_limit_and_reads_only_when_asked",
+            &[],
+            window_states_only_near_a_limit_and_reads_only_when_asked,
         ),
         needs_root(
             "another_namespace_is_filtered_out_in_the_kernel",

@@ -102,18 +102,24 @@ pub enum KernelEvidence {
     On(KernelHandle),
 }
 
-/// A shared kernel-evidence source and its reader thread.
+/// A shared kernel-evidence source and its reader thread, and whether its rows record reads.
 #[derive(Clone)]
-pub struct KernelHandle(pub Arc<kevidence::Reader>);
+pub struct KernelHandle(pub Arc<kevidence::Reader>, bool);
 
 impl KernelHandle {
-    /// Load the programs and attach them (filtered to no port until a row starts).
+    /// Load the programs and attach them (filtered to no port until a row starts), without
+    /// reads (`kevidence::Filter::reads`: no rule uses them).
     pub fn open() -> Result<KernelHandle, String> {
+        Self::open_with_reads(false)
+    }
+
+    /// Like [`KernelHandle::open`]; with `reads`, the rows also record the application's reads.
+    pub fn open_with_reads(reads: bool) -> Result<KernelHandle, String> {
         // Port 0 matches no TCP socket of interest until a row sets its own.
-        let src = kevidence::Source::open(&kevidence::Filter { ports: vec![0], netns: None })
+        let src = kevidence::Source::open(&kevidence::Filter { ports: vec![0], netns: None, reads })
             .map_err(|e| format!("{e}; the rows run without it"))?;
         let r = kevidence::Reader::spawn(src).map_err(|e| format!("no kernel evidence: reader thread: {e}"))?;
-        Ok(KernelHandle(Arc::new(r)))
+        Ok(KernelHandle(Arc::new(r), reads))
     }
 }
 
@@ -151,7 +157,7 @@ pub(crate) struct KernelRecords {
 impl KernelRow {
     /// Start: the row's port, in the namespace with inode `netns` if given.
     pub fn start(handle: &KernelHandle, port: u16, netns: Option<u32>) -> Result<KernelRow, String> {
-        handle.0.restart(&kevidence::Filter { ports: vec![port], netns })?;
+        handle.0.restart(&kevidence::Filter { ports: vec![port], netns, reads: handle.1 })?;
         let counts0 = handle.0.counts();
         Ok(KernelRow { handle: handle.clone(), clock: kevidence::ClockMap::sample(), counts0 })
     }

@@ -99,6 +99,10 @@ pub struct WatchArgs {
     /// what is missing and the packets are analysed alone
     #[arg(long)]
     pub kernel: bool,
+    /// With --kernel, also record the application's reads (tcp:tcp_rcv_space_adjust): off by
+    /// default, as no rule uses them and a request/response flow makes one per message
+    #[arg(long, requires = "kernel")]
+    pub kernel_reads: bool,
 }
 
 /// One line of `--format jsonl`.
@@ -221,7 +225,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
     };
     // Kernel evidence: failing soft, one line on what is missing and what still works.
     let mut kfeed = if args.kernel {
-        match KernelFeed::open(&args.ports) {
+        match KernelFeed::open(&args.ports, args.kernel_reads) {
             Ok(k) => {
                 eprintln!("tcpstall watch: {}", k.status());
                 Some(k)

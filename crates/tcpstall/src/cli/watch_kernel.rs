@@ -77,11 +77,12 @@ pub struct KernelFeed {
 
 impl KernelFeed {
     /// Attach to the sockets with `ports` (all when empty) in this process's network namespace
-    /// (the one the capture sees). Err: one line saying why not.
-    pub fn open(ports: &[u16]) -> Result<KernelFeed, String> {
+    /// (the one the capture sees); with `reads`, also report their reads. Err: one line saying
+    /// why not.
+    pub fn open(ports: &[u16], reads: bool) -> Result<KernelFeed, String> {
         use std::os::unix::fs::MetadataExt;
         let netns = std::fs::metadata("/proc/self/ns/net").ok().map(|m| m.ino() as u32);
-        let src = Source::open(&Filter { ports: ports.to_vec(), netns })
+        let src = Source::open(&Filter { ports: ports.to_vec(), netns, reads })
             .map_err(|e| format!("{e}; the packets are analysed alone"))?;
         let status = src.status();
         let reader = Reader::spawn(src).map_err(|e| format!("no kernel evidence: reader thread: {e}"))?;
