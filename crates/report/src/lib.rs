@@ -11,10 +11,12 @@ mod export;
 pub mod html;
 mod latency;
 mod merge;
+mod replay;
 mod schema;
 pub use export::{export, exporter, label, stall_records_text, Csv, Json, Markdown, Table};
 pub use latency::{histogram_ns, LatencyDist};
 pub use merge::merge_connections;
+pub use replay::ReplayDoc;
 pub use schema::*;
 
 /// Output formats.

@@ -164,9 +164,32 @@ fn explain_sample() -> Value {
     v
 }
 
+/// `replay --format json`: the run is the lab document (checked above), the records are the
+/// stall records (checked above); the top level is checked here.
+fn replay_sample(lab: &Value) -> Value {
+    let doc = tcpstall_report::ReplayDoc {
+        tool: "tcpstall",
+        version: "0",
+        schema_version: SCHEMA_VERSION,
+        mode: "replay",
+        file: "f".into(),
+        flow: "a <-> b".into(),
+        repetitions: 3,
+        exchange: "client 275,24,292; server 100".into(),
+        path_rtt_ns: Some(1),
+        path_rtt_from_handshake: true,
+        capture_stall_summary: StallSummary::default(),
+        capture_stall_records: vec![stall()],
+        saved: None,
+        run: Some(serde_json::from_value(lab.clone()).expect("the lab document reads back as a Report")),
+    };
+    serde_json::to_value(&doc).unwrap()
+}
+
 #[test]
 fn every_serialised_field_is_documented_and_every_documented_field_serialised() {
     let (lab, explain) = (lab_sample(), explain_sample());
+    let replay = replay_sample(&lab);
     let docs = documented();
     assert!(docs.len() >= 15, "the doc's marked tables: {}", docs.len());
     let mut problems = Vec::new();
@@ -175,9 +198,12 @@ fn every_serialised_field_is_documented_and_every_documented_field_serialised() 
         if path.starts_with("advise:") {
             continue;
         }
-        let (doc, p) = match path.strip_prefix("explain:") {
-            Some(p) => (&explain, p),
-            None => (&lab, path.as_str()),
+        let (doc, p) = if let Some(p) = path.strip_prefix("explain:") {
+            (&explain, p)
+        } else if let Some(p) = path.strip_prefix("replay:") {
+            (&replay, p)
+        } else {
+            (&lab, path.as_str())
         };
         let Some(obj) = at(doc, p).as_object() else {
             problems.push(format!("{path}: no object there in the sample"));

@@ -60,6 +60,16 @@ pub struct ReplayArgs {
     /// side by side (stall records, ladders, time-sequence graphs)
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<PathBuf>,
+    /// Output format: text, or one JSON document (the exchange, the capture's stall records and
+    /// the run's report; docs/json-schema.md, "Replay")
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: ReplayFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReplayFormat {
+    Text,
+    Json,
 }
 
 /// One data segment of the flow, as the derivation needs it.
@@ -280,15 +290,40 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
     let (key, e, reps, fa, s) = (&d.key, &d.exchange, d.reps, &d.analysis, &d.scenario);
     let rtt = d.rtt.map(|(ns, _)| ns);
     let capture_stalls = analyze::StallSummary::of(fa.stalls.iter().filter(|s| s.shows_a_wait()));
-    println!("replay: {} flow {key}: {reps} repetitions of {} turn(s)", args.file.display(), e.turns.len());
-    println!("  exchange: {}", e.inline());
+    let text = args.format == ReplayFormat::Text;
+    // The JSON document is printed once at the end (or when the run is interrupted).
+    let doc = |saved: Option<String>, run: Option<report::Report>| report::ReplayDoc {
+        tool: "tcpstall",
+        version: env!("CARGO_PKG_VERSION"),
+        schema_version: report::SCHEMA_VERSION,
+        mode: "replay",
+        file: args.file.display().to_string(),
+        flow: key.to_string(),
+        repetitions: reps as u64,
+        exchange: e.inline(),
+        path_rtt_ns: rtt,
+        path_rtt_from_handshake: fa.path_rtt_from_handshake,
+        capture_stall_summary: capture_stalls.clone(),
+        capture_stall_records: fa.stalls.clone(),
+        saved,
+        run,
+    };
+    let print_doc = |d: &report::ReplayDoc| -> anyhow::Result<()> {
+        println!("{}", serde_json::to_string_pretty(d)?);
+        Ok(())
+    };
+    macro_rules! say {
+        ($($t:tt)*) => { if text { println!($($t)*); } };
+    }
+    say!("replay: {} flow {key}: {reps} repetitions of {} turn(s)", args.file.display(), e.turns.len());
+    say!("  exchange: {}", e.inline());
     match rtt {
-        Some(ns) => println!(
+        Some(ns) => say!(
             "  path RTT: {:.3} ms ({})",
             ns as f64 / 1e6,
             if fa.path_rtt_from_handshake { "from the handshake" } else { "estimated" }
         ),
-        None => println!("  path RTT: unknown (no handshake in the capture)"),
+        None => say!("  path RTT: unknown (no handshake in the capture)"),
     }
     let causes = |s: &analyze::StallSummary| -> String {
         if s.by_cause.is_empty() {
@@ -296,12 +331,16 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
         }
         s.by_cause.iter().map(|c| format!("{} {}", c.cause.as_str(), c.count)).collect::<Vec<_>>().join(", ")
     };
-    println!("  capture's stalls: {}", causes(&capture_stalls));
+    say!("  capture's stalls: {}", causes(&capture_stalls));
+    let saved = args.emit.as_ref().map(|p| p.display().to_string());
     if let Some(p) = &args.emit {
         std::fs::write(p, s.to_toml()?).with_context(|| format!("cannot write {}", p.display()))?;
-        println!("  saved: {} (edit it, then `tcpstall advise {}`)", p.display(), p.display());
+        say!("  saved: {} (edit it, then `tcpstall advise {}`)", p.display(), p.display());
     }
     if args.no_run {
+        if !text {
+            print_doc(&doc(saved, None))?;
+        }
         return Ok(0);
     }
     // Behind an emulated link with the capture's RTT when it is above 1 ms.
@@ -333,9 +372,13 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
         let r = lab::run_scenario(s, &env.placement, &opts, &mut |_| {});
         env.finish()?;
         if let Some(sig) = interrupts.ok().and_then(|i| i.stop()) {
-            let saved = args.emit.as_ref().map_or(String::new(), |p| format!(", saved in {}", p.display()));
-            println!("  reproduced: interrupted before the run finished");
-            eprintln!("tcpstall: interrupted by signal {sig}: the derived exchange is printed above{saved}");
+            let where_saved = args.emit.as_ref().map_or(String::new(), |p| format!(", saved in {}", p.display()));
+            if text {
+                println!("  reproduced: interrupted before the run finished");
+            } else {
+                print_doc(&doc(saved, None))?;
+            }
+            eprintln!("tcpstall: interrupted by signal {sig}: the derived exchange is printed above{where_saved}");
             return Ok(128 + sig);
         }
         r
@@ -353,7 +396,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
     } else {
         format!("{} in {} rounds", causes(&row.stall_summary), row.rounds)
     };
-    println!(
+    say!(
         "  reproduced ({}, {how}): {reproduced}; p50 {:.2} ms, p99 {:.2} ms",
         report.mode,
         row.latency_us.p50 / 1e3,
@@ -362,6 +405,9 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
     if let Some(path) = &args.report {
         // Says where on stderr (htmlreport::write).
         write_report(path, &args, &d, &report, &how)?;
+    }
+    if !text {
+        print_doc(&doc(saved, Some(report)))?;
     }
     Ok(0)
 }

@@ -61,6 +61,7 @@ fn main() {
         t!(advise::advise_prints_the_code_in_each_language),
         t!(advise::advise_fail_on_stall_and_peer_profile),
         t!(advise::replay_and_advise_a_header_body_server),
+        t!(advise::replay_prints_one_json_document),
         t!(advise::advise_declares_the_tie_and_the_rule_that_chose),
         t!(advise::advise_json_fields_are_documented),
         t!(advise::signals_on_advise_and_replay_keep_the_finished_work),
