@@ -105,20 +105,39 @@ fn not_lost(r: &Resent) -> Option<Verdict> {
 }
 
 /// RFC 1191 / RFC 8201: an ICMP fragmentation-needed about the sender's segments since the
-/// range was last sent; Linux `tcp_v4_mtu_reduced` resends at the new MSS at once.
+/// range was last sent; Linux `tcp_v4_mtu_reduced` resends at the new MSS at once
+/// (`tcp_simple_retransmit`), and the rest of the too-big flight follows as the ACKs open the
+/// window: a resend right after an ACK (within the capture-to-sender round trip and 2 ms), with
+/// the ICMP earlier in the flow, is that recovery too, not a timeout.
 fn path_mtu(r: &Resent, ev: &mut Ev) -> Option<Verdict> {
-    let (c, h) = (r.c, r.d.h);
-    let (it, iframe, mtu) = c.icmp_frag.filter(|(it, _, _)| *it >= r.prev_t.min(c.start) && *it <= c.end)?;
-    ev.add(it, iframe, format!("ICMP fragmentation needed for {h}'s segment, next-hop MTU {mtu}"));
+    let (c, d, h) = (r.c, r.d, r.d.h);
+    let (it, iframe, mtu) = &c.icmp_frag.filter(|(it, _, _)| *it <= c.end)?;
+    let since_icmp = *it >= r.prev_t.min(c.start);
+    let released = c.ack.filter(|a| a.t >= c.start && c.end.since(a.t) <= Duration::from_millis(2) + d.back);
+    if !since_icmp && released.is_none() {
+        return None;
+    }
+    ev.add(*it, *iframe, format!("ICMP fragmentation needed for {h}'s segment, next-hop MTU {mtu}"));
+    let how = match released {
+        Some(a) if !since_icmp => {
+            ev.add(a.t, a.frame, format!("{} ACK", d.p));
+            format!(
+                "right after {}'s ACK ({} before), as the window let the re-cut flight go, after an ICMP \
+                 fragmentation-needed (next-hop MTU {mtu}) {} earlier",
+                d.p,
+                c.end.since(a.t),
+                c.end.since(*it)
+            )
+        }
+        _ => format!("{} after an ICMP fragmentation-needed (next-hop MTU {mtu}) about {h}'s segments", c.end.since(*it)),
+    };
     Some(Verdict::stall(
         Cause::PathMtu,
         SIGNATURE,
         format!(
-            "{} bytes resent {} after an ICMP fragmentation-needed (next-hop MTU {mtu}) about {h}'s segments: the \
-             path's MTU was smaller than {h}'s segments, the router dropped them, and {h} resent at the smaller size \
-             (path MTU discovery, RFC 1191 / RFC 8201; Linux tcp_v4_mtu_reduced)",
-            c.seg.len,
-            c.end.since(it)
+            "{} bytes resent {how}: the path's MTU was smaller than {h}'s segments, the router dropped them, and \
+             {h} resent at the smaller size (path MTU discovery, RFC 1191 / RFC 8201; Linux tcp_v4_mtu_reduced)",
+            c.seg.len
         ),
     ))
 }

@@ -217,6 +217,28 @@ fn icmp_fragmentation_needed_is_path_mtu_discovery() {
     assert_eq!((last.cause, last.kind), (Cause::PathMtu, RecordKind::Stall), "{r:#?}");
     assert!(last.detail.contains("next-hop MTU 1492") && last.detail.contains("RFC 1191"), "{}", last.detail);
     assert!(last.evidence.iter().any(|e| e.source == Evidence::Frame(99)), "{last:#?}");
+
+    // The rest of the too-big flight follows as the ACKs open the window (zeek smtp.pcap: the
+    // resends leave 31-36 us after ACKs on a long path): path MTU recovery, not a timeout with
+    // back-off, though the range was last sent long before.
+    let mut s = Script::with_rtt(20);
+    s.data(301.0, A, 1460).data(301.01, A, 1460);
+    let (first, second) = (s.seq[0] - 2920, s.seq[0] - 1460);
+    s.ev.push(Event {
+        t: Instant(304 * MS),
+        from: A,
+        kind: EventKind::Icmp(IcmpError { kind: IcmpKind::FragNeeded { mtu: 1492 }, seq: first }),
+        evidence: Evidence::Frame(98),
+    });
+    let ack = s.seq[1];
+    s.raw(304 * MS + 35_000, A, first, ack, TcpFlags::ACK, 1440, 512, None);
+    s.raw(704 * MS, B, ack, first + 1440, TcpFlags::ACK, 0, 512, None);
+    s.raw(704 * MS + 31_000, A, first + 1440, ack, TcpFlags::ACK, 1440, 512, None);
+    let r = s.records();
+    let last = r.last().unwrap();
+    assert_eq!(last.cause, Cause::PathMtu, "{r:#?}");
+    assert!(last.detail.contains("as the window let the re-cut flight go"), "{}", last.detail);
+    assert!(second > first);
 }
 
 /// Bytes below snd_nxt that the capture never saw sent (a range it saw skipped over) are no
