@@ -129,7 +129,9 @@ fn path_mtu(r: &Resent, ev: &mut Ev) -> Option<Verdict> {
                 c.end.since(*it)
             )
         }
-        _ => format!("{} after an ICMP fragmentation-needed (next-hop MTU {mtu}) about {h}'s segments", c.end.since(*it)),
+        _ => {
+            format!("{} after an ICMP fragmentation-needed (next-hop MTU {mtu}) about {h}'s segments", c.end.since(*it))
+        }
     };
     Some(Verdict::stall(
         Cause::PathMtu,
