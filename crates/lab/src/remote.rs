@@ -22,108 +22,6 @@ use crate::measure::Recorder;
 use crate::pair::{self, ClientOut, PacketsOut, RoundsCfg, SideOut, Sync};
 use crate::{Cancel, LabError, LabOptions, Placement};
 
-/// tcp_info as it travels between hosts: the fields the lab uses (`sys::tcpinfo::TcpInfo`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TcpInfoRecord {
-    pub len: usize,
-    pub state: u8,
-    pub options: u8,
-    pub rto: u32,
-    pub ato: u32,
-    pub snd_mss: u32,
-    pub rcv_mss: u32,
-    pub unacked: u32,
-    pub rtt: u32,
-    pub rttvar: u32,
-    pub snd_cwnd: u32,
-    pub total_retrans: u32,
-    pub segs_out: Option<u32>,
-    pub segs_in: Option<u32>,
-    pub notsent_bytes: Option<u32>,
-    pub min_rtt: Option<u32>,
-    pub data_segs_in: Option<u32>,
-    pub data_segs_out: Option<u32>,
-    pub bytes_sent: Option<u64>,
-    pub bytes_retrans: Option<u64>,
-}
-
-impl From<TcpInfo> for TcpInfoRecord {
-    fn from(i: TcpInfo) -> Self {
-        let TcpInfo {
-            len,
-            state,
-            options,
-            rto,
-            ato,
-            snd_mss,
-            rcv_mss,
-            unacked,
-            rtt,
-            rttvar,
-            snd_cwnd,
-            total_retrans,
-            segs_out,
-            segs_in,
-            notsent_bytes,
-            min_rtt,
-            data_segs_in,
-            data_segs_out,
-            bytes_sent,
-            bytes_retrans,
-        } = i;
-        TcpInfoRecord {
-            len,
-            state,
-            options,
-            rto,
-            ato,
-            snd_mss,
-            rcv_mss,
-            unacked,
-            rtt,
-            rttvar,
-            snd_cwnd,
-            total_retrans,
-            segs_out,
-            segs_in,
-            notsent_bytes,
-            min_rtt,
-            data_segs_in,
-            data_segs_out,
-            bytes_sent,
-            bytes_retrans,
-        }
-    }
-}
-
-impl From<TcpInfoRecord> for TcpInfo {
-    fn from(i: TcpInfoRecord) -> Self {
-        TcpInfo {
-            len: i.len,
-            state: i.state,
-            options: i.options,
-            rto: i.rto,
-            ato: i.ato,
-            snd_mss: i.snd_mss,
-            rcv_mss: i.rcv_mss,
-            unacked: i.unacked,
-            rtt: i.rtt,
-            rttvar: i.rttvar,
-            snd_cwnd: i.snd_cwnd,
-            total_retrans: i.total_retrans,
-            segs_out: i.segs_out,
-            segs_in: i.segs_in,
-            notsent_bytes: i.notsent_bytes,
-            min_rtt: i.min_rtt,
-            data_segs_in: i.data_segs_in,
-            data_segs_out: i.data_segs_out,
-            bytes_sent: i.bytes_sent,
-            bytes_retrans: i.bytes_retrans,
-        }
-    }
-}
-
 /// What the far host measured on its side of a row, returned to the client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -131,8 +29,9 @@ pub struct SideRecord {
     /// `uname -r` of the host that ran this side.
     pub kernel: String,
     pub applied: Applied,
-    pub before: TcpInfoRecord,
-    pub after: TcpInfoRecord,
+    /// tcp_info as it travels between hosts: `sys::tcpinfo::TcpInfo` serialised as it is.
+    pub before: TcpInfo,
+    pub after: TcpInfo,
     /// TcpExt deltas of this side's namespace over its measured rounds, names prefixed "server:".
     pub netstat: BTreeMap<String, i64>,
     pub cpu_ns: Option<u64>,
@@ -260,8 +159,8 @@ pub fn serve_side(
     Ok(SideRecord {
         kernel: crate::kernel_release(),
         applied: o.held,
-        before: o.before.into(),
-        after: o.after.into(),
+        before: o.before,
+        after: o.after,
         netstat: o.netstat,
         cpu_ns: o.cpu_ns,
         frames,
@@ -330,8 +229,8 @@ pub fn assemble(
 ) -> RunResult {
     let srv = SideOut {
         applied: srv.applied,
-        before: srv.before.into(),
-        after: srv.after.into(),
+        before: srv.before,
+        after: srv.after,
         netstat: srv.netstat,
         holds: None,
         cpu_ns: srv.cpu_ns,
@@ -390,6 +289,7 @@ mod tests {
     #[test]
     fn tcp_info_round_trips_through_its_record() {
         let i = TcpInfo { ato: 40_000, segs_out: Some(9), bytes_sent: Some(5), ..Default::default() };
-        assert_eq!(TcpInfo::from(TcpInfoRecord::from(i)), i);
+        let j = serde_json::to_string(&i).unwrap();
+        assert_eq!(serde_json::from_str::<TcpInfo>(&j).unwrap(), i);
     }
 }

@@ -18,8 +18,10 @@ pub const TCPI_OPT_TIMESTAMPS: u8 = 1;
 pub const TCPI_OPT_SACK: u8 = 2;
 
 /// The tcp_info fields tcpstall uses. Times are microseconds, as the kernel reports them.
-/// Fields the kernel did not return (older layouts) are `None`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Fields the kernel did not return (older layouts) are `None`. Serialised as it is for the
+/// far host of `lab --remote` (unknown fields refused).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TcpInfo {
     /// How many bytes the kernel returned.
     pub len: usize,
