@@ -95,26 +95,11 @@ pub fn run(args: &LabArgs, s: &Scenario) -> anyhow::Result<i32> {
         }
         Progress::Done { index, .. } => bar.set_position(index as u64 + 1),
     };
-    let cancel = opts.cancel.clone();
-    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
-        .context("cannot install the Ctrl-C handler")?;
-    let handle = signals.handle();
     // As `lab`: the first signal cancels the row in progress, a second ends the process.
-    let waiter = std::thread::spawn(move || {
-        let mut first = None;
-        for sig in signals.forever() {
-            if first.is_some() {
-                std::process::exit(128 + sig);
-            }
-            first = Some(sig);
-            cancel.cancel();
-        }
-        first
-    });
+    let interrupts = super::lab::Interrupts::start(opts.cancel.clone())?;
     let report = remote::client::run_scenario(s, addr, &key, &opts, &mut progress);
     bar.finish_and_clear();
-    handle.close();
-    let signal = waiter.join().ok().flatten();
+    let signal = interrupts.stop();
     let report = report.map_err(|e| anyhow::anyhow!("--remote {target}: {e}"))?;
     if !report.results.is_empty() || args.common.format != OutputFormat::Table {
         sink.write(&report::export(&report, args.common.format.into()))?;
