@@ -17,7 +17,7 @@
 
 mod common;
 
-use common::{matrix_all, sets, MARGIN_NS};
+use common::MARGIN_NS;
 use tcpstall_model as model;
 
 use analyze::confidence::Band;
@@ -262,18 +262,7 @@ fn score_experiments(cells: &mut [Cell; 4]) {
 #[test]
 fn the_confidence_bands_mean_what_they_say() {
     let mut t = Table::default();
-    let links: [LinkSpec; 2] = [LinkSpec { mtu: 1500, ..model::loopback_link() }, "rtt=10ms,mtu=1500".parse().unwrap()];
-    for scenario in Scenario::catalogue().into_iter().filter(|s| s.name != "stream") {
-        let mut s = scenario.clone();
-        s.apply_sets(sets(&s.name)).unwrap();
-        for p in Profile::all().into_iter().chain(Profile::eras().into_iter().filter(|p| p.name != "linux")) {
-            for pair in matrix_all() {
-                for link in &links {
-                    run(&s, &pair, &p, link, &mut t);
-                }
-            }
-        }
-    }
+    common::each_run(|s, pair, p, link| run(s, pair, p, link, &mut t));
     score_experiments(&mut t.packets);
     let table = render(&t);
     eprintln!("{table}");

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{matrix_all, sets, MARGIN_NS};
+use common::MARGIN_NS;
 use tcpstall_model as model;
 
 use model::{simulate, Profile, SimConfig};
@@ -58,19 +58,7 @@ fn run(scenario: &Scenario, pair: &StrategyPair, p: &Profile, link: &LinkSpec, t
 #[test]
 fn the_classifier_names_every_hold_the_model_made_with_the_models_cause() {
     let mut t = Tally::default();
-    let links: [LinkSpec; 2] = [LinkSpec { mtu: 1500, ..model::loopback_link() }, "rtt=10ms,mtu=1500".parse().unwrap()];
-    for scenario in Scenario::catalogue().into_iter().filter(|s| s.name != "stream") {
-        let mut s = scenario.clone();
-        s.apply_sets(sets(&s.name)).unwrap();
-        // The six stacks and the Linux eras (linux:4.19 .. linux:6.12; `linux` is in both).
-        for p in Profile::all().into_iter().chain(Profile::eras().into_iter().filter(|p| p.name != "linux")) {
-            for pair in matrix_all() {
-                for link in &links {
-                    run(&s, &pair, &p, link, &mut t);
-                }
-            }
-        }
-    }
+    common::each_run(|s, pair, p, link| run(s, pair, p, link, &mut t));
     let share = t.agree as f64 / t.holds.max(1) as f64;
     eprintln!("oracle: {} of {} holds agree ({:.1}%)", t.agree, t.holds, share * 100.0);
     for d in &t.disagreements {

@@ -1,6 +1,7 @@
 //! The oracle's matrix, shared by the oracle and calibration tests.
 
-use scenario::{Opt, SideOpts, StrategyPair};
+use scenario::{LinkSpec, Opt, Scenario, SideOpts, StrategyPair};
+use tcpstall_model::{loopback_link, Profile};
 
 /// A hold longer than this is a stall in the model's own accounting (summary::STALL_MARGIN_NS).
 pub const MARGIN_NS: u64 = 10_000_000;
@@ -24,5 +25,23 @@ pub fn sets(name: &str) -> &'static [&'static str] {
         "bulk-ack" => &["rounds=4"],
         "rr" => &["rounds=50"],
         _ => &[],
+    }
+}
+
+/// Every run of the oracle's matrix: each built-in scenario but stream (shortened by [`sets`]),
+/// the six stacks and the Linux eras (`linux` is in both), every strategy of `--matrix all`,
+/// loopback and a 10 ms path.
+pub fn each_run(mut f: impl FnMut(&Scenario, &StrategyPair, &Profile, &LinkSpec)) {
+    let links: [LinkSpec; 2] = [LinkSpec { mtu: 1500, ..loopback_link() }, "rtt=10ms,mtu=1500".parse().unwrap()];
+    for scenario in Scenario::catalogue().into_iter().filter(|s| s.name != "stream") {
+        let mut s = scenario.clone();
+        s.apply_sets(sets(&s.name)).unwrap();
+        for p in Profile::all().into_iter().chain(Profile::eras().into_iter().filter(|p| p.name != "linux")) {
+            for pair in matrix_all() {
+                for link in &links {
+                    f(&s, &pair, &p, link);
+                }
+            }
+        }
     }
 }
