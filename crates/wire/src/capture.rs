@@ -151,14 +151,14 @@ impl<R: Read> CaptureReader<R> {
             Format::Pcap { big_endian, nanos } => {
                 r.big_endian = big_endian;
                 let mut h = [0u8; 20];
-                r.fill(&mut h, 0, "truncated pcap file header (24 bytes expected)")?;
+                r.fill(&mut h, 0, || "truncated pcap file header (24 bytes expected)".into())?;
                 let (linktype, fcs_len) = pcap_linktype(u32_at(&h, 16, big_endian));
                 let tsres = if nanos { TsRes::Dec(9) } else { TsRes::Dec(6) };
                 r.interfaces.push(Interface { linktype, fcs_len, name: None, loopback: None, tsres, ts_offset_s: 0 });
             }
             Format::PcapNg => {
                 let mut len = [0u8; 4];
-                r.fill(&mut len, 0, "truncated pcapng section header block")?;
+                r.fill(&mut len, 0, || "truncated pcapng section header block".into())?;
                 r.section_header(0, len)?
             }
         }
@@ -226,17 +226,19 @@ impl<R: Read> CaptureReader<R> {
     }
 
     /// Fills `out` completely or fails naming `start` and `what`.
-    fn fill(&mut self, out: &mut [u8], start: u64, what: &str) -> Result<(), WireError> {
-        let got = read_full(&mut self.inner, out).map_err(|e| WireError::io(start, what, e))?;
+    /// `what` names the read in an error; it is only built when the read fails (a packet
+    /// record's message is per packet).
+    fn fill(&mut self, out: &mut [u8], start: u64, what: impl Fn() -> String) -> Result<(), WireError> {
+        let got = read_full(&mut self.inner, out).map_err(|e| WireError::io(start, &what(), e))?;
         self.offset += got as u64;
         if got < out.len() {
-            return Err(WireError::new(start, format!("{what}: file ends after {got} of {} bytes", out.len())));
+            return Err(WireError::new(start, format!("{}: file ends after {got} of {} bytes", what(), out.len())));
         }
         Ok(())
     }
 
     /// Reads `len` bytes into the packet buffer (resized, never beyond MAX_BLOCK).
-    fn fill_buf(&mut self, len: usize, start: u64, what: &str) -> Result<(), WireError> {
+    fn fill_buf(&mut self, len: usize, start: u64, what: impl Fn() -> String) -> Result<(), WireError> {
         let mut buf = std::mem::take(&mut self.buf);
         buf.resize(len, 0);
         let r = self.fill(&mut buf[..len], start, what);
@@ -268,7 +270,7 @@ impl<R: Read> CaptureReader<R> {
                 format!("packet record claims {incl} captured bytes (limit {MAX_PACKET}): corrupt file"),
             ));
         }
-        self.fill_buf(incl as usize, start, &format!("truncated packet record ({incl} bytes claimed)"))?;
+        self.fill_buf(incl as usize, start, || format!("truncated packet record ({incl} bytes claimed)"))?;
         let iface = &self.interfaces[0];
         let frac_ns = iface.tsres.to_nanos(u64::from(frac));
         let ts_ns = u64::from(sec).saturating_mul(1_000_000_000).saturating_add(frac_ns);
@@ -280,7 +282,7 @@ impl<R: Read> CaptureReader<R> {
     /// byte order not yet known) were read: byte-order magic, then skip to the block's end.
     fn section_header(&mut self, start: u64, len_bytes: [u8; 4]) -> Result<(), WireError> {
         let mut bom = [0u8; 4];
-        self.fill(&mut bom, start, "truncated pcapng section header block")?;
+        self.fill(&mut bom, start, || "truncated pcapng section header block".into())?;
         let be = match u32::from_le_bytes(bom) {
             0x1a2b3c4d => false,
             0x4d3c2b1a => true,
@@ -294,17 +296,17 @@ impl<R: Read> CaptureReader<R> {
         }
         self.big_endian = be;
         // Version, section length, options and the trailing length are not needed.
-        self.skip(u64::from(len) - 12, start, "truncated pcapng section header block")?;
+        self.skip(u64::from(len) - 12, start, || "truncated pcapng section header block".into())?;
         self.interfaces.clear();
         Ok(())
     }
 
-    fn skip(&mut self, n: u64, start: u64, what: &str) -> Result<(), WireError> {
+    fn skip(&mut self, n: u64, start: u64, what: impl Fn() -> String) -> Result<(), WireError> {
         let got =
-            io::copy(&mut (&mut self.inner).take(n), &mut io::sink()).map_err(|e| WireError::io(start, what, e))?;
+            io::copy(&mut (&mut self.inner).take(n), &mut io::sink()).map_err(|e| WireError::io(start, &what(), e))?;
         self.offset += got;
         if got < n {
-            return Err(WireError::new(start, format!("{what}: file ends {} bytes early", n - got)));
+            return Err(WireError::new(start, format!("{}: file ends {} bytes early", what(), n - got)));
         }
         Ok(())
     }
@@ -352,7 +354,9 @@ impl<R: Read> CaptureReader<R> {
                             ),
                         ));
                     }
-                    self.fill_buf(body as usize + 4, start, &format!("truncated pcapng block ({len} bytes claimed)"))?;
+                    self.fill_buf(body as usize + 4, start, || {
+                        format!("truncated pcapng block ({len} bytes claimed)")
+                    })?;
                     let trailer = u32_at(&self.buf, body as usize, be);
                     if trailer != len {
                         return Err(WireError::new(
@@ -367,7 +371,7 @@ impl<R: Read> CaptureReader<R> {
                     return self.packet_block(btype, start, body as usize).map(Some);
                 }
                 _ => {
-                    self.skip(u64::from(body) + 4, start, &format!("truncated pcapng block type {btype:#x}"))?;
+                    self.skip(u64::from(body) + 4, start, || format!("truncated pcapng block type {btype:#x}"))?;
                 }
             }
         }
