@@ -471,7 +471,7 @@ impl FlowAnalyzer {
         // TCP_NAGLE_OFF) sent while an earlier sub-MSS segment is unacknowledged (RFC 9293
         // 3.7.4; Linux tcp_nagle_check + tcp_minshall_check would have held it). Only with the
         // MSS from the handshake: an estimated MSS can make a full segment look small.
-        if new_data && mss_known && seg.len < mss && !seg.flags.fin() && dir.nagle_off.is_none() {
+        if new_data && mss_known && seg.len < mss && !seg.flags.fin() && dir.nagle_off.is_none() && dir.out_small > 0 {
             if let Some(small) = dir.outstanding.iter().rev().find(|s| s.small) {
                 if dir.nagle_off_candidate.is_none() {
                     dir.nagle_off_candidate = Some((t, frame, small.end));

@@ -289,7 +289,7 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
         .or_else(|| quiet::own_clock(c, &d, ack, &mut ev))
         .or_else(|| release::rule(c, &d, ack, &mut ev))
         .unwrap_or_else(|| quiet::rule(c, &d, ack, &mut ev));
-    let mut v = writes::proven(c, &d, v, &mut ev);
+    let mut v = writes::proven(c, &d, v);
     ev.add(
         c.end,
         c.end_frame,

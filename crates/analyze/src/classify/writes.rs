@@ -2,7 +2,7 @@
 //! the lab's and the model's record of their own writes) decide whether the bytes existed
 //! before the gap. Without them (a capture), the other families infer it from the packets.
 
-use super::confidence::{self as conf, CONSISTENT, SIGNATURE, SIGNATURE_PARTIAL, WRITES_AND_SIGNATURE};
+use super::confidence::{CONSISTENT, SIGNATURE, SIGNATURE_PARTIAL, WRITES_AND_SIGNATURE};
 use super::{Derived, Ev, GapContext, Resend, Verdict};
 use crate::writes::WriteRec;
 use crate::RecordKind;
@@ -46,7 +46,7 @@ pub(super) fn written_as_sent(c: &GapContext, d: &Derived, ev: &mut Ev) -> Optio
 /// The writes showed the bytes existed from `held_from`, `d.length` before they left: the
 /// wait is proven. A verdict that found no hold becomes a wait with no signature; a mechanism
 /// whose signature shows reaches the top band.
-pub(super) fn proven(c: &GapContext, d: &Derived, mut v: Verdict, _ev: &mut Ev) -> Verdict {
+pub(super) fn proven(c: &GapContext, d: &Derived, mut v: Verdict) -> Verdict {
     let Some(w) = c.written else { return v };
     if c.resend != Resend::No || v.kind == RecordKind::Gap && v.confidence >= WRITES_AND_SIGNATURE {
         return v;
@@ -89,6 +89,5 @@ pub(super) fn proven(c: &GapContext, d: &Derived, mut v: Verdict, _ev: &mut Ev) 
             v.detail = format!("{}{note}", v.detail);
         }
     }
-    let _ = conf::STALL_MIN;
     v
 }
