@@ -229,7 +229,7 @@ impl<R: Read> CaptureReader<R> {
     /// `what` names the read in an error; it is only built when the read fails (a packet
     /// record's message is per packet).
     fn fill(&mut self, out: &mut [u8], start: u64, what: impl Fn() -> String) -> Result<(), WireError> {
-        let got = read_full(&mut self.inner, out).map_err(|e| WireError::io(start, &what(), e))?;
+        let got = read_full(&mut self.inner, out).map_err(|e| WireError::io(start, what(), e))?;
         self.offset += got as u64;
         if got < out.len() {
             return Err(WireError::new(start, format!("{}: file ends after {got} of {} bytes", what(), out.len())));
@@ -303,7 +303,7 @@ impl<R: Read> CaptureReader<R> {
 
     fn skip(&mut self, n: u64, start: u64, what: impl Fn() -> String) -> Result<(), WireError> {
         let got =
-            io::copy(&mut (&mut self.inner).take(n), &mut io::sink()).map_err(|e| WireError::io(start, &what(), e))?;
+            io::copy(&mut (&mut self.inner).take(n), &mut io::sink()).map_err(|e| WireError::io(start, what(), e))?;
         self.offset += got;
         if got < n {
             return Err(WireError::new(start, format!("{}: file ends {} bytes early", what(), n - got)));
