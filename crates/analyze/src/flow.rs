@@ -4,11 +4,10 @@ use crate::classify::{classify, open_window_stall, syn_stall, GapContext, Resend
 use crate::dir::{
     in_hole, resend_kind, seq_le, seq_lt, AckSeen, Dir, Sent, Snapshot, DEFAULT_MSS, MAX_OUTSTANDING, MAX_TSVALS,
 };
-use crate::{Config, EvidenceItem, RecordKind, Stall};
+use crate::{Config, Stall};
 use serde::Serialize;
 use trace::{
-    CapturePoint, Cause, Duration, Endpoint, Event, EventKind, Evidence, IcmpError, IcmpKind, Instant, KernelEvent,
-    Segment,
+    CapturePoint, Duration, Endpoint, Event, EventKind, Evidence, IcmpError, IcmpKind, Instant, KernelEvent, Segment,
 };
 
 pub use crate::dir::DirSummary;
@@ -830,27 +829,10 @@ impl FlowAnalyzer {
                     d.peer()
                 ));
             }
-            // Nagle shown off later in the flow: earlier Nagle verdicts of that sender are not
-            // consistent with it (RFC 9293 3.7.4: a Nagle-on sender holds every sub-MSS segment
-            // behind an unacknowledged one).
-            if let Some((nt, nf)) = own.nagle_off_at(self.last) {
-                for st in self.stalls.iter_mut().filter(|st| {
-                    st.held == d && st.cause == Cause::NagleDelayedAck && st.kind == RecordKind::Stall && st.start < nt
-                }) {
-                    st.kind = RecordKind::Ambiguous;
-                    st.confidence = st.confidence.min(crate::confidence::AMBIGUOUS);
-                    st.alternatives = vec![Cause::Application];
-                    st.evidence.push(EvidenceItem {
-                        t: nt,
-                        source: nf,
-                        what: format!("{d:?} sent a sub-MSS segment with another unacknowledged: Nagle off"),
-                    });
-                    st.detail.push_str(&format!(
-                        " [later in the flow {d:?} showed Nagle off (a sub-MSS segment sent with another \
-                         unacknowledged): its application may have written these bytes just after the ACK]"
-                    ));
-                    st.settle = Some(crate::classify::SETTLE.to_string());
-                }
+            // Nagle shown off later in the flow: the classifier revisits that sender's earlier
+            // Nagle verdicts (classify::nagle_shown_off_later).
+            if let Some(off) = own.nagle_off_at(self.last) {
+                crate::classify::nagle_shown_off_later(&mut self.stalls, d, off);
             }
         }
         for d in [Endpoint::A, Endpoint::B] {

@@ -34,6 +34,8 @@ pub mod confidence;
 mod caveats;
 mod quiet;
 mod release;
+
+pub(crate) use release::nagle_shown_off_later;
 mod resend;
 mod window;
 mod writes;

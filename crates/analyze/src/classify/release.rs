@@ -23,7 +23,8 @@
 use super::confidence::{AMBIGUOUS, CONSISTENT, GAP_INFERRED, SIGNATURE, SIGNATURE_PARTIAL, WRITES_AND_SIGNATURE};
 use super::{AckInfo, Derived, Ev, GapContext, Verdict};
 use crate::dir::{seq_le, AckSeen};
-use trace::{Cause, Duration};
+use crate::{EvidenceItem, RecordKind};
+use trace::{Cause, Duration, Endpoint, Evidence, Instant};
 
 /// A flight that can fill a congestion window before any loss: the initial window of 10
 /// segments (RFC 6928, Linux TCP_INIT_CWND), or RFC 3390's largest initial window (4380 bytes)
@@ -270,5 +271,30 @@ fn lone_segment(r: &Release) -> Verdict {
                 c.seg.len, c.snap.out_bytes
             ),
         )
+    }
+}
+
+/// A sender that showed Nagle off at `off` (a sub-MSS segment sent with another unacknowledged)
+/// makes its earlier Nagle verdicts inconsistent (RFC 9293 3.7.4: a Nagle-on sender holds every
+/// sub-MSS segment behind an unacknowledged one): at the flow's end they turn ambiguous, the
+/// application writing just after the ACK as likely.
+pub(crate) fn nagle_shown_off_later(stalls: &mut [crate::Stall], d: Endpoint, off: (Instant, Evidence)) {
+    let (nt, nf) = off;
+    for st in stalls.iter_mut().filter(|st| {
+        st.held == d && st.cause == Cause::NagleDelayedAck && st.kind == RecordKind::Stall && st.start < nt
+    }) {
+        st.kind = RecordKind::Ambiguous;
+        st.confidence = st.confidence.min(AMBIGUOUS);
+        st.alternatives = vec![Cause::Application];
+        st.evidence.push(EvidenceItem {
+            t: nt,
+            source: nf,
+            what: format!("{d:?} sent a sub-MSS segment with another unacknowledged: Nagle off"),
+        });
+        st.detail.push_str(&format!(
+            " [later in the flow {d:?} showed Nagle off (a sub-MSS segment sent with another \
+             unacknowledged): its application may have written these bytes just after the ACK]"
+        ));
+        st.settle = Some(super::SETTLE.to_string());
     }
 }
