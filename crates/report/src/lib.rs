@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 use trace::VerdictKey;
 
+mod document;
 pub mod explain;
 mod export;
 pub mod html;
@@ -13,6 +14,7 @@ mod latency;
 mod merge;
 mod replay;
 mod schema;
+pub use document::{Export, ExportError};
 pub use export::{export, exporter, label, stall_records_text, Csv, Json, Markdown, Table};
 pub use latency::{histogram_ns, LatencyDist};
 pub use merge::merge_connections;
