@@ -231,6 +231,51 @@ fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
+/// Writes case `name`'s capture to `path`, measures this build (and the base) on it, prints.
+fn run_case(name: &str, rss_target: f64, make: &MakeCapture, path: &Path, bin: &Path, base: Option<&Path>) {
+    let packets = make(path).expect("write the capture");
+    let size = std::fs::metadata(path).map_or(0, |m| m.len());
+    println!("{name}: {packets} packets, {:.0} MB file", size as f64 / 1e6);
+    let _ = std::fs::read(path); // page cache
+                                 // Runs alternate between this build and the base, so that a busy spell of the shared
+                                 // machine hits both; the best of RUNS each counts.
+    let (mut ours, mut theirs): (Option<Run>, Option<Run>) = (None, None);
+    let best = |acc: Option<Run>, m: Option<Run>| match (acc, m) {
+        (Some((t, r)), Some((t2, r2))) => Some((t.min(t2), r.max(r2))),
+        (a, b) => a.or(b),
+    };
+    for _ in 0..RUNS {
+        ours = best(ours, measure(bin, path));
+        if let Some(b) = base {
+            theirs = best(theirs, measure(b, path));
+        }
+    }
+    let Some((secs, rss)) = ours else { return };
+    let pps = packets as f64 / secs;
+    println!(
+        "  tcpstall explain: {secs:.2} CPU s = {:.2} Mpps, peak RSS {rss:.1} MB (target <= {rss_target} MB): {}",
+        pps / 1e6,
+        if rss <= rss_target { "meets" } else { "misses" }
+    );
+    if base.is_some() {
+        if let Some((bs, brss)) = theirs {
+            let ratio = pps / (packets as f64 / bs);
+            // Same machine, same run; 5% is the noise of a shared 2-core machine.
+            println!(
+                "  base explain:     {bs:.2} CPU s = {:.2} Mpps, peak RSS {brss:.1} MB; speed ratio {ratio:.2} \
+                 (target >= 0.95): {}",
+                packets as f64 / bs / 1e6,
+                if ratio >= 0.95 { "meets" } else { "misses" }
+            );
+        }
+    }
+    if std::env::var_os("NO_TSHARK").is_some() {
+        // skip: tshark needs ~50 s per million packets here
+    } else if let Some(ts) = tshark(path) {
+        println!("  tshark -z conv,tcp: {ts:.2} s; tcpstall is {:.1}x tshark", ts / secs);
+    }
+}
+
 fn main() {
     let bin = std::env::var_os("TCPSTALL_BIN").map(PathBuf::from).unwrap_or_else(|| {
         let t = std::env::var_os("CARGO_TARGET_DIR")
@@ -261,47 +306,7 @@ fn main() {
             continue;
         }
         let path = dir.join(format!("case{i}.pcap"));
-        let packets = make(&path).expect("write the capture");
-        let size = std::fs::metadata(&path).map_or(0, |m| m.len());
-        println!("{name}: {packets} packets, {:.0} MB file", size as f64 / 1e6);
-        let _ = std::fs::read(&path); // page cache
-                                      // Runs alternate between this build and the base, so that a busy spell of the shared
-                                      // machine hits both; the best of RUNS each counts.
-        let (mut ours, mut theirs): (Option<Run>, Option<Run>) = (None, None);
-        let best = |acc: Option<Run>, m: Option<Run>| match (acc, m) {
-            (Some((t, r)), Some((t2, r2))) => Some((t.min(t2), r.max(r2))),
-            (a, b) => a.or(b),
-        };
-        for _ in 0..RUNS {
-            ours = best(ours, measure(&bin, &path));
-            if let Some(b) = &base {
-                theirs = best(theirs, measure(b, &path));
-            }
-        }
-        let Some((secs, rss)) = ours else { continue };
-        let pps = packets as f64 / secs;
-        println!(
-            "  tcpstall explain: {secs:.2} CPU s = {:.2} Mpps, peak RSS {rss:.1} MB (target <= {rss_target} MB): {}",
-            pps / 1e6,
-            if rss <= *rss_target { "meets" } else { "misses" }
-        );
-        if base.is_some() {
-            if let Some((bs, brss)) = theirs {
-                let ratio = pps / (packets as f64 / bs);
-                // Same machine, same run; 5% is the noise of a shared 2-core machine.
-                println!(
-                    "  base explain:     {bs:.2} CPU s = {:.2} Mpps, peak RSS {brss:.1} MB; speed ratio {ratio:.2} \
-                     (target >= 0.95): {}",
-                    packets as f64 / bs / 1e6,
-                    if ratio >= 0.95 { "meets" } else { "misses" }
-                );
-            }
-        }
-        if std::env::var_os("NO_TSHARK").is_some() {
-            // skip: tshark needs ~50 s per million packets here
-        } else if let Some(ts) = tshark(&path) {
-            println!("  tshark -z conv,tcp: {ts:.2} s; tcpstall is {:.1}x tshark", ts / secs);
-        }
+        run_case(name, *rss_target, make, &path, &bin, base.as_deref());
         if std::env::var_os("KEEP_FILES").is_none() {
             let _ = std::fs::remove_file(&path);
         }
