@@ -236,9 +236,9 @@ fn run_case(name: &str, rss_target: f64, make: &MakeCapture, path: &Path, bin: &
     let packets = make(path).expect("write the capture");
     let size = std::fs::metadata(path).map_or(0, |m| m.len());
     println!("{name}: {packets} packets, {:.0} MB file", size as f64 / 1e6);
-    let _ = std::fs::read(path); // page cache
-                                 // Runs alternate between this build and the base, so that a busy spell of the shared
-                                 // machine hits both; the best of RUNS each counts.
+    // Read once for the page cache. Runs alternate between this build and the base, so that a busy spell of the shared
+    // machine hits both; the best of RUNS each counts.
+    let _ = std::fs::read(path);
     let (mut ours, mut theirs): (Option<Run>, Option<Run>) = (None, None);
     let best = |acc: Option<Run>, m: Option<Run>| match (acc, m) {
         (Some((t, r)), Some((t2, r2))) => Some((t.min(t2), r.max(r2))),
