@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::Export;
 
 /// The document: the measurements, the comparison with every era, the replay agreement.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct KernelDoc<F: Serialize> {
     pub fingerprint: F,
     pub comparison: Comparison,

@@ -228,6 +228,42 @@ impl Export for Seed003Doc {
         }
         Some(out)
     }
+
+    /// The table's columns as a Markdown table, then the findings as a list.
+    fn markdown(&self) -> Option<String> {
+        let mut s = format!(
+            "**tcpstall lab stream --matrix seed003** on {}: {} runs of {:.1} s per row\n\n\
+             | row | ACK:data at tx | ACK:data at rx | tx si share | rx si share | tx cpu s/GB | rx cpu s/GB | throughput Gbit/s, median [95% CI] | failed | retried |\n\
+             |---|---|---|---|---|---|---|---|---|---|\n",
+            self.kernel, self.reps, self.duration_s_per_run
+        );
+        for r in &self.rows {
+            let t = &r.throughput_gbit_per_s;
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {:.0}% | {:.0}% | {:.2} | {:.2} | {:.2} [{:.2}-{:.2}] | {} | {} |",
+                r.name.replace('|', "\\|"),
+                fmt_ratio(r.acks_per_data_at_sender),
+                fmt_ratio(r.acks_per_data_at_receiver),
+                100.0 * r.sender_softirq_share,
+                100.0 * r.receiver_softirq_share,
+                r.sender_cpu_s_per_gb,
+                r.receiver_cpu_s_per_gb,
+                t.est,
+                t.lo,
+                t.hi,
+                r.failed.len(),
+                r.retried.len()
+            );
+        }
+        if !self.findings.is_empty() {
+            s.push('\n');
+        }
+        for f in &self.findings {
+            let _ = writeln!(s, "- {f}");
+        }
+        Some(s)
+    }
 }
 
 #[cfg(test)]
@@ -290,6 +326,8 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&doc.export(Format::Json).unwrap()).unwrap();
         assert!(v.get("reps").is_none() && v.get("cpus").is_none(), "{v}");
         assert_eq!(v["rows"][0]["acks_per_data_at_receiver"], serde_json::Value::Null, "NaN is null");
-        assert!(doc.export(Format::Markdown).is_err());
+        let md = doc.markdown().unwrap();
+        assert!(md.contains("\n| 2 no GRO | 1:2 | - | 25% | 50% | 1.00 | 2.00 | 9.50 [9.00-10.00] | 1 | 1 |\n"), "{md}");
+        assert!(md.ends_with("\n\n- TSO: it matters little\n"), "{md}");
     }
 }
