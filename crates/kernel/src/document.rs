@@ -27,8 +27,12 @@ pub fn document(fp: Fingerprint) -> Result<KernelDoc<Fingerprint>, KernelError> 
             agree.push(replay_agreement(&fp, p));
         }
     }
-    let about =
-        About { kernel: fp.kernel.clone(), private_netns: fp.private_netns, seconds: fp.seconds, notes: fp.notes.clone() };
+    let about = About {
+        kernel: fp.kernel.clone(),
+        private_netns: fp.private_netns,
+        seconds: fp.seconds,
+        notes: fp.notes.clone(),
+    };
     Ok(KernelDoc {
         comparison: comparison(cmp),
         replay_agreement: agree.into_iter().map(agreement).collect(),

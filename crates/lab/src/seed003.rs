@@ -95,8 +95,7 @@ pub fn run_one(row: &Row, duration: Duration, opts: &LabOptions) -> Result<Measu
         ..opts.clone()
     };
     let before = CpuSnapshot::read();
-    let r: RunResult =
-        crate::run_pair(&w, &pair, &path.placement(&row.knobs.label()), &o)?;
+    let r: RunResult = crate::run_pair(&w, &pair, &path.placement(&row.knobs.label()), &o)?;
     let after = CpuSnapshot::read();
     let (tx_cpu, rx_cpu) = path.cpus;
     let (tx_share, tx_rx, tx_tx, tx_si) = delta(&before, &after, tx_cpu);
@@ -379,7 +378,10 @@ mod tests {
         assert!(f[0].starts_with("pure ACKs against throughput (GRO off, TSO off): quick ACK by route 1:1 at 1.00 Gbit/s, delayed ACK 1:2 at 2.00"), "{f:?}");
         assert!(f[0].contains("; no GRO, quick ACK, rx drops 7/8, no TSO: the stream stopped"), "{f:?}");
         assert!(f[0].ends_with("as the seed says; thinning them does not buy it back here"), "{f:?}");
-        assert!(f[1].starts_with("TSO: 1.00 Gbit/s without against 1.10 with (ratio 0.91): it matters little"), "{f:?}");
+        assert!(
+            f[1].starts_with("TSO: 1.00 Gbit/s without against 1.10 with (ratio 0.91): it matters little"),
+            "{f:?}"
+        );
     }
 
     #[test]

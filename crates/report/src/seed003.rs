@@ -327,7 +327,10 @@ mod tests {
         assert!(v.get("reps").is_none() && v.get("cpus").is_none(), "{v}");
         assert_eq!(v["rows"][0]["acks_per_data_at_receiver"], serde_json::Value::Null, "NaN is null");
         let md = doc.markdown().unwrap();
-        assert!(md.contains("\n| 2 no GRO | 1:2 | - | 25% | 50% | 1.00 | 2.00 | 9.50 [9.00-10.00] | 1 | 1 |\n"), "{md}");
+        assert!(
+            md.contains("\n| 2 no GRO | 1:2 | - | 25% | 50% | 1.00 | 2.00 | 9.50 [9.00-10.00] | 1 | 1 |\n"),
+            "{md}"
+        );
         assert!(md.ends_with("\n\n- TSO: it matters little\n"), "{md}");
     }
 }

@@ -192,8 +192,10 @@ fn replay_sample(lab: &Value) -> Value {
 /// `explain A B --format json`: one merged connection with one split stall.
 fn explain_pair_sample() -> Value {
     use tcpstall_report::explain_pair::{MergedConnection, PairStall, TimeByHost};
-    let stalls =
-        vec![PairStall { stall: stall(), time_by_host_ns: Some(TimeByHost { client_host: 1, network: 2, server_host: 3 }) }];
+    let stalls = vec![PairStall {
+        stall: stall(),
+        time_by_host_ns: Some(TimeByHost { client_host: 1, network: 2, server_host: 3 }),
+    }];
     let conn = MergedConnection {
         client: "a".into(),
         server: "b".into(),

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context};
 use report::explain_pair::{MergedConnection, PairStall, TimeByHost};
-use report::{Export, ExplainPairDoc};
+use report::{ExplainPairDoc, Export};
 
 use super::explain::{ExplainArgs, ExplainFormat};
 use super::output;
@@ -42,8 +42,19 @@ pub fn run(args: &ExplainArgs, peer: &Path) -> anyhow::Result<i32> {
             files[1].display()
         );
     }
+    let doc = document(&merged, files);
+    let format = match args.format {
+        ExplainFormat::Text => report::Format::Table,
+        ExplainFormat::Json => report::Format::Json,
+    };
+    output::write_bytes(&doc.export(format)?, None)?;
+    Ok(0)
+}
+
+/// The merged connections as the report's document.
+fn document(merged: &[remote::pair::Merged], files: [&Path; 2]) -> ExplainPairDoc {
     let name = |i: usize| files[i].display().to_string();
-    let doc = ExplainPairDoc {
+    ExplainPairDoc {
         merged: merged
             .iter()
             .map(|m| MergedConnection {
@@ -69,11 +80,5 @@ pub fn run(args: &ExplainArgs, peer: &Path) -> anyhow::Result<i32> {
             })
             .collect(),
         files: [name(0), name(1)],
-    };
-    let format = match args.format {
-        ExplainFormat::Text => report::Format::Table,
-        ExplainFormat::Json => report::Format::Json,
-    };
-    output::write_bytes(&doc.export(format)?, None)?;
-    Ok(0)
+    }
 }

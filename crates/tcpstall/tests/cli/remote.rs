@@ -395,7 +395,10 @@ pub fn explain_merges_two_captures_of_one_connection() {
     let mut v = server_host.clone();
     v.sort_unstable();
     assert!(v[v.len() / 2] > 30_000_000, "median server host time {} ns", v[v.len() / 2]);
-    assert!(stalls.iter().all(|s| s["stall"]["cause"] == "nagle-delayed-ack"), "{data}");
+    // The stall records name Nagle and the delayed ACK; an application gap (a loaded host's
+    // server answering late) is a record of another kind and may appear.
+    let tcp = stalls.iter().filter(|s| s["stall"]["kind"] == "stall");
+    assert!(tcp.clone().count() >= 10 && tcp.into_iter().all(|s| s["stall"]["cause"] == "nagle-delayed-ack"), "{data}");
 }
 
 /// `explain A B` without a network: one capture given as both ends merges with itself (the
