@@ -35,6 +35,7 @@ fn main() {
     let trials = vec![
         t!(seed003::route_quickack_and_thinning_move_the_ack_ratio, Root, Tool("ethtool"), Tool("iptables")),
         t!(seed003::a_killed_veth_run_is_swept_by_the_next, Root, Tool("ethtool"), Tool("iptables")),
+        t!(seed003::matrix_flags_fail_in_one_line_before_running, Root),
         t!(
             leftovers::a_run_killed_mid_way_is_cleaned_up_by_the_next_run_of_another_kind,
             Root,
