@@ -345,7 +345,7 @@ fn group_header(body: &str) -> String {
     line
 }
 
-fn csv_field(s: &str) -> String {
+pub(crate) fn csv_field(s: &str) -> String {
     // RFC 4180 2.6/2.7: quote fields with commas, quotes or line breaks; double the quotes.
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))

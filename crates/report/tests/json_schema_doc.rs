@@ -47,7 +47,10 @@ fn at<'a>(v: &'a Value, path: &str) -> &'a Value {
             Some(n) => (n, true),
             None => (part, false),
         };
-        cur = &cur[name];
+        // `[]` alone: the document itself is an array (scenarios).
+        if !name.is_empty() {
+            cur = &cur[name];
+        }
         if elem {
             cur = &cur[0];
         }
@@ -186,19 +189,112 @@ fn replay_sample(lab: &Value) -> Value {
     serde_json::to_value(&doc).unwrap()
 }
 
+/// `explain A B --format json`: one merged connection with one split stall.
+fn explain_pair_sample() -> Value {
+    use tcpstall_report::explain_pair::{MergedConnection, PairStall, TimeByHost};
+    let stalls = vec![PairStall {
+        stall: stall(),
+        time_by_host_ns: Some(TimeByHost { client_host: 1, network: 2, server_host: 3 }),
+    }];
+    let conn = MergedConnection {
+        client: "a".into(),
+        server: "b".into(),
+        client_file: "a.pcap".into(),
+        ends_decided: "handshake".into(),
+        offset_ns: -1,
+        offset_error_ns: 1,
+        packets_matched: 1,
+        stalls,
+    };
+    serde_json::to_value(ExplainPairDoc { merged: vec![conn], files: Default::default() }).unwrap()
+}
+
+fn scenarios_sample() -> Value {
+    use tcpstall_report::scenarios::{MatrixEntry, ScenarioEntry};
+    let entry = ScenarioEntry {
+        name: "chunked".into(),
+        seed: Some("000".into()),
+        kind: "chunked".into(),
+        summary: "s".into(),
+        finding: "f".into(),
+        params: serde_json::json!({ "send": 1000 }),
+        matrix: vec![MatrixEntry { label: "nodelay".into(), client: vec!["nodelay".into()], server: Vec::new() }],
+    };
+    serde_json::to_value(ScenariosDoc { scenarios: vec![entry] }).unwrap()
+}
+
+/// `kernel --format json`: the model's fingerprint as measured (every field serialised, None
+/// as null), one row and one replay agreement.
+fn kernel_sample() -> Value {
+    use tcpstall_report::kernel::{Comparison, ReplayAgreement, Row};
+    let row = Row { behaviour: "b".into(), predicted: vec!["1".into()], scored: true, ..Row::default() };
+    let doc = KernelDoc {
+        fingerprint: model::fingerprint::Fingerprint::default(),
+        comparison: Comparison { profiles: vec!["linux".into()], rows: vec![row], ..Comparison::default() },
+        replay_agreement: vec![ReplayAgreement { profile: "linux:here".into(), ..ReplayAgreement::default() }],
+        about: Default::default(),
+    };
+    serde_json::to_value(doc).unwrap()
+}
+
+fn seed003_sample() -> Value {
+    use tcpstall_report::seed003::{Interval, Measured, Seed003Row};
+    let row = Seed003Row {
+        name: "1 GRO, delayed ACK, TSO".into(),
+        seed_row: Some(1),
+        runs: 1,
+        throughput_gbit_per_s: Interval { est: 1.0, lo: 0.5, hi: 1.5 },
+        acks_per_data_at_sender: 0.5,
+        acks_per_data_at_receiver: 0.5,
+        sender_softirq_share: 0.1,
+        receiver_softirq_share: 0.1,
+        sender_cpu_s_per_gb: 1.0,
+        receiver_cpu_s_per_gb: 1.0,
+        readback: "r".into(),
+        measured: vec![Measured { sender_acks_received: Some(1), ..Measured::default() }],
+        failed: vec!["f".into()],
+        retried: vec!["r".into()],
+    };
+    let doc = Seed003Doc {
+        tool: "tcpstall",
+        version: "0",
+        schema_version: SCHEMA_VERSION,
+        mode: "lab",
+        scenario: "stream",
+        matrix: "seed003",
+        kernel: "6.18".into(),
+        duration_s_per_run: 1.0,
+        elapsed_s: 1.0,
+        rows: vec![row],
+        findings: vec!["f".into()],
+        reps: 1,
+        cpus: (0, 1),
+    };
+    serde_json::to_value(doc).unwrap()
+}
+
 #[test]
 fn every_serialised_field_is_documented_and_every_documented_field_serialised() {
     let (lab, explain) = (lab_sample(), explain_sample());
     let replay = replay_sample(&lab);
+    let others = [
+        ("explain_pair:", explain_pair_sample()),
+        ("scenarios:", scenarios_sample()),
+        ("kernel:", kernel_sample()),
+        ("seed003:", seed003_sample()),
+    ];
     let docs = documented();
-    assert!(docs.len() >= 15, "the doc's marked tables: {}", docs.len());
+    assert!(docs.len() >= 30, "the doc's marked tables: {}", docs.len());
     let mut problems = Vec::new();
     for (path, names) in &docs {
         // advise's document is the CLI's (tests/cli/advise.rs checks those tables).
         if path.starts_with("advise:") {
             continue;
         }
-        let (doc, p) = if let Some(p) = path.strip_prefix("explain:") {
+        let other = others.iter().find_map(|(prefix, doc)| path.strip_prefix(prefix).map(|p| (doc, p)));
+        let (doc, p) = if let Some(found) = other {
+            found
+        } else if let Some(p) = path.strip_prefix("explain:") {
             (&explain, p)
         } else if let Some(p) = path.strip_prefix("replay:") {
             (&replay, p)

@@ -237,8 +237,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
             scenario::Workload::Stream(w) => std::time::Duration::from_millis(u64::from(w.duration_ms).min(10_000)),
             _ => unreachable!("stream"),
         };
-        let json = args.common.format == OutputFormat::Json;
-        return super::seed003::run_matrix(&args.veth, duration, json, args.quiet);
+        return super::seed003::run_matrix(&args.veth, duration, args.common.format, args.quiet);
     }
     let s = scenario_from(&args)?;
     if args.remote.remote.is_some() {

@@ -35,6 +35,7 @@ fn main() {
     let trials = vec![
         t!(seed003::route_quickack_and_thinning_move_the_ack_ratio, Root, Tool("ethtool"), Tool("iptables")),
         t!(seed003::a_killed_veth_run_is_swept_by_the_next, Root, Tool("ethtool"), Tool("iptables")),
+        t!(seed003::matrix_flags_fail_in_one_line_before_running, Root),
         t!(
             leftovers::a_run_killed_mid_way_is_cleaned_up_by_the_next_run_of_another_kind,
             Root,
@@ -129,6 +130,7 @@ fn main() {
         t!(remote::ctrl_c_on_either_end),
         t!(remote::advise_runs_against_a_remote_server),
         t!(remote::explain_merges_two_captures_of_one_connection, Root, Tool("ip"), Tool("tcpdump")),
+        t!(remote::explain_pair_json_and_table_from_one_capture_twice),
         t!(link::the_links_capture_is_written_in_time_order, Root),
         t!(report::simulate_report_renders_with_the_json_numbers, Tool("chromium")),
         t!(report::explain_report_renders_a_capture, Tool("chromium")),
@@ -157,6 +159,7 @@ fn main() {
         t!(kernel::era_profile_simulates_seed_002),
         t!(kernel::compare_profiles_shows_where_the_eras_differ),
         t!(kernel::here_profile_simulates_with_the_measured_rules),
+        t!(kernel::kernel_formats_without_a_form_fail_at_once),
         t!(validation::huge_counts_are_refused_with_the_parameter_and_its_limit),
         t!(validation::a_config_file_with_a_huge_count_is_refused_at_its_line),
         t!(validation::a_burst_that_would_deadlock_is_refused_and_says_why),
