@@ -148,6 +148,25 @@ fn beyond_max_flows_the_least_recently_seen_is_pushed_out() {
     assert_eq!(w.recorded(), (2, 3), "5000: its SYN and ACK; 5002: its SYN");
 }
 
+/// A connection closed (FIN both ways), then a new one on the same ports (RFC 9293 3.6: a new
+/// SYN after the close is a new connection): the first one's end must not forget the second
+/// one's recorder.
+#[test]
+fn a_reused_pair_keeps_the_new_flows_recorder() {
+    let mut w = Watcher::new(cfg());
+    let mut first = nagle_rounds(5000, 0, 1, false);
+    let (c, s) = (1 + 1 + 591, 9000 + 1 + 100);
+    let t = first.last().unwrap().t_us;
+    first.extend(on_port(5000, vec![pkt(t + 10, true, c, s, "FA", 0), pkt(t + 20, false, s, c + 1, "FA", 0)]));
+    first.extend(on_port(5000, vec![pkt(t + 30, true, c + 1, s + 1, "A", 0)]));
+    assert_eq!(feed(&mut w, &first).len(), 1);
+    let out = feed(&mut w, &nagle_rounds(5000, 1_000 * MS, 2, false));
+    assert_eq!(out.len(), 2, "{out:#?}");
+    assert!(out.iter().all(|r| !r.packets.is_empty()), "{out:#?}");
+    assert_eq!(out[0].packets[0].ts_ns, ns(1_000 * MS), "the new handshake first");
+    assert_eq!(w.health().flows_seen, 2);
+}
+
 #[test]
 fn the_tick_settles_a_quiet_flows_wait() {
     let mut w = Watcher::new(cfg());
