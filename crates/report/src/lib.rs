@@ -18,6 +18,7 @@ mod replay;
 pub mod scenarios;
 mod schema;
 pub mod seed003;
+pub mod watch;
 pub use document::{Export, ExportError};
 pub use explain_pair::ExplainPairDoc;
 pub use export::{export, exporter, label, stall_records_text, Csv, Json, Markdown, Table};

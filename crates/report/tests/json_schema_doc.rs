@@ -271,6 +271,26 @@ fn seed003_sample() -> Value {
         cpus: (0, 1),
     };
     serde_json::to_value(doc).unwrap()
+/// A `watch --format jsonl` line with every optional part present; its `stall` is the stall
+/// record (checked with the lab's document), and the line must stay on one line.
+fn watch_sample() -> Value {
+    let st = stall();
+    let line = tcpstall_report::watch::WatchLine {
+        schema_version: SCHEMA_VERSION,
+        kind: "stall",
+        flow: "127.0.0.1:45000-127.0.0.1:8080".into(),
+        a: "127.0.0.1:45000".parse().unwrap(),
+        b: "127.0.0.1:8080".parse().unwrap(),
+        interface: "lo".into(),
+        start_unix_ns: 1_795_561_879_875_042_608,
+        stall: &st,
+        kernel: Some(tcpstall_report::watch::FlowKernel { writes: 30, resends: 1 }),
+    };
+    let text = line.to_jsonl().unwrap();
+    assert!(!text.contains('\n'), "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["stall"], serde_json::to_value(&st).unwrap());
+    v
 }
 
 #[test]
@@ -283,6 +303,7 @@ fn every_serialised_field_is_documented_and_every_documented_field_serialised() 
         ("kernel:", kernel_sample()),
         ("seed003:", seed003_sample()),
     ];
+    let watch = watch_sample();
     let docs = documented();
     assert!(docs.len() >= 30, "the doc's marked tables: {}", docs.len());
     let mut problems = Vec::new();
@@ -298,6 +319,8 @@ fn every_serialised_field_is_documented_and_every_documented_field_serialised() 
             (&explain, p)
         } else if let Some(p) = path.strip_prefix("replay:") {
             (&replay, p)
+        } else if let Some(p) = path.strip_prefix("watch:") {
+            (&watch, p)
         } else {
             (&lab, path.as_str())
         };
