@@ -271,6 +271,8 @@ fn seed003_sample() -> Value {
         cpus: (0, 1),
     };
     serde_json::to_value(doc).unwrap()
+}
+
 /// A `watch --format jsonl` line with every optional part present; its `stall` is the stall
 /// record (checked with the lab's document), and the line must stay on one line.
 fn watch_sample() -> Value {
