@@ -391,11 +391,15 @@ pub fn advise_declares_the_tie_and_the_rule_that_chose() {
 /// prints the runs finished, says so in one line and exits 130; SIGTERM on `replay` during its
 /// run keeps what was derived (printed, saved with --emit) and exits 143.
 pub fn signals_on_advise_and_replay_keep_the_finished_work() {
+    let _one_at_a_time = exclusive();
+    sigint_on_advise_ranks_the_runs_finished();
+    sigterm_on_replay_keeps_the_derived_exchange();
+}
+
+fn sigint_on_advise_ranks_the_runs_finished() {
     use nix::sys::signal::{kill, Signal};
-    use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
-    let _one_at_a_time = exclusive();
     let bin = assert_cmd::cargo::cargo_bin("tcpstall");
     // advise: 10 candidates x 5 runs of 20 rounds; as written a run waits ~1 s on delayed ACKs.
     // SIGINT at 5 s lands after the first round-robin pass on an idle host; a loaded host that
@@ -430,6 +434,14 @@ pub fn signals_on_advise_and_replay_keep_the_finished_work() {
         assert!(v["decision"]["chosen"].is_string(), "{v:#}");
         Ok(())
     });
+}
+
+fn sigterm_on_replay_keeps_the_derived_exchange() {
+    use nix::sys::signal::{kill, Signal};
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+    let bin = assert_cmd::cargo::cargo_bin("tcpstall");
     // replay: a capture of 100 header+body requests (the model's pcap): the lab run takes ~5 s.
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("hb.pcap");
