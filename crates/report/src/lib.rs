@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 use trace::VerdictKey;
 
+pub mod advise;
 mod document;
 pub mod explain;
 pub mod explain_pair;

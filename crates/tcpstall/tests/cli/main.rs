@@ -64,7 +64,6 @@ fn main() {
         t!(advise::replay_and_advise_a_header_body_server),
         t!(advise::replay_prints_one_json_document),
         t!(advise::advise_declares_the_tie_and_the_rule_that_chose),
-        t!(advise::advise_json_fields_are_documented),
         t!(advise::signals_on_advise_and_replay_keep_the_finished_work),
         t!(install::completions_and_man_page_are_generated_from_clap),
         t!(install::a_missing_tool_is_named_in_one_line, Root, Tool("ip"), Tool("iptables")),
