@@ -82,7 +82,7 @@ fn clk_tck() -> f64 {
 
 /// Runs one row for `duration` on a fresh veth pair. Needs root.
 pub fn run_one(row: &Row, duration: Duration, opts: &LabOptions) -> Result<Measured, String> {
-    let path = VethPath::open(&row.knobs)?;
+    let path = VethPath::open(&row.knobs).map_err(|e| e.to_string())?;
     // 128 KiB writes, as iperf3's: the bench compares the two on the same pair.
     let w = Workload::Stream(scenario::Stream { duration_ms: duration.as_millis() as u32, write_size: 131_072 });
     let server = if row.socket_quickack {

@@ -69,18 +69,35 @@ pub struct VethPath {
     pub cpus: (usize, usize),
 }
 
-fn run(args: &[&str]) -> Result<String, String> {
+/// Why the veth path could not be set up: a tool that would not start or that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum VethError {
+    #[error("{tool}: {source} (is it installed? .ci/run installs iproute2, ethtool, iptables)")]
+    Spawn {
+        tool: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The command ran and exited non-zero; its standard error, trimmed.
+    #[error("`{command}` failed: {stderr}")]
+    Failed { command: String, stderr: String },
+}
+
+fn run(args: &[&str]) -> Result<String, VethError> {
     let out = Command::new(args[0])
         .args(&args[1..])
         .output()
-        .map_err(|e| format!("{}: {e} (is it installed? .ci/run installs iproute2, ethtool, iptables)", args[0]))?;
+        .map_err(|source| VethError::Spawn { tool: args[0].to_string(), source })?;
     if !out.status.success() {
-        return Err(format!("`{}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(VethError::Failed {
+            command: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn in_ns(ns: &str, args: &[&str]) -> Result<String, String> {
+fn in_ns(ns: &str, args: &[&str]) -> Result<String, VethError> {
     let mut v = vec!["ip", "netns", "exec", ns];
     v.extend_from_slice(args);
     run(&v)
@@ -88,7 +105,7 @@ fn in_ns(ns: &str, args: &[&str]) -> Result<String, String> {
 
 impl VethPath {
     /// Creates the pair with `knobs` applied. Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN).
-    pub fn open(knobs: &Knobs) -> Result<VethPath, String> {
+    pub fn open(knobs: &Knobs) -> Result<VethPath, VethError> {
         let pid = std::process::id();
         let mut p = VethPath {
             tx_ns: format!("{PREFIX}{pid}-tx"),
@@ -103,7 +120,7 @@ impl VethPath {
         Ok(p)
     }
 
-    fn setup(&self, k: &Knobs) -> Result<String, String> {
+    fn setup(&self, k: &Knobs) -> Result<String, VethError> {
         let (tx, rx) = (self.tx_ns.as_str(), self.rx_ns.as_str());
         run(&["ip", "netns", "add", tx])?;
         run(&["ip", "netns", "add", rx])?;
@@ -147,7 +164,7 @@ impl VethPath {
         // Pure ACKs (ACK alone, no SYN/FIN/RST, 40-80 bytes: IPv4 + TCP + timestamps and a
         // few SACK blocks) kept 1 in N: the first rule passes every Nth, the second drops the
         // rest (iptables-extensions(8): statistic --mode nth).
-        let thin = |ns: &str, chain: &str, n: u32| -> Result<(), String> {
+        let thin = |ns: &str, chain: &str, n: u32| -> Result<(), VethError> {
             let base = ["-p", "tcp", "--tcp-flags", "SYN,FIN,RST,ACK", "ACK", "-m", "length", "--length", "40:80"];
             let every = n.to_string();
             let mut keep = vec!["iptables", "-w", "-A", chain];
