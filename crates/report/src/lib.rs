@@ -18,7 +18,7 @@ pub use document::{Export, ExportError};
 pub use export::{export, exporter, label, stall_records_text, Csv, Json, Markdown, Table};
 pub use latency::{histogram_ns, LatencyDist};
 pub use merge::merge_connections;
-pub use replay::ReplayDoc;
+pub use replay::{causes_text, ReplayDoc, ReplayOutput};
 pub use schema::*;
 
 /// Output formats.
