@@ -203,19 +203,8 @@ pub fn kernel_timers() -> analyze::Timers {
 pub fn run_scenario(s: &Scenario, place: &Placement, opts: &LabOptions, progress: &mut dyn FnMut(Progress)) -> Report {
     let variants = s.workload.variants();
     let total = variants.len() * s.matrix.len();
-    let mut report = Report {
-        tool: "tcpstall".into(),
-        version: env!("CARGO_PKG_VERSION").into(),
-        schema_version: report::SCHEMA_VERSION,
-        kernel: Some(kernel_release()),
-        profile: None,
-        mode: "lab".into(),
-        scenario: s.name.clone(),
-        params: s.workload.params_json(),
-        link: place.link.clone(),
-        results: Vec::new(),
-        errors: Vec::new(),
-    };
+    let mut report = Report::new("lab", &s.name, s.workload.params_json(), &place.link);
+    report.kernel = Some(kernel_release());
     let mut notes: Vec<String> = Vec::new();
     let jobs: Vec<schedule::Job<'_>> = variants
         .iter()
