@@ -151,6 +151,13 @@ impl VethPath {
         for (ns, dev, cpu) in [(tx, &self.tx_dev, self.cpus.0), (rx, &self.rx_dev, self.cpus.1)] {
             in_ns(ns, &["sh", "-c", &format!("echo {} > /sys/class/net/{dev}/queues/rx-0/rps_cpus", mask(cpu))])?;
         }
+        self.apply(k)?;
+        Ok(self.readback())
+    }
+
+    /// The seed's knobs inside the namespaces: GRO/LRO, TSO/GSO, route quickack, ACK thinning.
+    fn apply(&self, k: &Knobs) -> Result<(), VethError> {
+        let (tx, rx) = (self.tx_ns.as_str(), self.rx_ns.as_str());
         let onoff = |off: bool| if off { "off" } else { "on" };
         in_ns(rx, &["ethtool", "-K", &self.rx_dev, "gro", onoff(k.rx_gro_off)])?;
         // veth has no LRO; ask, and ignore "not supported" (read back below says what holds).
@@ -194,7 +201,12 @@ impl VethPath {
         if let Some(n) = k.drop_tx_acks {
             thin(tx, "INPUT", n)?;
         }
-        // Read back what holds.
+        Ok(())
+    }
+
+    /// What holds after `apply`, read back with ethtool -k, ip route and iptables -S.
+    fn readback(&self) -> String {
+        let (tx, rx) = (self.tx_ns.as_str(), self.rx_ns.as_str());
         let feature = |ns: &str, dev: &str, name: &str| -> String {
             in_ns(ns, &["ethtool", "-k", dev])
                 .ok()
@@ -205,7 +217,7 @@ impl VethPath {
         let rules = |ns: &str| {
             in_ns(ns, &["iptables", "-w", "-S"]).unwrap_or_default().lines().filter(|l| l.starts_with("-A")).count()
         };
-        Ok(format!(
+        format!(
             "receiver {}; {}; sender {}; {}; route quickack {}; iptables rules rx {} tx {}; cpus tx {} rx {}",
             feature(rx, &self.rx_dev, "generic-receive-offload"),
             feature(rx, &self.rx_dev, "large-receive-offload"),
@@ -216,7 +228,7 @@ impl VethPath {
             rules(tx),
             self.cpus.0,
             self.cpus.1
-        ))
+        )
     }
 
     /// The namespaces' names (sender, receiver), for `ip netns exec`.

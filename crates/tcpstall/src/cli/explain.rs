@@ -146,7 +146,7 @@ fn decoder(args: &ExplainArgs) -> anyhow::Result<Decoder<Box<dyn std::io::Read>>
     // A gzip-compressed capture (tcpdump -z gzip, .pcap.gz) is read as it is.
     let input = wire::decompressed(std::io::BufReader::with_capacity(1 << 16, raw))
         .with_context(|| format!("cannot read {}", args.file.display()))?;
-    Ok(Decoder::new(input, filter).with_context(|| format!("{}", args.file.display()))?)
+    Decoder::new(input, filter).with_context(|| format!("{}", args.file.display()))
 }
 
 pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
