@@ -26,7 +26,7 @@ pub use export::{export, exporter, label, stall_records_text, Csv, Json, Markdow
 pub use kernel::KernelDoc;
 pub use latency::{histogram_ns, LatencyDist};
 pub use merge::merge_connections;
-pub use replay::ReplayDoc;
+pub use replay::{causes_text, ReplayDoc, ReplayOutput};
 pub use scenarios::ScenariosDoc;
 pub use schema::*;
 pub use seed003::Seed003Doc;

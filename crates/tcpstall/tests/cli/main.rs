@@ -78,6 +78,7 @@ fn main() {
         t!(explain::explain_unknown_link_type_is_a_one_line_error),
         t!(explain::explain_a_directory_says_so_once),
         t!(explain::explain_counts_application_gaps_apart_and_lists_them_on_request),
+        t!(explain::explain_labels_flows_with_their_interface_only_when_the_capture_has_several),
         t!(explain_fuzz::explain_never_panics_on_damaged_captures),
         t!(explain_fuzz::explain_says_which_tunnels_it_could_not_open),
         t!(lab::seed_000_chunked_default_stalls_twice_per_round_and_the_fixes_do_not),
