@@ -524,7 +524,10 @@ mod tests {
         assert_eq!(d("rtt=10ms,delay=5ms"), Ok((5, 5)));
         assert_eq!(d("rtt=10ms,delay-up=4ms,delay-down=6ms"), Ok((4, 6)));
         assert_eq!(d("delay-up=3ms"), Ok((3, 0)));
-        assert_eq!(d("rtt=10ms,delay-up=11ms").unwrap_err().to_string(), "link: delay-up=11 ms is longer than rtt=10 ms");
+        assert_eq!(
+            d("rtt=10ms,delay-up=11ms").unwrap_err().to_string(),
+            "link: delay-up=11 ms is longer than rtt=10 ms"
+        );
         assert_eq!(
             d("delay=1ms,rtt=10ms").unwrap_err().to_string(),
             "link: rtt=10 ms disagrees with the one-way delays (1 ms up + 1 ms down = 2 ms); give rtt with at most one of delay-up, delay-down"

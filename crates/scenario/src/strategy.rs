@@ -378,8 +378,14 @@ mod tests {
             "'none,nodelay': none means no strategy, so it cannot be listed with strategies"
         );
         assert!(SideOpts::parse_list("nodelay+default").unwrap_err().to_string().contains("default means no strategy"));
-        assert_eq!(SideOpts::parse_list("").unwrap_err().to_string(), "the strategy list is empty (use none for no strategy)");
-        assert_eq!(SideOpts::parse_list("  ").unwrap_err().to_string(), "the strategy list is empty (use none for no strategy)");
+        assert_eq!(
+            SideOpts::parse_list("").unwrap_err().to_string(),
+            "the strategy list is empty (use none for no strategy)"
+        );
+        assert_eq!(
+            SideOpts::parse_list("  ").unwrap_err().to_string(),
+            "the strategy list is empty (use none for no strategy)"
+        );
         assert!(SideOpts::parse_list("nodelay,,cork").unwrap_err().to_string().contains("has an empty item"));
         assert!(SideOpts::parse_list("nodelay,").unwrap_err().to_string().contains("has an empty item"));
         let e = SideOpts::parse_list("nodelay,nagle").unwrap_err().to_string();
