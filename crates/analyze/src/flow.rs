@@ -1,6 +1,6 @@
 //! Per-connection state: sequence tracking per direction, RTT samples, the gap detector.
 
-use crate::classify::{classify, open_window_stall, syn_stall, GapContext, Resend};
+use crate::classify::{classify, syn_stall, GapContext, Resend};
 use crate::dir::{
     in_hole, resend_kind, seq_le, seq_lt, AckSeen, Dir, ResendInfo, Sent, Snapshot, DEFAULT_MSS, MAX_OUTSTANDING,
     MAX_TSVALS,
@@ -14,6 +14,11 @@ use trace::{
 };
 
 pub use crate::dir::DirSummary;
+
+mod seq;
+mod summary;
+
+use seq::{mark_resent, on_dupack, retire_acked, rtt_from_echo};
 
 /// Handshake times, when the capture saw it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -755,205 +760,6 @@ impl FlowAnalyzer {
     fn flush_pending(&mut self) {
         if let Some(ctx) = self.pending.take() {
             self.stalls.push(classify(&ctx));
-        }
-    }
-
-    pub fn finish(mut self) -> FlowAnalysis {
-        self.flush_pending();
-        self.close_open_windows();
-        for d in [Endpoint::A, Endpoint::B] {
-            let (mss, known) = self.mss(d);
-            let s = &mut self.dirs[d.index()].sum;
-            // An estimate is only worth reporting when this direction sent data.
-            s.mss = (known || s.wire.data_segments > 0).then_some(mss);
-            s.mss_known = known;
-        }
-        let cp = self.capture_point();
-        let path = self.path_rtt();
-        let capture_note = self.capture_note(cp);
-        let notes = self.notes();
-        FlowAnalysis {
-            first: self.first.unwrap_or(Instant::ZERO),
-            last: self.last,
-            handshake: self.hs,
-            capture_point: cp,
-            capture_note,
-            path_rtt: path,
-            path_rtt_from_handshake: self.handshake_rtt().is_some(),
-            dirs: [self.dirs[0].sum.clone(), self.dirs[1].sum.clone()],
-            stalls: self.stalls,
-            notes,
-        }
-    }
-
-    /// A window still closed at the end: the wait no data segment ended.
-    fn close_open_windows(&mut self) {
-        for d in [Endpoint::A, Endpoint::B] {
-            let peer = &self.dirs[d.peer().index()];
-            // A sender whose FIN was seen had nothing more to send: a window closed after it
-            // held nothing.
-            if self.dirs[d.index()].fin_seen {
-                continue;
-            }
-            if let Some(zero) = peer.zero_since {
-                // Data `d` sent after the window closed (a byte probe) ended a gap already
-                // classified: the open wait starts after it.
-                let start = self.dirs[d.index()].last_data_t.filter(|&t| zero.0 < t).unwrap_or(zero.0);
-                if self.dirs[d.index()].started && self.last.since(start) >= self.cfg.min_gap {
-                    let stall = open_window_stall(d, zero, start, self.last, peer.probes_into_zero, peer.last_probe);
-                    self.stalls.push(stall);
-                }
-            }
-        }
-    }
-
-    /// What the capture point means for this flow's verdicts, for people.
-    fn capture_note(&self, cp: CapturePoint) -> String {
-        match cp {
-            CapturePoint::SameHost => {
-                "same host (loopback): both ends' views coincide, every stall is seen as it happened".to_string()
-            }
-            CapturePoint::Middle => "between the endpoints: each side's send and receive times are shifted by part of \
-                 the round trip; ACK delays are estimated by subtracting it"
-                .to_string(),
-            CapturePoint::AtA => "at endpoint A (the SYN sender): A's sends are seen when they leave, B's when they \
-                 arrive; B's ACK delays include the network round trip, subtracted using the handshake"
-                .to_string(),
-            CapturePoint::AtB => "at endpoint B (the SYN receiver): B's sends are seen when they leave, A's when they \
-                 arrive; A's ACK delays include the network round trip, subtracted using the handshake"
-                .to_string(),
-            CapturePoint::Unknown if self.hs.syn.is_some() && self.hs.syn_ack.is_none() => {
-                "unknown (the SYN was not answered with a SYN-ACK in the capture: refused, unanswered, or the answer \
-                 not captured)"
-                    .to_string()
-            }
-            CapturePoint::Unknown if self.hs.syn.is_some() && self.handshake_rtt().is_none() => {
-                "unknown (the SYN or SYN-ACK was resent, so the handshake gives no RTT sample by Karn's rule): \
-                 round trip estimated from data ACKs, confidence lowered"
-                    .to_string()
-            }
-            CapturePoint::Unknown => "unknown (handshake not captured): round trip and ACK delays are estimated from \
-                 ACK timing, confidence lowered"
-                .to_string(),
-        }
-    }
-
-    /// The flow's notes (a one-direction capture, bytes the capture missed, super-packets);
-    /// also lets the classifier revisit Nagle verdicts of a sender shown to have Nagle off.
-    fn notes(&mut self) -> Vec<String> {
-        let mut notes = Vec::new();
-        for d in [Endpoint::A, Endpoint::B] {
-            let (own, peer) = (&self.dirs[d.index()], &self.dirs[d.peer().index()]);
-            if own.ack_moved && peer.sum.wire.packets == 0 {
-                notes.push(format!(
-                    "the capture holds one direction only: {d:?}'s ACK numbers advance, so {:?} sent data, yet none of \
-                     {:?}'s packets are in the capture; without its ACKs no wait of {d:?}'s can be shown (its gaps are \
-                     listed as ambiguous), only resends",
-                    d.peer(),
-                    d.peer()
-                ));
-            }
-            // Nagle shown off later in the flow: the classifier revisits that sender's earlier
-            // Nagle verdicts (classify::nagle_shown_off_later).
-            if let Some(off) = own.nagle_off_at(self.last) {
-                crate::classify::nagle_shown_off_later(&mut self.stalls, d, off);
-            }
-        }
-        for d in [Endpoint::A, Endpoint::B] {
-            let s = &self.dirs[d.index()].sum;
-            if s.acked_unseen_bytes > 0 {
-                notes.push(format!(
-                    "{} acknowledged {} bytes from {d:?} that the capture never saw: the capture missed them \
-                     (filtered or overrun), which is not network loss",
-                    match d.peer() {
-                        Endpoint::A => "A",
-                        Endpoint::B => "B",
-                    },
-                    s.acked_unseen_bytes
-                ));
-            }
-            if s.super_packets > 0 {
-                notes.push(format!(
-                    "{d:?} sent {} segments larger than its MSS: GRO/TSO super-packets, so the capture was taken at an \
-                     endpoint above the NIC; packet boundaries and times inside them are hidden",
-                    s.super_packets
-                ));
-            }
-        }
-        notes
-    }
-}
-
-/// Drops the segments `ack` covers from `dir`'s outstanding list; returns when the earliest of
-/// them that was sent once went out, and records the RTT of the one `ack` ends exactly (Karn's
-/// rule, RFC 6298 3: no sample from a resent segment).
-fn retire_acked(dir: &mut Dir, ack: u32, t: Instant) -> Option<Instant> {
-    let mut earliest: Option<Instant> = None;
-    let mut exact_rtt = None;
-    while let Some(s) = dir.outstanding.front().copied() {
-        if !seq_le(s.end, ack) {
-            break;
-        }
-        dir.outstanding.pop_front();
-        dir.out_bytes -= u64::from(s.len);
-        dir.out_small -= usize::from(s.small);
-        if !s.retx {
-            earliest = Some(earliest.map_or(s.t, |e: Instant| e.min(s.t)));
-            if s.end == ack {
-                exact_rtt = Some(t.since(s.t));
-            }
-        }
-    }
-    if let Some(r) = exact_rtt {
-        dir.sum.rtt_ack.add(r);
-    }
-    earliest
-}
-
-/// RFC 7323 4.1: the RTT sample of an echoed TSval (`ecr`), matched against the TSvals `dir`
-/// sent; older ones are dropped.
-fn rtt_from_echo(dir: &mut Dir, ecr: u32, t: Instant) {
-    while let Some(&(v, vt)) = dir.tsvals.front() {
-        if seq_lt(v, ecr) {
-            dir.tsvals.pop_front();
-        } else {
-            if v == ecr {
-                dir.sum.rtt_ts.add(t.since(vt));
-                dir.tsvals.pop_front();
-            }
-            break;
-        }
-    }
-}
-
-/// A duplicate ACK of `dir`'s data.
-fn on_dupack(dir: &mut Dir, seg: &Segment, t: Instant) {
-    // RFC 5681 2 (DUPLICATE ACKNOWLEDGMENT), RFC 6675 for SACK blocks.
-    dir.dupacks += 1;
-    dir.sack_in_dupacks |= seg.sack_blocks > 0;
-    // The ACK that triggers fast retransmit (RFC 5681 3.2: the third; with SACK, RFC
-    // 6675 5's DupThresh or a SACK block that shows loss, taken here as the first).
-    if dir.third_dupack.is_none() && (dir.dupacks == 3 || (dir.sack_in_dupacks && dir.dupacks >= 1)) {
-        dir.third_dupack = Some(t);
-    }
-}
-
-/// A data segment resending `dir`'s sequence space up to `end`: counted, and the outstanding
-/// segments it covers marked resent.
-fn mark_resent(dir: &mut Dir, seg: &Segment, end: u32, t: Instant, frame: Evidence) {
-    dir.sum.retransmissions += 1;
-    // Duplicate ACKs count from the head's latest transmission (RFC 5681 3.2): those
-    // before a resend of the head did not trigger the next one. Resends of later
-    // ranges (SACK recovery, RFC 6675) keep the count: the same dupacks drive them.
-    if seg.seq == dir.snd_una {
-        dir.dupacks = 0;
-        dir.sack_in_dupacks = false;
-        dir.third_dupack = None;
-    }
-    for s in dir.outstanding.iter_mut() {
-        if seq_lt(seg.seq, s.end) && seq_lt(s.end.wrapping_sub(s.len), end) {
-            s.retx = true;
-            s.last_tx = (t, frame);
         }
     }
 }
