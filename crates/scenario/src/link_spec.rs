@@ -538,6 +538,31 @@ mod tests {
         );
     }
 
+    /// The typed errors print the one-line texts the String errors printed.
+    #[test]
+    fn every_refusal_keeps_its_text() {
+        let e = |s: &str| s.parse::<LinkSpec>().unwrap_err().to_string();
+        assert_eq!(e("x"), "link: 'x' is not key=value");
+        assert_eq!(e("queue=0p"), "link queue: a queue must hold at least one packet");
+        assert_eq!(e("queue=lots"), "link queue: 'lots' is not a byte count");
+        assert_eq!(e("reorder=maybe"), "link reorder: 'maybe' is not on/off");
+        assert_eq!(e("rate=5"), "link rate: rate '5' needs a unit (kbit, mbit, gbit; kbps, mbps, gbps are bytes)");
+        assert_eq!(e("rate=1bit"), "link rate: rate '1bit' is out of range (1kbit to 1000gbit)");
+        assert_eq!(e("ack-every=0"), "link ack-every: must be at least 1");
+        assert_eq!(e("ack-every= x"), "link ack-every: ' x' is not a whole number");
+        assert_eq!(e("jitter=1h"), "link jitter: '1h' needs a unit (ns, us, ms or s)");
+        assert_eq!(
+            e("mtu=67"),
+            "link mtu: 67 is outside 68-65536 (IPv4's minimum to loopback's 65536; the emulated link's TUN devices \
+             take at most 65535)"
+        );
+        assert_eq!(
+            e("speed=1"),
+            "link: unknown key 'speed' (known: rtt, delay, delay-up, delay-down, jitter, reorder, rate, queue, loss, \
+             ack-loss, ack-every, ack-dir, mtu)"
+        );
+    }
+
     /// QA 9: `rtt=5ms,rtt=6ms` kept the last silently; `--link ""` meant no link at all.
     #[test]
     fn repeated_keys_and_empty_specs_are_refused() {
