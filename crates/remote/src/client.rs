@@ -83,9 +83,12 @@ pub enum ClientError {
     /// The server's reason first: the client's error is usually its echo.
     #[error("{server} (here: {here})")]
     Both { server: Box<ClientError>, here: lab::LabError },
-    /// The lab's own error on this side (the workload, the sockets, the program).
+    /// The lab's reason a workload cannot run against a server (a stream).
     #[error("{0}")]
     Lab(String),
+    /// This side of the row failed (the lab's error).
+    #[error(transparent)]
+    Here(lab::LabError),
     #[error("the forwarding thread panicked")]
     ForwardPanicked,
 }
@@ -225,7 +228,7 @@ impl Session {
             (Ok(_), Err(e)) => return Err(e),
             // The server's reason first: the client's error is usually its echo.
             (Err(here), Err(s)) => return Err(ClientError::Both { server: Box::new(s), here }),
-            (Err(e), Ok(_)) => return Err(ClientError::Lab(e.to_string())),
+            (Err(e), Ok(_)) => return Err(ClientError::Here(e)),
         };
         let (cli, side) = cli;
         let server_frames = side.frames.clone();
@@ -438,5 +441,25 @@ impl Session {
         }
         lab::add_cost_comparison(&mut report.results);
         report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The typed errors print the one-line texts the String errors printed.
+    #[test]
+    fn errors_keep_their_one_line_texts() {
+        let e = ClientError::Unexpected { expected: "a pong", got: kind(&ToClient::Refused { reason: String::new() }) };
+        assert_eq!(e.to_string(), "expected a pong, got refused");
+        assert_eq!(ClientError::Version(2).to_string(), "the server speaks protocol version 2, this client 1");
+        let e = ClientError::Io { what: "data socket".into(), source: std::io::Error::other("no buffer space") };
+        assert_eq!(e.to_string(), "data socket: no buffer space");
+        let e = ClientError::Control(FrameError::Timeout);
+        assert_eq!(e.to_string(), "control connection: no frame within the time limit");
+        let s = ClientError::Server("server: over limit".into());
+        let e = ClientError::Both { server: Box::new(s), here: lab::LabError::Panic("client") };
+        assert!(e.to_string().starts_with("server: over limit (here: "), "{e}");
     }
 }

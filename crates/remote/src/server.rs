@@ -566,6 +566,16 @@ mod tests {
         assert!(r.admit(a, t + Duration::from_secs(61), 2));
     }
 
+    /// The typed errors print the one-line texts the String errors printed.
+    #[test]
+    fn errors_keep_their_one_line_texts() {
+        let e = ServerError::SessionEnded(Box::new(ServerError::ClientGone(FrameError::Closed)));
+        assert_eq!(e.to_string(), "session ended: client gone (the peer closed the connection)");
+        assert_eq!(ServerError::HandshakeTimeout(2000).to_string(), "handshake not finished within 2000 ms: closed");
+        assert_eq!(RunError::Cut(1).to_string(), "over limit: the run was cut after 1 s (the server's --max-run-secs)");
+        assert_eq!(RunError::NoData(5000).to_string(), "no data connection within 5000 ms");
+    }
+
     #[test]
     fn no_key_is_refused_off_loopback() {
         let cfg = ServeConfig {

@@ -18,7 +18,7 @@ pub use limits::{
     MAX_WARMUP, MAX_WRITES,
 };
 pub use link_spec::{
-    parse_duration_ns, AckDir, DurationError, LinkSpec, LinkSpecError, QueueLimit, ValueError, MAX_MTU, MIN_MTU,
+    parse_duration_ns, AckDir, DurationError, LinkSpec, LinkSpecError, LinkValueError, QueueLimit, MAX_MTU, MIN_MTU,
     TUN_MAX_MTU,
 };
 pub use strategy::{Call, MessagePlan, Opt, SideOpts, SockOp, StrategyError, StrategyPair};

@@ -151,7 +151,7 @@ pub enum LinkSpecError {
     )]
     UnknownKey(String),
     #[error("link {key}: {problem}")]
-    Value { key: String, problem: ValueError },
+    Value { key: String, problem: LinkValueError },
     #[error("link: delay sets both directions; it cannot go with {0}")]
     DelayWithOneWay(String),
     #[error(
@@ -165,7 +165,7 @@ pub enum LinkSpecError {
 
 /// What is wrong with one key's value (the value as written is in the text).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ValueError {
+pub enum LinkValueError {
     #[error("'{0}' {1}")]
     Duration(String, DurationError),
     #[error("'{0}' is not on/off")]
@@ -202,12 +202,12 @@ pub enum ValueError {
 }
 
 /// A link SPEC's delay or jitter.
-fn link_duration(v: &str) -> Result<u64, ValueError> {
+fn link_duration(v: &str) -> Result<u64, LinkValueError> {
     let v = v.trim();
-    parse_duration_ns(v, MAX_LINK_DELAY_NS).map_err(|e| ValueError::Duration(v.into(), e))
+    parse_duration_ns(v, MAX_LINK_DELAY_NS).map_err(|e| LinkValueError::Duration(v.into(), e))
 }
 
-fn parse_rate(v: &str) -> Result<u64, ValueError> {
+fn parse_rate(v: &str) -> Result<u64, LinkValueError> {
     let l = v.trim().to_ascii_lowercase();
     let units: [(&str, f64); 8] = [
         ("gbit", 1e9),
@@ -221,39 +221,39 @@ fn parse_rate(v: &str) -> Result<u64, ValueError> {
     ];
     for (suffix, mult) in units {
         if let Some(n) = l.strip_suffix(suffix) {
-            let x: f64 = n.trim().parse().map_err(|_| ValueError::NotARate(v.into()))?;
+            let x: f64 = n.trim().parse().map_err(|_| LinkValueError::NotARate(v.into()))?;
             let bps = x * mult;
             if !(1000.0..=1e12).contains(&bps) {
-                return Err(ValueError::RateRange(v.into()));
+                return Err(LinkValueError::RateRange(v.into()));
             }
             return Ok(bps.round() as u64);
         }
     }
-    Err(ValueError::RateUnit(v.into()))
+    Err(LinkValueError::RateUnit(v.into()))
 }
 
 /// A probability written as a percentage (`0.5%`). A bare number is refused: netem reads
 /// `loss 0.5` as 0.5 %, so `loss=0.5` would be read as 50 % by some users and 0.5 % by others.
-fn parse_percent(v: &str) -> Result<f64, ValueError> {
+fn parse_percent(v: &str) -> Result<f64, LinkValueError> {
     let v = v.trim();
     let Some(p) = v.strip_suffix('%') else {
         return Err(match v.parse::<f64>() {
-            Ok(_) => ValueError::NoPercentSign(v.into()),
-            Err(_) => ValueError::NotAPercentage(v.into()),
+            Ok(_) => LinkValueError::NoPercentSign(v.into()),
+            Err(_) => LinkValueError::NotAPercentage(v.into()),
         });
     };
-    let x = p.trim().parse::<f64>().map_err(|_| ValueError::NotAPercentage(v.into()))? / 100.0;
+    let x = p.trim().parse::<f64>().map_err(|_| LinkValueError::NotAPercentage(v.into()))? / 100.0;
     if !(0.0..=1.0).contains(&x) {
-        return Err(ValueError::PercentRange(v.into()));
+        return Err(LinkValueError::PercentRange(v.into()));
     }
     Ok(x)
 }
 
 /// A queue limit: packets (`100p`, `100pkts`) or bytes (`64k`, `1m`, `1500b`, `1500`).
-fn parse_queue(v: &str) -> Result<QueueLimit, ValueError> {
+fn parse_queue(v: &str) -> Result<QueueLimit, LinkValueError> {
     let v = v.trim();
     let q = if let Some(n) = v.strip_suffix('p').or_else(|| v.strip_suffix("pkts")) {
-        QueueLimit::Packets(n.parse().map_err(|_| ValueError::NotPackets(v.into()))?)
+        QueueLimit::Packets(n.parse().map_err(|_| LinkValueError::NotPackets(v.into()))?)
     } else {
         let n = v.strip_suffix('b').unwrap_or(v);
         let (n, mult) = if let Some(k) = n.strip_suffix('k') {
@@ -263,32 +263,32 @@ fn parse_queue(v: &str) -> Result<QueueLimit, ValueError> {
         } else {
             (n, 1)
         };
-        QueueLimit::Bytes(n.parse::<u64>().map_err(|_| ValueError::NotBytes(v.into()))? * mult)
+        QueueLimit::Bytes(n.parse::<u64>().map_err(|_| LinkValueError::NotBytes(v.into()))? * mult)
     };
     if matches!(q, QueueLimit::Bytes(0) | QueueLimit::Packets(0)) {
-        return Err(ValueError::EmptyQueue);
+        return Err(LinkValueError::EmptyQueue);
     }
     Ok(q)
 }
 
 /// A whole number of at least 1 (`ack-every`).
-fn parse_positive(v: &str) -> Result<u32, ValueError> {
-    let n: u32 = v.trim().parse().map_err(|_| ValueError::NotWhole(v.into()))?;
+fn parse_positive(v: &str) -> Result<u32, LinkValueError> {
+    let n: u32 = v.trim().parse().map_err(|_| LinkValueError::NotWhole(v.into()))?;
     if n == 0 {
-        return Err(ValueError::Zero);
+        return Err(LinkValueError::Zero);
     }
     Ok(n)
 }
 
-fn parse_mtu(v: &str) -> Result<u32, ValueError> {
-    let m: u32 = v.trim().parse().map_err(|_| ValueError::NotWhole(v.into()))?;
+fn parse_mtu(v: &str) -> Result<u32, LinkValueError> {
+    let m: u32 = v.trim().parse().map_err(|_| LinkValueError::NotWhole(v.into()))?;
     // What the kernel accepts on the devices tcpstall builds or models: IPv4
     // needs 68 (RFC 791 "Fragmentation and Reassembly"; net/ipv4 IPV4_MIN_MTU,
     // also the TUN device's minimum), a TUN device takes up to 65535
     // (drivers/net/tun.c MAX_MTU), loopback has 65536 (drivers/net/loopback.c),
     // the MTU `simulate` models loopback with. `Link::open` refuses 65536.
     if !(MIN_MTU..=MAX_MTU).contains(&m) {
-        return Err(ValueError::Mtu(m));
+        return Err(LinkValueError::Mtu(m));
     }
     Ok(m)
 }
@@ -322,7 +322,7 @@ impl Delays {
 
 impl LinkSpec {
     /// Sets key `k` from its value `v`; `Ok(false)` for a key that is not a link key.
-    fn set(&mut self, k: &str, v: &str, delays: &mut Delays) -> Result<bool, ValueError> {
+    fn set(&mut self, k: &str, v: &str, delays: &mut Delays) -> Result<bool, LinkValueError> {
         match k {
             "rtt" => delays.rtt = Some(link_duration(v)?),
             "delay" => {
@@ -337,7 +337,7 @@ impl LinkSpec {
                 self.reorder = match v.trim() {
                     "1" | "yes" | "on" | "true" => true,
                     "0" | "no" | "off" | "false" => false,
-                    o => return Err(ValueError::NotOnOff(o.into())),
+                    o => return Err(LinkValueError::NotOnOff(o.into())),
                 }
             }
             "rate" => self.rate_bps = Some(parse_rate(v)?),
@@ -350,7 +350,7 @@ impl LinkSpec {
                     "both" => AckDir::Both,
                     "up" => AckDir::Up,
                     "down" => AckDir::Down,
-                    o => return Err(ValueError::NotAckDir(o.into())),
+                    o => return Err(LinkValueError::NotAckDir(o.into())),
                 }
             }
             "mtu" => self.mtu = parse_mtu(v)?,
