@@ -1,9 +1,12 @@
 //! Per-connection state: sequence tracking per direction, RTT samples, the gap detector.
 
-use crate::classify::{classify, open_window_stall, syn_stall, GapContext, Resend};
+use crate::classify::{classify, syn_stall, GapContext, Resend};
 use crate::dir::{
-    in_hole, resend_kind, seq_le, seq_lt, AckSeen, Dir, Sent, Snapshot, DEFAULT_MSS, MAX_OUTSTANDING, MAX_TSVALS,
+    in_hole, resend_kind, seq_le, seq_lt, AckSeen, Dir, ResendInfo, Sent, Snapshot, DEFAULT_MSS, MAX_OUTSTANDING,
+    MAX_TSVALS,
 };
+use crate::pacing::ClockFit;
+use crate::writes::WriteRec;
 use crate::{Config, Stall};
 use serde::Serialize;
 use trace::{
@@ -11,6 +14,11 @@ use trace::{
 };
 
 pub use crate::dir::DirSummary;
+
+mod seq;
+mod summary;
+
+use seq::{mark_resent, on_dupack, retire_acked, rtt_from_echo};
 
 /// Handshake times, when the capture saw it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -59,6 +67,21 @@ pub struct FlowAnalyzer {
     d_acked_in_gap: bool,
     /// What the capture's interface and addresses say (see [`FlowAnalyzer::set_same_host`]).
     same_host: Option<bool>,
+}
+
+/// What [`FlowAnalyzer::on_data`] judged of a data segment before it joins its direction's
+/// state (see `judge_data`), for the gap it may end.
+#[derive(Debug, Clone, Copy)]
+struct DataSeen {
+    mss: u32,
+    mss_known: bool,
+    path: Option<Duration>,
+    path_dir: Option<Duration>,
+    rinfo: ResendInfo,
+    resend: Resend,
+    kernel_retx: Option<(Instant, Evidence, u32, u32)>,
+    clock: Option<ClockFit>,
+    written: Option<WriteRec>,
 }
 
 /// Captures sometimes stamp the ACK that released data a little AFTER the data it released:
@@ -346,82 +369,51 @@ impl FlowAnalyzer {
             }
         }
         if seq_lt(dir.snd_una, ack) && seq_le(ack, dir.snd_nxt) {
-            dir.snd_una = ack;
-            dir.dupacks = 0;
-            dir.sack_in_dupacks = false;
-            dir.third_dupack = None;
-            dir.last_ack_t = Some(t);
-            let mut earliest: Option<Instant> = None;
-            let mut exact_rtt = None;
-            while let Some(s) = dir.outstanding.front().copied() {
-                if !seq_le(s.end, ack) {
-                    break;
-                }
-                dir.outstanding.pop_front();
-                dir.out_bytes -= u64::from(s.len);
-                dir.out_small -= usize::from(s.small);
-                if !s.retx {
-                    earliest = Some(earliest.map_or(s.t, |e: Instant| e.min(s.t)));
-                    if s.end == ack {
-                        exact_rtt = Some(t.since(s.t));
-                    }
-                }
-            }
-            if let Some(r) = exact_rtt {
-                dir.sum.rtt_ack.add(r);
-            }
-            // RFC 7323 4.1: RTT from the echoed TSval of an ACK that advances the window.
-            if let Some((_, ecr)) = seg.ts {
-                while let Some(&(v, vt)) = dir.tsvals.front() {
-                    if seq_lt(v, ecr) {
-                        dir.tsvals.pop_front();
-                    } else {
-                        if v == ecr {
-                            dir.sum.rtt_ts.add(t.since(vt));
-                            dir.tsvals.pop_front();
-                        }
-                        break;
-                    }
-                }
-            }
-            let seen = AckSeen { t, frame, pure: seg.is_pure_ack(), ack, earliest_sent: earliest };
-            dir.ack_in_gap = Some(seen);
-            // Eifel (RFC 3522 2): the first ACK of a resent range that echoes a timestamp older
-            // than the resend's own carries the original: the range had arrived, the resend was
-            // spurious (Linux counts it in TCPSpuriousRtos / undoes with tcp_try_undo_loss).
-            if let Some(p) = self.pending.as_mut() {
-                if let (Some((orig, retx)), None, Some((_, ecr))) = (p.eifel, p.spurious, seg.ts) {
-                    if p.held == dir_of_acked && seq_lt(p.seg.seq, ack) {
-                        p.spurious = Some(ecr == orig || seq_lt(ecr, retx));
-                    }
-                }
-            }
-            // An ACK stamped just after the data it released (see REORDER_WINDOW).
-            if let Some(p) = self.pending.as_mut() {
-                // Only an ACK of the data outstanding before the gap (not of the released
-                // segment itself), and only when no ACK during the gap explains the release.
-                let tolerance = Duration::from_millis(2) + p.path_rtt.unwrap_or(Duration::ZERO);
-                let unexplained = p.ack.is_none_or(|a| p.end.since(a.t) > tolerance);
-                let of_old_data = seq_le(ack, p.seg.seq);
-                if p.held == dir_of_acked && seen.pure && unexplained && of_old_data && p.snap.out_count > 0 {
-                    p.ack = Some(seen);
-                    p.ack_after_release = true;
-                }
-            }
+            self.on_advancing_ack(seg, dir_of_acked, t, frame);
         } else if ack == dir.snd_una
             && seg.is_pure_ack()
             && !dir.outstanding.is_empty()
             && self.dirs[dir_of_acked.peer().index()].adv_window_prev.is_none_or(|w| w == seg.window)
         {
-            let dir = &mut self.dirs[di];
-            // RFC 5681 2 (DUPLICATE ACKNOWLEDGMENT), RFC 6675 for SACK blocks.
-            dir.dupacks += 1;
-            dir.sack_in_dupacks |= seg.sack_blocks > 0;
-            // The ACK that triggers fast retransmit (RFC 5681 3.2: the third; with SACK, RFC
-            // 6675 5's DupThresh or a SACK block that shows loss, taken here as the first).
-            if dir.third_dupack.is_none() && (dir.dupacks == 3 || (dir.sack_in_dupacks && dir.dupacks >= 1)) {
-                dir.third_dupack = Some(t);
+            on_dupack(&mut self.dirs[di], seg, t);
+        }
+    }
+
+    /// An ACK that advances `snd_una` of `dir_of_acked`'s data: retires the acknowledged
+    /// segments, takes RTT samples, and tells a pending gap what it needs to know.
+    fn on_advancing_ack(&mut self, seg: &Segment, dir_of_acked: Endpoint, t: Instant, frame: Evidence) {
+        let ack = seg.ack;
+        let dir = &mut self.dirs[dir_of_acked.index()];
+        dir.snd_una = ack;
+        dir.dupacks = 0;
+        dir.sack_in_dupacks = false;
+        dir.third_dupack = None;
+        dir.last_ack_t = Some(t);
+        let earliest = retire_acked(dir, ack, t);
+        // RFC 7323 4.1: RTT from the echoed TSval of an ACK that advances the window.
+        if let Some((_, ecr)) = seg.ts {
+            rtt_from_echo(dir, ecr, t);
+        }
+        let seen = AckSeen { t, frame, pure: seg.is_pure_ack(), ack, earliest_sent: earliest };
+        dir.ack_in_gap = Some(seen);
+        let Some(p) = self.pending.as_mut() else { return };
+        // Eifel (RFC 3522 2): the first ACK of a resent range that echoes a timestamp older
+        // than the resend's own carries the original: the range had arrived, the resend was
+        // spurious (Linux counts it in TCPSpuriousRtos / undoes with tcp_try_undo_loss).
+        if let (Some((orig, retx)), None, Some((_, ecr))) = (p.eifel, p.spurious, seg.ts) {
+            if p.held == dir_of_acked && seq_lt(p.seg.seq, ack) {
+                p.spurious = Some(ecr == orig || seq_lt(ecr, retx));
             }
+        }
+        // An ACK stamped just after the data it released (see REORDER_WINDOW).
+        // Only an ACK of the data outstanding before the gap (not of the released
+        // segment itself), and only when no ACK during the gap explains the release.
+        let tolerance = Duration::from_millis(2) + p.path_rtt.unwrap_or(Duration::ZERO);
+        let unexplained = p.ack.is_none_or(|a| p.end.since(a.t) > tolerance);
+        let of_old_data = seq_le(ack, p.seg.seq);
+        if p.held == dir_of_acked && seen.pure && unexplained && of_old_data && p.snap.out_count > 0 {
+            p.ack = Some(seen);
+            p.ack_after_release = true;
         }
     }
 
@@ -435,6 +427,28 @@ impl FlowAnalyzer {
     }
 
     fn on_data(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence) {
+        let seen = self.judge_data(seg, d, t, frame);
+        // The gap detector: a gap in the connection's data flow ends here.
+        if let Some(ctx) = self.gap_context(seg, d, t, frame, &seen) {
+            self.flush_pending();
+            self.pending = Some(ctx);
+        }
+        self.count_idle(seg, d, t, seen.mss, seen.mss_known);
+        self.track_data_seq(seg, d, t, frame, seen.mss);
+        // A new gap may start here: remember what each direction has outstanding.
+        self.last_data = Some((t, d, frame));
+        for e in [Endpoint::A, Endpoint::B] {
+            self.snap[e.index()] = self.snapshot(e);
+            self.dirs[e.index()].ack_in_gap = None;
+            self.dirs[e.index()].window_opened = None;
+            self.dirs[e.index()].unseen_at_gap_start = self.dirs[e.index()].sum.acked_unseen_bytes;
+            self.dirs[e.index()].zero_wnd_in_gap = self.dirs[e.peer().index()].adv_window.is_some_and(|w| w == 0);
+        }
+    }
+
+    /// What a data segment is before it joins its direction's state: a resend or new data,
+    /// what the writer's clock and writes say of it; notes a sign of Nagle being off.
+    fn judge_data(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence) -> DataSeen {
         let (mss, mss_known) = self.mss(d);
         let path = self.path_rtt();
         let path_dir = self.path_component(d);
@@ -477,82 +491,87 @@ impl FlowAnalyzer {
                 }
             }
         }
-        // The gap detector: a gap in the connection's data flow ends here.
-        if let Some((t0, by, f0)) = self.last_data {
-            let gap = t.since(t0);
-            if gap >= self.cfg.min_gap + path.unwrap_or(Duration::ZERO) {
-                let snap = self.snap[d.index()];
-                // The peer's data seen at t0 reached the held side and its answer came back to
-                // the capture point: that share of the path is not the held side's wait.
-                let turnaround = if by == d {
-                    gap
-                } else {
-                    Duration(gap.0.saturating_sub(self.path_component(by).unwrap_or(Duration::ZERO).0))
-                };
-                let peer_packets = self.dirs[d.peer().index()].sum.wire.packets;
-                let dir = &self.dirs[d.index()];
-                // The capture skipped this sender's data during the gap: the peer acknowledged
-                // bytes never captured, or this segment starts beyond what was seen.
-                // (An ACK stamped just before the data it acknowledges, ACK_AHEAD_WINDOW, is
-                // reordering, not a skip: the data starts at snd_nxt.)
-                let capture_skipped = dir.sum.acked_unseen_bytes > dir.unseen_at_gap_start
-                    || (dir.started && seq_lt(dir.snd_nxt, seg.seq) && resend == Resend::No);
-                let ctx = GapContext {
-                    start: t0,
-                    start_frame: f0,
-                    end: t,
-                    end_frame: frame,
-                    held: d,
-                    seg: *seg,
-                    mss,
-                    mss_known,
-                    snap,
-                    held_ttl: dir.max_ttl,
-                    turnaround,
-                    ack: dir.ack_in_gap,
-                    zero_window: dir.zero_wnd_in_gap,
-                    window_opened: dir.window_opened,
-                    ack_after_release: false,
-                    resend,
-                    resent_prev_tx: if resend == Resend::KernelOnly {
-                        written.map(|w| (w.t.max(t0), w.source))
-                    } else {
-                        rinfo.prev
-                    },
-                    prev_was_resend: rinfo.prev_was_resend,
-                    unseen_before: rinfo.unseen,
-                    eifel: match (rinfo.tsval, seg.ts) {
-                        (Some(o), Some((r, _))) if o != r => Some((o, r)),
-                        _ => None,
-                    },
-                    spurious: None,
-                    dupacks: dir.dupacks,
-                    sack_seen: dir.sack_in_dupacks,
-                    third_dupack: dir.third_dupack,
-                    max_flight_segs: dir.sum.max_in_flight_segments as usize,
-                    lost_before: dir.sum.retransmissions > 0,
-                    path_rtt: path,
-                    rtt_from_handshake: self.handshake_rtt().is_some(),
-                    path_dir,
-                    capture_point: self.capture_point(),
-                    super_packets: dir.sum.super_packets > 0,
-                    timers: self.cfg.timers,
-                    min_gap: self.cfg.min_gap,
-                    nagle_off: dir.nagle_off_at(t),
-                    clock,
-                    written,
-                    kernel_retx,
-                    kernel_cong: dir.kernel_cong,
-                    kernel_state: dir.kernel_state,
-                    icmp_frag: dir.icmp_frag,
-                    one_direction: peer_packets == 0 && dir.ack_moved,
-                    capture_skipped,
-                };
-                self.flush_pending();
-                self.pending = Some(ctx);
-            }
+        DataSeen { mss, mss_known, path, path_dir, rinfo, resend, kernel_retx, clock, written }
+    }
+
+    /// The gap this data segment ends, when the connection's data flow paused long enough
+    /// since the last data segment (of either side): everything the classifier needs.
+    fn gap_context(&self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence, s: &DataSeen) -> Option<GapContext> {
+        let (t0, by, f0) = self.last_data?;
+        let gap = t.since(t0);
+        if gap < self.cfg.min_gap + s.path.unwrap_or(Duration::ZERO) {
+            return None;
         }
-        // Per-direction idle gaps.
+        // The peer's data seen at t0 reached the held side and its answer came back to
+        // the capture point: that share of the path is not the held side's wait.
+        let turnaround = if by == d {
+            gap
+        } else {
+            Duration(gap.0.saturating_sub(self.path_component(by).unwrap_or(Duration::ZERO).0))
+        };
+        let peer_packets = self.dirs[d.peer().index()].sum.wire.packets;
+        let dir = &self.dirs[d.index()];
+        // The capture skipped this sender's data during the gap: the peer acknowledged
+        // bytes never captured, or this segment starts beyond what was seen.
+        // (An ACK stamped just before the data it acknowledges, ACK_AHEAD_WINDOW, is
+        // reordering, not a skip: the data starts at snd_nxt.)
+        let capture_skipped = dir.sum.acked_unseen_bytes > dir.unseen_at_gap_start
+            || (dir.started && seq_lt(dir.snd_nxt, seg.seq) && s.resend == Resend::No);
+        Some(GapContext {
+            start: t0,
+            start_frame: f0,
+            end: t,
+            end_frame: frame,
+            held: d,
+            seg: *seg,
+            mss: s.mss,
+            mss_known: s.mss_known,
+            snap: self.snap[d.index()],
+            held_ttl: dir.max_ttl,
+            turnaround,
+            ack: dir.ack_in_gap,
+            zero_window: dir.zero_wnd_in_gap,
+            window_opened: dir.window_opened,
+            ack_after_release: false,
+            resend: s.resend,
+            resent_prev_tx: if s.resend == Resend::KernelOnly {
+                s.written.map(|w| (w.t.max(t0), w.source))
+            } else {
+                s.rinfo.prev
+            },
+            prev_was_resend: s.rinfo.prev_was_resend,
+            unseen_before: s.rinfo.unseen,
+            eifel: match (s.rinfo.tsval, seg.ts) {
+                (Some(o), Some((r, _))) if o != r => Some((o, r)),
+                _ => None,
+            },
+            spurious: None,
+            dupacks: dir.dupacks,
+            sack_seen: dir.sack_in_dupacks,
+            third_dupack: dir.third_dupack,
+            max_flight_segs: dir.sum.max_in_flight_segments as usize,
+            lost_before: dir.sum.retransmissions > 0,
+            path_rtt: s.path,
+            rtt_from_handshake: self.handshake_rtt().is_some(),
+            path_dir: s.path_dir,
+            capture_point: self.capture_point(),
+            super_packets: dir.sum.super_packets > 0,
+            timers: self.cfg.timers,
+            min_gap: self.cfg.min_gap,
+            nagle_off: dir.nagle_off_at(t),
+            clock: s.clock,
+            written: s.written,
+            kernel_retx: s.kernel_retx,
+            kernel_cong: dir.kernel_cong,
+            kernel_state: dir.kernel_state,
+            icmp_frag: dir.icmp_frag,
+            one_direction: peer_packets == 0 && dir.ack_moved,
+            capture_skipped,
+        })
+    }
+
+    /// Per-direction idle gaps and segments larger than the MSS.
+    fn count_idle(&mut self, seg: &Segment, d: Endpoint, t: Instant, mss: u32, mss_known: bool) {
         let threshold = self.cfg.min_gap + self.path_rtt().unwrap_or(Duration::ZERO);
         let dir = &mut self.dirs[d.index()];
         if let Some(prev) = dir.last_data_t {
@@ -566,7 +585,12 @@ impl FlowAnalyzer {
         if mss_known && seg.len > mss {
             dir.sum.super_packets += 1;
         }
-        // Sequence tracking: new data, retransmission, or a segment filling a hole.
+    }
+
+    /// Sequence tracking of a data segment: new data, a retransmission, or a segment filling a
+    /// hole; the outstanding list and the TSvals sent.
+    fn track_data_seq(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence, mss: u32) {
+        let dir = &mut self.dirs[d.index()];
         let end = seg.seq.wrapping_add(seg.seq_space());
         let small = seg.len < mss;
         dir.settle_ack_ahead(t);
@@ -581,22 +605,8 @@ impl FlowAnalyzer {
                 dir.sum.out_of_order += 1;
                 dir.hole = None;
             } else {
-                dir.sum.retransmissions += 1;
                 retx = true;
-                // Duplicate ACKs count from the head's latest transmission (RFC 5681 3.2): those
-                // before a resend of the head did not trigger the next one. Resends of later
-                // ranges (SACK recovery, RFC 6675) keep the count: the same dupacks drive them.
-                if seg.seq == dir.snd_una {
-                    dir.dupacks = 0;
-                    dir.sack_in_dupacks = false;
-                    dir.third_dupack = None;
-                }
-                for s in dir.outstanding.iter_mut() {
-                    if seq_lt(seg.seq, s.end) && seq_lt(s.end.wrapping_sub(s.len), end) {
-                        s.retx = true;
-                        s.last_tx = (t, frame);
-                    }
-                }
+                mark_resent(dir, seg, end, t, frame);
             }
         } else if seq_lt(dir.snd_nxt, seg.seq) {
             // Data beyond what was seen: a loss before the capture point, or reordering.
@@ -611,6 +621,7 @@ impl FlowAnalyzer {
                         dir.out_small -= usize::from(s.small);
                     }
                 }
+                let tsval = seg.ts.map(|ts| ts.0);
                 dir.outstanding.push_back(Sent {
                     end,
                     t,
@@ -619,7 +630,7 @@ impl FlowAnalyzer {
                     small,
                     retx: false,
                     last_tx: (t, frame),
-                    tsval: seg.ts.map(|ts| ts.0),
+                    tsval,
                 });
                 dir.out_bytes += u64::from(seg.len);
                 dir.out_small += usize::from(small);
@@ -634,15 +645,6 @@ impl FlowAnalyzer {
                 }
                 dir.tsvals.push_back((v, t));
             }
-        }
-        // A new gap may start here: remember what each direction has outstanding.
-        self.last_data = Some((t, d, frame));
-        for e in [Endpoint::A, Endpoint::B] {
-            self.snap[e.index()] = self.snapshot(e);
-            self.dirs[e.index()].ack_in_gap = None;
-            self.dirs[e.index()].window_opened = None;
-            self.dirs[e.index()].unseen_at_gap_start = self.dirs[e.index()].sum.acked_unseen_bytes;
-            self.dirs[e.index()].zero_wnd_in_gap = self.dirs[e.peer().index()].adv_window.is_some_and(|w| w == 0);
         }
     }
 
@@ -758,115 +760,6 @@ impl FlowAnalyzer {
     fn flush_pending(&mut self) {
         if let Some(ctx) = self.pending.take() {
             self.stalls.push(classify(&ctx));
-        }
-    }
-
-    pub fn finish(mut self) -> FlowAnalysis {
-        self.flush_pending();
-        // A window still closed at the end: the wait no data segment ended.
-        for d in [Endpoint::A, Endpoint::B] {
-            let peer = &self.dirs[d.peer().index()];
-            // A sender whose FIN was seen had nothing more to send: a window closed after it
-            // held nothing.
-            if self.dirs[d.index()].fin_seen {
-                continue;
-            }
-            if let Some(zero) = peer.zero_since {
-                // Data `d` sent after the window closed (a byte probe) ended a gap already
-                // classified: the open wait starts after it.
-                let start = self.dirs[d.index()].last_data_t.filter(|&t| zero.0 < t).unwrap_or(zero.0);
-                if self.dirs[d.index()].started && self.last.since(start) >= self.cfg.min_gap {
-                    let stall = open_window_stall(d, zero, start, self.last, peer.probes_into_zero, peer.last_probe);
-                    self.stalls.push(stall);
-                }
-            }
-        }
-        for d in [Endpoint::A, Endpoint::B] {
-            let (mss, known) = self.mss(d);
-            let s = &mut self.dirs[d.index()].sum;
-            // An estimate is only worth reporting when this direction sent data.
-            s.mss = (known || s.wire.data_segments > 0).then_some(mss);
-            s.mss_known = known;
-        }
-        let cp = self.capture_point();
-        let path = self.path_rtt();
-        let capture_note = match cp {
-            CapturePoint::SameHost => {
-                "same host (loopback): both ends' views coincide, every stall is seen as it happened".to_string()
-            }
-            CapturePoint::Middle => "between the endpoints: each side's send and receive times are shifted by part of \
-                 the round trip; ACK delays are estimated by subtracting it"
-                .to_string(),
-            CapturePoint::AtA => "at endpoint A (the SYN sender): A's sends are seen when they leave, B's when they \
-                 arrive; B's ACK delays include the network round trip, subtracted using the handshake"
-                .to_string(),
-            CapturePoint::AtB => "at endpoint B (the SYN receiver): B's sends are seen when they leave, A's when they \
-                 arrive; A's ACK delays include the network round trip, subtracted using the handshake"
-                .to_string(),
-            CapturePoint::Unknown if self.hs.syn.is_some() && self.hs.syn_ack.is_none() => {
-                "unknown (the SYN was not answered with a SYN-ACK in the capture: refused, unanswered, or the answer \
-                 not captured)"
-                    .to_string()
-            }
-            CapturePoint::Unknown if self.hs.syn.is_some() && self.handshake_rtt().is_none() => {
-                "unknown (the SYN or SYN-ACK was resent, so the handshake gives no RTT sample by Karn's rule): \
-                 round trip estimated from data ACKs, confidence lowered"
-                    .to_string()
-            }
-            CapturePoint::Unknown => "unknown (handshake not captured): round trip and ACK delays are estimated from \
-                 ACK timing, confidence lowered"
-                .to_string(),
-        };
-        let mut notes = Vec::new();
-        for d in [Endpoint::A, Endpoint::B] {
-            let (own, peer) = (&self.dirs[d.index()], &self.dirs[d.peer().index()]);
-            if own.ack_moved && peer.sum.wire.packets == 0 {
-                notes.push(format!(
-                    "the capture holds one direction only: {d:?}'s ACK numbers advance, so {:?} sent data, yet none of \
-                     {:?}'s packets are in the capture; without its ACKs no wait of {d:?}'s can be shown (its gaps are \
-                     listed as ambiguous), only resends",
-                    d.peer(),
-                    d.peer()
-                ));
-            }
-            // Nagle shown off later in the flow: the classifier revisits that sender's earlier
-            // Nagle verdicts (classify::nagle_shown_off_later).
-            if let Some(off) = own.nagle_off_at(self.last) {
-                crate::classify::nagle_shown_off_later(&mut self.stalls, d, off);
-            }
-        }
-        for d in [Endpoint::A, Endpoint::B] {
-            let s = &self.dirs[d.index()].sum;
-            if s.acked_unseen_bytes > 0 {
-                notes.push(format!(
-                    "{} acknowledged {} bytes from {d:?} that the capture never saw: the capture missed them \
-                     (filtered or overrun), which is not network loss",
-                    match d.peer() {
-                        Endpoint::A => "A",
-                        Endpoint::B => "B",
-                    },
-                    s.acked_unseen_bytes
-                ));
-            }
-            if s.super_packets > 0 {
-                notes.push(format!(
-                    "{d:?} sent {} segments larger than its MSS: GRO/TSO super-packets, so the capture was taken at an \
-                     endpoint above the NIC; packet boundaries and times inside them are hidden",
-                    s.super_packets
-                ));
-            }
-        }
-        FlowAnalysis {
-            first: self.first.unwrap_or(Instant::ZERO),
-            last: self.last,
-            handshake: self.hs,
-            capture_point: cp,
-            capture_note,
-            path_rtt: path,
-            path_rtt_from_handshake: self.handshake_rtt().is_some(),
-            dirs: [self.dirs[0].sum.clone(), self.dirs[1].sum.clone()],
-            stalls: self.stalls,
-            notes,
         }
     }
 }

@@ -79,7 +79,7 @@ pub fn run_one(row: &Row, duration: Duration, opts: &LabOptions) -> Result<Measu
     // 128 KiB writes, as iperf3's: the bench compares the two on the same pair.
     let w = Workload::Stream(scenario::Stream { duration_ms: duration.as_millis() as u32, write_size: 131_072 });
     let server = if row.socket_quickack {
-        SideOpts::parse_list("quickack-each").map_err(Seed003Error::Strategy)?
+        SideOpts::parse_list("quickack-each").map_err(|e| Seed003Error::Strategy(e.to_string()))?
     } else {
         SideOpts::none()
     };

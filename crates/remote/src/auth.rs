@@ -17,7 +17,7 @@
 
 use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use hmac::{Hmac, Mac};
 use rand::RngCore;
@@ -58,7 +58,7 @@ impl Key {
     }
 
     /// A fresh random key from the OS generator.
-    pub fn generate() -> Result<Key, String> {
+    pub fn generate() -> Result<Key, KeyError> {
         Ok(Key(random()?))
     }
 
@@ -69,9 +69,9 @@ impl Key {
 }
 
 /// 32 bytes from the OS generator (getrandom(2) through rand's OsRng).
-pub fn random() -> Result<[u8; 32], String> {
+pub fn random() -> Result<[u8; 32], KeyError> {
     let mut b = [0u8; 32];
-    rand::rngs::OsRng.try_fill_bytes(&mut b).map_err(|e| format!("the OS random generator failed: {e}"))?;
+    rand::rngs::OsRng.try_fill_bytes(&mut b)?;
     Ok(b)
 }
 
@@ -94,52 +94,63 @@ pub fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
     Some(out)
 }
 
+/// Why a key file could not be written or read, or a nonce drawn: one line for people.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("the OS random generator failed: {0}")]
+    Random(#[from] rand::Error),
+    #[error("cannot create key file {}: {source}", .path.display())]
+    Create { path: PathBuf, source: std::io::Error },
+    #[error("cannot write key file {}: {source}", .path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("cannot read key file {}: {source}", .path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("key file {} is not a regular file", .path.display())]
+    NotAFile { path: PathBuf },
+    #[error("key file {} is readable by group or others (mode {mode:o}): chmod 600 {} first", .path.display(), .path.display())]
+    Exposed { path: PathBuf, mode: u32 },
+    #[error("key file {} is not a tcpstall key (64 hex digits; `tcpstall serve --init-key FILE` writes one)", .path.display())]
+    NotAKey { path: PathBuf },
+}
+
 /// Write a new key to `path` (64 hex digits and a newline), mode 0600, refusing to replace a
 /// file that exists.
-pub fn init_key_file(path: &Path) -> Result<(), String> {
+pub fn init_key_file(path: &Path) -> Result<(), KeyError> {
     let key = Key::generate()?;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path)
-        .map_err(|e| format!("cannot create key file {}: {e}", path.display()))?;
+        .map_err(|source| KeyError::Create { path: path.into(), source })?;
     // create_new + mode: the umask may only remove bits, never add group/other ones.
     f.write_all(format!("{}\n", hex(&key.0)).as_bytes())
         .and_then(|_| f.sync_all())
-        .map_err(|e| format!("cannot write key file {}: {e}", path.display()))
+        .map_err(|source| KeyError::Write { path: path.into(), source })
 }
 
 /// Read a key file: refused when group or others may read it, or when it is not 64 hex digits
 /// (an optional trailing newline) or 32 raw bytes.
-pub fn read_key_file(path: &Path) -> Result<Key, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("cannot read key file {}: {e}", path.display()))?;
-    let meta = f.metadata().map_err(|e| format!("cannot read key file {}: {e}", path.display()))?;
+pub fn read_key_file(path: &Path) -> Result<Key, KeyError> {
+    let read = |source| KeyError::Read { path: path.into(), source };
+    let f = std::fs::File::open(path).map_err(read)?;
+    let meta = f.metadata().map_err(read)?;
     if !meta.is_file() {
-        return Err(format!("key file {} is not a regular file", path.display()));
+        return Err(KeyError::NotAFile { path: path.into() });
     }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        return Err(format!(
-            "key file {} is readable by group or others (mode {mode:o}): chmod 600 {} first",
-            path.display(),
-            path.display()
-        ));
+        return Err(KeyError::Exposed { path: path.into(), mode });
     }
     let mut text = Vec::with_capacity(80);
-    f.take(80).read_to_end(&mut text).map_err(|e| format!("cannot read key file {}: {e}", path.display()))?;
+    f.take(80).read_to_end(&mut text).map_err(read)?;
     if text.len() == KEY_LEN {
         let mut k = [0u8; KEY_LEN];
         k.copy_from_slice(&text);
         return Ok(Key(k));
     }
     let s = std::str::from_utf8(&text).unwrap_or("").trim_end_matches(['\n', '\r']);
-    unhex::<KEY_LEN>(s).map(Key).ok_or_else(|| {
-        format!(
-            "key file {} is not a tcpstall key (64 hex digits; `tcpstall serve --init-key FILE` writes one)",
-            path.display()
-        )
-    })
+    unhex::<KEY_LEN>(s).map(Key).ok_or_else(|| KeyError::NotAKey { path: path.into() })
 }
 
 fn proof(key: &Key, label: &[u8], nc: &[u8; NONCE_LEN], ns: &[u8; NONCE_LEN]) -> HmacSha256 {
@@ -301,13 +312,13 @@ mod tests {
         init_key_file(&p).unwrap();
         assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
         let k = read_key_file(&p).unwrap();
-        assert!(init_key_file(&p).unwrap_err().contains("cannot create"), "no overwrite");
+        assert!(init_key_file(&p).unwrap_err().to_string().contains("cannot create"), "no overwrite");
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
-        assert!(read_key_file(&p).unwrap_err().contains("readable by group or others"));
+        assert!(read_key_file(&p).unwrap_err().to_string().contains("readable by group or others"));
         let q = dir.join("bad");
         std::fs::write(&q, "not a key\n").unwrap();
         std::fs::set_permissions(&q, std::fs::Permissions::from_mode(0o600)).unwrap();
-        assert!(read_key_file(&q).unwrap_err().contains("not a tcpstall key"));
+        assert!(read_key_file(&q).unwrap_err().to_string().contains("not a tcpstall key"));
         assert_ne!(k, Key::insecure());
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -11,11 +11,16 @@ use lab::{LabOptions, Placement, Progress};
 use report::{Report, RunResult};
 use scenario::{Scenario, StrategyPair, Workload};
 
-use crate::auth::{self, Channel, Key, Role};
+use crate::auth::{self, Channel, Key, OpenError, Role};
 use crate::clock::{self, Offset, Sample};
-use crate::frame;
-use crate::msg::{self, Auth, Challenge, Limits, Opening, RunRequest, ToClient, ToServer, MAGIC, VERSION};
+use crate::frame::{self, FrameError};
+use crate::msg::{self, Auth, Challenge, Limits, Malformed, Opening, RunRequest, ToClient, ToServer, MAGIC, VERSION};
 use crate::server::realtime_ns;
+
+/// The data socket's local port (0 when unknown).
+fn sock_port(sock: &socket2::Socket) -> u16 {
+    sock.local_addr().ok().and_then(|a| a.as_socket()).map_or(0, |a| a.port())
+}
 
 /// Ping-pongs for the clock offset, before the first row.
 pub const PINGS: usize = 24;
@@ -34,40 +39,91 @@ pub struct Session {
     pub offset: Option<Offset>,
 }
 
-fn io(what: &str, e: impl std::fmt::Display) -> String {
-    format!("{what}: {e}")
+/// Why a session or a row failed: one line for people.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// A socket call, with what it was for.
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+    #[error(transparent)]
+    Key(#[from] auth::KeyError),
+    #[error("{addr} did not answer as a tcpstall server ({source})")]
+    NotAServer { addr: SocketAddr, source: FrameError },
+    #[error("{addr}: {source}")]
+    BadAnswer { addr: SocketAddr, source: Malformed },
+    #[error(transparent)]
+    Malformed(#[from] Malformed),
+    #[error("the server refused: {0}")]
+    Refused(String),
+    #[error("the server speaks protocol version {0}, this client {VERSION}")]
+    Version(u32),
+    #[error("the server sent a malformed nonce")]
+    BadNonce,
+    #[error("authentication failed: {0} does not hold this key (wrong --key-file, or not the server you meant)")]
+    AuthFailed(SocketAddr),
+    #[error("the server closed the session ({0})")]
+    Closed(FrameError),
+    #[error("the server's first message failed authentication")]
+    FirstMessageAuth,
+    #[error("unexpected first message from the server: {0}")]
+    UnexpectedFirst(&'static str),
+    #[error("expected {expected}, got {got}")]
+    Unexpected { expected: &'static str, got: &'static str },
+    #[error("control connection: {0}")]
+    Control(FrameError),
+    #[error("control connection: {0}")]
+    ControlAuth(OpenError),
+    #[error("the server ended the session: {0}")]
+    Ended(String),
+    #[error("the server could not run it: {0}")]
+    RunFailed(String),
+    /// The server's reason a run failed, prefixed `server:`.
+    #[error("{0}")]
+    Server(String),
+    /// The server's reason first: the client's error is usually its echo.
+    #[error("{server} (here: {here})")]
+    Both { server: Box<ClientError>, here: lab::LabError },
+    /// The lab's reason a workload cannot run against a server (a stream).
+    #[error("{0}")]
+    Lab(String),
+    /// This side of the row failed (the lab's error).
+    #[error(transparent)]
+    Here(lab::LabError),
+    #[error("the forwarding thread panicked")]
+    ForwardPanicked,
+}
+
+fn io(what: &str) -> impl FnOnce(std::io::Error) -> ClientError + '_ {
+    move |source| ClientError::Io { what: what.to_string(), source }
 }
 
 impl Session {
     /// Connect and authenticate (mutually: the server proves the key first).
-    pub fn connect(addr: SocketAddr, key: &Key, io_timeout: Duration) -> Result<Session, String> {
-        let mut stream =
-            TcpStream::connect_timeout(&addr, io_timeout).map_err(|e| io(&format!("connect {addr}"), e))?;
+    pub fn connect(addr: SocketAddr, key: &Key, io_timeout: Duration) -> Result<Session, ClientError> {
+        let mut stream = TcpStream::connect_timeout(&addr, io_timeout).map_err(io(&format!("connect {addr}")))?;
         let _ = stream.set_nodelay(true);
-        stream.set_read_timeout(Some(io_timeout)).map_err(|e| io("SO_RCVTIMEO", e))?;
-        stream.set_write_timeout(Some(io_timeout)).map_err(|e| io("SO_SNDTIMEO", e))?;
+        stream.set_read_timeout(Some(io_timeout)).map_err(io("SO_RCVTIMEO"))?;
+        stream.set_write_timeout(Some(io_timeout)).map_err(io("SO_SNDTIMEO"))?;
         let nc = auth::random()?;
         let hello = Opening::Hello { magic: MAGIC.into(), version: VERSION, nonce: auth::hex(&nc) };
-        frame::write_frame(&mut stream, &msg::to_body(&hello)).map_err(|e| io("send hello", e))?;
+        frame::write_frame(&mut stream, &msg::to_body(&hello)).map_err(io("send hello"))?;
         let f = frame::read_frame(&mut stream, frame::PREAUTH_MAX)
-            .map_err(|e| format!("{addr} did not answer as a tcpstall server ({e})"))?;
-        let (ns, proof) = match msg::from_body::<Challenge>(&f).map_err(|e| format!("{addr}: {e}"))? {
-            Challenge::Refused { reason } => return Err(format!("the server refused: {reason}")),
-            Challenge::Challenge { version, .. } if version != VERSION => {
-                return Err(format!("the server speaks protocol version {version}, this client {VERSION}"))
-            }
+            .map_err(|source| ClientError::NotAServer { addr, source })?;
+        let (ns, proof) = match msg::from_body::<Challenge>(&f)
+            .map_err(|source| ClientError::BadAnswer { addr, source })?
+        {
+            Challenge::Refused { reason } => return Err(ClientError::Refused(reason)),
+            Challenge::Challenge { version, .. } if version != VERSION => return Err(ClientError::Version(version)),
             Challenge::Challenge { nonce, proof, .. } => (nonce, proof),
         };
-        let ns = auth::unhex::<32>(&ns).ok_or("the server sent a malformed nonce")?;
+        let ns = auth::unhex::<32>(&ns).ok_or(ClientError::BadNonce)?;
         let ok = auth::unhex::<32>(&proof).is_some_and(|p| auth::verify_server(key, &nc, &ns, &p));
         if !ok {
-            return Err(format!(
-                "authentication failed: {addr} does not hold this key (wrong --key-file, or not the server you meant)"
-            ));
+            return Err(ClientError::AuthFailed(addr));
         }
         let p = auth::client_proof(key, &nc, &ns);
         frame::write_frame(&mut stream, &msg::to_body(&Auth::Auth { proof: auth::hex(&p) }))
-            .map_err(|e| io("send proof", e))?;
+            .map_err(io("send proof"))?;
         let mut chan = Channel::new(key, Role::Client, &nc, &ns);
         let mut s = Session {
             addr,
@@ -81,13 +137,12 @@ impl Session {
             offset: None,
         };
         // The Welcome: the first sealed message (a refusal before it is plain).
-        let f =
-            frame::read_frame(&mut s.stream, 1 << 20).map_err(|e| format!("the server closed the session ({e})"))?;
+        let f = frame::read_frame(&mut s.stream, 1 << 20).map_err(ClientError::Closed)?;
         let m = match chan.open(&f) {
             Ok(b) => msg::from_body::<ToClient>(b)?,
             Err(_) => match msg::from_body::<Challenge>(&f) {
-                Ok(Challenge::Refused { reason }) => return Err(format!("the server refused: {reason}")),
-                _ => return Err("the server's first message failed authentication".into()),
+                Ok(Challenge::Refused { reason }) => return Err(ClientError::Refused(reason)),
+                _ => return Err(ClientError::FirstMessageAuth),
             },
         };
         s.chan = chan;
@@ -98,28 +153,28 @@ impl Session {
                 s.limits = limits;
                 Ok(s)
             }
-            other => Err(format!("unexpected first message from the server: {}", kind(&other))),
+            other => Err(ClientError::UnexpectedFirst(kind(&other))),
         }
     }
 
-    fn send(&mut self, m: &ToServer) -> Result<(), String> {
+    fn send(&mut self, m: &ToServer) -> Result<(), ClientError> {
         let b = self.chan.seal(&msg::to_body(m));
-        frame::write_frame(&mut self.stream, &b).map_err(|e| io("control connection", e))
+        frame::write_frame(&mut self.stream, &b).map_err(io("control connection"))
     }
 
-    fn recv(&mut self, timeout: Duration) -> Result<ToClient, String> {
+    fn recv(&mut self, timeout: Duration) -> Result<ToClient, ClientError> {
         let _ = self.stream.set_read_timeout(Some(timeout));
         let f = frame::read_frame(&mut self.stream, self.limits.max_message.max(1 << 20) as usize)
-            .map_err(|e| format!("control connection: {e}"))?;
-        let b = self.chan.open(&f).map_err(|e| format!("control connection: {e}"))?;
+            .map_err(ClientError::Control)?;
+        let b = self.chan.open(&f).map_err(ClientError::ControlAuth)?;
         match msg::from_body::<ToClient>(b)? {
-            ToClient::Refused { reason } => Err(format!("the server ended the session: {reason}")),
+            ToClient::Refused { reason } => Err(ClientError::Ended(reason)),
             m => Ok(m),
         }
     }
 
     /// The clock offset from `n` ping-pongs (RFC 5905 section 8; clock.rs).
-    pub fn clock(&mut self, n: usize) -> Result<Option<Offset>, String> {
+    pub fn clock(&mut self, n: usize) -> Result<Option<Offset>, ClientError> {
         let mut v = Vec::with_capacity(n);
         for _ in 0..n {
             let t1 = realtime_ns();
@@ -128,7 +183,7 @@ impl Session {
                 ToClient::Pong { t1_ns, t2_ns, t3_ns } if t1_ns == t1 => {
                     v.push(Sample { t1, t2: t2_ns, t3: t3_ns, t4: realtime_ns() })
                 }
-                other => return Err(format!("expected a pong, got {}", kind(&other))),
+                other => return Err(ClientError::Unexpected { expected: "a pong", got: kind(&other) }),
             }
         }
         self.offset = clock::estimate(&v);
@@ -142,67 +197,20 @@ impl Session {
         pair: &StrategyPair,
         place: &Placement,
         lab: &LabOptions,
-    ) -> Result<RunResult, String> {
-        let p = lab::remote::round_program(workload).map_err(|e| e.to_string())?;
+    ) -> Result<RunResult, ClientError> {
+        let p = lab::remote::round_program(workload).map_err(|e| ClientError::Lab(e.to_string()))?;
         let run = self.next_run;
         self.next_run += 1;
-        // The data socket is bound first: its port names the connection in both hosts' captures.
-        let sock = socket2::Socket::new(socket2::Domain::for_address(self.addr), socket2::Type::STREAM, None)
-            .map_err(|e| io("data socket", e))?;
-        let any: SocketAddr = match self.addr {
-            SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
-            SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
-        };
-        sock.bind(&any.into()).map_err(|e| io("data socket bind", e))?;
-        let port = sock.local_addr().ok().and_then(|a| a.as_socket()).map_or(0, |a| a.port());
-        let capture = if lab.capture {
-            lab::remote::HostCapture::start(port, self.addr.ip().is_loopback())
-        } else {
-            Err("packet capture off (--no-capture)".into())
-        };
-        let data_port = if capture.is_ok() { port } else { 0 };
-        self.send(&ToServer::Run(RunRequest {
-            run,
-            label: pair.label.clone(),
-            workload: workload.clone(),
-            client: pair.client.clone(),
-            server: pair.server.clone(),
-            data_port,
-        }))?;
-        let token = match self.recv(self.io_timeout)? {
-            ToClient::RunReady { run: r, token } if r == run => token,
-            ToClient::RunFailed { reason, .. } => return Err(format!("the server could not run it: {reason}")),
-            other => return Err(format!("expected run-ready, got {}", kind(&other))),
-        };
-        sock.connect_timeout(&self.addr.into(), self.io_timeout).map_err(|e| io("data connection", e))?;
-        let mut data = &sock;
-        frame::write_frame(&mut data, &msg::to_body(&Opening::Data { token })).map_err(|e| io("data connection", e))?;
-        sock.set_read_timeout(Some(self.io_timeout)).map_err(|e| io("data connection", e))?;
-        let mut ok = [0u8; 1];
-        data.read_exact(&mut ok).map_err(|e| io("the server did not accept the data connection", e))?;
-        let (tx, rx) = mpsc::channel::<()>();
-        let cancel = lab.cancel.clone();
-        let io_timeout = lab.io_timeout;
-        // The client's side here; its "rounds done" goes to the server over the control
-        // connection, as soon as it happens (the server's last tcp_info waits for it).
-        let me = &mut *self;
-        let mine = std::thread::scope(|sc| {
-            let fwd = sc.spawn(move || {
-                if rx.recv().is_ok() {
-                    return me.send(&ToServer::RoundsDone { run });
-                }
-                Ok(())
-            });
-            let r = lab::remote::client_side(&p, &pair.client, &sock, io_timeout, &tx, &cancel);
-            drop(tx);
-            let f = fwd.join().unwrap_or_else(|_| Err("the forwarding thread panicked".into()));
-            (r, f)
-        });
+        let (sock, capture) = self.data_socket(lab)?;
+        let data_port = capture.as_ref().map_or(0, |_| sock_port(&sock));
+        let token = self.request_run(run, workload, pair, data_port)?;
+        self.open_data(&sock, token)?;
+        let (cli, forwarded) = self.play_client(run, &p, pair, &sock, lab);
         let _ = sock.shutdown(std::net::Shutdown::Write);
         // The server closes after our FIN: its FIN and the last ACKs end both captures.
         let _ = sock.set_read_timeout(Some(Duration::from_secs(2)));
         let mut b = [0u8; 64];
-        let _ = data.read(&mut b);
+        let _ = (&sock).read(&mut b);
         let packets = capture.and_then(|c| {
             let point = c.point.clone();
             let origin_ns = c.origin_ns;
@@ -214,28 +222,116 @@ impl Session {
                 server_port: self.addr.port(),
             })
         });
-        // The server's record (or its reason), within its own run limit.
-        let wait = Duration::from_secs(self.limits.max_run_secs.min(600)) + self.io_timeout;
-        let theirs = match mine.1.and_then(|_| self.recv(wait)) {
-            Ok(ToClient::RunDone { run: r, side }) if r == run => Ok(*side),
-            Ok(ToClient::RunFailed { reason, .. }) if reason.starts_with("server:") => Err(reason),
-            Ok(ToClient::RunFailed { reason, .. }) => Err(format!("server: {reason}")),
-            Ok(other) => Err(format!("expected the server's record, got {}", kind(&other))),
-            Err(e) => Err(e),
-        };
-        let cli = match (mine.0, &theirs) {
-            (Ok(c), _) => c,
+        let theirs = forwarded.and_then(|_| self.server_record(run));
+        let cli = match (cli, theirs) {
+            (Ok(c), Ok(side)) => (c, side),
+            (Ok(_), Err(e)) => return Err(e),
             // The server's reason first: the client's error is usually its echo.
-            (Err(e), Err(s)) => return Err(format!("{s} (here: {e})")),
-            (Err(e), Ok(_)) => return Err(e.to_string()),
+            (Err(here), Err(s)) => return Err(ClientError::Both { server: Box::new(s), here }),
+            (Err(e), Ok(_)) => return Err(ClientError::Here(e)),
         };
-        let side = theirs?;
+        let (cli, side) = cli;
         let server_frames = side.frames.clone();
         let server_note = side.capture_note.clone();
         let origin_ns = packets.as_ref().map_or(0, |c| c.origin_ns);
         let mut row = lab::remote::assemble(&p, pair, place, lab, side, cli, packets);
         crate::merge::attribute(&mut row, &server_frames, &server_note, origin_ns, self.addr.port(), self.offset);
         Ok(row)
+    }
+
+    /// The data socket, bound first: its port names the connection in both hosts' captures;
+    /// the capture of that port starts before the connection does.
+    #[allow(clippy::type_complexity)]
+    fn data_socket(
+        &self,
+        lab: &LabOptions,
+    ) -> Result<(socket2::Socket, Result<lab::remote::HostCapture, lab::remote::CaptureError>), ClientError> {
+        let sock = socket2::Socket::new(socket2::Domain::for_address(self.addr), socket2::Type::STREAM, None)
+            .map_err(io("data socket"))?;
+        let any: SocketAddr = match self.addr {
+            SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
+            SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+        };
+        sock.bind(&any.into()).map_err(io("data socket bind"))?;
+        let capture = if lab.capture {
+            lab::remote::HostCapture::start(sock_port(&sock), self.addr.ip().is_loopback())
+        } else {
+            Err("packet capture off (--no-capture)".into())
+        };
+        Ok((sock, capture))
+    }
+
+    /// Ask the server for run `run`; its token for the data connection.
+    fn request_run(
+        &mut self,
+        run: u32,
+        workload: &Workload,
+        pair: &StrategyPair,
+        data_port: u16,
+    ) -> Result<String, ClientError> {
+        self.send(&ToServer::Run(RunRequest {
+            run,
+            label: pair.label.clone(),
+            workload: workload.clone(),
+            client: pair.client.clone(),
+            server: pair.server.clone(),
+            data_port,
+        }))?;
+        match self.recv(self.io_timeout)? {
+            ToClient::RunReady { run: r, token } if r == run => Ok(token),
+            ToClient::RunFailed { reason, .. } => Err(ClientError::RunFailed(reason)),
+            other => Err(ClientError::Unexpected { expected: "run-ready", got: kind(&other) }),
+        }
+    }
+
+    /// Connect the data socket and present the run's token; the server's one byte accepts it.
+    fn open_data(&self, sock: &socket2::Socket, token: String) -> Result<(), ClientError> {
+        sock.connect_timeout(&self.addr.into(), self.io_timeout).map_err(io("data connection"))?;
+        let mut data = sock;
+        frame::write_frame(&mut data, &msg::to_body(&Opening::Data { token })).map_err(io("data connection"))?;
+        sock.set_read_timeout(Some(self.io_timeout)).map_err(io("data connection"))?;
+        let mut ok = [0u8; 1];
+        data.read_exact(&mut ok).map_err(io("the server did not accept the data connection"))
+    }
+
+    /// The client's side of the row here; its "rounds done" goes to the server over the
+    /// control connection as soon as it happens (the server's last tcp_info waits for it).
+    /// Returns this side's result and whether that message went out.
+    fn play_client(
+        &mut self,
+        run: u32,
+        p: &scenario::RoundProgram,
+        pair: &StrategyPair,
+        sock: &socket2::Socket,
+        lab: &LabOptions,
+    ) -> (Result<lab::remote::ClientSide, lab::LabError>, Result<(), ClientError>) {
+        let (tx, rx) = mpsc::channel::<()>();
+        let cancel = lab.cancel.clone();
+        let io_timeout = lab.io_timeout;
+        let me = &mut *self;
+        std::thread::scope(|sc| {
+            let fwd = sc.spawn(move || {
+                if rx.recv().is_ok() {
+                    return me.send(&ToServer::RoundsDone { run });
+                }
+                Ok(())
+            });
+            let r = lab::remote::client_side(p, &pair.client, sock, io_timeout, &tx, &cancel);
+            drop(tx);
+            let f = fwd.join().unwrap_or(Err(ClientError::ForwardPanicked));
+            (r, f)
+        })
+    }
+
+    /// The server's record of run `run` (or its reason), within its own run limit.
+    fn server_record(&mut self, run: u32) -> Result<lab::remote::SideRecord, ClientError> {
+        let wait = Duration::from_secs(self.limits.max_run_secs.min(600)) + self.io_timeout;
+        match self.recv(wait)? {
+            ToClient::RunDone { run: r, side } if r == run => Ok(*side),
+            ToClient::RunFailed { reason, .. } if reason.starts_with("server:") => Err(ClientError::Server(reason)),
+            ToClient::RunFailed { reason, .. } => Err(ClientError::Server(format!("server: {reason}"))),
+            other => Err(ClientError::Unexpected { expected: "the server's record", got: kind(&other) }),
+        }
     }
 
     /// Say goodbye (best effort).
@@ -263,9 +359,9 @@ pub fn run_scenario(
     key: &Key,
     opts: &LabOptions,
     progress: &mut dyn FnMut(Progress),
-) -> Result<Report, String> {
+) -> Result<Report, ClientError> {
     for (_, w) in s.workload.variants() {
-        lab::remote::round_program(&w).map_err(|e| e.to_string())?;
+        lab::remote::round_program(&w).map_err(|e| ClientError::Lab(e.to_string()))?;
     }
     let mut session = Session::connect(addr, key, opts.io_timeout)?;
     session.clock(PINGS)?;
@@ -345,5 +441,25 @@ impl Session {
         }
         lab::add_cost_comparison(&mut report.results);
         report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The typed errors print the one-line texts the String errors printed.
+    #[test]
+    fn errors_keep_their_one_line_texts() {
+        let e = ClientError::Unexpected { expected: "a pong", got: kind(&ToClient::Refused { reason: String::new() }) };
+        assert_eq!(e.to_string(), "expected a pong, got refused");
+        assert_eq!(ClientError::Version(2).to_string(), "the server speaks protocol version 2, this client 1");
+        let e = ClientError::Io { what: "data socket".into(), source: std::io::Error::other("no buffer space") };
+        assert_eq!(e.to_string(), "data socket: no buffer space");
+        let e = ClientError::Control(FrameError::Timeout);
+        assert_eq!(e.to_string(), "control connection: no frame within the time limit");
+        let s = ClientError::Server("server: over limit".into());
+        let e = ClientError::Both { server: Box::new(s), here: lab::LabError::Panic("client") };
+        assert!(e.to_string().starts_with("server: over limit (here: "), "{e}");
     }
 }

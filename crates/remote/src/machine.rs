@@ -128,7 +128,7 @@ impl ServerMachine {
     }
 
     /// The run is over: its result goes to the client and the session is ready for the next.
-    pub fn run_finished(&mut self, result: Result<lab::remote::SideRecord, String>) -> Vec<u8> {
+    pub fn run_finished(&mut self, result: Result<lab::remote::SideRecord, impl std::fmt::Display>) -> Vec<u8> {
         let run = match self.state {
             State::Running { run, .. } => run,
             _ => self.next_run.saturating_sub(1),
@@ -138,7 +138,7 @@ impl ServerMachine {
         }
         match result {
             Ok(side) => self.seal(&ToClient::RunDone { run, side: Box::new(side) }),
-            Err(reason) => self.seal(&ToClient::RunFailed { run, reason }),
+            Err(reason) => self.seal(&ToClient::RunFailed { run, reason: reason.to_string() }),
         }
     }
 
@@ -157,7 +157,7 @@ impl ServerMachine {
 
     fn first(&mut self, frame: &[u8], slots: &mut dyn Slots) -> Result<Vec<Action>, Ended> {
         self.state = State::First;
-        let open: Opening = msg::from_body(frame).map_err(|e| self.end(e))?;
+        let open: Opening = msg::from_body(frame).map_err(|e| self.end(e.to_string()))?;
         match open {
             Opening::Data { token } => {
                 let t = auth::unhex::<32>(&token).ok_or_else(|| self.end("malformed data token".into()))?;
@@ -192,7 +192,7 @@ impl ServerMachine {
 
     fn auth(&mut self, frame: &[u8], nc: [u8; NONCE_LEN], slots: &mut dyn Slots) -> Result<Vec<Action>, Ended> {
         self.state = State::AwaitAuth { nc };
-        let Auth::Auth { proof } = msg::from_body(frame).map_err(|e| self.end(e))?;
+        let Auth::Auth { proof } = msg::from_body(frame).map_err(|e| self.end(e.to_string()))?;
         let ok = auth::unhex::<32>(&proof).is_some_and(|p| auth::verify_client(&self.key, &nc, &self.nonce, &p));
         if !ok {
             return Err(self.end(
@@ -219,7 +219,7 @@ impl ServerMachine {
             Ok(b) => b,
             Err(e) => return Err(self.end(e.to_string())),
         };
-        let m: ToServer = msg::from_body(body).map_err(|e| self.end(e))?;
+        let m: ToServer = msg::from_body(body).map_err(|e| self.end(e.to_string()))?;
         match (m, self.state.clone()) {
             (ToServer::Ping { t1_ns }, _) => {
                 Ok(vec![Action::Send(self.seal(&ToClient::Pong { t1_ns, t2_ns: now_ns, t3_ns: now_ns }))])
@@ -229,7 +229,7 @@ impl ServerMachine {
                 Ok(vec![Action::Bye])
             }
             (ToServer::Run(r), State::Ready) => {
-                self.check_run(&r).map_err(|e| self.end(e))?;
+                self.check_run(&r).map_err(|e| self.end(e.to_string()))?;
                 self.next_run += 1;
                 self.state = State::Running { run: r.run, rounds_done: false };
                 Ok(vec![Action::Start(r)])
@@ -247,27 +247,42 @@ impl ServerMachine {
     }
 
     /// A run request against the limits and the types' own rules: one line per refusal.
-    fn check_run(&self, r: &RunRequest) -> Result<(), String> {
+    fn check_run(&self, r: &RunRequest) -> Result<(), RunRefused> {
         if r.run != self.next_run {
-            return Err(format!("run {} out of order (expected {})", r.run, self.next_run));
+            return Err(RunRefused::OutOfOrder { run: r.run, expected: self.next_run });
         }
         if r.label.len() > 200 {
-            return Err("run label longer than 200 bytes".into());
+            return Err(RunRefused::LongLabel);
         }
-        r.workload.validate().map_err(|e| format!("invalid workload: {e}"))?;
+        r.workload.validate()?;
         for o in [&r.client, &r.server] {
-            scenario::SideOpts::new(o.opts().to_vec()).map_err(|e| format!("invalid strategy: {e}"))?;
+            scenario::SideOpts::new(o.opts().to_vec())?;
         }
-        let p = lab::remote::round_program(&r.workload).map_err(|e| e.to_string())?;
+        let p = lab::remote::round_program(&r.workload).map_err(|e| RunRefused::Program(e.to_string()))?;
         let bytes = lab::remote::program_bytes(&p);
         if bytes > self.limits.max_run_bytes {
-            return Err(format!(
-                "over limit: run '{}' moves {bytes} bytes, this server allows {} per run (--max-run-bytes)",
-                r.label, self.limits.max_run_bytes
-            ));
+            return Err(RunRefused::OverLimit { label: r.label.clone(), bytes, max: self.limits.max_run_bytes });
         }
         Ok(())
     }
+}
+
+/// Why a run request is refused: the one line the client is told.
+#[derive(Debug, thiserror::Error)]
+pub enum RunRefused {
+    #[error("run {run} out of order (expected {expected})")]
+    OutOfOrder { run: u32, expected: u32 },
+    #[error("run label longer than 200 bytes")]
+    LongLabel,
+    #[error("invalid workload: {0}")]
+    Workload(#[from] scenario::ScenarioError),
+    #[error("invalid strategy: {0}")]
+    Strategy(#[from] scenario::StrategyError),
+    /// The lab's reason the workload cannot run remotely (a stream).
+    #[error("{0}")]
+    Program(String),
+    #[error("over limit: run '{label}' moves {bytes} bytes, this server allows {max} per run (--max-run-bytes)")]
+    OverLimit { label: String, bytes: u64, max: u64 },
 }
 
 fn busy(l: &Limits) -> String {

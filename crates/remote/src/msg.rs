@@ -143,14 +143,30 @@ impl Default for Limits {
     }
 }
 
+/// A limit flag out of its range: one line naming the flag.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    #[error("--handshake-ms {0}: expected 1 to 2000")]
+    HandshakeMs(u64),
+    #[error("--max-message {0}: expected at least 4096 bytes")]
+    MaxMessage(u32),
+    #[error("{0} 0: expected at least 1")]
+    Zero(&'static str),
+}
+
+/// A frame body that is not a message of the expected type.
+#[derive(Debug, thiserror::Error)]
+#[error("malformed message ({0})")]
+pub struct Malformed(#[from] serde_json::Error);
+
 impl Limits {
     /// Check the limits themselves (flags): one line naming the flag.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), LimitError> {
         if !(1..=2000).contains(&self.handshake_ms) {
-            return Err(format!("--handshake-ms {}: expected 1 to 2000", self.handshake_ms));
+            return Err(LimitError::HandshakeMs(self.handshake_ms));
         }
         if self.max_message < 4096 {
-            return Err(format!("--max-message {}: expected at least 4096 bytes", self.max_message));
+            return Err(LimitError::MaxMessage(self.max_message));
         }
         for (flag, v) in [
             ("--max-run-secs", self.max_run_secs),
@@ -161,7 +177,7 @@ impl Limits {
             ("--max-pending", u64::from(self.max_pending)),
         ] {
             if v == 0 {
-                return Err(format!("{flag} 0: expected at least 1"));
+                return Err(LimitError::Zero(flag));
             }
         }
         Ok(())
@@ -190,8 +206,8 @@ pub fn to_body<T: Serialize>(m: &T) -> Vec<u8> {
 }
 
 /// Decode a frame body, or say in one line why not (the text is for logs, never echoed raw).
-pub fn from_body<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Result<T, String> {
-    serde_json::from_slice(b).map_err(|e| format!("malformed message ({e})"))
+pub fn from_body<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Result<T, Malformed> {
+    Ok(serde_json::from_slice(b)?)
 }
 
 #[cfg(test)]
@@ -224,6 +240,6 @@ mod tests {
     fn default_limits_are_valid_and_a_long_handshake_is_not() {
         Limits::default().validate().unwrap();
         let l = Limits { handshake_ms: 5000, ..Limits::default() };
-        assert!(l.validate().unwrap_err().contains("--handshake-ms"));
+        assert!(l.validate().unwrap_err().to_string().contains("--handshake-ms"));
     }
 }

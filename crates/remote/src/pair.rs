@@ -21,12 +21,21 @@ use crate::merge::{self, Split};
 /// One capture's TCP packets: (time ns, source, destination, segment, frame number).
 pub type Packets = Vec<(u64, SocketAddr, SocketAddr, trace::Segment, u64)>;
 
+/// Why a capture could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Wire(#[from] wire::WireError),
+}
+
 /// Read every TCP packet of a capture (pcap or pcapng, gzip or not).
-pub fn read(input: impl Read) -> Result<Packets, String> {
-    let input = wire::decompressed(std::io::BufReader::new(input)).map_err(|e| e.to_string())?;
-    let mut r = wire::CaptureReader::new(input).map_err(|e| e.to_string())?;
+pub fn read(input: impl Read) -> Result<Packets, ReadError> {
+    let input = wire::decompressed(std::io::BufReader::new(input))?;
+    let mut r = wire::CaptureReader::new(input)?;
     let mut out = Vec::new();
-    while let Some(p) = r.next_packet().map_err(|e| e.to_string())? {
+    while let Some(p) = r.next_packet()? {
         if let Ok(t) = wire::decode(p.linktype, p.data, p.orig_len) {
             out.push((p.ts_ns, t.src, t.dst, t.segment, p.frame));
         }

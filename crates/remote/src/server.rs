@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::auth::{self, Key};
+use crate::auth::{self, Key, KeyError};
 use crate::frame::{self, FrameError};
 use crate::machine::{Action, Ended, ServerMachine, Slots, State};
-use crate::msg::{Limits, RunRequest};
+use crate::msg::{LimitError, Limits, RunRequest};
 
 /// Stack of a connection's thread: the handshake and the session loop need little; a run's
 /// own thread gets the default.
@@ -24,6 +24,60 @@ const CONN_STACK: usize = 256 << 10;
 /// Rate-limiter entries kept at most (oldest sources forgotten first): bounded memory under a
 /// flood from many addresses.
 const RATE_SOURCES: usize = 4096;
+
+/// Why the server, a connection or a session stopped: one line for the log or the user.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Limits(#[from] LimitError),
+    #[error("--insecure-no-auth binds to loopback only ({0} is not): give --key-file to listen on a network")]
+    InsecureOffLoopback(SocketAddr),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: SocketAddr, source: std::io::Error },
+    #[error("listener: {0}")]
+    Listener(std::io::Error),
+    /// A socket or thread call on a connection.
+    #[error("{0}")]
+    Socket(std::io::Error),
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error("handshake not finished within {0} ms: closed")]
+    HandshakeTimeout(u64),
+    #[error("closed before authentication: {0}")]
+    BeforeAuth(FrameError),
+    #[error("refused: {0}")]
+    Refused(String),
+    #[error("write: {0}")]
+    Write(std::io::Error),
+    #[error("session ended: {0}")]
+    SessionEnded(Box<ServerError>),
+    #[error("token table poisoned")]
+    TokensPoisoned,
+    #[error("refused: data connection with an unknown token")]
+    UnknownToken,
+    #[error("data connection: {0}")]
+    Data(std::io::Error),
+    #[error("the run gave up waiting for its data connection")]
+    GaveUp,
+    #[error("reader stopped")]
+    ReaderStopped,
+    #[error("client gone ({0})")]
+    ClientGone(FrameError),
+}
+
+/// Why the server's side of a run failed: the reason the client is told.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The lab's reason the workload cannot run remotely.
+    #[error("{0}")]
+    Program(String),
+    #[error("no data connection within {0} ms")]
+    NoData(u128),
+    #[error("over limit: the run was cut after {0} s (the server's --max-run-secs)")]
+    Cut(u64),
+    #[error(transparent)]
+    Lab(#[from] lab::LabError),
+}
 
 /// How the server runs.
 pub struct ServeConfig {
@@ -92,20 +146,16 @@ pub fn realtime_ns() -> u64 {
 
 impl Server {
     /// Bind, after checking the configuration: no key is refused unless the address is loopback.
-    pub fn bind(cfg: ServeConfig) -> Result<Server, String> {
+    pub fn bind(cfg: ServeConfig) -> Result<Server, ServerError> {
         cfg.limits.validate()?;
         let key = match cfg.key {
             Some(k) => k,
             None if cfg.listen.ip().is_loopback() => Key::insecure(),
-            None => {
-                return Err(format!(
-                    "--insecure-no-auth binds to loopback only ({} is not): give --key-file to listen on a network",
-                    cfg.listen
-                ))
-            }
+            None => return Err(ServerError::InsecureOffLoopback(cfg.listen)),
         };
-        let listener = TcpListener::bind(cfg.listen).map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
-        listener.set_nonblocking(true).map_err(|e| format!("listener: {e}"))?;
+        let listener =
+            TcpListener::bind(cfg.listen).map_err(|source| ServerError::Listen { addr: cfg.listen, source })?;
+        listener.set_nonblocking(true).map_err(ServerError::Listener)?;
         let shared = Arc::new(Shared {
             key,
             limits: cfg.limits,
@@ -132,7 +182,7 @@ impl Server {
     }
 
     /// Accept until stopped.
-    pub fn run(&self) -> Result<(), String> {
+    pub fn run(&self) -> Result<(), ServerError> {
         let sh = &self.shared;
         while !sh.stop.load(Ordering::SeqCst) {
             let (stream, peer) = match self.listener.accept() {
@@ -232,8 +282,13 @@ fn send_end(stream: &mut TcpStream, e: &Ended) {
 
 /// One accepted connection: the handshake within `handshake_ms`, then a data connection is
 /// handed to its run, or a control session runs until it ends.
-fn connection(mut stream: TcpStream, peer: SocketAddr, sh: &Shared, pending: &mut Pending<'_>) -> Result<(), String> {
-    stream.set_nonblocking(false).map_err(|e| e.to_string())?;
+fn connection(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    sh: &Shared,
+    pending: &mut Pending<'_>,
+) -> Result<(), ServerError> {
+    stream.set_nonblocking(false).map_err(ServerError::Socket)?;
     // No TCP_NODELAY here: a data connection must start with the kernel's defaults (the
     // strategy sets its own options); the control connection sets it once it is one.
     let deadline = Instant::now() + Duration::from_millis(sh.limits.handshake_ms);
@@ -244,20 +299,18 @@ fn connection(mut stream: TcpStream, peer: SocketAddr, sh: &Shared, pending: &mu
         let _ = stream.set_write_timeout(Some(left.max(Duration::from_millis(1))));
         let f = match frame::read_frame_by(&mut stream, m.max_frame(), deadline) {
             Ok(f) => f,
-            Err(FrameError::Timeout) => {
-                return Err(format!("handshake not finished within {} ms: closed", sh.limits.handshake_ms))
-            }
-            Err(e) => return Err(format!("closed before authentication: {e}")),
+            Err(FrameError::Timeout) => return Err(ServerError::HandshakeTimeout(sh.limits.handshake_ms)),
+            Err(e) => return Err(ServerError::BeforeAuth(e)),
         };
         match m.on_frame(&f, realtime_ns(), &mut slot) {
             Err(e) => {
                 send_end(&mut stream, &e);
-                return Err(format!("refused: {}", e.reason));
+                return Err(ServerError::Refused(e.reason));
             }
             Ok(actions) => {
                 for a in actions {
                     match a {
-                        Action::Send(b) => frame::write_frame(&mut stream, &b).map_err(|e| format!("write: {e}"))?,
+                        Action::Send(b) => frame::write_frame(&mut stream, &b).map_err(ServerError::Write)?,
                         Action::Data(token) => return data(stream, token, sh),
                         Action::Authenticated => pending.release(),
                         _ => {}
@@ -277,25 +330,25 @@ fn connection(mut stream: TcpStream, peer: SocketAddr, sh: &Shared, pending: &mu
             (sh.log)(&format!("{peer}: session ended: {why}"));
             Ok(())
         }
-        Err(e) => Err(format!("session ended: {e}")),
+        Err(e) => Err(ServerError::SessionEnded(Box::new(e))),
     }
 }
 
 /// A data connection: its token must name a run waiting for it.
-fn data(mut stream: TcpStream, token: [u8; 32], sh: &Shared) -> Result<(), String> {
+fn data(mut stream: TcpStream, token: [u8; 32], sh: &Shared) -> Result<(), ServerError> {
     let _ = stream.set_nodelay(false);
-    let waiting = sh.tokens.lock().map_err(|_| "token table poisoned".to_string())?.remove(&token);
-    let Some(tx) = waiting else { return Err("refused: data connection with an unknown token".into()) };
+    let waiting = sh.tokens.lock().map_err(|_| ServerError::TokensPoisoned)?.remove(&token);
+    let Some(tx) = waiting else { return Err(ServerError::UnknownToken) };
     // One byte says "accepted": the client starts its program only then.
-    stream.write_all(b"k").map_err(|e| format!("data connection: {e}"))?;
+    stream.write_all(b"k").map_err(ServerError::Data)?;
     let _ = stream.set_read_timeout(None);
     let _ = stream.set_write_timeout(None);
-    tx.send(stream).map_err(|_| "the run gave up waiting for its data connection".to_string())
+    tx.send(stream).map_err(|_| ServerError::GaveUp)
 }
 
 enum Ev {
     Frame(Result<Vec<u8>, FrameError>),
-    RunDone(Box<Result<lab::remote::SideRecord, String>>),
+    RunDone(Box<Result<lab::remote::SideRecord, RunError>>),
 }
 
 struct Running {
@@ -322,26 +375,13 @@ fn forget(sh: &Shared, token: &[u8; 32]) {
 }
 
 /// An authenticated control session: returns why it ended.
-fn session(mut stream: TcpStream, peer: SocketAddr, m: &mut ServerMachine, sh: &Shared) -> Result<String, String> {
+fn session(mut stream: TcpStream, peer: SocketAddr, m: &mut ServerMachine, sh: &Shared) -> Result<String, ServerError> {
     let _ = stream.set_read_timeout(None);
     let _ = stream.set_write_timeout(Some(sh.io_timeout));
     // Pongs leave at once (the clock samples), whatever is unacknowledged.
     let _ = stream.set_nodelay(true);
-    let mut reader = stream.try_clone().map_err(|e| e.to_string())?;
     let (tx, rx) = mpsc::channel::<Ev>();
-    let max = sh.limits.max_message as usize;
-    let ftx = tx.clone();
-    std::thread::Builder::new()
-        .name("tcpstall-serve-read".into())
-        .stack_size(CONN_STACK)
-        .spawn(move || loop {
-            let f = frame::read_frame(&mut reader, max);
-            let end = f.is_err();
-            if ftx.send(Ev::Frame(f)).is_err() || end {
-                return;
-            }
-        })
-        .map_err(|e| e.to_string())?;
+    spawn_reader(&stream, sh.limits.max_message as usize, tx.clone())?;
     let mut run: Option<Running> = None;
     let idle = Duration::from_secs(sh.limits.idle_secs);
     let mut last = Instant::now();
@@ -360,45 +400,18 @@ fn session(mut stream: TcpStream, peer: SocketAddr, m: &mut ServerMachine, sh: &
                 }
                 continue;
             }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break Err("reader stopped".into()),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break Err(ServerError::ReaderStopped),
         };
         last = Instant::now();
         match ev {
-            Ev::Frame(Err(e)) => break Err(format!("client gone ({e})")),
+            Ev::Frame(Err(e)) => break Err(ServerError::ClientGone(e)),
             Ev::Frame(Ok(f)) => match m.on_frame(&f, realtime_ns(), &mut crate::machine::Unlimited) {
                 Err(e) => {
                     send_end(&mut stream, &e);
-                    break Err(format!("refused: {}", e.reason));
+                    break Err(ServerError::Refused(e.reason));
                 }
                 Ok(actions) => {
-                    let mut bye = false;
-                    for a in actions {
-                        match a {
-                            Action::Send(b) => {
-                                frame::write_frame(&mut stream, &b).map_err(|e| format!("write: {e}"))?;
-                            }
-                            Action::Start(req) => {
-                                let token = auth::random()?;
-                                // The capture starts before the client may connect (its SYN).
-                                let capture = if req.data_port != 0 {
-                                    lab::remote::HostCapture::start(req.data_port, peer.ip().is_loopback())
-                                } else {
-                                    Err("the client asked for no capture".into())
-                                };
-                                run = Some(start_run(req.clone(), token, sh, tx.clone(), capture)?);
-                                let b = m.run_ready(req.run, &token);
-                                frame::write_frame(&mut stream, &b).map_err(|e| format!("write: {e}"))?;
-                            }
-                            Action::RoundsDone => {
-                                if let Some(r) = run.as_ref().and_then(|r| r.rounds.as_ref()) {
-                                    let _ = r.send(());
-                                }
-                            }
-                            Action::Bye => bye = true,
-                            Action::Authenticated | Action::Data(_) => {}
-                        }
-                    }
-                    if bye {
+                    if on_actions(actions, &mut stream, peer, m, sh, &mut run, &tx)? {
                         break Ok("the client said goodbye".into());
                     }
                 }
@@ -409,7 +422,7 @@ fn session(mut stream: TcpStream, peer: SocketAddr, m: &mut ServerMachine, sh: &
                     let _ = r.thread.join();
                 }
                 let b = m.run_finished(*res);
-                frame::write_frame(&mut stream, &b).map_err(|e| format!("write: {e}"))?;
+                frame::write_frame(&mut stream, &b).map_err(ServerError::Write)?;
             }
         }
     };
@@ -420,6 +433,63 @@ fn session(mut stream: TcpStream, peer: SocketAddr, m: &mut ServerMachine, sh: &
     result
 }
 
+/// The control connection's reader: every frame (or the error that ends it) goes to `tx`.
+fn spawn_reader(stream: &TcpStream, max: usize, tx: mpsc::Sender<Ev>) -> Result<(), ServerError> {
+    let mut reader = stream.try_clone().map_err(ServerError::Socket)?;
+    std::thread::Builder::new()
+        .name("tcpstall-serve-read".into())
+        .stack_size(CONN_STACK)
+        .spawn(move || loop {
+            let f = frame::read_frame(&mut reader, max);
+            let end = f.is_err();
+            if tx.send(Ev::Frame(f)).is_err() || end {
+                return;
+            }
+        })
+        .map_err(ServerError::Socket)?;
+    Ok(())
+}
+
+/// Carries out what the machine decided on a frame; true when the client said goodbye.
+fn on_actions(
+    actions: Vec<Action>,
+    stream: &mut TcpStream,
+    peer: SocketAddr,
+    m: &mut ServerMachine,
+    sh: &Shared,
+    run: &mut Option<Running>,
+    tx: &mpsc::Sender<Ev>,
+) -> Result<bool, ServerError> {
+    let mut bye = false;
+    for a in actions {
+        match a {
+            Action::Send(b) => {
+                frame::write_frame(stream, &b).map_err(ServerError::Write)?;
+            }
+            Action::Start(req) => {
+                let token = auth::random()?;
+                // The capture starts before the client may connect (its SYN).
+                let capture = if req.data_port != 0 {
+                    lab::remote::HostCapture::start(req.data_port, peer.ip().is_loopback())
+                } else {
+                    Err("the client asked for no capture".into())
+                };
+                *run = Some(start_run(req.clone(), token, sh, tx.clone(), capture)?);
+                let b = m.run_ready(req.run, &token);
+                frame::write_frame(stream, &b).map_err(ServerError::Write)?;
+            }
+            Action::RoundsDone => {
+                if let Some(r) = run.as_ref().and_then(|r| r.rounds.as_ref()) {
+                    let _ = r.send(());
+                }
+            }
+            Action::Bye => bye = true,
+            Action::Authenticated | Action::Data(_) => {}
+        }
+    }
+    Ok(bye)
+}
+
 /// Start a run's thread: it waits for the data connection, runs the server's side within the
 /// run-time limit, and reports on `done`.
 fn start_run(
@@ -428,9 +498,9 @@ fn start_run(
     sh: &Shared,
     done: mpsc::Sender<Ev>,
     capture: Result<lab::remote::HostCapture, lab::remote::CaptureError>,
-) -> Result<Running, String> {
+) -> Result<Running, ServerError> {
     let (dtx, drx) = mpsc::sync_channel::<TcpStream>(1);
-    sh.tokens.lock().map_err(|_| "token table poisoned".to_string())?.insert(token, dtx);
+    sh.tokens.lock().map_err(|_| ServerError::TokensPoisoned)?.insert(token, dtx);
     let (rtx, rrx) = mpsc::channel::<()>();
     let cancel = lab::Cancel::new();
     let c2 = cancel.clone();
@@ -445,7 +515,7 @@ fn start_run(
             let r = run_side(&req, &drx, &rrx, &c2, (wait, max_run, io_timeout), (capture, max_frames));
             let _ = done.send(Ev::RunDone(Box::new(r)));
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(ServerError::Socket)?;
     Ok(Running { token, cancel, rounds: Some(rtx), thread })
 }
 
@@ -456,9 +526,9 @@ fn run_side(
     cancel: &lab::Cancel,
     (wait, max_run, io_timeout): (Duration, Duration, Duration),
     capture: (Result<lab::remote::HostCapture, lab::remote::CaptureError>, usize),
-) -> Result<lab::remote::SideRecord, String> {
-    let p = lab::remote::round_program(&req.workload).map_err(|e| e.to_string())?;
-    let stream = data.recv_timeout(wait).map_err(|_| format!("no data connection within {} ms", wait.as_millis()))?;
+) -> Result<lab::remote::SideRecord, RunError> {
+    let p = lab::remote::round_program(&req.workload).map_err(|e| RunError::Program(e.to_string()))?;
+    let stream = data.recv_timeout(wait).map_err(|_| RunError::NoData(wait.as_millis()))?;
     let sock = socket2::Socket::from(stream);
     // The run's time limit: a watchdog cancels it (shutting the data socket down).
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
@@ -475,9 +545,9 @@ fn run_side(
     drop(stop_tx);
     let _ = dog.join();
     if cut.load(Ordering::SeqCst) {
-        return Err(format!("over limit: the run was cut after {} s (the server's --max-run-secs)", max_run.as_secs()));
+        return Err(RunError::Cut(max_run.as_secs()));
     }
-    r.map_err(|e| e.to_string())
+    Ok(r?)
 }
 
 #[cfg(test)]
@@ -496,6 +566,16 @@ mod tests {
         assert!(r.admit(a, t + Duration::from_secs(61), 2));
     }
 
+    /// The typed errors print the one-line texts the String errors printed.
+    #[test]
+    fn errors_keep_their_one_line_texts() {
+        let e = ServerError::SessionEnded(Box::new(ServerError::ClientGone(FrameError::Closed)));
+        assert_eq!(e.to_string(), "session ended: client gone (the peer closed the connection)");
+        assert_eq!(ServerError::HandshakeTimeout(2000).to_string(), "handshake not finished within 2000 ms: closed");
+        assert_eq!(RunError::Cut(1).to_string(), "over limit: the run was cut after 1 s (the server's --max-run-secs)");
+        assert_eq!(RunError::NoData(5000).to_string(), "no data connection within 5000 ms");
+    }
+
     #[test]
     fn no_key_is_refused_off_loopback() {
         let cfg = ServeConfig {
@@ -505,7 +585,7 @@ mod tests {
             io_timeout: Duration::from_secs(10),
             log: Box::new(|_| {}),
         };
-        let e = Server::bind(cfg).err().unwrap();
+        let e = Server::bind(cfg).err().unwrap().to_string();
         assert!(e.starts_with("--insecure-no-auth binds to loopback only"), "{e}");
     }
 }

@@ -97,7 +97,7 @@ fn drive(rng: &mut SmallRng, m: &mut ServerMachine, stream: &[u8]) {
                     if let Action::Start(r) = a {
                         // A run that starts was checked: the machine answers it and finishes it.
                         let _ = m.run_ready(r.run, &[1; 32]);
-                        let _ = m.run_finished(Err("fuzz".into()));
+                        let _ = m.run_finished(Err("fuzz"));
                     }
                 }
             }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tcpstall_remote::auth::{self, Channel, Key, Role};
-use tcpstall_remote::client::Session;
+use tcpstall_remote::client::{ClientError, Session};
 use tcpstall_remote::frame;
 use tcpstall_remote::msg::{self, Auth, Challenge, Limits, Opening, RunRequest, ToClient, ToServer, MAGIC, VERSION};
 use tcpstall_remote::server::{ServeConfig, Server};
@@ -54,7 +54,7 @@ fn scenario(name: &str, sets: &[&str]) -> scenario::Scenario {
 }
 
 /// One row of `name` against the server: its p50 (ms) and slow samples.
-fn row(addr: SocketAddr, name: &str, sets: &[&str], label: &str) -> Result<report::RunResult, String> {
+fn row(addr: SocketAddr, name: &str, sets: &[&str], label: &str) -> Result<report::RunResult, ClientError> {
     let s = scenario(name, sets);
     let pair = s.matrix.iter().find(|p| p.label == label).unwrap().clone();
     let mut session = Session::connect(addr, &Key::from_bytes(KEY), IO)?;
@@ -142,7 +142,7 @@ fn a_peer_trickling_bytes_is_closed_at_the_handshake_limit() {
 #[test]
 fn a_wrong_key_is_refused_by_both_ends() {
     let srv = start(Limits::default());
-    let e = Session::connect(srv.addr, &Key::from_bytes([1; 32]), IO).err().unwrap();
+    let e = Session::connect(srv.addr, &Key::from_bytes([1; 32]), IO).err().unwrap().to_string();
     // The client checks the server's proof first: a server without the key is not trusted.
     assert!(e.starts_with("authentication failed:"), "{e}");
 }
@@ -231,7 +231,7 @@ fn a_client_that_vanishes_mid_run_does_not_wedge_the_server() {
     let r = loop {
         match row(srv.addr, "rr", &["rounds=20"], "default") {
             Ok(r) => break r,
-            Err(e) if e.contains("busy") && t0.elapsed() < Duration::from_secs(15) => {
+            Err(e) if e.to_string().contains("busy") && t0.elapsed() < Duration::from_secs(15) => {
                 std::thread::sleep(Duration::from_millis(200))
             }
             Err(e) => panic!("{e}"),
@@ -245,16 +245,16 @@ fn busy_and_over_limit_runs_are_refused_with_a_reason() {
     let srv = start(Limits { max_run_bytes: 100_000, max_run_secs: 1, ..Limits::default() });
     let first = Session::connect(srv.addr, &Key::from_bytes(KEY), IO).unwrap();
     assert_eq!(first.limits.max_run_bytes, 100_000, "the limits reach the client");
-    let e = Session::connect(srv.addr, &Key::from_bytes(KEY), IO).err().unwrap();
+    let e = Session::connect(srv.addr, &Key::from_bytes(KEY), IO).err().unwrap().to_string();
     assert!(e.starts_with("the server refused: busy"), "{e}");
     first.bye();
     std::thread::sleep(Duration::from_millis(300));
     // Seed 000 moves 2 x 1000 bytes x 100+ rounds: over 100,000.
-    let e = row(srv.addr, "chunked", &[], "default").unwrap_err();
+    let e = row(srv.addr, "chunked", &[], "default").unwrap_err().to_string();
     assert!(e.contains("over limit: run 'default' moves"), "{e}");
     std::thread::sleep(Duration::from_millis(300));
     // Under the byte limit but longer than a second: cut, and said so.
-    let e = row(srv.addr, "chunked", &["round=40", "send=1000"], "default").unwrap_err();
+    let e = row(srv.addr, "chunked", &["round=40", "send=1000"], "default").unwrap_err().to_string();
     assert!(e.contains("over limit: the run was cut after 1 s"), "{e}");
 }
 

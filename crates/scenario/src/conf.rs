@@ -2,7 +2,7 @@
 //! (0 or 1), send, n_chunk, round. Unknown keys, repeated keys and bad values are errors that
 //! name the file and line.
 
-use crate::{limits, Chunked, Opt, Scenario, ScenarioError, SideOpts, StrategyPair, Workload};
+use crate::{limits, Chunked, Opt, Scenario, ScenarioError, SideOpts, StrategyError, StrategyPair, Workload};
 
 /// The parsed configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +33,7 @@ impl Default for TcpTestConf {
 impl TcpTestConf {
     /// The seed program applies the same options on both sides. `quickack 1` there is set once
     /// after the connection is made, so it maps to `quickack-once`.
-    pub fn side_opts(&self) -> Result<SideOpts, String> {
+    pub fn side_opts(&self) -> Result<SideOpts, StrategyError> {
         let mut v = Vec::new();
         if self.no_delay {
             v.push(Opt::Nodelay);
@@ -55,7 +55,7 @@ impl TcpTestConf {
         let mut s = Scenario::builtin("chunked")?;
         s.workload = Workload::Chunked(Chunked { send: self.send, n_chunk: self.n_chunk, round: self.round });
         s.workload.validate()?;
-        let side = self.side_opts().map_err(ScenarioError::Invalid)?;
+        let side = self.side_opts().map_err(|e| ScenarioError::Invalid(e.to_string()))?;
         let mut pair = StrategyPair::new(side.clone(), side);
         pair.label = format!("config:{}", pair.client);
         s.matrix = vec![pair];

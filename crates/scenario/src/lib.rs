@@ -18,8 +18,11 @@ pub use limits::{
     MAX_BURST_BYTES, MAX_BURST_N, MAX_BYTES, MAX_DEPTH, MAX_DURATION_MS, MAX_INTERVAL_MS, MAX_SAMPLES, MAX_VARIANTS,
     MAX_WARMUP, MAX_WRITES,
 };
-pub use link_spec::{parse_duration_ns, AckDir, DurationError, LinkSpec, QueueLimit, MAX_MTU, MIN_MTU, TUN_MAX_MTU};
-pub use strategy::{Call, MessagePlan, Opt, SideOpts, SockOp, StrategyPair};
+pub use link_spec::{
+    parse_duration_ns, AckDir, DurationError, LinkSpec, LinkSpecError, LinkValueError, QueueLimit, MAX_MTU, MIN_MTU,
+    TUN_MAX_MTU,
+};
+pub use strategy::{Call, MessagePlan, Opt, SideOpts, SockOp, StrategyError, StrategyPair};
 pub use workload::{
     split, BulkAck, Burst, Chunked, MultiWrite, Program, RoundProgram, Rr, Sample, SideProgram, Step, Stream, Workload,
 };

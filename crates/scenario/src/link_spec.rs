@@ -137,13 +137,77 @@ pub fn parse_duration_ns(v: &str, max_ns: u64) -> Result<u64, DurationError> {
 /// Longest delay or jitter a link SPEC takes.
 const MAX_LINK_DELAY_NS: u64 = 60_000_000_000;
 
-/// A link SPEC's delay or jitter.
-fn link_duration(v: &str) -> Result<u64, String> {
-    let v = v.trim();
-    parse_duration_ns(v, MAX_LINK_DELAY_NS).map_err(|e| format!("'{v}' {e}"))
+/// Why a link SPEC did not parse: one line, naming the key and the value.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LinkSpecError {
+    #[error("link: the SPEC is empty (give key=value pairs, e.g. rtt=20ms)")]
+    Empty,
+    #[error("link: '{0}' is not key=value")]
+    NotKeyValue(String),
+    #[error("link: '{0}' is given twice")]
+    Twice(String),
+    #[error(
+        "link: unknown key '{0}' (known: rtt, delay, delay-up, delay-down, jitter, reorder, rate, queue, loss, ack-loss, ack-every, ack-dir, mtu)"
+    )]
+    UnknownKey(String),
+    #[error("link {key}: {problem}")]
+    Value { key: String, problem: LinkValueError },
+    #[error("link: delay sets both directions; it cannot go with {0}")]
+    DelayWithOneWay(String),
+    #[error(
+        "link: rtt={} disagrees with the one-way delays ({} up + {} down = {}); give rtt with at most one of delay-up, delay-down",
+        show_ns(*.rtt), show_ns(*.up), show_ns(*.down), show_ns(.up + .down)
+    )]
+    RttDisagrees { rtt: u64, up: u64, down: u64 },
+    #[error("link: {name}={} is longer than rtt={}", show_ns(*.delay), show_ns(*.rtt))]
+    LongerThanRtt { name: &'static str, delay: u64, rtt: u64 },
 }
 
-fn parse_rate(v: &str) -> Result<u64, String> {
+/// What is wrong with one key's value (the value as written is in the text).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LinkValueError {
+    #[error("'{0}' {1}")]
+    Duration(String, DurationError),
+    #[error("'{0}' is not on/off")]
+    NotOnOff(String),
+    #[error("'{0}' is not a rate")]
+    NotARate(String),
+    #[error("rate '{0}' is out of range (1kbit to 1000gbit)")]
+    RateRange(String),
+    #[error("rate '{0}' needs a unit (kbit, mbit, gbit; kbps, mbps, gbps are bytes)")]
+    RateUnit(String),
+    #[error("'{0}' needs a % sign (netem reads `loss {0}` as {0} percent): write {0}%")]
+    NoPercentSign(String),
+    #[error("'{0}' is not a percentage (e.g. 0.5%)")]
+    NotAPercentage(String),
+    #[error("'{0}' is outside 0-100%")]
+    PercentRange(String),
+    #[error("'{0}' is not a packet count")]
+    NotPackets(String),
+    #[error("'{0}' is not a byte count")]
+    NotBytes(String),
+    #[error("a queue must hold at least one packet")]
+    EmptyQueue,
+    #[error("'{0}' is not a whole number")]
+    NotWhole(String),
+    #[error("must be at least 1")]
+    Zero,
+    #[error("'{0}' is not up, down or both")]
+    NotAckDir(String),
+    #[error(
+        "{0} is outside {MIN_MTU}-{MAX_MTU} (IPv4's minimum to loopback's 65536; the emulated link's TUN devices take \
+         at most {TUN_MAX_MTU})"
+    )]
+    Mtu(u32),
+}
+
+/// A link SPEC's delay or jitter.
+fn link_duration(v: &str) -> Result<u64, LinkValueError> {
+    let v = v.trim();
+    parse_duration_ns(v, MAX_LINK_DELAY_NS).map_err(|e| LinkValueError::Duration(v.into(), e))
+}
+
+fn parse_rate(v: &str) -> Result<u64, LinkValueError> {
     let l = v.trim().to_ascii_lowercase();
     let units: [(&str, f64); 8] = [
         ("gbit", 1e9),
@@ -157,163 +221,173 @@ fn parse_rate(v: &str) -> Result<u64, String> {
     ];
     for (suffix, mult) in units {
         if let Some(n) = l.strip_suffix(suffix) {
-            let x: f64 = n.trim().parse().map_err(|_| format!("'{v}' is not a rate"))?;
+            let x: f64 = n.trim().parse().map_err(|_| LinkValueError::NotARate(v.into()))?;
             let bps = x * mult;
             if !(1000.0..=1e12).contains(&bps) {
-                return Err(format!("rate '{v}' is out of range (1kbit to 1000gbit)"));
+                return Err(LinkValueError::RateRange(v.into()));
             }
             return Ok(bps.round() as u64);
         }
     }
-    Err(format!("rate '{v}' needs a unit (kbit, mbit, gbit; kbps, mbps, gbps are bytes)"))
+    Err(LinkValueError::RateUnit(v.into()))
 }
 
 /// A probability written as a percentage (`0.5%`). A bare number is refused: netem reads
 /// `loss 0.5` as 0.5 %, so `loss=0.5` would be read as 50 % by some users and 0.5 % by others.
-fn parse_percent(v: &str) -> Result<f64, String> {
+fn parse_percent(v: &str) -> Result<f64, LinkValueError> {
     let v = v.trim();
     let Some(p) = v.strip_suffix('%') else {
         return Err(match v.parse::<f64>() {
-            Ok(_) => format!("'{v}' needs a % sign (netem reads `loss {v}` as {v} percent): write {v}%"),
-            Err(_) => format!("'{v}' is not a percentage (e.g. 0.5%)"),
+            Ok(_) => LinkValueError::NoPercentSign(v.into()),
+            Err(_) => LinkValueError::NotAPercentage(v.into()),
         });
     };
-    let x = p.trim().parse::<f64>().map_err(|_| format!("'{v}' is not a percentage (e.g. 0.5%)"))? / 100.0;
+    let x = p.trim().parse::<f64>().map_err(|_| LinkValueError::NotAPercentage(v.into()))? / 100.0;
     if !(0.0..=1.0).contains(&x) {
-        return Err(format!("'{v}' is outside 0-100%"));
+        return Err(LinkValueError::PercentRange(v.into()));
     }
     Ok(x)
 }
 
+/// A queue limit: packets (`100p`, `100pkts`) or bytes (`64k`, `1m`, `1500b`, `1500`).
+fn parse_queue(v: &str) -> Result<QueueLimit, LinkValueError> {
+    let v = v.trim();
+    let q = if let Some(n) = v.strip_suffix('p').or_else(|| v.strip_suffix("pkts")) {
+        QueueLimit::Packets(n.parse().map_err(|_| LinkValueError::NotPackets(v.into()))?)
+    } else {
+        let n = v.strip_suffix('b').unwrap_or(v);
+        let (n, mult) = if let Some(k) = n.strip_suffix('k') {
+            (k, 1000)
+        } else if let Some(m) = n.strip_suffix('m') {
+            (m, 1_000_000)
+        } else {
+            (n, 1)
+        };
+        QueueLimit::Bytes(n.parse::<u64>().map_err(|_| LinkValueError::NotBytes(v.into()))? * mult)
+    };
+    if matches!(q, QueueLimit::Bytes(0) | QueueLimit::Packets(0)) {
+        return Err(LinkValueError::EmptyQueue);
+    }
+    Ok(q)
+}
+
+/// A whole number of at least 1 (`ack-every`).
+fn parse_positive(v: &str) -> Result<u32, LinkValueError> {
+    let n: u32 = v.trim().parse().map_err(|_| LinkValueError::NotWhole(v.into()))?;
+    if n == 0 {
+        return Err(LinkValueError::Zero);
+    }
+    Ok(n)
+}
+
+fn parse_mtu(v: &str) -> Result<u32, LinkValueError> {
+    let m: u32 = v.trim().parse().map_err(|_| LinkValueError::NotWhole(v.into()))?;
+    // What the kernel accepts on the devices tcpstall builds or models: IPv4
+    // needs 68 (RFC 791 "Fragmentation and Reassembly"; net/ipv4 IPV4_MIN_MTU,
+    // also the TUN device's minimum), a TUN device takes up to 65535
+    // (drivers/net/tun.c MAX_MTU), loopback has 65536 (drivers/net/loopback.c),
+    // the MTU `simulate` models loopback with. `Link::open` refuses 65536.
+    if !(MIN_MTU..=MAX_MTU).contains(&m) {
+        return Err(LinkValueError::Mtu(m));
+    }
+    Ok(m)
+}
+
+/// The delays as a SPEC gives them, before rtt and the one-way delays are reconciled.
+#[derive(Default)]
+struct Delays {
+    rtt: Option<u64>,
+    up: Option<u64>,
+    down: Option<u64>,
+}
+
+impl Delays {
+    /// rtt is the sum of the two one-way delays: the ones not given are derived from it (an
+    /// even split when neither is given), and the ones given must fit in it.
+    fn resolve(self) -> Result<(u64, u64), LinkSpecError> {
+        Ok(match (self.rtt, self.up, self.down) {
+            (None, u, d) => (u.unwrap_or(0), d.unwrap_or(0)),
+            (Some(r), None, None) => (r / 2, r - r / 2),
+            (Some(r), Some(u), Some(d)) if u + d == r => (u, d),
+            (Some(rtt), Some(up), Some(down)) => return Err(LinkSpecError::RttDisagrees { rtt, up, down }),
+            (Some(r), Some(u), None) if u <= r => (u, r - u),
+            (Some(r), None, Some(d)) if d <= r => (r - d, d),
+            (Some(rtt), u, d) => {
+                let (name, one) = if u.is_some() { ("delay-up", u) } else { ("delay-down", d) };
+                return Err(LinkSpecError::LongerThanRtt { name, delay: one.unwrap_or(0), rtt });
+            }
+        })
+    }
+}
+
+impl LinkSpec {
+    /// Sets key `k` from its value `v`; `Ok(false)` for a key that is not a link key.
+    fn set(&mut self, k: &str, v: &str, delays: &mut Delays) -> Result<bool, LinkValueError> {
+        match k {
+            "rtt" => delays.rtt = Some(link_duration(v)?),
+            "delay" => {
+                let d = link_duration(v)?;
+                delays.up = Some(d);
+                delays.down = Some(d);
+            }
+            "delay-up" => delays.up = Some(link_duration(v)?),
+            "delay-down" => delays.down = Some(link_duration(v)?),
+            "jitter" => self.jitter_ns = link_duration(v)?,
+            "reorder" => {
+                self.reorder = match v.trim() {
+                    "1" | "yes" | "on" | "true" => true,
+                    "0" | "no" | "off" | "false" => false,
+                    o => return Err(LinkValueError::NotOnOff(o.into())),
+                }
+            }
+            "rate" => self.rate_bps = Some(parse_rate(v)?),
+            "queue" => self.queue = Some(parse_queue(v)?),
+            "loss" => self.loss = parse_percent(v)?,
+            "ack-loss" => self.ack_loss = parse_percent(v)?,
+            "ack-every" => self.ack_every = Some(parse_positive(v)?),
+            "ack-dir" => {
+                self.ack_dir = match v.trim() {
+                    "both" => AckDir::Both,
+                    "up" => AckDir::Up,
+                    "down" => AckDir::Down,
+                    o => return Err(LinkValueError::NotAckDir(o.into())),
+                }
+            }
+            "mtu" => self.mtu = parse_mtu(v)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
 impl FromStr for LinkSpec {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = LinkSpecError;
+    fn from_str(s: &str) -> Result<Self, LinkSpecError> {
         let mut l = LinkSpec::default();
-        let mut rtt: Option<u64> = None;
-        let (mut up, mut down) = (None, None);
+        let mut delays = Delays::default();
         let parts: Vec<&str> = s.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
         if parts.is_empty() {
-            return Err("link: the SPEC is empty (give key=value pairs, e.g. rtt=20ms)".into());
+            return Err(LinkSpecError::Empty);
         }
         let mut seen: Vec<&str> = Vec::new();
         for part in parts {
-            let (k, v) = part.split_once('=').ok_or_else(|| format!("link: '{part}' is not key=value"))?;
+            let (k, v) = part.split_once('=').ok_or_else(|| LinkSpecError::NotKeyValue(part.into()))?;
             let k = k.trim();
             if seen.contains(&k) {
-                return Err(format!("link: '{k}' is given twice"));
+                return Err(LinkSpecError::Twice(k.into()));
             }
             seen.push(k);
-            let e = |m: String| format!("link {k}: {m}");
-            match k {
-                "rtt" => rtt = Some(link_duration(v).map_err(e)?),
-                "delay" => {
-                    let d = link_duration(v).map_err(e)?;
-                    up = Some(d);
-                    down = Some(d);
-                }
-                "delay-up" => up = Some(link_duration(v).map_err(e)?),
-                "delay-down" => down = Some(link_duration(v).map_err(e)?),
-                "jitter" => l.jitter_ns = link_duration(v).map_err(e)?,
-                "reorder" => {
-                    l.reorder = match v.trim() {
-                        "1" | "yes" | "on" | "true" => true,
-                        "0" | "no" | "off" | "false" => false,
-                        o => return Err(e(format!("'{o}' is not on/off"))),
-                    }
-                }
-                "rate" => l.rate_bps = Some(parse_rate(v).map_err(e)?),
-                "queue" => {
-                    let v = v.trim();
-                    let q = if let Some(n) = v.strip_suffix('p').or_else(|| v.strip_suffix("pkts")) {
-                        QueueLimit::Packets(n.parse().map_err(|_| e(format!("'{v}' is not a packet count")))?)
-                    } else {
-                        let n = v.strip_suffix('b').unwrap_or(v);
-                        let (n, mult) = if let Some(k) = n.strip_suffix('k') {
-                            (k, 1000)
-                        } else if let Some(m) = n.strip_suffix('m') {
-                            (m, 1_000_000)
-                        } else {
-                            (n, 1)
-                        };
-                        QueueLimit::Bytes(
-                            n.parse::<u64>().map_err(|_| e(format!("'{v}' is not a byte count")))? * mult,
-                        )
-                    };
-                    if matches!(q, QueueLimit::Bytes(0) | QueueLimit::Packets(0)) {
-                        return Err(e("a queue must hold at least one packet".into()));
-                    }
-                    l.queue = Some(q);
-                }
-                "loss" => l.loss = parse_percent(v).map_err(e)?,
-                "ack-loss" => l.ack_loss = parse_percent(v).map_err(e)?,
-                "ack-every" => {
-                    let n: u32 = v.trim().parse().map_err(|_| e(format!("'{v}' is not a whole number")))?;
-                    if n == 0 {
-                        return Err(e("must be at least 1".into()));
-                    }
-                    l.ack_every = Some(n);
-                }
-                "ack-dir" => {
-                    l.ack_dir = match v.trim() {
-                        "both" => AckDir::Both,
-                        "up" => AckDir::Up,
-                        "down" => AckDir::Down,
-                        o => return Err(e(format!("'{o}' is not up, down or both"))),
-                    }
-                }
-                "mtu" => {
-                    let m: u32 = v.trim().parse().map_err(|_| e(format!("'{v}' is not a whole number")))?;
-                    // What the kernel accepts on the devices tcpstall builds or models: IPv4
-                    // needs 68 (RFC 791 "Fragmentation and Reassembly"; net/ipv4 IPV4_MIN_MTU,
-                    // also the TUN device's minimum), a TUN device takes up to 65535
-                    // (drivers/net/tun.c MAX_MTU), loopback has 65536 (drivers/net/loopback.c),
-                    // the MTU `simulate` models loopback with. `Link::open` refuses 65536.
-                    if !(MIN_MTU..=MAX_MTU).contains(&m) {
-                        return Err(e(format!(
-                            "{m} is outside {MIN_MTU}-{MAX_MTU} (IPv4's minimum to loopback's 65536; the emulated \
-                             link's TUN devices take at most {TUN_MAX_MTU})"
-                        )));
-                    }
-                    l.mtu = m;
-                }
-                other => {
-                    return Err(format!(
-                        "link: unknown key '{other}' (known: rtt, delay, delay-up, delay-down, jitter, reorder, rate, queue, loss, ack-loss, ack-every, ack-dir, mtu)"
-                    ))
-                }
+            let known = l.set(k, v, &mut delays).map_err(|problem| LinkSpecError::Value { key: k.into(), problem })?;
+            if !known {
+                return Err(LinkSpecError::UnknownKey(k.into()));
             }
         }
         if seen.contains(&"delay") {
             if let Some(one) = seen.iter().find(|k| matches!(**k, "delay-up" | "delay-down")) {
-                return Err(format!("link: delay sets both directions; it cannot go with {one}"));
+                return Err(LinkSpecError::DelayWithOneWay((*one).into()));
             }
         }
-        // rtt is the sum of the two one-way delays: the ones not given are derived from it (an
-        // even split when neither is given), and the ones given must fit in it.
-        (l.delay_up_ns, l.delay_down_ns) = match (rtt, up, down) {
-            (None, u, d) => (u.unwrap_or(0), d.unwrap_or(0)),
-            (Some(r), None, None) => (r / 2, r - r / 2),
-            (Some(r), Some(u), Some(d)) if u + d == r => (u, d),
-            (Some(r), Some(u), Some(d)) => {
-                return Err(format!(
-                    "link: rtt={} disagrees with the one-way delays ({} up + {} down = {}); give rtt with at most one of delay-up, delay-down",
-                    show_ns(r),
-                    show_ns(u),
-                    show_ns(d),
-                    show_ns(u + d)
-                ))
-            }
-            (Some(r), Some(u), None) if u <= r => (u, r - u),
-            (Some(r), None, Some(d)) if d <= r => (r - d, d),
-            (Some(r), u, d) => {
-                let (name, one) = if u.is_some() { ("delay-up", u) } else { ("delay-down", d) };
-                return Err(format!(
-                    "link: {name}={} is longer than rtt={}",
-                    show_ns(one.unwrap_or(0)),
-                    show_ns(r)
-                ));
-            }
-        };
+        (l.delay_up_ns, l.delay_down_ns) = delays.resolve()?;
         Ok(l)
     }
 }
@@ -382,7 +456,7 @@ mod tests {
         let l: LinkSpec = "ack-loss=50%,ack-dir=down".parse().unwrap();
         assert_eq!(l.ack_dir, AckDir::Down);
         assert_eq!(l.to_string(), "rtt=0ms,ack-loss=50%,ack-dir=down,mtu=1500");
-        assert!("ack-dir=sideways".parse::<LinkSpec>().unwrap_err().contains("not up, down or both"));
+        assert!("ack-dir=sideways".parse::<LinkSpec>().unwrap_err().to_string().contains("not up, down or both"));
     }
 
     #[test]
@@ -396,8 +470,8 @@ mod tests {
         assert_eq!(parse_duration_ns("11ms", 10_000_000), Err(DurationError::OutOfRange(10_000_000)));
         assert_eq!(parse_duration_ns("-1us", 10_000_000), Err(DurationError::OutOfRange(10_000_000)));
         assert_eq!(DurationError::OutOfRange(10_000_000).to_string(), "is out of range (0 to 10 ms)");
-        assert_eq!(link_duration("61s").unwrap_err(), "'61s' is out of range (0 to 60 s)");
-        assert_eq!(link_duration(" x ms").unwrap_err(), "'x ms' is not a duration");
+        assert_eq!(link_duration("61s").unwrap_err().to_string(), "'61s' is out of range (0 to 60 s)");
+        assert_eq!(link_duration(" x ms").unwrap_err().to_string(), "'x ms' is not a duration");
     }
 
     #[test]
@@ -406,18 +480,18 @@ mod tests {
             assert!(ok.parse::<LinkSpec>().is_ok(), "{ok}");
         }
         for bad in ["mtu=67", "mtu=65537", "mtu=0"] {
-            let e = bad.parse::<LinkSpec>().unwrap_err();
+            let e = bad.parse::<LinkSpec>().unwrap_err().to_string();
             assert!(e.contains("outside 68-65536") && e.contains("at most 65535"), "{bad}: {e}");
         }
     }
 
     #[test]
     fn bad_specs_say_what_is_wrong() {
-        assert!("rtt=20".parse::<LinkSpec>().unwrap_err().contains("needs a unit"));
+        assert!("rtt=20".parse::<LinkSpec>().unwrap_err().to_string().contains("needs a unit"));
         assert!("rate=fast".parse::<LinkSpec>().is_err());
-        assert!("loss=150%".parse::<LinkSpec>().unwrap_err().contains("outside"));
+        assert!("loss=150%".parse::<LinkSpec>().unwrap_err().to_string().contains("outside"));
         assert!("mtu=60".parse::<LinkSpec>().is_err());
-        assert!("bogus=1".parse::<LinkSpec>().unwrap_err().contains("unknown key 'bogus'"));
+        assert!("bogus=1".parse::<LinkSpec>().unwrap_err().to_string().contains("unknown key 'bogus'"));
         assert!("rtt=20ms,delay-up=1ms,delay-down=1ms".parse::<LinkSpec>().is_err());
     }
 
@@ -429,11 +503,11 @@ mod tests {
         assert_eq!(l.loss, 0.005);
         assert_eq!(l.ack_loss, 0.75);
         assert_eq!(
-            "loss=0.5".parse::<LinkSpec>().unwrap_err(),
+            "loss=0.5".parse::<LinkSpec>().unwrap_err().to_string(),
             "link loss: '0.5' needs a % sign (netem reads `loss 0.5` as 0.5 percent): write 0.5%"
         );
-        assert!("ack-loss=1".parse::<LinkSpec>().unwrap_err().contains("write 1%"));
-        assert!("loss=some%".parse::<LinkSpec>().unwrap_err().contains("is not a percentage"));
+        assert!("ack-loss=1".parse::<LinkSpec>().unwrap_err().to_string().contains("write 1%"));
+        assert!("loss=some%".parse::<LinkSpec>().unwrap_err().to_string().contains("is not a percentage"));
         // What Display writes parses back.
         assert_eq!(l.to_string().parse::<LinkSpec>().unwrap(), l);
     }
@@ -450,25 +524,53 @@ mod tests {
         assert_eq!(d("rtt=10ms,delay=5ms"), Ok((5, 5)));
         assert_eq!(d("rtt=10ms,delay-up=4ms,delay-down=6ms"), Ok((4, 6)));
         assert_eq!(d("delay-up=3ms"), Ok((3, 0)));
-        assert_eq!(d("rtt=10ms,delay-up=11ms").unwrap_err(), "link: delay-up=11 ms is longer than rtt=10 ms");
         assert_eq!(
-            d("delay=1ms,rtt=10ms").unwrap_err(),
+            d("rtt=10ms,delay-up=11ms").unwrap_err().to_string(),
+            "link: delay-up=11 ms is longer than rtt=10 ms"
+        );
+        assert_eq!(
+            d("delay=1ms,rtt=10ms").unwrap_err().to_string(),
             "link: rtt=10 ms disagrees with the one-way delays (1 ms up + 1 ms down = 2 ms); give rtt with at most one of delay-up, delay-down"
         );
         assert_eq!(
-            d("delay=1ms,delay-up=2ms").unwrap_err(),
+            d("delay=1ms,delay-up=2ms").unwrap_err().to_string(),
             "link: delay sets both directions; it cannot go with delay-up"
+        );
+    }
+
+    /// The typed errors print the one-line texts the String errors printed.
+    #[test]
+    fn every_refusal_keeps_its_text() {
+        let e = |s: &str| s.parse::<LinkSpec>().unwrap_err().to_string();
+        assert_eq!(e("x"), "link: 'x' is not key=value");
+        assert_eq!(e("queue=0p"), "link queue: a queue must hold at least one packet");
+        assert_eq!(e("queue=lots"), "link queue: 'lots' is not a byte count");
+        assert_eq!(e("reorder=maybe"), "link reorder: 'maybe' is not on/off");
+        assert_eq!(e("rate=5"), "link rate: rate '5' needs a unit (kbit, mbit, gbit; kbps, mbps, gbps are bytes)");
+        assert_eq!(e("rate=1bit"), "link rate: rate '1bit' is out of range (1kbit to 1000gbit)");
+        assert_eq!(e("ack-every=0"), "link ack-every: must be at least 1");
+        assert_eq!(e("ack-every= x"), "link ack-every: ' x' is not a whole number");
+        assert_eq!(e("jitter=1h"), "link jitter: '1h' needs a unit (ns, us, ms or s)");
+        assert_eq!(
+            e("mtu=67"),
+            "link mtu: 67 is outside 68-65536 (IPv4's minimum to loopback's 65536; the emulated link's TUN devices \
+             take at most 65535)"
+        );
+        assert_eq!(
+            e("speed=1"),
+            "link: unknown key 'speed' (known: rtt, delay, delay-up, delay-down, jitter, reorder, rate, queue, loss, \
+             ack-loss, ack-every, ack-dir, mtu)"
         );
     }
 
     /// QA 9: `rtt=5ms,rtt=6ms` kept the last silently; `--link ""` meant no link at all.
     #[test]
     fn repeated_keys_and_empty_specs_are_refused() {
-        assert_eq!("rtt=5ms,rtt=6ms".parse::<LinkSpec>().unwrap_err(), "link: 'rtt' is given twice");
-        assert_eq!("loss=1%, loss =2%".parse::<LinkSpec>().unwrap_err(), "link: 'loss' is given twice");
+        assert_eq!("rtt=5ms,rtt=6ms".parse::<LinkSpec>().unwrap_err().to_string(), "link: 'rtt' is given twice");
+        assert_eq!("loss=1%, loss =2%".parse::<LinkSpec>().unwrap_err().to_string(), "link: 'loss' is given twice");
         for empty in ["", " ", ",", " , "] {
             assert_eq!(
-                empty.parse::<LinkSpec>().unwrap_err(),
+                empty.parse::<LinkSpec>().unwrap_err().to_string(),
                 "link: the SPEC is empty (give key=value pairs, e.g. rtt=20ms)"
             );
         }

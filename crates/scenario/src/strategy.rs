@@ -80,16 +80,42 @@ impl fmt::Display for Opt {
     }
 }
 
+/// Why a strategy or a list of them was refused: one line for people.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StrategyError {
+    #[error("'{0}' is not a strategy: it means no strategy and stands alone")]
+    NoneAsStrategy(String),
+    #[error("unknown strategy '{0}' (expected one of: {names}; or none alone for no strategy)", names = strategy_names())]
+    Unknown(String),
+    #[error("the strategy list is empty (use none for no strategy)")]
+    EmptyList,
+    #[error("'{list}': {none} means no strategy, so it cannot be listed with strategies")]
+    NoneInList { list: String, none: String },
+    #[error("'{0}' has an empty item (strategies are separated by single commas)")]
+    EmptyItem(String),
+    #[error("writev and buffer both decide how a message is sent: pick one")]
+    WritevAndBuffer,
+    #[error("msg-more applies to separate writes; it cannot go with writev or buffer")]
+    MsgMoreWithOneWrite,
+    #[error("nodelay-then-cork already corks each message; drop cork")]
+    CorkTwice,
+    #[error("quickack-each already sets TCP_QUICKACK after connect; drop quickack-once")]
+    QuickackTwice,
+}
+
+/// Every strategy's name, for an error message.
+fn strategy_names() -> String {
+    let names: Vec<_> = Opt::ALL.iter().map(|o| o.as_str()).collect();
+    names.join(", ")
+}
+
 impl FromStr for Opt {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = StrategyError;
+    fn from_str(s: &str) -> Result<Self, StrategyError> {
         if NONE.contains(&s) {
-            return Err(format!("'{s}' is not a strategy: it means no strategy and stands alone"));
+            return Err(StrategyError::NoneAsStrategy(s.into()));
         }
-        Opt::ALL.into_iter().find(|o| o.as_str() == s).ok_or_else(|| {
-            let names: Vec<_> = Opt::ALL.iter().map(|o| o.as_str()).collect();
-            format!("unknown strategy '{s}' (expected one of: {}; or none alone for no strategy)", names.join(", "))
-        })
+        Opt::ALL.into_iter().find(|o| o.as_str() == s).ok_or_else(|| StrategyError::Unknown(s.into()))
     }
 }
 
@@ -102,21 +128,21 @@ const NONE: [&str; 2] = ["none", "default"];
 pub struct SideOpts(Vec<Opt>);
 
 impl SideOpts {
-    pub fn new(mut opts: Vec<Opt>) -> Result<Self, String> {
+    pub fn new(mut opts: Vec<Opt>) -> Result<Self, StrategyError> {
         opts.sort();
         opts.dedup();
         let has = |o| opts.contains(&o);
         if has(Opt::Writev) && has(Opt::Buffer) {
-            return Err("writev and buffer both decide how a message is sent: pick one".into());
+            return Err(StrategyError::WritevAndBuffer);
         }
         if has(Opt::MsgMore) && (has(Opt::Writev) || has(Opt::Buffer)) {
-            return Err("msg-more applies to separate writes; it cannot go with writev or buffer".into());
+            return Err(StrategyError::MsgMoreWithOneWrite);
         }
         if has(Opt::Cork) && has(Opt::NodelayThenCork) {
-            return Err("nodelay-then-cork already corks each message; drop cork".into());
+            return Err(StrategyError::CorkTwice);
         }
         if has(Opt::QuickackOnce) && has(Opt::QuickackEach) {
-            return Err("quickack-each already sets TCP_QUICKACK after connect; drop quickack-once".into());
+            return Err(StrategyError::QuickackTwice);
         }
         Ok(SideOpts(opts))
     }
@@ -193,20 +219,20 @@ impl SideOpts {
 
     /// Parse a list of strategies separated by `,` or `+`; `none` (or `default`) alone for no
     /// strategy. An empty list, an empty item, and `none` among strategies are errors.
-    pub fn parse_list(s: &str) -> Result<Self, String> {
+    pub fn parse_list(s: &str) -> Result<Self, StrategyError> {
         let s = s.trim();
         if s.is_empty() {
-            return Err("the strategy list is empty (use none for no strategy)".into());
+            return Err(StrategyError::EmptyList);
         }
         if NONE.contains(&s) {
             return Ok(SideOpts::none());
         }
         let items: Vec<&str> = s.split([',', '+']).map(str::trim).collect();
         if let Some(none) = items.iter().find(|p| NONE.contains(p)) {
-            return Err(format!("'{s}': {none} means no strategy, so it cannot be listed with strategies"));
+            return Err(StrategyError::NoneInList { list: s.into(), none: (*none).into() });
         }
         if items.iter().any(|p| p.is_empty()) {
-            return Err(format!("'{s}' has an empty item (strategies are separated by single commas)"));
+            return Err(StrategyError::EmptyItem(s.into()));
         }
         let opts = items.into_iter().map(str::parse::<Opt>).collect::<Result<Vec<_>, _>>()?;
         SideOpts::new(opts)
@@ -214,8 +240,8 @@ impl SideOpts {
 }
 
 impl TryFrom<Vec<Opt>> for SideOpts {
-    type Error = String;
-    fn try_from(v: Vec<Opt>) -> Result<Self, String> {
+    type Error = StrategyError;
+    fn try_from(v: Vec<Opt>) -> Result<Self, StrategyError> {
         SideOpts::new(v)
     }
 }
@@ -337,7 +363,7 @@ mod tests {
     fn conflicting_and_unknown_strategies_are_rejected() {
         assert!(SideOpts::parse_list("writev,buffer").is_err());
         assert!(SideOpts::parse_list("msg-more,writev").is_err());
-        let e = SideOpts::parse_list("nagle").unwrap_err();
+        let e = SideOpts::parse_list("nagle").unwrap_err().to_string();
         assert!(e.contains("unknown strategy 'nagle'"), "{e}");
         assert_eq!(SideOpts::parse_list("none").unwrap(), SideOpts::none());
     }
@@ -348,18 +374,24 @@ mod tests {
     fn none_stands_alone_and_a_list_is_never_empty() {
         assert_eq!(SideOpts::parse_list(" default ").unwrap(), SideOpts::none());
         assert_eq!(
-            SideOpts::parse_list("none,nodelay").unwrap_err(),
+            SideOpts::parse_list("none,nodelay").unwrap_err().to_string(),
             "'none,nodelay': none means no strategy, so it cannot be listed with strategies"
         );
-        assert!(SideOpts::parse_list("nodelay+default").unwrap_err().contains("default means no strategy"));
-        assert_eq!(SideOpts::parse_list("").unwrap_err(), "the strategy list is empty (use none for no strategy)");
-        assert_eq!(SideOpts::parse_list("  ").unwrap_err(), "the strategy list is empty (use none for no strategy)");
-        assert!(SideOpts::parse_list("nodelay,,cork").unwrap_err().contains("has an empty item"));
-        assert!(SideOpts::parse_list("nodelay,").unwrap_err().contains("has an empty item"));
-        let e = SideOpts::parse_list("nodelay,nagle").unwrap_err();
+        assert!(SideOpts::parse_list("nodelay+default").unwrap_err().to_string().contains("default means no strategy"));
+        assert_eq!(
+            SideOpts::parse_list("").unwrap_err().to_string(),
+            "the strategy list is empty (use none for no strategy)"
+        );
+        assert_eq!(
+            SideOpts::parse_list("  ").unwrap_err().to_string(),
+            "the strategy list is empty (use none for no strategy)"
+        );
+        assert!(SideOpts::parse_list("nodelay,,cork").unwrap_err().to_string().contains("has an empty item"));
+        assert!(SideOpts::parse_list("nodelay,").unwrap_err().to_string().contains("has an empty item"));
+        let e = SideOpts::parse_list("nodelay,nagle").unwrap_err().to_string();
         assert!(e.starts_with("unknown strategy 'nagle' (expected one of: nodelay, "), "{e}");
         assert!(e.ends_with("; or none alone for no strategy)"), "{e}");
-        assert!("none".parse::<Opt>().unwrap_err().contains("stands alone"));
+        assert!("none".parse::<Opt>().unwrap_err().to_string().contains("stands alone"));
         assert_eq!(
             SideOpts::parse_list("cork + nodelay").unwrap(),
             SideOpts::new(vec![Opt::Nodelay, Opt::Cork]).unwrap()

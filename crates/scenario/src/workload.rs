@@ -284,84 +284,10 @@ impl Workload {
     /// Compile to per-side steps. Client is the side that connects.
     pub fn program(&self) -> Program {
         match self {
-            Workload::Chunked(c) => {
-                // Seed 000 (tcp_test): the message crosses in n_chunk writes each way, in turn.
-                // The seed's server speaks first; here the client does, which is the same
-                // exchange seen from the other end and lets the client time each round.
-                let msg = split(c.send, c.n_chunk);
-                Program::Rounds(RoundProgram {
-                    client: SideProgram {
-                        round: vec![Step::Send(msg.clone()), Step::Recv(c.send)],
-                        ..Default::default()
-                    },
-                    server: SideProgram { round: vec![Step::Recv(c.send), Step::Send(msg)], ..Default::default() },
-                    warmup_rounds: 0,
-                    rounds: c.round,
-                    sample: Sample::ClientRound,
-                })
-            }
-            Workload::MultiWrite(m) => {
-                let total = m.writes.iter().sum();
-                Program::Rounds(RoundProgram {
-                    client: SideProgram {
-                        round: vec![Step::Send(m.writes.clone()), Step::Recv(m.response)],
-                        ..Default::default()
-                    },
-                    server: SideProgram {
-                        round: vec![Step::Recv(total), Step::Send(vec![m.response])],
-                        ..Default::default()
-                    },
-                    warmup_rounds: m.warmup,
-                    rounds: m.requests,
-                    sample: Sample::ClientRound,
-                })
-            }
-            Workload::Burst(b) => {
-                let mut client = Vec::new();
-                for _ in 0..b.n {
-                    client.push(Step::Send(vec![b.size]));
-                }
-                for _ in 0..b.n {
-                    client.push(Step::Recv(b.size));
-                }
-                if b.interval_ms > 0 {
-                    client.push(Step::Sleep { ns: u64::from(b.interval_ms) * 1_000_000 });
-                }
-                let mut server = Vec::new();
-                for _ in 0..b.n {
-                    server.push(Step::Recv(b.size));
-                    server.push(Step::Send(vec![b.size]));
-                }
-                Program::Rounds(RoundProgram {
-                    client: SideProgram { round: client, ..Default::default() },
-                    server: SideProgram { round: server, ..Default::default() },
-                    warmup_rounds: 0,
-                    rounds: b.rounds,
-                    sample: Sample::ClientRecv,
-                })
-            }
-            Workload::BulkAck(b) => {
-                // Depth D: D - 1 messages are sent ahead, then each round sends one and reads one
-                // ack, so D messages are outstanding (seed 004's double buffering at D = 2).
-                let size = b.sweep.first().copied().unwrap_or(b.size);
-                let depth = b.depths.first().copied().unwrap_or(b.depth);
-                let ahead = depth.saturating_sub(1) as usize;
-                Program::Rounds(RoundProgram {
-                    client: SideProgram {
-                        prologue: vec![Step::Send(vec![size]); ahead],
-                        round: vec![Step::Send(vec![size]), Step::Recv(1)],
-                        epilogue: vec![Step::Recv(1); ahead],
-                    },
-                    server: SideProgram {
-                        prologue: Vec::new(),
-                        round: vec![Step::Recv(size), Step::Send(vec![1])],
-                        epilogue: (0..ahead).flat_map(|_| [Step::Recv(size), Step::Send(vec![1])]).collect(),
-                    },
-                    warmup_rounds: 0,
-                    rounds: b.rounds,
-                    sample: Sample::ClientRound,
-                })
-            }
+            Workload::Chunked(c) => Program::Rounds(chunked_program(c)),
+            Workload::MultiWrite(m) => Program::Rounds(multi_write_program(m)),
+            Workload::Burst(b) => Program::Rounds(burst_program(b)),
+            Workload::BulkAck(b) => Program::Rounds(bulk_ack_program(b)),
             Workload::Stream(s) => {
                 Program::Stream { duration_ns: u64::from(s.duration_ms) * 1_000_000, write_size: s.write_size }
             }
@@ -391,6 +317,79 @@ impl Workload {
             serde_json::Value::Object(mut m) => m.remove(self.kind()).unwrap_or(serde_json::Value::Null),
             other => other,
         }
+    }
+}
+
+/// Seed 000 (tcp_test): the message crosses in n_chunk writes each way, in turn. The seed's
+/// server speaks first; here the client does, which is the same exchange seen from the other
+/// end and lets the client time each round.
+fn chunked_program(c: &Chunked) -> RoundProgram {
+    let msg = split(c.send, c.n_chunk);
+    RoundProgram {
+        client: SideProgram { round: vec![Step::Send(msg.clone()), Step::Recv(c.send)], ..Default::default() },
+        server: SideProgram { round: vec![Step::Recv(c.send), Step::Send(msg)], ..Default::default() },
+        warmup_rounds: 0,
+        rounds: c.round,
+        sample: Sample::ClientRound,
+    }
+}
+
+fn multi_write_program(m: &MultiWrite) -> RoundProgram {
+    let total = m.writes.iter().sum();
+    RoundProgram {
+        client: SideProgram { round: vec![Step::Send(m.writes.clone()), Step::Recv(m.response)], ..Default::default() },
+        server: SideProgram { round: vec![Step::Recv(total), Step::Send(vec![m.response])], ..Default::default() },
+        warmup_rounds: m.warmup,
+        rounds: m.requests,
+        sample: Sample::ClientRound,
+    }
+}
+
+fn burst_program(b: &Burst) -> RoundProgram {
+    let mut client = Vec::new();
+    for _ in 0..b.n {
+        client.push(Step::Send(vec![b.size]));
+    }
+    for _ in 0..b.n {
+        client.push(Step::Recv(b.size));
+    }
+    if b.interval_ms > 0 {
+        client.push(Step::Sleep { ns: u64::from(b.interval_ms) * 1_000_000 });
+    }
+    let mut server = Vec::new();
+    for _ in 0..b.n {
+        server.push(Step::Recv(b.size));
+        server.push(Step::Send(vec![b.size]));
+    }
+    RoundProgram {
+        client: SideProgram { round: client, ..Default::default() },
+        server: SideProgram { round: server, ..Default::default() },
+        warmup_rounds: 0,
+        rounds: b.rounds,
+        sample: Sample::ClientRecv,
+    }
+}
+
+/// Depth D: D - 1 messages are sent ahead, then each round sends one and reads one ack, so D
+/// messages are outstanding (seed 004's double buffering at D = 2).
+fn bulk_ack_program(b: &BulkAck) -> RoundProgram {
+    let size = b.sweep.first().copied().unwrap_or(b.size);
+    let depth = b.depths.first().copied().unwrap_or(b.depth);
+    let ahead = depth.saturating_sub(1) as usize;
+    RoundProgram {
+        client: SideProgram {
+            prologue: vec![Step::Send(vec![size]); ahead],
+            round: vec![Step::Send(vec![size]), Step::Recv(1)],
+            epilogue: vec![Step::Recv(1); ahead],
+        },
+        server: SideProgram {
+            prologue: Vec::new(),
+            round: vec![Step::Recv(size), Step::Send(vec![1])],
+            epilogue: (0..ahead).flat_map(|_| [Step::Recv(size), Step::Send(vec![1])]).collect(),
+        },
+        warmup_rounds: 0,
+        rounds: b.rounds,
+        sample: Sample::ClientRound,
     }
 }
 

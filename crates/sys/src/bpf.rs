@@ -331,12 +331,21 @@ pub struct TestFrame<'a> {
     pub ifindex: u32,
 }
 
+/// Why [`interpret`] could not run a program to its end.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InterpretError {
+    #[error("pc {0} ran off the program")]
+    RanOff(usize),
+    #[error("opcode {0:#x} not covered by this interpreter")]
+    Opcode(u16),
+}
+
 /// Runs a classic BPF program on a frame: the accepted length (0 = dropped). Implements the
 /// instructions `tcp_ports` emits, with the kernel's semantics (`___bpf_prog_run` on the
 /// converted program, net/core/filter.c): a load past the end of the packet ends the program
 /// returning 0; ALU results are 32-bit. Anything else is an error, so a program using more than
 /// this covers is never silently "tested".
-pub fn interpret(prog: &[Insn], f: &TestFrame<'_>) -> Result<u32, String> {
+pub fn interpret(prog: &[Insn], f: &TestFrame<'_>) -> Result<u32, InterpretError> {
     let (mut a, mut x) = (0u32, 0u32);
     let mut pc = 0usize;
     let load = |off: u32, size: u32| -> Option<u32> {
@@ -351,7 +360,7 @@ pub fn interpret(prog: &[Insn], f: &TestFrame<'_>) -> Result<u32, String> {
         Some(b.iter().fold(0u32, |v, &c| (v << 8) | u32::from(c)))
     };
     loop {
-        let i = prog.get(pc).ok_or_else(|| format!("pc {pc} ran off the program"))?;
+        let i = prog.get(pc).ok_or(InterpretError::RanOff(pc))?;
         pc += 1;
         let size = match i.code & 0x18 {
             W => 4,
@@ -378,7 +387,7 @@ pub fn interpret(prog: &[Insn], f: &TestFrame<'_>) -> Result<u32, String> {
             }
             c if c == ALU | AND | K => a &= i.k,
             c if c == RET | K => return Ok(i.k),
-            c => return Err(format!("opcode {c:#x} not covered by this interpreter")),
+            c => return Err(InterpretError::Opcode(c)),
         }
     }
 }
@@ -415,6 +424,15 @@ mod tests {
 
     fn run(prog: &[Insn], data: &[u8], pkttype: u32) -> u32 {
         interpret(prog, &TestFrame { data, pkttype, ifindex: 1 }).unwrap()
+    }
+
+    /// What the interpreter does not cover is an error with one line, never a silent pass.
+    #[test]
+    fn uncovered_programs_are_errors() {
+        let f = TestFrame { data: &[], pkttype: 0, ifindex: 1 };
+        assert_eq!(interpret(&[], &f).unwrap_err().to_string(), "pc 0 ran off the program");
+        let e = interpret(&[ins(0x07, 0, 0, 0)], &f).unwrap_err();
+        assert_eq!(e.to_string(), "opcode 0x7 not covered by this interpreter");
     }
 
     #[test]

@@ -153,71 +153,10 @@ impl PidNs {
                     return Err(io::Error::last_os_error());
                 }
                 if private_proc {
-                    if libc::unshare(libc::CLONE_NEWNS) != 0 {
-                        return Err(io::Error::last_os_error());
-                    }
-                    let root = c"/";
-                    if libc::mount(
-                        std::ptr::null(),
-                        root.as_ptr(),
-                        std::ptr::null(),
-                        libc::MS_REC | libc::MS_PRIVATE,
-                        std::ptr::null(),
-                    ) != 0
-                    {
-                        return Err(io::Error::last_os_error());
-                    }
-                    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-                    if libc::mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), flags, std::ptr::null()) != 0
-                    {
-                        return Err(io::Error::last_os_error());
-                    }
-                    if let Some(h) = &hosts {
-                        // A tmpfs mounted on /tmp of this namespace only long enough to hold
-                        // the file and bind it over /etc/hosts; once detached, the bind mount
-                        // keeps the file: nothing is written to any real file system.
-                        if libc::mount(c"tmpfs".as_ptr(), c"/tmp".as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()) == 0
-                        {
-                            let fd = libc::open(
-                                c"/tmp/hosts".as_ptr(),
-                                libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
-                                0o644,
-                            );
-                            if fd >= 0 {
-                                let n = libc::write(fd, h.as_ptr().cast(), h.len());
-                                libc::close(fd);
-                                if n == h.len() as isize {
-                                    libc::mount(
-                                        c"/tmp/hosts".as_ptr(),
-                                        c"/etc/hosts".as_ptr(),
-                                        std::ptr::null(),
-                                        libc::MS_BIND,
-                                        std::ptr::null(),
-                                    );
-                                }
-                            }
-                            libc::umount2(c"/tmp".as_ptr(), libc::MNT_DETACH);
-                        }
-                    }
+                    private_mounts(hosts.as_deref())?;
                 }
-                let mut lo: libc::c_uint = 0;
-                for &k in &keep {
-                    if k as libc::c_uint > lo {
-                        libc::syscall(libc::SYS_close_range, lo, k as libc::c_uint - 1, 0);
-                    }
-                    lo = k as libc::c_uint + 1;
-                }
-                libc::syscall(libc::SYS_close_range, lo, libc::c_uint::MAX, 0);
-                loop {
-                    while libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) > 0 {}
-                    let mut p = libc::pollfd { fd: hup, events: libc::POLLIN, revents: 0 };
-                    // The write end is held only by the creator (its copy here was closed
-                    // above): a hang-up means it is gone, PR_SET_PDEATHSIG or not (this also
-                    // covers the creator dying before prctl above).
-                    if libc::poll(&mut p, 1, 200) > 0 && p.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
-                        libc::_exit(0);
-                    }
-                }
+                close_all_but(&keep);
+                reap_until_hangup(hup)
             });
         }
         let child = cmd.spawn()?;
@@ -250,5 +189,93 @@ pub fn default_sigpipe() {
     // disposition of SIGPIPE, and is called before any other thread exists.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// The init's mount namespace (propagation private) with a /proc of the new PID namespace and,
+/// best effort, `hosts` as /etc/hosts.
+///
+/// # Safety
+/// Only in the forked child before exec (the init of [`PidNs::start`]): it calls only
+/// async-signal-safe functions (unshare, mount, umount2, open, write, close) and allocates
+/// nothing; `hosts` was built before fork.
+unsafe fn private_mounts(hosts: Option<&[u8]>) -> io::Result<()> {
+    if libc::unshare(libc::CLONE_NEWNS) != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let root = c"/";
+    if libc::mount(std::ptr::null(), root.as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null())
+        != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    if libc::mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), flags, std::ptr::null()) != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if let Some(h) = hosts {
+        bind_hosts(h);
+    }
+    Ok(())
+}
+
+/// A tmpfs mounted on /tmp of this namespace only long enough to hold the file and bind it over
+/// /etc/hosts; once detached, the bind mount keeps the file: nothing is written to any real file
+/// system. Best effort: any failure leaves the host's /etc/hosts visible.
+///
+/// # Safety
+/// As [`private_mounts`]: in the forked child before exec, async-signal-safe calls only.
+unsafe fn bind_hosts(h: &[u8]) {
+    if libc::mount(c"tmpfs".as_ptr(), c"/tmp".as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()) != 0 {
+        return;
+    }
+    let fd = libc::open(c"/tmp/hosts".as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o644);
+    if fd >= 0 {
+        let n = libc::write(fd, h.as_ptr().cast(), h.len());
+        libc::close(fd);
+        if n == h.len() as isize {
+            libc::mount(
+                c"/tmp/hosts".as_ptr(),
+                c"/etc/hosts".as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND,
+                std::ptr::null(),
+            );
+        }
+    }
+    libc::umount2(c"/tmp".as_ptr(), libc::MNT_DETACH);
+}
+
+/// Closes every descriptor but `keep` (sorted, without duplicates) with close_range(2).
+///
+/// # Safety
+/// In the forked child before exec: descriptors other code still uses are closed.
+unsafe fn close_all_but(keep: &[RawFd]) {
+    let mut lo: libc::c_uint = 0;
+    for &k in keep {
+        if k as libc::c_uint > lo {
+            libc::syscall(libc::SYS_close_range, lo, k as libc::c_uint - 1, 0);
+        }
+        lo = k as libc::c_uint + 1;
+    }
+    libc::syscall(libc::SYS_close_range, lo, libc::c_uint::MAX, 0);
+}
+
+/// The init's life: reap the orphans reparented to it until `hup` (the read end of a pipe
+/// whose write end only the creator holds) reports a hang-up, then exit.
+///
+/// # Safety
+/// In the forked child before exec, after [`close_all_but`] closed the child's copy of the
+/// write end: waitpid, poll and _exit are async-signal-safe.
+unsafe fn reap_until_hangup(hup: RawFd) -> ! {
+    loop {
+        while libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) > 0 {}
+        let mut p = libc::pollfd { fd: hup, events: libc::POLLIN, revents: 0 };
+        // The write end is held only by the creator (its copy here was closed above): a
+        // hang-up means it is gone, PR_SET_PDEATHSIG or not (this also covers the creator
+        // dying before prctl above).
+        if libc::poll(&mut p, 1, 200) > 0 && p.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+            libc::_exit(0);
+        }
     }
 }

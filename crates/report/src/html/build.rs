@@ -5,8 +5,8 @@ use analyze::Stall;
 use serde::Serialize;
 use trace::{Cause, Endpoint, Event, EventKind};
 
-use super::{Header, Page};
-use crate::{Latency, LatencyDist, Wire};
+use super::{FlowIn, Header, Page};
+use crate::{Latency, LatencyDist, RunResult, Wire};
 
 /// How much the page carries at most.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -166,35 +166,63 @@ fn side(e: Endpoint) -> &'static str {
 /// The page's data.
 pub fn data(p: &Page) -> ReportData {
     let l = LIMITS;
-    let strategies: Vec<StrategyRow> = p
-        .rows
-        .iter()
-        .map(|r| {
-            let per = |b: u64| if r.rounds > 0 { (b as f64 / r.rounds as f64 * 10.0).round() / 10.0 } else { 0.0 };
-            StrategyRow {
-                label: if r.variant.is_empty() { r.strategy.clone() } else { format!("{} {}", r.strategy, r.variant) },
-                verdict: r.verdict.clone(),
-                rounds: r.rounds,
-                latency_us: r.latency_us,
-                stall_count: r.stall_count,
-                slow_samples: r.slow_samples,
-                wire: r.wire,
-                bytes_per_msg: [per(r.wire.client.wire_bytes), per(r.wire.server.wire_bytes)],
-                dist: r.latency_dist.clone().filter(|d| d.count > 0),
-            }
-        })
-        .collect();
+    let strategies: Vec<StrategyRow> = p.rows.iter().map(strategy_row).collect();
     let chosen = strategies
         .iter()
         .enumerate()
         .filter(|(_, s)| s.dist.is_some())
         .min_by(|a, b| a.1.latency_us.p99.total_cmp(&b.1.latency_us.p99))
         .map(|(i, _)| i);
+    let (stalls, ladders) = stall_rows(&p.flows, l);
+    let stalls_total = p.flows.iter().map(|f| f.stalls.len()).sum();
+    let (timeseq, flows_with_packets) = graphs(&p.flows, l);
+    let mut notes = p.notes.clone();
+    for f in &p.flows {
+        if let Some(n) = &f.events_note {
+            notes.push(format!("{}: {n}", f.label));
+        }
+    }
+    ReportData {
+        header: p.header.clone(),
+        chosen_why: match chosen {
+            Some(_) => "lowest p99 (pick another in the menu)".into(),
+            None => "no latency samples".into(),
+        },
+        strategies,
+        chosen,
+        stalls,
+        stalls_total,
+        ladders,
+        timeseq,
+        flows_with_packets,
+        flows_total: p.flows.len(),
+        limits: l,
+        notes,
+        ranking: p.ranking.clone(),
+    }
+}
 
+/// One strategy row as listed.
+fn strategy_row(r: &RunResult) -> StrategyRow {
+    let per = |b: u64| if r.rounds > 0 { (b as f64 / r.rounds as f64 * 10.0).round() / 10.0 } else { 0.0 };
+    StrategyRow {
+        label: if r.variant.is_empty() { r.strategy.clone() } else { format!("{} {}", r.strategy, r.variant) },
+        verdict: r.verdict.clone(),
+        rounds: r.rounds,
+        latency_us: r.latency_us,
+        stall_count: r.stall_count,
+        slow_samples: r.slow_samples,
+        wire: r.wire,
+        bytes_per_msg: [per(r.wire.client.wire_bytes), per(r.wire.server.wire_bytes)],
+        dist: r.latency_dist.clone().filter(|d| d.count > 0),
+    }
+}
+
+/// The stall records listed (within the limits) and the ladders drawn for them.
+fn stall_rows(flows: &[FlowIn<'_>], l: Limits) -> (Vec<StallRow>, Vec<Ladder>) {
     let mut stalls = Vec::new();
     let mut ladders = Vec::new();
-    let stalls_total = p.flows.iter().map(|f| f.stalls.len()).sum();
-    for (fi, f) in p.flows.iter().enumerate() {
+    for (fi, f) in flows.iter().enumerate() {
         let mut ladders_here = 0;
         for st in f.stalls.iter().take(l.stalls_per_flow) {
             if stalls.len() >= l.stalls {
@@ -227,45 +255,25 @@ pub fn data(p: &Page) -> ReportData {
             });
         }
     }
+    (stalls, ladders)
+}
 
-    // Graphs: flows with packets, the most stalled first, at most `graphs`, in flow order.
-    let mut with: Vec<usize> = (0..p.flows.len()).filter(|&i| p.flows[i].events.is_some()).collect();
+/// Graphs: flows with packets, the most stalled first, at most `graphs`, in flow order; and
+/// how many flows have packets.
+fn graphs(flows: &[FlowIn<'_>], l: Limits) -> (Vec<TimeSeq>, usize) {
+    let mut with: Vec<usize> = (0..flows.len()).filter(|&i| flows[i].events.is_some()).collect();
     let flows_with_packets = with.len();
-    with.sort_by_key(|&i| std::cmp::Reverse(p.flows[i].stalls.iter().filter(|s| s.shows_a_wait()).count()));
+    with.sort_by_key(|&i| std::cmp::Reverse(flows[i].stalls.iter().filter(|s| s.shows_a_wait()).count()));
     with.truncate(l.graphs);
     with.sort_unstable();
     let timeseq = with
         .into_iter()
         .map(|i| {
-            let f = &p.flows[i];
+            let f = &flows[i];
             TimeSeq { flow: i, label: f.label.clone(), dirs: series(f.events.unwrap_or(&[]), f.stalls, l.bins) }
         })
         .collect();
-
-    let mut notes = p.notes.clone();
-    for f in &p.flows {
-        if let Some(n) = &f.events_note {
-            notes.push(format!("{}: {n}", f.label));
-        }
-    }
-    ReportData {
-        header: p.header.clone(),
-        chosen_why: match chosen {
-            Some(_) => "lowest p99 (pick another in the menu)".into(),
-            None => "no latency samples".into(),
-        },
-        strategies,
-        chosen,
-        stalls,
-        stalls_total,
-        ladders,
-        timeseq,
-        flows_with_packets,
-        flows_total: p.flows.len(),
-        limits: l,
-        notes,
-        ranking: p.ranking.clone(),
-    }
+    (timeseq, flows_with_packets)
 }
 
 fn source(e: trace::Evidence) -> String {

@@ -63,7 +63,7 @@ pub fn open(spec: Option<&str>, capture: Option<&Path>, tap: bool) -> anyhow::Re
         }
         return Ok(LinkEnv { placement: Placement::loopback(), link: None });
     };
-    let spec: LinkSpec = spec.parse().map_err(|e: String| anyhow::anyhow!("--link: {e}"))?;
+    let spec: LinkSpec = spec.parse::<LinkSpec>().map_err(|e| anyhow::anyhow!("--link: {e}"))?;
     // What killed runs left was swept at the start (cli::run, link::sweep::sweep_all).
     // The tap feeds each row's trace (the lab's stall records behind a link).
     let l = Link::open_with(&spec, capture, &LinkOptions { tap, ..LinkOptions::default() }).context("--link")?;

@@ -54,7 +54,7 @@ pub struct ShellArgs {
 }
 
 pub fn run(args: ShellArgs) -> anyhow::Result<i32> {
-    let spec: LinkSpec = args.link.parse().map_err(|e: String| anyhow::anyhow!("--link: {e}"))?;
+    let spec: LinkSpec = args.link.parse::<LinkSpec>().map_err(|e| anyhow::anyhow!("--link: {e}"))?;
     // Before the link is built: a capture that cannot be written fails in one line.
     if let Some(p) = &args.capture {
         super::output::check_writable("--capture", p)?;

@@ -159,7 +159,7 @@ pub fn link(spec: Option<&str>) -> anyhow::Result<(LinkSpec, String)> {
     let Some(spec) = spec else {
         return Ok((lo.clone(), format!("loopback (model: {lo})")));
     };
-    let l: LinkSpec = spec.parse().map_err(|e: String| anyhow::anyhow!("--link: {e}"))?;
+    let l: LinkSpec = spec.parse::<LinkSpec>().map_err(|e| anyhow::anyhow!("--link: {e}"))?;
     if spec.contains("rtt") || spec.contains("delay") {
         return Ok((l, spec.to_string()));
     }

@@ -236,87 +236,93 @@ fn ip_header(want: Option<u8>, ip: &[u8], cut: bool) -> Result<IpHeader<'_>, Ski
         _ => {}
     }
     match version {
-        4 => {
-            // RFC 791 3.1: IHL counts 32-bit words, minimum 5.
-            let ihl = usize::from(ip[0] & 0x0f) * 4;
-            if ihl < 20 || ip.len() < ihl {
-                return Err(Skip::Malformed);
-            }
-            let total = usize::from(be16(ip, 2).ok_or(Skip::Malformed)?);
-            // Total length 0: a TSO/GSO super-packet captured before segmentation; the capture
-            // length is the only length there is.
-            let total = if total == 0 { ip.len() } else { total };
-            // RFC 791 3.1: total length includes the header. More than was captured is only
-            // possible when the snaplen cut the frame.
-            if total < ihl || (total > ip.len() && !cut) {
-                return Err(Skip::Malformed);
-            }
-            let frag = be16(ip, 6).ok_or(Skip::Malformed)?;
-            if frag & 0x1fff != 0 {
-                return Err(Skip::NotTcp);
-            }
-            Ok(IpHeader {
-                src: IpAddr::V4(Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15])),
-                dst: IpAddr::V4(Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19])),
-                proto: ip[9],
-                payload: &ip[ihl..total.min(ip.len())],
-                payload_len: total - ihl,
-                id: be16(ip, 4),
-                more_fragments: frag & 0x2000 != 0,
-                ttl: ip[8],
-            })
-        }
-        6 => {
-            if ip.len() < 40 {
-                return Err(Skip::Malformed);
-            }
-            let mut payload_len = usize::from(be16(ip, 4).ok_or(Skip::Malformed)?);
-            if payload_len == 0 {
-                payload_len = ip.len() - 40; // jumbogram (RFC 2675) or GSO: trust the capture
-            } else if 40 + payload_len > ip.len() && !cut {
-                return Err(Skip::Malformed); // RFC 8200 3: payload length beyond the frame
-            }
-            let end = (40 + payload_len).min(ip.len());
-            let mut next = ip[6];
-            let mut at = 40;
-            let mut more_fragments = false;
-            // RFC 8200 4: walk extension headers to the upper layer.
-            loop {
-                let n = match next {
-                    // Hop-by-hop, routing, destination options (RFC 8200 4.3-4.6): (len + 1) * 8.
-                    0 | 43 | 60 => usize::from(*ip.get(at + 1).ok_or(Skip::Malformed)?) * 8 + 8,
-                    // Authentication header (RFC 4302 2.2): (len + 2) * 4.
-                    51 => usize::from(*ip.get(at + 1).ok_or(Skip::Malformed)?) * 4 + 8,
-                    // Fragment header (RFC 8200 4.5): only the first fragment has the upper header.
-                    44 => {
-                        let off = be16(ip, at + 2).ok_or(Skip::Malformed)?;
-                        if off & 0xfff8 != 0 {
-                            return Err(Skip::NotTcp);
-                        }
-                        more_fragments = off & 1 != 0;
-                        8
-                    }
-                    _ => break,
-                };
-                next = *ip.get(at).ok_or(Skip::Malformed)?;
-                at += n;
-                payload_len = payload_len.checked_sub(n).ok_or(Skip::Malformed)?;
-            }
-            let s: [u8; 16] = ip[8..24].try_into().map_err(|_| Skip::Malformed)?;
-            let d: [u8; 16] = ip[24..40].try_into().map_err(|_| Skip::Malformed)?;
-            Ok(IpHeader {
-                src: IpAddr::V6(Ipv6Addr::from(s)),
-                dst: IpAddr::V6(Ipv6Addr::from(d)),
-                proto: next,
-                payload: ip.get(at..end).ok_or(Skip::Malformed)?,
-                payload_len,
-                id: None,
-                more_fragments,
-                ttl: ip[7],
-            })
-        }
+        4 => ipv4_header(ip, cut),
+        6 => ipv6_header(ip, cut),
         _ => Err(Skip::NotTcp),
     }
+}
+
+/// An IPv4 header (RFC 791 3.1); `cut`: the snaplen cut the frame.
+fn ipv4_header(ip: &[u8], cut: bool) -> Result<IpHeader<'_>, Skip> {
+    // RFC 791 3.1: IHL counts 32-bit words, minimum 5.
+    let ihl = usize::from(ip[0] & 0x0f) * 4;
+    if ihl < 20 || ip.len() < ihl {
+        return Err(Skip::Malformed);
+    }
+    let total = usize::from(be16(ip, 2).ok_or(Skip::Malformed)?);
+    // Total length 0: a TSO/GSO super-packet captured before segmentation; the capture
+    // length is the only length there is.
+    let total = if total == 0 { ip.len() } else { total };
+    // RFC 791 3.1: total length includes the header. More than was captured is only
+    // possible when the snaplen cut the frame.
+    if total < ihl || (total > ip.len() && !cut) {
+        return Err(Skip::Malformed);
+    }
+    let frag = be16(ip, 6).ok_or(Skip::Malformed)?;
+    if frag & 0x1fff != 0 {
+        return Err(Skip::NotTcp);
+    }
+    Ok(IpHeader {
+        src: IpAddr::V4(Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15])),
+        dst: IpAddr::V4(Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19])),
+        proto: ip[9],
+        payload: &ip[ihl..total.min(ip.len())],
+        payload_len: total - ihl,
+        id: be16(ip, 4),
+        more_fragments: frag & 0x2000 != 0,
+        ttl: ip[8],
+    })
+}
+
+/// An IPv6 header and its extension headers (RFC 8200 3, 4); `cut`: the snaplen cut the frame.
+fn ipv6_header(ip: &[u8], cut: bool) -> Result<IpHeader<'_>, Skip> {
+    if ip.len() < 40 {
+        return Err(Skip::Malformed);
+    }
+    let mut payload_len = usize::from(be16(ip, 4).ok_or(Skip::Malformed)?);
+    if payload_len == 0 {
+        payload_len = ip.len() - 40; // jumbogram (RFC 2675) or GSO: trust the capture
+    } else if 40 + payload_len > ip.len() && !cut {
+        return Err(Skip::Malformed); // RFC 8200 3: payload length beyond the frame
+    }
+    let end = (40 + payload_len).min(ip.len());
+    let mut next = ip[6];
+    let mut at = 40;
+    let mut more_fragments = false;
+    // RFC 8200 4: walk extension headers to the upper layer.
+    loop {
+        let n = match next {
+            // Hop-by-hop, routing, destination options (RFC 8200 4.3-4.6): (len + 1) * 8.
+            0 | 43 | 60 => usize::from(*ip.get(at + 1).ok_or(Skip::Malformed)?) * 8 + 8,
+            // Authentication header (RFC 4302 2.2): (len + 2) * 4.
+            51 => usize::from(*ip.get(at + 1).ok_or(Skip::Malformed)?) * 4 + 8,
+            // Fragment header (RFC 8200 4.5): only the first fragment has the upper header.
+            44 => {
+                let off = be16(ip, at + 2).ok_or(Skip::Malformed)?;
+                if off & 0xfff8 != 0 {
+                    return Err(Skip::NotTcp);
+                }
+                more_fragments = off & 1 != 0;
+                8
+            }
+            _ => break,
+        };
+        next = *ip.get(at).ok_or(Skip::Malformed)?;
+        at += n;
+        payload_len = payload_len.checked_sub(n).ok_or(Skip::Malformed)?;
+    }
+    let s: [u8; 16] = ip[8..24].try_into().map_err(|_| Skip::Malformed)?;
+    let d: [u8; 16] = ip[24..40].try_into().map_err(|_| Skip::Malformed)?;
+    Ok(IpHeader {
+        src: IpAddr::V6(Ipv6Addr::from(s)),
+        dst: IpAddr::V6(Ipv6Addr::from(d)),
+        proto: next,
+        payload: ip.get(at..end).ok_or(Skip::Malformed)?,
+        payload_len,
+        id: None,
+        more_fragments,
+        ttl: ip[7],
+    })
 }
 
 /// The TCP header (RFC 9293 3.1) of an IP packet. The payload length comes from the IP
