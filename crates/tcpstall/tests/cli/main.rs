@@ -30,9 +30,9 @@ macro_rules! t {
     };
 }
 
-fn main() {
+fn setup_trials() -> Vec<libtest_mimic::Trial> {
     use Need::{Root, Tool};
-    let trials = vec![
+    vec![
         t!(seed003::route_quickack_and_thinning_move_the_ack_ratio, Root, Tool("ethtool"), Tool("iptables")),
         t!(seed003::a_killed_veth_run_is_swept_by_the_next, Root, Tool("ethtool"), Tool("iptables")),
         t!(seed003::matrix_flags_fail_in_one_line_before_running, Root),
@@ -67,6 +67,12 @@ fn main() {
         t!(advise::signals_on_advise_and_replay_keep_the_finished_work),
         t!(install::completions_and_man_page_are_generated_from_clap),
         t!(install::a_missing_tool_is_named_in_one_line, Root, Tool("ip"), Tool("iptables")),
+    ]
+}
+
+fn capture_trials() -> Vec<libtest_mimic::Trial> {
+    use Need::{Root, Tool};
+    vec![
         t!(explain::explain_names_nagle_delayed_ack_in_seed_000),
         t!(explain::explain_json_lists_stalls_with_evidence),
         t!(explain::explain_fixed_strategy_shows_no_stalls),
@@ -109,6 +115,12 @@ fn main() {
         t!(lab::without_packets_the_stall_count_is_not_measured_not_zero, Root, Tool("setpriv")),
         t!(lab::behind_a_link_rows_take_their_packets_from_the_forwarders_tap, Root),
         t!(lab::an_unwritable_loopback_capture_fails_before_measuring),
+    ]
+}
+
+fn model_trials() -> Vec<libtest_mimic::Trial> {
+    use Need::{Root, Tool};
+    vec![
         t!(link::shell_runs_the_command_in_the_client_namespace_and_returns_its_exit_code, Root),
         t!(link::shell_rejects_a_bad_link_in_one_line),
         t!(link::server_command_is_reachable_one_rtt_away, Root, Tool("python3")),
@@ -166,6 +178,12 @@ fn main() {
         t!(validation::set_values_are_read_as_the_parameter_type),
         t!(validation::link_specs_that_could_be_misread_are_refused),
         t!(validation::strategy_lists_are_none_alone_or_strategies),
-    ];
+    ]
+}
+
+fn main() {
+    let mut trials = setup_trials();
+    trials.extend(capture_trials());
+    trials.extend(model_trials());
     support::run(trials)
 }
