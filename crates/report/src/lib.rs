@@ -14,6 +14,7 @@ mod latency;
 mod merge;
 mod replay;
 mod schema;
+pub mod simulate;
 pub use document::{Export, ExportError};
 pub use export::{export, exporter, label, stall_records_text, Csv, Json, Markdown, Table};
 pub use latency::{histogram_ns, LatencyDist};

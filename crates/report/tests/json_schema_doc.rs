@@ -186,10 +186,17 @@ fn replay_sample(lab: &Value) -> Value {
     serde_json::to_value(&doc).unwrap()
 }
 
+/// `simulate --compare-profiles --format json`: the lab document's rows, one column per profile.
+fn simulate_sample(lab: &Value) -> Value {
+    let run: Report = serde_json::from_value(lab.clone()).expect("the lab document reads back as a Report");
+    let doc = tcpstall_report::simulate::CompareProfilesDoc::new("burst", "0", &[("linux:macos".into(), run)]);
+    serde_json::to_value(&doc).unwrap()
+}
+
 #[test]
 fn every_serialised_field_is_documented_and_every_documented_field_serialised() {
     let (lab, explain) = (lab_sample(), explain_sample());
-    let replay = replay_sample(&lab);
+    let (replay, simulate) = (replay_sample(&lab), simulate_sample(&lab));
     let docs = documented();
     assert!(docs.len() >= 15, "the doc's marked tables: {}", docs.len());
     let mut problems = Vec::new();
@@ -202,6 +209,8 @@ fn every_serialised_field_is_documented_and_every_documented_field_serialised() 
             (&explain, p)
         } else if let Some(p) = path.strip_prefix("replay:") {
             (&replay, p)
+        } else if let Some(p) = path.strip_prefix("simulate:") {
+            (&simulate, p)
         } else {
             (&lab, path.as_str())
         };
