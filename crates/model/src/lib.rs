@@ -18,6 +18,7 @@ pub mod pcap;
 pub mod profile;
 pub mod request;
 mod sim;
+pub mod story;
 mod summary;
 mod tcp;
 

@@ -181,7 +181,8 @@ impl Export for CompareProfilesDoc {
     /// The table's grid as a Markdown table.
     fn markdown(&self) -> Option<String> {
         let esc = |s: &str| s.replace('|', "\\|");
-        let mut out = format!("Scenario `{}`: stalls per run and latency p50/max (ms) on each profile.\n\n", self.scenario);
+        let mut out =
+            format!("Scenario `{}`: stalls per run and latency p50/max (ms) on each profile.\n\n", self.scenario);
         out.push_str("| strategy |");
         for c in &self.profiles {
             let _ = write!(out, " {} |", esc(&c.profile));
@@ -229,7 +230,10 @@ mod tests {
 
     #[test]
     fn a_row_differs_when_one_profile_stalls_and_another_not_or_clearly_more() {
-        let d = doc(&[("linux", &[Some(19), Some(0), Some(3), Some(2)]), ("linux:5.10", &[Some(6), Some(0), Some(4), Some(0)])]);
+        let d = doc(&[
+            ("linux", &[Some(19), Some(0), Some(3), Some(2)]),
+            ("linux:5.10", &[Some(6), Some(0), Some(4), Some(0)]),
+        ]);
         let got: Vec<bool> = (0..4).map(|i| d.differs(i)).collect();
         assert_eq!(got, [true, false, false, true]);
         assert_eq!(d.differing(), 2);
@@ -242,7 +246,10 @@ mod tests {
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines[0], "scenario burst: stalls per run and latency p50/max (ms) on each profile");
         assert_eq!(lines[1], format!("{:<8}  {:<22}  {:<22}", "strategy", "linux:4.19", "linux"));
-        assert_eq!(lines[2], format!("default   {:<22}  {:<22}  <- differs", "19 stalls 0.01/42.0", "0 stalls 0.01/42.0"));
+        assert_eq!(
+            lines[2],
+            format!("default   {:<22}  {:<22}  <- differs", "19 stalls 0.01/42.0", "0 stalls 0.01/42.0")
+        );
         assert!(lines[4].starts_with("1 of 1 strategies stall on some profiles"), "{t}");
     }
 
