@@ -82,9 +82,9 @@ impl FromStr for ProfileSpec {
                 out.push((p.clone(), p));
                 continue;
             }
-            let split = one.match_indices(':').find_map(|(i, _)| {
-                Some((ProfileRef::named(&one[..i])?, ProfileRef::named(&one[i + 1..])?))
-            });
+            let split = one
+                .match_indices(':')
+                .find_map(|(i, _)| Some((ProfileRef::named(&one[..i])?, ProfileRef::named(&one[i + 1..])?)));
             match split {
                 Some(pair) => out.push(pair),
                 // No split works: the error of the first half if it names nothing, else the whole.
@@ -320,7 +320,10 @@ mod tests {
     fn run_options_are_checked_in_flag_order() {
         let r = |link, mss, ts, cc| RunRequest::parse(link, mss, ts, cc, 1).map_err(|e| e.to_string());
         assert_eq!(r(None, Some(1460), Some("off"), "0").unwrap().timestamps, Some(false));
-        assert_eq!(r(None, Some(1461), None, "2us").unwrap_err(), "--mss 1461 does not fit the link's MTU 1500 (at most 1460)");
+        assert_eq!(
+            r(None, Some(1461), None, "2us").unwrap_err(),
+            "--mss 1461 does not fit the link's MTU 1500 (at most 1460)"
+        );
         assert_eq!(r(None, Some(87), None, "2us").unwrap_err(), "--mss 87: expected 88 to 65495 bytes");
         assert_eq!(r(None, Some(87), Some("maybe"), "x").unwrap_err(), "--timestamps maybe: expected on or off");
         assert_eq!(r(Some("mtu=9000"), Some(8960), None, "1ms").unwrap().call, CallCost(1_000_000));
