@@ -198,6 +198,7 @@ pub fn bad_input_is_one_line_and_nonzero() {
         (vec!["simulate", "--set", "round=0"], "round must be at least 1"),
         (vec!["simulate", "--timestamps", "maybe"], "--timestamps maybe"),
         (vec!["simulate", "--call-cost", "5"], "--call-cost 5"),
+        (vec!["simulate", "--matrix", "seed003"], "--matrix seed003 is seed 003's table"),
     ] {
         let out = tcpstall().args(&args).output().unwrap();
         assert!(!out.status.success(), "{args:?} should fail");
@@ -252,6 +253,27 @@ pub fn mixed_profiles() {
     let row = v["results"].as_array().unwrap().iter().find(|r| r["strategy"] == "server quickack-each").unwrap();
     assert!(row["server"]["quickack_state"].is_null() && row["client"]["quickack_state"].is_null());
     assert_eq!(row["server"]["strategies"][0], "quickack-each");
+    compare_profiles_in_every_format();
+}
+
+/// `--compare-profiles` prints report::simulate::CompareProfilesDoc: the versioned JSON
+/// (docs/json-schema.md, `simulate:`), one CSV line per profile and row, a Markdown grid.
+/// (Called from `mixed_profiles`: the test list in main.rs is not this file's.)
+fn compare_profiles_in_every_format() {
+    let args = ["simulate", "multi-write", "--set", "requests=3", "--compare-profiles", "linux:macos,freebsd"];
+    let v = json(&[&args[..], &["--format", "json"]].concat());
+    assert_eq!((v["mode"].as_str(), v["schema_version"].as_u64()), (Some("compare-profiles"), Some(2)));
+    assert_eq!(v["profiles"][0]["profile"], "linux:macos");
+    let rows = v["profiles"][1]["rows"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["p50_ms"].is_f64() && r["stall_count"].is_u64()), "{v}");
+    let out = tcpstall().args(args).args(["--format", "csv"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let csv = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(csv.lines().next(), Some("scenario,profile,strategy,stall_count,p50_ms,max_ms,differs,verdict"));
+    assert_eq!(csv.lines().count(), 1 + 2 * rows.len(), "{csv}");
+    let out = tcpstall().args(args).args(["--format", "markdown"]).output().unwrap();
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(md.contains("| strategy | linux:macos | freebsd | differs |"), "{md}");
 }
 
 pub fn list_profiles_shows_sources_and_unverified_values() {
