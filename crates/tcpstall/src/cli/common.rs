@@ -75,7 +75,9 @@ impl ScenarioArgs {
             match self.matrix {
                 Matrix::Default => {}
                 Matrix::All => s.matrix = matrix_all(),
-                Matrix::Seed003 => bail!("--matrix seed003 is seed 003's table: `tcpstall lab stream --matrix seed003`"),
+                Matrix::Seed003 => {
+                    bail!("--matrix seed003 is seed 003's table: `tcpstall lab stream --matrix seed003`")
+                }
             }
         }
         Ok(s)
