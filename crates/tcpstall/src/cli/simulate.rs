@@ -73,8 +73,8 @@ pub struct SimulateArgs {
     /// Print the event-by-event story (write, segment, ACK, timer) of each row's first stalled round
     #[arg(long)]
     pub trace: bool,
-    /// Also write the simulated connections as a pcap file (one connection per row, client port
-    /// 40000 + row), for Wireshark or `tcpstall explain`
+    /// Also write the simulated connections as a capture file (pcapng; one connection per row,
+    /// client port 40000 + row), for Wireshark or `tcpstall explain`
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<PathBuf>,
     /// Also write a self-contained HTML report (tables, latency CDFs, wire cost, stall ladders,
