@@ -145,7 +145,7 @@ impl std::fmt::Display for Matrix {
 /// Lets code that compared the old string flag (`matrix == "seed003"`) keep compiling.
 impl PartialEq<&str> for Matrix {
     fn eq(&self, other: &&str) -> bool {
-        self.to_string() == *other
+        clap::ValueEnum::to_possible_value(self).is_some_and(|v| v.get_name() == *other)
     }
 }
 
