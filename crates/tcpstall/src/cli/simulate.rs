@@ -1,10 +1,10 @@
 //! `tcpstall simulate`: run a scenario on the deterministic model of other TCP stacks
 //! (crates/model), printing the same table and JSON as `tcpstall lab`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use model::{Profile, ProfileRef, ProfileSpec, RunRequest, RunSpec};
+use model::{Outcome, Profile, ProfileRef, ProfileSpec, RunRequest, RunSpec};
 use report::simulate::{row_label, CompareProfilesDoc};
 use report::Export;
 use scenario::{LinkSpec, Scenario};
@@ -166,32 +166,10 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
     sink.write(&report.export(args.common.format.into())?).context("writing the report")?;
     output::stall_records(&report, &args.common)?;
     if let Some(path) = &args.pcap {
-        let traces: Vec<&[trace::Event]> = outcomes.iter().map(|o| o.trace.as_slice()).collect();
-        let bytes = model::pcap::to_pcap(&traces)?;
-        std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
-        for (k, row) in report.results.iter().enumerate() {
-            let label = row_label(row);
-            eprintln!(
-                "pcap {}: {label} is 10.0.0.1:{} -> 10.0.0.2:{}",
-                path.display(),
-                model::pcap::CLIENT_PORT0 as usize + k,
-                model::pcap::SERVER.1
-            );
-        }
+        write_pcap(path, &report, &outcomes)?;
     }
     if let Some(path) = &args.report {
-        let kernel = format!("model, profile {}", report.profile.as_deref().unwrap_or("?"));
-        let header = super::htmlreport::header("simulate", &report.scenario, &report.link, kernel);
-        let traces: Vec<&[Event]> = outcomes.iter().map(|o| o.trace.as_slice()).collect();
-        let rtt = Some(spec.link.delay_up_ns + spec.link.delay_down_ns);
-        let mut page =
-            super::htmlreport::rows_page(&report, header, &traces, rtt, "the model recorded no packets", None);
-        for (f, o) in page.flows.iter_mut().zip(&outcomes) {
-            if o.trace.len() >= model::TRACE_LIMIT {
-                f.events_note = Some(format!("the model kept the first {} events only", model::TRACE_LIMIT));
-            }
-        }
-        super::htmlreport::write(path, &page)?;
+        write_html(path, &report, &outcomes, &spec)?;
     }
     if args.common.format == OutputFormat::Table && args.common.output.is_none() {
         // What the numbers rest on: say which profiles carry unchecked values.
@@ -212,6 +190,39 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
         return Ok(1);
     }
     Ok(0)
+}
+
+/// `--pcap`: the rows' connections as one capture file, and which connection is which row.
+fn write_pcap(path: &Path, report: &report::Report, outcomes: &[Outcome]) -> anyhow::Result<()> {
+    let traces: Vec<&[trace::Event]> = outcomes.iter().map(|o| o.trace.as_slice()).collect();
+    let bytes = model::pcap::to_pcap(&traces)?;
+    std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+    for (k, row) in report.results.iter().enumerate() {
+        let label = row_label(row);
+        eprintln!(
+            "pcap {}: {label} is 10.0.0.1:{} -> 10.0.0.2:{}",
+            path.display(),
+            model::pcap::CLIENT_PORT0 as usize + k,
+            model::pcap::SERVER.1
+        );
+    }
+    Ok(())
+}
+
+/// `--report`: the HTML page, with the model's packets as each row's time-sequence graph.
+fn write_html(path: &Path, report: &report::Report, outcomes: &[Outcome], spec: &RunSpec) -> anyhow::Result<()> {
+    let kernel = format!("model, profile {}", report.profile.as_deref().unwrap_or("?"));
+    let header = super::htmlreport::header("simulate", &report.scenario, &report.link, kernel);
+    let traces: Vec<&[Event]> = outcomes.iter().map(|o| o.trace.as_slice()).collect();
+    let rtt = Some(spec.link.delay_up_ns + spec.link.delay_down_ns);
+    let mut page = super::htmlreport::rows_page(report, header, &traces, rtt, "the model recorded no packets", None);
+    for (f, o) in page.flows.iter_mut().zip(outcomes) {
+        if o.trace.len() >= model::TRACE_LIMIT {
+            f.events_note = Some(format!("the model kept the first {} events only", model::TRACE_LIMIT));
+        }
+    }
+    super::htmlreport::write(path, &page)?;
+    Ok(())
 }
 
 /// `--compare-profiles`: the scenario's strategies on each profile, side by side
