@@ -33,7 +33,7 @@ fn on(side: Side, opts: &[Opt]) -> StrategyPair {
 /// sender's nodelay or cork with the receiver's quick-ACK). `only`: the side the user owns.
 pub fn candidates(s: &Scenario, only: Option<Side>, lab: bool) -> Vec<Candidate> {
     let cost = |p: &StrategyPair| -> u32 {
-        p.client.opts().iter().chain(p.server.opts()).map(|o| crate::change_size(o.as_str())).sum()
+        p.client.opts().iter().chain(p.server.opts()).map(|o| crate::change_size(*o)).sum()
     };
     let mut pairs = vec![StrategyPair::new(SideOpts::none(), SideOpts::none())];
     let send = senders(s);

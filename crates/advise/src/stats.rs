@@ -9,21 +9,10 @@
 //! drift inside the interval instead of pretending every round is independent.
 
 use rand::Rng;
-use serde::Serialize;
 
-/// A statistic with its 95% confidence interval (same unit as the samples).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Interval {
-    pub est: f64,
-    pub lo: f64,
-    pub hi: f64,
-}
-
-impl Interval {
-    pub fn overlaps(&self, o: &Interval) -> bool {
-        self.lo <= o.hi && o.lo <= self.hi
-    }
-}
+/// A statistic with its 95% confidence interval (same unit as the samples): the type of
+/// advise's document (crates/report), computed here.
+pub use report::advise::Interval;
 
 /// Nearest-rank quantile of sorted samples (Hyndman & Fan 1996, definition 1): the smallest
 /// sample with at least `q` of the samples at or below it. 0 for no samples.

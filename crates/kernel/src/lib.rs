@@ -17,6 +17,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use model::fingerprint::{Fingerprint, DELAYED_MS};
+
+mod document;
+pub use document::{document, KernelError};
 use socket2::{Domain, SockRef, Socket, Type};
 
 /// TCP_MAXSEG for the experiments that need full-sized segments: the MSS of a 1500-byte MTU,

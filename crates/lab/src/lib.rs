@@ -170,12 +170,21 @@ pub fn kernel_release() -> String {
 /// The running kernel's tick rate (CONFIG_HZ), read as the resolution of
 /// CLOCK_MONOTONIC_COARSE, which advances once per jiffy (kernel/time/timekeeping.c,
 /// `ktime_get_coarse_*`; clock_getres(2) reports it). Every TCP timer rounds to it.
-pub fn kernel_hz() -> Result<u32, String> {
+pub fn kernel_hz() -> Result<u32, HzError> {
     match nix::time::clock_getres(nix::time::ClockId::CLOCK_MONOTONIC_COARSE) {
         Ok(ts) if ts.tv_sec() == 0 && ts.tv_nsec() > 0 => Ok((1e9 / ts.tv_nsec() as f64).round() as u32),
-        Ok(_) => Err("CLOCK_MONOTONIC_COARSE resolution is not one tick".into()),
-        Err(e) => Err(format!("clock_getres failed: {e}")),
+        Ok(_) => Err(HzError::NotATick),
+        Err(e) => Err(HzError::ClockGetres(e)),
     }
+}
+
+/// Why the kernel's tick rate could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum HzError {
+    #[error("CLOCK_MONOTONIC_COARSE resolution is not one tick")]
+    NotATick,
+    #[error("clock_getres failed: {0}")]
+    ClockGetres(nix::Error),
 }
 
 /// The classifier's timer bands for this kernel: Linux's constants at its HZ, or HZ=100's
@@ -194,19 +203,8 @@ pub fn kernel_timers() -> analyze::Timers {
 pub fn run_scenario(s: &Scenario, place: &Placement, opts: &LabOptions, progress: &mut dyn FnMut(Progress)) -> Report {
     let variants = s.workload.variants();
     let total = variants.len() * s.matrix.len();
-    let mut report = Report {
-        tool: "tcpstall".into(),
-        version: env!("CARGO_PKG_VERSION").into(),
-        schema_version: report::SCHEMA_VERSION,
-        kernel: Some(kernel_release()),
-        profile: None,
-        mode: "lab".into(),
-        scenario: s.name.clone(),
-        params: s.workload.params_json(),
-        link: place.link.clone(),
-        results: Vec::new(),
-        errors: Vec::new(),
-    };
+    let mut report = Report::new("lab", &s.name, s.workload.params_json(), &place.link);
+    report.kernel = Some(kernel_release());
     let mut notes: Vec<String> = Vec::new();
     let jobs: Vec<schedule::Job<'_>> = variants
         .iter()

@@ -16,7 +16,7 @@ use socket2::Socket;
 use sys::tcpinfo::TcpInfo;
 
 mod capture;
-pub use capture::{FrameRecord, HostCapture};
+pub use capture::{CaptureError, FrameRecord, HostCapture};
 
 use crate::measure::Recorder;
 use crate::pair::{self, ClientOut, PacketsOut, RoundsCfg, SideOut, Sync};
@@ -75,7 +75,7 @@ pub fn linktype_of(frames: &[sys::packet::Frame], server_port: u16) -> u32 {
 
 /// Stop a capture and keep at most `max_frames` of its frames as records (None: not captured,
 /// with why).
-pub fn finish_capture(c: Result<HostCapture, String>, max_frames: usize) -> (Vec<FrameRecord>, String) {
+pub fn finish_capture(c: Result<HostCapture, CaptureError>, max_frames: usize) -> (Vec<FrameRecord>, String) {
     match c.and_then(|c| c.finish()) {
         Ok((f, _)) if f.len() > max_frames => {
             (Vec::new(), format!("{} frames captured, over the {max_frames} the server returns: not returned", f.len()))
@@ -84,22 +84,28 @@ pub fn finish_capture(c: Result<HostCapture, String>, max_frames: usize) -> (Vec
             let note = if drops > 0 { format!("the capture lost {drops} packets") } else { String::new() };
             (f.iter().map(FrameRecord::from).collect(), note)
         }
-        Err(e) => (Vec::new(), e),
+        Err(e) => (Vec::new(), e.to_string()),
     }
 }
 
 /// What the client measured on its side of a remote row (opaque: `assemble` reads it).
 pub struct ClientSide(ClientOut);
 
+/// Why a workload cannot run between two hosts.
+#[derive(Debug, thiserror::Error)]
+pub enum ProgramError {
+    #[error(
+        "the {kind} workload is a stream (its length is a duration): only request/response workloads run against a \
+         remote server"
+    )]
+    Stream { kind: &'static str },
+}
+
 /// The round program of a workload, or why it cannot run between two hosts.
-pub fn round_program(w: &Workload) -> Result<RoundProgram, String> {
+pub fn round_program(w: &Workload) -> Result<RoundProgram, ProgramError> {
     match w.program() {
         Program::Rounds(p) => Ok(p),
-        Program::Stream { .. } => Err(format!(
-            "the {} workload is a stream (its length is a duration): only request/response workloads run against a \
-             remote server",
-            w.kind()
-        )),
+        Program::Stream { .. } => Err(ProgramError::Stream { kind: w.kind() }),
     }
 }
 
@@ -135,7 +141,7 @@ pub fn serve_side(
     io_timeout: Duration,
     rounds_done: &mpsc::Receiver<()>,
     cancel: &Cancel,
-    capture: (Result<HostCapture, String>, usize),
+    capture: (Result<HostCapture, CaptureError>, usize),
 ) -> Result<SideRecord, LabError> {
     let side = "server";
     let _watch = cancel.watch(sock);
@@ -225,7 +231,7 @@ pub fn assemble(
     lab: &LabOptions,
     srv: SideRecord,
     cli: ClientSide,
-    packets: Result<ClientPackets, String>,
+    packets: Result<ClientPackets, CaptureError>,
 ) -> RunResult {
     let srv = SideOut {
         applied: srv.applied,
@@ -241,7 +247,7 @@ pub fn assemble(
     let packets = packets.and_then(|c| {
         let lt = linktype_of(&c.frames, c.server_port);
         if crate::capture::events(&packed(&c.frames), lt, c.server_port, 0, 0).0.is_empty() {
-            Err("this host's capture saw none of the connection's packets".to_string())
+            Err(CaptureError::SawNone)
         } else {
             Ok(c)
         }
@@ -262,7 +268,7 @@ pub fn assemble(
             // Kernel evidence of the far host is not collected over --remote (docs/remote.md).
             kernel: None,
         },
-        Err(why) => PacketsOut::Failed(why),
+        Err(why) => PacketsOut::Failed(why.to_string()),
     };
     let lab = LabOptions { keep_packets: true, ..lab.clone() };
     crate::result::assemble(&program, pair, place, &lab, srv, cli.0, packets).0
@@ -283,7 +289,7 @@ mod tests {
     #[test]
     fn a_stream_is_refused_by_name() {
         let s = scenario::Scenario::builtin("stream").unwrap();
-        assert!(round_program(&s.workload).unwrap_err().contains("stream"));
+        assert!(round_program(&s.workload).unwrap_err().to_string().contains("stream"));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! From what the two sides measured to one `RunResult`: wire cost from tcp_info deltas, latency
 //! percentiles, stalls and the verdict.
 
-use report::{PacketCapture, PacketSide, RunResult, TcpSides, TcpStats, Wire, WireSide};
+use report::{Latency, Measured, PacketCapture, PacketSide, RunResult, TcpSides, TcpStats, Wire, WireSide};
 use scenario::{Program, StrategyPair};
 use sys::tcpinfo::TcpInfo;
 
@@ -50,6 +50,8 @@ fn sum_of(netstat: &std::collections::BTreeMap<String, i64>, name: &str) -> Opti
     Some(netstat.iter().filter(|(k, _)| k.rsplit(':').next() == Some(name)).map(|(_, v)| *v).sum())
 }
 
+/// The row from what the two sides measured: wire cost from tcp_info deltas, the row's packets
+/// through the one classifier (every cause in the verdict is its), latency and the verdict.
 pub(crate) fn assemble(
     program: &Program,
     pair: &StrategyPair,
@@ -68,27 +70,9 @@ pub(crate) fn assemble(
     let mut netstat = srv.netstat.clone();
     netstat.extend(cli.side.netstat.clone());
     let wall_s = cli.wall.as_secs_f64();
-    let payload = wire.client.bytes_sent + wire.server.bytes_sent;
-    let throughput_bytes_per_s = if wall_s > 0.0 { payload as f64 / wall_s } else { 0.0 };
     let margin = lab.stall_threshold.unwrap_or(DEFAULT_STALL_MARGIN);
     let threshold = measure::threshold_ns(margin.as_nanos() as u64, cli.side.after.min_rtt.unwrap_or(0));
-    // The row's packets through the one classifier: every cause in the verdict is its.
-    let (trace, no_packets) = match packets {
-        PacketsOut::Captured { cap, linktype, point, origin_ns, server_port, frame_base, kernel } => (
-            Some(packet_trace(
-                (&cap, kernel.as_ref()),
-                linktype,
-                point,
-                (origin_ns, server_port, frame_base),
-                margin,
-                cli.window_real,
-                lab.keep_packets,
-            )),
-            String::new(),
-        ),
-        PacketsOut::Off => (None, "packet capture off (--no-capture, or --path veth)".to_string()),
-        PacketsOut::Failed(why) => (None, format!("no packets captured: {why}")),
-    };
+    let (trace, no_packets) = classified(packets, margin, cli.window_real, lab.keep_packets);
     let records: Vec<analyze::Stall> =
         trace.as_ref().map(|t| t.analysis.stalls().cloned().collect()).unwrap_or_default();
     let recs = match &trace {
@@ -110,10 +94,86 @@ pub(crate) fn assemble(
         client_held: cli.side.holds.as_deref().map(|h| verdict::Held::from_holds(h, threshold as f64 / 1000.0)),
         server_held: srv.holds.as_deref().map(|h| verdict::Held::from_holds(h, threshold as f64 / 1000.0)),
     };
+    let judged = judge(program, &cli, (&wire, wall_s), threshold, recs, &corroboration);
+    let classified = trace.is_some();
+    let mut trace = trace;
+    let m = Measured {
+        strategy: pair.label.clone(),
+        variant: String::new(),
+        client: cli.side.applied,
+        server: srv.applied,
+        rounds: cli.rounds,
+        latency_us: judged.latency,
+        slow_samples: judged.slow,
+        slow_sample_threshold_ns: threshold,
+        classified,
+        stall_summary: judged.summary,
+        stall_records: records,
+        window_ns: trace.as_ref().map_or((0, 0), |t| t.window),
+        capture: trace.as_ref().map(|t| t.capture.clone()),
+        wall_s,
+        wire,
+        cpu: match (cli.side.cpu_ns, srv.cpu_ns) {
+            (Some(c), Some(s)) => Some(crate::cpu::cost(c, s, cli.rounds, cli.wall.as_nanos() as u64)),
+            _ => None,
+        },
+        tcp: Some(tcp),
+        netstat,
+        verdict: judged.verdict.text,
+        verdict_key: judged.verdict.key,
+        latency_dist: Some(judged.dist),
+        packets: trace.as_mut().map(|t| std::mem::take(&mut t.events)).unwrap_or_default(),
+        samples_ns: cli.rec.samples,
+    };
+    (m.into(), trace.map(|t| t.analysis))
+}
 
-    // The histogram behind latency_us, for the HTML report (not in the JSON).
-    let latency_dist;
-    let (latency_us, slow_samples, (summary, verdict)) = match program {
+/// The row's packets decoded and classified, or why there are none.
+fn classified(
+    packets: PacketsOut,
+    margin: std::time::Duration,
+    window_real: (u64, u64),
+    keep: bool,
+) -> (Option<PacketTrace>, String) {
+    match packets {
+        PacketsOut::Captured { cap, linktype, point, origin_ns, server_port, frame_base, kernel } => (
+            Some(packet_trace(
+                (&cap, kernel.as_ref()),
+                linktype,
+                point,
+                (origin_ns, server_port, frame_base),
+                margin,
+                window_real,
+                keep,
+            )),
+            String::new(),
+        ),
+        PacketsOut::Off => (None, "packet capture off (--no-capture, or --path veth)".to_string()),
+        PacketsOut::Failed(why) => (None, format!("no packets captured: {why}")),
+    }
+}
+
+/// A row's latency figures and verdict.
+struct Judged {
+    latency: Latency,
+    slow: u64,
+    /// The histogram behind `latency`, for the HTML report (not in the JSON).
+    dist: report::LatencyDist,
+    summary: analyze::StallSummary,
+    verdict: verdict::Verdict,
+}
+
+/// Latency, slow samples and the verdict: a stream's from its throughput and ACK pattern, a
+/// round program's from its rounds (`threshold` ns above which a round is slow).
+fn judge(
+    program: &Program,
+    cli: &ClientOut,
+    (wire, wall_s): (&Wire, f64),
+    threshold: u64,
+    recs: Records<'_>,
+    corroboration: &Corroboration,
+) -> Judged {
+    match program {
         Program::Stream { .. } => {
             let h = cli.stream.as_ref();
             let facts = verdict::StreamFacts {
@@ -122,19 +182,21 @@ pub(crate) fn assemble(
                 data_segs: wire.client.data_segs_out,
                 pure_acks: wire.server.non_data_segs_out,
             };
-            let latency = h.map(measure::latency).unwrap_or_default();
-            latency_dist = h.map(report::LatencyDist::from_histogram_ns).unwrap_or_default();
-            let slow = h.map_or(0, |h| h.count_between(threshold.max(1), u64::MAX));
-            (latency, slow, verdict::stream(recs, &facts, &corroboration))
+            let (summary, verdict) = verdict::stream(recs, &facts, corroboration);
+            Judged {
+                latency: h.map(measure::latency).unwrap_or_default(),
+                slow: h.map_or(0, |h| h.count_between(threshold.max(1), u64::MAX)),
+                dist: h.map(report::LatencyDist::from_histogram_ns).unwrap_or_default(),
+                summary,
+                verdict,
+            }
         }
         Program::Rounds(p) => {
             let waits = measure::stalls(&cli.rec.waits, threshold);
             let slow: Vec<u64> = waits.iter().map(|w| w.ns).collect();
             // Stalls are counted against measured rounds (seed 002 stalls once per round of
             // three reads), as the key's one-in-ten rule reads.
-            let samples = cli.rounds;
             let reads = p.sample == scenario::Sample::ClientRecv;
-            let unit = "rounds";
             // Reads per round: where in the round the slow samples fall (seed 002: the third).
             let k = p.client.round.iter().filter(|s| matches!(s, scenario::Step::Recv(_))).count() as u32;
             let slow_at = match waits.first() {
@@ -143,47 +205,17 @@ pub(crate) fn assemble(
                 }
                 _ => None,
             };
-            let v = verdict::rounds(recs, samples, unit, &slow, slow_at, &corroboration);
+            let (summary, verdict) = verdict::rounds(recs, cli.rounds, "rounds", &slow, slow_at, corroboration);
             let h = measure::histogram_of(&cli.rec.samples);
-            latency_dist = report::LatencyDist::from_histogram_ns(&h);
-            (measure::latency(&h), slow.len() as u64, v)
+            Judged {
+                latency: measure::latency(&h),
+                slow: slow.len() as u64,
+                dist: report::LatencyDist::from_histogram_ns(&h),
+                summary,
+                verdict,
+            }
         }
-    };
-    let mut row = RunResult {
-        strategy: pair.label.clone(),
-        variant: String::new(),
-        client: cli.side.applied,
-        server: srv.applied,
-        rounds: cli.rounds,
-        latency_us,
-        slow_samples,
-        slow_sample_threshold_us: threshold as f64 / 1000.0,
-        stall_count: trace.as_ref().map(|_| summary.stall_count),
-        stall_summary: summary,
-        stall_records: records,
-        measured_from_ns: trace.as_ref().map_or(0, |t| t.window.0),
-        measured_to_ns: trace.as_ref().map_or(0, |t| t.window.1),
-        capture: trace.as_ref().map(|t| t.capture.clone()),
-        wall_s,
-        throughput_bytes_per_s,
-        wire,
-        cpu: match (cli.side.cpu_ns, srv.cpu_ns) {
-            (Some(c), Some(s)) => Some(crate::cpu::cost(c, s, cli.rounds, cli.wall.as_nanos() as u64)),
-            _ => None,
-        },
-        tcp: Some(tcp),
-        netstat,
-        verdict: verdict.text,
-        verdict_key: verdict.key,
-        latency_dist: Some(latency_dist),
-        packets: Vec::new(),
-        samples_ns: cli.rec.samples.clone(),
-    };
-    let trace = trace.map(|mut t| {
-        row.packets = std::mem::take(&mut t.events);
-        t
-    });
-    (row, trace.map(|t| t.analysis))
+    }
 }
 
 /// A row's packets, decoded and classified.

@@ -2,14 +2,34 @@
 //! seed's knobs, and the columns that explain it: throughput, data segments and pure ACKs
 //! (the receiver's sent, the sender's received, from tcp_info), and CPU on each side (its
 //! thread's user+system time, its CPU's softirq time from /proc/stat, NET_RX/NET_TX from
-//! /proc/softirqs), read before and after the row only.
+//! /proc/softirqs), read before and after the row only. [`run_matrix`] runs every row,
+//! summarises each (medians, a bootstrap interval of the throughput) and states the seed's
+//! findings with this machine's numbers: the document `report::seed003` prints.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use rand::SeedableRng;
+use report::seed003::{fmt_ratio, Interval, Seed003Doc, Seed003Row};
 use scenario::{SideOpts, StrategyPair, Workload};
 
 use crate::veth::{CpuSnapshot, Knobs, VethPath};
-use crate::{LabOptions, RunResult};
+use crate::{LabError, LabOptions, RunResult};
+
+pub use report::seed003::Measured;
+
+/// Why one run of a row failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Seed003Error {
+    /// The veth pair or its knobs could not be set up.
+    #[error("{0}")]
+    Veth(String),
+    /// The row's socket options did not parse (a bug in [`matrix`]).
+    #[error("{0}")]
+    Strategy(String),
+    /// The run itself failed.
+    #[error(transparent)]
+    Run(#[from] LabError),
+}
 
 /// One row: the knobs, and the receiver's TCP_QUICKACK after every recv (the socket way).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,44 +69,17 @@ pub fn matrix() -> Vec<Row> {
     ]
 }
 
-/// What one run of a row measured.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct Measured {
-    pub throughput_bits_per_s: f64,
-    pub bytes: u64,
-    /// Data segments the sender sent, pure ACKs the receiver sent (before any filter), and the
-    /// segments the sender's TCP received (the ACKs that got through).
-    pub data_segments: u64,
-    pub receiver_pure_acks: u64,
-    pub sender_acks_received: Option<u64>,
-    /// Pure ACKs per data segment at the sender (received) and at the receiver (sent).
-    pub acks_per_data_at_sender: f64,
-    pub acks_per_data_at_receiver: f64,
-    /// Share of the sender's / receiver's CPU time spent in softirq during the row.
-    pub sender_softirq_share: f64,
-    pub receiver_softirq_share: f64,
-    pub sender_net_rx: u64,
-    pub sender_net_tx: u64,
-    pub receiver_net_rx: u64,
-    pub receiver_net_tx: u64,
-    /// CPU seconds per GB moved: the side's thread (user+system) plus its CPU's softirq time.
-    pub sender_cpu_s_per_gb: f64,
-    pub receiver_cpu_s_per_gb: f64,
-    /// The knobs as read back (ethtool -k, ip route, iptables -S).
-    pub readback: String,
-}
-
 fn clk_tck() -> f64 {
     nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().map_or(100.0, |v| v as f64)
 }
 
 /// Runs one row for `duration` on a fresh veth pair. Needs root.
-pub fn run_one(row: &Row, duration: Duration, opts: &LabOptions) -> Result<Measured, String> {
-    let path = VethPath::open(&row.knobs)?;
+pub fn run_one(row: &Row, duration: Duration, opts: &LabOptions) -> Result<Measured, Seed003Error> {
+    let path = VethPath::open(&row.knobs).map_err(|e| Seed003Error::Veth(e.to_string()))?;
     // 128 KiB writes, as iperf3's: the bench compares the two on the same pair.
     let w = Workload::Stream(scenario::Stream { duration_ms: duration.as_millis() as u32, write_size: 131_072 });
     let server = if row.socket_quickack {
-        SideOpts::parse_list("quickack-each").map_err(|e| e.to_string())?
+        SideOpts::parse_list("quickack-each").map_err(Seed003Error::Strategy)?
     } else {
         SideOpts::none()
     };
@@ -102,8 +95,7 @@ pub fn run_one(row: &Row, duration: Duration, opts: &LabOptions) -> Result<Measu
         ..opts.clone()
     };
     let before = CpuSnapshot::read();
-    let r: RunResult =
-        crate::run_pair(&w, &pair, &path.placement(&row.knobs.label()), &o).map_err(|e| e.to_string())?;
+    let r: RunResult = crate::run_pair(&w, &pair, &path.placement(&row.knobs.label()), &o)?;
     let after = CpuSnapshot::read();
     let (tx_cpu, rx_cpu) = path.cpus;
     let (tx_share, tx_rx, tx_tx, tx_si) = delta(&before, &after, tx_cpu);
@@ -141,4 +133,263 @@ pub fn run_one(row: &Row, duration: Duration, opts: &LabOptions) -> Result<Measu
 fn delta(a: &CpuSnapshot, b: &CpuSnapshot, cpu: usize) -> (f64, u64, u64, u64) {
     let (share, rx, tx) = a.delta(b, cpu);
     (share, rx, tx, a.softirq_ticks(b, cpu))
+}
+
+/// `--matrix seed003`: every row `reps` times for `duration`, interleaved.
+#[derive(Debug, Clone)]
+pub struct MatrixRequest {
+    pub reps: u32,
+    pub duration: Duration,
+    pub opts: LabOptions,
+}
+
+/// Where [`run_matrix`] is, for a progress bar: a run of the row named starts, a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress<'a> {
+    Start(&'a str),
+    Done,
+}
+
+/// One row's runs: what they measured, the runs that failed twice (last reason) and the runs
+/// that failed once and were run again (first try's reason).
+#[derive(Debug, Clone, Default)]
+struct Runs {
+    measured: Vec<Measured>,
+    failed: Vec<String>,
+    retried: Vec<String>,
+}
+
+/// Runs the matrix (root: namespaces and a veth pair) and returns the document: each row
+/// summarised, then the findings. A run that fails (the connection stops making progress when
+/// too few ACKs get through, or a namespace's connection is not up yet: "Transport endpoint is
+/// not connected") is run once more; one that fails twice is counted in its row; the other
+/// rows go on.
+pub fn run_matrix(req: &MatrixRequest, progress: &mut dyn FnMut(Progress<'_>)) -> Seed003Doc {
+    let rows = matrix();
+    let started = Instant::now();
+    let mut got: Vec<Runs> = rows.iter().map(|_| Runs::default()).collect();
+    for _ in 0..req.reps {
+        for (row, runs) in rows.iter().zip(&mut got) {
+            progress(Progress::Start(&row.name));
+            match run_one(row, req.duration, &req.opts) {
+                Ok(m) => runs.measured.push(m),
+                Err(first) => match run_one(row, req.duration, &req.opts) {
+                    Ok(m) => {
+                        runs.measured.push(m);
+                        runs.retried.push(first.to_string());
+                    }
+                    Err(e) => runs.failed.push(e.to_string()),
+                },
+            }
+            progress(Progress::Done);
+        }
+    }
+    // A fixed seed: the same runs give the same intervals.
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+    let out: Vec<Seed003Row> = rows.iter().zip(got).map(|(row, runs)| summarise(row, runs, &mut rng)).collect();
+    Seed003Doc {
+        tool: "tcpstall",
+        version: env!("CARGO_PKG_VERSION"),
+        schema_version: report::SCHEMA_VERSION,
+        mode: "lab",
+        scenario: "stream",
+        matrix: "seed003",
+        kernel: crate::kernel_release(),
+        duration_s_per_run: req.duration.as_secs_f64(),
+        elapsed_s: started.elapsed().as_secs_f64(),
+        findings: findings(&out),
+        rows: out,
+        reps: req.reps,
+        cpus: VethPath::cpus_here(),
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// A row's medians over its runs and the throughput's median with its 95% bootstrap interval
+/// (advise's two-stage bootstrap over runs, in kbit/s, then Gbit/s).
+fn summarise(row: &Row, r: Runs, rng: &mut rand::rngs::SmallRng) -> Seed003Row {
+    let m = r.measured;
+    let runs: Vec<Vec<u64>> = m.iter().map(|x| vec![(x.throughput_bits_per_s / 1e3) as u64]).collect();
+    let q = if runs.is_empty() {
+        advise::Interval { est: f64::NAN, lo: f64::NAN, hi: f64::NAN }
+    } else {
+        advise::bootstrap_quantiles(&runs, &[0.5], 1000, rng)[0]
+    };
+    let g = |x: f64| x / 1e6;
+    let med = |f: fn(&Measured) -> f64| median(m.iter().map(f).collect());
+    Seed003Row {
+        name: row.name.clone(),
+        seed_row: row.seed_row,
+        runs: m.len() as u64,
+        throughput_gbit_per_s: Interval { est: g(q.est), lo: g(q.lo), hi: g(q.hi) },
+        acks_per_data_at_sender: med(|x| x.acks_per_data_at_sender),
+        acks_per_data_at_receiver: med(|x| x.acks_per_data_at_receiver),
+        sender_softirq_share: med(|x| x.sender_softirq_share),
+        receiver_softirq_share: med(|x| x.receiver_softirq_share),
+        sender_cpu_s_per_gb: med(|x| x.sender_cpu_s_per_gb),
+        receiver_cpu_s_per_gb: med(|x| x.receiver_cpu_s_per_gb),
+        readback: m.first().map(|x| x.readback.clone()).unwrap_or_default(),
+        measured: m,
+        failed: r.failed,
+        retried: r.retried,
+    }
+}
+
+fn gbit(r: &Seed003Row) -> f64 {
+    r.throughput_gbit_per_s.est
+}
+
+/// One line per conclusion of the seed, with this machine's numbers (a conclusion whose rows
+/// are missing is left out).
+pub fn findings(rows: &[Seed003Row]) -> Vec<String> {
+    let by = |name: &str| rows.iter().find(|r| r.name == name);
+    [pure_acks(&by), gro(&by), sender_drops(&by), tso(&by)].into_iter().flatten().collect()
+}
+
+type By<'a, 'b> = dyn Fn(&str) -> Option<&'a Seed003Row> + 'b;
+
+/// 1. Pure ACKs cost throughput in proportion (MSS segments: TSO off, GRO off).
+fn pure_acks(by: &By<'_, '_>) -> Option<String> {
+    let (q, d) = (by("2 no GRO, quick ACK, no TSO")?, by("no GRO, delayed ACK, no TSO")?);
+    let t = gbit;
+    let mut line = format!(
+        "pure ACKs against throughput (GRO off, TSO off): quick ACK by route {} at {:.2} Gbit/s, delayed ACK {} at {:.2}",
+        fmt_ratio(q.acks_per_data_at_sender),
+        t(q),
+        fmt_ratio(d.acks_per_data_at_sender),
+        t(d)
+    );
+    if let Some(sq) = by("no GRO, socket quick ACK, no TSO") {
+        line += &format!(", quick ACK by socket {} at {:.2}", fmt_ratio(sq.acks_per_data_at_sender), t(sq));
+    }
+    for name in ["4 no GRO, quick ACK, rx drops 3/4, no TSO", "no GRO, quick ACK, rx drops 7/8, no TSO"] {
+        let Some(r) = by(name) else { continue };
+        let shown = name.trim_start_matches("4 ");
+        if r.runs > 0 {
+            line += &format!("; {shown} {} at {:.2}", fmt_ratio(r.acks_per_data_at_sender), t(r));
+        } else {
+            line += &format!("; {shown}: the stream stopped (too few ACKs got through)");
+        }
+    }
+    let agrees = t(d) > t(q) && !d.throughput_gbit_per_s.overlaps(&q.throughput_gbit_per_s);
+    line += if agrees {
+        ": more pure ACKs, less throughput, as the seed says; thinning them does not buy it back here"
+    } else {
+        ": this machine does not show the seed's cost of pure ACKs (intervals overlap or reversed)"
+    };
+    Some(line)
+}
+
+/// 2. GRO/LRO reduces pure ACKs.
+fn gro(by: &By<'_, '_>) -> Option<String> {
+    let (on, off) = (by("GRO, delayed ACK, no TSO")?, by("no GRO, delayed ACK, no TSO")?);
+    Some(format!(
+        "GRO: the receiver sent {} pure ACKs per data segment with GRO on and {} with it off ({:.2} against {:.2} Gbit/s){}",
+        fmt_ratio(on.acks_per_data_at_receiver),
+        fmt_ratio(off.acks_per_data_at_receiver),
+        gbit(on),
+        gbit(off),
+        if on.acks_per_data_at_receiver < off.acks_per_data_at_receiver {
+            ": GRO reduces them, as the seed says"
+        } else {
+            ": GRO did not reduce them here"
+        }
+    ))
+}
+
+/// 3. Dropping ACKs at the sender does not help.
+fn sender_drops(by: &By<'_, '_>) -> Option<String> {
+    let (drop, q) = (by("5 no GRO, quick ACK, TSO, tx drops 1/2")?, by("no GRO, quick ACK, TSO")?);
+    let same = drop.throughput_gbit_per_s.overlaps(&q.throughput_gbit_per_s) || gbit(drop) <= gbit(q);
+    Some(format!(
+        "sender-side drops: {:.2} Gbit/s with half the pure ACKs dropped at the sender's INPUT against {:.2} without \
+         (sender softirq {:.0}% against {:.0}%){}",
+        gbit(drop),
+        gbit(q),
+        100.0 * drop.sender_softirq_share,
+        100.0 * q.sender_softirq_share,
+        if same {
+            ": no gain, as the seed says (the softirq work is spent before the drop)"
+        } else {
+            ": this machine gains from them, unlike the seed"
+        }
+    ))
+}
+
+/// 4. TSO matters little.
+fn tso(by: &By<'_, '_>) -> Option<String> {
+    let (off, on) = (by("2 no GRO, quick ACK, no TSO")?, by("no GRO, quick ACK, TSO")?);
+    let r = gbit(off) / gbit(on);
+    Some(format!(
+        "TSO: {:.2} Gbit/s without against {:.2} with (ratio {r:.2}){}",
+        gbit(off),
+        gbit(on),
+        if (0.8..=1.25).contains(&r) {
+            ": it matters little, as the seed says"
+        } else {
+            ": it matters here on veth (software segmentation costs the sender's CPU), unlike the seed's NIC"
+        }
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, gbit: f64, at_sender: f64, runs: u64) -> Seed003Row {
+        Seed003Row {
+            name: name.into(),
+            seed_row: None,
+            runs,
+            throughput_gbit_per_s: Interval { est: gbit, lo: gbit * 0.95, hi: gbit * 1.05 },
+            acks_per_data_at_sender: at_sender,
+            acks_per_data_at_receiver: at_sender,
+            sender_softirq_share: 0.2,
+            receiver_softirq_share: 0.3,
+            sender_cpu_s_per_gb: 1.0,
+            receiver_cpu_s_per_gb: 1.0,
+            readback: String::new(),
+            measured: Vec::new(),
+            failed: Vec::new(),
+            retried: Vec::new(),
+        }
+    }
+
+    /// The seed's conclusions from the rows that test them: more pure ACKs, less throughput;
+    /// a stopped stream is said so; a conclusion without its rows is left out.
+    #[test]
+    fn findings_compare_the_rows_that_test_each_conclusion() {
+        let rows = vec![
+            row("2 no GRO, quick ACK, no TSO", 1.0, 1.0, 3),
+            row("no GRO, delayed ACK, no TSO", 2.0, 0.5, 3),
+            row("no GRO, quick ACK, rx drops 7/8, no TSO", f64::NAN, f64::NAN, 0),
+            row("no GRO, quick ACK, TSO", 1.1, 1.0, 3),
+        ];
+        let f = findings(&rows);
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert!(f[0].starts_with("pure ACKs against throughput (GRO off, TSO off): quick ACK by route 1:1 at 1.00 Gbit/s, delayed ACK 1:2 at 2.00"), "{f:?}");
+        assert!(f[0].contains("; no GRO, quick ACK, rx drops 7/8, no TSO: the stream stopped"), "{f:?}");
+        assert!(f[0].ends_with("as the seed says; thinning them does not buy it back here"), "{f:?}");
+        assert!(
+            f[1].starts_with("TSO: 1.00 Gbit/s without against 1.10 with (ratio 0.91): it matters little"),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn a_row_without_runs_has_no_figures() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+        let r = summarise(&matrix()[0], Runs { failed: vec!["stopped".into()], ..Runs::default() }, &mut rng);
+        assert_eq!(r.runs, 0);
+        assert!(r.throughput_gbit_per_s.est.is_nan() && r.sender_softirq_share.is_nan());
+        assert_eq!(r.failed, ["stopped"]);
+    }
 }

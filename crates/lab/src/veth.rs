@@ -69,18 +69,35 @@ pub struct VethPath {
     pub cpus: (usize, usize),
 }
 
-fn run(args: &[&str]) -> Result<String, String> {
+/// Why the veth path could not be set up: a tool that would not start or that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum VethError {
+    #[error("{tool}: {source} (is it installed? .ci/run installs iproute2, ethtool, iptables)")]
+    Spawn {
+        tool: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The command ran and exited non-zero; its standard error, trimmed.
+    #[error("`{command}` failed: {stderr}")]
+    Failed { command: String, stderr: String },
+}
+
+fn run(args: &[&str]) -> Result<String, VethError> {
     let out = Command::new(args[0])
         .args(&args[1..])
         .output()
-        .map_err(|e| format!("{}: {e} (is it installed? .ci/run installs iproute2, ethtool, iptables)", args[0]))?;
+        .map_err(|source| VethError::Spawn { tool: args[0].to_string(), source })?;
     if !out.status.success() {
-        return Err(format!("`{}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(VethError::Failed {
+            command: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn in_ns(ns: &str, args: &[&str]) -> Result<String, String> {
+fn in_ns(ns: &str, args: &[&str]) -> Result<String, VethError> {
     let mut v = vec!["ip", "netns", "exec", ns];
     v.extend_from_slice(args);
     run(&v)
@@ -88,7 +105,7 @@ fn in_ns(ns: &str, args: &[&str]) -> Result<String, String> {
 
 impl VethPath {
     /// Creates the pair with `knobs` applied. Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN).
-    pub fn open(knobs: &Knobs) -> Result<VethPath, String> {
+    pub fn open(knobs: &Knobs) -> Result<VethPath, VethError> {
         let pid = std::process::id();
         let mut p = VethPath {
             tx_ns: format!("{PREFIX}{pid}-tx"),
@@ -103,7 +120,7 @@ impl VethPath {
         Ok(p)
     }
 
-    fn setup(&self, k: &Knobs) -> Result<String, String> {
+    fn setup(&self, k: &Knobs) -> Result<String, VethError> {
         let (tx, rx) = (self.tx_ns.as_str(), self.rx_ns.as_str());
         run(&["ip", "netns", "add", tx])?;
         run(&["ip", "netns", "add", rx])?;
@@ -134,6 +151,13 @@ impl VethPath {
         for (ns, dev, cpu) in [(tx, &self.tx_dev, self.cpus.0), (rx, &self.rx_dev, self.cpus.1)] {
             in_ns(ns, &["sh", "-c", &format!("echo {} > /sys/class/net/{dev}/queues/rx-0/rps_cpus", mask(cpu))])?;
         }
+        self.apply(k)?;
+        Ok(self.readback())
+    }
+
+    /// The seed's knobs inside the namespaces: GRO/LRO, TSO/GSO, route quickack, ACK thinning.
+    fn apply(&self, k: &Knobs) -> Result<(), VethError> {
+        let (tx, rx) = (self.tx_ns.as_str(), self.rx_ns.as_str());
         let onoff = |off: bool| if off { "off" } else { "on" };
         in_ns(rx, &["ethtool", "-K", &self.rx_dev, "gro", onoff(k.rx_gro_off)])?;
         // veth has no LRO; ask, and ignore "not supported" (read back below says what holds).
@@ -147,7 +171,7 @@ impl VethPath {
         // Pure ACKs (ACK alone, no SYN/FIN/RST, 40-80 bytes: IPv4 + TCP + timestamps and a
         // few SACK blocks) kept 1 in N: the first rule passes every Nth, the second drops the
         // rest (iptables-extensions(8): statistic --mode nth).
-        let thin = |ns: &str, chain: &str, n: u32| -> Result<(), String> {
+        let thin = |ns: &str, chain: &str, n: u32| -> Result<(), VethError> {
             let base = ["-p", "tcp", "--tcp-flags", "SYN,FIN,RST,ACK", "ACK", "-m", "length", "--length", "40:80"];
             let every = n.to_string();
             let mut keep = vec!["iptables", "-w", "-A", chain];
@@ -177,7 +201,12 @@ impl VethPath {
         if let Some(n) = k.drop_tx_acks {
             thin(tx, "INPUT", n)?;
         }
-        // Read back what holds.
+        Ok(())
+    }
+
+    /// What holds after `apply`, read back with ethtool -k, ip route and iptables -S.
+    fn readback(&self) -> String {
+        let (tx, rx) = (self.tx_ns.as_str(), self.rx_ns.as_str());
         let feature = |ns: &str, dev: &str, name: &str| -> String {
             in_ns(ns, &["ethtool", "-k", dev])
                 .ok()
@@ -188,7 +217,7 @@ impl VethPath {
         let rules = |ns: &str| {
             in_ns(ns, &["iptables", "-w", "-S"]).unwrap_or_default().lines().filter(|l| l.starts_with("-A")).count()
         };
-        Ok(format!(
+        format!(
             "receiver {}; {}; sender {}; {}; route quickack {}; iptables rules rx {} tx {}; cpus tx {} rx {}",
             feature(rx, &self.rx_dev, "generic-receive-offload"),
             feature(rx, &self.rx_dev, "large-receive-offload"),
@@ -199,7 +228,7 @@ impl VethPath {
             rules(tx),
             self.cpus.0,
             self.cpus.1
-        ))
+        )
     }
 
     /// The namespaces' names (sender, receiver), for `ip netns exec`.

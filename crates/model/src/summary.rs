@@ -4,7 +4,7 @@
 //! release reasons are not used for the verdict: they are the oracle the classifier is tested
 //! against (tests/oracle.rs).
 
-use report::{Applied, Latency, Report, RunResult, TcpSides, TcpStats, Wire, WireSide};
+use report::{Applied, Latency, Measured, Report, RunResult, TcpSides, TcpStats, Wire, WireSide};
 use scenario::{Scenario, StrategyPair, Workload};
 use std::collections::BTreeMap;
 use trace::VerdictKey;
@@ -66,8 +66,6 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
     // Like the lab: the measured rounds' wall time (prologue, warm-up and epilogue excluded),
     // and the payload sent in them.
     let wall_s = out.measured_to.saturating_sub(out.measured_from) as f64 / 1e9;
-    let payload = out.sides[0].counters.bytes_sent + out.sides[1].counters.bytes_sent;
-    let throughput_bytes_per_s = if wall_s > 0.0 { payload as f64 / wall_s } else { 0.0 };
     let wire = Wire { client: wire_side(&out.sides[0]), server: wire_side(&out.sides[1]) };
     let tcp = TcpSides { client: tcp_stats(&out.sides[0]), server: tcp_stats(&out.sides[1]) };
     let mut netstat = BTreeMap::new();
@@ -90,7 +88,7 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
         let ratio = if acks > 0 { c.data_segs_out as f64 / acks as f64 } else { 0.0 };
         let verdict = format!(
             "stream: {:.1} MB/s, {} data segments, {} pure ACKs (1 ACK per {:.1} segments)",
-            throughput_bytes_per_s / 1e6,
+            wire.throughput_bytes_per_s(wall_s) / 1e6,
             c.data_segs_out,
             acks,
             ratio
@@ -100,7 +98,7 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
         let (latency, slow, threshold) = latency_and_slow_samples(out);
         (latency, slow, threshold, key, text)
     };
-    RunResult {
+    RunResult::from(Measured {
         strategy: pair.label.clone(),
         variant: variant.to_string(),
         client: applied(&pair.client, client, &out.sides[0]),
@@ -108,15 +106,13 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
         rounds: if out.stream { out.writes } else { out.sample_stats.count },
         latency_us: latency,
         slow_samples,
-        slow_sample_threshold_us: threshold_ns as f64 / 1e3,
-        stall_count: Some(summary.stall_count),
+        slow_sample_threshold_ns: threshold_ns,
+        classified: true,
         stall_summary: summary,
         stall_records: records,
-        measured_from_ns: out.measured_from,
-        measured_to_ns: out.measured_to,
+        window_ns: (out.measured_from, out.measured_to),
         capture: None,
         wall_s,
-        throughput_bytes_per_s,
         wire,
         cpu: None,
         tcp: Some(tcp),
@@ -134,7 +130,7 @@ pub fn run_result(out: &Outcome, pair: &StrategyPair, variant: &str, client: &Pr
         // simulate hands the report its Outcome::trace directly.
         packets: Vec::new(),
         samples_ns: if out.stream { Vec::new() } else { out.samples.iter().map(|s| s.latency).collect() },
-    }
+    })
 }
 
 fn tcp_stats(s: &SideEnd) -> TcpStats {
@@ -234,96 +230,116 @@ pub struct Keep {
 /// run's memory does not grow with its rounds (the classifier reads the segments as the model
 /// sends them), except for one round's latency (8 bytes) while its row is summarised.
 pub fn report_kept(scenario: &Scenario, pairs: &[StrategyPair], spec: &RunSpec, keep: Keep) -> (Report, Vec<Outcome>) {
-    let record_trace = keep.trace;
-    let keep_samples = keep.trace || keep.samples;
-    let slim = |row: &mut RunResult, out: &mut Outcome| {
-        if !keep.samples {
-            row.samples_ns = Vec::new();
-        }
-        if !keep.trace {
-            out.samples = Vec::new();
-        }
-    };
-    let mut results = Vec::new();
+    let profile = spec.profiles.iter().map(|(c, s)| profile_label(c, s)).collect::<Vec<_>>().join(",");
+    let mut report = Report::new("simulate", &scenario.name, scenario.workload.params_json(), &spec.link_label);
+    report.profile = Some(profile);
     let mut outcomes = Vec::new();
-    let mut errors = Vec::new();
     let many = spec.profiles.len() > 1;
     for (client, server) in &spec.profiles {
         let pname = profile_label(client, server);
         for (variant, workload) in scenario.workload.variants() {
+            let cfg = sim_config(client, server, spec, &workload, keep);
+            let label = match (many, variant.is_empty()) {
+                (true, true) => format!("profile={pname}"),
+                (true, false) => format!("profile={pname} {variant}"),
+                (false, _) => variant.clone(),
+            };
             for pair in pairs {
-                let mut cfg = SimConfig::new(client, server, spec.link.clone());
-                cfg.seed = spec.seed;
-                cfg.mss = spec.mss;
-                cfg.timestamps = spec.timestamps;
-                // The classifier reads the packets as the run sends them (memory flat in rounds);
-                // a stream has no stall verdict and millions of segments. The trace is kept only
-                // for the caller's --trace/--pcap/--report.
-                cfg.record_trace = record_trace;
-                cfg.keep_samples = keep_samples;
-                if !matches!(workload, Workload::Stream(_)) {
-                    cfg.classify = Some(classifier_config(client, server));
+                let row = Row { workload: &workload, pair, label: &label, profiles: (client, server), keep };
+                let (done, error) = row.run(&cfg);
+                if let Some((r, out)) = done {
+                    report.results.push(r);
+                    outcomes.push(out);
                 }
-                cfg.call_ns = spec.call_ns;
-                let label = match (many, variant.is_empty()) {
-                    (true, true) => format!("profile={pname}"),
-                    (true, false) => format!("profile={pname} {variant}"),
-                    (false, _) => variant.clone(),
-                };
-                if let Some((one, n)) = workload.per_connection() {
-                    // connection = "new": one single-round connection per round (seeded apart, so
-                    // a lossy link differs between them), folded into one row; the outcome kept
-                    // is the first connection's (its trace for --trace/--pcap/--report).
-                    let mut rows = Vec::new();
-                    let mut first = None;
-                    for k in 0..n {
-                        let c = SimConfig { seed: spec.seed.wrapping_add(u64::from(k)), ..cfg.clone() };
-                        match run_one(&one, pair, &c) {
-                            Ok(mut out) => {
-                                let mut row = run_result(&out, pair, &label, client, server);
-                                slim(&mut row, &mut out);
-                                rows.push(row);
-                                first.get_or_insert(out);
-                            }
-                            Err(e) => {
-                                errors.push(format!("{} {} (connection {}): {e}", pair.label, label, k + 1));
-                                break;
-                            }
-                        }
-                    }
-                    if let (Some(row), Some(out)) = (report::merge_connections(&rows), first) {
-                        results.push(row);
-                        outcomes.push(out);
-                    }
-                    continue;
-                }
-                match run_one(&workload, pair, &cfg) {
-                    Ok(mut out) => {
-                        let mut row = run_result(&out, pair, &label, client, server);
-                        slim(&mut row, &mut out);
-                        results.push(row);
-                        outcomes.push(out);
-                    }
-                    Err(e) => errors.push(format!("{} {}: {e}", pair.label, label)),
-                }
+                report.errors.extend(error);
             }
         }
     }
-    let profile = spec.profiles.iter().map(|(c, s)| profile_label(c, s)).collect::<Vec<_>>().join(",");
-    let report = Report {
-        tool: "tcpstall".into(),
-        version: env!("CARGO_PKG_VERSION").into(),
-        schema_version: report::SCHEMA_VERSION,
-        kernel: None,
-        profile: Some(profile),
-        mode: "simulate".into(),
-        scenario: scenario.name.clone(),
-        params: scenario.workload.params_json(),
-        link: spec.link_label.clone(),
-        results,
-        errors,
-    };
     (report, outcomes)
+}
+
+/// The model's configuration for one profile pair and workload.
+fn sim_config<'a>(
+    client: &'a Profile,
+    server: &'a Profile,
+    spec: &RunSpec,
+    workload: &Workload,
+    keep: Keep,
+) -> SimConfig<'a> {
+    let mut cfg = SimConfig::new(client, server, spec.link.clone());
+    cfg.seed = spec.seed;
+    cfg.mss = spec.mss;
+    cfg.timestamps = spec.timestamps;
+    // The classifier reads the packets as the run sends them (memory flat in rounds); a stream
+    // has no stall verdict and millions of segments. The trace is kept only for the caller's
+    // --trace/--pcap/--report.
+    cfg.record_trace = keep.trace;
+    cfg.keep_samples = keep.trace || keep.samples;
+    if !matches!(workload, Workload::Stream(_)) {
+        cfg.classify = Some(classifier_config(client, server));
+    }
+    cfg.call_ns = spec.call_ns;
+    cfg
+}
+
+/// One row of the report: one strategy pair on one workload variant and profile pair.
+struct Row<'a> {
+    workload: &'a Workload,
+    pair: &'a StrategyPair,
+    label: &'a str,
+    profiles: (&'a Profile, &'a Profile),
+    keep: Keep,
+}
+
+impl Row<'_> {
+    /// The row and the outcome kept for it, and the error line that stopped it: with
+    /// connection = "new" the connections before an error still make a row.
+    fn run(&self, cfg: &SimConfig<'_>) -> (Option<(RunResult, Outcome)>, Option<String>) {
+        let Some((one, n)) = self.workload.per_connection() else {
+            return match self.one(self.workload, cfg) {
+                Ok(done) => (Some(done), None),
+                Err(e) => (None, Some(format!("{} {}: {e}", self.pair.label, self.label))),
+            };
+        };
+        // connection = "new": one single-round connection per round (seeded apart, so a lossy
+        // link differs between them), folded into one row; the outcome kept is the first
+        // connection's (its trace for --trace/--pcap/--report).
+        let mut rows = Vec::new();
+        let mut first = None;
+        let mut error = None;
+        for k in 0..n {
+            let c = SimConfig { seed: cfg.seed.wrapping_add(u64::from(k)), ..cfg.clone() };
+            match self.one(&one, &c) {
+                Ok((row, out)) => {
+                    rows.push(row);
+                    first.get_or_insert(out);
+                }
+                Err(e) => {
+                    error = Some(format!("{} {} (connection {}): {e}", self.pair.label, self.label, k + 1));
+                    break;
+                }
+            }
+        }
+        let done = match (report::merge_connections(&rows), first) {
+            (Some(row), Some(out)) => Some((row, out)),
+            _ => None,
+        };
+        (done, error)
+    }
+
+    /// One connection's run and row, slimmed to what `keep` asks for.
+    fn one(&self, w: &Workload, cfg: &SimConfig<'_>) -> Result<(RunResult, Outcome), ModelError> {
+        let (client, server) = self.profiles;
+        let mut out = run_one(w, self.pair, cfg)?;
+        let mut row = run_result(&out, self.pair, self.label, client, server);
+        if !self.keep.samples {
+            row.samples_ns = Vec::new();
+        }
+        if !self.keep.trace {
+            out.samples = Vec::new();
+        }
+        Ok((row, out))
+    }
 }
 
 fn run_one(w: &Workload, pair: &StrategyPair, cfg: &SimConfig) -> Result<Outcome, ModelError> {

@@ -143,7 +143,7 @@ impl Session {
         place: &Placement,
         lab: &LabOptions,
     ) -> Result<RunResult, String> {
-        let p = lab::remote::round_program(workload)?;
+        let p = lab::remote::round_program(workload).map_err(|e| e.to_string())?;
         let run = self.next_run;
         self.next_run += 1;
         // The data socket is bound first: its port names the connection in both hosts' captures.
@@ -265,7 +265,7 @@ pub fn run_scenario(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Report, String> {
     for (_, w) in s.workload.variants() {
-        lab::remote::round_program(&w)?;
+        lab::remote::round_program(&w).map_err(|e| e.to_string())?;
     }
     let mut session = Session::connect(addr, key, opts.io_timeout)?;
     session.clock(PINGS)?;

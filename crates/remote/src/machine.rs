@@ -258,7 +258,7 @@ impl ServerMachine {
         for o in [&r.client, &r.server] {
             scenario::SideOpts::new(o.opts().to_vec()).map_err(|e| format!("invalid strategy: {e}"))?;
         }
-        let p = lab::remote::round_program(&r.workload)?;
+        let p = lab::remote::round_program(&r.workload).map_err(|e| e.to_string())?;
         let bytes = lab::remote::program_bytes(&p);
         if bytes > self.limits.max_run_bytes {
             return Err(format!(

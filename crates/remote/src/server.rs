@@ -427,7 +427,7 @@ fn start_run(
     token: [u8; 32],
     sh: &Shared,
     done: mpsc::Sender<Ev>,
-    capture: Result<lab::remote::HostCapture, String>,
+    capture: Result<lab::remote::HostCapture, lab::remote::CaptureError>,
 ) -> Result<Running, String> {
     let (dtx, drx) = mpsc::sync_channel::<TcpStream>(1);
     sh.tokens.lock().map_err(|_| "token table poisoned".to_string())?.insert(token, dtx);
@@ -455,9 +455,9 @@ fn run_side(
     rounds: &mpsc::Receiver<()>,
     cancel: &lab::Cancel,
     (wait, max_run, io_timeout): (Duration, Duration, Duration),
-    capture: (Result<lab::remote::HostCapture, String>, usize),
+    capture: (Result<lab::remote::HostCapture, lab::remote::CaptureError>, usize),
 ) -> Result<lab::remote::SideRecord, String> {
-    let p = lab::remote::round_program(&req.workload)?;
+    let p = lab::remote::round_program(&req.workload).map_err(|e| e.to_string())?;
     let stream = data.recv_timeout(wait).map_err(|_| format!("no data connection within {} ms", wait.as_millis()))?;
     let sock = socket2::Socket::from(stream);
     // The run's time limit: a watchdog cancels it (shutting the data socket down).

@@ -246,77 +246,82 @@ impl Exporter for Table {
         let header = group_header(&body);
         out.push_str(&header);
         out.push_str(&body);
-        out.push_str("\nverdicts:\n");
-        let w = r.results.iter().map(|x| label(x).chars().count() + 2).max().unwrap_or(0);
-        for x in &r.results {
-            let l = format!("  {}", label(x));
-            out.push_str(&format!("{l:<w$}  {}\n", x.verdict));
-        }
-        let model = r.mode == "simulate";
-        out.push_str(if model {
-            "\noptions as modelled (the profile's rules applied to each strategy):\n"
-        } else {
-            "\noptions held (read back with getsockopt after the measured rounds):\n"
-        });
-        for x in &r.results {
-            let l = format!("  {}", label(x));
-            out.push_str(&format!(
-                "{l:<w$}  client {}; server {}\n",
-                applied(&x.client, model),
-                applied(&x.server, model)
-            ));
-        }
-        if !model {
-            out.push_str(
-                "  (quickack-state is what getsockopt(TCP_QUICKACK) reports: the socket's ACK mode at that moment, \
-                 on = not in interactive 'pingpong' mode; TCP_QUICKACK never holds, so 'on' does not mean it was set)\n",
-            );
-        }
-        if r.results.iter().any(|x| x.cpu.is_some()) {
-            out.push_str("\ncpu (both sides' threads over the measured rounds, CLOCK_THREAD_CPUTIME_ID):\n");
-            for x in &r.results {
-                if let Some(c) = &x.cpu {
-                    let l = format!("  {}", label(x));
-                    out.push_str(&format!(
-                        "{l:<w$}  {:.1} us/round (client {:.1} ms, server {:.1} ms; {:.2} of one CPU)\n",
-                        c.cpu_us_per_round,
-                        c.client_cpu_us / 1e3,
-                        c.server_cpu_us / 1e3,
-                        c.cpu_share_of_wall
-                    ));
-                }
-            }
-        }
-        // Lab and model time the same window: the client's first measured round to the end of
-        // its last (`wall_s`); a wait outside it is named in the verdict, not counted.
-        out.push_str(
-            "\nms/round: wall time of the measured rounds / rounds (prologue, warm-up and epilogue excluded);\n",
-        );
-        // A scenario that pauses between rounds (burst's interval_ms) spends that pause inside
-        // the measured window: say so beside the number, with the pause.
-        if let Some(ms) = r.params.get("interval_ms").and_then(|v| v.as_f64()).filter(|ms| *ms > 0.0) {
-            out.push_str(&format!(
-                "  (it includes the scenario's own pause of interval_ms={ms} between rounds; p50/p99/max do not)\n"
-            ));
-        }
-        out.push_str(if model {
-            "stalls: stall records in the measured rounds, named by the classifier from the packets the model sent \
-             (--stalls lists them);\n"
-        } else {
-            "stalls: stall records in the measured rounds, named by the classifier from the row's own packets \
-             (--stalls lists them);\n"
-        });
-        if let Some(n) = not_measured_note(r) {
-            out.push_str(&n);
-        }
-        out.push_str(if model {
-            "segs = data + acks (counted by the model); wire = payload + link, IP and TCP headers per segment\n"
-        } else {
-            "segs = data + acks (tcp_info); \
-             wire = payload + 66 header bytes per segment (Ethernet 14, IPv4 20, TCP 20, timestamps 12)\n"
-        });
+        sections(r, &mut out);
+        footnotes(r, &mut out);
         out.into_bytes()
     }
+}
+
+/// The table's per-row sections: verdicts, options held (or modelled), CPU cost.
+fn sections(r: &Report, out: &mut String) {
+    out.push_str("\nverdicts:\n");
+    let w = r.results.iter().map(|x| label(x).chars().count() + 2).max().unwrap_or(0);
+    for x in &r.results {
+        let l = format!("  {}", label(x));
+        out.push_str(&format!("{l:<w$}  {}\n", x.verdict));
+    }
+    let model = r.mode == "simulate";
+    out.push_str(if model {
+        "\noptions as modelled (the profile's rules applied to each strategy):\n"
+    } else {
+        "\noptions held (read back with getsockopt after the measured rounds):\n"
+    });
+    for x in &r.results {
+        let l = format!("  {}", label(x));
+        out.push_str(&format!("{l:<w$}  client {}; server {}\n", applied(&x.client, model), applied(&x.server, model)));
+    }
+    if !model {
+        out.push_str(
+            "  (quickack-state is what getsockopt(TCP_QUICKACK) reports: the socket's ACK mode at that moment, \
+             on = not in interactive 'pingpong' mode; TCP_QUICKACK never holds, so 'on' does not mean it was set)\n",
+        );
+    }
+    if r.results.iter().any(|x| x.cpu.is_some()) {
+        out.push_str("\ncpu (both sides' threads over the measured rounds, CLOCK_THREAD_CPUTIME_ID):\n");
+        for x in &r.results {
+            if let Some(c) = &x.cpu {
+                let l = format!("  {}", label(x));
+                out.push_str(&format!(
+                    "{l:<w$}  {:.1} us/round (client {:.1} ms, server {:.1} ms; {:.2} of one CPU)\n",
+                    c.cpu_us_per_round,
+                    c.client_cpu_us / 1e3,
+                    c.server_cpu_us / 1e3,
+                    c.cpu_share_of_wall
+                ));
+            }
+        }
+    }
+}
+
+/// What the table's columns mean, for the lab or the model.
+fn footnotes(r: &Report, out: &mut String) {
+    let model = r.mode == "simulate";
+    // Lab and model time the same window: the client's first measured round to the end of
+    // its last (`wall_s`); a wait outside it is named in the verdict, not counted.
+    out.push_str("\nms/round: wall time of the measured rounds / rounds (prologue, warm-up and epilogue excluded);\n");
+    // A scenario that pauses between rounds (burst's interval_ms) spends that pause inside
+    // the measured window: say so beside the number, with the pause.
+    if let Some(ms) = r.params.get("interval_ms").and_then(|v| v.as_f64()).filter(|ms| *ms > 0.0) {
+        out.push_str(&format!(
+            "  (it includes the scenario's own pause of interval_ms={ms} between rounds; p50/p99/max do not)\n"
+        ));
+    }
+    out.push_str(if model {
+        "stalls: stall records in the measured rounds, named by the classifier from the packets the model sent \
+         (--stalls lists them);\n"
+    } else {
+        "stalls: stall records in the measured rounds, named by the classifier from the row's own packets \
+         (--stalls lists them);\n"
+    });
+    if let Some(n) = not_measured_note(r) {
+        out.push_str(&n);
+    }
+    out.push_str(if model {
+        "segs = data + acks (counted by the model); wire = payload + link, IP and TCP headers per segment\n"
+    } else {
+        "segs = data + acks (tcp_info); \
+         wire = payload + 66 header bytes per segment (Ethernet 14, IPv4 20, TCP 20, timestamps 12)\n"
+    });
 }
 
 /// Put "latency ms", "client->server", "server->client" above their column groups, using the
@@ -345,7 +350,7 @@ fn group_header(body: &str) -> String {
     line
 }
 
-fn csv_field(s: &str) -> String {
+pub(crate) fn csv_field(s: &str) -> String {
     // RFC 4180 2.6/2.7: quote fields with commas, quotes or line breaks; double the quotes.
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))

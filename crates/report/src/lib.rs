@@ -6,21 +6,31 @@
 use serde::{Deserialize, Serialize};
 use trace::VerdictKey;
 
+pub mod advise;
 mod document;
 pub mod explain;
+pub mod explain_pair;
 mod export;
 pub mod html;
+pub mod kernel;
 mod latency;
 mod merge;
 mod replay;
+pub mod scenarios;
 mod schema;
+pub mod seed003;
 pub mod simulate;
+pub mod watch;
 pub use document::{Export, ExportError};
+pub use explain_pair::ExplainPairDoc;
 pub use export::{export, exporter, label, stall_records_text, Csv, Json, Markdown, Table};
+pub use kernel::KernelDoc;
 pub use latency::{histogram_ns, LatencyDist};
 pub use merge::merge_connections;
-pub use replay::ReplayDoc;
+pub use replay::{causes_text, ReplayDoc, ReplayOutput};
+pub use scenarios::ScenariosDoc;
 pub use schema::*;
+pub use seed003::Seed003Doc;
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

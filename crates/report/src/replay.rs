@@ -32,3 +32,130 @@ pub struct ReplayDoc {
     /// The run that reproduced it; null with `--no-run` or when interrupted.
     pub run: Option<Report>,
 }
+
+/// `tcpstall replay`'s output: the document (its JSON is the document's, unchanged) and what
+/// the text says besides it.
+#[derive(Debug, Clone)]
+pub struct ReplayOutput {
+    pub doc: ReplayDoc,
+    /// Turns in one period of the derived exchange.
+    pub turns: usize,
+    /// Where the run ran: "loopback" or "--link SPEC".
+    pub how: String,
+    /// The run was stopped by a signal before it finished (`doc.run` is then None).
+    pub interrupted: bool,
+}
+
+impl Serialize for ReplayOutput {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.doc.serialize(s)
+    }
+}
+
+/// "nagle-delayed-ack 19, delayed-ack 1", or "none": a summary's records by cause.
+pub fn causes_text(s: &analyze::StallSummary) -> String {
+    if s.by_cause.is_empty() {
+        return "none".into();
+    }
+    s.by_cause.iter().map(|c| format!("{} {}", c.cause.as_str(), c.count)).collect::<Vec<_>>().join(", ")
+}
+
+impl ReplayOutput {
+    /// What was derived from the capture (printed before the run starts).
+    pub fn derived_text(&self) -> String {
+        let d = &self.doc;
+        let mut s =
+            format!("replay: {} flow {}: {} repetitions of {} turn(s)\n", d.file, d.flow, d.repetitions, self.turns);
+        s += &format!("  exchange: {}\n", d.exchange);
+        s += &match d.path_rtt_ns {
+            Some(ns) => format!(
+                "  path RTT: {:.3} ms ({})\n",
+                ns as f64 / 1e6,
+                if d.path_rtt_from_handshake { "from the handshake" } else { "estimated" }
+            ),
+            None => "  path RTT: unknown (no handshake in the capture)\n".into(),
+        };
+        s += &format!("  capture's stalls: {}\n", causes_text(&d.capture_stall_summary));
+        if let Some(p) = &d.saved {
+            s += &format!("  saved: {p} (edit it, then `tcpstall advise {p}`)\n");
+        }
+        s
+    }
+
+    /// The run's line: what it reproduced, or that it was interrupted; empty without a run.
+    pub fn run_text(&self) -> String {
+        let Some(report) = &self.doc.run else {
+            return if self.interrupted {
+                "  reproduced: interrupted before the run finished\n".into()
+            } else {
+                "".into()
+            };
+        };
+        let Some(row) = report.results.first() else { return String::new() };
+        let reproduced = if row.stall_records.is_empty() && report.mode == "lab" {
+            format!(
+                "{} slow rounds of {} (lab without capture: causes not classified; --model classifies)",
+                row.slow_samples, row.rounds
+            )
+        } else {
+            format!("{} in {} rounds", causes_text(&row.stall_summary), row.rounds)
+        };
+        format!(
+            "  reproduced ({}, {}): {reproduced}; p50 {:.2} ms, p99 {:.2} ms\n",
+            report.mode,
+            self.how,
+            row.latency_us.p50 / 1e3,
+            row.latency_us.p99 / 1e3
+        )
+    }
+}
+
+impl crate::Export for ReplayOutput {
+    const COMMAND: &'static str = "replay";
+
+    fn table(&self) -> String {
+        self.derived_text() + &self.run_text()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Export, Format};
+
+    fn output() -> ReplayOutput {
+        let doc = ReplayDoc {
+            tool: "tcpstall",
+            version: "0",
+            schema_version: crate::SCHEMA_VERSION,
+            mode: "replay",
+            file: "c.pcap".into(),
+            flow: "a <-> b".into(),
+            repetitions: 20,
+            exchange: "client 275,24,292; server 100".into(),
+            path_rtt_ns: Some(33_000),
+            path_rtt_from_handshake: true,
+            capture_stall_summary: analyze::StallSummary::default(),
+            capture_stall_records: Vec::new(),
+            saved: Some("m.toml".into()),
+            run: None,
+        };
+        ReplayOutput { doc, turns: 2, how: "loopback".into(), interrupted: false }
+    }
+
+    #[test]
+    fn text_says_what_was_derived_and_json_is_the_document() {
+        let mut o = output();
+        assert_eq!(
+            o.table(),
+            "replay: c.pcap flow a <-> b: 20 repetitions of 2 turn(s)\n  exchange: client 275,24,292; server 100\n  \
+             path RTT: 0.033 ms (from the handshake)\n  capture's stalls: none\n  \
+             saved: m.toml (edit it, then `tcpstall advise m.toml`)\n"
+        );
+        o.interrupted = true;
+        assert!(o.run_text().contains("interrupted"));
+        let j = String::from_utf8(o.export(Format::Json).unwrap()).unwrap();
+        assert_eq!(j, serde_json::to_string_pretty(&o.doc).unwrap() + "\n");
+        assert!(o.export(Format::Csv).is_err());
+    }
+}

@@ -250,3 +250,143 @@ impl RunResult {
         self.verdict_key
     }
 }
+
+/// What one run measured, as the lab (`lab::result`) and the model (`model::summary`) fill it;
+/// [`RunResult::from`] derives the rest of the row in one place: throughput from the payload
+/// both sides sent over the wall time, the threshold in µs, and the stall count, which is null
+/// when the run had no packets to classify (not measured, which is not zero).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measured {
+    pub strategy: String,
+    pub variant: String,
+    pub client: Applied,
+    pub server: Applied,
+    pub rounds: u64,
+    pub latency_us: Latency,
+    pub slow_samples: u64,
+    pub slow_sample_threshold_ns: u64,
+    /// The classifier read the run's packets: `stall_summary.stall_count` is measured.
+    pub classified: bool,
+    pub stall_summary: analyze::StallSummary,
+    pub stall_records: Vec<analyze::Stall>,
+    /// The measured rounds' window on the trace's clock (ns).
+    pub window_ns: (u64, u64),
+    pub capture: Option<PacketCapture>,
+    pub wall_s: f64,
+    pub wire: Wire,
+    pub cpu: Option<CpuCost>,
+    pub tcp: Option<TcpSides>,
+    pub netstat: std::collections::BTreeMap<String, i64>,
+    pub verdict: String,
+    pub verdict_key: VerdictKey,
+    pub latency_dist: Option<crate::LatencyDist>,
+    pub packets: Vec<trace::Event>,
+    pub samples_ns: Vec<u64>,
+}
+
+impl Wire {
+    /// Application payload both sides sent per second of `wall_s` (0 without time).
+    pub fn throughput_bytes_per_s(&self, wall_s: f64) -> f64 {
+        let payload = self.client.bytes_sent + self.server.bytes_sent;
+        if wall_s > 0.0 {
+            payload as f64 / wall_s
+        } else {
+            0.0
+        }
+    }
+}
+
+impl From<Measured> for RunResult {
+    fn from(m: Measured) -> RunResult {
+        RunResult {
+            strategy: m.strategy,
+            variant: m.variant,
+            client: m.client,
+            server: m.server,
+            rounds: m.rounds,
+            latency_us: m.latency_us,
+            slow_samples: m.slow_samples,
+            slow_sample_threshold_us: m.slow_sample_threshold_ns as f64 / 1e3,
+            stall_count: m.classified.then_some(m.stall_summary.stall_count),
+            stall_summary: m.stall_summary,
+            stall_records: m.stall_records,
+            measured_from_ns: m.window_ns.0,
+            measured_to_ns: m.window_ns.1,
+            capture: m.capture,
+            wall_s: m.wall_s,
+            throughput_bytes_per_s: m.wire.throughput_bytes_per_s(m.wall_s),
+            wire: m.wire,
+            cpu: m.cpu,
+            tcp: m.tcp,
+            netstat: m.netstat,
+            verdict: m.verdict,
+            verdict_key: m.verdict_key,
+            latency_dist: m.latency_dist,
+            packets: m.packets,
+            samples_ns: m.samples_ns,
+        }
+    }
+}
+
+impl Report {
+    /// A report with no rows yet: `mode` "lab" (with the kernel it ran on) or "simulate" (with
+    /// the model's profiles).
+    pub fn new(mode: &str, scenario: &str, params: serde_json::Value, link: &str) -> Report {
+        Report {
+            tool: "tcpstall".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            schema_version: SCHEMA_VERSION,
+            kernel: None,
+            profile: None,
+            mode: mode.into(),
+            scenario: scenario.into(),
+            params,
+            link: link.into(),
+            results: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Throughput is both sides' payload over the wall time; the stall count is null when
+    /// nothing was classified and the summary's count when something was.
+    #[test]
+    fn a_measured_run_becomes_its_row() {
+        let side = |b| WireSide { bytes_sent: b, ..WireSide::default() };
+        let m = Measured {
+            strategy: "default".into(),
+            variant: String::new(),
+            client: Applied::default(),
+            server: Applied::default(),
+            rounds: 10,
+            latency_us: Latency::default(),
+            slow_samples: 1,
+            slow_sample_threshold_ns: 10_500_000,
+            classified: false,
+            stall_summary: analyze::StallSummary { stall_count: 3, ..Default::default() },
+            stall_records: Vec::new(),
+            window_ns: (1, 2),
+            capture: None,
+            wall_s: 2.0,
+            wire: Wire { client: side(300), server: side(100) },
+            cpu: None,
+            tcp: None,
+            netstat: Default::default(),
+            verdict: "v".into(),
+            verdict_key: VerdictKey { stalls: false, cause: None },
+            latency_dist: None,
+            packets: Vec::new(),
+            samples_ns: Vec::new(),
+        };
+        let row = RunResult::from(m.clone());
+        assert_eq!(row.throughput_bytes_per_s, 200.0);
+        assert_eq!(row.slow_sample_threshold_us, 10_500.0);
+        assert_eq!((row.stall_count, row.measured_from_ns, row.measured_to_ns), (None, 1, 2));
+        let row = RunResult::from(Measured { classified: true, wall_s: 0.0, ..m });
+        assert_eq!((row.stall_count, row.throughput_bytes_per_s), (Some(3), 0.0));
+    }
+}

@@ -1,7 +1,8 @@
 //! docs/json-schema.md is the JSON contract: every field serialised by the typed schema must
 //! be documented there, and every documented field must be serialised. Each table that
 //! documents an object follows a `<!-- fields: PATH -->` marker; this test compares its first
-//! column with the keys of a fully populated sample at PATH.
+//! column with the keys of a fully populated sample at PATH (a `replay:`, `explain:` or
+//! `advise:` prefix names that command's document; none, the lab's).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -47,7 +48,10 @@ fn at<'a>(v: &'a Value, path: &str) -> &'a Value {
             Some(n) => (n, true),
             None => (part, false),
         };
-        cur = &cur[name];
+        // `[]` alone: the document itself is an array (scenarios).
+        if !name.is_empty() {
+            cur = &cur[name];
+        }
         if elem {
             cur = &cur[0];
         }
@@ -186,6 +190,163 @@ fn replay_sample(lab: &Value) -> Value {
     serde_json::to_value(&doc).unwrap()
 }
 
+/// `explain A B --format json`: one merged connection with one split stall.
+fn explain_pair_sample() -> Value {
+    use tcpstall_report::explain_pair::{MergedConnection, PairStall, TimeByHost};
+    let stalls = vec![PairStall {
+        stall: stall(),
+        time_by_host_ns: Some(TimeByHost { client_host: 1, network: 2, server_host: 3 }),
+    }];
+    let conn = MergedConnection {
+        client: "a".into(),
+        server: "b".into(),
+        client_file: "a.pcap".into(),
+        ends_decided: "handshake".into(),
+        offset_ns: -1,
+        offset_error_ns: 1,
+        packets_matched: 1,
+        stalls,
+    };
+    serde_json::to_value(ExplainPairDoc { merged: vec![conn], files: Default::default() }).unwrap()
+}
+
+fn scenarios_sample() -> Value {
+    use tcpstall_report::scenarios::{MatrixEntry, ScenarioEntry};
+    let entry = ScenarioEntry {
+        name: "chunked".into(),
+        seed: Some("000".into()),
+        kind: "chunked".into(),
+        summary: "s".into(),
+        finding: "f".into(),
+        params: serde_json::json!({ "send": 1000 }),
+        matrix: vec![MatrixEntry { label: "nodelay".into(), client: vec!["nodelay".into()], server: Vec::new() }],
+    };
+    serde_json::to_value(ScenariosDoc { scenarios: vec![entry] }).unwrap()
+}
+
+/// `kernel --format json`: the model's fingerprint as measured (every field serialised, None
+/// as null), one row and one replay agreement.
+fn kernel_sample() -> Value {
+    use tcpstall_report::kernel::{Comparison, ReplayAgreement, Row};
+    let row = Row { behaviour: "b".into(), predicted: vec!["1".into()], scored: true, ..Row::default() };
+    let doc = KernelDoc {
+        fingerprint: model::fingerprint::Fingerprint::default(),
+        comparison: Comparison { profiles: vec!["linux".into()], rows: vec![row], ..Comparison::default() },
+        replay_agreement: vec![ReplayAgreement { profile: "linux:here".into(), ..ReplayAgreement::default() }],
+        about: Default::default(),
+    };
+    serde_json::to_value(doc).unwrap()
+}
+
+fn seed003_sample() -> Value {
+    use tcpstall_report::seed003::{Interval, Measured, Seed003Row};
+    let row = Seed003Row {
+        name: "1 GRO, delayed ACK, TSO".into(),
+        seed_row: Some(1),
+        runs: 1,
+        throughput_gbit_per_s: Interval { est: 1.0, lo: 0.5, hi: 1.5 },
+        acks_per_data_at_sender: 0.5,
+        acks_per_data_at_receiver: 0.5,
+        sender_softirq_share: 0.1,
+        receiver_softirq_share: 0.1,
+        sender_cpu_s_per_gb: 1.0,
+        receiver_cpu_s_per_gb: 1.0,
+        readback: "r".into(),
+        measured: vec![Measured { sender_acks_received: Some(1), ..Measured::default() }],
+        failed: vec!["f".into()],
+        retried: vec!["r".into()],
+    };
+    let doc = Seed003Doc {
+        tool: "tcpstall",
+        version: "0",
+        schema_version: SCHEMA_VERSION,
+        mode: "lab",
+        scenario: "stream",
+        matrix: "seed003",
+        kernel: "6.18".into(),
+        duration_s_per_run: 1.0,
+        elapsed_s: 1.0,
+        rows: vec![row],
+        findings: vec!["f".into()],
+        reps: 1,
+        cpus: (0, 1),
+    };
+    serde_json::to_value(doc).unwrap()
+}
+
+/// A `watch --format jsonl` line with every optional part present; its `stall` is the stall
+/// record (checked with the lab's document), and the line must stay on one line.
+fn watch_sample() -> Value {
+    let st = stall();
+    let line = tcpstall_report::watch::WatchLine {
+        schema_version: SCHEMA_VERSION,
+        kind: "stall",
+        flow: "127.0.0.1:45000-127.0.0.1:8080".into(),
+        a: "127.0.0.1:45000".parse().unwrap(),
+        b: "127.0.0.1:8080".parse().unwrap(),
+        interface: "lo".into(),
+        start_unix_ns: 1_795_561_879_875_042_608,
+        stall: &st,
+        kernel: Some(tcpstall_report::watch::FlowKernel { writes: 30, resends: 1 }),
+    };
+    let text = line.to_jsonl().unwrap();
+    assert!(!text.contains('\n'), "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["stall"], serde_json::to_value(&st).unwrap());
+    v
+}
+
+/// `advise --format json`: every field populated (a lab row, with its CPU and its causes).
+fn advise_sample() -> Value {
+    use tcpstall_report::advise::{AdviseDecision, AdviseDoc, AdviseRow, Interval, StallSource};
+    let iv = Interval { est: 50.0, lo: 40.0, hi: 60.0 };
+    let row = AdviseRow {
+        rank: 1,
+        tied: true,
+        label: "client:writev".into(),
+        client: vec!["writev".into()],
+        server: Vec::new(),
+        runs: 5,
+        rounds: 100,
+        stalls: 1,
+        stalls_per_round: 0.01,
+        stall_source: StallSource::StallRecords,
+        stalls_by_cause: [("nagle-delayed-ack".to_string(), 1)].into_iter().collect(),
+        p50_us: iv,
+        p99_us: iv,
+        p999_us: iv,
+        segments_per_message: 1.0,
+        wire_bytes_per_message: 400.0,
+        cpu_us_per_round: Some(17.5),
+        change_size: 2,
+    };
+    let doc = AdviseDoc {
+        tool: "tcpstall",
+        mode: "lab".into(),
+        scenario: "exchange".into(),
+        workload: "client 275,24,292; server 100".into(),
+        peer_profile: Some("macos".into()),
+        runs_per_candidate: 5,
+        rounds_per_run: 20,
+        messages_per_round: 2,
+        elapsed_s: 1.0,
+        as_written_stalls: true,
+        ranking: vec![row],
+        decision: AdviseDecision {
+            tie: vec!["client:writev".into()],
+            chosen: "client:writev".into(),
+            rule: "alone",
+            rules: vec!["no-busy-poll"],
+            reason: "r".into(),
+        },
+        recommendation: "Recommendation: r".into(),
+        lang: "c".into(),
+        code: "c".into(),
+        notes: vec!["n".into()],
+    };
+    serde_json::to_value(&doc).unwrap()
+}
+
 /// `simulate --compare-profiles --format json`: the lab document's rows, one column per profile.
 fn simulate_sample(lab: &Value) -> Value {
     let run: Report = serde_json::from_value(lab.clone()).expect("the lab document reads back as a Report");
@@ -196,21 +357,29 @@ fn simulate_sample(lab: &Value) -> Value {
 #[test]
 fn every_serialised_field_is_documented_and_every_documented_field_serialised() {
     let (lab, explain) = (lab_sample(), explain_sample());
-    let (replay, simulate) = (replay_sample(&lab), simulate_sample(&lab));
+    let replay = replay_sample(&lab);
+    let others = [
+        ("simulate:", simulate_sample(&lab)),
+        ("explain_pair:", explain_pair_sample()),
+        ("scenarios:", scenarios_sample()),
+        ("kernel:", kernel_sample()),
+        ("seed003:", seed003_sample()),
+        ("advise:", advise_sample()),
+    ];
+    let watch = watch_sample();
     let docs = documented();
-    assert!(docs.len() >= 15, "the doc's marked tables: {}", docs.len());
+    assert!(docs.len() >= 30, "the doc's marked tables: {}", docs.len());
     let mut problems = Vec::new();
     for (path, names) in &docs {
-        // advise's document is the CLI's (tests/cli/advise.rs checks those tables).
-        if path.starts_with("advise:") {
-            continue;
-        }
-        let (doc, p) = if let Some(p) = path.strip_prefix("explain:") {
+        let other = others.iter().find_map(|(prefix, doc)| path.strip_prefix(prefix).map(|p| (doc, p)));
+        let (doc, p) = if let Some(found) = other {
+            found
+        } else if let Some(p) = path.strip_prefix("explain:") {
             (&explain, p)
         } else if let Some(p) = path.strip_prefix("replay:") {
             (&replay, p)
-        } else if let Some(p) = path.strip_prefix("simulate:") {
-            (&simulate, p)
+        } else if let Some(p) = path.strip_prefix("watch:") {
+            (&watch, p)
         } else {
             (&lab, path.as_str())
         };

@@ -5,6 +5,7 @@
 //! parsed TOML and deserialising again, so an override is validated exactly like the file.
 
 mod conf;
+pub mod derive;
 mod exchange;
 mod limits;
 mod link_spec;

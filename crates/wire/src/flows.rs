@@ -9,13 +9,16 @@
 //! Memory is bounded by the flows alive at one time, not by the flows in the file: a flow is
 //! forgotten [`FlowLimits::close_linger_ns`] after it closed (FIN both ways or RST) or
 //! [`FlowLimits::idle_ns`] after its last packet, in capture time, and reported through
-//! [`FlowTable::pop_ended`] so the analyser can finish it and free its state too.
+//! [`FlowTable::pop_ended`] so the analyser can finish it and free its state too. Through the
+//! linger a closed flow is only a tombstone of 16 bytes plus its queue entry (a hash of its
+//! addresses and its deadline), not its state: at 100,000 connections a second a 5 s linger
+//! holds 500,000 of them.
 
 use crate::decode::{IcmpPacket, TcpPacket};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::net::SocketAddr;
 use trace::{Endpoint, Event, EventKind, Evidence, Instant, Segment};
 
@@ -148,6 +151,31 @@ struct Sig {
     has_ts: bool,
 }
 
+impl Sig {
+    /// The signature of `p`, sent by `from` at `now` after the peer sent `peer_seen` packets.
+    fn of(p: &TcpPacket, now: u64, from: Endpoint, peer_seen: u32) -> Sig {
+        let seg = &p.segment;
+        let (tsval, tsecr) = seg.ts.unwrap_or((0, 0));
+        Sig {
+            ts_ns: now,
+            seq: seg.seq,
+            ack: seg.ack,
+            len: seg.len,
+            tsval,
+            tsecr,
+            peer_seen,
+            window: seg.window,
+            ip_id: p.ip_id.unwrap_or(0),
+            flags: seg.flags.0,
+            sack_blocks: seg.sack_blocks,
+            from_a: from == Endpoint::A,
+            used: true,
+            id_usable: p.ip_id.is_some_and(|id| id != 0),
+            has_ts: seg.ts.is_some(),
+        }
+    }
+}
+
 /// Remembered packets per flow for duplicate detection (editcap's `-d` looks back 5 frames).
 const RECENT: usize = 8;
 
@@ -230,6 +258,12 @@ pub struct FlowTable {
     /// (deadline, slot, flow) to look at again; stale entries are skipped.
     timers: BinaryHeap<Reverse<(u64, u32, u32)>>,
     ended: VecDeque<FlowEnd>,
+    /// Closed flows through their linger: [`tomb_hash`] of the pair -> linger deadline. A packet
+    /// of the pair that is not a SYN is counted in `after_close`; a SYN opens a new flow.
+    tombs: HashMap<u64, u64, BuildHasherDefault<FxHasher>>,
+    /// (deadline, tomb hash) in deadline order: the linger is one constant, so tombstones are
+    /// made in deadline order and expire from the front.
+    tomb_queue: VecDeque<(u64, u64)>,
     next_id: u32,
     origin_ns: Option<u64>,
     /// A flow whose close completed with the packet just returned: reported ended before the
@@ -273,9 +307,9 @@ impl FlowTable {
         self.by_pair.values().map(|&s| &self.slots[s as usize]).find(|f| f.id == id).map(|f| f.key)
     }
 
-    /// Flows remembered now.
+    /// Flows remembered now, closed ones in their linger included.
     pub fn live(&self) -> usize {
-        self.by_pair.len()
+        self.by_pair.len() + self.tombs.len()
     }
 
     /// Flows seen so far (the next [`FlowId`]).
@@ -323,12 +357,66 @@ impl FlowTable {
     pub fn event(&mut self, p: &TcpPacket, ts_ns: u64, frame: u64, interface: u32) -> Option<FlowEvent> {
         let (origin, now) = self.advance(ts_ns);
         let canon = if p.src <= p.dst { (interface, p.src, p.dst) } else { (interface, p.dst, p.src) };
+        let slot = self.slot_for(canon, p, now)?;
+        self.last = Some((canon, slot));
+        let dup_window = self.limits.dup_window_ns;
+        let f = &mut self.slots[slot as usize];
+        let from = if p.src == f.key.a { Endpoint::A } else { Endpoint::B };
+        let sig = Sig::of(p, now, from, f.seen[from.peer().index()]);
+        // Most packets differ from all remembered ones in seq: test that first, all at once.
+        let seq_match = f.recent_seq.iter().fold(0u32, |m, &q| m | u32::from(q == sig.seq));
+        if seq_match != 0 && f.recent.iter().any(|r| is_copy(r, &sig, dup_window)) {
+            self.duplicates += 1;
+            return None;
+        }
+        if f.reported {
+            // The flow ended for the analyser; what comes now is counted apart.
+            self.after_close += 1;
+            return None;
+        }
+        f.recent[usize::from(f.next_recent)] = sig;
+        f.recent_seq[usize::from(f.next_recent)] = sig.seq;
+        f.next_recent = (f.next_recent + 1) % RECENT as u8;
+        f.seen[from.index()] = f.seen[from.index()].saturating_add(1);
+        f.last_ns = now;
         let seg = p.segment;
+        if seg.flags.syn() {
+            f.wscale[from.index()] = seg.wscale;
+            f.isn[from.index()] = Some(seg.seq);
+        } else {
+            f.established = true;
+        }
+        self.track_close(slot, from, &seg, now);
+        let f = &self.slots[slot as usize];
+        let mut seg = seg;
+        // Window scaling is in effect only when both SYNs carried the option (RFC 7323 2.2).
+        // A SYN keeps its own option as decoded (the analyser decides what is in effect).
+        if !seg.flags.syn() {
+            seg.wscale = match f.wscale {
+                [Some(a), Some(b)] => Some(if from == Endpoint::A { a } else { b }),
+                _ => None,
+            };
+        }
+        Some(FlowEvent {
+            flow: f.id,
+            event: Event {
+                t: Instant(ts_ns.saturating_sub(origin)),
+                from,
+                kind: EventKind::Segment(seg),
+                evidence: Evidence::Frame(frame),
+            },
+            loopback: f.loopback,
+        })
+    }
+
+    /// The slot of the flow `p` belongs to, made when `p` starts one; None when `p` belongs to
+    /// a closed flow in its linger (a tombstone), counted in [`FlowTable::after_close`].
+    fn slot_for(&mut self, canon: PairKey, p: &TcpPacket, now: u64) -> Option<u32> {
         let found = match self.last {
             Some((k, i)) if k == canon => Some(i),
             _ => self.by_pair.get(&canon).copied(),
         };
-        let slot = match found {
+        Some(match found {
             Some(i) if starts_new(&self.slots[i as usize], p) => {
                 let old = &self.slots[i as usize];
                 if !old.reported {
@@ -337,53 +425,28 @@ impl FlowTable {
                 self.new_flow(canon, p, now, Some(i))
             }
             Some(i) => i,
-            None => self.new_flow(canon, p, now, None),
-        };
-        self.last = Some((canon, slot));
-        let dup_window = self.limits.dup_window_ns;
+            None if self.tombs.is_empty() => self.new_flow(canon, p, now, None),
+            None => {
+                let h = tomb_hash(&canon);
+                if self.tombs.contains_key(&h) {
+                    // A closed connection's pair: a SYN starts the next one (see `starts_new`:
+                    // any SYN after the close), anything else is late (a retransmitted FIN).
+                    if !p.segment.flags.syn() || p.segment.flags.rst() {
+                        self.after_close += 1;
+                        return None;
+                    }
+                    self.tombs.remove(&h);
+                }
+                self.new_flow(canon, p, now, None)
+            }
+        })
+    }
+
+    /// FINs, their acknowledgements and RSTs: when the connection closed (the linger starts)
+    /// and when the close completed (the flow ends for the analyser).
+    fn track_close(&mut self, slot: u32, from: Endpoint, seg: &Segment, now: u64) {
+        let (linger, dup_window) = (self.limits.close_linger_ns, self.limits.dup_window_ns);
         let f = &mut self.slots[slot as usize];
-        let from = if p.src == f.key.a { Endpoint::A } else { Endpoint::B };
-        let (tsval, tsecr) = seg.ts.unwrap_or((0, 0));
-        let sig = Sig {
-            ts_ns: now,
-            seq: seg.seq,
-            ack: seg.ack,
-            len: seg.len,
-            tsval,
-            tsecr,
-            peer_seen: f.seen[from.peer().index()],
-            window: seg.window,
-            ip_id: p.ip_id.unwrap_or(0),
-            flags: seg.flags.0,
-            sack_blocks: seg.sack_blocks,
-            from_a: from == Endpoint::A,
-            used: true,
-            id_usable: p.ip_id.is_some_and(|id| id != 0),
-            has_ts: seg.ts.is_some(),
-        };
-        // Most packets differ from all remembered ones in seq: test that first, all at once.
-        let seq_match = f.recent_seq.iter().fold(0u32, |m, &q| m | u32::from(q == seg.seq));
-        if seq_match != 0 && f.recent.iter().any(|r| is_copy(r, &sig, dup_window)) {
-            self.duplicates += 1;
-            return None;
-        }
-        if f.reported {
-            // A tombstone: the flow ended for the analyser; what comes now is counted apart.
-            self.after_close += 1;
-            return None;
-        }
-        f.recent[usize::from(f.next_recent)] = sig;
-        f.recent_seq[usize::from(f.next_recent)] = seg.seq;
-        f.next_recent = (f.next_recent + 1) % RECENT as u8;
-        f.seen[from.index()] = f.seen[from.index()].saturating_add(1);
-        f.last_ns = now;
-        let mut seg = seg;
-        if seg.flags.syn() {
-            f.wscale[from.index()] = seg.wscale;
-            f.isn[from.index()] = Some(seg.seq);
-        } else {
-            f.established = true;
-        }
         if seg.flags.fin() {
             f.fin[from.index()] = true;
             // The FIN occupies the sequence number after the segment's data (RFC 9293 3.4).
@@ -399,38 +462,18 @@ impl FlowTable {
         // (in window) closes it at once.
         if f.closed_at.is_none() && (seg.flags.rst() || f.fin == [true, true]) {
             f.closed_at = Some(now);
-            let (id, linger) = (f.id.0, self.limits.close_linger_ns);
-            self.timers.push(Reverse((now.saturating_add(linger), slot, id)));
+            self.timers.push(Reverse((now.saturating_add(linger), slot, f.id.0)));
         }
         // Both FINs acknowledged (RFC 9293 3.6: the close is complete, TIME-WAIT follows) or a
         // RST: no more data can follow, so the flow ends now for the analyser (its state is the
-        // big part); the table keeps a tombstone through the linger so that a retransmitted FIN
-        // or a stray RST is counted apart instead of opening a flow of its own.
+        // big part). The state stays for the duplicate window (a copy of the last packets is
+        // still a copy), then a tombstone through the linger so that a retransmitted FIN or a
+        // stray RST is counted apart instead of opening a flow of its own.
         if !f.reported && (seg.flags.rst() || f.fin_acked == [true, true]) {
             f.reported = true;
             self.closing = Some(FlowEnd { flow: f.id, key: f.key, reason: EndReason::Closed });
+            self.timers.push(Reverse((now.saturating_add(dup_window), slot, f.id.0)));
         }
-        let f = &self.slots[slot as usize];
-        // Window scaling is in effect only when both SYNs carried the option (RFC 7323 2.2).
-        // A SYN keeps its own option as decoded (the analyser decides what is in effect).
-        seg.wscale = if seg.flags.syn() {
-            seg.wscale
-        } else {
-            match f.wscale {
-                [Some(a), Some(b)] => Some(if from == Endpoint::A { a } else { b }),
-                _ => None,
-            }
-        };
-        Some(FlowEvent {
-            flow: f.id,
-            event: Event {
-                t: Instant(ts_ns.saturating_sub(origin)),
-                from,
-                kind: EventKind::Segment(seg),
-                evidence: Evidence::Frame(frame),
-            },
-            loopback: f.loopback,
-        })
     }
 
     /// The event for an ICMP error captured at `ts_ns` as frame `frame` on `interface` that
@@ -475,8 +518,18 @@ impl FlowTable {
         (origin, now)
     }
 
-    /// Forgets the flows whose linger or idle time ran out by `now`.
+    /// Forgets the flows whose linger or idle time ran out by `now`; a flow whose close
+    /// completed more than the duplicate window ago becomes a tombstone.
     fn expire(&mut self, now: u64) {
+        while let Some(&(at, h)) = self.tomb_queue.front() {
+            if at > now {
+                break;
+            }
+            self.tomb_queue.pop_front();
+            if self.tombs.get(&h) == Some(&at) {
+                self.tombs.remove(&h);
+            }
+        }
         while let Some(&Reverse((at, slot, id))) = self.timers.peek() {
             if at > now {
                 break;
@@ -488,7 +541,9 @@ impl FlowTable {
             }
             let idle_end = f.last_ns.saturating_add(self.limits.idle_ns);
             let close_end = f.closed_at.map(|c| c.saturating_add(self.limits.close_linger_ns));
-            let due = close_end.map_or(idle_end, |c| c.min(idle_end));
+            // A reported flow's last packet is the one that completed the close.
+            let tomb_at = f.reported.then(|| f.last_ns.saturating_add(self.limits.dup_window_ns));
+            let due = [Some(idle_end), close_end, tomb_at].into_iter().flatten().min().unwrap_or(idle_end);
             if due > now {
                 self.timers.push(Reverse((due, slot, id)));
                 continue;
@@ -498,11 +553,26 @@ impl FlowTable {
             if !f.reported {
                 self.ended.push_back(FlowEnd { flow: f.id, key: f.key, reason });
             }
+            if let Some(end) = close_end.filter(|&c| c > now && idle_end > now) {
+                let h = tomb_hash(&canon);
+                self.tombs.insert(h, end);
+                self.tomb_queue.push_back((end, h));
+            }
             self.by_pair.remove(&canon);
             if self.last.is_some_and(|(_, s)| s == slot) {
                 self.last = None;
             }
             self.free.push(slot);
+        }
+        // Timers of forgotten flows wait in the heap for their (idle) deadline: drop them once
+        // they outnumber the flows alive, so the heap stays in proportion to the live flows.
+        if self.timers.len() > 4 * self.by_pair.len() + 1024 {
+            let (slots, by_pair) = (&self.slots, &self.by_pair);
+            self.timers.retain(|&Reverse((_, slot, id))| {
+                slots
+                    .get(slot as usize)
+                    .is_some_and(|f| f.id.0 == id && by_pair.get(&canon_of(&f.key)).is_some_and(|&s| s == slot))
+            });
         }
     }
 
@@ -545,6 +615,16 @@ impl FlowTable {
         self.timers.push(Reverse((now.saturating_add(self.limits.idle_ns), slot, id.0)));
         slot
     }
+}
+
+/// A tombstone's key: a 64-bit SipHash (std's, fixed keys) of the pair, 8 bytes instead of the
+/// 68 of two socket addresses. Two pairs sharing a hash (about 1 in 2^64 per lookup) would
+/// only make a new flow's first non-SYN packet count as after-close.
+fn tomb_hash(k: &PairKey) -> u64 {
+    #[allow(deprecated)] // SipHasher's fixed keys: the same pair hashes the same way every run
+    let mut h = std::hash::SipHasher::new();
+    k.hash(&mut h);
+    h.finish()
 }
 
 fn canon_of(k: &FlowKey) -> PairKey {
@@ -597,4 +677,86 @@ fn is_copy(old: &Sig, new: &Sig, window_ns: u64) -> bool {
         && old.sack_blocks == new.sack_blocks
         && old.ip_id == new.ip_id;
     same && (new.id_usable || old.peer_seen == new.peer_seen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trace::TcpFlags;
+
+    const MS: u64 = 1_000_000;
+
+    fn pkt(src: SocketAddr, dst: SocketAddr, seq: u32, ack: u32, flags: u8) -> TcpPacket {
+        let segment = Segment {
+            seq,
+            ack,
+            flags: TcpFlags(flags),
+            len: 0,
+            window: 1000,
+            wscale: None,
+            mss: None,
+            ts: None,
+            sack_blocks: 0,
+            wire_len: 54,
+            ttl: None,
+        };
+        TcpPacket { src, dst, segment, ip_id: None, loopback: false }
+    }
+
+    fn addr(i: u32) -> SocketAddr {
+        SocketAddr::from(([10, (i >> 16) as u8, (i >> 8) as u8, i as u8], 1024 + (i % 50_000) as u16))
+    }
+
+    /// Issue 25: the SYN-scan shape (SYN, RST-ACK; RFC 9293 3.10.7.1: a SYN to a closed port is
+    /// answered by a RST) at 100,000 flows a second of capture time. Through the 5 s linger the
+    /// table remembers half a million closed pairs, as tombstones: the full flow states in use
+    /// stay at the handful alive, and the timer heap stays in proportion to them.
+    #[test]
+    fn closed_flows_linger_as_tombstones_not_as_states() {
+        let mut t = FlowTable::new();
+        let srv = SocketAddr::from(([10, 255, 0, 1], 80));
+        let (mut max_slots, mut max_timers) = (0, 0);
+        for i in 0..600_000u32 {
+            let now = u64::from(i) * 10_000; // 10 us apart
+            let c = addr(i);
+            assert!(t.event(&pkt(c, srv, i, 0, TcpFlags::SYN), now, 0, 0).is_some());
+            assert!(t.event(&pkt(srv, c, 0, i + 1, TcpFlags::RST | TcpFlags::ACK), now + 5_000, 0, 0).is_some());
+            while t.pop_ended().is_some() {}
+            max_slots = max_slots.max(t.slots.len());
+            max_timers = max_timers.max(t.timers.len());
+        }
+        // Flows stay full states only for the 5 ms duplicate window: 500 of them at this rate.
+        assert!(max_slots <= 600, "{max_slots} flow states");
+        assert!(max_timers <= 4 * 600 + 1024 + 2, "{max_timers} timers");
+        assert!(t.tombs.len() >= 490_000, "{} tombstones", t.tombs.len());
+        assert_eq!(t.live(), t.by_pair.len() + t.tombs.len());
+    }
+
+    /// A tombstone keeps the table's answers (RFC 9293 3.6 close, 3.10.7.4 a new SYN): within
+    /// the linger a late FIN or RST is after-close, a SYN opens the next flow; once the linger
+    /// ran out the pair is forgotten and any packet opens a flow.
+    #[test]
+    fn a_tombstone_answers_as_the_closed_flow_did() {
+        let mut t = FlowTable::new();
+        let (a, b) = (addr(1), addr(2));
+        t.event(&pkt(a, b, 100, 0, TcpFlags::SYN), 0, 0, 0).unwrap();
+        t.event(&pkt(b, a, 500, 101, TcpFlags::SYN | TcpFlags::ACK), MS, 0, 0).unwrap();
+        t.event(&pkt(a, b, 101, 501, TcpFlags::FIN | TcpFlags::ACK), 2 * MS, 0, 0).unwrap();
+        t.event(&pkt(b, a, 501, 102, TcpFlags::FIN | TcpFlags::ACK), 3 * MS, 0, 0).unwrap();
+        // A copy of the last ACK within the duplicate window is still a duplicate (full state).
+        t.event(&pkt(a, b, 102, 502, TcpFlags::ACK), 4 * MS, 0, 0).unwrap();
+        assert!(t.event(&pkt(a, b, 102, 502, TcpFlags::ACK), 5 * MS, 0, 0).is_none());
+        assert_eq!((t.duplicates(), t.after_close()), (1, 0));
+        // 1 s later: a tombstone; the retransmitted FIN is after-close.
+        assert!(t.event(&pkt(b, a, 501, 102, TcpFlags::FIN | TcpFlags::ACK), 1_000 * MS, 0, 0).is_none());
+        assert_eq!((t.tombs.len(), t.by_pair.len(), t.after_close()), (1, 0, 1));
+        // A SYN with a new ISN opens flow 1 and clears the tombstone.
+        let e = t.event(&pkt(a, b, 9_000, 0, TcpFlags::SYN), 1_001 * MS, 0, 0).unwrap();
+        assert_eq!((e.flow, t.tombs.len()), (FlowId(1), 0));
+        // Flow 1 closes by RST; 6 s later its tombstone is gone: a stray ACK opens flow 2.
+        t.event(&pkt(b, a, 0, 9_001, TcpFlags::RST | TcpFlags::ACK), 1_002 * MS, 0, 0).unwrap();
+        assert!(t.event(&pkt(a, b, 9_001, 0, TcpFlags::ACK), 2_000 * MS, 0, 0).is_none());
+        let e = t.event(&pkt(a, b, 9_001, 0, TcpFlags::ACK), 8_000 * MS, 0, 0).unwrap();
+        assert_eq!((e.flow, t.live()), (FlowId(2), 1));
+    }
 }

@@ -19,7 +19,7 @@ fn s(label: &str, stalls: u64, p99: (f64, f64, f64), segs: f64) -> Scored {
             _ => server = opts,
         }
     }
-    let change = client.iter().chain(&server).map(|o| crate::change_size(o.as_str())).sum();
+    let change = client.iter().chain(&server).map(|o| crate::change_size(*o)).sum();
     Scored {
         label: label.into(),
         client,

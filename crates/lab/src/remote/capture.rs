@@ -16,6 +16,38 @@ use crate::capture::SNAPLEN;
 /// What the capture thread hands back: the frames and the socket's statistics.
 type Reader = JoinHandle<std::io::Result<(Vec<Frame>, Stats)>>;
 
+/// Why a host capture did not start or did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    #[error("lo: {0}")]
+    Loopback(nix::Error),
+    #[error("AF_PACKET needs CAP_NET_RAW (run as root)")]
+    NotPermitted,
+    #[error("AF_PACKET capture: {0}")]
+    Open(std::io::Error),
+    #[error("capture thread: {0}")]
+    Thread(std::io::Error),
+    #[error("the capture was already stopped")]
+    Stopped,
+    #[error("reading the capture: {0}")]
+    Read(std::io::Error),
+    #[error("the capture thread panicked")]
+    Panicked,
+    /// It ran, but none of its frames are the connection's TCP packets.
+    #[error("this host's capture saw none of the connection's packets")]
+    SawNone,
+    /// Not started on purpose, with the caller's reason ("packet capture off (--no-capture)").
+    #[error("{0}")]
+    Off(String),
+}
+
+impl From<&str> for CaptureError {
+    /// A capture not started, and why.
+    fn from(why: &str) -> Self {
+        CaptureError::Off(why.to_string())
+    }
+}
+
 /// A running capture.
 pub struct HostCapture {
     stop: Arc<AtomicBool>,
@@ -66,21 +98,21 @@ impl FrameRecord {
 impl HostCapture {
     /// Start capturing TCP to or from `port`; `loopback`: the peer is on this host's loopback
     /// (then `lo` only, its outgoing copies skipped). Fails without CAP_NET_RAW.
-    pub fn start(port: u16, loopback: bool) -> Result<HostCapture, String> {
+    pub fn start(port: u16, loopback: bool) -> Result<HostCapture, CaptureError> {
         // On loopback: `lo` with its Ethernet-style header, the outgoing copy of each packet
         // skipped (every packet crosses it twice). Else every interface, cooked (raw IP), so a
         // TUN device (the emulated link, a VPN) is read as well as Ethernet.
         let opened = if loopback {
-            let lo = nix::net::if_::if_nametoindex("lo").map_err(|e| format!("lo: {e}"))?;
+            let lo = nix::net::if_::if_nametoindex("lo").map_err(CaptureError::Loopback)?;
             PacketSocket::open(lo, true, &[port], SNAPLEN)
         } else {
             PacketSocket::open_cooked(0, &[port], SNAPLEN)
         };
         let mut sock = opened.map_err(|e| {
             if e.raw_os_error() == Some(libc::EPERM) {
-                "AF_PACKET needs CAP_NET_RAW (run as root)".to_string()
+                CaptureError::NotPermitted
             } else {
-                format!("AF_PACKET capture: {e}")
+                CaptureError::Open(e)
             }
         })?;
         let origin_ns = crate::capture::realtime_ns();
@@ -99,7 +131,7 @@ impl HostCapture {
                 let stats = sock.statistics()?;
                 Ok((frames, stats))
             })
-            .map_err(|e| format!("capture thread: {e}"))?;
+            .map_err(CaptureError::Thread)?;
         let point = if loopback {
             "this host's loopback (AF_PACKET)".to_string()
         } else {
@@ -109,14 +141,14 @@ impl HostCapture {
     }
 
     /// Stop (after a short grace for the last ACKs) and return the frames and the drop count.
-    pub fn finish(mut self) -> Result<(Vec<Frame>, u64), String> {
+    pub fn finish(mut self) -> Result<(Vec<Frame>, u64), CaptureError> {
         std::thread::sleep(Duration::from_millis(5));
         self.stop.store(true, Ordering::Release);
-        let Some(t) = self.thread.take() else { return Err("the capture was already stopped".into()) };
+        let Some(t) = self.thread.take() else { return Err(CaptureError::Stopped) };
         match t.join() {
             Ok(Ok((f, s))) => Ok((f, s.drops)),
-            Ok(Err(e)) => Err(format!("reading the capture: {e}")),
-            Err(_) => Err("the capture thread panicked".into()),
+            Ok(Err(e)) => Err(CaptureError::Read(e)),
+            Err(_) => Err(CaptureError::Panicked),
         }
     }
 }

@@ -6,10 +6,12 @@ use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use analyze::{Config, DirSummary, Finished, Session};
+use analyze::{Config, Finished, Session};
 use anyhow::{bail, Context};
+use report::explain::{ExplainFlow, ExplainSummary};
+use report::Export as _;
 use std::collections::HashMap;
-use trace::{Duration, Endpoint, Event, Evidence};
+use trace::{Duration, Event};
 use wire::{Decoder, FlowFilter, FlowId, FlowKey, WireError};
 
 use super::spool::Spool;
@@ -90,15 +92,61 @@ pub fn parse_flow(s: &str) -> anyhow::Result<(SocketAddr, SocketAddr)> {
     bail!("--flow '{s}': expected ADDR:PORT-ADDR:PORT, e.g. 127.0.0.1:5000-127.0.0.1:8000 or [::1]:5000-[::1]:80")
 }
 
-/// Where one flow's report piece is in the spool, and where its label gets the capture
-/// interface appended when the file turns out to have several (known only at the end).
+/// Where one flow's rendering is in the spool, labelled without the capture interface and with
+/// it: while the capture may still turn out to have several interfaces (pcapng, until its end)
+/// each flow is rendered both ways, and the end picks one.
 #[derive(Debug, Clone, Copy, Default)]
 struct Piece {
-    from: u64,
-    to: u64,
-    /// Offset in the piece where " on interface N" goes.
-    label_at: u32,
-    interface: u32,
+    plain: Option<(u64, u64)>,
+    on_interface: Option<(u64, u64)>,
+}
+
+impl Piece {
+    fn range(&self, several_interfaces: bool) -> Option<(u64, u64)> {
+        if several_interfaces {
+            self.on_interface.or(self.plain)
+        } else {
+            self.plain.or(self.on_interface)
+        }
+    }
+}
+
+/// What a capture held: the decoder's counts, each flow's rendering (in the spool, by flow
+/// id), and the error that ended the file early, if any.
+struct Findings {
+    stats: wire::DecodeStats,
+    spool: Spool,
+    pieces: Vec<Piece>,
+    failure: Option<WireError>,
+    several_interfaces: bool,
+}
+
+impl Findings {
+    /// The flows' renderings in first-seen order.
+    fn flows(&self) -> impl Iterator<Item = std::io::Result<Vec<u8>>> + '_ {
+        self.pieces.iter().filter_map(|p| p.range(self.several_interfaces)).map(|(from, to)| {
+            let mut v = Vec::with_capacity((to - from) as usize);
+            self.spool.copy_range(from, to, &mut v).map(|()| v)
+        })
+    }
+}
+
+/// The input, decompressed when gzip'd, behind the decoder; "-" reads standard input.
+fn decoder(args: &ExplainArgs) -> anyhow::Result<Decoder<Box<dyn std::io::Read>>> {
+    let filter = FlowFilter { pair: args.flow.as_deref().map(parse_flow).transpose()?, port: args.port };
+    // "-" reads standard input: `tcpdump -w - ... | tcpstall explain -`.
+    let raw: Box<dyn std::io::Read> = if args.file.as_os_str() == "-" {
+        Box::new(std::io::stdin().lock())
+    } else if args.file.is_dir() {
+        // open(2) succeeds on a directory and read(2) then fails: say it once, up front.
+        bail!("cannot read {}: Is a directory", args.file.display());
+    } else {
+        Box::new(std::fs::File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?)
+    };
+    // A gzip-compressed capture (tcpdump -z gzip, .pcap.gz) is read as it is.
+    let input = wire::decompressed(std::io::BufReader::with_capacity(1 << 16, raw))
+        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    Decoder::new(input, filter).with_context(|| format!("{}", args.file.display()))
 }
 
 pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
@@ -115,95 +163,14 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     if let Some(p) = &args.report {
         super::output::check_writable("--report", p)?;
     }
-    let filter = FlowFilter { pair: args.flow.as_deref().map(parse_flow).transpose()?, port: args.port };
-    let cfg = Config { min_gap: Duration((args.min_gap * 1e6) as u64), ..Config::default() };
-    // "-" reads standard input: `tcpdump -w - ... | tcpstall explain -`.
-    let raw: Box<dyn std::io::Read> = if args.file.as_os_str() == "-" {
-        Box::new(std::io::stdin().lock())
-    } else if args.file.is_dir() {
-        // open(2) succeeds on a directory and read(2) then fails: say it once, up front.
-        bail!("cannot read {}: Is a directory", args.file.display());
-    } else {
-        Box::new(std::fs::File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?)
-    };
-    // A gzip-compressed capture (tcpdump -z gzip, .pcap.gz) is read as it is.
-    let input = wire::decompressed(std::io::BufReader::with_capacity(1 << 16, raw))
-        .with_context(|| format!("cannot read {}", args.file.display()))?;
-    let mut dec = Decoder::new(input, filter).with_context(|| format!("{}", args.file.display()))?;
-
-    // Memory follows the flows alive: the decoder ends flows (close + linger, idle, reuse), the
-    // session finishes their analysis, and each finished flow's report piece goes to the spool
-    // (memory, then a temporary file) until the report is printed in first-seen order.
-    let mut session = Session::new(cfg);
-    let mut spool = Spool::default();
-    let mut pieces: Vec<Piece> = Vec::new();
-    // --report: each flow's packets, kept past the flow's end (bounded per flow).
-    let mut live_plots: HashMap<FlowId, Packets> = HashMap::new();
-    let mut plotted: Vec<(Finished, Packets)> = Vec::new();
-    let mut failure: Option<WireError> = None;
-    let mut finished = |f: Finished, live_plots: &mut HashMap<FlowId, Packets>| -> anyhow::Result<()> {
-        let from = spool.len();
-        let label_at = match args.format {
-            ExplainFormat::Text => text_flow(spool.buf(), &f, args.app_gaps)?,
-            ExplainFormat::Json => json_flow(spool.buf(), &f)?,
-        };
-        spool.settle().context("writing the report to a temporary file")?;
-        let i = f.id.0 as usize;
-        if pieces.len() <= i {
-            pieces.resize(i + 1, Piece::default());
-        }
-        pieces[i] = Piece { from, to: spool.len(), label_at, interface: f.key.interface };
-        if let Some(pc) = live_plots.remove(&f.id) {
-            plotted.push((f, pc));
-        }
-        Ok(())
-    };
-    loop {
-        match dec.next_event() {
-            Ok(Some(fe)) => {
-                while let Some(end) = dec.pop_ended() {
-                    if let Some(f) = session.end(&end) {
-                        finished(f, &mut live_plots)?;
-                    }
-                }
-                if args.report.is_some() {
-                    let (kept, cut) = live_plots.entry(fe.flow).or_default();
-                    if kept.len() < REPORT_EVENTS_PER_FLOW {
-                        kept.push(fe.event.clone());
-                    } else {
-                        *cut += 1;
-                    }
-                }
-                session.push(&fe, || dec.flows().key(fe.flow));
-            }
-            Ok(None) => break,
-            Err(e) => {
-                failure = Some(e);
-                break;
-            }
-        }
-    }
-    while let Some(end) = dec.pop_ended() {
-        if let Some(f) = session.end(&end) {
-            finished(f, &mut live_plots)?;
-        }
-    }
-    for f in session.finish_all() {
-        finished(f, &mut live_plots)?;
-    }
-    if failure.is_none() {
-        if let Some(why) = dec.stats().unsupported_linktype() {
-            // Nothing to analyse, and an empty report would look like "no stalls".
-            bail!("{}: {why}", args.file.display());
-        }
-    }
-    let found = Findings { stats: dec.stats(), spool, pieces, failure };
+    let mut dec = decoder(&args)?;
+    let (found, mut plotted) = analyse(&args, &mut dec)?;
 
     // Streamed to stdout: a capture with many stalls does not build its report in memory.
     let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     match args.format {
-        ExplainFormat::Text => text(&mut w, &args, &dec, &found),
-        ExplainFormat::Json => json(&mut w, &args, &dec, &found),
+        ExplainFormat::Text => text(&mut w, &args, &found),
+        ExplainFormat::Json => json(&mut w, &args, &found),
     }
     .and_then(|()| w.flush().map_err(Into::into))
     .context("writing the report")?;
@@ -223,238 +190,176 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// The label suffix for a flow on `interface` when the capture has several interfaces.
-fn interface_suffix<R: std::io::Read>(dec: &Decoder<R>, interface: u32) -> Option<String> {
-    if !dec.several_interfaces() {
-        return None;
-    }
-    Some(match dec.interface_name(interface) {
-        Some(n) => format!(" on interface {interface} ({n})"),
-        None => format!(" on interface {interface}"),
-    })
-}
-
-/// Writes the flows' pieces in first-seen order, with the interface in each label when the
-/// capture has several (`escape` turns the suffix into the output format's text).
-fn write_pieces<R: std::io::Read>(
-    w: &mut impl std::io::Write,
-    dec: &Decoder<R>,
-    found: &Findings,
-    escape: impl Fn(&str) -> String,
-) -> std::io::Result<()> {
-    // Consecutive pieces usually sit one after the other in the spool: copy them as one range.
-    let mut run: Option<(u64, u64)> = None;
-    for p in &found.pieces {
-        let suffix = interface_suffix(dec, p.interface);
-        match (run, &suffix) {
-            (Some((a, b)), None) if b == p.from => run = Some((a, p.to)),
-            _ => {
-                if let Some((a, b)) = run.take() {
-                    found.spool.copy_range(a, b, w)?;
-                }
-                match suffix {
-                    None => run = Some((p.from, p.to)),
-                    Some(sfx) => {
-                        let mid = p.from + u64::from(p.label_at);
-                        found.spool.copy_range(p.from, mid, w)?;
-                        w.write_all(escape(&sfx).as_bytes())?;
-                        found.spool.copy_range(mid, p.to, w)?;
-                    }
-                }
+/// Decode and analyse every flow. Memory follows the flows alive: the decoder ends flows
+/// (close + linger, idle, reuse), the session finishes their analysis, and each finished
+/// flow's rendering goes to the spool (memory, then a temporary file) until the report is
+/// printed in first-seen order. With --report each flow's packets are kept too (bounded).
+fn analyse<R: std::io::Read>(
+    args: &ExplainArgs,
+    dec: &mut Decoder<R>,
+) -> anyhow::Result<(Findings, Vec<(Finished, Packets)>)> {
+    let cfg = Config { min_gap: Duration((args.min_gap * 1e6) as u64), ..Config::default() };
+    let mut session = Session::new(cfg);
+    let mut spool = Spool::default();
+    let mut pieces: Vec<Piece> = Vec::new();
+    let mut live_plots: HashMap<FlowId, Packets> = HashMap::new();
+    let mut plotted: Vec<(Finished, Packets)> = Vec::new();
+    let mut failure: Option<WireError> = None;
+    let mut finished =
+        |f: Finished, dec: &Decoder<R>, live_plots: &mut HashMap<FlowId, Packets>| -> anyhow::Result<()> {
+            let piece = render(&mut spool, args, dec, &f)?;
+            let i = f.id.0 as usize;
+            if pieces.len() <= i {
+                pieces.resize(i + 1, Piece::default());
+            }
+            pieces[i] = piece;
+            if let Some(pc) = live_plots.remove(&f.id) {
+                plotted.push((f, pc));
+            }
+            Ok(())
+        };
+    loop {
+        let fe = match dec.next_event() {
+            Ok(Some(fe)) => fe,
+            Ok(None) => break,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        };
+        while let Some(end) = dec.pop_ended() {
+            if let Some(f) = session.end(&end) {
+                finished(f, dec, &mut live_plots)?;
             }
         }
+        if args.report.is_some() {
+            let (kept, cut) = live_plots.entry(fe.flow).or_default();
+            if kept.len() < REPORT_EVENTS_PER_FLOW {
+                kept.push(fe.event.clone());
+            } else {
+                *cut += 1;
+            }
+        }
+        session.push(&fe, || dec.flows().key(fe.flow));
     }
-    if let Some((a, b)) = run {
-        found.spool.copy_range(a, b, w)?;
+    while let Some(end) = dec.pop_ended() {
+        if let Some(f) = session.end(&end) {
+            finished(f, dec, &mut live_plots)?;
+        }
     }
-    Ok(())
+    for f in session.finish_all() {
+        finished(f, dec, &mut live_plots)?;
+    }
+    if failure.is_none() {
+        if let Some(why) = dec.stats().unsupported_linktype() {
+            // Nothing to analyse, and an empty report would look like "no stalls".
+            bail!("{}: {why}", args.file.display());
+        }
+    }
+    let several_interfaces = dec.several_interfaces();
+    Ok((Findings { stats: dec.stats(), spool, pieces, failure, several_interfaces }, plotted))
+}
+
+/// One finished flow's text or JSON (`report::explain::ExplainFlow`) into the spool, labelled
+/// without the capture interface, with it, or both while the decoder cannot tell yet.
+fn render<R: std::io::Read>(
+    spool: &mut Spool,
+    args: &ExplainArgs,
+    dec: &Decoder<R>,
+    f: &Finished,
+) -> anyhow::Result<Piece> {
+    let key = &f.key;
+    let on_interface = format!("{key}{}", on_interface(dec, key.interface));
+    let (plain, labelled) = if dec.several_interfaces() {
+        (None, Some(on_interface))
+    } else if dec.format() == wire::Format::PcapNg {
+        (Some(key.to_string()), Some(on_interface))
+    } else {
+        (Some(key.to_string()), None)
+    };
+    let mut one = |label: String| -> anyhow::Result<(u64, u64)> {
+        let mut flow = ExplainFlow::new(
+            f.id.0 as usize + 1,
+            key.a.to_string(),
+            key.b.to_string(),
+            key.interface,
+            label,
+            &f.analysis,
+        );
+        flow.app_gaps = args.app_gaps;
+        let from = spool.len();
+        match args.format {
+            ExplainFormat::Text => spool.buf().extend_from_slice(flow.table().as_bytes()),
+            ExplainFormat::Json => serde_json::to_writer(spool.buf(), &flow)?,
+        }
+        let to = spool.len();
+        spool.settle().context("writing the report to a temporary file")?;
+        Ok((from, to))
+    };
+    Ok(Piece { plain: plain.map(&mut one).transpose()?, on_interface: labelled.map(&mut one).transpose()? })
+}
+
+/// " on interface N (NAME)": where a flow was captured, for a capture with several interfaces.
+fn on_interface<R: std::io::Read>(dec: &Decoder<R>, interface: u32) -> String {
+    match dec.interface_name(interface) {
+        Some(n) => format!(" on interface {interface} ({n})"),
+        None => format!(" on interface {interface}"),
+    }
 }
 
 /// "A <-> B", plus the capture interface when the file has several (each is a capture point).
 fn label<R: std::io::Read>(dec: &Decoder<R>, k: &FlowKey) -> String {
-    format!("{k}{}", interface_suffix(dec, k.interface).unwrap_or_default())
+    let suffix = if dec.several_interfaces() { on_interface(dec, k.interface) } else { String::new() };
+    format!("{k}{suffix}")
 }
 
-fn dur(d: Option<Duration>) -> String {
-    d.map_or("-".into(), |d| d.to_string())
-}
-
-fn frames(ev: &[analyze::EvidenceItem]) -> String {
-    ev.iter()
-        .map(|e| match e.source {
-            Evidence::Frame(n) => format!("#{n}"),
-            Evidence::Model(n) => format!("step {n}"),
-            Evidence::Lab => "lab".into(),
-            Evidence::Kernel(n) => format!("kernel {n}"),
-        })
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-fn dir_line(name: &str, d: &DirSummary) -> String {
-    let rtt = |s: &analyze::DurationStats| {
-        if s.count == 0 {
-            "-".to_string()
-        } else {
-            format!("{}/{}/{}", dur(s.min()), dur(s.mean()), dur(s.max()))
-        }
+/// The text: what was decoded (`report::explain::ExplainSummary`), then each flow's block.
+fn text(w: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> anyhow::Result<()> {
+    let stats = &found.stats;
+    let summary = ExplainSummary {
+        file: args.file.display().to_string(),
+        frames: stats.frames,
+        tcp_packets: stats.tcp_packets,
+        flows: found.pieces.len(),
+        not_tcp: stats.not_tcp,
+        malformed: stats.malformed,
+        unknown_linktype: stats.unknown_linktype,
+        first_unknown_linktype: stats.first_unknown_linktype,
+        filtered_out: stats.filtered_out,
+        duplicates: stats.duplicates,
+        after_close: stats.after_close,
+        damaged: found.failure.as_ref().map(|e| e.to_string()),
+        // Why tunnelled traffic has no TCP in the report, and frames whose clock went back.
+        notes: [stats.not_decoded_note(), stats.ts_backwards_note(), stats.icmp_note(), stats.wlan_retries_note()]
+            .into_iter()
+            .flatten()
+            .collect(),
     };
-    format!(
-        "  {name:<7} {:>7} {:>6} {:>6} {:>9} {:>9} {:>4} {:>4} {:>5}  rtt(ack) {}  rtt(ts) {}  idle gaps {} (longest {})\n",
-        d.wire.packets,
-        d.wire.data_segments,
-        d.wire.pure_acks,
-        d.wire.payload_bytes,
-        d.wire.wire_bytes,
-        d.retransmissions,
-        d.out_of_order,
-        d.mss.map_or("-".into(), |m| m.to_string()),
-        rtt(&d.rtt_ack),
-        rtt(&d.rtt_ts),
-        d.idle_gaps,
-        Duration(d.longest_idle_ns)
-    )
-}
-
-/// What a capture held: the decoder's counts, each flow's report piece (in the spool, by flow
-/// id), and the error that ended the file early, if any.
-struct Findings {
-    stats: wire::DecodeStats,
-    spool: Spool,
-    pieces: Vec<Piece>,
-    failure: Option<WireError>,
-}
-
-fn text<R: std::io::Read>(
-    s: &mut impl std::io::Write,
-    args: &ExplainArgs,
-    dec: &Decoder<R>,
-    found: &Findings,
-) -> anyhow::Result<()> {
-    let Findings { stats, pieces, failure, .. } = found;
-    let _ = writeln!(
-        s,
-        "{}: {} frames, {} TCP packets in {} flows{}{}{}{}",
-        args.file.display(),
-        stats.frames,
-        stats.tcp_packets,
-        pieces.len(),
-        if stats.not_tcp + stats.malformed + stats.unknown_linktype > 0 {
-            format!(
-                "; skipped {} not TCP, {} malformed, {} on unknown link types{}",
-                stats.not_tcp,
-                stats.malformed,
-                stats.unknown_linktype,
-                stats.first_unknown_linktype.map_or(String::new(), |l| format!(" (first: {l})"))
-            )
-        } else {
-            String::new()
-        },
-        if stats.filtered_out > 0 { format!("; {} filtered out", stats.filtered_out) } else { String::new() },
-        if stats.duplicates > 0 {
-            format!("; {} duplicate frames collapsed (copies of a packet just seen)", stats.duplicates)
-        } else {
-            String::new()
-        },
-        if stats.after_close > 0 {
-            format!("; {} packets after their connection closed, not analysed", stats.after_close)
-        } else {
-            String::new()
-        }
-    );
-    if let Some(e) = failure {
-        writeln!(s, "DAMAGED FILE: {e}; what follows covers the packets before it")?;
+    w.write_all(summary.text().as_bytes())?;
+    for flow in found.flows() {
+        w.write_all(&flow?)?;
     }
-    // Why tunnelled traffic has no TCP in the report, and frames whose clock went back.
-    let notes = [stats.not_decoded_note(), stats.ts_backwards_note(), stats.icmp_note(), stats.wlan_retries_note()];
-    for note in notes.into_iter().flatten() {
-        writeln!(s, "note: {note}")?;
-    }
-    write_pieces(s, dec, found, |x| x.to_string())?;
     Ok(())
 }
 
-/// One flow's text; returns the offset in it where the label ends.
-fn text_flow(s: &mut Vec<u8>, f: &Finished, app_gaps: bool) -> anyhow::Result<u32> {
-    let (i, key, fa) = (f.id.0 as usize, &f.key, &f.analysis);
-    let start = s.len();
-    let who = if fa.handshake.syn.is_some() { "sent the SYN" } else { "seen first: handshake not captured" };
-    write!(s, "\nflow {}: {key}", i + 1)?;
-    let label_at = (s.len() - start) as u32;
-    writeln!(s, " (A = {}, {who})", key.a)?;
-    let _ = writeln!(
-        s,
-        "  {} .. {} s, path RTT {}, capture point: {}",
-        fa.first,
-        fa.last,
-        dur(fa.path_rtt),
-        fa.capture_note
-    );
-    for n in &fa.notes {
-        writeln!(s, "  note: {n}")?;
-    }
-    let _ = writeln!(
-        s,
-        "  {:<7} {:>7} {:>6} {:>6} {:>9} {:>9} {:>4} {:>4} {:>5}",
-        "dir", "packets", "data", "p-ack", "payload", "wire B", "retx", "ooo", "mss"
-    );
-    s.write_all(dir_line("A->B", &fa.dirs[0]).as_bytes())?;
-    s.write_all(dir_line("B->A", &fa.dirs[1]).as_bytes())?;
-    // Stalls (and waits with no signature) first; ambiguous pauses and application gaps are
-    // not stalls: counted apart, listed only with --app-gaps.
-    let sum = analyze::StallSummary::of(&fa.stalls);
-    let hidden = sum.ambiguous_count + sum.application_gap_count;
-    writeln!(s, "  {}{}", sum.headline(), if hidden > 0 && !app_gaps { " (--app-gaps lists those)" } else { "" })?;
-    let shown: Vec<&analyze::Stall> = fa
-        .stalls
-        .iter()
-        .filter(|st| app_gaps || matches!(st.kind, analyze::RecordKind::Stall | analyze::RecordKind::Wait))
-        .collect();
-    if shown.is_empty() {
-        return Ok(label_at);
-    }
-    let _ = writeln!(
-        s,
-        "  {:>4} {:>10} {:>10} {:>4}  {:<22} {:>4}  evidence (frames)",
-        "#", "start s", "length", "held", "cause", "conf"
-    );
-    for (j, st) in shown.iter().enumerate() {
-        let held = match st.held {
-            Endpoint::A => "A",
-            Endpoint::B => "B",
-        };
-        let cause = match st.kind {
-            analyze::RecordKind::Ambiguous => format!("{}?", st.cause.as_str()),
-            _ => st.cause.as_str().to_string(),
-        };
-        let _ = writeln!(
-            s,
-            "  {:>4} {:>10} {:>10} {:>4}  {:<22} {:>4.2}  {}",
-            j + 1,
-            st.start.to_string(),
-            st.length.to_string(),
-            held,
-            cause,
-            st.confidence,
-            frames(&st.evidence)
-        );
-        match st.kind {
-            analyze::RecordKind::Ambiguous => {
-                let alts: Vec<&str> = st.alternatives.iter().map(|c| c.as_str()).collect();
-                writeln!(
-                    s,
-                    "       ambiguous{}: {}",
-                    if alts.is_empty() { String::new() } else { format!(" ({} or {})", st.cause, alts.join(" or ")) },
-                    st.detail
-                )?;
-                if let Some(how) = &st.settle {
-                    writeln!(s, "       to settle it: {how}")?;
-                }
-            }
-            _ => writeln!(s, "       {}: {}", st.cause.explain(), st.detail)?,
-        }
-    }
-    Ok(label_at)
+/// One JSON document (schema v2, docs/json-schema.md): the head, then each flow's typed object
+/// from the spool, one at a time (`report::explain::write_json`).
+fn json(w: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> anyhow::Result<()> {
+    let head = report::explain::ExplainHead {
+        tool: "tcpstall",
+        version: env!("CARGO_PKG_VERSION"),
+        schema_version: report::SCHEMA_VERSION,
+        mode: "explain",
+        file: args.file.display().to_string(),
+        decode: &found.stats,
+        error: found
+            .failure
+            .as_ref()
+            .map(|e| report::explain::ExplainError { offset_bytes: e.offset, message: e.to_string() }),
+    };
+    let flows = found.flows().map(|f| f.and_then(|v| String::from_utf8(v).map_err(std::io::Error::other)));
+    report::explain::write_json(w, &head, flows)?;
+    Ok(())
 }
 
 /// `--report`: the flows' stall tables, ladders and time-sequence graphs on one page.
@@ -493,57 +398,6 @@ fn html_report<R: std::io::Read>(
     }
     let page = report::html::Page { header, rows: &[], flows: page_flows, errors: &[], notes, ranking: None };
     super::htmlreport::write(path, &page)
-}
-
-fn json<R: std::io::Read>(
-    w: &mut impl std::io::Write,
-    args: &ExplainArgs,
-    dec: &Decoder<R>,
-    found: &Findings,
-) -> anyhow::Result<()> {
-    let Findings { stats, failure, .. } = found;
-    // One JSON document (schema v2, docs/json-schema.md), written piece by piece: the head,
-    // then each flow's typed object from the spool.
-    let head = report::explain::ExplainHead {
-        tool: "tcpstall",
-        version: env!("CARGO_PKG_VERSION"),
-        schema_version: report::SCHEMA_VERSION,
-        mode: "explain",
-        file: args.file.display().to_string(),
-        decode: stats,
-        error: failure
-            .as_ref()
-            .map(|e| report::explain::ExplainError { offset_bytes: e.offset, message: e.to_string() }),
-    };
-    let head = serde_json::to_string(&head)?;
-    write!(w, "{},\"flows\":[", &head[..head.len() - 1])?;
-    write_pieces(w, dec, found, |x| {
-        let q = serde_json::to_string(x).unwrap_or_default();
-        q.get(1..q.len().saturating_sub(1)).unwrap_or_default().to_string()
-    })?;
-    w.write_all(b"]}\n")?;
-    Ok(())
-}
-
-/// One flow's JSON object (with the separator before it); returns the offset in it where the
-/// label string's text ends.
-fn json_flow(w: &mut Vec<u8>, f: &Finished) -> anyhow::Result<u32> {
-    let (i, k) = (f.id.0 as usize, &f.key);
-    let label = k.to_string();
-    let flow = report::explain::ExplainFlow::new(
-        i + 1,
-        k.a.to_string(),
-        k.b.to_string(),
-        k.interface,
-        label.clone(),
-        &f.analysis,
-    );
-    let flow = serde_json::to_string(&flow)?;
-    let pre = if i > 0 { ",\n" } else { "\n" };
-    let needle = format!("\"label\":{}", serde_json::to_string(&label)?);
-    let label_at = pre.len() + flow.find(&needle).map_or(0, |p| p + needle.len() - 1);
-    write!(w, "{pre}{flow}")?;
-    Ok(label_at as u32)
 }
 
 #[cfg(test)]

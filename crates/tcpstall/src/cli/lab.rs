@@ -237,46 +237,19 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
             scenario::Workload::Stream(w) => std::time::Duration::from_millis(u64::from(w.duration_ms).min(10_000)),
             _ => unreachable!("stream"),
         };
-        let json = args.common.format == OutputFormat::Json;
-        return super::seed003::run_matrix(&args.veth, duration, json, args.quiet);
+        return super::seed003::run_matrix(&args.veth, duration, args.common.format, args.quiet);
     }
     let s = scenario_from(&args)?;
     if args.remote.remote.is_some() {
         return super::remote_lab::run(&args, &s);
     }
     let mut opts = lab_options(&args)?;
-    // --path veth: two namespaces joined by a veth pair with the seed's knobs (seed 003).
-    let veth_path = if veth {
-        if args.link.is_some() {
-            bail!("--path veth and --link are two different paths: pick one");
-        }
-        // What killed runs left was swept at the start (cli::run).
-        Some(lab::veth::VethPath::open(&knobs).map_err(|e| anyhow::anyhow!("--path veth: {e}"))?)
-    } else {
-        None
-    };
-    if let Some(p) = &veth_path {
-        opts.pin = Some(p.cpus);
-        opts.own_netns = false;
-        opts.lo_mtu = None;
-        opts.capture = false;
-    }
+    let veth_path = open_veth(&args, veth, &knobs, &mut opts)?;
     // --report draws each row's packets (ladders, time-sequence graphs).
     opts.keep_packets = args.report.is_some();
     // Before measuring: an output path that cannot be written must not cost a run.
     let sink = output::Sink::open(args.common.output.as_deref())?;
-    if let Some(p) = &args.capture {
-        output::check_writable("--capture", p)?;
-    }
-    // On loopback the lab writes its own capture; behind --link the link's tap does.
-    let (link_capture, own_capture) = match (&args.link, &args.capture) {
-        (Some(_), c) => (c.as_deref(), None),
-        (None, Some(p)) => {
-            let f = lab::CaptureFile::create(p).with_context(|| format!("--capture: cannot write {}", p.display()))?;
-            (None, Some(f))
-        }
-        (None, None) => (None, None),
-    };
+    let (link_capture, own_capture) = captures(&args)?;
     opts.capture_file = own_capture.clone();
     if let Some(p) = &args.report {
         output::check_writable("--report", p)?;
@@ -288,26 +261,10 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     opts.tap = env.tap();
     // Kernel evidence (after the link is up: the source starts a reader thread).
     if opts.capture && !args.no_kernel {
-        opts.kernel = match lab::KernelHandle::open() {
-            Ok(h) => lab::KernelEvidence::On(h),
-            Err(why) => lab::KernelEvidence::Unavailable(why),
-        };
+        opts.kernel = lab::KernelHandle::open().map_or_else(lab::KernelEvidence::Unavailable, lab::KernelEvidence::On);
     }
-    let total = (s.workload.variants().len() * s.matrix.len()) as u64;
-    let bar = output::progress_bar(total, args.quiet);
-    let mut progress = |p: Progress| match p {
-        Progress::Start { index, label, .. } => {
-            bar.set_position(index as u64);
-            bar.set_message(label);
-        }
-        Progress::Done { index, .. } => bar.set_position(index as u64 + 1),
-    };
-    // The link is up (it may need a single-threaded process): now the signal thread may start.
-    let interrupts = Interrupts::start(opts.cancel.clone());
-    let report = lab::run_scenario(&s, &env.placement, &opts, &mut progress);
-    bar.finish_and_clear();
+    let (mut report, interrupts) = run_rows(&args, &s, &env, &opts);
     let link_lines = env.finish();
-    let mut report = report;
     if let Some(f) = &own_capture {
         match f.finish() {
             // Rows without packets (no CAP_NET_RAW) say why in the report's link line.
@@ -315,33 +272,14 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
             Err(e) => report.errors.push(format!("--capture: {e}")),
         }
     }
-    let warning = link_lines.as_ref().ok().and_then(|l| unasked_drops_warning(l));
-    if warning.is_some() {
-        // The link summarises the whole run, not each row: every row's numbers are suspect.
-        for r in &mut report.results {
-            r.verdict.push_str(" [not trustworthy: the emulated link dropped packets it was not asked to drop]");
-        }
-    }
+    let warning = link_lines.as_ref().ok().and_then(|l| untrusted(&mut report, l));
     if !report.results.is_empty() || args.common.format != OutputFormat::Table {
         sink.write(&report::export(&report, args.common.format.into()))?;
     } else {
         sink.discard();
     }
     if let Some(path) = &args.report {
-        let header =
-            super::htmlreport::header("lab", &report.scenario, &report.link, report.kernel.clone().unwrap_or_default());
-        let packets: Vec<&[trace::Event]> = report.results.iter().map(|r| r.packets.as_slice()).collect();
-        let no_packets = "no row recorded its packets (the capture needs CAP_NET_RAW, and --no-capture turns it \
-                          off): the ladders and time-sequence graphs need them";
-        // On loopback both ends share one clock and no path delay; behind the link the tap
-        // stamps at the server's end (its packets as sent, the client's as delivered).
-        let (rtt, at) = match args.link.as_deref().map(str::parse::<link::LinkSpec>) {
-            Some(Ok(l)) => (Some(l.rtt_ns()), Some(trace::Endpoint::B)),
-            Some(Err(_)) => (None, None),
-            None => (Some(0), None),
-        };
-        let page = super::htmlreport::rows_page(&report, header, &packets, rtt, no_packets, at);
-        super::htmlreport::write(path, &page)?;
+        html_report(path, &args, &report)?;
     }
     output::stall_records(&report, &args.common)?;
     if args.common.format == OutputFormat::Table {
@@ -355,22 +293,115 @@ pub fn run(args: LabArgs) -> anyhow::Result<i32> {
     if let Some(w) = &warning {
         eprintln!("tcpstall: warning: {w}");
     }
+    Ok(exit_status(&report, interrupts))
+}
+
+/// The warning when the emulated link dropped packets it was not asked to drop; every row is
+/// marked then (the link summarises the whole run, not each row: every row's numbers are suspect).
+fn untrusted(report: &mut report::Report, link_lines: &[String]) -> Option<String> {
+    let warning = unasked_drops_warning(link_lines)?;
+    for r in &mut report.results {
+        r.verdict.push_str(" [not trustworthy: the emulated link dropped packets it was not asked to drop]");
+    }
+    Some(warning)
+}
+
+/// --path veth: two namespaces joined by a veth pair with the seed's knobs (seed 003); the rows
+/// run pinned in them, without the loopback capture.
+fn open_veth(
+    args: &LabArgs,
+    veth: bool,
+    knobs: &lab::veth::Knobs,
+    opts: &mut LabOptions,
+) -> anyhow::Result<Option<lab::veth::VethPath>> {
+    if !veth {
+        return Ok(None);
+    }
+    if args.link.is_some() {
+        bail!("--path veth and --link are two different paths: pick one");
+    }
+    // What killed runs left was swept at the start (cli::run).
+    let p = lab::veth::VethPath::open(knobs).map_err(|e| anyhow::anyhow!("--path veth: {e}"))?;
+    opts.pin = Some(p.cpus);
+    opts.own_netns = false;
+    opts.lo_mtu = None;
+    opts.capture = false;
+    Ok(Some(p))
+}
+
+/// --capture FILE: on loopback the lab writes its own capture (created now, so an unwritable
+/// path fails before measuring); behind --link the link's tap does (the path for the link).
+fn captures(args: &LabArgs) -> anyhow::Result<(Option<&std::path::Path>, Option<lab::CaptureFile>)> {
+    if let Some(p) = &args.capture {
+        output::check_writable("--capture", p)?;
+    }
+    Ok(match (&args.link, &args.capture) {
+        (Some(_), c) => (c.as_deref(), None),
+        (None, Some(p)) => {
+            let f = lab::CaptureFile::create(p).with_context(|| format!("--capture: cannot write {}", p.display()))?;
+            (None, Some(f))
+        }
+        (None, None) => (None, None),
+    })
+}
+
+/// The rows, with a progress bar; Ctrl-C is listened to from here to the last line of output
+/// (`exit_status` stops listening).
+fn run_rows(
+    args: &LabArgs,
+    s: &Scenario,
+    env: &super::linkenv::LinkEnv,
+    opts: &LabOptions,
+) -> (report::Report, anyhow::Result<Interrupts>) {
+    let total = (s.workload.variants().len() * s.matrix.len()) as u64;
+    let bar = output::progress_bar(total, args.quiet);
+    let mut progress = |p: Progress| match p {
+        Progress::Start { index, label, .. } => {
+            bar.set_position(index as u64);
+            bar.set_message(label);
+        }
+        Progress::Done { index, .. } => bar.set_position(index as u64 + 1),
+    };
+    // The link is up (it may need a single-threaded process): now the signal thread may start.
+    let interrupts = Interrupts::start(opts.cancel.clone());
+    let report = lab::run_scenario(s, &env.placement, opts, &mut progress);
+    bar.finish_and_clear();
+    (report, interrupts)
+}
+
+/// --report: the rows' tables, latency CDFs, and each row's packets as ladders and graphs.
+fn html_report(path: &std::path::Path, args: &LabArgs, report: &report::Report) -> anyhow::Result<()> {
+    let header =
+        super::htmlreport::header("lab", &report.scenario, &report.link, report.kernel.clone().unwrap_or_default());
+    let packets: Vec<&[trace::Event]> = report.results.iter().map(|r| r.packets.as_slice()).collect();
+    let no_packets = "no row recorded its packets (the capture needs CAP_NET_RAW, and --no-capture turns it \
+                      off): the ladders and time-sequence graphs need them";
+    // On loopback both ends share one clock and no path delay; behind the link the tap
+    // stamps at the server's end (its packets as sent, the client's as delivered).
+    let (rtt, at) = match args.link.as_deref().map(str::parse::<link::LinkSpec>) {
+        Some(Ok(l)) => (Some(l.rtt_ns()), Some(trace::Endpoint::B)),
+        Some(Err(_)) => (None, None),
+        None => (Some(0), None),
+    };
+    let page = super::htmlreport::rows_page(report, header, &packets, rtt, no_packets, at);
+    super::htmlreport::write(path, &page)
+}
+
+/// 128 + the signal that stopped the run, 1 after an error (said in one line; what was
+/// measured before it is printed above), else 0.
+fn exit_status(report: &report::Report, interrupts: anyhow::Result<Interrupts>) -> i32 {
     if let Some(e) = report.errors.first() {
-        // One line; whatever was measured before it is already printed above.
         eprintln!("tcpstall: {e}");
     }
-    let signal = match interrupts {
-        Ok(i) => i.stop(),
-        Err(_) => None,
-    };
+    let signal = interrupts.ok().and_then(Interrupts::stop);
     if signal.is_some() && report.errors.is_empty() {
         eprintln!("tcpstall: interrupted after the last row: every row above is complete");
     }
-    Ok(match (signal, report.errors.is_empty()) {
+    match (signal, report.errors.is_empty()) {
         (Some(sig), _) => 128 + sig,
         (None, false) => 1,
         (None, true) => 0,
-    })
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@
 use clap::{Parser, Subcommand};
 
 pub mod advise;
-pub mod advise_text;
 pub mod common;
 pub mod completions;
 pub mod explain;

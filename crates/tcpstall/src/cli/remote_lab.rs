@@ -45,6 +45,15 @@ pub fn resolve(s: &str) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("--remote {s}: no address"))
 }
 
+/// The key shared with the server: --key-file, or none with --insecure-no-auth.
+fn key(r: &RemoteArgs) -> anyhow::Result<remote::Key> {
+    Ok(match (&r.key_file, r.insecure_no_auth) {
+        (Some(p), _) => remote::auth::read_key_file(p).map_err(anyhow::Error::msg)?,
+        (None, true) => remote::Key::insecure(),
+        (None, false) => bail!("--remote needs --key-file FILE (the server's key), or --insecure-no-auth"),
+    })
+}
+
 /// `advise --remote`: one authenticated session for all its runs (None without --remote).
 /// `local_only`: --model or --link was given, which do not go with --remote.
 pub fn session(r: &RemoteArgs, local_only: bool) -> anyhow::Result<Option<remote::client::Session>> {
@@ -52,11 +61,7 @@ pub fn session(r: &RemoteArgs, local_only: bool) -> anyhow::Result<Option<remote
     if local_only {
         bail!("--remote runs the server side on another host: --model, --peer-profile and --link are not available with it");
     }
-    let key = match (&r.key_file, r.insecure_no_auth) {
-        (Some(p), _) => remote::auth::read_key_file(p).map_err(anyhow::Error::msg)?,
-        (None, true) => remote::Key::insecure(),
-        (None, false) => bail!("--remote needs --key-file FILE (the server's key), or --insecure-no-auth"),
-    };
+    let key = key(r)?;
     let addr = resolve(target)?;
     let mut s = remote::client::Session::connect(addr, &key, lab::LabOptions::default().io_timeout)
         .map_err(|e| anyhow::anyhow!("--remote {target}: {e}"))?;
@@ -78,11 +83,7 @@ pub fn run(args: &LabArgs, s: &Scenario) -> anyhow::Result<i32> {
             bail!("--remote runs the server side on another host: {flag} is not available with it");
         }
     }
-    let key = match (&r.key_file, r.insecure_no_auth) {
-        (Some(p), _) => remote::auth::read_key_file(p).map_err(anyhow::Error::msg)?,
-        (None, true) => remote::Key::insecure(),
-        (None, false) => bail!("--remote needs --key-file FILE (the server's key), or --insecure-no-auth"),
-    };
+    let key = key(r)?;
     let addr = resolve(target)?;
     let opts = super::lab::lab_options(args)?;
     let sink = output::Sink::open(args.common.output.as_deref())?;

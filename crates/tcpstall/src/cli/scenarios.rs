@@ -1,7 +1,8 @@
 //! `tcpstall scenarios`: the built-in catalogue.
 
+use report::scenarios::{MatrixEntry, ScenarioEntry};
+use report::{Export, ScenariosDoc};
 use scenario::Scenario;
-use serde_json::json;
 
 use super::output::{self, OutputFormat};
 
@@ -26,126 +27,23 @@ pub struct ScenariosArgs {
     pub format: OutputFormat,
 }
 
-fn params(s: &Scenario) -> String {
-    match s.workload.params_json() {
-        serde_json::Value::Object(m) => m
+/// The catalogue (or `list`) as the report's document.
+pub fn document(list: &[Scenario]) -> ScenariosDoc {
+    let opts = |o: &scenario::SideOpts| o.opts().iter().map(|o| o.as_str().to_string()).collect::<Vec<_>>();
+    let entry = |s: &Scenario| ScenarioEntry {
+        name: s.name.clone(),
+        seed: s.seed.clone(),
+        kind: s.workload.kind().to_string(),
+        summary: s.summary.clone(),
+        finding: s.finding.clone(),
+        params: s.workload.params_json(),
+        matrix: s
+            .matrix
             .iter()
-            .map(|(k, v)| match v {
-                serde_json::Value::Array(a) if a.is_empty() => format!("{k}=[]"),
-                serde_json::Value::Array(a) => {
-                    format!("{k}={}", a.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(","))
-                }
-                other => format!("{k}={other}"),
-            })
-            .collect::<Vec<_>>()
-            .join(" "),
-        other => other.to_string(),
-    }
-}
-
-/// The catalogue as JSON: one object per scenario.
-pub fn catalogue_json(list: &[Scenario]) -> serde_json::Value {
-    serde_json::Value::Array(
-        list.iter()
-            .map(|s| {
-                json!({
-                    "name": s.name,
-                    "seed": s.seed,
-                    "kind": s.workload.kind(),
-                    "summary": s.summary,
-                    "finding": s.finding,
-                    "params": s.workload.params_json(),
-                    "matrix": s.matrix.iter().map(|p| json!({
-                        "label": p.label,
-                        "client": p.client.opts().iter().map(|o| o.as_str()).collect::<Vec<_>>(),
-                        "server": p.server.opts().iter().map(|o| o.as_str()).collect::<Vec<_>>(),
-                    })).collect::<Vec<_>>(),
-                })
-            })
+            .map(|p| MatrixEntry { label: p.label.clone(), client: opts(&p.client), server: opts(&p.server) })
             .collect(),
-    )
-}
-
-fn strategies(p: &scenario::StrategyPair) -> String {
-    let side = |o: &scenario::SideOpts| {
-        let v: Vec<&str> = o.opts().iter().map(|o| o.as_str()).collect();
-        if v.is_empty() {
-            "none".to_string()
-        } else {
-            v.join("+")
-        }
     };
-    format!("{}=client:{}/server:{}", p.label, side(&p.client), side(&p.server))
-}
-
-fn csv_field(s: &str) -> String {
-    // RFC 4180 2.6/2.7: quote fields with commas, quotes or line breaks; double the quotes.
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-/// The catalogue as CSV: one line per scenario; the matrix as `label=client:..../server:...`
-/// entries separated by `;`.
-pub fn catalogue_csv(list: &[Scenario]) -> String {
-    let mut out = String::from("name,seed,kind,summary,finding,params,matrix\n");
-    for s in list {
-        let matrix: Vec<String> = s.matrix.iter().map(strategies).collect();
-        let f = [
-            s.name.clone(),
-            s.seed.clone().unwrap_or_default(),
-            s.workload.kind().to_string(),
-            s.summary.clone(),
-            s.finding.clone(),
-            params(s),
-            matrix.join(";"),
-        ];
-        out.push_str(&f.iter().map(|x| csv_field(x)).collect::<Vec<_>>().join(","));
-        out.push('\n');
-    }
-    out
-}
-
-/// The catalogue as a Markdown table.
-pub fn catalogue_markdown(list: &[Scenario]) -> String {
-    let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
-    let mut out =
-        String::from("| scenario | seed | summary | finding | parameters | matrix |\n|---|---|---|---|---|---|\n");
-    for s in list {
-        let labels: Vec<&str> = s.matrix.iter().map(|p| p.label.as_str()).collect();
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | `{}` | {} |\n",
-            cell(&s.name),
-            cell(s.seed.as_deref().unwrap_or("")),
-            cell(&s.summary),
-            cell(&s.finding),
-            cell(&params(s)),
-            cell(&labels.join(", "))
-        ));
-    }
-    out
-}
-
-/// The catalogue for people.
-pub fn catalogue_text(list: &[Scenario]) -> String {
-    let mut out = String::new();
-    for s in list {
-        match &s.seed {
-            Some(seed) => out.push_str(&format!("{} (seed {seed})\n", s.name)),
-            None => out.push_str(&format!("{}\n", s.name)),
-        }
-        out.push_str(&format!("  {}\n", s.summary));
-        if !s.finding.is_empty() {
-            out.push_str(&format!("  finding: {}\n", s.finding));
-        }
-        out.push_str(&format!("  params:  {}\n", params(s)));
-        let labels: Vec<_> = s.matrix.iter().map(|p| p.label.as_str()).collect();
-        out.push_str(&format!("  matrix:  {}\n\n", labels.join(", ")));
-    }
-    out.push_str("Run one with `tcpstall lab NAME`; override parameters with --set KEY=VALUE.\n");
-    out
+    ScenariosDoc { scenarios: list.iter().map(entry).collect() }
 }
 
 /// A built-in as a file: conversations (chunked, multi-write, rr) in the exchange form with the
@@ -178,16 +76,7 @@ pub fn run(args: ScenariosArgs) -> anyhow::Result<i32> {
         Some(n) => vec![Scenario::builtin(n)?],
         None => Scenario::catalogue(),
     };
-    let bytes = match args.format {
-        OutputFormat::Json => {
-            let mut v = serde_json::to_vec_pretty(&catalogue_json(&list))?;
-            v.push(b'\n');
-            v
-        }
-        OutputFormat::Table => catalogue_text(&list).into_bytes(),
-        OutputFormat::Csv => catalogue_csv(&list).into_bytes(),
-        OutputFormat::Markdown => catalogue_markdown(&list).into_bytes(),
-    };
+    let bytes = document(&list).export(args.format.into())?;
     output::write_bytes(&bytes, None)?;
     Ok(0)
 }
@@ -198,7 +87,7 @@ mod tests {
 
     #[test]
     fn text_lists_every_scenario_with_its_matrix() {
-        let t = catalogue_text(&Scenario::catalogue());
+        let t = document(&Scenario::catalogue()).table();
         assert!(t.contains("chunked (seed 000)"));
         assert!(t.contains("params:  n_chunk=100 round=100 send=1000"), "{t}");
         assert!(t.contains("matrix:  default, nodelay, quickack-once, quickack-each, cork, msg-more, writev, buffer"));
@@ -208,18 +97,19 @@ mod tests {
     #[test]
     fn csv_and_markdown_have_one_line_per_scenario() {
         let list = Scenario::catalogue();
-        let csv = catalogue_csv(&list);
+        let doc = document(&list);
+        let csv = doc.csv().unwrap();
         assert_eq!(csv.lines().count(), 1 + list.len(), "{csv}");
         assert!(csv.lines().nth(1).unwrap().starts_with("chunked,000,chunked,"), "{csv}");
         assert!(csv.contains("nodelay=client:nodelay/server:nodelay"), "{csv}");
-        let md = catalogue_markdown(&list);
+        let md = doc.markdown().unwrap();
         assert_eq!(md.lines().filter(|l| l.starts_with("| ")).count(), 1 + list.len(), "{md}");
         assert!(md.contains("| burst | 002 |"), "{md}");
     }
 
     #[test]
     fn json_has_the_fields() {
-        let v = catalogue_json(&Scenario::catalogue());
+        let v = serde_json::to_value(document(&Scenario::catalogue())).unwrap();
         assert_eq!(v.as_array().unwrap().len(), 6);
         assert_eq!(v[1]["name"], "multi-write");
         assert_eq!(v[1]["seed"], "001");

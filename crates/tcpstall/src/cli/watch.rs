@@ -1,24 +1,24 @@
 //! `tcpstall watch`: find stalls live on a running host. Packets come from a TPACKET_V3 ring
 //! (crates/sys ring.rs) through a classic BPF filter compiled for the ports and hosts asked
-//! (headers only), go through the same flow table (wire) and the same classifier (analyze) as
-//! `explain`, incrementally, and each stall record is printed as soon as it is classified. A
-//! flight recorder keeps the last packets of every flow and writes to `--write` only the packets
-//! around a stall; `--metrics` serves the counts in the Prometheus text format.
+//! (headers only) and go to the watch's session (crates/watch: the same flow table and
+//! classifier as `explain`, incrementally, a flight recorder per flow, health and eviction);
+//! each stall record it yields is printed at once (crates/report, `report::watch`), its
+//! packets written to `--write`, its counts served by `--metrics` in the Prometheus text
+//! format. This file opens the sources and the outputs, and keeps the clock.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::io::{IsTerminal, Write};
+use std::io::{IsTerminal, StdoutLock, Write};
 use std::net::{IpAddr, SocketAddr};
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use analyze::{Config, Session, Stall};
+use ::watch::{Frame, Record, Watcher};
 use anyhow::{bail, Context};
-use serde::Serialize;
-use wire::{FlowId, FlowKey, FlowLimits, FlowTable};
+use report::watch::{watch_live_table, WatchHealth, WatchLine, WatchSummary};
 
-use super::watch_kernel::{FlowKernel, KernelFeed, KernelStats, HOLD_NS};
+use super::watch_kernel::KernelFeed;
 use super::watch_metrics::Metrics;
 
 const EXAMPLES: &str = "\
@@ -105,79 +105,64 @@ pub struct WatchArgs {
     pub kernel_reads: bool,
 }
 
-/// One line of `--format jsonl`.
-#[derive(Serialize)]
-struct Line<'a> {
-    schema_version: u32,
-    kind: &'static str,
-    /// The flow: addresses as the flow table ordered them, A first.
-    flow: String,
-    a: SocketAddr,
-    b: SocketAddr,
-    interface: String,
-    /// The stall's start, ns since the Unix epoch (its `start_ns` counts from the first packet
-    /// this watch saw).
-    start_unix_ns: u64,
-    stall: &'a Stall,
-    /// With --kernel: the flow's writes and resends the kernel reported so far.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    kernel: Option<FlowKernel>,
-}
-
-/// A flow's recent packets, for the flight recorder.
-#[derive(Default)]
-struct Recorder {
-    /// The handshake's packets (SYN, SYN-ACK), written once with the flow's first stall so that
-    /// the capture keeps the MSS, window scale and RTT explain needs.
-    syn: Vec<Pkt>,
-    recent: VecDeque<Pkt>,
-    /// Packets written up to this time (ns, Unix).
-    written_to: u64,
-    syn_written: bool,
-    /// The port the SYN went to: the server's.
-    server_port: Option<u16>,
-}
-
-#[derive(Clone)]
-struct Pkt {
-    ts_ns: u64,
-    orig_len: u32,
-    data: Vec<u8>,
-}
-
-/// What the run counts about itself.
-#[derive(Default, Debug, Clone, Serialize)]
-struct Health {
-    packets_seen: u64,
-    packets_not_tcp: u64,
-    ring_drops: u64,
-    ring_freezes: u64,
-    flows_seen: u64,
-    flows_tracked: usize,
-    flows_evicted: u64,
-    stall_records: u64,
-    cpu_share_of_one_cpu: f64,
-    packets_written: u64,
-    /// With --kernel: what the kernel evidence counted.
-    kernel: Option<KernelStats>,
-}
-
-/// Per-flow figures for the live table.
-#[derive(Default, Clone)]
-struct FlowStat {
-    stalls: u64,
-    stall_ns: u64,
-    causes: BTreeMap<&'static str, u64>,
-    last_unix_ns: u64,
-    /// With --kernel: the flow's writes and resends at its last stall.
-    kernel: Option<FlowKernel>,
-}
-
-fn is_eperm(e: &std::io::Error) -> bool {
-    e.kind() == std::io::ErrorKind::PermissionDenied
-}
-
 pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
+    check(&args)?;
+    let ring = open_ring(&args)?;
+    let pcap = open_pcap(&args)?;
+    let kfeed = open_kernel(&args);
+    let metrics = open_metrics(&args)?;
+    let signals = Signals::install()?;
+    let format = args.format;
+    let tty = std::io::stdout().is_terminal() && format == WatchFormat::Table;
+    let out = Output { stdout: std::io::stdout().lock(), format, tty, open: true, pcap, metrics };
+    let mut live = Live {
+        w: Watcher::new(config(&args, kfeed.is_some())),
+        ring,
+        kfeed,
+        out,
+        started: Instant::now(),
+        cpu0: lab::cpu::process_cpu_ns(),
+        last_tick: Instant::now(),
+        warned_drops: 0,
+        recs: Vec::new(),
+    };
+    let mut failure = live.run(&args, &signals.stop).err();
+    signals.close();
+    if failure.is_none() {
+        // Flows still alive: their last records (a gap pending at the end is classified now).
+        live.w.finish(&mut live.recs);
+        failure = live.emit().err();
+    }
+    if let Some(p) = live.out.pcap.as_mut() {
+        if let Err(e) = p.flush() {
+            failure = failure.or(Some(anyhow::anyhow!("--write: {e}")));
+        }
+    }
+    if let Some(k) = live.kfeed.as_mut() {
+        k.pull(&mut live.w);
+    }
+    let health = live.health();
+    let summary = WatchSummary {
+        seconds: live.started.elapsed().as_secs_f64(),
+        interface: &args.interface,
+        health: &health,
+        by_cause: live.w.by_cause(),
+        written_to: args.write.as_ref().map(|p| p.display().to_string()),
+    };
+    if format == WatchFormat::Table && !tty {
+        let _ = live.out.stdout.write_all(summary.text(&live.w.top(20)).as_bytes());
+        let _ = live.out.stdout.flush();
+    } else {
+        eprintln!("{}", summary.line());
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(0),
+    }
+}
+
+/// The flags' values: one line each on what is wrong, before anything is opened.
+fn check(args: &WatchArgs) -> anyhow::Result<()> {
     if !(args.threshold.is_finite() && (1.0..=60_000.0).contains(&args.threshold)) {
         bail!("--threshold {}: expected milliseconds between 1 and 60000", args.threshold);
     }
@@ -195,6 +180,30 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
     if args.max_flows == 0 || args.keep_packets == 0 {
         bail!("--max-flows and --keep-packets: expected at least 1");
     }
+    Ok(())
+}
+
+/// The watch's session settings from the flags (the classifier's timers are this kernel's).
+fn config(args: &WatchArgs, kernel: bool) -> ::watch::Config {
+    ::watch::Config {
+        analyze: analyze::Config {
+            min_gap: trace::Duration((args.threshold * 1e6) as u64),
+            timers: lab::kernel_timers(),
+        },
+        linktype: LINKTYPE_RAW,
+        idle_ns: (args.idle * 1e9) as u64,
+        max_flows: args.max_flows,
+        keep_ns: (args.keep_seconds * 1e9) as u64,
+        keep_packets: args.keep_packets,
+        record: args.write.is_some(),
+        ports: args.ports.clone(),
+        count: args.count,
+        kernel,
+    }
+}
+
+/// The capture ring on `--interface`, filtered in the kernel to TCP of the ports and hosts asked.
+fn open_ring(args: &WatchArgs) -> anyhow::Result<sys::ring::Ring> {
     let ifindex = if args.interface == "any" {
         0
     } else {
@@ -203,434 +212,227 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
     };
     let lo = nix::net::if_::if_nametoindex("lo").ok();
     let filter = sys::bpf::tcp_l3(&args.ports, &args.hosts, SNAPLEN, lo);
-    let mut ring = sys::ring::Ring::open(ifindex, &filter, 1 << 20, 32, 50).map_err(|e| {
-        if is_eperm(&e) {
+    sys::ring::Ring::open(ifindex, &filter, 1 << 20, 32, 50).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
             anyhow::anyhow!("watch needs CAP_NET_RAW to open an AF_PACKET socket (run as root): {e}")
         } else {
             anyhow::anyhow!("cannot open the capture ring on {}: {e}", args.interface)
         }
-    })?;
-    let mut pcap = match &args.write {
-        Some(p) => {
-            let f = std::fs::File::create(p).with_context(|| format!("--write: cannot create {}", p.display()))?;
-            let iface = wire::write::Interface {
-                name: args.interface.clone(),
-                description: "tcpstall watch: the packets around each stall (IP headers, cooked)".into(),
-                linktype: LINKTYPE_RAW,
-                snaplen: SNAPLEN,
-            };
-            Some(wire::write::PcapNgWriter::new(std::io::BufWriter::new(f), &[iface]).context("--write")?)
-        }
-        None => None,
-    };
-    // Kernel evidence: failing soft, one line on what is missing and what still works.
-    let mut kfeed = if args.kernel {
-        match KernelFeed::open(&args.ports, args.kernel_reads) {
-            Ok(k) => {
-                eprintln!("tcpstall watch: {}", k.status());
-                Some(k)
-            }
-            Err(why) => {
-                eprintln!("tcpstall watch: {why}");
-                None
-            }
-        }
-    } else {
-        None
-    };
-    let mut kbuf: Vec<wire::FlowEvent> = Vec::new();
-    let metrics = match args.metrics {
-        Some(addr) => {
-            let m = Metrics::serve(addr).with_context(|| format!("--metrics {addr}"))?;
-            eprintln!("tcpstall watch: metrics on http://{}/metrics", m.addr);
-            Some(m)
-        }
-        None => None,
-    };
+    })
+}
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let signals = {
+type PcapOut = wire::write::PcapNgWriter<std::io::BufWriter<std::fs::File>>;
+
+/// `--write`'s file, its one interface cooked (every packet starts at its IP header).
+fn open_pcap(args: &WatchArgs) -> anyhow::Result<Option<PcapOut>> {
+    let Some(p) = &args.write else { return Ok(None) };
+    let f = std::fs::File::create(p).with_context(|| format!("--write: cannot create {}", p.display()))?;
+    let iface = wire::write::Interface {
+        name: args.interface.clone(),
+        description: "tcpstall watch: the packets around each stall (IP headers, cooked)".into(),
+        linktype: LINKTYPE_RAW,
+        snaplen: SNAPLEN,
+    };
+    Ok(Some(wire::write::PcapNgWriter::new(std::io::BufWriter::new(f), &[iface]).context("--write")?))
+}
+
+/// Kernel evidence: failing soft, one line on what is missing and what still works.
+fn open_kernel(args: &WatchArgs) -> Option<KernelFeed> {
+    if !args.kernel {
+        return None;
+    }
+    match KernelFeed::open(&args.ports, args.kernel_reads) {
+        Ok(k) => {
+            eprintln!("tcpstall watch: {}", k.status());
+            Some(k)
+        }
+        Err(why) => {
+            eprintln!("tcpstall watch: {why}");
+            None
+        }
+    }
+}
+
+fn open_metrics(args: &WatchArgs) -> anyhow::Result<Option<Metrics>> {
+    let Some(addr) = args.metrics else { return Ok(None) };
+    let m = Metrics::serve(addr).with_context(|| format!("--metrics {addr}"))?;
+    eprintln!("tcpstall watch: metrics on http://{}/metrics", m.addr);
+    Ok(Some(m))
+}
+
+/// SIGINT, SIGTERM and SIGHUP end the watch cleanly (its summary printed); a second one quits
+/// at once.
+struct Signals {
+    stop: Arc<AtomicBool>,
+    handle: signal_hook::iterator::Handle,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Signals> {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
         let mut s = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]).context("signal handler")?;
         let handle = s.handle();
-        let stop = stop.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
         // The iterator lives until `close` (dropping it early would leave close writing to a
-        // closed pipe); a second signal quits at once.
+        // closed pipe).
         let thread = std::thread::spawn(move || {
             for sig in s.forever() {
-                if stop.swap(true, Ordering::SeqCst) {
+                if flag.swap(true, Ordering::SeqCst) {
                     std::process::exit(128 + sig);
                 }
             }
         });
-        (handle, thread)
-    };
+        Ok(Signals { stop, handle, thread })
+    }
 
-    let limits = FlowLimits { idle_ns: (args.idle * 1e9) as u64, ..FlowLimits::default() };
-    let mut table = FlowTable::with_limits(limits);
-    let cfg = Config { min_gap: trace::Duration((args.threshold * 1e6) as u64), timers: lab::kernel_timers() };
-    let mut session = Session::new(cfg);
-    let mut rec: HashMap<FlowId, Recorder> = HashMap::new();
-    let mut last_seen: HashMap<FlowId, u64> = HashMap::new();
-    let mut ids: HashMap<FlowKey, FlowId> = HashMap::new();
-    let mut stats: HashMap<FlowKey, FlowStat> = HashMap::new();
-    let mut health = Health::default();
-    let mut by_cause: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
-    let tty = std::io::stdout().is_terminal() && args.format == WatchFormat::Table;
-    let started = Instant::now();
-    let cpu0 = process_cpu_ns();
-    let mut last_tick = Instant::now();
-    let mut warned_drops = 0u64;
-    let keep_ns = (args.keep_seconds * 1e9) as u64;
-    let mut frame_no = 0u64;
-    let mut out = std::io::stdout().lock();
-    let mut new: Vec<(FlowKey, Stall)> = Vec::new();
-    let mut failure: Option<anyhow::Error> = None;
+    fn close(self) {
+        self.handle.close();
+        let _ = self.thread.join();
+    }
+}
 
-    'main: loop {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        if args.duration.is_some_and(|d| started.elapsed().as_secs_f64() >= d) {
-            break;
-        }
-        let ready = ring.wait(100).context("poll")?;
-        // The kernel's records before the packets: a record stamped before a packet was in the
-        // ring before that packet was captured.
-        if let Some(k) = kfeed.as_mut() {
-            k.pull();
-        }
-        if ready {
-            let mut touched: Vec<FlowId> = Vec::new();
-            ring.drain(|f| {
-                health.packets_seen += 1;
-                frame_no += 1;
-                let Ok(p) = wire::decode(LINKTYPE_RAW, f.data, f.orig_len) else {
-                    health.packets_not_tcp += 1;
-                    return;
-                };
-                let Some(fe) = table.event(&p, f.ts_ns, frame_no, f.ifindex.max(0) as u32) else { return };
-                let id = fe.flow;
-                if let (Some(k), Some(key), Some(origin)) = (kfeed.as_mut(), table.key(id), table.origin_ns()) {
-                    // The flow's kernel events up to this packet, never before its previous one.
-                    let floor = last_seen.get(&id).copied().unwrap_or(0);
-                    kbuf.clear();
-                    k.release(id, &key, f.ts_ns, floor, origin, fe.loopback, &mut kbuf);
-                    for ke in &kbuf {
-                        session.push(ke, || Some(key));
-                    }
-                }
-                session.push(&fe, || table.key(id));
-                last_seen.insert(id, f.ts_ns);
-                if !rec.contains_key(&id) {
-                    if let Some(k) = table.key(id) {
-                        ids.insert(k, id);
-                    }
-                }
-                let r = rec.entry(id).or_default();
-                let pkt = Pkt { ts_ns: f.ts_ns, orig_len: f.orig_len, data: f.data.to_vec() };
-                if p.segment.flags.syn() && !p.segment.flags.ack() {
-                    r.server_port = Some(p.dst.port());
-                }
-                // The handshake: the flow's packets up to the first one without SYN after a SYN.
-                if r.syn.len() < 3 && (p.segment.flags.syn() || r.syn.len() == 2) && r.recent.len() == r.syn.len() {
-                    r.syn.push(pkt.clone());
-                }
-                r.recent.push_back(pkt);
-                while r.recent.len() > args.keep_packets
-                    || r.recent.front().is_some_and(|x| f.ts_ns.saturating_sub(x.ts_ns) > keep_ns)
-                {
-                    r.recent.pop_front();
-                }
-                touched.push(id);
-            });
-            touched.sort_unstable();
-            touched.dedup();
-            for id in touched {
-                session.take_new_stalls(id, &mut new);
+/// Where the records go.
+struct Output {
+    stdout: StdoutLock<'static>,
+    format: WatchFormat,
+    /// The live table is drawn (a terminal, `--format table`).
+    tty: bool,
+    /// Standard output still takes lines (a closed pipe ends the watch quietly).
+    open: bool,
+    pcap: Option<PcapOut>,
+    metrics: Option<Metrics>,
+}
+
+/// A watch running: the sources, the session, the outputs and the clock.
+struct Live {
+    ring: sys::ring::Ring,
+    kfeed: Option<KernelFeed>,
+    w: Watcher,
+    out: Output,
+    started: Instant,
+    cpu0: u64,
+    last_tick: Instant,
+    /// Ring drops already warned about.
+    warned_drops: u64,
+    /// Records yielded, not written yet.
+    recs: Vec<Record>,
+}
+
+impl Live {
+    /// Until a signal, `--duration`, `--count`, a closed pipe or an error.
+    fn run(&mut self, args: &WatchArgs, stop: &AtomicBool) -> anyhow::Result<()> {
+        loop {
+            if stop.load(Ordering::SeqCst) || args.duration.is_some_and(|d| self.started.elapsed().as_secs_f64() >= d) {
+                return Ok(());
+            }
+            let ready = self.ring.wait(100).context("poll")?;
+            // The kernel's records before the packets: a record stamped before a packet was in
+            // the ring before that packet was captured.
+            if let Some(k) = self.kfeed.as_mut() {
+                k.pull(&mut self.w);
+            }
+            if ready {
+                let (w, recs) = (&mut self.w, &mut self.recs);
+                self.ring.drain(|f| {
+                    let frame = Frame {
+                        ts_ns: f.ts_ns,
+                        orig_len: f.orig_len,
+                        data: f.data,
+                        interface: f.ifindex.max(0) as u32,
+                    };
+                    w.push(&frame, recs);
+                });
+            }
+            let tick = self.last_tick.elapsed() >= Duration::from_secs(1);
+            if tick {
+                self.w.tick(now_unix_ns(), &mut self.recs);
+            }
+            if self.emit()?.is_break() {
+                return Ok(());
+            }
+            if tick {
+                self.tick()?;
             }
         }
-        // Flows the table ended (FIN/RST and linger, idle, reuse): their last records.
-        while let Some(end) = table.pop_ended() {
-            if let Some(k) = kfeed.as_mut() {
-                k.end(&end.key);
+    }
+
+    /// Writes the records yielded: metrics, `--write`'s packets, the JSON lines. Break when
+    /// the watch is over (the count reached, standard output closed).
+    fn emit(&mut self) -> anyhow::Result<ControlFlow<()>> {
+        let out = &mut self.out;
+        for r in self.recs.drain(..) {
+            if let Some(m) = &out.metrics {
+                m.stall(r.stall.cause.as_str(), r.port, r.stall.length.as_secs_f64());
             }
-            let taken = session.taken(end.flow);
-            if let Some(fin) = session.end(&end) {
-                new.extend(fin.analysis.stalls.into_iter().skip(taken).map(|s| (fin.key, s)));
-            }
-            rec.remove(&end.flow);
-            last_seen.remove(&end.flow);
-            ids.remove(&end.key);
-        }
-        // Bounded memory: beyond --max-flows, forget the least recently seen.
-        while session.live() > args.max_flows {
-            let Some((&id, _)) = last_seen.iter().min_by_key(|(_, &t)| t) else { break };
-            let key = table.key(id);
-            if let Some(key) = key {
-                ids.remove(&key);
-                let end = wire::FlowEnd { flow: id, key, reason: wire::EndReason::Idle };
-                let taken = session.taken(id);
-                if let Some(fin) = session.end(&end) {
-                    new.extend(fin.analysis.stalls.into_iter().skip(taken).map(|s| (fin.key, s)));
+            if let Some(p) = out.pcap.as_mut() {
+                for pkt in &r.packets {
+                    p.packet(0, pkt.ts_ns, &pkt.data, pkt.orig_len).context("--write")?;
                 }
             }
-            rec.remove(&id);
-            last_seen.remove(&id);
-            health.flows_evicted += 1;
-        }
-        let tick = last_tick.elapsed() >= Duration::from_secs(1);
-        if tick {
-            // Kernel events of quiet flows: in once no packet can come before them any more.
-            if let (Some(k), Some(origin)) = (kfeed.as_mut(), table.origin_ns()) {
-                let until = now_unix_ns().saturating_sub(HOLD_NS);
-                for (key, &id) in &ids {
-                    let floor = last_seen.get(&id).copied().unwrap_or(0);
-                    kbuf.clear();
-                    // The flow's analyser exists (its packets came first): `loopback` is unused.
-                    k.release(id, key, until, floor, origin, false, &mut kbuf);
-                    for ke in &kbuf {
-                        session.push(ke, || Some(*key));
-                    }
-                }
-            }
-            // Quiet flows: settle their pending gaps (a stall is classified about a second
-            // after its release at the latest).
-            if let Some(origin) = table.origin_ns() {
-                let now = trace::Instant(now_unix_ns().saturating_sub(origin));
-                session.settle_all(now, &mut new);
-            }
-        }
-        let origin = table.origin_ns().unwrap_or(0);
-        for (key, st) in new.drain(..) {
-            if !st.shows_a_wait() {
-                continue;
-            }
-            health.stall_records += 1;
-            let start_unix = origin + st.start.0;
-            let e = by_cause.entry(st.cause.as_str()).or_default();
-            e.0 += 1;
-            e.1 += st.length.0;
-            let fs = stats.entry(key).or_default();
-            fs.stalls += 1;
-            fs.stall_ns += st.length.0;
-            *fs.causes.entry(st.cause.as_str()).or_default() += 1;
-            fs.last_unix_ns = start_unix + st.length.0;
-            fs.kernel = kfeed.as_ref().map(|k| k.flow(&key));
-            if let Some(m) = &metrics {
-                let port = ids
-                    .get(&key)
-                    .and_then(|id| rec.get(id))
-                    .and_then(|r| r.server_port)
-                    .or_else(|| [key.a.port(), key.b.port()].into_iter().find(|p| args.ports.contains(p)))
-                    .unwrap_or_else(|| server_port(&key));
-                m.stall(st.cause.as_str(), port, st.length.as_secs_f64());
-            }
-            if let Some(w) = pcap.as_mut() {
-                if let Some(r) = ids.get(&key).and_then(|id| rec.get_mut(id)) {
-                    match write_around(w, r, start_unix) {
-                        Ok(n) => health.packets_written += n,
-                        Err(e) => {
-                            failure = Some(anyhow::anyhow!("--write: {e}"));
-                            break 'main;
-                        }
-                    }
-                }
-            }
-            if args.format == WatchFormat::Jsonl {
-                let line = Line {
+            if out.format == WatchFormat::Jsonl && out.open {
+                let line = WatchLine {
                     schema_version: report::SCHEMA_VERSION,
                     kind: "stall",
-                    flow: format!("{}-{}", key.a, key.b),
-                    a: key.a,
-                    b: key.b,
-                    interface: ifname(key.interface),
-                    start_unix_ns: start_unix,
-                    stall: &st,
-                    kernel: kfeed.as_ref().map(|k| k.flow(&key)),
+                    flow: format!("{}-{}", r.key.a, r.key.b),
+                    a: r.key.a,
+                    b: r.key.b,
+                    interface: ifname(r.key.interface),
+                    start_unix_ns: r.start_unix_ns,
+                    stall: &r.stall,
+                    kernel: r.kernel,
                 };
-                let text = serde_json::to_string(&line)?;
+                let text = line.to_jsonl()?;
                 // A closed pipe (| head) ends the watch quietly.
-                if writeln!(out, "{text}").and_then(|_| out.flush()).is_err() {
-                    break 'main;
-                }
-            }
-            if args.count.is_some_and(|c| health.stall_records >= c) {
-                break 'main;
+                out.open = writeln!(out.stdout, "{text}").and_then(|_| out.stdout.flush()).is_ok();
             }
         }
-        if tick {
-            last_tick = Instant::now();
-            let st = ring.statistics().unwrap_or_default();
-            health.ring_drops = st.drops;
-            health.ring_freezes = st.freezes;
-            health.flows_seen = u64::from(table.seen());
-            health.flows_tracked = session.live();
-            health.cpu_share_of_one_cpu = cpu_share(cpu0, started);
-            if let Some(k) = kfeed.as_mut() {
-                // After this tick's records are out: the counts of flows gone can go.
-                let pairs: std::collections::HashSet<(SocketAddr, SocketAddr)> =
-                    ids.keys().flat_map(|k| [(k.a, k.b), (k.b, k.a)]).collect();
-                k.tick(now_unix_ns(), |x, y| pairs.contains(&(x, y)));
-                health.kernel = Some(k.stats);
-            }
-            if health.ring_drops > warned_drops {
-                eprintln!(
-                    "tcpstall: watch: the capture ring dropped {} packets so far (PACKET_STATISTICS): stalls of \
-                     those flows may be missed or misnamed; narrow --port/--host",
-                    health.ring_drops
-                );
-                warned_drops = health.ring_drops;
-            }
-            if let Some(m) = &metrics {
-                m.health(health.packets_seen, health.ring_drops, health.flows_tracked as u64);
-                if let Some(k) = &health.kernel {
-                    m.kernel(k);
-                }
-            }
-            if let Some(w) = pcap.as_mut() {
-                if let Err(e) = w.flush() {
-                    failure = Some(anyhow::anyhow!("--write: {e}"));
-                    break 'main;
-                }
-            }
-            if tty {
-                draw_table(&mut out, &stats, &health, started.elapsed());
-            }
+        Ok(if self.w.done() || !out.open { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+    }
+
+    /// The one-second tick's outputs: the ring's drops warned about, the metrics, `--write`
+    /// flushed, the live table redrawn.
+    fn tick(&mut self) -> anyhow::Result<()> {
+        self.last_tick = Instant::now();
+        if let Some(k) = self.kfeed.as_mut() {
+            k.resample();
         }
-    }
-    signals.0.close();
-    let _ = signals.1.join();
-    // Flows still alive: their last records (a gap pending at the end is classified now).
-    let taken: Vec<(FlowId, usize)> = last_seen.keys().map(|&id| (id, session.taken(id))).collect();
-    let taken: HashMap<FlowId, usize> = taken.into_iter().collect();
-    let mut tail = 0u64;
-    if failure.is_none() && args.count.is_none_or(|c| health.stall_records < c) {
-        for fin in session.finish_all() {
-            let skip = taken.get(&fin.id).copied().unwrap_or(0);
-            for st in fin.analysis.stalls.iter().skip(skip).filter(|s| s.shows_a_wait()) {
-                tail += 1;
-                health.stall_records += 1;
-                let e = by_cause.entry(st.cause.as_str()).or_default();
-                e.0 += 1;
-                e.1 += st.length.0;
-                if args.format == WatchFormat::Jsonl {
-                    let origin = table.origin_ns().unwrap_or(0);
-                    let line = Line {
-                        schema_version: report::SCHEMA_VERSION,
-                        kind: "stall",
-                        flow: format!("{}-{}", fin.key.a, fin.key.b),
-                        a: fin.key.a,
-                        b: fin.key.b,
-                        interface: ifname(fin.key.interface),
-                        start_unix_ns: origin + st.start.0,
-                        stall: st,
-                        kernel: kfeed.as_ref().map(|k| k.flow(&fin.key)),
-                    };
-                    let _ = writeln!(out, "{}", serde_json::to_string(&line)?);
-                }
-            }
-        }
-    }
-    let _ = out.flush();
-    let st = ring.statistics().unwrap_or_default();
-    health.ring_drops = st.drops;
-    health.flows_seen = u64::from(table.seen());
-    health.cpu_share_of_one_cpu = cpu_share(cpu0, started);
-    if let Some(k) = kfeed.as_mut() {
-        k.pull();
-        health.kernel = Some(k.stats);
-    }
-    drop(kfeed);
-    if let Some(mut w) = pcap {
-        w.flush().context("--write")?;
-    }
-    drop(ring);
-    let secs = started.elapsed().as_secs_f64();
-    let causes: Vec<String> =
-        by_cause.iter().map(|(c, (n, ns))| format!("{c} {n} ({:.0} ms)", *ns as f64 / 1e6)).collect();
-    let summary = format!(
-        "tcpstall watch: {:.1} s on {}: {} packets, {} dropped by the ring, {} flows ({} evicted), {} stall records{}{}; \
-         {:.1}% of one CPU{}{}",
-        secs,
-        args.interface,
-        health.packets_seen,
-        health.ring_drops,
-        health.flows_seen,
-        health.flows_evicted,
-        health.stall_records,
-        if causes.is_empty() { String::new() } else { format!(": {}", causes.join(", ")) },
-        if tail > 0 { format!(" ({tail} classified at the end)") } else { String::new() },
-        100.0 * health.cpu_share_of_one_cpu,
-        args.write
-            .as_ref()
-            .map_or(String::new(), |p| format!("; {} packets written to {}", health.packets_written, p.display())),
-        health.kernel.map_or(String::new(), |k| format!(
-            "; kernel evidence: {} events ({} writes, {} resends, {} windows), {} lost, {} of unseen connections",
-            k.events, k.writes, k.resends, k.windows, k.lost, k.unmatched
-        )),
-    );
-    if args.format == WatchFormat::Table && !tty {
-        println!("{summary}");
-        for (k, f) in top(&stats, 20) {
-            println!(
-                "  {}-{}  {} stalls, {:.0} ms: {}{}",
-                k.a,
-                k.b,
-                f.stalls,
-                f.stall_ns as f64 / 1e6,
-                causes_text(&f.causes),
-                f.kernel.map_or(String::new(), |x| format!(" (kernel: {} writes, {} resends)", x.writes, x.resends))
+        let h = self.health();
+        if h.ring_drops > self.warned_drops {
+            eprintln!(
+                "tcpstall: watch: the capture ring dropped {} packets so far (PACKET_STATISTICS): stalls of \
+                 those flows may be missed or misnamed; narrow --port/--host",
+                h.ring_drops
             );
+            self.warned_drops = h.ring_drops;
         }
-    } else {
-        eprintln!("{summary}");
-    }
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    Ok(0)
-}
-
-/// Writes the flow's packets from shortly before the stall's start (the two packets before it:
-/// the last data and the ACK before the gap) up to the newest, after the flow's handshake if
-/// not written yet. Returns the packets written.
-fn write_around<W: Write>(
-    w: &mut wire::write::PcapNgWriter<W>,
-    r: &mut Recorder,
-    start_unix: u64,
-) -> std::io::Result<u64> {
-    let mut n = 0;
-    let before = r.recent.iter().rposition(|p| p.ts_ns <= start_unix).map_or(0, |i| i.saturating_sub(2));
-    let first = r.recent.iter().skip(before).find(|p| p.ts_ns > r.written_to).map_or(u64::MAX, |p| p.ts_ns);
-    if !r.syn_written {
-        // The handshake first: its MSS, window scale and round trip are what the capture's
-        // reader needs to classify the same way.
-        for p in r.syn.iter().filter(|p| p.ts_ns < first) {
-            w.packet(0, p.ts_ns, &p.data, p.orig_len)?;
-            n += 1;
+        if let Some(m) = &self.out.metrics {
+            m.health(h.packets_seen, h.ring_drops, h.flows_tracked as u64);
+            if let Some(k) = &h.kernel {
+                m.kernel(k);
+            }
         }
-        r.syn_written = true;
+        if let Some(p) = self.out.pcap.as_mut() {
+            p.flush().context("--write")?;
+        }
+        if self.out.tty {
+            let table = watch_live_table(&h, &self.w.top(25), self.started.elapsed().as_secs_f64(), now_unix_ns());
+            let _ = self.out.stdout.write_all(table.as_bytes());
+            let _ = self.out.stdout.flush();
+        }
+        Ok(())
     }
-    for p in r.recent.iter().skip(before).filter(|p| p.ts_ns > r.written_to) {
-        w.packet(0, p.ts_ns, &p.data, p.orig_len)?;
-        n += 1;
-    }
-    if let Some(last) = r.recent.back() {
-        r.written_to = r.written_to.max(last.ts_ns);
-    }
-    Ok(n)
-}
 
-/// The flow's server port as a metric label when its SYN was not seen and neither port is one
-/// asked for: the port below the ephemeral range (32768, net.ipv4.ip_local_port_range's default
-/// start) when one is, else the lower one.
-fn server_port(k: &FlowKey) -> u16 {
-    let (a, b) = (k.a.port(), k.b.port());
-    match (a < 32768, b < 32768) {
-        (true, false) => a,
-        (false, true) => b,
-        _ => a.min(b),
+    /// The session's counts with the ring's and the process's own.
+    fn health(&mut self) -> WatchHealth {
+        let st = self.ring.statistics().unwrap_or_default();
+        WatchHealth {
+            ring_drops: st.drops,
+            ring_freezes: st.freezes,
+            cpu_share_of_one_cpu: cpu_share(self.cpu0, self.started),
+            ..self.w.health()
+        }
     }
 }
 
@@ -642,92 +444,11 @@ fn now_unix_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
-fn process_cpu_ns() -> u64 {
-    lab::cpu::process_cpu_ns()
-}
-
 fn cpu_share(cpu0: u64, started: Instant) -> f64 {
     let wall = started.elapsed().as_nanos() as f64;
     if wall > 0.0 {
-        process_cpu_ns().saturating_sub(cpu0) as f64 / wall
+        lab::cpu::process_cpu_ns().saturating_sub(cpu0) as f64 / wall
     } else {
         0.0
-    }
-}
-
-fn causes_text(c: &BTreeMap<&'static str, u64>) -> String {
-    c.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
-}
-
-fn top(stats: &HashMap<FlowKey, FlowStat>, n: usize) -> Vec<(FlowKey, FlowStat)> {
-    let mut v: Vec<(FlowKey, FlowStat)> = stats.iter().map(|(k, f)| (*k, f.clone())).collect();
-    v.sort_by_key(|b| std::cmp::Reverse(b.1.stall_ns));
-    v.truncate(n);
-    v
-}
-
-/// The live table (a terminal only): the top flows by stall time and the run's own health.
-fn draw_table(out: &mut impl Write, stats: &HashMap<FlowKey, FlowStat>, h: &Health, up: Duration) {
-    let mut s = String::from("\x1b[H\x1b[2J");
-    s += &format!(
-        "tcpstall watch  {:.0} s  packets {}  ring drops {}  flows {} tracked, {} evicted  stalls {}  cpu {:.1}%\n\n",
-        up.as_secs_f64(),
-        h.packets_seen,
-        h.ring_drops,
-        h.flows_tracked,
-        h.flows_evicted,
-        h.stall_records,
-        100.0 * h.cpu_share_of_one_cpu
-    );
-    if let Some(k) = h.kernel {
-        s += &format!(
-            "kernel evidence  events {}  writes {}  resends {}  windows {}  lost {}\n\n",
-            k.events, k.writes, k.resends, k.windows, k.lost
-        );
-    }
-    let kcol = h.kernel.is_some();
-    s += &format!(
-        "{:<47} {:>7} {:>10} {:>10}{}  causes\n",
-        "flow",
-        "stalls",
-        "stall ms",
-        "last ago",
-        if kcol { format!(" {:>13}", "kernel w/r") } else { String::new() }
-    );
-    let now = now_unix_ns();
-    for (k, f) in top(stats, 25) {
-        let kc = match (kcol, f.kernel) {
-            (true, Some(x)) => format!(" {:>13}", format!("{}/{}", x.writes, x.resends)),
-            (true, None) => format!(" {:>13}", "-"),
-            _ => String::new(),
-        };
-        s += &format!(
-            "{:<47} {:>7} {:>10.0} {:>9.1}s{}  {}\n",
-            format!("{}-{}", k.a, k.b),
-            f.stalls,
-            f.stall_ns as f64 / 1e6,
-            now.saturating_sub(f.last_unix_ns) as f64 / 1e9,
-            kc,
-            causes_text(&f.causes)
-        );
-    }
-    let _ = out.write_all(s.as_bytes());
-    let _ = out.flush();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn server_port_is_the_one_below_the_ephemeral_range() {
-        let k = |a: u16, b: u16| FlowKey {
-            a: SocketAddr::from(([127, 0, 0, 1], a)),
-            b: SocketAddr::from(([127, 0, 0, 1], b)),
-            interface: 1,
-        };
-        assert_eq!(server_port(&k(45000, 8080)), 8080);
-        assert_eq!(server_port(&k(443, 51000)), 443);
-        assert_eq!(server_port(&k(40000, 50000)), 40000);
     }
 }

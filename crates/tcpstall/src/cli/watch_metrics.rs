@@ -105,7 +105,7 @@ impl Metrics {
     }
 
     /// The kernel evidence's counts so far (--kernel).
-    pub fn kernel(&self, k: &super::watch_kernel::KernelStats) {
+    pub fn kernel(&self, k: &report::watch::KernelStats) {
         let other = k.events.saturating_sub(k.writes + k.resends + k.windows);
         for (kind, n) in [("write", k.writes), ("resend", k.resends), ("window", k.windows), ("other", other)] {
             let c = self.kernel.get_or_create(&KindLabel { kind });

@@ -387,64 +387,19 @@ pub fn advise_declares_the_tie_and_the_rule_that_chose() {
     assert!(rule == "alone" || v["decision"]["rules"].as_array().unwrap().iter().any(|r| r == rule), "{rule}");
 }
 
-/// docs/json-schema.md documents advise's JSON: every key of a lab run's output (which carries
-/// the CPU column) is in the tables marked `advise:`, and every documented key is printed.
-pub fn advise_json_fields_are_documented() {
-    let _one_at_a_time = exclusive();
-    let v = run_json(&[
-        "advise",
-        "--exchange",
-        "client 275,24,292; server 100",
-        "--rounds",
-        "3",
-        "--reps",
-        "1",
-        "-q",
-        "--format",
-        "json",
-    ]);
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/json-schema.md")).unwrap();
-    let mut tables: Vec<(String, std::collections::BTreeSet<String>)> = Vec::new();
-    let mut current: Option<usize> = None;
-    for line in doc.lines() {
-        if let Some(rest) = line.trim().strip_prefix("<!-- fields:") {
-            let path = rest.trim_end_matches("-->").trim().to_string();
-            current = path.starts_with("advise:").then(|| {
-                tables.push((path, Default::default()));
-                tables.len() - 1
-            });
-        } else if let (Some(i), true) = (current, line.starts_with("| `")) {
-            for name in line.split('|').nth(1).unwrap().split(',') {
-                tables[i].1.insert(name.trim().trim_matches('`').to_string());
-            }
-        } else if !line.starts_with('|') && !line.trim().is_empty() {
-            current = None;
-        }
-    }
-    assert_eq!(tables.len(), 3, "the advise tables: {tables:?}");
-    for (path, names) in &tables {
-        let mut at = &v;
-        for part in path.trim_start_matches("advise:").split('.').filter(|p| !p.is_empty()) {
-            at = match part.strip_suffix("[]") {
-                Some(n) => &at[n][0],
-                None => &at[part],
-            };
-        }
-        let keys: std::collections::BTreeSet<String> =
-            at.as_object().unwrap_or_else(|| panic!("{path}: no object")).keys().cloned().collect();
-        assert_eq!(&keys, names, "{path}: printed (left) against documented (right)");
-    }
-}
-
 /// Issue 26 item 5: SIGINT on `advise` (real sockets) stops the run in progress, ranks and
 /// prints the runs finished, says so in one line and exits 130; SIGTERM on `replay` during its
 /// run keeps what was derived (printed, saved with --emit) and exits 143.
 pub fn signals_on_advise_and_replay_keep_the_finished_work() {
+    let _one_at_a_time = exclusive();
+    sigint_on_advise_ranks_the_runs_finished();
+    sigterm_on_replay_keeps_the_derived_exchange();
+}
+
+fn sigint_on_advise_ranks_the_runs_finished() {
     use nix::sys::signal::{kill, Signal};
-    use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
-    let _one_at_a_time = exclusive();
     let bin = assert_cmd::cargo::cargo_bin("tcpstall");
     // advise: 10 candidates x 5 runs of 20 rounds; as written a run waits ~1 s on delayed ACKs.
     // SIGINT at 5 s lands after the first round-robin pass on an idle host; a loaded host that
@@ -479,6 +434,14 @@ pub fn signals_on_advise_and_replay_keep_the_finished_work() {
         assert!(v["decision"]["chosen"].is_string(), "{v:#}");
         Ok(())
     });
+}
+
+fn sigterm_on_replay_keeps_the_derived_exchange() {
+    use nix::sys::signal::{kill, Signal};
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+    let bin = assert_cmd::cargo::cargo_bin("tcpstall");
     // replay: a capture of 100 header+body requests (the model's pcap): the lab run takes ~5 s.
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("hb.pcap");

@@ -184,3 +184,34 @@ pub fn explain_counts_application_gaps_apart_and_lists_them_on_request() {
     assert!(listed(&text), "{text}");
     assert!(text.contains("not a TCP stall"), "{text}");
 }
+
+/// Each flow's label names its capture interface only when the file has several (the link's
+/// tap writes one per end), in the text and in the JSON alike; a pcapng with one interface
+/// keeps the bare label (the decoder knows which only at the end of the file).
+pub fn explain_labels_flows_with_their_interface_only_when_the_capture_has_several() {
+    let json = |name: &str| -> serde_json::Value {
+        let out = tcpstall().args(["explain", "--format", "json"]).arg(capture(name)).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("valid JSON")
+    };
+    let text = |name: &str| -> String {
+        let out = tcpstall().arg("explain").arg(capture(name)).output().unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let two = "link20ms-seed001-default.pcapng";
+    let v = json(two);
+    let labels: Vec<&str> = v["flows"].as_array().unwrap().iter().map(|f| f["label"].as_str().unwrap()).collect();
+    assert_eq!(labels.len(), 2, "{labels:?}");
+    assert!(labels[0].ends_with(" on interface 0 (client tcpstall0 198.18.0.1)"), "{labels:?}");
+    assert!(labels[1].ends_with(" on interface 1 (server tcpstall0 198.18.0.2)"), "{labels:?}");
+    let t = text(two);
+    assert!(t.contains(&format!("\nflow 2: {} (A = ", labels[1])), "{t}");
+    let one = "seed001-any-sll2.pcapng";
+    let v = json(one);
+    let flow = &v["flows"][0];
+    assert_eq!(
+        flow["label"].as_str().unwrap(),
+        format!("{} <-> {}", flow["a"].as_str().unwrap(), flow["b"].as_str().unwrap())
+    );
+    assert!(!text(one).contains("on interface"));
+}

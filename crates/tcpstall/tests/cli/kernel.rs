@@ -8,7 +8,14 @@ use predicates::prelude::*;
 fn fingerprint_json() -> serde_json::Value {
     let out = tcpstall().args(["kernel", "--format", "json"]).output().expect("run tcpstall");
     assert!(out.status.success(), "tcpstall kernel failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("JSON")
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    // The documented top level (docs/json-schema.md, "Kernel").
+    let keys: Vec<&str> = v.as_object().expect("an object").keys().map(String::as_str).collect();
+    assert_eq!(keys.len(), 3, "{keys:?}");
+    for k in ["fingerprint", "comparison", "replay_agreement"] {
+        assert!(keys.contains(&k), "{k} missing: {keys:?}");
+    }
+    v
 }
 
 fn row<'a>(v: &'a serde_json::Value, behaviour: &str) -> &'a serde_json::Value {
@@ -151,4 +158,18 @@ pub fn here_profile_simulates_with_the_measured_rules() {
         .assert()
         .success()
         .stdout(predicate::str::contains("model linux:here"));
+}
+
+/// `--format csv` and `markdown`: the kernel's document is not a list of rows; one line, non-zero,
+/// before the 7 s of experiments.
+pub fn kernel_formats_without_a_form_fail_at_once() {
+    for format in ["csv", "markdown"] {
+        let t0 = std::time::Instant::now();
+        let out = tcpstall().args(["kernel", "--format", format]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && out.stdout.is_empty(), "{format}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(&format!("`kernel` output has no {format} form (use table, json)")), "{err}");
+        assert!(t0.elapsed().as_secs_f64() < 3.0, "{format} failed only after the experiments");
+    }
 }

@@ -362,6 +362,12 @@ pub fn scenarios_lists_the_catalogue() {
     let names: Vec<&str> = v.as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["chunked", "multi-write", "burst", "bulk-ack", "stream", "rr"]);
     assert_eq!(v[0]["seed"], "000");
+    // Each entry has the documented fields (docs/json-schema.md, "Scenarios").
+    for s in v.as_array().unwrap() {
+        let mut keys: Vec<&str> = s.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["finding", "kind", "matrix", "name", "params", "seed", "summary"], "{s}");
+    }
     let out = tcpstall().arg("scenarios").output().unwrap();
     let t = String::from_utf8_lossy(&out.stdout);
     assert!(t.contains("burst (seed 002)") && t.contains("matrix:"), "{t}");

@@ -90,3 +90,19 @@ pub fn a_killed_veth_run_is_swept_by_the_next() {
     let left = leftovers();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// `--matrix seed003`'s flags are checked before any namespace exists: one line, non-zero. (Its
+/// `--format json` document is checked field by field in crates/report/tests/json_schema_doc.rs:
+/// the matrix takes a minute.)
+pub fn matrix_flags_fail_in_one_line_before_running() {
+    for (args, needle) in [
+        (&["--reps", "0"][..], "--reps 0: expected 1 to 20"),
+        (&["--format", "yaml"][..], "invalid value 'yaml' for '--format"),
+    ] {
+        let out = tcpstall().args(["lab", "stream", "--matrix", "seed003", "-q"]).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && out.stdout.is_empty(), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(err.lines().filter(|l| l.starts_with("error") || l.starts_with("tcpstall:")).count() == 1, "{err}");
+    }
+}
