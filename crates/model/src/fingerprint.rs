@@ -95,37 +95,9 @@ pub struct Fingerprint {
     pub notes: Vec<String>,
 }
 
-/// One row of the comparison.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Row {
-    pub behaviour: String,
-    /// The kernel function or commit the row tests.
-    pub rule: String,
-    /// What was measured, for people (with the raw numbers).
-    pub measured: String,
-    /// The category the measurement falls in ("" when not measured or unclear).
-    pub category: String,
-    /// Per profile (same order as the profiles given): the predicted category.
-    pub predicted: Vec<String>,
-    /// False for build/administrator choices: shown, not scored.
-    pub scored: bool,
-    /// The predictions come from replaying the experiment on each profile's model (else from
-    /// the profile's facts).
-    pub replayed: bool,
-}
-
-/// The whole comparison.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Comparison {
-    pub profiles: Vec<String>,
-    pub rows: Vec<Row>,
-    /// Per profile: scored rows that agree.
-    pub scores: Vec<u32>,
-    /// Scored rows with a measurement.
-    pub scored_rows: u32,
-    /// The profiles with the highest score (several when tied).
-    pub best: Vec<String>,
-}
+/// The comparison's rows and the replay agreement are the `kernel` document's types: one
+/// definition, in crates/report (report::kernel), which the model fills.
+pub use report::kernel::{Comparison, ReplayAgreement, Row};
 
 fn ack_category(ms: Option<f64>) -> String {
     match ms {
@@ -213,15 +185,6 @@ fn score(rows: &[Row], profiles: usize) -> (Vec<u32>, u32) {
 /// The second agreement figure of issue 13: replaying the experiments on `profile`'s model
 /// (usually `linux:here`, this kernel's measured rules), how many of the measured behaviour
 /// rows the model reproduces. Only rows predicted by the replay count.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ReplayAgreement {
-    pub profile: String,
-    pub agree: u32,
-    pub rows: u32,
-    /// behaviour: measured category vs the replay's.
-    pub disagree: Vec<String>,
-}
-
 pub fn replay_agreement(fp: &Fingerprint, profile: &Profile) -> ReplayAgreement {
     let c = compare(fp, std::slice::from_ref(profile));
     let mut a = ReplayAgreement { profile: profile.name.clone(), agree: 0, rows: 0, disagree: Vec::new() };
