@@ -11,11 +11,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::profile::{NagleRule, Profile};
 
-/// An ACK that came later than this was held by a timer (delayed ACK, 40 ms or more).
-pub const DELAYED_MS: f64 = 20.0;
-/// An ACK that came sooner than this was sent at once (loopback round trips are microseconds;
-/// the margin absorbs scheduling on a loaded 2-core machine).
-pub const IMMEDIATE_MS: f64 = 10.0;
+mod rows;
+
+/// The shortest delayed-ACK timer, TCP_DELACK_MIN = HZ/25 = 40 ms (include/net/tcp.h), in ms:
+/// the classifier's constant ([`analyze::Timers`]), the one owner of the delayed-ACK bounds.
+const DELACK_MIN_MS: f64 = analyze::Timers::linux(1000).delack_min.0 as f64 / 1e6;
+/// An ACK that came later than this (half the shortest timer, 20 ms) was held by a timer.
+pub const DELAYED_MS: f64 = DELACK_MIN_MS / 2.0;
+/// An ACK that came sooner than this (a quarter of it, 10 ms) was sent at once (loopback round
+/// trips are microseconds; the margin absorbs scheduling on a loaded 2-core machine).
+pub const IMMEDIATE_MS: f64 = DELACK_MIN_MS / 4.0;
 
 /// The measurements. `None`: not measured (the reason is in `notes`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -90,37 +95,9 @@ pub struct Fingerprint {
     pub notes: Vec<String>,
 }
 
-/// One row of the comparison.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Row {
-    pub behaviour: String,
-    /// The kernel function or commit the row tests.
-    pub rule: String,
-    /// What was measured, for people (with the raw numbers).
-    pub measured: String,
-    /// The category the measurement falls in ("" when not measured or unclear).
-    pub category: String,
-    /// Per profile (same order as the profiles given): the predicted category.
-    pub predicted: Vec<String>,
-    /// False for build/administrator choices: shown, not scored.
-    pub scored: bool,
-    /// The predictions come from replaying the experiment on each profile's model (else from
-    /// the profile's facts).
-    pub replayed: bool,
-}
-
-/// The whole comparison.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Comparison {
-    pub profiles: Vec<String>,
-    pub rows: Vec<Row>,
-    /// Per profile: scored rows that agree.
-    pub scores: Vec<u32>,
-    /// Scored rows with a measurement.
-    pub scored_rows: u32,
-    /// The profiles with the highest score (several when tied).
-    pub best: Vec<String>,
-}
+/// The comparison's rows and the replay agreement are the `kernel` document's types: one
+/// definition, in crates/report (report::kernel), which the model fills.
+pub use report::kernel::{Comparison, ReplayAgreement, Row};
 
 fn ack_category(ms: Option<f64>) -> String {
     match ms {
@@ -129,14 +106,6 @@ fn ack_category(ms: Option<f64>) -> String {
         Some(_) => "early (loss probe?)".into(),
         None => String::new(),
     }
-}
-
-fn ms(x: Option<f64>) -> String {
-    x.map_or_else(|| "not measured".into(), |v| format!("{v:.1} ms"))
-}
-
-fn count(x: Option<u32>) -> String {
-    x.map_or_else(|| "not measured".into(), |v| v.to_string())
 }
 
 /// Quick ACKs left after the receiver got one segment (one quick ACK spent) and sent `data`
@@ -162,341 +131,32 @@ fn after_data_category(n: u32, budget: u32) -> String {
     }
 }
 
-/// The era a set of dating sysctls points to: the profile whose `sysctls` are all present and
-/// whose `absent_sysctls` are all absent.
-fn sysctl_category(p: &Profile, present: &[String], absent: &[String]) -> String {
-    let Some(l) = &p.linux else { return "-".into() };
-    let ok = l.sysctls.iter().all(|s| present.contains(s)) && l.absent_sysctls.iter().all(|s| absent.contains(s));
-    if ok {
-        format!("{}+", l.release)
-    } else {
-        "no".to_string()
-    }
-}
-
-/// How a row's prediction is made.
-enum Predict<'a> {
-    /// Replay the experiment on the profile's model ([`crate::experiments::replay`]) and
-    /// classify the replay exactly as the measurement.
-    Replay(&'a dyn Fn(&Fingerprint) -> String),
-    /// A fact of the profile the model does not simulate.
-    Fact(&'a dyn Fn(&Profile) -> String),
-}
-
-fn delack_min(fp: &Fingerprint) -> Option<f64> {
-    fp.delack_ms.iter().copied().fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.min(x))))
-}
-
-fn cat_delack_min(fp: &Fingerprint) -> String {
-    delack_min(fp)
-        .map(|m| if (30.0..60.0).contains(&m) { "40 ms".into() } else { format!("{m:.0} ms") })
-        .unwrap_or_default()
-}
-
-/// The largest delay, rounded to the timer it shows: 200 ms (TCP_DELACK_MAX = HZ/5) plus at
-/// most a few ticks, else its own value.
-fn cat_delack_max(fp: &Fingerprint) -> String {
-    if fp.delack_max_ms.is_empty() {
-        return String::new();
-    }
-    let m = fp.delack_max_ms.iter().copied().fold(0.0, f64::max);
-    if (190.0..260.0).contains(&m) {
-        "200 ms".into()
-    } else {
-        format!("{:.0} ms", (m / 10.0).round() * 10.0)
-    }
-}
-
-fn cat_ato(fp: &Fingerprint) -> String {
-    match (fp.ato_us.first(), fp.ato_us.last(), delack_min(fp)) {
-        (Some(a), Some(b), Some(_)) if b > a && fp.delack_ms.iter().all(|d| *d < 70.0) => "grows, 40 ms".into(),
-        (Some(a), Some(b), Some(_)) if b > a => "grows, delay too".into(),
-        (Some(_), Some(_), Some(_)) => "does not grow".into(),
-        _ => String::new(),
-    }
-}
-
-fn cat_rto(fp: &Fingerprint) -> String {
-    fp.rto_us
-        .map(|r| {
-            let r = f64::from(r) / 1e3;
-            if (195.0..260.0).contains(&r) {
-                "200 ms".to_string()
-            } else {
-                format!("{r:.0} ms")
-            }
-        })
-        .unwrap_or_default()
-}
-
-fn cat_tlp(fp: &Fingerprint) -> String {
-    match (fp.tlp_ack_ms, fp.tlp_probes, fp.early_retrans) {
-        // A probe counted, or the ACK came well before the 40 ms delayed-ACK timer could
-        // send it (the probe fires at 2 srtt + 2 ticks; srtt includes earlier delayed ACKs).
-        (_, Some(n), _) if n > 0 => "present".into(),
-        (Some(d), _, _) if d < 35.0 => "present".into(),
-        (Some(_), _, _) => "absent".into(),
-        (None, _, Some(3 | 4)) => "present".into(),
-        (None, _, Some(_)) => "disabled".into(),
-        _ => String::new(),
-    }
-}
-
 /// Compare a fingerprint with profiles (usually [`Profile::eras`]). Behaviours the model
 /// simulates are predicted by replaying `tcpstall kernel`'s experiments on each profile's model
 /// ([`crate::experiments`]); the others (autocork, dating sysctls, build choices) from the
 /// profile's facts.
 pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
-    let replays: Vec<Fingerprint> = profiles.iter().map(crate::experiments::replay).collect();
-    let mut rows = Vec::new();
-    let mut row = |behaviour: &str, rule: &str, measured: String, category: String, pred: Predict, scored: bool| {
-        let (predicted, replayed) = match pred {
-            Predict::Replay(f) => (replays.iter().map(f).collect(), true),
-            Predict::Fact(f) => (profiles.iter().map(f).collect(), false),
-        };
-        rows.push(Row {
-            behaviour: behaviour.into(),
-            rule: rule.into(),
-            measured,
-            category,
-            predicted,
-            scored,
-            replayed,
-        });
-    };
-    let pingpong = |f: &Fingerprint| f.pingpong_thresh.map(|t| t.to_string()).unwrap_or_default();
-    row(
-        "pingpong threshold",
-        "tcp_event_data_sent, inet_csk_in_pingpong_mode; 4a41f453bedf, 4d8f24eeedc5",
-        match (fp.pingpong_thresh, fp.pingpong_sysctl) {
-            (Some(t), Some(s)) => format!("{t} (sysctl tcp_pingpong_thresh = {s})"),
-            (Some(t), None) => format!("{t} (no tcp_pingpong_thresh sysctl)"),
-            (None, _) => "not measured".into(),
-        },
-        pingpong(fp),
-        Predict::Replay(&pingpong),
-        true,
-    );
-    row(
-        "delayed-ACK minimum",
-        "tcp_send_delayed_ack; TCP_DELACK_MIN = TCP_ATO_MIN = HZ/25",
-        match delack_min(fp) {
-            Some(m) => format!(
-                "{m:.1} ms (delays {})",
-                fp.delack_ms.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join("/")
-            ),
-            None => "not measured".into(),
-        },
-        cat_delack_min(fp),
-        Predict::Replay(&cat_delack_min),
-        true,
-    );
-    row(
-        "ato growth (timer bound by srtt)",
-        "tcp_delack_timer_handler inflates ato; tcp_send_delayed_ack caps at max(srtt, 40 ms)",
-        if fp.ato_us.is_empty() {
-            "not measured".into()
-        } else {
-            format!("tcpi_ato {} ms", fp.ato_us.iter().map(|a| (a / 1000).to_string()).collect::<Vec<_>>().join(" -> "))
-        },
-        cat_ato(fp),
-        Predict::Replay(&cat_ato),
-        true,
-    );
-    row(
-        "delayed-ACK maximum",
-        "tcp_send_delayed_ack: min(ato, TCP_DELACK_MAX) for a pushed segment once srtt is above it",
-        if fp.delack_max_ms.is_empty() {
-            "not measured".into()
-        } else {
-            format!(
-                "{:.1} ms over rtt 400 ms (delays {})",
-                fp.delack_max_ms.iter().copied().fold(0.0, f64::max),
-                fp.delack_max_ms.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join("/")
-            )
-        },
-        cat_delack_max(fp),
-        Predict::Replay(&cat_delack_max),
-        true,
-    );
-    let quick = |f: &Fingerprint| f.quickacks_at_start.map(|n| n.to_string()).unwrap_or_default();
-    row(
-        "quick ACKs at start",
-        "tcp_event_data_recv -> tcp_incr_quickack; TCP_MAX_QUICKACKS",
-        count(fp.quickacks_at_start),
-        quick(fp),
-        Predict::Replay(&quick),
-        true,
-    );
-    // The budget the measurement is read against: what this kernel showed at start.
-    let budget = fp.quickacks_at_start.unwrap_or(16);
-    let spent = |f: &Fingerprint| f.quickacks_after_data.map(|n| after_data_category(n, budget)).unwrap_or_default();
-    row(
-        "quick ACKs spent",
-        "tcp_dec_quickack_mode; 059217c18be6",
-        fp.quickacks_after_data.map_or("not measured".into(), |n| format!("{n} left after sending 10 data segments")),
-        spent(fp),
-        Predict::Replay(&spent),
-        true,
-    );
-    let idle = |f: &Fingerprint| {
-        f.quickacks_after_idle.map(|n| if n > 0 { "refilled" } else { "not refilled" }.to_string()).unwrap_or_default()
-    };
-    row(
-        "quick ACKs after idle",
-        "tcp_event_data_recv: gap > rto -> tcp_incr_quickack",
-        fp.quickacks_after_idle.map_or("not measured".into(), |n| format!("{n} immediate after idle > RTO")),
-        idle(fp),
-        Predict::Replay(&idle),
-        true,
-    );
-    row(
-        "two full segments, unread",
-        "__tcp_ack_snd_check: > 1 rcv_mss and __tcp_select_window() >= rcv_wnd",
-        ms(fp.two_seg_unread_ms),
-        ack_category(fp.two_seg_unread_ms),
-        // With default buffers the window would not shrink, so the ACK is sent at once (the
-        // model assumes large buffers); a small receive buffer (packetdrill's) makes it wait.
-        Predict::Replay(&|f| ack_category(f.two_seg_unread_ms)),
-        true,
-    );
-    row(
-        "two full segments, read",
-        "__tcp_cleanup_rbuf: more than one rcv_mss unacknowledged",
-        ms(fp.two_seg_read_ms),
-        ack_category(fp.two_seg_read_ms),
-        Predict::Replay(&|f| ack_category(f.two_seg_read_ms)),
-        true,
-    );
-    row(
-        "one full segment with PSH, read",
-        "tcp_measure_rcv_mss; 4720852ed9af",
-        ms(fp.full_psh_read_ms),
-        ack_category(fp.full_psh_read_ms),
-        Predict::Replay(&|f| ack_category(f.full_psh_read_ms)),
-        true,
-    );
-    let nagle = |f: &Fingerprint| {
-        f.seed004_max_ms
-            .map(|m| if m < DELAYED_MS { "minshall".to_string() } else { "classic".to_string() })
-            .unwrap_or_default()
-    };
-    row(
-        "Nagle (seed 004, MSS parity)",
-        "tcp_nagle_check, tcp_minshall_check",
-        fp.seed004_max_ms.map_or("not measured".into(), |m| format!("slowest round {m:.1} ms")),
-        nagle(fp),
-        Predict::Replay(&nagle),
-        true,
-    );
-    row(
-        "autocork",
-        "tcp_should_autocork; f54b311142a9",
-        match (fp.autocork_sysctl, fp.autocork_events) {
-            (Some(s), Some(e)) => format!("tcp_autocorking = {s}, {e} TCPAutoCorking events"),
-            (Some(s), None) => format!("tcp_autocorking = {s}"),
-            _ => "not measured".into(),
-        },
-        match fp.autocork_sysctl {
-            Some(_) => "present".into(),
-            None => String::new(),
-        },
-        Predict::Fact(&|p| if p.linux.as_ref().is_some_and(|l| l.autocork) { "present" } else { "absent" }.into()),
-        true,
-    );
-    let cork = |f: &Fingerprint| {
-        f.nodelay_then_cork_held.map(|h| if h { "held" } else { "sent" }.to_string()).unwrap_or_default()
-    };
-    row(
-        "NODELAY then CORK (seed 001)",
-        "tcp_skb_entail clears TCP_NAGLE_PUSH",
-        fp.nodelay_then_cork_held.map_or("not measured".into(), |h| {
-            if h { "writes held until uncork" } else { "writes sent at once" }.into()
-        }),
-        cork(fp),
-        Predict::Replay(&cork),
-        true,
-    );
-    row(
-        "RTO minimum",
-        "tcp_rtt_estimator, __tcp_set_rto; TCP_RTO_MIN",
-        match (fp.rto_us, fp.srtt_us) {
-            (Some(r), Some(s)) => format!(
-                "tcpi_rto {:.1} ms at srtt {:.2} ms{}",
-                f64::from(r) / 1e3,
-                f64::from(s) / 1e3,
-                fp.rto_min_us_sysctl.map(|m| format!(" (tcp_rto_min_us = {m})")).unwrap_or_default()
-            ),
-            _ => "not measured".into(),
-        },
-        cat_rto(fp),
-        Predict::Replay(&cat_rto),
-        true,
-    );
-    row(
-        "tail-loss probe",
-        "tcp_schedule_loss_probe: 2 srtt + TCP_TIMEOUT_MIN with 2+ out (RFC 8985); 6ba8a3b19e76",
-        match (fp.tlp_ack_ms, fp.tlp_probes, fp.early_retrans) {
-            (Some(d), Some(n), _) => format!("2 out: ACK after {d:.1} ms, {n} probe(s)"),
-            (Some(d), None, _) => format!("2 out: ACK after {d:.1} ms"),
-            (None, _, Some(e)) => format!("tcp_early_retrans = {e}"),
-            _ => "not measured".into(),
-        },
-        cat_tlp(fp),
-        Predict::Replay(&cat_tlp),
-        true,
-    );
-    row(
-        "dating sysctls",
-        "the release each sysctl appeared in (cited in the profiles)",
-        if fp.sysctls_present.is_empty() && fp.sysctls_absent.is_empty() {
-            "not measured".into()
-        } else {
-            format!("present: {}; absent: {}", join_or_none(&fp.sysctls_present), join_or_none(&fp.sysctls_absent))
-        },
-        String::new(),
-        Predict::Fact(&|p| sysctl_category(p, &fp.sysctls_present, &fp.sysctls_absent)),
-        true,
-    );
-    row(
-        "congestion control, pacing",
-        "tcp_congestion_control sysctl; bbr or fq qdisc pace (4.13+ internal pacing)",
-        match (&fp.congestion_control, &fp.default_qdisc) {
-            (Some(c), q) => format!(
-                "{c}, qdisc {}, pacing {}",
-                q.as_deref().unwrap_or("?"),
-                if pacing(c, q.as_deref().unwrap_or("")) { "yes" } else { "no" }
-            ),
-            _ => "not measured".into(),
-        },
-        fp.congestion_control.clone().unwrap_or_default(),
-        Predict::Fact(&|p| p.linux.as_ref().map_or("reno".into(), |l| l.congestion_control.clone())),
-        false,
-    );
-    row(
-        "HZ",
-        "clock_getres(CLOCK_MONOTONIC_COARSE) = TICK_NSEC",
-        count(fp.hz),
-        fp.hz.map(|h| h.to_string()).unwrap_or_default(),
-        Predict::Fact(&|p| p.timer_hz.to_string()),
-        false,
-    );
-    row(
-        "GRO on lo",
-        "ETHTOOL_GGRO; loopback_xmit delivers with netif_rx (no GRO pass)",
-        fp.gro_lo.map_or("not measured".into(), |g| if g { "on (flag)" } else { "off" }.into()),
-        fp.gro_lo.map(|g| if g { "on" } else { "off" }.to_string()).unwrap_or_default(),
-        Predict::Fact(&|_| "-".into()),
-        false,
-    );
+    let mut b = rows::Rows::new(profiles);
+    rows::delayed_ack(&mut b, fp);
+    rows::quick_acks(&mut b, fp);
+    rows::ack_triggers(&mut b, fp);
+    rows::sender(&mut b, fp);
+    rows::loss_timers(&mut b, fp);
+    rows::facts(&mut b, fp);
+    let rows = b.rows;
+    let (scores, scored_rows) = score(&rows, profiles.len());
+    let top = scores.iter().copied().max().unwrap_or(0);
+    let best = profiles.iter().zip(&scores).filter(|(_, s)| **s == top).map(|(p, _)| p.name.clone()).collect();
+    Comparison { profiles: profiles.iter().map(|p| p.name.clone()).collect(), rows, scores, scored_rows, best }
+}
 
-    // The dating-sysctl row is scored by whether the profile's own release window matches.
-    let mut scores = vec![0u32; profiles.len()];
+/// Per profile, the scored rows whose prediction agrees with the measured category; and how
+/// many scored rows have a measurement. The dating-sysctl row is scored by whether the
+/// profile's own release window matches.
+fn score(rows: &[Row], profiles: usize) -> (Vec<u32>, u32) {
+    let mut scores = vec![0u32; profiles];
     let mut scored_rows = 0;
-    for r in &rows {
-        if !r.scored {
-            continue;
-        }
+    for r in rows.iter().filter(|r| r.scored) {
         if r.behaviour == "dating sysctls" {
             if r.measured == "not measured" {
                 continue;
@@ -519,23 +179,12 @@ pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
             }
         }
     }
-    let top = scores.iter().copied().max().unwrap_or(0);
-    let best = profiles.iter().zip(&scores).filter(|(_, s)| **s == top).map(|(p, _)| p.name.clone()).collect();
-    Comparison { profiles: profiles.iter().map(|p| p.name.clone()).collect(), rows, scores, scored_rows, best }
+    (scores, scored_rows)
 }
 
 /// The second agreement figure of issue 13: replaying the experiments on `profile`'s model
 /// (usually `linux:here`, this kernel's measured rules), how many of the measured behaviour
 /// rows the model reproduces. Only rows predicted by the replay count.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ReplayAgreement {
-    pub profile: String,
-    pub agree: u32,
-    pub rows: u32,
-    /// behaviour: measured category vs the replay's.
-    pub disagree: Vec<String>,
-}
-
 pub fn replay_agreement(fp: &Fingerprint, profile: &Profile) -> ReplayAgreement {
     let c = compare(fp, std::slice::from_ref(profile));
     let mut a = ReplayAgreement { profile: profile.name.clone(), agree: 0, rows: 0, disagree: Vec::new() };
@@ -548,14 +197,6 @@ pub fn replay_agreement(fp: &Fingerprint, profile: &Profile) -> ReplayAgreement 
         }
     }
     a
-}
-
-fn join_or_none(v: &[String]) -> String {
-    if v.is_empty() {
-        "none".into()
-    } else {
-        v.join(" ")
-    }
 }
 
 /// Whether TCP paces: bbr asks for internal pacing (tcp_needs_internal_pacing, 4.13+), and the
@@ -726,8 +367,10 @@ mod tests {
         assert_eq!(c.best.len(), eras.len(), "no evidence: every profile ties");
     }
 
+    /// The margins derive from TCP_DELACK_MIN (include/net/tcp.h) as the classifier holds it.
     #[test]
     fn delays_are_classified_with_wide_margins() {
+        assert_eq!((DELAYED_MS, IMMEDIATE_MS), (20.0, 10.0));
         assert_eq!(ack_category(Some(0.4)), "immediate");
         assert_eq!(ack_category(Some(9.0)), "immediate");
         assert_eq!(ack_category(Some(41.0)), "delayed");

@@ -16,11 +16,14 @@ pub mod fingerprint;
 mod link;
 pub mod pcap;
 pub mod profile;
+pub mod request;
 mod sim;
+pub mod story;
 mod summary;
 mod tcp;
 
 pub use profile::{AckPolicy, NagleRule, Profile};
+pub use request::{CallCost, LinkRequest, ProfileRef, ProfileSpec, RequestError, RunRequest};
 pub use sim::TRACE_LIMIT;
 pub use summary::{classify, report, report_kept, run_result, Keep, RunSpec};
 pub use tcp::Counters;

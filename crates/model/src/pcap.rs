@@ -1,17 +1,17 @@
-//! The model's trace as a pcap file, so Wireshark, tcpdump and `tcpstall explain` can read a
-//! simulated connection like a captured one. Pure: returns the file's bytes.
+//! The model's trace as a capture file, so Wireshark, tcpdump and `tcpstall explain` can read a
+//! simulated connection like a captured one. Pure: returns the file's bytes, written by
+//! crates/wire's pcapng writer (the one owner of capture files; one Ethernet interface,
+//! nanosecond timestamps); here the segments only become frames.
 //!
 //! Addresses are invented: A (client) is 10.0.0.1, B (server) 10.0.0.2:5001, over Ethernet;
 //! each connection (one per result row) gets its own client port, 40000 + its index, and starts
-//! one second after the previous one ends. Payload bytes are zeros. Packets larger than the 65535-byte snap length (loopback
-//! MTU) are truncated in the file, with their original length kept.
-
-use std::borrow::Cow;
+//! one second after the previous one ends. Payload bytes are zeros. Packets larger than the
+//! 65535-byte snap length (loopback MTU) are truncated in the file, with their original length
+//! kept.
 
 use etherparse::{PacketBuilder, TcpOptionElement};
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
-use pcap_file::{DataLink, Endianness, TsResolution};
-use trace::{Endpoint, Event, EventKind};
+use trace::{Endpoint, Event, EventKind, Segment};
+use wire::write::{Interface, PcapNgWriter};
 
 /// The model's invented endpoints.
 pub const CLIENT_IP: [u8; 4] = [10, 0, 0, 1];
@@ -24,19 +24,19 @@ const SNAPLEN: usize = 65535;
 pub enum PcapError {
     #[error("cannot encode segment {index}: {msg}")]
     Encode { index: usize, msg: String },
+    #[error("cannot write the capture: {0}")]
+    Write(#[from] std::io::Error),
 }
 
-/// Write the Segment events of each connection's trace as one nanosecond pcap (Ethernet).
+/// Write the Segment events of each connection's trace as one capture (pcapng, Ethernet).
 pub fn to_pcap(conns: &[&[Event]]) -> Result<Vec<u8>, PcapError> {
-    let header = PcapHeader {
+    let iface = Interface {
+        name: "model".into(),
+        description: "tcpstall simulate: the model's connections (invented addresses)".into(),
+        linktype: wire::linktype::ETHERNET,
         snaplen: SNAPLEN as u32,
-        datalink: DataLink::ETHERNET,
-        ts_resolution: TsResolution::NanoSecond,
-        endianness: Endianness::Little,
-        ..Default::default()
     };
-    let err = |index, e: &dyn std::fmt::Display| PcapError::Encode { index, msg: e.to_string() };
-    let mut w = PcapWriter::with_header(Vec::new(), header).map_err(|e| err(0, &e))?;
+    let mut w = PcapNgWriter::new(Vec::new(), &[iface])?;
     let mut payload = Vec::new();
     let mut buf = Vec::with_capacity(2048);
     let mut offset = 0u64;
@@ -48,46 +48,57 @@ pub fn to_pcap(conns: &[&[Event]]) -> Result<Vec<u8>, PcapError> {
             index += 1;
             last = e.t.as_nanos();
             let EventKind::Segment(s) = &e.kind else { continue };
-            let (src, dst, smac, dmac) = match e.from {
-                Endpoint::A => (client, SERVER, [2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]),
-                Endpoint::B => (SERVER, client, [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1]),
-            };
-            let mut opts = Vec::new();
-            if let Some(m) = s.mss {
-                opts.push(TcpOptionElement::MaximumSegmentSize(m));
-            }
-            if let Some(ws) = s.wscale {
-                opts.push(TcpOptionElement::WindowScale(ws));
-            }
-            if let Some((val, ecr)) = s.ts {
-                opts.push(TcpOptionElement::Timestamp(val, ecr));
-            }
-            let mut b = PacketBuilder::ethernet2(smac, dmac).ipv4(src.0, dst.0, 64).tcp(src.1, dst.1, s.seq, s.window);
-            if s.flags.syn() {
-                b = b.syn();
-            }
-            if s.flags.ack() {
-                b = b.ack(s.ack);
-            }
-            if s.flags.psh() {
-                b = b.psh();
-            }
-            if s.flags.fin() {
-                b = b.fin();
-            }
-            if !opts.is_empty() {
-                b = b.options(&opts).map_err(|x| err(index, &x))?;
-            }
             payload.resize(s.len as usize, 0);
             buf.clear();
-            b.write(&mut buf, &payload).map_err(|x| err(index, &x))?;
-            let orig = buf.len() as u32;
-            buf.truncate(SNAPLEN);
-            let ts = std::time::Duration::from_nanos(offset + e.t.as_nanos());
-            w.write_packet(&PcapPacket { timestamp: ts, orig_len: orig, data: Cow::Borrowed(&buf) })
-                .map_err(|x| err(index, &x))?;
+            frame(e.from, client, s, &payload, &mut buf).map_err(|msg| PcapError::Encode { index, msg: msg.0 })?;
+            w.packet(0, offset + e.t.as_nanos(), &buf[..buf.len().min(SNAPLEN)], buf.len() as u32)?;
         }
         offset += last + GAP_NS;
     }
-    Ok(w.into_writer())
+    Ok(w.into_inner())
+}
+
+/// etherparse's reason a segment could not be built.
+struct FrameError(String);
+
+/// One segment as an Ethernet/IPv4/TCP frame (etherparse) into `out`, sent by `from` on the
+/// connection of `client`.
+fn frame(
+    from: Endpoint,
+    client: ([u8; 4], u16),
+    s: &Segment,
+    payload: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), FrameError> {
+    let (src, dst, smac, dmac) = match from {
+        Endpoint::A => (client, SERVER, [2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]),
+        Endpoint::B => (SERVER, client, [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1]),
+    };
+    let mut opts = Vec::new();
+    if let Some(m) = s.mss {
+        opts.push(TcpOptionElement::MaximumSegmentSize(m));
+    }
+    if let Some(ws) = s.wscale {
+        opts.push(TcpOptionElement::WindowScale(ws));
+    }
+    if let Some((val, ecr)) = s.ts {
+        opts.push(TcpOptionElement::Timestamp(val, ecr));
+    }
+    let mut b = PacketBuilder::ethernet2(smac, dmac).ipv4(src.0, dst.0, 64).tcp(src.1, dst.1, s.seq, s.window);
+    if s.flags.syn() {
+        b = b.syn();
+    }
+    if s.flags.ack() {
+        b = b.ack(s.ack);
+    }
+    if s.flags.psh() {
+        b = b.psh();
+    }
+    if s.flags.fin() {
+        b = b.fin();
+    }
+    if !opts.is_empty() {
+        b = b.options(&opts).map_err(|x| FrameError(x.to_string()))?;
+    }
+    b.write(out, payload).map_err(|x| FrameError(x.to_string()))
 }

@@ -19,6 +19,7 @@ mod replay;
 pub mod scenarios;
 mod schema;
 pub mod seed003;
+pub mod simulate;
 pub mod watch;
 pub use document::{Export, ExportError};
 pub use explain_pair::ExplainPairDoc;

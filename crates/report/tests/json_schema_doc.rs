@@ -347,11 +347,19 @@ fn advise_sample() -> Value {
     serde_json::to_value(&doc).unwrap()
 }
 
+/// `simulate --compare-profiles --format json`: the lab document's rows, one column per profile.
+fn simulate_sample(lab: &Value) -> Value {
+    let run: Report = serde_json::from_value(lab.clone()).expect("the lab document reads back as a Report");
+    let doc = tcpstall_report::simulate::CompareProfilesDoc::new("burst", "0", &[("linux:macos".into(), run)]);
+    serde_json::to_value(&doc).unwrap()
+}
+
 #[test]
 fn every_serialised_field_is_documented_and_every_documented_field_serialised() {
     let (lab, explain) = (lab_sample(), explain_sample());
     let replay = replay_sample(&lab);
     let others = [
+        ("simulate:", simulate_sample(&lab)),
         ("explain_pair:", explain_pair_sample()),
         ("scenarios:", scenarios_sample()),
         ("kernel:", kernel_sample()),

@@ -27,9 +27,9 @@ pub struct ScenarioArgs {
     /// Server strategies (as --client)
     #[arg(long, value_name = "LIST")]
     pub server: Option<String>,
-    /// Strategy matrix: `default` (the scenario's own) or `all` (each strategy on both sides)
-    #[arg(long, value_name = "NAME", default_value = "default")]
-    pub matrix: String,
+    /// Strategy matrix
+    #[arg(long, value_enum, value_name = "NAME", default_value_t = Matrix::Default)]
+    pub matrix: Matrix,
     /// Shortcut for the scenario's round-count parameter (--set round=N for chunked, ...)
     #[arg(long, value_name = "N")]
     pub rounds: Option<u32>,
@@ -65,17 +65,19 @@ impl ScenarioArgs {
             s.apply_sets(&[format!("{key}={n}")]).map_err(|e| anyhow::anyhow!("--rounds: {e}"))?;
         }
         if self.client.is_some() || self.server.is_some() {
-            if self.matrix != "default" {
+            if self.matrix != Matrix::Default {
                 bail!("--client/--server run one pair; they cannot go with --matrix {}", self.matrix);
             }
             let pair =
                 StrategyPair::new(side("client", self.client.as_deref())?, side("server", self.server.as_deref())?);
             s.matrix = vec![pair];
         } else {
-            match self.matrix.as_str() {
-                "default" => {}
-                "all" => s.matrix = matrix_all(),
-                other => bail!("unknown matrix '{other}' (expected default or all)"),
+            match self.matrix {
+                Matrix::Default => {}
+                Matrix::All => s.matrix = matrix_all(),
+                Matrix::Seed003 => {
+                    bail!("--matrix seed003 is seed 003's table: `tcpstall lab stream --matrix seed003`")
+                }
             }
         }
         Ok(s)
@@ -120,6 +122,31 @@ pub fn rounds_key(w: &Workload) -> anyhow::Result<&'static str> {
 
 fn side(flag: &str, list: Option<&str>) -> anyhow::Result<SideOpts> {
     SideOpts::parse_list(list.unwrap_or("none")).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+}
+
+/// `--matrix`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Matrix {
+    /// The scenario's own strategy pairs
+    Default,
+    /// The default, then each strategy on both sides
+    All,
+    /// Seed 003's table (`tcpstall lab stream --matrix seed003` only)
+    Seed003,
+}
+
+impl std::fmt::Display for Matrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = clap::ValueEnum::to_possible_value(self);
+        f.write_str(v.as_ref().map_or("", |v| v.get_name()))
+    }
+}
+
+/// Lets code that compared the old string flag (`matrix == "seed003"`) keep compiling.
+impl PartialEq<&str> for Matrix {
+    fn eq(&self, other: &&str) -> bool {
+        clap::ValueEnum::to_possible_value(self).is_some_and(|v| v.get_name() == *other)
+    }
 }
 
 /// `--matrix all`: the default, then every single strategy applied on both sides.

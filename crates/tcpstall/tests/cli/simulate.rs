@@ -198,6 +198,7 @@ pub fn bad_input_is_one_line_and_nonzero() {
         (vec!["simulate", "--set", "round=0"], "round must be at least 1"),
         (vec!["simulate", "--timestamps", "maybe"], "--timestamps maybe"),
         (vec!["simulate", "--call-cost", "5"], "--call-cost 5"),
+        (vec!["simulate", "--matrix", "seed003"], "--matrix seed003 is seed 003's table"),
     ] {
         let out = tcpstall().args(&args).output().unwrap();
         assert!(!out.status.success(), "{args:?} should fail");
@@ -252,6 +253,27 @@ pub fn mixed_profiles() {
     let row = v["results"].as_array().unwrap().iter().find(|r| r["strategy"] == "server quickack-each").unwrap();
     assert!(row["server"]["quickack_state"].is_null() && row["client"]["quickack_state"].is_null());
     assert_eq!(row["server"]["strategies"][0], "quickack-each");
+    compare_profiles_in_every_format();
+}
+
+/// `--compare-profiles` prints report::simulate::CompareProfilesDoc: the versioned JSON
+/// (docs/json-schema.md, `simulate:`), one CSV line per profile and row, a Markdown grid.
+/// (Called from `mixed_profiles`: the test list in main.rs is not this file's.)
+fn compare_profiles_in_every_format() {
+    let args = ["simulate", "multi-write", "--set", "requests=3", "--compare-profiles", "linux:macos,freebsd"];
+    let v = json(&[&args[..], &["--format", "json"]].concat());
+    assert_eq!((v["mode"].as_str(), v["schema_version"].as_u64()), (Some("compare-profiles"), Some(2)));
+    assert_eq!(v["profiles"][0]["profile"], "linux:macos");
+    let rows = v["profiles"][1]["rows"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["p50_ms"].is_f64() && r["stall_count"].is_u64()), "{v}");
+    let out = tcpstall().args(args).args(["--format", "csv"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let csv = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(csv.lines().next(), Some("scenario,profile,strategy,stall_count,p50_ms,max_ms,differs,verdict"));
+    assert_eq!(csv.lines().count(), 1 + 2 * rows.len(), "{csv}");
+    let out = tcpstall().args(args).args(["--format", "markdown"]).output().unwrap();
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(md.contains("| strategy | linux:macos | freebsd | differs |"), "{md}");
 }
 
 pub fn list_profiles_shows_sources_and_unverified_values() {
@@ -320,35 +342,8 @@ pub fn model_agrees_with_the_kernel() {
         let mut disagree: Vec<(String, String)> = Vec::new();
         for attempt in 0..2 {
             let lab = run_lab(&lab_args);
-            let mut now = Vec::new();
-            for l in lab["results"].as_array().unwrap() {
-                let label = l["strategy"].as_str().unwrap().to_string();
-                if attempt == 1 && !disagree.iter().any(|(d, _)| *d == label) {
-                    continue;
-                }
-                let Some(m) = sim_rows.iter().find(|r| r["strategy"] == label.as_str()) else {
-                    now.push((label.clone(), format!("{sc}/{label}: no model row")));
-                    continue;
-                };
-                let segs = |r: &serde_json::Value, side: &str| r["wire"][side]["segs_out"].as_u64().unwrap_or(0);
-                eprintln!(
-                    "  {sc}/{label}: segments client/server lab {}/{} model {}/{}",
-                    segs(l, "client"),
-                    segs(l, "server"),
-                    segs(m, "client"),
-                    segs(m, "server")
-                );
-                // Compared by mechanism: a lab row whose long waits match no TCP mechanism (cause
-                // null: a thread descheduled on a loaded host) has no TCP stall, which is what
-                // the model, with no scheduler, says.
-                let tcp_key =
-                    |k: &serde_json::Value| (k["stalls"] == true && !k["cause"].is_null(), k["cause"].clone());
-                let (lk, mk) = (&l["verdict_key"], &m["verdict_key"]);
-                if tcp_key(lk) != tcp_key(mk) {
-                    let why = format!("{sc}/{label}: lab {} ({}) vs model {} ({})", lk, l["verdict"], mk, m["verdict"]);
-                    now.push((label, why));
-                }
-            }
+            let retry: Vec<&str> = disagree.iter().map(|(d, _)| d.as_str()).collect();
+            let now = disagreements(sc, &lab, sim_rows, (attempt == 1).then_some(&retry[..]));
             if let Some(errs) = lab["errors"].as_array() {
                 for e in errs {
                     report.push(format!("{sc}: lab error {e}"));
@@ -378,6 +373,45 @@ pub fn model_agrees_with_the_kernel() {
     }
     assert!(cells >= 20, "too few cells compared: {cells}");
     assert!(pct >= 95.0, "{agree}/{cells} agree ({pct:.1}%) < 95%:\n{}", report.join("\n"));
+}
+
+/// The lab rows of `lab` (only the labels in `only`, when given) whose TCP verdict the model's
+/// row does not share: (label, why).
+fn disagreements(
+    sc: &str,
+    lab: &serde_json::Value,
+    sim_rows: &[serde_json::Value],
+    only: Option<&[&str]>,
+) -> Vec<(String, String)> {
+    let mut now = Vec::new();
+    for l in lab["results"].as_array().unwrap() {
+        let label = l["strategy"].as_str().unwrap().to_string();
+        if only.is_some_and(|o| !o.contains(&label.as_str())) {
+            continue;
+        }
+        let Some(m) = sim_rows.iter().find(|r| r["strategy"] == label.as_str()) else {
+            now.push((label.clone(), format!("{sc}/{label}: no model row")));
+            continue;
+        };
+        let segs = |r: &serde_json::Value, side: &str| r["wire"][side]["segs_out"].as_u64().unwrap_or(0);
+        eprintln!(
+            "  {sc}/{label}: segments client/server lab {}/{} model {}/{}",
+            segs(l, "client"),
+            segs(l, "server"),
+            segs(m, "client"),
+            segs(m, "server")
+        );
+        // Compared by mechanism: a lab row whose long waits match no TCP mechanism (cause
+        // null: a thread descheduled on a loaded host) has no TCP stall, which is what
+        // the model, with no scheduler, says.
+        let tcp_key = |k: &serde_json::Value| (k["stalls"] == true && !k["cause"].is_null(), k["cause"].clone());
+        let (lk, mk) = (&l["verdict_key"], &m["verdict_key"]);
+        if tcp_key(lk) != tcp_key(mk) {
+            let why = format!("{sc}/{label}: lab {} ({}) vs model {} ({})", lk, l["verdict"], mk, m["verdict"]);
+            now.push((label, why));
+        }
+    }
+    now
 }
 
 /// `--stalls` prints every record for people: sides, cause, confidence and the evidence
