@@ -3,7 +3,7 @@
 
 use model::fingerprint::{self, compare, replay_agreement, Fingerprint};
 use model::Profile;
-use report::kernel::{About, Comparison, ReplayAgreement, Row};
+use report::kernel::About;
 use report::KernelDoc;
 
 /// Why the comparison could not be made.
@@ -34,42 +34,19 @@ pub fn document(fp: Fingerprint) -> Result<KernelDoc<Fingerprint>, KernelError> 
         notes: fp.notes.clone(),
     };
     Ok(KernelDoc {
-        comparison: comparison(cmp),
-        replay_agreement: agree.into_iter().map(agreement).collect(),
+        comparison: cmp,
+        replay_agreement: agree,
         fingerprint: fp,
         about,
     })
-}
-
-fn comparison(c: fingerprint::Comparison) -> Comparison {
-    let row = |r: fingerprint::Row| Row {
-        behaviour: r.behaviour,
-        rule: r.rule,
-        measured: r.measured,
-        category: r.category,
-        predicted: r.predicted,
-        scored: r.scored,
-        replayed: r.replayed,
-    };
-    Comparison {
-        profiles: c.profiles,
-        rows: c.rows.into_iter().map(row).collect(),
-        scores: c.scores,
-        scored_rows: c.scored_rows,
-        best: c.best,
-    }
-}
-
-fn agreement(a: fingerprint::ReplayAgreement) -> ReplayAgreement {
-    ReplayAgreement { profile: a.profile, agree: a.agree, rows: a.rows, disagree: a.disagree }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The model's comparison and the document's say the same (the table and JSON read the
-    /// document's): every field carried over.
+    /// The document carries the model's comparison as it is (one type, `report::kernel`'s),
+    /// with the fingerprint's provenance beside it.
     #[test]
     fn the_document_carries_the_models_comparison() {
         let fp = Fingerprint { kernel: "6.18".into(), notes: vec!["n".into()], ..Fingerprint::default() };
