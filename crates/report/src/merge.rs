@@ -89,8 +89,22 @@ pub fn merge_connections(runs: &[RunResult]) -> Option<RunResult> {
             None => have_cpu = false,
         }
     }
-    // The first connection's capture is the row's already; add the others'.
-    for r in &runs[1..] {
+    add_captures(&mut row, &runs[1..]);
+    row.measured_from_ns = first.measured_from_ns;
+    row.measured_to_ns = offset.saturating_sub(GAP_NS);
+    derive_rates(&mut row, have_cpu.then_some((cpu_c, cpu_s)));
+    let w = Window { from_ns: row.measured_from_ns, to_ns: row.measured_to_ns, warmed_up: true };
+    let (summary, key, text) = verdict(&row.stall_records, w, runs.len() as u64, "new connections");
+    row.stall_count = runs.iter().all(|r| r.stall_count.is_some()).then_some(summary.stall_count);
+    row.stall_summary = summary;
+    row.verdict_key = key;
+    row.verdict = text;
+    Some(row)
+}
+
+/// The first connection's capture is the row's already; add the others'.
+fn add_captures(row: &mut RunResult, later: &[RunResult]) {
+    for r in later {
         if let (Some(a), Some(b)) = (row.capture.as_mut(), r.capture.as_ref()) {
             a.frames += b.frames;
             a.tcp_packets += b.tcp_packets;
@@ -102,35 +116,26 @@ pub fn merge_connections(runs: &[RunResult]) -> Option<RunResult> {
             add_packets(&mut a.server, &b.server);
         }
     }
-    row.measured_from_ns = first.measured_from_ns;
-    row.measured_to_ns = offset.saturating_sub(GAP_NS);
-    let h = {
-        let mut h = histogram_ns();
-        for &s in &row.samples_ns {
-            h.saturating_record(s.max(1));
-        }
-        h
-    };
+}
+
+/// Latency from the merged samples, throughput and CPU per round from the merged sums (`cpu`:
+/// client and server CPU in us, None when a connection had none).
+fn derive_rates(row: &mut RunResult, cpu: Option<(f64, f64)>) {
+    let mut h = histogram_ns();
+    for &s in &row.samples_ns {
+        h.saturating_record(s.max(1));
+    }
     row.latency_us = Latency::from_histogram_ns(&h);
     row.latency_dist = Some(LatencyDist::from_histogram_ns(&h));
     let payload = row.wire.client.bytes_sent + row.wire.server.bytes_sent;
     row.throughput_bytes_per_s = if row.wall_s > 0.0 { payload as f64 / row.wall_s } else { 0.0 };
-    row.cpu = have_cpu.then(|| {
-        let wall_ns = row.wall_s * 1e9;
-        CpuCost {
-            client_cpu_us: cpu_c,
-            server_cpu_us: cpu_s,
-            cpu_us_per_round: if row.rounds > 0 { (cpu_c + cpu_s) / row.rounds as f64 } else { 0.0 },
-            cpu_share_of_wall: if wall_ns > 0.0 { (cpu_c + cpu_s) * 1e3 / wall_ns } else { 0.0 },
-        }
+    let (rounds, wall_ns) = (row.rounds, row.wall_s * 1e9);
+    row.cpu = cpu.map(|(cpu_c, cpu_s)| CpuCost {
+        client_cpu_us: cpu_c,
+        server_cpu_us: cpu_s,
+        cpu_us_per_round: if rounds > 0 { (cpu_c + cpu_s) / rounds as f64 } else { 0.0 },
+        cpu_share_of_wall: if wall_ns > 0.0 { (cpu_c + cpu_s) * 1e3 / wall_ns } else { 0.0 },
     });
-    let w = Window { from_ns: row.measured_from_ns, to_ns: row.measured_to_ns, warmed_up: true };
-    let (summary, key, text) = verdict(&row.stall_records, w, runs.len() as u64, "new connections");
-    row.stall_count = runs.iter().all(|r| r.stall_count.is_some()).then_some(summary.stall_count);
-    row.stall_summary = summary;
-    row.verdict_key = key;
-    row.verdict = text;
-    Some(row)
 }
 
 #[cfg(test)]

@@ -178,6 +178,7 @@ pub fn seeds_000_and_001_over_veth_reproduce_their_rows() {
     check(&["multi-write", "--set", "requests=10"], "default", "writev");
 }
 
+// long: one refusal after another against one server, each a few lines, read in order.
 pub fn refusals_are_one_line_and_non_zero() {
     let dir = tempfile::tempdir().unwrap();
     let key = new_key(dir.path());
