@@ -33,12 +33,7 @@ pub fn document(fp: Fingerprint) -> Result<KernelDoc<Fingerprint>, KernelError> 
         seconds: fp.seconds,
         notes: fp.notes.clone(),
     };
-    Ok(KernelDoc {
-        comparison: cmp,
-        replay_agreement: agree,
-        fingerprint: fp,
-        about,
-    })
+    Ok(KernelDoc { comparison: cmp, replay_agreement: agree, fingerprint: fp, about })
 }
 
 #[cfg(test)]
