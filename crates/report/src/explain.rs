@@ -158,6 +158,79 @@ impl crate::Export for ExplainFlow<'_> {
         }
         s
     }
+
+    /// One row per record shown (stalls and waits; every kind with `--app-gaps`), without the
+    /// header ([`ExplainFlow::CSV_HEADER`]): a capture's flows stream one after another.
+    fn csv(&self) -> Option<String> {
+        use crate::export::csv_field as q;
+        let mut s = String::new();
+        for st in self.shown() {
+            s.push_str(&format!(
+                "{},{},{},{},{},{},{},{},{},{},{:.2},{},{}\n",
+                self.flow,
+                q(&self.a),
+                q(&self.b),
+                Self::kind(st),
+                st.cause.as_str(),
+                st.start.0,
+                st.length.0,
+                q(self.side(st.waited)),
+                q(self.side(st.held)),
+                st.bytes_held,
+                st.confidence,
+                q(&frames(&st.evidence)),
+                q(&st.detail),
+            ));
+        }
+        Some(s)
+    }
+
+    /// The same rows as a Markdown table's body (header: [`ExplainFlow::MARKDOWN_HEADER`]).
+    fn markdown(&self) -> Option<String> {
+        let cell = |t: &str| t.replace('|', "\\|").replace('\n', " ");
+        let mut s = String::new();
+        for st in self.shown() {
+            s.push_str(&format!(
+                "| {} | {} | {} | {:.3} | {:.1} | {} | {} | {:.2} | {} |\n",
+                self.flow,
+                Self::kind(st),
+                st.cause.as_str(),
+                st.start.0 as f64 / 1e9,
+                st.length.0 as f64 / 1e6,
+                cell(self.side(st.held)),
+                st.bytes_held,
+                st.confidence,
+                cell(&st.detail),
+            ));
+        }
+        Some(s)
+    }
+}
+
+impl ExplainFlow<'_> {
+    /// `explain --format csv`'s header: written once, before the flows' rows.
+    pub const CSV_HEADER: &'static str =
+        "flow,a,b,kind,cause,start_ns,length_ns,waited,held,bytes_held,confidence,evidence,detail\n";
+    /// `explain --format markdown`'s header: written once, before the flows' rows.
+    pub const MARKDOWN_HEADER: &'static str =
+        "| flow | kind | cause | start s | length ms | held | bytes | conf | detail |\n\
+                                               |---:|---|---|---:|---:|---|---:|---:|---|\n";
+
+    fn side(&self, e: Endpoint) -> &str {
+        match e {
+            Endpoint::A => &self.a,
+            Endpoint::B => &self.b,
+        }
+    }
+
+    fn kind(st: &Stall) -> &'static str {
+        match st.kind {
+            RecordKind::Stall => "stall",
+            RecordKind::Wait => "wait",
+            RecordKind::Ambiguous => "ambiguous",
+            RecordKind::Gap => "gap",
+        }
+    }
 }
 
 fn dur(ns: Option<u64>) -> String {

@@ -167,7 +167,7 @@ fn workload(args: &AdviseArgs) -> anyhow::Result<(Scenario, Option<String>, Opti
                 model: false,
                 rounds: None,
                 report: None,
-                format: super::replay::ReplayFormat::Text,
+                format: super::output::OutputFormat::Table,
             };
             let d = super::replay::derive(&r)?;
             let note = format!(

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use trace::{Duration, Event};
 use wire::{Decoder, FlowFilter, FlowId, FlowKey, WireError};
 
+use super::output::OutputFormat;
 use super::spool::Spool;
 
 const EXAMPLES: &str = "\
@@ -32,12 +33,6 @@ a connection's data flow longer than the path RTT plus --min-gap; each gets a ca
 nagle-delayed-ack, delayed-ack, cwnd-limited, rwnd-limited, retransmission-timeout, probe-timer or
 application. Exit status: 0 done, 1 the file is damaged after some packets (the valid prefix is
 analysed and printed), 2 not readable at all, or no TCP packet decoded because of its link type.";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExplainFormat {
-    Text,
-    Json,
-}
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
@@ -58,9 +53,10 @@ pub struct ExplainArgs {
     /// A gap is a stall when it exceeds the path RTT by more than MS milliseconds
     #[arg(long, value_name = "MS", default_value_t = 10.0)]
     pub min_gap: f64,
-    /// Output format
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: ExplainFormat,
+    /// Output format: the text for people (`text` works too), one JSON document
+    /// (docs/json-schema.md, "Explain"), or one CSV/Markdown row per record
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: OutputFormat,
     /// Also list the records that are not stalls, counted apart: ambiguous pauses (several
     /// explanations fit; each says which, and what would settle it) and application gaps (the
     /// writer had not written yet)
@@ -169,8 +165,10 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     // Streamed to stdout: a capture with many stalls does not build its report in memory.
     let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     match args.format {
-        ExplainFormat::Text => text(&mut w, &args, &found),
-        ExplainFormat::Json => json(&mut w, &args, &found),
+        OutputFormat::Table => text(&mut w, &args, &found),
+        OutputFormat::Json => json(&mut w, &args, &found),
+        OutputFormat::Csv => rows(&mut w, ExplainFlow::CSV_HEADER, &found),
+        OutputFormat::Markdown => rows(&mut w, ExplainFlow::MARKDOWN_HEADER, &found),
     }
     .and_then(|()| w.flush().map_err(Into::into))
     .context("writing the report")?;
@@ -289,8 +287,8 @@ fn render<R: std::io::Read>(
         flow.app_gaps = args.app_gaps;
         let from = spool.len();
         match args.format {
-            ExplainFormat::Text => spool.buf().extend_from_slice(flow.table().as_bytes()),
-            ExplainFormat::Json => serde_json::to_writer(spool.buf(), &flow)?,
+            OutputFormat::Json => serde_json::to_writer(spool.buf(), &flow)?,
+            f => spool.buf().extend_from_slice(&flow.export(f.into())?),
         }
         let to = spool.len();
         spool.settle().context("writing the report to a temporary file")?;
@@ -336,6 +334,15 @@ fn text(w: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> an
             .collect(),
     };
     w.write_all(summary.text().as_bytes())?;
+    for flow in found.flows() {
+        w.write_all(&flow?)?;
+    }
+    Ok(())
+}
+
+/// CSV or Markdown: the header once, then each flow's rows (one per record shown).
+fn rows(w: &mut impl std::io::Write, header: &str, found: &Findings) -> anyhow::Result<()> {
+    w.write_all(header.as_bytes())?;
     for flow in found.flows() {
         w.write_all(&flow?)?;
     }

@@ -7,7 +7,7 @@ use anyhow::{bail, Context};
 use report::explain_pair::{MergedConnection, PairStall, TimeByHost};
 use report::{ExplainPairDoc, Export};
 
-use super::explain::{ExplainArgs, ExplainFormat};
+use super::explain::ExplainArgs;
 use super::output;
 
 pub fn run(args: &ExplainArgs, peer: &Path) -> anyhow::Result<i32> {
@@ -43,10 +43,7 @@ pub fn run(args: &ExplainArgs, peer: &Path) -> anyhow::Result<i32> {
         );
     }
     let doc = document(&merged, files);
-    let format = match args.format {
-        ExplainFormat::Text => report::Format::Table,
-        ExplainFormat::Json => report::Format::Json,
-    };
+    let format = report::Format::from(args.format);
     output::write_bytes(&doc.export(format)?, None)?;
     Ok(0)
 }

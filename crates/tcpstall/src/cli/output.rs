@@ -12,7 +12,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 /// `--format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputFormat {
-    /// Aligned table for people.
+    /// Aligned table (or text) for people.
+    #[value(alias = "text")]
     Table,
     /// The stable JSON contract (docs/json-schema.md).
     Json,

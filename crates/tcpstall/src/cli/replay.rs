@@ -12,6 +12,8 @@ use scenario::{Exchange, Scenario};
 use trace::{Endpoint, EventKind};
 use wire::{Decoder, FlowFilter};
 
+use super::output::OutputFormat;
+
 const EXAMPLES: &str = "\
 Examples:
   tcpstall replay capture.pcapng                 the flow with the most stall time, run in the lab
@@ -62,16 +64,12 @@ pub struct ReplayArgs {
     /// side by side (stall records, ladders, time-sequence graphs)
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<PathBuf>,
-    /// Output format: text, or one JSON document (the exchange, the capture's stall records and
-    /// the run's report; docs/json-schema.md, "Replay")
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: ReplayFormat,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ReplayFormat {
-    Text,
-    Json,
+    /// Output format: the text for people (`text` works too), or one JSON document (the
+    /// exchange, the capture's stall records and the run's report; docs/json-schema.md,
+    /// "Replay"). The run's rows as CSV or Markdown: `--emit FILE`, then `tcpstall lab FILE
+    /// --format csv`
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: OutputFormat,
 }
 
 /// Decode the capture and analyse each flow; the chosen one's key, analysis and packets.
@@ -218,8 +216,11 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
         }
         super::output::check_writable("--report", p)?;
     }
+    if matches!(args.format, OutputFormat::Csv | OutputFormat::Markdown) {
+        bail!("--format: replay prints table or json (for the run's rows as CSV or Markdown: --emit FILE, then `tcpstall lab FILE --format csv`)");
+    }
     let d = derive(&args)?;
-    let json = args.format == ReplayFormat::Json;
+    let json = args.format == OutputFormat::Json;
     let mut out = output(&args, &d);
     if let Some(p) = &args.emit {
         std::fs::write(p, d.scenario.to_toml()?).with_context(|| format!("cannot write {}", p.display()))?;

@@ -36,6 +36,38 @@ pub fn explain_json_lists_stalls_with_evidence() {
     assert!(v["error"].is_null());
 }
 
+/// `--format csv` and `markdown`: the same records as the JSON, one row each (RFC 4180 quoting
+/// of the detail's commas), the header once; `text` is the table's other name; replay refuses
+/// CSV in one line before any work.
+pub fn explain_csv_and_markdown_list_the_same_records_as_json() {
+    let run = |f: &str| {
+        let out = tcpstall().args(["explain", "--format", f]).arg(capture("seed001-default.pcap")).output().unwrap();
+        assert!(out.status.success(), "{f}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json: serde_json::Value = serde_json::from_str(&run("json")).unwrap();
+    let stalls = json["flows"][0]["stalls"].as_array().unwrap();
+    let csv = run("csv");
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next(),
+        Some("flow,a,b,kind,cause,start_ns,length_ns,waited,held,bytes_held,confidence,evidence,detail")
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), stalls.len());
+    for (row, st) in rows.iter().zip(stalls) {
+        assert!(row.starts_with("1,"), "{row}");
+        assert!(row.contains(&format!(",stall,nagle-delayed-ack,{},{},", st["start_ns"], st["length_ns"])), "{row}");
+        assert!(row.ends_with('"'), "the detail has commas, so it is quoted: {row}");
+    }
+    let md = run("markdown");
+    assert_eq!(md.lines().filter(|l| l.starts_with("| 1 | stall | nagle-delayed-ack |")).count(), stalls.len());
+    assert_eq!(run("text"), run("table"));
+    let out = tcpstall().args(["replay", "--format", "csv"]).arg(capture("seed001-default.pcap")).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&out.stderr).trim().lines().count(), 1);
+}
+
 pub fn explain_fixed_strategy_shows_no_stalls() {
     tcpstall()
         .args(["explain"])

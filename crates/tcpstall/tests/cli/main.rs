@@ -75,6 +75,7 @@ fn capture_trials() -> Vec<libtest_mimic::Trial> {
     vec![
         t!(explain::explain_names_nagle_delayed_ack_in_seed_000),
         t!(explain::explain_json_lists_stalls_with_evidence),
+        t!(explain::explain_csv_and_markdown_list_the_same_records_as_json),
         t!(explain::explain_fixed_strategy_shows_no_stalls),
         t!(explain::explain_port_filter_and_flow_filter),
         t!(explain::explain_plot_says_to_use_report),
