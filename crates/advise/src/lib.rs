@@ -5,6 +5,7 @@
 //! (`text`) and the code of a fix in the user's language (`code`). The runs, time and
 //! randomness come from the caller; nothing here touches the OS.
 
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
 pub mod candidates;
 pub mod code;
 pub mod pool;

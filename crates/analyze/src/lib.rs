@@ -11,6 +11,7 @@
 //! during the gap and how late, and what was sent when the gap ended. The rules and their
 //! sources (RFC sections, Linux functions) are in `classify.rs`.
 
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
 mod classify;
 mod dir;
 mod flow;

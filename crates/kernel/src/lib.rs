@@ -10,6 +10,7 @@
 //! TCP_DELACK_MIN). It runs over tcpstall's emulated link ([`DELACK_MAX_LINK`]) and needs what the
 //! link needs (root, or an unprivileged user namespace).
 
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;

@@ -22,6 +22,7 @@
 //! (not built, not root, no BTF, the load refused); a tracepoint this kernel lacks
 //! (`tcp_sendmsg_locked` is 6.12+) is skipped and named in [`Source::status`].
 
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
 use aya::maps::{Array, MapData, PerCpuArray, RingBuf};
 use aya::programs::BtfTracePoint;
 use aya::Ebpf;

@@ -9,6 +9,7 @@
 //! prologue and epilogue (outside the measured rounds) are timed too, and a wait there longer
 //! than the stall threshold is named in the verdict, not counted (`outside`).
 
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
 pub mod cancel;
 pub mod capture;
 pub mod cpu;

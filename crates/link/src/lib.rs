@@ -7,6 +7,7 @@
 //! - [`sweep`]: removal of what a killed run left behind; [`report`]: counters and summary lines;
 //! - [`session`]: `tcpstall shell`, a command in the client namespace behind the link.
 
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
 pub mod calibrate;
 pub mod capture;
 pub mod forward;

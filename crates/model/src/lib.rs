@@ -10,6 +10,7 @@
 //! each stall's cause taken from ground truth: the model knows which timer released which held
 //! data.
 
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
 mod app;
 pub mod experiments;
 pub mod fingerprint;

@@ -11,6 +11,7 @@
 //! - `pair`: `explain A B`, two captures of the same connections from their two ends;
 //! - `server`, `client`: the sockets and threads around them.
 
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
 pub mod auth;
 pub mod client;
 pub mod clock;

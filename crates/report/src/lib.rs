@@ -3,6 +3,7 @@
 //! JSON is the stable contract (documented in docs/json-schema.md). Every exporter turns a
 //! [`Report`] into bytes; the caller decides where they go.
 
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
 use serde::{Deserialize, Serialize};
 use trace::VerdictKey;
 

@@ -4,6 +4,7 @@
 //! compiled into the binary. `--set key=value` overrides a workload parameter by editing the
 //! parsed TOML and deserialising again, so an override is validated exactly like the file.
 
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
 mod conf;
 pub mod derive;
 mod exchange;

@@ -1,5 +1,6 @@
 //! The only crate of tcpstall with `unsafe` code. Each block carries a `// SAFETY:` comment.
 //! Everything else reaches the OS through safe crates (socket2, nix) or through here.
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
 #![allow(unsafe_code)]
 
 pub mod bpf;

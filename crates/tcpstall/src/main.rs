@@ -3,6 +3,8 @@
 // The flags' doc comments are their `--help` texts, where `HOST[:PORT]` is help, not an
 // intra-doc link.
 #![allow(rustdoc::broken_intra_doc_links)]
+// Every dependency is used (the lint stands in for cargo-udeps; dev-dependencies are the tests').
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
 
 mod cli;
 

@@ -7,6 +7,7 @@
 //! This crate is pure: no clock, no OS. Time is a number of nanoseconds since an origin chosen
 //! by the producer (the capture's first packet, the lab's start, the model's t = 0).
 
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

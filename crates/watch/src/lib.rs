@@ -7,6 +7,7 @@
 //! a maximum); and the counts the watch keeps about itself ([`report::watch::WatchHealth`]).
 //! The binary opens the capture ring, the kernel evidence and the output, and nothing else.
 
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
 mod kernel;
 mod recorder;
 

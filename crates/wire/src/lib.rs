@@ -13,6 +13,7 @@
 //! }
 //! ```
 
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
 mod capture;
 mod decode;
 mod error;
