@@ -20,7 +20,7 @@ pub struct LinkReport {
     pub device_drops: [Option<u64>; 2],
     /// What the probes at link start measured of the path's fixed overhead (crate::calibrate),
     /// or why it was not measured.
-    pub calibration: Result<crate::calibrate::CalibrationReport, String>,
+    pub calibration: Result<crate::calibrate::CalibrationReport, crate::calibrate::CalibrationError>,
 }
 
 fn fmt_ns(ns: u64) -> String {
