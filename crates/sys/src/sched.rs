@@ -39,3 +39,13 @@ pub fn set_thread_other() -> io::Result<()> {
     }
     set_thread_nice(0)
 }
+
+/// Whether the calling thread runs under SCHED_FIFO.
+pub fn thread_is_fifo() -> io::Result<bool> {
+    // SAFETY: sched_getscheduler takes a pid (0 = the calling thread) and touches no memory.
+    let rc = unsafe { libc::sched_getscheduler(0) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(rc == libc::SCHED_FIFO)
+}
