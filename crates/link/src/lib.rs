@@ -105,7 +105,8 @@ pub struct LinkOptions {
     /// before it arrived), so that the delay felt end to end is closer to the configured one.
     pub compensate: bool,
     /// The TUN devices' transmit queue (packets the kernel holds for the forwarder, the
-    /// tun_struct ring of dev->tx_queue_len); 0 = the kernel's default, 500. Needs root.
+    /// tun_struct ring of dev->tx_queue_len); 0 = the kernel's default, 500. Needs root, except
+    /// for the default ([`netns::DEFAULT_TXQUEUELEN`], left at 500 without it).
     pub txqueuelen: u32,
 }
 
