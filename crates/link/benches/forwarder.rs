@@ -7,7 +7,10 @@
 //!   forwarder's own histogram of lateness against its deadlines, and the round trips over
 //!   2 ms beside the veth round trip; for several spin/priority settings.
 //!
-//! Targets (issue): >= 2 Gbit/s bulk, >= 300k packets/s, p99 added delay <= 50 us.
+//! Targets (issue 25, each a ratio or difference to veth in the same run, "meets"/"misses"
+//! printed): 64-byte UDP flat out >= 0.7x veth, no TUN queue drop paced below the emulator's
+//! own rate, rtt=20ms round trip within 50 us of 20 ms plus veth's own at p50; bulk >= 0.5x.
+//! Results and the bounds of this 2-vCPU machine: docs/link.md, "Issue 25".
 //!
 //! `-- --variants base,napi,tnapi,busy20,rps1-2,pin0-1,fifo --rounds 4` instead compares
 //! forwarder variants (`LinkOptions`, see [`variant`]) round by round against veth: packets/s,
@@ -191,45 +194,16 @@ fn main() {
         return;
     }
     let quick = std::env::args().any(|a| a == "--quick");
+    let rounds = || arg_value("--rounds").map_or(3, |r| r.parse().expect("--rounds N"));
     if let Some(list) = arg_value("--variants") {
-        let rounds = arg_value("--rounds").map_or(3, |r| r.parse().expect("--rounds N"));
-        compare_variants(&list, rounds);
+        compare_variants(&list, rounds());
         return;
     }
     let secs = if quick { 1.5 } else { 3.0 };
-    let opts = LinkOptions::default();
+    // `--with NAME`: the defaults replaced by a variant (see [`variant`]).
+    let opts = arg_value("--with").map_or_else(LinkOptions::default, |v| variant(&v));
     if let Some(list) = arg_value("--pps") {
-        // Only the 64-byte rate, against veth, for each forwarder variant asked (see
-        // [`variant`], plus `qN` for a TUN txqueuelen of N), `--rounds` times interleaved: where
-        // the packets are lost (the TUN device's queue, the receiving socket's buffer).
-        let rounds = arg_value("--rounds").map_or(3, |r| r.parse().expect("--rounds N"));
-        let (vc, vs) = veth();
-        let mut ratios: Vec<Vec<f64>> = list.split(',').map(|_| Vec::new()).collect();
-        for round in 0..rounds {
-            let sock0 = udp_rcvbuf_errors(vs.as_fd());
-            let v = pps(vc.as_fd(), vs.as_fd(), secs);
-            let vsock = udp_rcvbuf_errors(vs.as_fd()) - sock0;
-            println!("round {round} veth {:.0}k, receiving socket drops {vsock}", v / 1e3);
-            for (name, acc) in list.split(',').zip(ratios.iter_mut()) {
-                let link = open("mtu=1500", &variant(name));
-                let e = pps(link.client().netns(), link.server().netns(), secs);
-                let sock = udp_rcvbuf_errors(link.server().netns());
-                let rep = link.finish().unwrap();
-                let up = &rep.dirs[0].counters;
-                let dev = rep.device_drops[0].unwrap_or(0);
-                println!(
-                    "round {round} {name:<12} {:.0}k x{:.2} veth; forwarder read {} (wrote {}), TUN queue drops {dev}, receiving socket drops {sock}",
-                    e / 1e3,
-                    e / v,
-                    up.packets_in,
-                    up.delivered,
-                );
-                acc.push(e / v);
-            }
-        }
-        for (name, r) in list.split(',').zip(&ratios) {
-            println!("median over {rounds} rounds: {name} x{:.2} veth", median(r));
-        }
+        pps_variants(&list, rounds(), secs);
         return;
     }
     if let Some(n) = arg_value("--rtt20") {
@@ -241,32 +215,85 @@ fn main() {
         return;
     }
     println!(
-        "forwarder bench ({} cores online, defaults: spin {} us, {:?})",
+        "forwarder bench ({} cores online, load average {}, defaults: spin {} us, {:?})",
         num_cpus(),
+        loadavg(),
         opts.spin_ns / 1000,
         opts.priority
     );
-
     let (vc, vs) = veth();
+    bench_pps(&vc, &vs, &opts, secs);
+    bench_bulk(&vc, &vs, &opts, secs);
+    // The exact windows the tests do not assert (they keep separations that hold on a loaded
+    // host): a 20 ms round trip shows as 20.0-20.5 ms, a 50 Mbit/s rate within 10%.
+    // Probes through rtt=20ms against the configured round trip; the emulator's own report
+    // of its lateness (both directions) against what the probes saw beyond veth's round trip.
+    rtt20(&vc, &vs, &opts, quick);
+    bench_rate50(&opts, secs);
+    bench_added_delay(&vc, &vs, &opts, quick);
+    println!("load average at the end: {}", loadavg());
+}
+
+/// The first three fields of /proc/loadavg.
+fn loadavg() -> String {
+    let s = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+/// `--pps LIST`: only the 64-byte rate, against veth, for each forwarder variant asked (see
+/// [`variant`], plus `qN` for a TUN txqueuelen of N), `rounds` times interleaved: where the
+/// packets are lost (the TUN device's queue, the receiving socket's buffer).
+fn pps_variants(list: &str, rounds: usize, secs: f64) {
+    let (vc, vs) = veth();
+    let mut ratios: Vec<Vec<f64>> = list.split(',').map(|_| Vec::new()).collect();
+    for round in 0..rounds {
+        let sock0 = udp_rcvbuf_errors(vs.as_fd());
+        let v = pps(vc.as_fd(), vs.as_fd(), secs);
+        let vsock = udp_rcvbuf_errors(vs.as_fd()) - sock0;
+        println!("round {round} veth {:.0}k, receiving socket drops {vsock} (load {})", v / 1e3, loadavg());
+        for (name, acc) in list.split(',').zip(ratios.iter_mut()) {
+            let link = open("mtu=1500", &variant(name));
+            let e = pps(link.client().netns(), link.server().netns(), secs);
+            let sock = udp_rcvbuf_errors(link.server().netns());
+            let rep = link.finish().unwrap();
+            let up = &rep.dirs[0].counters;
+            let dev = rep.device_drops[0].unwrap_or(0);
+            println!(
+                "round {round} {name:<12} {:.0}k x{:.2} veth; forwarder read {} (wrote {}), TUN queue drops {dev}, receiving socket drops {sock}",
+                e / 1e3,
+                e / v,
+                up.packets_in,
+                up.delivered,
+            );
+            acc.push(e / v);
+        }
+    }
+    for (name, r) in list.split(',').zip(&ratios) {
+        println!("median over {rounds} rounds: {name} x{:.2} veth", median(r));
+    }
+}
+
+/// 64-byte UDP flat out against veth, then paced below what the emulator carried.
+fn bench_pps(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, secs: f64) {
     let v_pps = pps(vc.as_fd(), vs.as_fd(), secs);
-    let link = open("mtu=1500", &opts);
+    let link = open("mtu=1500", opts);
     let e_pps = pps(link.client().netns(), link.server().netns(), secs);
     let rep = link.finish().unwrap();
     let up = &rep.dir(Dir::Up).unwrap().counters;
     println!(
-        "packets/s, 64-byte UDP: veth {:.0}k  emulator {:.0}k  ratio {:.2}  (target >= 0.9 with no queue drop: {}; forwarder read {} delivered {}, device queue drops {:?})",
+        "packets/s, 64-byte UDP flat out: veth {:.0}k  emulator {:.0}k  ratio {:.2}  (target >= 0.7: {}; forwarder read {} delivered {}, TUN queue drops {:?})",
         v_pps / 1e3,
         e_pps / 1e3,
         e_pps / v_pps,
-        meets(e_pps / v_pps >= 0.9 && rep.device_drops.iter().all(|d| *d == Some(0))),
+        meets(e_pps / v_pps >= 0.7),
         up.packets_in,
         up.delivered,
         rep.device_drops[0]
     );
-    // The sender paced below what the emulator carried as fast as it could: no queue drops
-    // is the target there ("at any offered rate the emulator accepts").
+    // The sender paced below what the emulator carried as fast as it could (its stated
+    // capacity): no queue drop is the target there.
     let paced = (0.8 * e_pps / 1e4).floor() * 1e4;
-    let link = open("mtu=1500", &opts);
+    let link = open("mtu=1500", opts);
     let p_pps = pps_at(link.client().netns(), link.server().netns(), secs, Some(paced));
     let sock = udp_rcvbuf_errors(link.server().netns());
     let rep = link.finish().unwrap();
@@ -277,17 +304,20 @@ fn main() {
         rep.device_drops[0],
         meets(rep.device_drops.iter().all(|d| *d == Some(0)))
     );
+}
 
+/// One TCP stream against veth with and without its offloads, and without GSO.
+fn bench_bulk(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, secs: f64) {
     let v_bulk = bulk_gbps(vc.as_fd(), vs.as_fd(), secs);
-    let link = open("mtu=1500", &opts);
+    let link = open("mtu=1500", opts);
     let e_bulk = bulk_gbps(link.client().netns(), link.server().netns(), secs);
     let drops = link.finish().map(|r| r.device_drops).unwrap_or_default();
     // The same veth with its offloads off: every segment crosses it on its own.
-    for (ns, dev) in [(&vc, "va"), (&vs, "vb")] {
+    for (ns, dev) in [(vc, "va"), (vs, "vb")] {
         cmd_in(ns.as_fd(), "ethtool", &format!("-K {dev} tso off gso off gro off tx off rx off"));
     }
     let v_bulk_off = bulk_gbps(vc.as_fd(), vs.as_fd(), secs);
-    for (ns, dev) in [(&vc, "va"), (&vs, "vb")] {
+    for (ns, dev) in [(vc, "va"), (vs, "vb")] {
         cmd_in(ns.as_fd(), "ethtool", &format!("-K {dev} tso on gso on gro on tx on rx on"));
     }
     println!(
@@ -298,18 +328,16 @@ fn main() {
         e_bulk / v_bulk_off,
         meets(e_bulk / v_bulk_off >= 1.0)
     );
-    let o_nogso = LinkOptions { gso: false, ..LinkOptions::default() };
+    let o_nogso = LinkOptions { gso: false, ..opts.clone() };
     let link = open("mtu=1500", &o_nogso);
     let e_nogso = bulk_gbps(link.client().netns(), link.server().netns(), secs);
     drop(link);
     println!("  the same emulator without GSO (segments as the kernel cuts them): {e_nogso:.2} Gbit/s");
+}
 
-    // The exact windows the tests do not assert (they keep separations that hold on a loaded
-    // host): a 20 ms round trip shows as 20.0-20.5 ms, a 50 Mbit/s rate within 10%.
-    // Probes through rtt=20ms against the configured round trip; the emulator's own report
-    // of its lateness (both directions) against what the probes saw beyond veth's round trip.
-    rtt20(&vc, &vs, &opts, quick);
-    let link = open("rate=50mbit,rtt=2ms", &opts);
+/// One TCP stream through rate=50mbit: within 10% of 50 Mbit/s of IP packets.
+fn bench_rate50(opts: &LinkOptions, secs: f64) {
+    let link = open("rate=50mbit,rtt=2ms", opts);
     let r50 = bulk_gbps(link.client().netns(), link.server().netns(), secs) * 1e3;
     drop(link);
     // The rate counts IP packets; payload is 1448 of every 1500 bytes at MSS 1448.
@@ -318,7 +346,10 @@ fn main() {
         "bulk TCP at rate=50mbit: {r50:.1} Mbit/s of payload  (target {want:.1} +-10%: {})",
         meets((r50 - want).abs() <= 0.1 * want)
     );
+}
 
+/// Sequential UDP round trips through delay=1ms against veth's, for spin/priority settings.
+fn bench_added_delay(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, quick: bool) {
     let n = if quick { 1000 } else { 3000 };
     let v = rtts(vc.as_fd(), vs.as_fd(), n);
     println!("round trip, veth: p50 {:.1} us p99 {:.1} us", q(&v, 0.5) as f64 / 1e3, q(&v, 0.99) as f64 / 1e3);
@@ -334,7 +365,7 @@ fn main() {
         ]
     };
     for (spin, prio) in settings {
-        let o = LinkOptions { spin_ns: spin, priority: prio, ..LinkOptions::default() };
+        let o = LinkOptions { spin_ns: spin, priority: prio, ..opts.clone() };
         let link = open("delay=1ms", &o);
         let e = rtts(link.client().netns(), link.server().netns(), n);
         let rep = link.finish().unwrap();
@@ -374,10 +405,12 @@ fn rtt20_at(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, quick: bool, ms: u64
         let (p50, p99) = (q(&r20, 0.5) as f64 / 1e3 - ms as f64 * 1e3, q(&r20, 0.99) as f64 / 1e3 - ms as f64 * 1e3);
         let probe_late = p50 - q(&vbase, 0.5) as f64 / 1e3;
         println!(
-            "round trip at rtt={ms}ms ({}), beyond {ms} ms: p50 +{p50:.0} us (target <= 50: {}), p99 +{p99:.0} us (target <= 150: {}); \
+            "round trip at rtt={ms}ms ({}), beyond {ms} ms: p50 +{p50:.0} us, beyond it and veth's own p50 ({:.0} us): +{probe_late:.0} us \
+             (target <= 50: {}), p99 +{p99:.0} us (target <= 150: {}); \
              printed lateness p50 {:.0} us against the probes' {probe_late:.0} us beyond veth's round trip (target within 20: {})",
             if compensate { "compensated" } else { "not compensated" },
-            meets(p50 <= 50.0),
+            q(&vbase, 0.5) as f64 / 1e3,
+            meets(probe_late <= 50.0),
             meets(p99 <= 150.0),
             late(0.5),
             meets((late(0.5) - probe_late).abs() <= 20.0)
@@ -509,7 +542,7 @@ fn arg_value(flag: &str) -> Option<String> {
 /// A forwarder variant by name, parts joined with '+': `base` (the defaults), `napi` (IFF_NAPI
 /// devices), `tnapi` (IFF_NAPI with the poll in a kernel thread), `busyN` (busy-poll N us after the input runs dry), `pinA-B` (up thread on CPU A,
 /// down on B), `rpsC-S` (RPS masks of the client's and the server's device; `rpsM` both),
-/// `normal` / `fifo` (scheduling instead of nice -10).
+/// `normal` / `fifo` (scheduling instead of nice -10), `spinN` (spin N us before a deadline).
 fn variant(name: &str) -> LinkOptions {
     let mut o = LinkOptions::default();
     for part in name.split('+') {
@@ -530,6 +563,8 @@ fn variant(name: &str) -> LinkOptions {
             let (c, s) = m.split_once('-').unwrap_or((m, m));
             o.devices[0].rps_mask = c.parse().unwrap();
             o.devices[1].rps_mask = s.parse().unwrap();
+        } else if let Some(us) = part.strip_prefix("spin") {
+            o.spin_ns = us.parse::<u64>().unwrap() * 1000;
         } else if let Some(n) = part.strip_prefix('q') {
             o.txqueuelen = n.parse().unwrap();
         } else if part == "normal" {

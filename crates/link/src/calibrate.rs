@@ -220,6 +220,71 @@ struct Sent {
     recv: u64,
 }
 
+/// Why the path was not measured at link start.
+///
+/// Cloneable (shared sources) since a [`crate::LinkReport`] carries it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CalibrationError {
+    /// `LinkOptions::calibrate` was off.
+    #[error("not asked for")]
+    NotAsked,
+    /// Entering a namespace to bind a probe socket.
+    #[error("{0}")]
+    Namespace(Arc<crate::LinkError>),
+    #[error("calibration socket: {0}")]
+    Socket(Arc<std::io::Error>),
+    /// Setting up a bound socket (clone, address, timeout).
+    #[error("{0}")]
+    Io(Arc<std::io::Error>),
+    #[error("{probes} of {rounds} calibration probes came through")]
+    TooFewProbes { probes: usize, rounds: u32 },
+}
+
+fn io_err(e: std::io::Error) -> CalibrationError {
+    CalibrationError::Io(Arc::new(e))
+}
+
+/// The probes' sockets: one per end at `PORT` (which the forwarder looks for), sending and
+/// receiving as the benchmark's probes do (a socket's transmit timestamp is read right after
+/// its send, before it blocks in recv again), and two pairs on the client namespace's loopback
+/// for the direct path.
+struct Sockets {
+    c_rx: UdpSocket,
+    c_tx: UdpSocket,
+    s_rx: UdpSocket,
+    s_tx: UdpSocket,
+    /// (sender, receiver of the reply), and the echo's (receiver, sender).
+    lo: [UdpSocket; 2],
+    lo_echo: [UdpSocket; 2],
+    /// Whether both link sockets give software transmit timestamps.
+    stamped: bool,
+}
+
+impl Sockets {
+    fn open(client: &End, server: &End) -> Result<Sockets, CalibrationError> {
+        let bind = |end: &End, ip: Ipv4Addr, port: u16| {
+            run_in(end.netns(), || UdpSocket::bind((ip, port)))
+                .map_err(|e| CalibrationError::Namespace(Arc::new(e)))?
+                .map_err(|e| CalibrationError::Socket(Arc::new(e)))
+        };
+        let c_rx = bind(client, client.ip, PORT)?;
+        let s_rx = bind(server, server.ip, PORT)?;
+        let c_tx = c_rx.try_clone().map_err(io_err)?;
+        let s_tx = s_rx.try_clone().map_err(io_err)?;
+        let lo = [bind(client, Ipv4Addr::LOCALHOST, 0)?, bind(client, Ipv4Addr::LOCALHOST, 0)?];
+        let lo_echo = [bind(client, Ipv4Addr::LOCALHOST, 0)?, bind(client, Ipv4Addr::LOCALHOST, 0)?];
+        let stamped = want_tx_stamps(&c_tx) && want_tx_stamps(&s_tx);
+        let timeout = Duration::from_nanos(PROBE_DELAY_NS * 2) + Duration::from_millis(250);
+        c_rx.set_read_timeout(Some(timeout)).map_err(io_err)?;
+        lo[1].set_read_timeout(Some(timeout)).map_err(io_err)?;
+        Ok(Sockets { c_rx, c_tx, s_rx, s_tx, lo, lo_echo, stamped })
+    }
+}
+
+/// A measured round through the link: (seq, request sent, its transmit timestamp, reply
+/// received), and what the echo side saw of it.
+type Ping = (u32, u64, Option<u64>, u64);
+
 /// Measure both directions, then tell the forwarder threads (`calib`, index 0 = up) what was
 /// found, and to compensate if `compensate`.
 ///
@@ -232,171 +297,180 @@ pub fn run(
     server: &End,
     calib: [&Arc<Calibration>; 2],
     compensate: bool,
-) -> Result<CalibrationReport, String> {
-    let bind = |end: &End, ip: Ipv4Addr, port: u16| {
-        run_in(end.netns(), || UdpSocket::bind((ip, port)))
-            .map_err(|e| e.to_string())?
-            .map_err(|e| format!("calibration socket: {e}"))
-    };
-    // One socket per end, at `PORT` (which the forwarder looks for), sending and receiving as
-    // the benchmark's probes do (a socket's transmit timestamp is read right after its send,
-    // before it blocks in recv again).
-    let c_rx = bind(client, client.ip, PORT)?;
-    let s_rx = bind(server, server.ip, PORT)?;
-    let c_tx = c_rx.try_clone().map_err(|e| e.to_string())?;
-    let s_tx = s_rx.try_clone().map_err(|e| e.to_string())?;
-    let lo = [bind(client, Ipv4Addr::LOCALHOST, 0)?, bind(client, Ipv4Addr::LOCALHOST, 0)?];
-    let lo_echo = [bind(client, Ipv4Addr::LOCALHOST, 0)?, bind(client, Ipv4Addr::LOCALHOST, 0)?];
-    let stamped = want_tx_stamps(&c_tx) && want_tx_stamps(&s_tx);
+) -> Result<CalibrationReport, CalibrationError> {
+    let socks = Sockets::open(client, server)?;
     let offset = crate::forward::realtime_offset_ns();
-    let addr = |s: &UdpSocket| s.local_addr().map_err(|e| e.to_string());
     let (to_server, to_client) = (SocketAddr::from((server.ip, PORT)), SocketAddr::from((client.ip, PORT)));
-    let (lo_to_echo, lo_to_me) = (addr(&lo_echo[0])?, addr(&lo[1])?);
-    let clone = |s: &UdpSocket| s.try_clone().map_err(|e| e.to_string());
-    let (s_rx2, s_tx2, lo_echo0, lo_echo1) = (clone(&s_rx)?, clone(&s_tx)?, clone(&lo_echo[0])?, clone(&lo_echo[1])?);
-    let timeout = Duration::from_nanos(PROBE_DELAY_NS * 2) + Duration::from_millis(250);
-    c_rx.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
-    lo[1].set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    let lo_to_echo = socks.lo_echo[0].local_addr().map_err(io_err)?;
+    let lo_to_me = socks.lo[1].local_addr().map_err(io_err)?;
+    let clone = |s: &UdpSocket| s.try_clone().map_err(io_err);
+    let (s_rx2, s_tx2) = (clone(&socks.s_rx)?, clone(&socks.s_tx)?);
+    let (lo_echo0, lo_echo1) = (clone(&socks.lo_echo[0])?, clone(&socks.lo_echo[1])?);
     for cal in calib {
         cal.active.store(true, Ordering::Relaxed);
     }
-    let mut report = CalibrationReport { compensated: compensate, ..Default::default() };
-    let result = std::thread::scope(|scope| -> Result<(), String> {
+    let stamped = socks.stamped;
+    let result = std::thread::scope(|scope| -> Result<CalibrationReport, CalibrationError> {
         let (link_tx, link_rx) = mpsc::channel();
         let (lo_tx, lo_rx) = mpsc::channel();
         scope.spawn(move || echo(s_rx2, s_tx2, to_client, stamped, offset, link_tx));
         scope.spawn(move || echo(lo_echo0, lo_echo1, lo_to_me, false, offset, lo_tx));
-        // (request sent, its transmit timestamp, reply received) per round; the echo's side
-        // from the channel.
-        let mut pings = Vec::new();
-        let mut echoes = Vec::new();
-        let mut direct = Vec::new();
-        let mut b = [0u8; 64];
-        // The first rounds after the link starts are not measured: at rtt=2ms the probes of
-        // its first ~40 ms paid 20-25 us of forwarder wake-up, those after 4-5 us, as the
-        // benchmark's probes do (the cause was not found).
-        let measure_from = mono_ns() + WARMUP_NS;
-        let mut seq = 0u32;
-        while pings.len() < ROUNDS as usize && seq < ROUNDS + 200 {
-            seq += 1;
-            std::thread::sleep(Duration::from_micros(300));
-            let warm = mono_ns() < measure_from || seq <= WARMUP_ROUNDS;
-            let t = mono_ns();
-            if c_tx.send_to(&probe(seq), to_server).is_err() {
-                continue;
-            }
-            let queued = if stamped { tx_stamp(&c_tx, offset) } else { None };
-            let back = loop {
-                match c_rx.recv(&mut b) {
-                    Ok(n) if seq_of(&b[..n]) == Some(seq) => break Some(mono_ns()),
-                    Ok(_) => {}
-                    Err(_) => break None,
-                }
-            };
-            if let (Some(back), Ok(e)) = (back, link_rx.recv_timeout(Duration::from_millis(250))) {
-                if !warm {
-                    pings.push((seq, t, queued, back));
-                    echoes.push(e);
-                }
-            }
-        }
+        let (pings, echoes) = ping_link(&socks, to_server, offset, &link_rx);
         // The direct path, the same way (after the link's rounds, not between them).
-        for seq in 0..ROUNDS {
-            std::thread::sleep(Duration::from_micros(300));
-            let t = mono_ns();
-            if lo[0].send_to(&probe(seq), lo_to_echo).is_ok() {
-                if let Ok(n) = lo[1].recv(&mut b) {
-                    if seq_of(&b[..n]) == Some(seq) {
-                        direct.push((mono_ns() - t) / 2);
-                    }
-                }
-                let _ = lo_rx.recv_timeout(Duration::from_millis(250));
-            }
-        }
-        for sock in [&s_rx, &lo_echo[0]] {
+        let direct = ping_direct(&socks.lo, lo_to_echo, &lo_rx);
+        for sock in [&socks.s_rx, &socks.lo_echo[0]] {
             let _ = nix::sys::socket::shutdown(sock.as_raw_fd(), nix::sys::socket::Shutdown::Read);
         }
         let direct = median(direct);
-        // Per direction: (seq, sent, queued, received).
-        let up: Vec<Sent> = pings
-            .iter()
-            .zip(&echoes)
-            .filter(|(p, e)| p.0 == e.seq)
-            .map(|(&(seq, send, queued, _), e)| Sent { seq, send, queued, recv: e.recv })
-            .collect();
-        let down: Vec<Sent> = pings
-            .iter()
-            .zip(&echoes)
-            .filter(|(p, e)| p.0 == e.seq)
-            .map(|(&(seq, _, _, back), e)| Sent { seq, send: e.send, queued: e.queued, recv: back })
-            .collect();
-        for (d, (cal, sent)) in calib.iter().zip([up, down]).enumerate() {
+        let mut report = CalibrationReport { compensated: compensate, ..Default::default() };
+        for (d, (cal, sent)) in calib.iter().zip(split_directions(&pings, &echoes)).enumerate() {
             let seen: Vec<ProbeSeen> = cal.seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let mut parts: [Vec<u64>; 8] = Default::default();
-            let mut ends = Vec::new();
-            for q in &sent {
-                let Some(p) = seen.iter().find(|p| p.seq == q.seq) else { continue };
-                let stamp = p.read.saturating_sub(p.backdate);
-                parts[0].push((q.recv - q.send).saturating_sub(p.write_start.saturating_sub(stamp)));
-                parts[1].push(p.read.saturating_sub(q.send));
-                parts[2].push(p.backdate);
-                parts[3].push(p.write_start.saturating_sub(p.due));
-                parts[4].push(p.write_end - p.write_start);
-                parts[5].push(q.recv.saturating_sub(p.write_end));
-                if let Some(queued) = q.queued {
-                    parts[6].push(queued.saturating_sub(q.send));
-                    parts[7].push(stamp.saturating_sub(queued));
-                    ends.push(queued.saturating_sub(q.send) + q.recv.saturating_sub(p.write_end));
-                }
-            }
-            let probes = parts[0].len();
-            if probes < ROUNDS as usize / 2 {
-                return Err(format!("{probes} of {ROUNDS} calibration probes came through"));
-            }
-            let wake_min = parts[7].iter().copied().min().unwrap_or(0);
-            let write_min = parts[4].iter().copied().min().unwrap_or(0);
-            let [unseen, to_read, run_delay, late, write, to_recv, to_queue, wake] = parts.map(median);
-            let fixed = unseen.saturating_sub(direct);
-            let ends_ns = if ends.is_empty() {
-                // No transmit timestamps: no wake-up apart, all but the write.
-                fixed as i64 - write as i64
-            } else {
-                median(ends) as i64 - direct as i64
-            };
-            report.dirs[d] = DirCalibration {
-                probes,
-                direct_ns: direct,
-                unseen_ns: unseen,
-                fixed_ns: fixed,
-                wake_ns: wake.min(fixed),
-                wake_min_ns: wake_min.min(wake).min(fixed),
-                write_min_ns: write_min,
-                rest_ns: fixed.saturating_sub(wake),
-                ends_ns,
-                to_read_ns: to_read,
-                to_queue_ns: to_queue,
-                run_delay_ns: run_delay,
-                late_ns: late,
-                write_ns: write,
-                to_recv_ns: to_recv,
-            };
+            report.dirs[d] = measure_direction(&sent, &seen, direct)?;
         }
-        Ok(())
+        Ok(report)
     });
     for (d, cal) in calib.iter().enumerate() {
         cal.active.store(false, Ordering::Relaxed);
-        if result.is_ok() {
-            let c = &report.dirs[d];
-            cal.wake_ns.store(c.wake_ns, Ordering::Relaxed);
-            cal.wake_min_ns.store(c.wake_min_ns, Ordering::Relaxed);
-            cal.ends_ns.store(c.ends_ns, Ordering::Relaxed);
-            cal.measured.store(true, Ordering::Relaxed);
-            cal.compensate.store(compensate, Ordering::Relaxed);
-            cal.run_delay_ns.store(c.run_delay_ns, Ordering::Relaxed);
-            cal.release_early_ns.store(if compensate { c.write_min_ns } else { 0 }, Ordering::Relaxed);
+        if let Ok(report) = &result {
+            publish(cal, &report.dirs[d], compensate);
         }
     }
-    result.map(|()| report)
+    result
+}
+
+/// The rounds through the link: `ROUNDS` measured ones after the warm-up (at most 200 more
+/// tries), each a request from the client and the echo's reply.
+fn ping_link(
+    socks: &Sockets,
+    to_server: SocketAddr,
+    offset: i128,
+    echoed: &mpsc::Receiver<Echoed>,
+) -> (Vec<Ping>, Vec<Echoed>) {
+    let mut pings = Vec::new();
+    let mut echoes = Vec::new();
+    let mut b = [0u8; 64];
+    // The first rounds after the link starts are not measured: at rtt=2ms the probes of its
+    // first ~40 ms paid 20-25 us of forwarder wake-up, those after 4-5 us, as the benchmark's
+    // probes do (the cause was not found).
+    let measure_from = mono_ns() + WARMUP_NS;
+    let mut seq = 0u32;
+    while pings.len() < ROUNDS as usize && seq < ROUNDS + 200 {
+        seq += 1;
+        std::thread::sleep(Duration::from_micros(300));
+        let warm = mono_ns() < measure_from || seq <= WARMUP_ROUNDS;
+        let t = mono_ns();
+        if socks.c_tx.send_to(&probe(seq), to_server).is_err() {
+            continue;
+        }
+        let queued = if socks.stamped { tx_stamp(&socks.c_tx, offset) } else { None };
+        let back = loop {
+            match socks.c_rx.recv(&mut b) {
+                Ok(n) if seq_of(&b[..n]) == Some(seq) => break Some(mono_ns()),
+                Ok(_) => {}
+                Err(_) => break None,
+            }
+        };
+        if let (Some(back), Ok(e)) = (back, echoed.recv_timeout(Duration::from_millis(250))) {
+            if !warm {
+                pings.push((seq, t, queued, back));
+                echoes.push(e);
+            }
+        }
+    }
+    (pings, echoes)
+}
+
+/// The same ping-pong over loopback: half of each round trip (ns).
+fn ping_direct(lo: &[UdpSocket; 2], to_echo: SocketAddr, echoed: &mpsc::Receiver<Echoed>) -> Vec<u64> {
+    let mut direct = Vec::new();
+    let mut b = [0u8; 64];
+    for seq in 0..ROUNDS {
+        std::thread::sleep(Duration::from_micros(300));
+        let t = mono_ns();
+        if lo[0].send_to(&probe(seq), to_echo).is_ok() {
+            if let Ok(n) = lo[1].recv(&mut b) {
+                if seq_of(&b[..n]) == Some(seq) {
+                    direct.push((mono_ns() - t) / 2);
+                }
+            }
+            let _ = echoed.recv_timeout(Duration::from_millis(250));
+        }
+    }
+    direct
+}
+
+/// Each round's two one-way trips: client->server (the request) and server->client (the
+/// reply), with the echo's side from its own times.
+fn split_directions(pings: &[Ping], echoes: &[Echoed]) -> [Vec<Sent>; 2] {
+    let matched = || pings.iter().zip(echoes).filter(|(p, e)| p.0 == e.seq);
+    let up = matched().map(|(&(seq, send, queued, _), e)| Sent { seq, send, queued, recv: e.recv }).collect();
+    let down =
+        matched().map(|(&(seq, _, _, back), e)| Sent { seq, send: e.send, queued: e.queued, recv: back }).collect();
+    [up, down]
+}
+
+/// One direction's medians from its probes' times and the forwarder's (`seen`), against the
+/// direct path's one-way time.
+fn measure_direction(sent: &[Sent], seen: &[ProbeSeen], direct: u64) -> Result<DirCalibration, CalibrationError> {
+    let mut parts: [Vec<u64>; 8] = Default::default();
+    let mut ends = Vec::new();
+    for q in sent {
+        let Some(p) = seen.iter().find(|p| p.seq == q.seq) else { continue };
+        let stamp = p.read.saturating_sub(p.backdate);
+        parts[0].push((q.recv - q.send).saturating_sub(p.write_start.saturating_sub(stamp)));
+        parts[1].push(p.read.saturating_sub(q.send));
+        parts[2].push(p.backdate);
+        parts[3].push(p.write_start.saturating_sub(p.due));
+        parts[4].push(p.write_end - p.write_start);
+        parts[5].push(q.recv.saturating_sub(p.write_end));
+        if let Some(queued) = q.queued {
+            parts[6].push(queued.saturating_sub(q.send));
+            parts[7].push(stamp.saturating_sub(queued));
+            ends.push(queued.saturating_sub(q.send) + q.recv.saturating_sub(p.write_end));
+        }
+    }
+    let probes = parts[0].len();
+    if probes < ROUNDS as usize / 2 {
+        return Err(CalibrationError::TooFewProbes { probes, rounds: ROUNDS });
+    }
+    let wake_min = parts[7].iter().copied().min().unwrap_or(0);
+    let write_min = parts[4].iter().copied().min().unwrap_or(0);
+    let [unseen, to_read, run_delay, late, write, to_recv, to_queue, wake] = parts.map(median);
+    let fixed = unseen.saturating_sub(direct);
+    let ends_ns = if ends.is_empty() {
+        // No transmit timestamps: no wake-up apart, all but the write.
+        fixed as i64 - write as i64
+    } else {
+        median(ends) as i64 - direct as i64
+    };
+    Ok(DirCalibration {
+        probes,
+        direct_ns: direct,
+        unseen_ns: unseen,
+        fixed_ns: fixed,
+        wake_ns: wake.min(fixed),
+        wake_min_ns: wake_min.min(wake).min(fixed),
+        write_min_ns: write_min,
+        rest_ns: fixed.saturating_sub(wake),
+        ends_ns,
+        to_read_ns: to_read,
+        to_queue_ns: to_queue,
+        run_delay_ns: run_delay,
+        late_ns: late,
+        write_ns: write,
+        to_recv_ns: to_recv,
+    })
+}
+
+/// Hand one direction's figures to its forwarder thread.
+fn publish(cal: &Calibration, c: &DirCalibration, compensate: bool) {
+    cal.wake_ns.store(c.wake_ns, Ordering::Relaxed);
+    cal.wake_min_ns.store(c.wake_min_ns, Ordering::Relaxed);
+    cal.ends_ns.store(c.ends_ns, Ordering::Relaxed);
+    cal.measured.store(true, Ordering::Relaxed);
+    cal.compensate.store(compensate, Ordering::Relaxed);
+    cal.run_delay_ns.store(c.run_delay_ns, Ordering::Relaxed);
+    cal.release_early_ns.store(if compensate { c.write_min_ns } else { 0 }, Ordering::Relaxed);
 }
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ pub type CaptureTx = Sender<Record>;
 /// A running capture writer.
 pub struct Capture {
     tx: Option<CaptureTx>,
-    thread: Option<JoinHandle<Result<u64, String>>>,
+    thread: Option<JoinHandle<Result<u64, std::io::Error>>>,
     path: Option<PathBuf>,
     tap: Tap,
 }
@@ -160,51 +160,86 @@ impl Capture {
 /// A record waiting to be written: (timestamp, arrival order, interface, packet).
 type Held = (u64, u64, u32, Vec<u8>);
 
+/// The file side of the writer thread: records held for reordering, and the first error
+/// (after which nothing more is written).
+struct Sink {
+    w: PcapNgWriter<BufWriter<File>>,
+    written: u64,
+    error: Option<std::io::Error>,
+    /// Written to since the last flush.
+    dirty: bool,
+    /// Records not yet written, oldest first.
+    held: BinaryHeap<Reverse<Held>>,
+    held_bytes: usize,
+    seq: u64,
+    newest: u64,
+}
+
+impl Sink {
+    fn new(w: PcapNgWriter<BufWriter<File>>) -> Sink {
+        Sink { w, written: 0, error: None, dirty: false, held: BinaryHeap::new(), held_bytes: 0, seq: 0, newest: 0 }
+    }
+
+    fn write(&mut self, (ts, _, iface, data): Held) {
+        if self.error.is_some() {
+            return;
+        }
+        match self.w.packet(iface, ts, &data, data.len() as u32) {
+            Ok(()) => {
+                self.written += 1;
+                self.dirty = true;
+            }
+            Err(e) => self.error = Some(e),
+        }
+    }
+
+    /// Hold a record, then write those that waited `REORDER_NS` (of capture time) or that
+    /// exceed `REORDER_BYTES`.
+    fn hold(&mut self, ts: u64, iface: u32, data: Vec<u8>) {
+        self.newest = self.newest.max(ts);
+        self.held_bytes += data.len();
+        self.held.push(Reverse((ts, self.seq, iface, data)));
+        self.seq += 1;
+        while let Some(Reverse((ts, ..))) = self.held.peek() {
+            if ts.saturating_add(REORDER_NS) > self.newest && self.held_bytes <= REORDER_BYTES {
+                break;
+            }
+            let Reverse(h) = self.held.pop().expect("peeked");
+            self.held_bytes -= h.3.len();
+            self.write(h);
+        }
+    }
+
+    /// Write everything held and flush if anything was written.
+    fn drain(&mut self) {
+        while let Some(Reverse(h)) = self.held.pop() {
+            self.write(h);
+        }
+        self.held_bytes = 0;
+        if self.dirty {
+            if let Err(e) = self.w.flush() {
+                self.error.get_or_insert(e);
+            }
+            self.dirty = false;
+        }
+    }
+}
+
 fn write_loop(
-    mut w: Option<PcapNgWriter<BufWriter<File>>>,
+    w: Option<PcapNgWriter<BufWriter<File>>>,
     rx: Receiver<Record>,
     offset: i128,
     tap: Tap,
-) -> Result<u64, String> {
-    let mut n = 0u64;
-    let mut error: Option<String> = None;
-    let mut dirty = false;
-    // Records not yet written, oldest first.
-    let mut held: BinaryHeap<Reverse<Held>> = BinaryHeap::new();
-    let (mut held_bytes, mut seq, mut newest) = (0usize, 0u64, 0u64);
-    let mut write =
-        |w: &mut PcapNgWriter<BufWriter<File>>, error: &mut Option<String>, ts: u64, iface: u32, data: &[u8]| {
-            if error.is_some() {
-                return false;
-            }
-            match w.packet(iface, ts, data, data.len() as u32) {
-                Ok(()) => {
-                    n += 1;
-                    true
-                }
-                Err(e) => {
-                    *error = Some(e.to_string());
-                    false
-                }
-            }
-        };
+) -> Result<u64, std::io::Error> {
+    let mut sink = w.map(Sink::new);
     loop {
         // Flush whenever the queue runs dry for a moment, so an interrupted run keeps almost
         // everything it captured (the file is valid up to its last complete block).
         let rec = match rx.recv_timeout(Duration::from_millis(50)) {
             Ok(r) => r,
             Err(RecvTimeoutError::Timeout) => {
-                if let Some(w) = w.as_mut() {
-                    while let Some(Reverse((ts, _, iface, data))) = held.pop() {
-                        dirty |= write(w, &mut error, ts, iface, &data);
-                    }
-                    held_bytes = 0;
-                    if dirty {
-                        if let Err(e) = w.flush() {
-                            error.get_or_insert(e.to_string());
-                        }
-                        dirty = false;
-                    }
+                if let Some(s) = sink.as_mut() {
+                    s.drain();
                 }
                 continue;
             }
@@ -214,34 +249,17 @@ fn write_loop(
         if rec.iface == IFACE_SERVER {
             tap.keep(ts, &rec.data);
         }
-        if error.is_some() {
-            continue; // drain the channel so the forwarder never blocks, but stop writing
-        }
-        let Some(w) = w.as_mut() else { continue };
-        newest = newest.max(ts);
-        held_bytes += rec.data.len();
-        held.push(Reverse((ts, seq, rec.iface, rec.data)));
-        seq += 1;
-        while let Some(Reverse((ts, ..))) = held.peek() {
-            if ts.saturating_add(REORDER_NS) > newest && held_bytes <= REORDER_BYTES {
-                break;
-            }
-            let Reverse((ts, _, iface, data)) = held.pop().expect("peeked");
-            held_bytes -= data.len();
-            dirty |= write(w, &mut error, ts, iface, &data);
+        // After an error, drain the channel so the forwarder never blocks, but stop writing.
+        if let Some(s) = sink.as_mut().filter(|s| s.error.is_none()) {
+            s.hold(ts, rec.iface, rec.data);
         }
     }
-    if let Some(w) = w.as_mut() {
-        while let Some(Reverse((ts, _, iface, data))) = held.pop() {
-            write(w, &mut error, ts, iface, &data);
-        }
-        if let Err(e) = w.flush() {
-            error.get_or_insert(e.to_string());
-        }
-    }
-    match error {
+    let Some(mut s) = sink else { return Ok(0) };
+    s.dirty = true; // always flush at the end
+    s.drain();
+    match s.error {
         Some(e) => Err(e),
-        None => Ok(n),
+        None => Ok(s.written),
     }
 }
 

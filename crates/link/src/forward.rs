@@ -257,9 +257,57 @@ fn apply_priority(p: Priority) {
     }
 }
 
+/// Why a forwarder thread stopped before it was asked to.
+#[derive(Debug, thiserror::Error)]
+pub enum ForwardError {
+    #[error("TUN device closed")]
+    Closed,
+    #[error("reading the TUN device: {}", .0.desc())]
+    Read(Errno),
+    #[error("ppoll: {}", .0.desc())]
+    Poll(Errno),
+    #[error("TUN device reported an error")]
+    Device,
+    #[error("a forwarder thread panicked")]
+    Panicked,
+}
+
 /// Run one direction until `stop` is signalled or a device fails.
-pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
-    // Best effort: without it the kernel may round sleeps up by 50 us.
+pub fn run_direction(io: DirectionIo) -> Result<DirReport, ForwardError> {
+    setup_thread(&io);
+    let mut f = Forwarder::new(io);
+    while !f.io.stopping.load(AtomicOrdering::Relaxed) {
+        // 1. Read a batch.
+        let got = f.read_batch()?;
+        f.backdate = 0;
+        f.woken = (0, 0);
+        // 2. Deliver everything due.
+        let now = f.deliver_due();
+        if got == BATCH {
+            f.overload.full_batch();
+            continue; // more may be waiting
+        }
+        f.overload.ran_dry();
+        f.overload.awake(now);
+        if got > 0 {
+            f.last_rx = now;
+        }
+        // 3. Wait for a packet, the next deadline, or stop.
+        match f.next_wait(now) {
+            Wait::Spin => std::hint::spin_loop(),
+            Wait::Sleep(timeout) => {
+                if f.sleep(timeout)? {
+                    break;
+                }
+            }
+        }
+    }
+    Ok(f.into_report())
+}
+
+/// Timer slack, priority and CPU of the calling forwarder thread (all best effort).
+fn setup_thread(io: &DirectionIo) {
+    // Without it the kernel may round sleeps up by 50 us.
     let _ = nix::sys::prctl::set_timerslack(1);
     apply_priority(io.priority);
     if let Some(cpu) = io.cpu {
@@ -268,260 +316,417 @@ pub fn run_direction(mut io: DirectionIo) -> Result<DirReport, String> {
             let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
         }
     }
-    let mut last_rx = 0u64;
-    // Under sustained overload (full batches in a row: a sender outrunning the forwarder) a
-    // forwarder at nice -10 would take the CPU from the receiving application on a machine
-    // with few CPUs, and the packets it writes would be dropped at the receiver's socket
-    // (measured with 64-byte UDP on 2 CPUs: 450k of 680k packets lost there, 90k at the TUN
-    // queue). So it runs at the workload's priority until its input runs dry, then at its own
-    // again (a nice change only, never while latency matters: an idle link never fills a batch).
-    let mut full_batches = 0u32;
-    let mut demoted = false;
-    let demotable = matches!(io.priority, Priority::Nice(n) if n < 0);
-    // How late the thread ran after its last wake-up (run_delay across the sleep): packets
-    // read right after it are stamped that much earlier, when they were there.
-    let run_delay = RunDelay::open();
-    let mut backdate = 0u64;
-    // After a sleep ended by the input: the calibrated wake-up the first packet read paid
-    // (median) and what it is stamped earlier for (the shortest seen), at most how long the
-    // thread slept.
-    let mut woken = (0u64, 0u64);
-    let mut last_stamp = 0u64;
-    let mut wake_late = histogram();
-    let mut write_time = histogram();
-    // A GSO super-packet is up to 64 KB plus its virtio_net_hdr.
-    let hdr = if io.vnet { sys::tun::VNET_HDR_LEN } else { 0 };
-    let bufsize = if io.vnet { 65_536 + hdr + 256 } else { io.mtu as usize + 256 };
-    let mut pool: Vec<Vec<u8>> = Vec::new();
-    let mut heap: BinaryHeap<Pending> = BinaryHeap::new();
-    let mut seq = 0u64;
-    let mut overhead = histogram();
-    let mut link_delay = histogram();
-    let base = io.model.delay_ns().saturating_sub(io.model.jitter_ns());
-    let input = io.input.clone();
-    let output = io.output.clone();
-    let stop = io.stop.clone();
-    loop {
-        if io.stopping.load(AtomicOrdering::Relaxed) {
-            break;
-        }
-        // 1. Read a batch.
-        let mut got = 0;
-        while got < BATCH {
-            let mut buf = pool.pop().unwrap_or_else(|| vec![0u8; bufsize]);
-            match nix::unistd::read(input.as_raw_fd(), &mut buf) {
-                Ok(0) => return Err("TUN device closed".into()),
-                Ok(n) if n < hdr => pool.push(buf),
-                Ok(n) => {
-                    got += 1;
-                    let read_at = mono_ns();
-                    // The first packet after a wake-up by the input paid the wake-up: stamped
-                    // that much earlier (if asked), never before a packet read earlier (the
-                    // model's clock does not go back).
-                    let (unseen, early) = std::mem::take(&mut woken);
-                    let made_up = if io.calib.compensate.load(AtomicOrdering::Relaxed) { early } else { 0 };
-                    let now = read_at.saturating_sub(backdate + made_up).max(last_stamp).min(read_at);
-                    let made_up = read_at.saturating_sub(backdate).saturating_sub(now);
-                    last_stamp = now;
-                    if io.calib.active.load(AtomicOrdering::Relaxed) {
-                        if let Some(ps) = crate::calibrate::probe_seq(&buf[hdr..n]) {
-                            // A calibration probe: past the model, held for the probe delay.
-                            let at = now + io.model.delay_ns().min(crate::calibrate::PROBE_DELAY_NS);
-                            let probe = Some((ps, backdate));
-                            heap.push(Pending {
-                                at,
-                                due: at,
-                                seq,
-                                arrival: read_at,
-                                unseen,
-                                made_up,
-                                len: n,
-                                buf,
-                                probe,
-                            });
-                            seq += 1;
-                            continue;
-                        }
-                    }
-                    let v = if io.vnet {
-                        let (segs, seg_len, wire) = crate::gso::segments(&buf[..hdr], &buf[hdr..n]);
-                        io.model.on_packet_segments(now, &buf[hdr..n], segs, seg_len, wire, &mut io.rng)
-                    } else {
-                        io.model.on_packet(now, &buf[..n], &mut io.rng)
-                    };
-                    if let Some((tx, iface_in, _)) = &io.capture {
-                        let _ = tx.send(Record { iface: *iface_in, mono_ns: now, data: buf[hdr..n].to_vec() });
-                    }
-                    match v {
-                        Verdict::Deliver { at_ns } => {
-                            // Written out earlier by the shortest write(2) of the probes (the
-                            // receiving stack runs inside it, time a link's delay does not
-                            // include: the packet reaches the socket at its deadline), never
-                            // before it arrived; the order is kept (both bounds grow with
-                            // arrival order).
-                            let early = io.calib.release_early_ns.load(AtomicOrdering::Relaxed);
-                            heap.push(Pending {
-                                at: at_ns.saturating_sub(early).max(now),
-                                due: at_ns,
-                                seq,
-                                arrival: now,
-                                unseen,
-                                made_up,
-                                len: n,
-                                buf,
-                                probe: None,
-                            });
-                            seq += 1;
-                        }
-                        Verdict::Drop(_) => pool.push(buf),
-                    }
-                }
-                Err(Errno::EAGAIN) => {
-                    pool.push(buf);
-                    break;
-                }
-                Err(Errno::EINTR) => pool.push(buf),
-                Err(e) => return Err(format!("reading the TUN device: {}", e.desc())),
+}
+
+/// Under sustained overload (full batches in a row: a sender outrunning the forwarder) a
+/// forwarder at nice -10 would take the CPU from the receiving application on a machine with
+/// few CPUs, and the packets it writes would be dropped at the receiver's socket (measured
+/// with 64-byte UDP on 2 CPUs: 450k of 680k packets lost there, 90k at the TUN queue). So it
+/// runs at the workload's priority until its input runs dry, then at its own again (a nice
+/// change only, never while latency matters: an idle link never fills a batch).
+///
+/// A SCHED_FIFO forwarder is real-time only from a wake-up until it has been awake
+/// `FIFO_AWAKE_NS`: enough to read, hold and deliver what woke it, and to spin to a deadline.
+/// A thread that stays awake longer (a busy link: deadlines closer together than the spin, or
+/// full batches) would otherwise never leave its CPU to the workload (real-time tasks preempt
+/// every SCHED_OTHER task; only RT throttling, 5%, is left): it goes on at nice -10 and, under
+/// overload, at nice 0, and is made real-time again before its next sleep.
+struct Overload {
+    full_batches: u32,
+    prio: Priority,
+    level: Level,
+    /// When the thread last woke from a sleep (CLOCK_MONOTONIC ns).
+    awake_since: u64,
+}
+
+/// The priority a forwarder thread runs at now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    /// The configured one.
+    Own,
+    /// A SCHED_FIFO thread awake too long: SCHED_OTHER at nice -10.
+    Awake,
+    /// Overloaded: SCHED_OTHER at nice 0, the workload's.
+    Workload,
+}
+
+/// How long a SCHED_FIFO forwarder stays real-time after a wake-up.
+pub const FIFO_AWAKE_NS: u64 = 500_000;
+
+impl Overload {
+    fn new(prio: Priority) -> Overload {
+        Overload { full_batches: 0, prio, level: Level::Own, awake_since: mono_ns() }
+    }
+    fn fifo(&self) -> bool {
+        matches!(self.prio, Priority::Fifo(_))
+    }
+    fn demotable(&self) -> bool {
+        matches!(self.prio, Priority::Nice(n) if n < 0) || self.fifo()
+    }
+    fn full_batch(&mut self) {
+        self.full_batches += 1;
+        if self.demotable() && self.level != Level::Workload && self.full_batches >= OVERLOAD_BATCHES {
+            // SCHED_OTHER at nice 0 (a SCHED_FIFO thread would otherwise keep preempting the
+            // receiver on its CPU: 4x fewer packets/s, docs/link.md).
+            if sys::sched::set_thread_other().is_ok() {
+                self.level = Level::Workload;
             }
         }
-        backdate = 0;
-        woken = (0, 0);
-        // 2. Deliver everything due.
+    }
+    fn ran_dry(&mut self) {
+        self.full_batches = 0;
+        match self.level {
+            // A real-time thread stays at nice -10 until its next sleep (`before_sleep`).
+            Level::Own | Level::Awake => {}
+            Level::Workload if self.fifo() => {
+                let _ = sys::sched::set_thread_nice(-10);
+                self.level = Level::Awake;
+            }
+            Level::Workload => {
+                apply_priority(self.prio);
+                self.level = Level::Own;
+            }
+        }
+    }
+    /// A turn of the loop that did not sleep.
+    fn awake(&mut self, now: u64) {
+        if self.fifo() && self.level == Level::Own && now.saturating_sub(self.awake_since) > FIFO_AWAKE_NS {
+            let _ = sys::sched::set_thread_other();
+            let _ = sys::sched::set_thread_nice(-10);
+            self.level = Level::Awake;
+        }
+    }
+    fn before_sleep(&mut self) {
+        if self.fifo() && self.level != Level::Own {
+            apply_priority(self.prio);
+            self.level = Level::Own;
+        }
+    }
+    fn after_sleep(&mut self, now: u64) {
+        self.awake_since = now;
+    }
+}
+
+/// What a thread does when nothing is due and its input ran dry.
+enum Wait {
+    /// Poll the device and the clock again at once.
+    Spin,
+    /// Sleep until the input is readable, this long passes (ns; None: no deadline) or stop.
+    Sleep(Option<u64>),
+}
+
+/// One direction's state between turns of its loop.
+struct Forwarder {
+    io: DirectionIo,
+    /// Bytes of virtio_net_hdr before each packet (0 without GSO).
+    hdr: usize,
+    bufsize: usize,
+    pool: Vec<Vec<u8>>,
+    heap: BinaryHeap<Pending>,
+    seq: u64,
+    /// The smallest delay the model applies (for the delay histogram).
+    base: u64,
+    run_delay: RunDelay,
+    /// How late the thread ran after its last wake-up (run_delay across the sleep): packets
+    /// read right after it are stamped that much earlier, when they were there.
+    backdate: u64,
+    /// After a sleep ended by the input: the calibrated wake-up the first packet read paid
+    /// (median) and what it is stamped earlier for (the shortest seen), at most how long the
+    /// thread slept.
+    woken: (u64, u64),
+    last_stamp: u64,
+    last_rx: u64,
+    overload: Overload,
+    overhead: Histogram<u64>,
+    link_delay: Histogram<u64>,
+    wake_late: Histogram<u64>,
+    write_time: Histogram<u64>,
+}
+
+impl Forwarder {
+    fn new(io: DirectionIo) -> Forwarder {
+        // A GSO super-packet is up to 64 KB plus its virtio_net_hdr.
+        let hdr = if io.vnet { sys::tun::VNET_HDR_LEN } else { 0 };
+        let bufsize = if io.vnet { 65_536 + hdr + 256 } else { io.mtu as usize + 256 };
+        let base = io.model.delay_ns().saturating_sub(io.model.jitter_ns());
+        let overload = Overload::new(io.priority);
+        Forwarder {
+            io,
+            hdr,
+            bufsize,
+            pool: Vec::new(),
+            heap: BinaryHeap::new(),
+            seq: 0,
+            base,
+            run_delay: RunDelay::open(),
+            backdate: 0,
+            woken: (0, 0),
+            last_stamp: 0,
+            last_rx: 0,
+            overload,
+            overhead: histogram(),
+            link_delay: histogram(),
+            wake_late: histogram(),
+            write_time: histogram(),
+        }
+    }
+
+    /// Read up to `BATCH` packets (until the device runs dry) and admit each; returns how many.
+    fn read_batch(&mut self) -> Result<usize, ForwardError> {
+        let fd = self.io.input.as_raw_fd();
+        let mut got = 0;
+        while got < BATCH {
+            let mut buf = self.pool.pop().unwrap_or_else(|| vec![0u8; self.bufsize]);
+            match nix::unistd::read(fd, &mut buf) {
+                Ok(0) => return Err(ForwardError::Closed),
+                Ok(n) if n < self.hdr => self.pool.push(buf),
+                Ok(n) => {
+                    got += 1;
+                    self.admit(buf, n);
+                }
+                Err(Errno::EAGAIN) => {
+                    self.pool.push(buf);
+                    break;
+                }
+                Err(Errno::EINTR) => self.pool.push(buf),
+                Err(e) => return Err(ForwardError::Read(e)),
+            }
+        }
+        Ok(got)
+    }
+
+    /// The stamp of a packet read at `read_at`: (stamp, the wake-up it paid unseen, how much
+    /// earlier than `read_at - backdate` it was stamped for it).
+    fn stamp(&mut self, read_at: u64) -> (u64, u64, u64) {
+        // The first packet after a wake-up by the input paid the wake-up: stamped that much
+        // earlier (if asked), never before a packet read earlier (the model's clock does not
+        // go back).
+        let (unseen, early) = std::mem::take(&mut self.woken);
+        let made_up = if self.io.calib.compensate.load(AtomicOrdering::Relaxed) { early } else { 0 };
+        let now = read_at.saturating_sub(self.backdate + made_up).max(self.last_stamp).min(read_at);
+        let made_up = read_at.saturating_sub(self.backdate).saturating_sub(now);
+        self.last_stamp = now;
+        (now, unseen, made_up)
+    }
+
+    /// One packet read (`buf[..n]`): a calibration probe, or the model's verdict.
+    fn admit(&mut self, buf: Vec<u8>, n: usize) {
+        let read_at = mono_ns();
+        let (now, unseen, made_up) = self.stamp(read_at);
+        let hdr = self.hdr;
+        if self.io.calib.active.load(AtomicOrdering::Relaxed) {
+            if let Some(ps) = crate::calibrate::probe_seq(&buf[hdr..n]) {
+                // A calibration probe: past the model, held for the probe delay.
+                let at = now + self.io.model.delay_ns().min(crate::calibrate::PROBE_DELAY_NS);
+                let probe = Some((ps, self.backdate));
+                self.push(Pending { at, due: at, seq: 0, arrival: read_at, unseen, made_up, len: n, buf, probe });
+                return;
+            }
+        }
+        let v = if self.io.vnet {
+            let (segs, seg_len, wire) = crate::gso::segments(&buf[..hdr], &buf[hdr..n]);
+            self.io.model.on_packet_segments(now, &buf[hdr..n], segs, seg_len, wire, &mut self.io.rng)
+        } else {
+            self.io.model.on_packet(now, &buf[..n], &mut self.io.rng)
+        };
+        if let Some((tx, iface_in, _)) = &self.io.capture {
+            let _ = tx.send(Record { iface: *iface_in, mono_ns: now, data: buf[hdr..n].to_vec() });
+        }
+        match v {
+            Verdict::Deliver { at_ns } => {
+                // Written out earlier by the shortest write(2) of the probes (the receiving
+                // stack runs inside it, time a link's delay does not include: the packet
+                // reaches the socket at its deadline), never before it arrived; the order is
+                // kept (both bounds grow with arrival order).
+                let early = self.io.calib.release_early_ns.load(AtomicOrdering::Relaxed);
+                let at = at_ns.saturating_sub(early).max(now);
+                self.push(Pending { at, due: at_ns, seq: 0, arrival: now, unseen, made_up, len: n, buf, probe: None });
+            }
+            Verdict::Drop(_) => self.pool.push(buf),
+        }
+    }
+
+    /// Hold a packet, numbered in arrival order (ties of deadlines leave in that order).
+    fn push(&mut self, mut p: Pending) {
+        p.seq = self.seq;
+        self.seq += 1;
+        self.heap.push(p);
+    }
+
+    /// Write out every packet that is due; returns the clock after the last write.
+    fn deliver_due(&mut self) -> u64 {
         let mut now = mono_ns();
-        while heap.peek().is_some_and(|p| p.at <= now) {
-            let p = heap.pop().expect("peeked");
+        while self.heap.peek().is_some_and(|p| p.at <= now) {
+            let p = self.heap.pop().expect("peeked");
             // The packet leaves the link when it is handed to the kernel; what the kernel's
             // receive path does inside write(2) is the peer stack's time, as on a veth pair.
             let sent = mono_ns();
-            let r = nix::unistd::write(output.as_fd(), &p.buf[..p.len]);
+            let r = nix::unistd::write(self.io.output.as_fd(), &p.buf[..p.len]);
             now = mono_ns();
-            if let Some((ps, backdate)) = p.probe {
-                if r.is_ok() {
+            match p.probe {
+                Some((ps, backdate)) if r.is_ok() => {
                     let seen =
                         ProbeSeen { seq: ps, read: p.arrival, backdate, due: p.at, write_start: sent, write_end: now };
-                    io.calib.seen.lock().unwrap_or_else(|e| e.into_inner()).push(seen);
+                    self.io.calib.seen.lock().unwrap_or_else(|e| e.into_inner()).push(seen);
                 }
-                pool.push(p.buf);
-                continue;
-            }
-            match r {
-                Ok(_) => {
-                    // What the packet feels end to end beyond its deadline: the lateness of
-                    // the write, the write itself, the path's ends beyond a direct path's, and
-                    // the wake-up it paid unseen less what its stamp made up for. Without a
-                    // calibration, only the lateness.
-                    let late = sent.saturating_sub(p.at) as i64 - (p.due - p.at) as i64;
-                    let err = if io.calib.measured.load(AtomicOrdering::Relaxed) {
-                        let ends = io.calib.ends_ns.load(AtomicOrdering::Relaxed);
-                        late + (now - sent) as i64 + ends + p.unseen as i64 - p.made_up as i64
-                    } else {
-                        late
-                    };
-                    let _ = overhead.record(err.max(0) as u64);
-                    let _ = link_delay.record((p.due - p.arrival).saturating_sub(base));
-                    let _ = write_time.record(now - sent);
-                    if let Some((tx, _, iface_out)) = &io.capture {
-                        // Where the packet leaves the link: written out, plus what it was
-                        // written out earlier by for the receiving stack (as the stamp at the
-                        // input is its estimated arrival).
-                        let left = sent + (p.due - p.at);
-                        let _ = tx.send(Record { iface: *iface_out, mono_ns: left, data: p.buf[hdr..p.len].to_vec() });
-                    }
-                }
-                Err(_) => {
-                    io.model.counters.drops[DropReason::WriteError.index()] += 1;
-                    io.model.counters.delivered -= 1;
-                    io.model.counters.delivered_bytes -= (p.len - hdr) as u64;
+                Some(_) => {}
+                None if r.is_ok() => self.written(&p, sent, now),
+                None => {
+                    let c = &mut self.io.model.counters;
+                    c.drops[DropReason::WriteError.index()] += 1;
+                    c.delivered -= 1;
+                    c.delivered_bytes -= (p.len - self.hdr) as u64;
                 }
             }
-            pool.push(p.buf);
+            self.pool.push(p.buf);
         }
-        if got == BATCH {
-            full_batches += 1;
-            if demotable && !demoted && full_batches >= OVERLOAD_BATCHES {
-                demoted = sys::sched::set_thread_nice(0).is_ok();
-            }
-            continue; // more may be waiting
-        }
-        full_batches = 0;
-        if demoted {
-            apply_priority(io.priority);
-            demoted = false;
-        }
-        if got > 0 {
-            last_rx = now;
-        }
-        if now.saturating_sub(last_rx) < io.busy_poll_ns {
-            std::hint::spin_loop();
-            continue; // busy-poll: a packet is likely to follow soon
-        }
-        // 3. Wait for a packet, the next deadline, or stop.
-        let timeout = match heap.peek() {
-            None => None,
-            Some(p) => {
-                let wait = p.at.saturating_sub(now);
-                if wait <= io.spin_ns {
-                    std::hint::spin_loop();
-                    continue; // spin: poll the device and the clock until the deadline
-                }
-                Some(wait - io.spin_ns)
-            }
+        now
+    }
+
+    /// Account for a packet written out: write(2) called at `sent`, returned at `now`.
+    fn written(&mut self, p: &Pending, sent: u64, now: u64) {
+        // What the packet feels end to end beyond its deadline: the lateness of the write, the
+        // write itself, the path's ends beyond a direct path's, and the wake-up it paid unseen
+        // less what its stamp made up for. Without a calibration, only the lateness.
+        let late = sent.saturating_sub(p.at) as i64 - (p.due - p.at) as i64;
+        let err = if self.io.calib.measured.load(AtomicOrdering::Relaxed) {
+            let ends = self.io.calib.ends_ns.load(AtomicOrdering::Relaxed);
+            late + (now - sent) as i64 + ends + p.unseen as i64 - p.made_up as i64
+        } else {
+            late
         };
-        let before = run_delay.now();
-        let slept_from = mono_ns();
-        let (stopped, readable) = wait_readable(input.as_fd(), stop.as_fd(), timeout)?;
-        if stopped {
-            break;
+        let _ = self.overhead.record(err.max(0) as u64);
+        let _ = self.link_delay.record((p.due - p.arrival).saturating_sub(self.base));
+        let _ = self.write_time.record(now - sent);
+        if let Some((tx, _, iface_out)) = &self.io.capture {
+            // Where the packet leaves the link: written out, plus what it was written out
+            // earlier by for the receiving stack (as the stamp at the input is its estimated
+            // arrival).
+            let left = sent + (p.due - p.at);
+            let _ = tx.send(Record { iface: *iface_out, mono_ns: left, data: p.buf[self.hdr..p.len].to_vec() });
         }
-        let slept = mono_ns().saturating_sub(slept_from);
-        if let (Some(a), Some(b)) = (before, run_delay.now()) {
-            backdate = b.saturating_sub(a);
-            let _ = wake_late.record(backdate.max(1));
+    }
+
+    /// Spin (busy-poll after recent input, or a deadline within the spin) or sleep.
+    fn next_wait(&self, now: u64) -> Wait {
+        if now.saturating_sub(self.last_rx) < self.io.busy_poll_ns {
+            return Wait::Spin; // busy-poll: a packet is likely to follow soon
+        }
+        match self.heap.peek() {
+            None => Wait::Sleep(None),
+            // Spin: poll the device and the clock until the deadline.
+            Some(p) if p.at.saturating_sub(now) <= self.io.spin_ns => Wait::Spin,
+            Some(p) => Wait::Sleep(Some(p.at.saturating_sub(now) - self.io.spin_ns)),
+        }
+    }
+
+    /// Sleep in ppoll; returns whether the forwarder was told to stop. Notes how late the
+    /// scheduler ran the thread after the wake-up, and the calibrated wake-up a packet that
+    /// woke it paid.
+    fn sleep(&mut self, timeout: Option<u64>) -> Result<bool, ForwardError> {
+        self.overload.before_sleep();
+        let before = self.run_delay.now();
+        let slept_from = mono_ns();
+        let (stopped, readable) = wait_readable(self.io.input.as_fd(), self.io.stop.as_fd(), timeout)?;
+        if stopped {
+            return Ok(true);
+        }
+        let woke = mono_ns();
+        self.overload.after_sleep(woke);
+        let slept = woke.saturating_sub(slept_from);
+        if let (Some(a), Some(b)) = (before, self.run_delay.now()) {
+            self.backdate = b.saturating_sub(a);
+            let _ = self.wake_late.record(self.backdate.max(1));
         }
         // A wake-up by the input, with the CPU found idle as the probes found it (not queued
         // behind another thread for longer than they were).
-        let idle_like = backdate <= io.calib.run_delay_ns.load(AtomicOrdering::Relaxed) + 5_000;
+        let calib = &self.io.calib;
+        let idle_like = self.backdate <= calib.run_delay_ns.load(AtomicOrdering::Relaxed) + 5_000;
         if readable && idle_like {
-            let slept = slept.saturating_sub(backdate);
-            let wake = io.calib.wake_ns.load(AtomicOrdering::Relaxed);
-            let wake_min = io.calib.wake_min_ns.load(AtomicOrdering::Relaxed);
-            woken = (wake.min(slept), wake_min.min(slept));
+            let slept = slept.saturating_sub(self.backdate);
+            let wake = calib.wake_ns.load(AtomicOrdering::Relaxed);
+            let wake_min = calib.wake_min_ns.load(AtomicOrdering::Relaxed);
+            self.woken = (wake.min(slept), wake_min.min(slept));
+        }
+        Ok(false)
+    }
+
+    fn into_report(self) -> DirReport {
+        let calib = &self.io.calib;
+        let load = |a: &AtomicU64| a.load(AtomicOrdering::Relaxed);
+        DirReport {
+            counters: self.io.model.counters.clone(),
+            overhead: self.overhead,
+            link_delay_excess: self.link_delay,
+            delay_base_ns: self.base,
+            configured_delay_ns: self.io.model.delay_ns(),
+            wake_late: self.wake_late,
+            write_time: self.write_time,
+            ends_ns: calib.measured.load(AtomicOrdering::Relaxed).then(|| calib.ends_ns.load(AtomicOrdering::Relaxed)),
+            wake_ns: load(&calib.wake_ns),
+            compensated: calib.compensate.load(AtomicOrdering::Relaxed),
+            wake_min_ns: load(&calib.wake_min_ns),
+            release_early_ns: load(&calib.release_early_ns),
         }
     }
-    Ok(DirReport {
-        counters: io.model.counters.clone(),
-        overhead,
-        link_delay_excess: link_delay,
-        delay_base_ns: base,
-        configured_delay_ns: io.model.delay_ns(),
-        wake_late,
-        write_time,
-        ends_ns: io
-            .calib
-            .measured
-            .load(AtomicOrdering::Relaxed)
-            .then(|| io.calib.ends_ns.load(AtomicOrdering::Relaxed)),
-        wake_ns: io.calib.wake_ns.load(AtomicOrdering::Relaxed),
-        compensated: io.calib.compensate.load(AtomicOrdering::Relaxed),
-        wake_min_ns: io.calib.wake_min_ns.load(AtomicOrdering::Relaxed),
-        release_early_ns: io.calib.release_early_ns.load(AtomicOrdering::Relaxed),
-    })
 }
 
 /// Sleep until `fd` is readable, `stop` fires or `timeout_ns` passes; returns (stopped,
 /// readable).
-fn wait_readable(fd: BorrowedFd<'_>, stop: BorrowedFd<'_>, timeout_ns: Option<u64>) -> Result<(bool, bool), String> {
+fn wait_readable(
+    fd: BorrowedFd<'_>,
+    stop: BorrowedFd<'_>,
+    timeout_ns: Option<u64>,
+) -> Result<(bool, bool), ForwardError> {
     let mut fds = [PollFd::new(fd, PollFlags::POLLIN), PollFd::new(stop, PollFlags::POLLIN)];
     let ts = timeout_ns.map(|ns| TimeSpec::new((ns / 1_000_000_000) as _, (ns % 1_000_000_000) as _));
     match ppoll(&mut fds, ts, None) {
         Ok(_) | Err(Errno::EINTR) => {}
-        Err(e) => return Err(format!("ppoll: {}", e.desc())),
+        Err(e) => return Err(ForwardError::Poll(e)),
     }
     let stopped = fds[1].revents().is_some_and(|r| r.contains(PollFlags::POLLIN));
     let bad = fds[0].revents().is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLNVAL));
     if bad {
-        return Err("TUN device reported an error".into());
+        return Err(ForwardError::Device);
     }
     let readable = fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN));
     Ok((stopped, readable))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A SCHED_FIFO forwarder is real-time from a wake-up until it has been awake
+    /// `FIFO_AWAKE_NS` or overloaded, and real-time again before its next sleep.
+    #[test]
+    fn a_fifo_forwarder_is_real_time_only_until_awake_too_long_or_overloaded() {
+        std::thread::spawn(|| {
+            apply_priority(Priority::Fifo(1));
+            if !sys::sched::thread_is_fifo().expect("sched_getscheduler") {
+                assert!(!nix::unistd::geteuid().is_root(), "root could not set SCHED_FIFO");
+                return; // without privilege there is no real-time to leave
+            }
+            let fifo = || sys::sched::thread_is_fifo().expect("sched_getscheduler");
+            let mut o = Overload::new(Priority::Fifo(1));
+            let t0 = mono_ns();
+            o.after_sleep(t0);
+            o.awake(t0 + FIFO_AWAKE_NS / 2);
+            assert!(fifo(), "demoted before FIFO_AWAKE_NS");
+            o.awake(t0 + FIFO_AWAKE_NS + 1);
+            assert!(!fifo(), "still real-time after FIFO_AWAKE_NS awake");
+            o.before_sleep();
+            assert!(fifo(), "not real-time again before sleeping");
+            for _ in 0..OVERLOAD_BATCHES {
+                o.full_batch();
+            }
+            assert!(!fifo() && o.level == Level::Workload, "still real-time under overload");
+            o.ran_dry();
+            assert!(!fifo() && o.level == Level::Awake, "real-time again before sleeping");
+            o.before_sleep();
+            assert!(fifo());
+        })
+        .join()
+        .expect("test thread");
+    }
 }

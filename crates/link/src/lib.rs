@@ -48,7 +48,7 @@ pub enum LinkError {
     #[error("{0}")]
     Setup(String),
     #[error("forwarder: {0}")]
-    Forwarder(String),
+    Forwarder(forward::ForwardError),
     /// The command of `tcpstall shell` could not be started (exec failed).
     #[error("cannot run {command}: {}", describe_exec_error(err))]
     NotStarted { command: String, err: std::io::Error },
@@ -106,7 +106,8 @@ pub struct LinkOptions {
     /// before it arrived), so that the delay felt end to end is closer to the configured one.
     pub compensate: bool,
     /// The TUN devices' transmit queue (packets the kernel holds for the forwarder, the
-    /// tun_struct ring of dev->tx_queue_len); 0 = the kernel's default, 500. Needs root.
+    /// tun_struct ring of dev->tx_queue_len); 0 = the kernel's default, 500. Needs root, except
+    /// for the default ([`netns::DEFAULT_TXQUEUELEN`], left at 500 without it).
     pub txqueuelen: u32,
 }
 
@@ -130,6 +131,8 @@ impl Default for LinkOptions {
     }
 }
 
+type ForwarderThread = JoinHandle<Result<DirReport, forward::ForwardError>>;
+
 /// A running emulated link. Dropping it stops the forwarder; the namespaces disappear when the
 /// last thread or process inside them is gone.
 pub struct Link {
@@ -139,9 +142,9 @@ pub struct Link {
     server: End,
     stop: Arc<EventFd>,
     stopping: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<Result<DirReport, String>>>,
+    threads: Vec<ForwarderThread>,
     capture: Option<(Capture, Option<PathBuf>)>,
-    calibration: Result<calibrate::CalibrationReport, String>,
+    calibration: Result<calibrate::CalibrationReport, calibrate::CalibrationError>,
 }
 
 impl Link {
@@ -151,16 +154,7 @@ impl Link {
     }
 
     pub fn open_with(spec: &LinkSpec, capture: Option<&Path>, opts: &LinkOptions) -> Result<Link, LinkError> {
-        if spec.mtu > scenario::TUN_MAX_MTU {
-            return Err(LinkError::Setup(format!(
-                "mtu={}: the emulated link's TUN devices take {}-{} (drivers/net/tun.c MAX_MTU); {} is loopback's, \
-                 for `tcpstall simulate`",
-                spec.mtu,
-                scenario::MIN_MTU,
-                scenario::TUN_MAX_MTU,
-                spec.mtu
-            )));
-        }
+        check_mtu(spec)?;
         let privilege = userns::acquire()?;
         // Per-segment decisions (loss, ACK loss, ACK thinning) need the kernel's segments.
         let gso = opts.gso && spec.loss == 0.0 && spec.ack_loss == 0.0 && spec.ack_every.is_none();
@@ -172,71 +166,12 @@ impl Link {
                 .map_err(|e| LinkError::Setup(format!("eventfd: {}", e.desc())))?,
         );
         let stopping = Arc::new(AtomicBool::new(false));
-        let capture = if capture.is_some() || opts.tap {
-            let names = [
-                format!("client {} {}", netns::TUN_NAME, netns::CLIENT_IP),
-                format!("server {} {}", netns::TUN_NAME, netns::SERVER_IP),
-            ];
-            // With GSO the tap records the super-packets as the kernel handed them over (a TSO
-            // packet of up to 64 KB where the wire would carry MSS segments): said in the file.
-            let what = if gso {
-                format!("{spec}; TSO/GSO super-packets recorded whole, as carried")
-            } else {
-                spec.to_string()
-            };
-            let c = Capture::start(capture, forward::realtime_offset_ns(), names, &what)?;
-            Some((c, capture.map(Path::to_path_buf)))
-        } else {
-            None
-        };
-        let mut seeder = match opts.seed {
-            Some(s) => SmallRng::seed_from_u64(s),
-            None => SmallRng::from_entropy(),
-        };
-        let models = LinkModel::new(spec).into_directions();
+        let capture = start_capture(spec, capture, opts.tap, gso)?;
         let calibs = [Arc::new(forward::Calibration::new()), Arc::new(forward::Calibration::new())];
-        let mut threads = Vec::new();
-        for (dir, model) in Dir::BOTH.into_iter().zip(models) {
-            let (input, output, iface_in, iface_out) = match dir {
-                Dir::Up => (&client, &server, IFACE_CLIENT, IFACE_SERVER),
-                Dir::Down => (&server, &client, IFACE_SERVER, IFACE_CLIENT),
-            };
-            let io = DirectionIo {
-                model,
-                rng: SmallRng::from_rng(&mut seeder).expect("seeding from a PRNG cannot fail"),
-                input: input.tun_shared(),
-                output: output.tun_shared(),
-                stop: stop.clone(),
-                stopping: stopping.clone(),
-                mtu: spec.mtu,
-                spin_ns: opts.spin_ns,
-                priority: opts.priority,
-                busy_poll_ns: opts.busy_poll_ns,
-                cpu: opts.cpus.map(|c| c[dir.index()]),
-                vnet: gso,
-                capture: capture.as_ref().map(|(c, _)| (c.sender(), iface_in, iface_out)),
-                calib: calibs[dir.index()].clone(),
-            };
-            let name = format!("tcpstall-fwd-{}", if dir == Dir::Up { "up" } else { "down" });
-            let h = std::thread::Builder::new()
-                .name(name)
-                .spawn(move || forward::run_direction(io))
-                .map_err(|e| LinkError::Io { what: "spawning a forwarder thread".into(), err: e })?;
-            threads.push(h);
-        }
-        let calibration = if opts.calibrate {
-            // The compensation assumes the path the probes measured: a sleeping forwarder
-            // woken on an idle CPU, writing into a plain device. A busy-polling or pinned
-            // forwarder, or NAPI/RPS devices, wake and receive otherwise (the variants'
-            // round trips came back up to 25 us before the configured one): measured and
-            // printed, not compensated.
-            let plain = opts.busy_poll_ns == 0
-                && opts.cpus.is_none()
-                && opts.devices.iter().all(|d| !d.napi && d.rps_mask == 0);
-            calibrate::run(&client, &server, [&calibs[0], &calibs[1]], opts.compensate && plain)
-        } else {
-            Err("not asked for".into())
-        };
+        let shared =
+            Shared { stop: &stop, stopping: &stopping, capture: capture.as_ref().map(|(c, _)| c), calibs: &calibs };
+        let threads = spawn_forwarders(spec, opts, gso, [&client, &server], &shared)?;
+        let calibration = calibrate(opts, &client, &server, &calibs);
         Ok(Link { spec: spec.clone(), privilege, client, server, stop, stopping, threads, capture, calibration })
     }
 
@@ -252,8 +187,8 @@ impl Link {
     }
 
     /// What the probes at start measured of the path's fixed overhead, or why there is none.
-    pub fn calibration(&self) -> Result<&calibrate::CalibrationReport, &str> {
-        self.calibration.as_ref().map_err(String::as_str)
+    pub fn calibration(&self) -> Result<&calibrate::CalibrationReport, &calibrate::CalibrationError> {
+        self.calibration.as_ref()
     }
 
     /// The client end (198.18.0.1).
@@ -290,7 +225,7 @@ impl Link {
             match h.join() {
                 Ok(Ok(r)) => out.push(r),
                 Ok(Err(e)) => err = Some(LinkError::Forwarder(e)),
-                Err(_) => err = Some(LinkError::Forwarder("a forwarder thread panicked".into())),
+                Err(_) => err = Some(LinkError::Forwarder(forward::ForwardError::Panicked)),
             }
         }
         match err {
@@ -298,6 +233,116 @@ impl Link {
             None => Ok(out),
         }
     }
+}
+
+/// A TUN device takes at most 65535 bytes (drivers/net/tun.c MAX_MTU); the spec allows
+/// loopback's 65536 for `tcpstall simulate`.
+fn check_mtu(spec: &LinkSpec) -> Result<(), LinkError> {
+    if spec.mtu > scenario::TUN_MAX_MTU {
+        return Err(LinkError::Setup(format!(
+            "mtu={}: the emulated link's TUN devices take {}-{} (drivers/net/tun.c MAX_MTU); {} is loopback's, \
+             for `tcpstall simulate`",
+            spec.mtu,
+            scenario::MIN_MTU,
+            scenario::TUN_MAX_MTU,
+            spec.mtu
+        )));
+    }
+    Ok(())
+}
+
+/// The capture writer, when a file or a tap is asked for.
+fn start_capture(
+    spec: &LinkSpec,
+    capture: Option<&Path>,
+    tap: bool,
+    gso: bool,
+) -> Result<Option<(Capture, Option<PathBuf>)>, LinkError> {
+    if capture.is_none() && !tap {
+        return Ok(None);
+    }
+    let names = [
+        format!("client {} {}", netns::TUN_NAME, netns::CLIENT_IP),
+        format!("server {} {}", netns::TUN_NAME, netns::SERVER_IP),
+    ];
+    // With GSO the tap records the super-packets as the kernel handed them over (a TSO packet
+    // of up to 64 KB where the wire would carry MSS segments): said in the file.
+    let what = if gso { format!("{spec}; TSO/GSO super-packets recorded whole, as carried") } else { spec.to_string() };
+    let c = Capture::start(capture, forward::realtime_offset_ns(), names, &what)?;
+    Ok(Some((c, capture.map(Path::to_path_buf))))
+}
+
+/// What both forwarder threads share with the link.
+struct Shared<'a> {
+    stop: &'a Arc<EventFd>,
+    stopping: &'a Arc<AtomicBool>,
+    capture: Option<&'a Capture>,
+    /// Index 0 = client->server.
+    calibs: &'a [Arc<forward::Calibration>; 2],
+}
+
+/// One thread per direction, each with its half of the model and its own random numbers.
+fn spawn_forwarders(
+    spec: &LinkSpec,
+    opts: &LinkOptions,
+    vnet: bool,
+    [client, server]: [&End; 2],
+    shared: &Shared<'_>,
+) -> Result<Vec<ForwarderThread>, LinkError> {
+    let mut seeder = match opts.seed {
+        Some(s) => SmallRng::seed_from_u64(s),
+        None => SmallRng::from_entropy(),
+    };
+    let models = LinkModel::new(spec).into_directions();
+    let mut threads = Vec::new();
+    for (dir, model) in Dir::BOTH.into_iter().zip(models) {
+        let (input, output, iface_in, iface_out) = match dir {
+            Dir::Up => (client, server, IFACE_CLIENT, IFACE_SERVER),
+            Dir::Down => (server, client, IFACE_SERVER, IFACE_CLIENT),
+        };
+        let io = DirectionIo {
+            model,
+            rng: SmallRng::from_rng(&mut seeder).expect("seeding from a PRNG cannot fail"),
+            input: input.tun_shared(),
+            output: output.tun_shared(),
+            stop: shared.stop.clone(),
+            stopping: shared.stopping.clone(),
+            mtu: spec.mtu,
+            spin_ns: opts.spin_ns,
+            priority: opts.priority,
+            busy_poll_ns: opts.busy_poll_ns,
+            cpu: opts.cpus.map(|c| c[dir.index()]),
+            vnet,
+            capture: shared.capture.map(|c| (c.sender(), iface_in, iface_out)),
+            calib: shared.calibs[dir.index()].clone(),
+        };
+        let name = format!("tcpstall-fwd-{}", if dir == Dir::Up { "up" } else { "down" });
+        let h = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || forward::run_direction(io))
+            .map_err(|e| LinkError::Io { what: "spawning a forwarder thread".into(), err: e })?;
+        threads.push(h);
+    }
+    Ok(threads)
+}
+
+/// The probes at start ([`calibrate::run`]), if asked for.
+fn calibrate(
+    opts: &LinkOptions,
+    client: &End,
+    server: &End,
+    calibs: &[Arc<forward::Calibration>; 2],
+) -> Result<calibrate::CalibrationReport, calibrate::CalibrationError> {
+    if !opts.calibrate {
+        return Err(calibrate::CalibrationError::NotAsked);
+    }
+    // The compensation assumes the path the probes measured: a sleeping forwarder woken on an
+    // idle CPU, writing into a plain device. A busy-polling or pinned forwarder, or NAPI/RPS
+    // devices, wake and receive otherwise (the variants' round trips came back up to 25 us
+    // before the configured one): measured and printed, not compensated.
+    let plain =
+        opts.busy_poll_ns == 0 && opts.cpus.is_none() && opts.devices.iter().all(|d| !d.napi && d.rps_mask == 0);
+    calibrate::run(client, server, [&calibs[0], &calibs[1]], opts.compensate && plain)
 }
 
 impl Drop for Link {

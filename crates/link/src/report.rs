@@ -15,12 +15,12 @@ pub struct LinkReport {
     /// The capture file and the number of packet records written to it.
     pub capture: Option<(PathBuf, u64)>,
     /// Per direction, packets the kernel dropped at the sending side's TUN device before the
-    /// forwarder read them (its queue of 500 packets was full): the emulator's own capacity
+    /// forwarder read them (its queue, netns::DEFAULT_TXQUEUELEN packets, was full): the emulator's own capacity
     /// limit, not part of the configured link. None if it could not be read.
     pub device_drops: [Option<u64>; 2],
     /// What the probes at link start measured of the path's fixed overhead (crate::calibrate),
     /// or why it was not measured.
-    pub calibration: Result<crate::calibrate::CalibrationReport, String>,
+    pub calibration: Result<crate::calibrate::CalibrationReport, crate::calibrate::CalibrationError>,
 }
 
 fn fmt_ns(ns: u64) -> String {

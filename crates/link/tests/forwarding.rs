@@ -163,6 +163,20 @@ fn forwarder_variants_carry_every_packet_no_earlier_than_the_delay() {
     let report = link.finish().unwrap();
     assert_eq!(report.dirs[0].counters.delivered, 50, "{:?}", report.dirs[0].counters);
     assert_eq!(report.dirs[1].counters.delivered, 50, "{:?}", report.dirs[1].counters);
+    // SCHED_FIFO forwarder threads (the capacity setting, docs/link.md), also through a blast
+    // that overloads them (they leave real-time and come back).
+    let opts = LinkOptions { priority: tcpstall_link::forward::Priority::Fifo(1), ..LinkOptions::default() };
+    let link = Link::open_with(&"rtt=2ms".parse::<LinkSpec>().unwrap(), None, &opts).expect("link");
+    // A socket to blast into, so the server answers with no ICMP port unreachable.
+    let _sink = run_in(link.server().netns(), || UdpSocket::bind((SERVER_IP, 9)).unwrap()).unwrap();
+    let tx = run_in(link.client().netns(), || UdpSocket::bind("0.0.0.0:0").unwrap()).unwrap();
+    for _ in 0..20_000 {
+        let _ = tx.send_to(&[0u8; 64], (SERVER_IP, 9));
+    }
+    let rtts = udp_rtts(&link, 50);
+    assert!(rtts.iter().all(|r| *r >= Duration::from_millis(2)), "a round trip beat the link: {rtts:?}");
+    let report = link.finish().unwrap();
+    assert_eq!(report.dirs[1].counters.delivered, 50, "{:?}", report.dirs[1].counters);
 }
 
 /// The probes at link start measure the path (calibrate.rs): each direction has its figures,

@@ -27,3 +27,25 @@ pub fn set_thread_nice(nice: i32) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Put the calling thread back into SCHED_OTHER (the default time-sharing policy) at nice 0,
+/// e.g. after [`set_thread_fifo`].
+pub fn set_thread_other() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: as in set_thread_fifo: one live local `struct sched_param`, pid 0 = this thread.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    set_thread_nice(0)
+}
+
+/// Whether the calling thread runs under SCHED_FIFO.
+pub fn thread_is_fifo() -> io::Result<bool> {
+    // SAFETY: sched_getscheduler takes a pid (0 = the calling thread) and touches no memory.
+    let rc = unsafe { libc::sched_getscheduler(0) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(rc == libc::SCHED_FIFO)
+}
