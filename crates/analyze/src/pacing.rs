@@ -57,7 +57,7 @@ pub(crate) struct ClockFit {
 
 impl ClockFit {
     /// The sender writes on its own clock: the intervals cluster and the sends ignore the ACKs.
-    pub fn paced(&self) -> bool {
+    pub(crate) fn paced(&self) -> bool {
         f64::from(self.acked) <= MAX_ACKED_SHARE * f64::from(self.sends)
     }
 }
@@ -115,7 +115,12 @@ impl AppClock {
     /// before it; `release_window`, how soon after an ACK a release leaves.
     /// Returns the clock as judged before this burst start (None inside a burst, or while no
     /// clock is established).
-    pub fn on_send(&mut self, t: Instant, last_ack: Option<Instant>, release_window: Duration) -> Option<ClockFit> {
+    pub(crate) fn on_send(
+        &mut self,
+        t: Instant,
+        last_ack: Option<Instant>,
+        release_window: Duration,
+    ) -> Option<ClockFit> {
         let prev_seg = self.last_seg.replace(t);
         if prev_seg.is_some_and(|p| t.since(p) < BURST_GAP) {
             return None;

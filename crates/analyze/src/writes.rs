@@ -40,7 +40,14 @@ impl WriteLog {
     /// A write of `bytes` at `t`. `seq`: where it starts, when the kernel said; else it follows
     /// the previous write, or starts at `snd_nxt` (the direction's next new byte: after the SYN,
     /// ISN + 1) for the first.
-    pub fn on_write(&mut self, t: Instant, bytes: u32, seq: Option<u32>, snd_nxt: Option<u32>, source: Evidence) {
+    pub(crate) fn on_write(
+        &mut self,
+        t: Instant,
+        bytes: u32,
+        seq: Option<u32>,
+        snd_nxt: Option<u32>,
+        source: Evidence,
+    ) {
         let Some(seq) = seq.or(self.next_seq).or(snd_nxt) else { return };
         if bytes == 0 {
             return;
@@ -57,7 +64,7 @@ impl WriteLog {
 
     /// The write that filled byte `seq` (the first byte of a segment leaving now). Writes wholly
     /// below it have left and are forgotten.
-    pub fn covering(&mut self, seq: u32) -> Option<WriteRec> {
+    pub(crate) fn covering(&mut self, seq: u32) -> Option<WriteRec> {
         while self.pending.front().is_some_and(|w| seq_le(w.end, seq)) {
             self.pending.pop_front();
         }

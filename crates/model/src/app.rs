@@ -83,7 +83,13 @@ pub(crate) struct App {
 impl App {
     /// An application at the start of its program: `steps` are the compiled prologue, round and
     /// epilogue; `rounds_total` counts warm-up rounds too.
-    pub fn new(opts: &SideOpts, steps: [Vec<Compiled>; 3], rounds_total: u64, warmup: u64, is_client: bool) -> App {
+    pub(crate) fn new(
+        opts: &SideOpts,
+        steps: [Vec<Compiled>; 3],
+        rounds_total: u64,
+        warmup: u64,
+        is_client: bool,
+    ) -> App {
         App {
             opts: opts.clone(),
             steps,
@@ -105,15 +111,15 @@ impl App {
         }
     }
 
-    pub fn step(&self) -> Option<&Compiled> {
+    pub(crate) fn step(&self) -> Option<&Compiled> {
         self.steps.get(usize::from(self.cur.phase)).and_then(|v| v.get(self.cur.idx))
     }
     /// Move the cursor to the next step that exists.
-    pub fn advance(&mut self) {
+    pub(crate) fn advance(&mut self) {
         self.cur.idx += 1;
         self.normalise();
     }
-    pub fn normalise(&mut self) {
+    pub(crate) fn normalise(&mut self) {
         loop {
             let Some(steps) = self.steps.get(usize::from(self.cur.phase)) else { return };
             let len = steps.len();

@@ -29,7 +29,7 @@ pub(crate) struct LinkDir {
 }
 
 impl LinkDir {
-    pub fn new(spec: &LinkSpec, delay: u64) -> LinkDir {
+    pub(crate) fn new(spec: &LinkSpec, delay: u64) -> LinkDir {
         LinkDir {
             delay,
             jitter: spec.jitter_ns,
@@ -49,12 +49,12 @@ impl LinkDir {
     }
 
     /// One-way propagation delay.
-    pub fn delay(&self) -> u64 {
+    pub(crate) fn delay(&self) -> u64 {
         self.delay
     }
 
     /// A packet of `wire_bytes` enters at `now`; returns its arrival time, or None if dropped.
-    pub fn send(&mut self, now: u64, wire_bytes: u32, pure_ack: bool, rng: &mut SmallRng) -> Option<u64> {
+    pub(crate) fn send(&mut self, now: u64, wire_bytes: u32, pure_ack: bool, rng: &mut SmallRng) -> Option<u64> {
         if pure_ack {
             self.pure_acks += 1;
             if let Some(n) = self.ack_every {

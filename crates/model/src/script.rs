@@ -9,12 +9,12 @@ use std::collections::BinaryHeap;
 use crate::tcp::{Action, Seg, Tcp, TimerId};
 use crate::Profile;
 
-pub const A: usize = 0;
-pub const B: usize = 1;
+pub(crate) const A: usize = 0;
+pub(crate) const B: usize = 1;
 #[cfg(test)]
 const TOL: u64 = 10_000; // 10 us: model times are exact; scripts write them rounded
 
-pub fn ms(x: f64) -> u64 {
+pub(crate) fn ms(x: f64) -> u64 {
     (x * 1e6).round() as u64
 }
 
@@ -24,7 +24,7 @@ enum Ev {
     Timer { ep: usize, t: u8 },
 }
 
-pub struct Script {
+pub(crate) struct Script {
     pub eps: [Tcp; 2],
     pub now: u64,
     one_way: u64,
@@ -51,7 +51,7 @@ impl Script {
         p.timer_hz = 0;
         Script::pair(&p, &p, mss)
     }
-    pub fn pair(a: &Profile, b: &Profile, mss: u32) -> Script {
+    pub(crate) fn pair(a: &Profile, b: &Profile, mss: u32) -> Script {
         Script {
             eps: [Tcp::new(a, mss, mss + 12, true), Tcp::new(b, mss, mss + 12, true)],
             now: 0,
@@ -67,14 +67,14 @@ impl Script {
     }
 
     /// Set the one-way delay of the link (ns).
-    pub fn one_way(mut self, ns: u64) -> Script {
+    pub(crate) fn one_way(mut self, ns: u64) -> Script {
         self.one_way = ns;
         self
     }
 
     /// Process the next queued event (an arrival or a timer), if any and not later than
     /// `limit` (ns); returns its time.
-    pub fn step(&mut self, limit: u64) -> Option<u64> {
+    pub(crate) fn step(&mut self, limit: u64) -> Option<u64> {
         let Reverse((when, _, _)) = self.q.peek()?;
         if *when > limit {
             return None;
@@ -102,7 +102,7 @@ impl Script {
 
     /// Run events until `done` holds (checked now and after each event) and return that time
     /// (ns), or None when `limit_ns` passes first (the clock then stands at the limit).
-    pub fn run_until(&mut self, limit_ns: u64, done: impl Fn(&Script) -> bool) -> Option<u64> {
+    pub(crate) fn run_until(&mut self, limit_ns: u64, done: impl Fn(&Script) -> bool) -> Option<u64> {
         loop {
             if done(self) {
                 return Some(self.now);
@@ -115,7 +115,7 @@ impl Script {
     }
 
     /// Everything `side` wrote has been acknowledged.
-    pub fn acked(&self, side: usize) -> bool {
+    pub(crate) fn acked(&self, side: usize) -> bool {
         self.eps[side].queued() == 0
     }
 
@@ -143,7 +143,7 @@ impl Script {
 
     /// Run the network and the timers up to time `t` (ms).
     /// Give both ends the handshake's RTT sample (Tcp::handshake_rtt), as the simulator does.
-    pub fn handshake(&mut self) -> &mut Self {
+    pub(crate) fn handshake(&mut self) -> &mut Self {
         let rtt = 2 * self.one_way;
         for e in &mut self.eps {
             e.handshake_rtt(rtt);
@@ -151,7 +151,7 @@ impl Script {
         self
     }
 
-    pub fn at(&mut self, t_ms: f64) -> &mut Self {
+    pub(crate) fn at(&mut self, t_ms: f64) -> &mut Self {
         let t = ms(t_ms).max(self.now);
         while self.step(t).is_some() {}
         self.now = t;
@@ -160,11 +160,11 @@ impl Script {
 
     /// The link loses the next `n` segments `side` sends.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub fn lose_next(&mut self, side: usize, n: u32) -> &mut Self {
+    pub(crate) fn lose_next(&mut self, side: usize, n: u32) -> &mut Self {
         self.drop[side] += n;
         self
     }
-    pub fn write(&mut self, side: usize, n: u64) -> &mut Self {
+    pub(crate) fn write(&mut self, side: usize, n: u64) -> &mut Self {
         let now = self.now;
         self.eps[side].app_write(now, n, false, false, &mut self.out);
         self.drain(side);
@@ -172,7 +172,7 @@ impl Script {
     }
     /// send(2) with MSG_MORE.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub fn write_more(&mut self, side: usize, n: u64) -> &mut Self {
+    pub(crate) fn write_more(&mut self, side: usize, n: u64) -> &mut Self {
         let now = self.now;
         self.eps[side].app_write(now, n, true, false, &mut self.out);
         self.drain(side);
@@ -185,13 +185,13 @@ impl Script {
         self
     }
     /// recv(2) of at most `n` bytes; returns how many were read.
-    pub fn read_some(&mut self, side: usize, n: u64) -> u64 {
+    pub(crate) fn read_some(&mut self, side: usize, n: u64) -> u64 {
         let now = self.now;
         let got = self.eps[side].app_read(now, n, &mut self.out);
         self.drain(side);
         got
     }
-    pub fn nodelay(&mut self, side: usize, on: bool) -> &mut Self {
+    pub(crate) fn nodelay(&mut self, side: usize, on: bool) -> &mut Self {
         let now = self.now;
         self.eps[side].set_nodelay(now, on, &mut self.out);
         self.drain(side);
@@ -203,7 +203,7 @@ impl Script {
         self
     }
     /// TCP_CORK; false (and nothing done) where the profile has none.
-    pub fn try_cork(&mut self, side: usize, on: bool) -> bool {
+    pub(crate) fn try_cork(&mut self, side: usize, on: bool) -> bool {
         let now = self.now;
         let ok = self.eps[side].set_cork(now, on, &mut self.out);
         self.drain(side);

@@ -86,7 +86,7 @@ const EP: [Endpoint; 2] = [Endpoint::A, Endpoint::B];
 pub const TRACE_LIMIT: usize = 1_000_000;
 
 impl Sim {
-    pub fn new(workload: &Workload, pair: &StrategyPair, cfg: &SimConfig) -> Sim {
+    pub(crate) fn new(workload: &Workload, pair: &StrategyPair, cfg: &SimConfig) -> Sim {
         let link = &cfg.link;
         let ts_a = cfg.timestamps.unwrap_or(cfg.client.sender.timestamps);
         let ts_b = cfg.timestamps.unwrap_or(cfg.server.sender.timestamps);
@@ -258,7 +258,7 @@ impl Sim {
         self.measured_from = self.now;
     }
 
-    pub fn run(mut self) -> Result<Outcome, ModelError> {
+    pub(crate) fn run(mut self) -> Result<Outcome, ModelError> {
         self.handshake();
         self.run_app(0);
         self.run_app(1);
@@ -602,7 +602,7 @@ impl Sim {
     }
 
     /// Setup operations right after connect()/accept() (SideOpts::setup_ops).
-    pub fn setup(&mut self) {
+    pub(crate) fn setup(&mut self) {
         for i in 0..2 {
             for op in self.apps[i].opts.setup_ops() {
                 self.apply(i, op);

@@ -12,7 +12,7 @@ use trace::VerdictKey;
 use crate::{simulate, ModelError, Outcome, Profile, SideEnd, SimConfig};
 
 /// A stall is a sample this far above the no-stall baseline (the lab's default rule).
-pub const STALL_MARGIN_NS: u64 = 10_000_000;
+pub(crate) const STALL_MARGIN_NS: u64 = 10_000_000;
 
 /// One simulate invocation: which profiles, which link.
 #[derive(Debug, Clone)]
@@ -161,7 +161,7 @@ pub fn classify(out: &Outcome, client: &Profile, server: &Profile) -> Vec<analyz
 }
 
 /// The classifier's configuration for a run between these profiles: their HZ (the coarser).
-pub fn classifier_config(client: &Profile, server: &Profile) -> analyze::Config {
+pub(crate) fn classifier_config(client: &Profile, server: &Profile) -> analyze::Config {
     let hz = u64::from(client.timer_hz.min(server.timer_hz).max(1));
     analyze::Config { min_gap: trace::Duration(STALL_MARGIN_NS), timers: analyze::Timers::linux(hz) }
 }
@@ -347,7 +347,7 @@ fn run_one(w: &Workload, pair: &StrategyPair, cfg: &SimConfig) -> Result<Outcome
 }
 
 /// "linux", or "linux:macos" when the client and server profiles differ.
-pub fn profile_label(client: &Profile, server: &Profile) -> String {
+pub(crate) fn profile_label(client: &Profile, server: &Profile) -> String {
     if client.name == server.name {
         client.name.clone()
     } else {

@@ -9,7 +9,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 /// Log-spaced histogram bins per decade of latency.
-pub const BINS_PER_DECADE: u32 = 20;
+pub(crate) const BINS_PER_DECADE: u32 = 20;
 /// Quantile steps per half distance to 100 % (HdrHistogram's percentile iterator): about
 /// 2 * this * log2(count) points, dense in the tail where p99 and p99.9 live.
 const TICKS_PER_HALF_DISTANCE: u32 = 8;

@@ -157,19 +157,19 @@ pub(crate) struct Verdict {
 }
 
 impl Verdict {
-    pub fn new(cause: Cause, confidence: f64, kind: RecordKind, detail: String) -> Verdict {
+    pub(crate) fn new(cause: Cause, confidence: f64, kind: RecordKind, detail: String) -> Verdict {
         Verdict { cause, confidence, kind, detail, alternatives: Vec::new(), ack_delay: None, from: None }
     }
-    pub fn stall(cause: Cause, confidence: f64, detail: String) -> Verdict {
+    pub(crate) fn stall(cause: Cause, confidence: f64, detail: String) -> Verdict {
         Verdict::new(cause, confidence, RecordKind::Stall, detail)
     }
-    pub fn gap(confidence: f64, detail: String) -> Verdict {
+    pub(crate) fn gap(confidence: f64, detail: String) -> Verdict {
         Verdict::new(Cause::Application, confidence, RecordKind::Gap, detail)
     }
-    pub fn wait(confidence: f64, detail: String) -> Verdict {
+    pub(crate) fn wait(confidence: f64, detail: String) -> Verdict {
         Verdict::new(Cause::Unknown, confidence, RecordKind::Wait, detail)
     }
-    pub fn ambiguous(cause: Cause, alternatives: &[Cause], confidence: f64, detail: String) -> Verdict {
+    pub(crate) fn ambiguous(cause: Cause, alternatives: &[Cause], confidence: f64, detail: String) -> Verdict {
         Verdict {
             alternatives: alternatives.to_vec(),
             ..Verdict::new(cause, confidence, RecordKind::Ambiguous, detail)
@@ -183,7 +183,7 @@ impl Verdict {
 pub(crate) struct Ev(Vec<EvidenceItem>);
 
 impl Ev {
-    pub fn add(&mut self, t: Instant, source: Evidence, what: String) {
+    pub(crate) fn add(&mut self, t: Instant, source: Evidence, what: String) {
         match self.0.iter_mut().find(|e| e.source == source) {
             Some(e) if !e.what.contains(&what) => e.what = format!("{}; {what}", e.what),
             Some(_) => {}

@@ -13,7 +13,7 @@ pub(super) struct Rows<'a> {
 }
 
 impl<'a> Rows<'a> {
-    pub fn new(profiles: &'a [Profile]) -> Self {
+    pub(super) fn new(profiles: &'a [Profile]) -> Self {
         Rows { profiles, replays: profiles.iter().map(crate::experiments::replay).collect(), rows: Vec::new() }
     }
 

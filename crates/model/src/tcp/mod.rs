@@ -70,14 +70,14 @@ pub(crate) enum TimerId {
 }
 
 impl TimerId {
-    pub fn kind(self) -> TimerKind {
+    pub(crate) fn kind(self) -> TimerKind {
         match self {
             TimerId::Delack => TimerKind::DelayedAck,
             TimerId::Probe => TimerKind::Probe,
             TimerId::Rto | TimerId::Tlp => TimerKind::Retransmit,
         }
     }
-    pub fn from_index(i: u8) -> TimerId {
+    pub(crate) fn from_index(i: u8) -> TimerId {
         match i {
             0 => TimerId::Delack,
             1 => TimerId::Probe,
@@ -216,7 +216,7 @@ pub(crate) struct Tcp {
 
 impl Tcp {
     /// `mss` is the negotiated sender MSS; `advmss` this side's advertised MSS.
-    pub fn new(profile: &Profile, mss: u32, advmss: u32, timestamps: bool) -> Tcp {
+    pub(crate) fn new(profile: &Profile, mss: u32, advmss: u32, timestamps: bool) -> Tcp {
         let snd = profile.sender.clone();
         let rcv = profile.receiver.clone();
         // tcp_xmit_size_goal (tcp.c): a multiple of mss_now up to the GSO limit (64 KB).
@@ -276,17 +276,17 @@ impl Tcp {
         }
     }
 
-    pub fn packets_out(&self) -> u32 {
+    pub(crate) fn packets_out(&self) -> u32 {
         self.flight.len() as u32
     }
-    pub fn unsent(&self) -> u64 {
+    pub(crate) fn unsent(&self) -> u64 {
         self.write_end - self.snd_nxt
     }
     /// Bytes in the send buffer (unacknowledged plus unsent).
-    pub fn queued(&self) -> u64 {
+    pub(crate) fn queued(&self) -> u64 {
         self.write_end - self.snd_una
     }
-    pub fn readable(&self) -> u64 {
+    pub(crate) fn readable(&self) -> u64 {
         self.rcv_nxt - self.copied
     }
     fn delack_ato_min(&self) -> u64 {
@@ -332,7 +332,7 @@ impl Tcp {
 
     /// A segment arrives. Order follows tcp_rcv_established: tcp_ack, tcp_data_queue,
     /// tcp_data_snd_check, tcp_ack_snd_check.
-    pub fn on_segment(&mut self, now: u64, seg: Seg, out: &mut Vec<Action>) {
+    pub(crate) fn on_segment(&mut self, now: u64, seg: Seg, out: &mut Vec<Action>) {
         self.on_ack(now, &seg, out);
         let mut ack_now = false;
         if seg.len > 0 {
@@ -364,7 +364,7 @@ impl Tcp {
 
     /// A queued timer event at `now`. Superseded events are ignored; an event that finds its
     /// deadline moved later re-queues itself. Returns true if the timer fired.
-    pub fn on_timer(&mut self, now: u64, t: TimerId, out: &mut Vec<Action>) -> bool {
+    pub(crate) fn on_timer(&mut self, now: u64, t: TimerId, out: &mut Vec<Action>) -> bool {
         let tm = &mut self.timers[t as usize];
         if tm.queued != Some(now) {
             return false;

@@ -7,7 +7,7 @@ impl Tcp {
     /// setsockopt(TCP_QUICKACK, 1): __tcp_sock_set_quickack (tcp.c) leaves pingpong mode and,
     /// if an ACK is scheduled, marks ICSK_ACK_PUSHED and runs tcp_cleanup_rbuf(sk, 1). It does
     /// not refill the quick-ACK budget. Returns false when the profile has no such option.
-    pub fn set_quickack(&mut self, now: u64, out: &mut Vec<Action>) -> bool {
+    pub(crate) fn set_quickack(&mut self, now: u64, out: &mut Vec<Action>) -> bool {
         if !self.rcv.quickack_sockopt {
             return false;
         }
@@ -20,7 +20,7 @@ impl Tcp {
     }
 
     /// recv(2) of at most `max` bytes; returns how many were copied.
-    pub fn app_read(&mut self, now: u64, max: u64, out: &mut Vec<Action>) -> u64 {
+    pub(crate) fn app_read(&mut self, now: u64, max: u64, out: &mut Vec<Action>) -> u64 {
         let n = self.readable().min(max);
         self.copied += n;
         if n > 0 {

@@ -9,7 +9,7 @@ impl Tcp {
     /// send(2) of `len` bytes (`more` = MSG_MORE), already admitted to the send buffer.
     /// `force_push` is the push Linux does before sleeping on a full send buffer
     /// (`tcp_sendmsg_locked` -> `tcp_push(..., TCP_NAGLE_PUSH, ...)`).
-    pub fn app_write(&mut self, now: u64, len: u64, more: bool, force_push: bool, out: &mut Vec<Action>) {
+    pub(crate) fn app_write(&mut self, now: u64, len: u64, more: bool, force_push: bool, out: &mut Vec<Action>) {
         if len == 0 {
             return;
         }
@@ -37,7 +37,7 @@ impl Tcp {
     /// setsockopt(TCP_NODELAY): __tcp_sock_set_nodelay (tcp.c). Setting it also pushes what is
     /// pending with TCP_NAGLE_PUSH; clearing it leaves TCP_NAGLE_PUSH set until the next skb is
     /// queued (tcp_skb_entail).
-    pub fn set_nodelay(&mut self, now: u64, on: bool, out: &mut Vec<Action>) {
+    pub(crate) fn set_nodelay(&mut self, now: u64, on: bool, out: &mut Vec<Action>) {
         if on {
             self.nonagle |= NAGLE_OFF | NAGLE_PUSH;
             let n = self.nonagle;
@@ -49,7 +49,7 @@ impl Tcp {
 
     /// setsockopt(TCP_CORK) (Linux __tcp_sock_set_cork; TCP_NOPUSH on BSD-derived profiles).
     /// Returns false when the profile has no such option (the call is ignored).
-    pub fn set_cork(&mut self, now: u64, on: bool, out: &mut Vec<Action>) -> bool {
+    pub(crate) fn set_cork(&mut self, now: u64, on: bool, out: &mut Vec<Action>) -> bool {
         if !self.snd.cork {
             return false;
         }
@@ -96,7 +96,7 @@ impl Tcp {
     /// tcp_write_xmit (tcp_output.c): send what cwnd and Nagle allow; only the tail may be
     /// sub-MSS in this byte-stream model, so only the tail is subject to Nagle, as in Linux
     /// (`tcp_skb_is_last(sk, skb) ? nonagle : TCP_NAGLE_PUSH`).
-    pub fn push(&mut self, now: u64, nonagle: u8, trig: Trigger, out: &mut Vec<Action>) {
+    pub(crate) fn push(&mut self, now: u64, nonagle: u8, trig: Trigger, out: &mut Vec<Action>) {
         let mut sent_any = false;
         let mut hold = None;
         while self.snd_nxt < self.write_end {
@@ -322,7 +322,7 @@ impl Tcp {
     /// 200 ms instead of TCP_TIMEOUT_INIT (so a corked tail leaves by the probe timer at
     /// ~200 ms), and tcp_send_delayed_ack bounds the delayed-ACK timeout by max(srtt, 40 ms)
     /// from the first segment on.
-    pub fn handshake_rtt(&mut self, r: u64) {
+    pub(crate) fn handshake_rtt(&mut self, r: u64) {
         self.rtt_sample(r.max(1));
     }
 

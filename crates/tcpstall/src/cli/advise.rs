@@ -38,7 +38,7 @@ ranks the runs finished (exit 128 + the signal: 130, 143).";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
-pub struct AdviseArgs {
+pub(crate) struct AdviseArgs {
     /// Workload: a built-in scenario name, a scenario FILE.toml, or a CAPTURE (.pcap/.pcapng:
     /// its exchange is derived as `tcpstall replay` does) [default: multi-write]
     pub scenario: Option<String>,
@@ -259,7 +259,7 @@ fn engine(
     })
 }
 
-pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
+pub(crate) fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     let started = Instant::now();
     let (req, link, mut notes) = request(&args)?;
     let engine = engine(&args, &req, link.as_deref(), &mut notes)?;

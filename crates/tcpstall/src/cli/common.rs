@@ -9,7 +9,7 @@ use scenario::{Opt, Scenario, SideOpts, StrategyPair, Workload};
 use super::output::OutputFormat;
 
 #[derive(Debug, clap::Args)]
-pub struct ScenarioArgs {
+pub(crate) struct ScenarioArgs {
     /// Scenario to run: a built-in name (`tcpstall scenarios` lists them) or a scenario FILE.toml
     /// (`tcpstall scenarios --show multi-write` prints one to start from) [default: chunked]
     pub scenario: Option<String>,
@@ -49,7 +49,7 @@ impl ScenarioArgs {
     /// The scenario to run: `base` when the subcommand found it elsewhere (lab's --config,
     /// simulate's --scenario), else the built-in named by the positional argument (default
     /// chunked); then --set, --rounds, and the strategy pairs of --client/--server or --matrix.
-    pub fn build(&self, base: Option<Scenario>) -> anyhow::Result<Scenario> {
+    pub(crate) fn build(&self, base: Option<Scenario>) -> anyhow::Result<Scenario> {
         let mut s = match base {
             Some(s) => {
                 if self.exchange.is_some() {
@@ -85,7 +85,7 @@ impl ScenarioArgs {
 }
 
 /// The workload to run: an inline exchange, a scenario file, or a built-in by name.
-pub fn load(name: Option<&str>, exchange: Option<&str>) -> anyhow::Result<Scenario> {
+pub(crate) fn load(name: Option<&str>, exchange: Option<&str>) -> anyhow::Result<Scenario> {
     if let Some(ex) = exchange {
         if let Some(n) = name {
             bail!("--exchange is the workload; drop the scenario '{n}'");
@@ -106,12 +106,12 @@ pub fn load(name: Option<&str>, exchange: Option<&str>) -> anyhow::Result<Scenar
 }
 
 /// A scenario argument names a file when it ends in .toml or has a path separator.
-pub fn is_file(name: &str) -> bool {
+pub(crate) fn is_file(name: &str) -> bool {
     name.ends_with(".toml") || name.contains('/')
 }
 
 /// The parameter that counts rounds in each workload.
-pub fn rounds_key(w: &Workload) -> anyhow::Result<&'static str> {
+pub(crate) fn rounds_key(w: &Workload) -> anyhow::Result<&'static str> {
     Ok(match w {
         Workload::Chunked(_) => "round",
         Workload::MultiWrite(_) => "requests",
@@ -126,7 +126,7 @@ fn side(flag: &str, list: Option<&str>) -> anyhow::Result<SideOpts> {
 
 /// `--matrix`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Matrix {
+pub(crate) enum Matrix {
     /// The scenario's own strategy pairs
     Default,
     /// The default, then each strategy on both sides
@@ -150,7 +150,7 @@ impl PartialEq<&str> for Matrix {
 }
 
 /// `--matrix all`: the default, then every single strategy applied on both sides.
-pub fn matrix_all() -> Vec<StrategyPair> {
+pub(crate) fn matrix_all() -> Vec<StrategyPair> {
     let mut m = vec![StrategyPair::new(SideOpts::none(), SideOpts::none())];
     for o in Opt::ALL {
         let side = SideOpts::new(vec![o]).unwrap_or_default();

@@ -17,7 +17,7 @@ Examples:
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = COMPLETION_EXAMPLES)]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     /// The shell to complete for
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
@@ -25,13 +25,13 @@ pub struct CompletionsArgs {
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = MAN_EXAMPLES)]
-pub struct ManArgs {
+pub(crate) struct ManArgs {
     /// A subcommand's own page (tcpstall-SUBCOMMAND(1)) instead of tcpstall(1)
     #[arg(value_name = "SUBCOMMAND")]
     pub subcommand: Option<String>,
 }
 
-pub fn completions(a: CompletionsArgs) -> anyhow::Result<i32> {
+pub(crate) fn completions(a: CompletionsArgs) -> anyhow::Result<i32> {
     let mut cmd = super::Cli::command();
     let mut out = Vec::new();
     clap_complete::generate(a.shell, &mut cmd, "tcpstall", &mut out);
@@ -39,7 +39,7 @@ pub fn completions(a: CompletionsArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-pub fn man(a: ManArgs) -> anyhow::Result<i32> {
+pub(crate) fn man(a: ManArgs) -> anyhow::Result<i32> {
     let mut cmd = super::Cli::command();
     cmd.build();
     let page = match a.subcommand.as_deref() {

@@ -36,7 +36,7 @@ analysed and printed), 2 not readable at all, or no TCP packet decoded because o
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
-pub struct ExplainArgs {
+pub(crate) struct ExplainArgs {
     /// Capture file (pcap or pcapng), as written by tcpdump, tshark, Wireshark or tcpstall;
     /// `-` reads standard input
     pub file: PathBuf,
@@ -78,7 +78,7 @@ const REPORT_EVENTS_PER_FLOW: usize = 2_000_000;
 type Packets = (Vec<Event>, u64);
 
 /// Parses `ADDR:PORT-ADDR:PORT` (IPv6 in brackets).
-pub fn parse_flow(s: &str) -> anyhow::Result<(SocketAddr, SocketAddr)> {
+pub(crate) fn parse_flow(s: &str) -> anyhow::Result<(SocketAddr, SocketAddr)> {
     // Split at a '-' that follows a port digit and precedes an address.
     for (i, _) in s.match_indices('-') {
         if let (Ok(a), Ok(b)) = (s[..i].parse::<SocketAddr>(), s[i + 1..].parse::<SocketAddr>()) {
@@ -145,7 +145,7 @@ fn decoder(args: &ExplainArgs) -> anyhow::Result<Decoder<Box<dyn std::io::Read>>
     Decoder::new(input, filter).with_context(|| format!("{}", args.file.display()))
 }
 
-pub fn run(args: ExplainArgs) -> anyhow::Result<i32> {
+pub(crate) fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     if let Some(peer) = &args.peer {
         return super::explain_pair::run(&args, peer);
     }

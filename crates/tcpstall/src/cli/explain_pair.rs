@@ -10,7 +10,7 @@ use report::{ExplainPairDoc, Export};
 use super::explain::ExplainArgs;
 use super::output;
 
-pub fn run(args: &ExplainArgs, peer: &Path) -> anyhow::Result<i32> {
+pub(crate) fn run(args: &ExplainArgs, peer: &Path) -> anyhow::Result<i32> {
     if !(args.min_gap.is_finite() && args.min_gap >= 0.0 && args.min_gap <= 60_000.0) {
         bail!("--min-gap {}: expected milliseconds between 0 and 60000", args.min_gap);
     }

@@ -8,7 +8,7 @@ use report::html::{FlowIn, Header, Page};
 use trace::Event;
 
 /// The header: the command line as run, this host, now.
-pub fn header(mode: &str, scenario: &str, link: &str, kernel: String) -> Header {
+pub(crate) fn header(mode: &str, scenario: &str, link: &str, kernel: String) -> Header {
     let command = std::env::args().map(|a| shell_quote(&a)).collect::<Vec<_>>().join(" ");
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     Header {
@@ -24,7 +24,7 @@ pub fn header(mode: &str, scenario: &str, link: &str, kernel: String) -> Header 
 }
 
 /// This host's kernel release (`uname -r`).
-pub fn this_kernel() -> String {
+pub(crate) fn this_kernel() -> String {
     proc_line("/proc/sys/kernel/osrelease")
 }
 
@@ -44,7 +44,7 @@ fn shell_quote(a: &str) -> String {
 /// producer recorded them (`events[k]` for row k; empty when it recorded none).
 /// `rtt_ns` is the path's round trip without delays (the link's), for the ladder's slant;
 /// `capture_at` the endpoint the packets were stamped at (None: at each sender, the model).
-pub fn rows_page<'a>(
+pub(crate) fn rows_page<'a>(
     r: &'a report::Report,
     header: Header,
     events: &[&'a [Event]],
@@ -83,7 +83,7 @@ pub fn rows_page<'a>(
 
 /// Write the page.
 /// Writes the page and says where, on stderr (stdout may be JSON).
-pub fn write(path: &Path, page: &Page) -> anyhow::Result<()> {
+pub(crate) fn write(path: &Path, page: &Page) -> anyhow::Result<()> {
     let html = report::html::render(page);
     std::fs::write(path, &html).with_context(|| format!("--report: cannot write {}", path.display()))?;
     eprintln!("tcpstall: wrote the report to {} ({} KB)", path.display(), html.len().div_ceil(1024));

@@ -23,7 +23,7 @@ The delayed-ACK maximum needs a round trip above 200 ms: it runs over an emulate
 
 #[derive(Debug, Args)]
 #[command(after_help = EXAMPLES)]
-pub struct KernelArgs {
+pub(crate) struct KernelArgs {
     /// Output format (table or json: the document is not a list of rows)
     #[arg(long, value_enum, default_value = "table")]
     pub format: OutputFormat,
@@ -32,7 +32,7 @@ pub struct KernelArgs {
     pub output: Option<PathBuf>,
 }
 
-pub fn run(args: KernelArgs) -> anyhow::Result<i32> {
+pub(crate) fn run(args: KernelArgs) -> anyhow::Result<i32> {
     let format = args.format.into();
     // A format the document has no form in fails now, not after 7 s of experiments.
     if let Err(e @ report::ExportError::Unsupported { .. }) = KernelDoc::<()>::default().export(format) {
@@ -47,7 +47,7 @@ pub fn run(args: KernelArgs) -> anyhow::Result<i32> {
 }
 
 /// The profile `simulate --profile linux:here` uses: this kernel's measured rules.
-pub fn here_profile() -> anyhow::Result<Profile> {
+pub(crate) fn here_profile() -> anyhow::Result<Profile> {
     let fp = kernel::fingerprint();
     let newest = Profile::builtin("linux")?;
     for n in &fp.notes {

@@ -51,7 +51,7 @@ afterwards; --client/--server/--matrix are refused. An error names the file and 
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
-pub struct LabArgs {
+pub(crate) struct LabArgs {
     #[command(flatten)]
     pub common: ScenarioArgs,
     /// Run seed 000's tcp_test.conf (keys no_delay, quickack, cork, msg_more, send, n_chunk, round;
@@ -110,7 +110,7 @@ pub struct LabArgs {
 /// part of the experiment; `device queue` (the TUN device's queue overflowed: the forwarder fell
 /// behind) and `write-error` are the emulator failing. From the link's summary lines ("link DIR:
 /// ...; drops: REASON N, ..."), the warning to show when there are any.
-pub fn unasked_drops_warning(lines: &[String]) -> Option<String> {
+pub(crate) fn unasked_drops_warning(lines: &[String]) -> Option<String> {
     let mut found = Vec::new();
     for l in lines {
         let Some((head, drops)) = l.split_once("; drops: ") else { continue };
@@ -132,7 +132,7 @@ pub fn unasked_drops_warning(lines: &[String]) -> Option<String> {
 }
 
 /// Build the scenario to run from the flags.
-pub fn scenario_from(args: &LabArgs) -> anyhow::Result<Scenario> {
+pub(crate) fn scenario_from(args: &LabArgs) -> anyhow::Result<Scenario> {
     let base = match &args.config {
         Some(path) => {
             if let Some(name) = &args.common.scenario {
@@ -159,7 +159,7 @@ pub fn scenario_from(args: &LabArgs) -> anyhow::Result<Scenario> {
     args.common.build(base)
 }
 
-pub fn lab_options(args: &LabArgs) -> anyhow::Result<LabOptions> {
+pub(crate) fn lab_options(args: &LabArgs) -> anyhow::Result<LabOptions> {
     let mut o = LabOptions {
         tx_timestamps: args.tx_timestamps,
         capture: !args.no_capture,
@@ -221,7 +221,7 @@ impl Interrupts {
     }
 }
 
-pub fn run(args: LabArgs) -> anyhow::Result<i32> {
+pub(crate) fn run(args: LabArgs) -> anyhow::Result<i32> {
     let veth = args.veth.veth()?;
     let knobs = args.veth.knobs()?;
     if args.common.matrix == "seed003" {

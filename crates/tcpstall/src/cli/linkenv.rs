@@ -7,7 +7,7 @@ use lab::Placement;
 use link::{Link, LinkOptions, LinkSpec};
 
 /// The run's environment; dropping it stops the forwarder and the namespaces disappear.
-pub struct LinkEnv {
+pub(crate) struct LinkEnv {
     pub placement: Placement,
     link: Option<Link>,
 }
@@ -31,7 +31,7 @@ impl lab::PacketTap for ServerTap {
 
 impl LinkEnv {
     /// The forwarder's tap for the lab's row traces (None on loopback).
-    pub fn tap(&self) -> Option<lab::TapHandle> {
+    pub(crate) fn tap(&self) -> Option<lab::TapHandle> {
         let t = self.link.as_ref()?.tap()?;
         Some(lab::TapHandle(std::sync::Arc::new(ServerTap(t))))
     }
@@ -39,7 +39,7 @@ impl LinkEnv {
     /// Tear down; returns lines describing what the link did: per direction the packets
     /// carried and dropped (by reason), the delay applied (p50/p99) and the emulator's own
     /// added delay (p50/p99), and the capture file if any. Empty on loopback.
-    pub fn finish(self) -> anyhow::Result<Vec<String>> {
+    pub(crate) fn finish(self) -> anyhow::Result<Vec<String>> {
         match self.link {
             None => Ok(Vec::new()),
             Some(l) => Ok(l.finish().context("link")?.summary_lines()),
@@ -53,7 +53,7 @@ impl LinkEnv {
 /// only a single-threaded process may do.
 /// `tap` keeps the server side's packets for the lab's row traces (off with `--no-capture`:
 /// the forwarder then copies no packet unless `capture` asks for a file).
-pub fn open(spec: Option<&str>, capture: Option<&Path>, tap: bool) -> anyhow::Result<LinkEnv> {
+pub(crate) fn open(spec: Option<&str>, capture: Option<&Path>, tap: bool) -> anyhow::Result<LinkEnv> {
     let Some(spec) = spec else {
         if capture.is_some() {
             anyhow::bail!(

@@ -3,27 +3,27 @@
 
 use clap::{Parser, Subcommand};
 
-pub mod advise;
-pub mod common;
-pub mod completions;
-pub mod explain;
-pub mod explain_pair;
-pub mod htmlreport;
-pub mod kernel;
-pub mod lab;
-pub mod linkenv;
-pub mod output;
-pub mod remote_lab;
-pub mod replay;
-pub mod scenarios;
-pub mod seed003;
-pub mod serve;
-pub mod shell;
-pub mod simulate;
-pub mod spool;
-pub mod watch;
-pub mod watch_kernel;
-pub mod watch_metrics;
+pub(crate) mod advise;
+pub(crate) mod common;
+pub(crate) mod completions;
+pub(crate) mod explain;
+pub(crate) mod explain_pair;
+pub(crate) mod htmlreport;
+pub(crate) mod kernel;
+pub(crate) mod lab;
+pub(crate) mod linkenv;
+pub(crate) mod output;
+pub(crate) mod remote_lab;
+pub(crate) mod replay;
+pub(crate) mod scenarios;
+pub(crate) mod seed003;
+pub(crate) mod serve;
+pub(crate) mod shell;
+pub(crate) mod simulate;
+pub(crate) mod spool;
+pub(crate) mod watch;
+pub(crate) mod watch_kernel;
+pub(crate) mod watch_metrics;
 
 const ABOUT: &str = "A Linux laboratory for TCP small-message latency: finds which mechanism \
 (Nagle, delayed ACK, cork, congestion window, pure-ACK rate) makes your 40 ms or 200 ms stall, \
@@ -53,13 +53,13 @@ Each subcommand has its own --help with examples.";
 
 #[derive(Debug, Parser)]
 #[command(name = "tcpstall", version, about = ABOUT, propagate_version = true, after_help = EXAMPLES)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run a scenario over real sockets across a matrix of strategies (default: seed 000).
     Lab(lab::LabArgs),
     /// List the built-in scenarios with their parameters and default strategy matrix.
@@ -87,7 +87,7 @@ pub enum Command {
 }
 
 /// Runs the command; returns the process exit code.
-pub fn run(cli: Cli) -> anyhow::Result<i32> {
+pub(crate) fn run(cli: Cli) -> anyhow::Result<i32> {
     // Every command that creates namespaces, devices, routes or firewall rules first removes
     // what killed runs of any of them left (link::sweep::sweep_all): lab (a private namespace
     // per row, --link, --path veth, --matrix seed003), shell, kernel, advise and replay (which

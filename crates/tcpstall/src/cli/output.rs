@@ -37,7 +37,7 @@ impl From<OutputFormat> for report::Format {
 
 /// `--stalls`: every row's stall records for people, after the table on stdout, or on stderr
 /// when stdout carries JSON/CSV or the table went to a file.
-pub fn stall_records(report: &report::Report, args: &super::common::ScenarioArgs) -> anyhow::Result<()> {
+pub(crate) fn stall_records(report: &report::Report, args: &super::common::ScenarioArgs) -> anyhow::Result<()> {
     if !args.stalls {
         return Ok(());
     }
@@ -51,14 +51,14 @@ pub fn stall_records(report: &report::Report, args: &super::common::ScenarioArgs
 }
 
 /// Write bytes to a file or stdout. A closed stdout (`| head`) is not an error worth a message.
-pub fn write_bytes(bytes: &[u8], output: Option<&Path>) -> anyhow::Result<()> {
+pub(crate) fn write_bytes(bytes: &[u8], output: Option<&Path>) -> anyhow::Result<()> {
     Sink::open(output)?.write(bytes)
 }
 
 /// Where the output goes, opened before any measuring so that a path that cannot be written (a
 /// missing directory, a directory) is an error before the run rather than after it.
 #[derive(Debug)]
-pub struct Sink {
+pub(crate) struct Sink {
     file: Option<OutFile>,
 }
 
@@ -72,7 +72,7 @@ struct OutFile {
 
 impl Sink {
     /// Stdout, or `path` created (or opened, left as it is until `write`).
-    pub fn open(path: Option<&Path>) -> anyhow::Result<Sink> {
+    pub(crate) fn open(path: Option<&Path>) -> anyhow::Result<Sink> {
         let Some(p) = path else { return Ok(Sink { file: None }) };
         let created = !p.exists();
         // No truncation yet: a run that ends with nothing to write leaves an existing file alone.
@@ -86,7 +86,7 @@ impl Sink {
     }
 
     /// Replace the file's content with `bytes`, or write them to stdout.
-    pub fn write(self, bytes: &[u8]) -> anyhow::Result<()> {
+    pub(crate) fn write(self, bytes: &[u8]) -> anyhow::Result<()> {
         match self.file {
             Some(mut f) => {
                 f.file
@@ -109,7 +109,7 @@ impl Sink {
     }
 
     /// Nothing to write after all: remove the file if this run created it.
-    pub fn discard(self) {
+    pub(crate) fn discard(self) {
         if let Some(f) = self.file.filter(|f| f.created) {
             drop(f.file);
             let _ = std::fs::remove_file(&f.path);
@@ -120,14 +120,14 @@ impl Sink {
 /// Fail now, in one line, if `path` cannot be written: called before any work starts for the
 /// files written at the end (--report, --pcap) or by another layer (--capture). A file this
 /// check creates is removed again.
-pub fn check_writable(flag: &str, path: &Path) -> anyhow::Result<()> {
+pub(crate) fn check_writable(flag: &str, path: &Path) -> anyhow::Result<()> {
     Sink::open(Some(path)).context(flag.to_string())?.discard();
     Ok(())
 }
 
 /// A progress bar over `total` steps on stderr; hidden when `quiet` or stderr is not a
 /// terminal, so pipes and CI logs stay clean.
-pub fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
+pub(crate) fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
     if quiet || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }

@@ -12,7 +12,7 @@ use super::lab::LabArgs;
 use super::output::{self, OutputFormat};
 
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct RemoteArgs {
+pub(crate) struct RemoteArgs {
     /// Run the server side on `tcpstall serve` at HOST[:PORT] (default port 7523): request/response
     /// scenarios only; each host measures its own side (docs/remote.md).
     #[arg(long, value_name = "HOST[:PORT]")]
@@ -26,7 +26,7 @@ pub struct RemoteArgs {
 }
 
 /// HOST[:PORT] to one address (the first the resolver gives).
-pub fn resolve(s: &str) -> anyhow::Result<SocketAddr> {
+pub(crate) fn resolve(s: &str) -> anyhow::Result<SocketAddr> {
     if let Ok(a) = s.parse::<SocketAddr>() {
         return Ok(a);
     }
@@ -56,7 +56,7 @@ fn key(r: &RemoteArgs) -> anyhow::Result<remote::Key> {
 
 /// `advise --remote`: one authenticated session for all its runs (None without --remote).
 /// `local_only`: --model or --link was given, which do not go with --remote.
-pub fn session(r: &RemoteArgs, local_only: bool) -> anyhow::Result<Option<remote::client::Session>> {
+pub(crate) fn session(r: &RemoteArgs, local_only: bool) -> anyhow::Result<Option<remote::client::Session>> {
     let Some(target) = r.remote.as_deref() else { return Ok(None) };
     if local_only {
         bail!("--remote runs the server side on another host: --model, --peer-profile and --link are not available with it");
@@ -69,7 +69,7 @@ pub fn session(r: &RemoteArgs, local_only: bool) -> anyhow::Result<Option<remote
     Ok(Some(s))
 }
 
-pub fn run(args: &LabArgs, s: &Scenario) -> anyhow::Result<i32> {
+pub(crate) fn run(args: &LabArgs, s: &Scenario) -> anyhow::Result<i32> {
     let r = &args.remote;
     let target = r.remote.as_deref().unwrap_or_default();
     for (flag, set) in [

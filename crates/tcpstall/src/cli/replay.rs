@@ -39,7 +39,7 @@ wrote the page.";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
-pub struct ReplayArgs {
+pub(crate) struct ReplayArgs {
     /// A pcap or pcapng capture
     pub file: PathBuf,
     /// The flow to replay: ADDR:PORT-ADDR:PORT (default: the flow with the most stall time)
@@ -131,7 +131,7 @@ fn segments(events: &[trace::Event]) -> Vec<Seg> {
 }
 
 /// What a capture's connection becomes.
-pub struct Derived {
+pub(crate) struct Derived {
     pub key: String,
     pub scenario: Scenario,
     pub exchange: Exchange,
@@ -145,14 +145,14 @@ pub struct Derived {
 
 impl Derived {
     /// The emulated link to run it behind: the capture's RTT when it is above 1 ms.
-    pub fn link(&self) -> Option<String> {
+    pub(crate) fn link(&self) -> Option<String> {
         self.rtt.map(|(ns, _)| ns).filter(|&ns| ns > 1_000_000).map(|ns| format!("rtt={}us", ns / 1000))
     }
 }
 
 /// Derive the exchange of one flow of a capture (`tcpstall replay`, `tcpstall advise CAPTURE`):
 /// `scenario::derive` on the flow's data segments, the classifier's TCP waits and its path RTT.
-pub fn derive(args: &ReplayArgs) -> anyhow::Result<Derived> {
+pub(crate) fn derive(args: &ReplayArgs) -> anyhow::Result<Derived> {
     let (key, fa, events) = load(args)?;
     let tcp_waits: Vec<(u64, u64)> =
         fa.stalls.iter().filter(|s| s.shows_a_wait()).map(|s| (s.start.0, s.start.0 + s.length.0)).collect();
@@ -171,7 +171,7 @@ pub fn derive(args: &ReplayArgs) -> anyhow::Result<Derived> {
 }
 
 /// A path that names a capture rather than a scenario file.
-pub fn is_capture(name: &str) -> bool {
+pub(crate) fn is_capture(name: &str) -> bool {
     [".pcap", ".pcapng", ".cap"].iter().any(|ext| name.ends_with(ext))
 }
 
@@ -206,7 +206,7 @@ fn print(out: &ReplayOutput, text: &str, json: bool) -> anyhow::Result<()> {
     std::io::stdout().lock().write_all(&bytes).context("writing the output")
 }
 
-pub fn run(args: ReplayArgs) -> anyhow::Result<i32> {
+pub(crate) fn run(args: ReplayArgs) -> anyhow::Result<i32> {
     if let Some(p) = &args.emit {
         super::output::check_writable("--emit", p)?;
     }

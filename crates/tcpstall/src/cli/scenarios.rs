@@ -15,7 +15,7 @@ Examples:
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
-pub struct ScenariosArgs {
+pub(crate) struct ScenariosArgs {
     /// Show only this scenario
     pub name: Option<String>,
     /// Print this built-in as a scenario file to start from (conversations as an exchange);
@@ -28,7 +28,7 @@ pub struct ScenariosArgs {
 }
 
 /// The catalogue (or `list`) as the report's document.
-pub fn document(list: &[Scenario]) -> ScenariosDoc {
+pub(crate) fn document(list: &[Scenario]) -> ScenariosDoc {
     let opts = |o: &scenario::SideOpts| o.opts().iter().map(|o| o.as_str().to_string()).collect::<Vec<_>>();
     let entry = |s: &Scenario| ScenarioEntry {
         name: s.name.clone(),
@@ -48,7 +48,7 @@ pub fn document(list: &[Scenario]) -> ScenariosDoc {
 
 /// A built-in as a file: conversations (chunked, multi-write, rr) in the exchange form with the
 /// same matrix, the others as their own file.
-pub fn show_text(name: &str) -> anyhow::Result<String> {
+pub(crate) fn show_text(name: &str) -> anyhow::Result<String> {
     let s = Scenario::builtin(name)?;
     let Some(e) = s.workload.as_exchange() else {
         return Ok(format!(
@@ -67,7 +67,7 @@ pub fn show_text(name: &str) -> anyhow::Result<String> {
     ))
 }
 
-pub fn run(args: ScenariosArgs) -> anyhow::Result<i32> {
+pub(crate) fn run(args: ScenariosArgs) -> anyhow::Result<i32> {
     if let Some(name) = &args.show {
         output::write_bytes(show_text(name)?.as_bytes(), None)?;
         return Ok(0);

@@ -13,7 +13,7 @@ use super::output::{self, OutputFormat};
 
 /// The seed's knobs on the veth path (`--path veth`).
 #[derive(Debug, Clone, clap::Args)]
-pub struct VethArgs {
+pub(crate) struct VethArgs {
     /// Where the stream runs: loopback (default) or veth (two namespaces joined by a veth
     /// pair, no forwarder; sender and receiver on different CPUs; seed 003)
     #[arg(long, value_name = "loopback|veth", default_value = "loopback")]
@@ -55,7 +55,7 @@ fn ratio(flag: &str, v: Option<u32>) -> anyhow::Result<Option<u32>> {
 }
 
 impl VethArgs {
-    pub fn veth(&self) -> anyhow::Result<bool> {
+    pub(crate) fn veth(&self) -> anyhow::Result<bool> {
         match self.path.as_str() {
             "loopback" => {
                 let knobs = self.rx_gro != "on"
@@ -75,7 +75,7 @@ impl VethArgs {
         }
     }
 
-    pub fn knobs(&self) -> anyhow::Result<Knobs> {
+    pub(crate) fn knobs(&self) -> anyhow::Result<Knobs> {
         Ok(Knobs {
             rx_gro_off: onoff("rx-gro", &self.rx_gro)?,
             tx_tso_off: onoff("tx-tso", &self.tx_tso)?,
@@ -88,7 +88,7 @@ impl VethArgs {
 
 /// `--matrix seed003`: every row `reps` times, interleaved (crates/lab/src/seed003.rs), then
 /// the document in `format`.
-pub fn run_matrix(v: &VethArgs, duration: Duration, format: OutputFormat, quiet: bool) -> anyhow::Result<i32> {
+pub(crate) fn run_matrix(v: &VethArgs, duration: Duration, format: OutputFormat, quiet: bool) -> anyhow::Result<i32> {
     if !nix::unistd::geteuid().is_root() {
         bail!("--matrix seed003 creates network namespaces and a veth pair: it needs root");
     }

@@ -27,7 +27,7 @@ decode. What the key protects and what it does not: docs/remote.md.";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Write a new key to FILE (mode 0600; an existing file is not replaced) and exit.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["listen", "key_file", "insecure_no_auth"])]
     pub init_key: Option<PathBuf>,
@@ -69,7 +69,7 @@ pub struct ServeArgs {
     pub quiet: bool,
 }
 
-pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
+pub(crate) fn run(a: ServeArgs) -> anyhow::Result<i32> {
     if let Some(path) = &a.init_key {
         remote::auth::init_key_file(path).map_err(anyhow::Error::msg)?;
         eprintln!("tcpstall serve: wrote a new key to {} (mode 0600)", path.display());

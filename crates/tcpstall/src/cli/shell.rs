@@ -35,7 +35,7 @@ reorder, rate, queue, loss, ack-loss, ack-every, ack-dir, mtu (see docs/link.md)
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
-pub struct ShellArgs {
+pub(crate) struct ShellArgs {
     /// The emulated link, e.g. rtt=20ms,rate=100mbit,mtu=1500,ack-loss=50%.
     #[arg(long, value_name = "SPEC", default_value = "mtu=1500")]
     pub link: String,
@@ -53,7 +53,7 @@ pub struct ShellArgs {
     pub command: Vec<OsString>,
 }
 
-pub fn run(args: ShellArgs) -> anyhow::Result<i32> {
+pub(crate) fn run(args: ShellArgs) -> anyhow::Result<i32> {
     let spec: LinkSpec = args.link.parse::<LinkSpec>().map_err(|e| anyhow::anyhow!("--link: {e}"))?;
     // Before the link is built: a capture that cannot be written fails in one line.
     if let Some(p) = &args.capture {

@@ -42,7 +42,7 @@ loopback it decides how small writes group into segments.";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
-pub struct SimulateArgs {
+pub(crate) struct SimulateArgs {
     /// Scenario to run (same as the positional argument)
     #[arg(long = "scenario", value_name = "NAME", conflicts_with = "scenario")]
     pub scenario_flag: Option<String>,
@@ -91,7 +91,7 @@ pub struct SimulateArgs {
 }
 
 /// `--profile`: the pairs it names (parsed by the model; files and `linux:here` loaded here).
-pub fn profiles(spec: &str) -> anyhow::Result<Vec<(Profile, Profile)>> {
+pub(crate) fn profiles(spec: &str) -> anyhow::Result<Vec<(Profile, Profile)>> {
     resolve(&spec.parse()?)
 }
 
@@ -117,13 +117,13 @@ fn resolve(spec: &ProfileSpec) -> anyhow::Result<Vec<(Profile, Profile)>> {
 }
 
 /// `--link`: the modelled link and its label.
-pub fn link(spec: Option<&str>) -> anyhow::Result<(LinkSpec, String)> {
+pub(crate) fn link(spec: Option<&str>) -> anyhow::Result<(LinkSpec, String)> {
     let l = model::LinkRequest::parse(spec)?;
     Ok((l.link, l.label))
 }
 
 /// The scenario and its strategy pairs from the flags.
-pub fn scenario_from(args: &SimulateArgs) -> anyhow::Result<Scenario> {
+pub(crate) fn scenario_from(args: &SimulateArgs) -> anyhow::Result<Scenario> {
     // --scenario NAME and the positional name conflict: at most one is set.
     let base = args.scenario_flag.as_deref().map(Scenario::builtin).transpose()?;
     args.common.build(base)
@@ -135,12 +135,12 @@ fn request(args: &SimulateArgs) -> anyhow::Result<RunRequest> {
     Ok(RunRequest::parse(args.link.as_deref(), args.mss, t, &args.call_cost, args.seed)?)
 }
 
-pub fn run_spec(args: &SimulateArgs) -> anyhow::Result<RunSpec> {
+pub(crate) fn run_spec(args: &SimulateArgs) -> anyhow::Result<RunSpec> {
     let req = request(args)?;
     Ok(req.spec(profiles(&args.profile)?))
 }
 
-pub fn run(args: SimulateArgs) -> anyhow::Result<i32> {
+pub(crate) fn run(args: SimulateArgs) -> anyhow::Result<i32> {
     if args.list_profiles {
         output::write_bytes(model::story::profile_list().as_bytes(), args.common.output.as_deref())?;
         return Ok(0);

@@ -11,7 +11,7 @@ use std::os::unix::fs::FileExt;
 const MEM_LIMIT: usize = 8 << 20;
 
 #[derive(Default)]
-pub struct Spool {
+pub(crate) struct Spool {
     /// Bytes [0, file_len) are in the file, [file_len, file_len + mem.len()) in `mem`.
     file: Option<File>,
     file_len: u64,
@@ -22,17 +22,17 @@ pub struct Spool {
 
 impl Spool {
     /// Bytes stored.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.file_len + self.mem.len() as u64
     }
 
     /// The buffer pieces are appended to; call [`Spool::settle`] after each piece.
-    pub fn buf(&mut self) -> &mut Vec<u8> {
+    pub(crate) fn buf(&mut self) -> &mut Vec<u8> {
         &mut self.mem
     }
 
     /// Moves the memory buffer to the file once it is large.
-    pub fn settle(&mut self) -> std::io::Result<()> {
+    pub(crate) fn settle(&mut self) -> std::io::Result<()> {
         if self.mem.len() < MEM_LIMIT || self.no_file {
             return Ok(());
         }
@@ -53,7 +53,7 @@ impl Spool {
     }
 
     /// Writes bytes [from, to) to `w`.
-    pub fn copy_range(&self, from: u64, to: u64, w: &mut impl Write) -> std::io::Result<()> {
+    pub(crate) fn copy_range(&self, from: u64, to: u64, w: &mut impl Write) -> std::io::Result<()> {
         let mut at = from;
         if at < self.file_len {
             let f = self.file.as_ref().expect("bytes in the file");

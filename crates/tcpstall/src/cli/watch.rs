@@ -43,7 +43,7 @@ const SNAPLEN: u32 = 128;
 const LINKTYPE_RAW: u32 = 101;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum WatchFormat {
+pub(crate) enum WatchFormat {
     /// A live table on a terminal (refreshed every second), a summary at the end.
     Table,
     /// One JSON stall record per line, flushed per line.
@@ -52,7 +52,7 @@ pub enum WatchFormat {
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
-pub struct WatchArgs {
+pub(crate) struct WatchArgs {
     /// Interface to watch (any: every interface of this network namespace)
     #[arg(long, short = 'i', value_name = "IF", default_value = "any")]
     pub interface: String,
@@ -105,7 +105,7 @@ pub struct WatchArgs {
     pub kernel_reads: bool,
 }
 
-pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
+pub(crate) fn run(args: WatchArgs) -> anyhow::Result<i32> {
     check(&args)?;
     let ring = open_ring(&args)?;
     let pcap = open_pcap(&args)?;

@@ -6,7 +6,7 @@ use ::watch::{KernelRecord, Watcher};
 use kevidence::{ClockMap, Converter, Filter, Reader, Source};
 
 /// The kernel evidence of a watch.
-pub struct KernelFeed {
+pub(crate) struct KernelFeed {
     reader: Reader,
     clock: ClockMap,
     conv: Converter,
@@ -17,7 +17,7 @@ impl KernelFeed {
     /// Attach to the sockets with `ports` (all when empty) in this process's network namespace
     /// (the one the capture sees); with `reads`, also report their reads. Err: one line saying
     /// why not.
-    pub fn open(ports: &[u16], reads: bool) -> Result<KernelFeed, String> {
+    pub(crate) fn open(ports: &[u16], reads: bool) -> Result<KernelFeed, String> {
         use std::os::unix::fs::MetadataExt;
         let netns = std::fs::metadata("/proc/self/ns/net").ok().map(|m| m.ino() as u32);
         let src = Source::open(&Filter { ports: ports.to_vec(), netns, reads })
@@ -28,13 +28,13 @@ impl KernelFeed {
     }
 
     /// What is attached and what is missing, one line.
-    pub fn status(&self) -> &str {
+    pub(crate) fn status(&self) -> &str {
         &self.status
     }
 
     /// Hands the records read so far to `w`, in the kernel's time order, with the count of
     /// records lost.
-    pub fn pull(&mut self, w: &mut Watcher) {
+    pub(crate) fn pull(&mut self, w: &mut Watcher) {
         let mut recs = self.reader.take();
         recs.sort_by_key(|r| r.mono_ns);
         for r in &recs {
@@ -47,7 +47,7 @@ impl KernelFeed {
 
     /// The one-second tick: sample the clocks again (a step of the realtime clock moves the
     /// offset).
-    pub fn resample(&mut self) {
+    pub(crate) fn resample(&mut self) {
         self.clock = ClockMap::sample();
     }
 }

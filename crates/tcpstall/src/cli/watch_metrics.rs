@@ -16,19 +16,19 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StallLabels {
+pub(crate) struct StallLabels {
     pub cause: String,
     /// The flow's server port (below the ephemeral range).
     pub port: u16,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PortLabel {
+pub(crate) struct PortLabel {
     pub port: u16,
 }
 
 /// The metrics, shared with the HTTP thread.
-pub struct Metrics {
+pub(crate) struct Metrics {
     stalls: Family<StallLabels, Counter>,
     stall_seconds: Family<StallLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
     lengths: Family<PortLabel, Histogram>,
@@ -42,13 +42,13 @@ pub struct Metrics {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabel {
+pub(crate) struct KindLabel {
     pub kind: &'static str,
 }
 
 impl Metrics {
     /// Registers the metrics and serves them on `addr` (port 0: any free port, see `addr`).
-    pub fn serve(addr: SocketAddr) -> std::io::Result<Metrics> {
+    pub(crate) fn serve(addr: SocketAddr) -> std::io::Result<Metrics> {
         let mut reg = Registry::with_prefix("tcpstall_watch");
         let stalls = Family::<StallLabels, Counter>::default();
         reg.register("stalls", "Stall records classified, by cause and server port", stalls.clone());
@@ -88,14 +88,14 @@ impl Metrics {
         Ok(Metrics { stalls, stall_seconds, lengths, packets, drops, flows, kernel, kernel_lost, addr })
     }
 
-    pub fn stall(&self, cause: &str, port: u16, secs: f64) {
+    pub(crate) fn stall(&self, cause: &str, port: u16, secs: f64) {
         let l = StallLabels { cause: cause.to_string(), port };
         self.stalls.get_or_create(&l).inc();
         self.stall_seconds.get_or_create(&l).inc_by(secs);
         self.lengths.get_or_create(&PortLabel { port }).observe(secs);
     }
 
-    pub fn health(&self, packets: u64, drops: u64, flows: u64) {
+    pub(crate) fn health(&self, packets: u64, drops: u64, flows: u64) {
         let seen = self.packets.get();
         if packets > seen {
             self.packets.inc_by(packets - seen);
@@ -105,7 +105,7 @@ impl Metrics {
     }
 
     /// The kernel evidence's counts so far (--kernel).
-    pub fn kernel(&self, k: &report::watch::KernelStats) {
+    pub(crate) fn kernel(&self, k: &report::watch::KernelStats) {
         let other = k.events.saturating_sub(k.writes + k.resends + k.windows);
         for (kind, n) in [("write", k.writes), ("resend", k.resends), ("window", k.windows), ("other", other)] {
             let c = self.kernel.get_or_create(&KindLabel { kind });
