@@ -56,19 +56,8 @@ pub struct Seed003Row {
     pub retried: Vec<String>,
 }
 
-/// An estimate and its 95% interval (null when the row has no run).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Interval {
-    pub est: f64,
-    pub lo: f64,
-    pub hi: f64,
-}
-
-impl Interval {
-    pub fn overlaps(&self, o: &Interval) -> bool {
-        self.lo <= o.hi && o.lo <= self.hi
-    }
-}
+/// An estimate and its 95% interval: advise's (one type for both documents).
+pub use crate::advise::Interval;
 
 /// What one run of a row measured.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use lab::{LabOptions, Progress};
+use lab::LabOptions;
 use scenario::Scenario;
 
 use super::common::ScenarioArgs;
@@ -355,13 +355,7 @@ fn run_rows(
 ) -> (report::Report, anyhow::Result<Interrupts>) {
     let total = (s.workload.variants().len() * s.matrix.len()) as u64;
     let bar = output::progress_bar(total, args.quiet);
-    let mut progress = |p: Progress| match p {
-        Progress::Start { index, label, .. } => {
-            bar.set_position(index as u64);
-            bar.set_message(label);
-        }
-        Progress::Done { index, .. } => bar.set_position(index as u64 + 1),
-    };
+    let mut progress = output::row_progress(&bar);
     // The link is up (it may need a single-threaded process): now the signal thread may start.
     let interrupts = Interrupts::start(opts.cancel.clone());
     let report = lab::run_scenario(s, &env.placement, opts, &mut progress);

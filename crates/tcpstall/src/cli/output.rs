@@ -141,6 +141,17 @@ pub(crate) fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
     bar
 }
 
+/// The lab's row progress on `bar`: the row's label while it runs, the count when it ends.
+pub(crate) fn row_progress(bar: &ProgressBar) -> impl FnMut(lab::Progress) + '_ {
+    move |p| match p {
+        lab::Progress::Start { index, label, .. } => {
+            bar.set_position(index as u64);
+            bar.set_message(label);
+        }
+        lab::Progress::Done { index, .. } => bar.set_position(index as u64 + 1),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,6 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use lab::Progress;
 use scenario::Scenario;
 
 use super::lab::LabArgs;
@@ -89,13 +88,7 @@ pub(crate) fn run(args: &LabArgs, s: &Scenario) -> anyhow::Result<i32> {
     let sink = output::Sink::open(args.common.output.as_deref())?;
     let total = (s.workload.variants().len() * s.matrix.len()) as u64;
     let bar = output::progress_bar(total, args.quiet);
-    let mut progress = |p: Progress| match p {
-        Progress::Start { index, label, .. } => {
-            bar.set_position(index as u64);
-            bar.set_message(label);
-        }
-        Progress::Done { index, .. } => bar.set_position(index as u64 + 1),
-    };
+    let mut progress = output::row_progress(&bar);
     // As `lab`: the first signal cancels the row in progress, a second ends the process.
     let interrupts = super::lab::Interrupts::start(opts.cancel.clone())?;
     let report = remote::client::run_scenario(s, addr, &key, &opts, &mut progress);
