@@ -21,6 +21,36 @@ pub struct Seg {
     pub psh: bool,
 }
 
+/// The flow's data segments as the derivation reads them, each marked with whether the client
+/// sent it: the client sent the SYN (without ACK); else it is the first to send data.
+pub fn segments(events: &[trace::Event]) -> Vec<Seg> {
+    use trace::{Endpoint, EventKind};
+    let client = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::Segment(s) if s.flags.has(trace::TcpFlags::SYN) && !s.flags.has(trace::TcpFlags::ACK) => {
+                Some(e.from)
+            }
+            _ => None,
+        })
+        .or_else(|| {
+            events.iter().find_map(|e| match &e.kind {
+                EventKind::Segment(s) if s.len > 0 => Some(e.from),
+                _ => None,
+            })
+        })
+        .unwrap_or(Endpoint::A);
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Segment(s) if s.len > 0 => {
+                Some(Seg { t_ns: e.t.0, client: e.from == client, seq: s.seq, len: s.len, psh: s.flags.psh() })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// A turn with the times of its first and last segments (ns).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TimedTurn {

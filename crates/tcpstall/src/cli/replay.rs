@@ -4,12 +4,14 @@
 
 use std::path::PathBuf;
 
-use analyze::{Config, FlowAnalysis, FlowAnalyzer};
+use std::collections::HashMap;
+
+use analyze::{Config, Finished, FlowAnalysis, Session};
 use anyhow::{bail, Context};
 use report::{Export as _, ReplayOutput};
-use scenario::derive::{derive_exchange, Seg};
+use scenario::derive::derive_exchange;
 use scenario::{Exchange, Scenario};
-use trace::{Endpoint, EventKind};
+use trace::Endpoint;
 use wire::{Decoder, FlowFilter};
 
 use super::output::OutputFormat;
@@ -72,7 +74,10 @@ pub(crate) struct ReplayArgs {
     pub format: OutputFormat,
 }
 
-/// Decode the capture and analyse each flow; the chosen one's key, analysis and packets.
+/// Decode the capture and analyse each flow (`analyze::Session`, as explain does); the flow
+/// whose records show the most waiting (the first seen among equals): its key, analysis and
+/// packets. Memory follows the flows alive plus the best so far: a flow's packets are dropped
+/// when it ends behind the best.
 fn load(args: &ReplayArgs) -> anyhow::Result<(String, FlowAnalysis, Vec<trace::Event>)> {
     let pair = args.flow.as_deref().map(super::explain::parse_flow).transpose()?;
     let file = std::fs::File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
@@ -80,54 +85,37 @@ fn load(args: &ReplayArgs) -> anyhow::Result<(String, FlowAnalysis, Vec<trace::E
         .with_context(|| format!("cannot read {}", args.file.display()))?;
     let mut dec = Decoder::new(input, FlowFilter { pair, port: args.port })
         .with_context(|| format!("{}", args.file.display()))?;
-    let mut flows: Vec<(FlowAnalyzer, Vec<trace::Event>)> = Vec::new();
-    while let Some(fe) = dec.next_event().with_context(|| format!("{}", args.file.display()))? {
-        let i = fe.flow.0 as usize;
-        while flows.len() <= i {
-            flows.push((FlowAnalyzer::new(Config::default()), Vec::new()));
+    let mut session = Session::new(Config::default());
+    let mut live: HashMap<wire::FlowId, Vec<trace::Event>> = HashMap::new();
+    let mut best: Option<(u64, Finished, Vec<trace::Event>)> = None;
+    let mut keep = |f: Finished, live: &mut HashMap<wire::FlowId, Vec<trace::Event>>| {
+        let events = live.remove(&f.id).unwrap_or_default();
+        let waited: u64 = f.analysis.stalls.iter().filter(|s| s.shows_a_wait()).map(|s| s.length.0).sum();
+        if best.as_ref().is_none_or(|(w, b, _)| waited > *w || (waited == *w && f.id < b.id)) {
+            best = Some((waited, f, events));
         }
-        flows[i].0.push(&fe.event);
-        flows[i].1.push(fe.event);
+    };
+    while let Some(fe) = dec.next_event().with_context(|| format!("{}", args.file.display()))? {
+        while let Some(end) = dec.pop_ended() {
+            if let Some(f) = session.end(&end) {
+                keep(f, &mut live);
+            }
+        }
+        session.push(&fe, || dec.flows().key(fe.flow));
+        live.entry(fe.flow).or_default().push(fe.event);
     }
-    let mut done: Vec<(usize, FlowAnalysis, Vec<trace::Event>)> =
-        flows.into_iter().enumerate().map(|(i, (a, ev))| (i, a.finish(), ev)).collect();
-    let stall_time =
-        |fa: &FlowAnalysis| -> u64 { fa.stalls.iter().filter(|s| s.shows_a_wait()).map(|s| s.length.0).sum() };
-    done.sort_by_key(|(i, fa, _)| (std::cmp::Reverse(stall_time(fa)), *i));
-    let Some((i, fa, events)) = done.into_iter().next() else {
+    while let Some(end) = dec.pop_ended() {
+        if let Some(f) = session.end(&end) {
+            keep(f, &mut live);
+        }
+    }
+    for f in session.finish_all() {
+        keep(f, &mut live);
+    }
+    let Some((_, f, events)) = best else {
         bail!("{}: no TCP flow (check --flow/--port)", args.file.display());
     };
-    let key = dec.flows().key(wire::FlowId(i as u32)).map(|k| k.to_string()).unwrap_or_default();
-    Ok((key, fa, events))
-}
-
-/// The flow's data segments as the derivation reads them, each marked with whether the client
-/// sent it: the client sent the SYN (without ACK); else it is the first to send data.
-fn segments(events: &[trace::Event]) -> Vec<Seg> {
-    let client = events
-        .iter()
-        .find_map(|e| match &e.kind {
-            EventKind::Segment(s) if s.flags.has(trace::TcpFlags::SYN) && !s.flags.has(trace::TcpFlags::ACK) => {
-                Some(e.from)
-            }
-            _ => None,
-        })
-        .or_else(|| {
-            events.iter().find_map(|e| match &e.kind {
-                EventKind::Segment(s) if s.len > 0 => Some(e.from),
-                _ => None,
-            })
-        })
-        .unwrap_or(Endpoint::A);
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::Segment(s) if s.len > 0 => {
-                Some(Seg { t_ns: e.t.0, client: e.from == client, seq: s.seq, len: s.len, psh: s.flags.psh() })
-            }
-            _ => None,
-        })
-        .collect()
+    Ok((f.key.to_string(), f.analysis, events))
 }
 
 /// What a capture's connection becomes.
@@ -157,7 +145,7 @@ pub(crate) fn derive(args: &ReplayArgs) -> anyhow::Result<Derived> {
     let tcp_waits: Vec<(u64, u64)> =
         fa.stalls.iter().filter(|s| s.shows_a_wait()).map(|s| (s.start.0, s.start.0 + s.length.0)).collect();
     let rtt_ns = fa.path_rtt.map_or(0, |d| d.0);
-    let Some((mut e, reps)) = derive_exchange(&segments(&events), &tcp_waits, rtt_ns) else {
+    let Some((mut e, reps)) = derive_exchange(&scenario::derive::segments(&events), &tcp_waits, rtt_ns) else {
         bail!("{}: flow {key} carried no data to replay", args.file.display());
     };
     if let Some(r) = args.rounds {
