@@ -108,6 +108,16 @@ impl Reader {
         Ok(())
     }
 
+    /// See [`Source::pause`]: detach the programs (loaded, not running) until [`Reader::resume`].
+    pub fn pause(&self) {
+        lock(&self.inner.src).pause();
+    }
+
+    /// See [`Source::resume`].
+    pub fn resume(&self) {
+        lock(&self.inner.src).resume();
+    }
+
     pub fn counts(&self) -> ReaderCounts {
         ReaderCounts {
             kernel: lock(&self.inner.src).counts(),

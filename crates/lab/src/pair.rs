@@ -112,7 +112,8 @@ pub(crate) enum PacketsOut {
 
 /// Like `run_pair`, also returning notes on the namespace used ("" for the placement's own) and
 /// on the packet capture. With `LabOptions::latency_apart` and the row's packets recorded on
-/// loopback, the same program runs a second time right after, unrecorded, and the row's
+/// loopback, a CPU-bound row (not `schedule::timer_bound` by its recorded run) runs a second
+/// time right after, unrecorded, and the row's
 /// latency, time and CPU are that run's (`apply_unrecorded`); the evidence stays the
 /// recorded run's.
 pub(crate) fn run_pair_noted(
@@ -123,12 +124,19 @@ pub(crate) fn run_pair_noted(
 ) -> Result<(RunResult, Option<analyze::Analysis>, Vec<String>), LabError> {
     let (mut row, analysis, mut notes) = run_pair_once(workload, pair, place, opts)?;
     let recorded_here = row.capture.is_some() && opts.tap.is_none();
-    if opts.latency_apart && recorded_here && !matches!(workload.program(), Program::Stream { .. }) {
+    // A row that waits on kernel timers (by the recorded run, `schedule::timer_bound`) is not
+    // run twice: in rounds of milliseconds the record costs nothing measurable, and a second
+    // run would double the row's time.
+    let waits = crate::schedule::timer_bound(row.latency_us.p50, row.cpu.map(|c| c.cpu_share_of_wall));
+    if opts.latency_apart && recorded_here && !waits && !matches!(workload.program(), Program::Stream { .. }) {
         let bare = LabOptions {
             capture: false,
             capture_file: None,
             keep_packets: false,
             latency_apart: false,
+            // Nor kernel evidence: its programs are detached between recorded rows, so this
+            // run's sockets pay for no tracepoint.
+            kernel: KernelEvidence::Off,
             ..opts.clone()
         };
         let (u, _, _) = run_pair_once(workload, pair, place, &bare)?;

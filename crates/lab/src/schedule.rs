@@ -80,6 +80,63 @@ pub fn timer_bound(p50_us: f64, cpu_share: Option<f64>) -> bool {
     waits && idle
 }
 
+/// The probes, side by side: which rows are timer-bound. Stops the probes still running as soon
+/// as fewer than two rows can still be timer-bound (those found so far plus those still
+/// running): then no two rows can wait side by side, the probes cannot win, and every row runs
+/// alone (all false). A probe of a CPU-bound row takes milliseconds; a timer-bound row's takes
+/// its warm-up and [`PROBE_ROUNDS`] rounds of timer waits (seed 001's default row: about 1 s),
+/// which only a second timer-bound row can pay back.
+fn probe(jobs: &[Job<'_>], place: &Placement, opts: &LabOptions) -> Vec<bool> {
+    let probe = LabOptions {
+        probe_rounds: Some(PROBE_ROUNDS),
+        capture: false,
+        keep_packets: false,
+        tx_timestamps: false,
+        // The probes' numbers are discarded: no kernel evidence (its one filter is a row's).
+        kernel: crate::KernelEvidence::Off,
+        latency_apart: false,
+        ..opts.clone()
+    };
+    // A token per probe, so that one can be stopped alone; Ctrl-C stops them all.
+    let cancels: Vec<crate::Cancel> = jobs.iter().map(|_| crate::Cancel::new()).collect();
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, bool)>();
+    let mut timer = vec![false; jobs.len()];
+    std::thread::scope(|sc| {
+        for ((i, j), c) in jobs.iter().enumerate().zip(&cancels) {
+            let (o, tx) = (LabOptions { cancel: c.clone(), ..probe.clone() }, tx.clone());
+            sc.spawn(move || {
+                let r = crate::run_row(&j.workload, j.pair, place, &o);
+                let t = matches!(&r, Ok((row, _, _))
+                    if timer_bound(row.latency_us.p50, row.cpu.map(|c| c.cpu_share_of_wall)));
+                // The receiver outlives every probe (the scope joins them first).
+                let _ = tx.send((i, t));
+            });
+        }
+        drop(tx);
+        let (mut running, mut found, mut stopped) = (jobs.len(), 0, false);
+        while running > 0 {
+            match rx.recv_timeout(Duration::from_millis(20)) {
+                Ok((i, t)) => {
+                    running -= 1;
+                    // A probe stopped early says nothing.
+                    timer[i] = t && !stopped;
+                    found += usize::from(timer[i]);
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+            if !stopped && (found + running < 2 || opts.cancel.is_cancelled()) {
+                stopped = running > 0;
+                cancels.iter().for_each(crate::Cancel::cancel);
+            }
+        }
+    });
+    if timer.iter().filter(|&&t| t).count() < 2 {
+        timer.iter_mut().for_each(|t| *t = false);
+    }
+    timer
+}
+
 /// Run the jobs; outcomes in the jobs' order, and a line saying which rows ran side by side
 /// (None when all ran one at a time).
 pub(crate) fn run(
@@ -91,27 +148,8 @@ pub(crate) fn run(
 ) -> (Vec<Outcome>, Option<String>) {
     let total = jobs.len();
     let mut out: Vec<Option<Outcome>> = (0..total).map(|_| None).collect();
-    let mut timer = vec![false; total];
-    if eligible(s, place, opts) && total > 1 {
-        let probe = LabOptions {
-            probe_rounds: Some(PROBE_ROUNDS),
-            capture: false,
-            keep_packets: false,
-            tx_timestamps: false,
-            // The probes' numbers are discarded: no kernel evidence (its one filter is a row's).
-            kernel: crate::KernelEvidence::Off,
-            ..opts.clone()
-        };
-        let probes: Vec<Option<RowOut>> = std::thread::scope(|sc| {
-            let hs: Vec<_> =
-                jobs.iter().map(|j| sc.spawn(|| crate::run_row(&j.workload, j.pair, place, &probe))).collect();
-            hs.into_iter().map(|h| h.join().ok()).collect()
-        });
-        for (t, p) in timer.iter_mut().zip(&probes) {
-            *t = matches!(p, Some(Ok((row, _, _)))
-                if timer_bound(row.latency_us.p50, row.cpu.map(|c| c.cpu_share_of_wall)));
-        }
-    }
+    let probed = eligible(s, place, opts) && total > 1;
+    let mut timer = if probed { probe(jobs, place, opts) } else { vec![false; total] };
     let side_by_side: Vec<usize> = (0..total).filter(|&i| timer[i]).collect();
     let plan = (side_by_side.len() > 1).then(|| {
         let names: Vec<&str> = side_by_side.iter().map(|&i| jobs[i].label.as_str()).collect();
@@ -122,10 +160,10 @@ pub(crate) fn run(
             TIMER_CPU_SHARE * 100.0
         )
     });
-    // The CPU-bound rows of a probed run take their latency from an unrecorded run beside the
-    // recorded one (`LabOptions::latency_apart`).
-    let probed = eligible(s, place, opts) && total > 1;
-    let cpu_bound = LabOptions { latency_apart: true, ..opts.clone() };
+    // The rows of a probed run that run alone take their latency from an unrecorded run after
+    // the recorded one when the recorded run shows them CPU-bound (`LabOptions::latency_apart`,
+    // decided by `timer_bound` on the recorded run: a timer-bound row is not run twice).
+    let alone = LabOptions { latency_apart: true, ..opts.clone() };
     let mut failed = false;
     if side_by_side.len() > 1 && !opts.cancel.is_cancelled() {
         for &i in &side_by_side {
@@ -174,7 +212,7 @@ pub(crate) fn run(
             continue;
         }
         progress(Progress::Start { index: i, total, label: jobs[i].pair.label.clone() });
-        let o = if probed && !timer[i] { &cpu_bound } else { opts };
+        let o = if probed && !timer[i] { &alone } else { opts };
         let r = crate::run_row(&jobs[i].workload, jobs[i].pair, place, o);
         progress(Progress::Done { index: i, total });
         failed |= r.is_err();
