@@ -10,7 +10,9 @@
 //! in the kernel (ports, and optionally one network namespace) and deliver 88-byte records
 //! through a BPF ring buffer (16 MiB, drained every 10 ms without per-record wakeups); a record that finds the ring full is counted, never silently lost.
 //! Nothing is pinned: the programs, links and maps go away with this process's file
-//! descriptors, on exit, Ctrl-C or a crash.
+//! descriptors, on exit, Ctrl-C or a crash. [`Source::pause`] detaches the tracepoints and keeps
+//! the programs loaded (the lab attaches them only while a row records: an attached program
+//! runs on every write and segment of every TCP socket, filter or not).
 //!
 //! Why clang + aya (issue 22 item 5): CO-RE and typed BTF tracepoints come from a small C file
 //! compiled by Debian's clang with libbpf-dev's headers; aya relocates and loads the object in

@@ -122,7 +122,9 @@ pub(crate) fn run_pair_noted(
     place: &Placement,
     opts: &LabOptions,
 ) -> Result<(RunResult, Option<analyze::Analysis>, Vec<String>), LabError> {
+    let t0 = Instant::now();
     let (mut row, analysis, mut notes) = run_pair_once(workload, pair, place, opts)?;
+    let took = t0.elapsed();
     let recorded_here = row.capture.is_some() && opts.tap.is_none();
     // A row that waits on kernel timers (by the recorded run, `schedule::timer_bound`) is not
     // run twice: in rounds of milliseconds the record costs nothing measurable, and a second
@@ -137,13 +139,56 @@ pub(crate) fn run_pair_noted(
             // Nor kernel evidence: its programs are detached between recorded rows, so this
             // run's sockets pay for no tracepoint.
             kernel: KernelEvidence::Off,
+            // No per-call socket timeouts either (their kernel timer per blocking wait is
+            // measurable here): a watchdog stops the run if it overruns the recorded one.
+            cancel: crate::Cancel::watched(),
             ..opts.clone()
         };
-        let (u, _, _) = run_pair_once(workload, pair, place, &bare)?;
-        apply_unrecorded(&mut row, u);
-        notes.push(LATENCY_APART_NOTE.into());
+        match run_watched(workload, pair, place, &bare, unrecorded_limit(took, opts.io_timeout), &opts.cancel) {
+            Ok((u, _, _)) => {
+                apply_unrecorded(&mut row, u);
+                notes.push(LATENCY_APART_NOTE.into());
+            }
+            // Ctrl-C: as for any row.
+            Err(e) if opts.cancel.is_cancelled() => return Err(e),
+            Err(e) => notes.push(format!("the unrecorded run failed ({e}): latency from the recorded run")),
+        }
     }
     Ok((row, analysis, notes))
+}
+
+/// How long the unrecorded run may take before its watchdog stops it (pure): twice the recorded
+/// run of the same rounds, plus one I/O timeout (what a single call could wait with socket
+/// timeouts).
+pub fn unrecorded_limit(recorded: Duration, io_timeout: Duration) -> Duration {
+    recorded.saturating_mul(2).saturating_add(io_timeout)
+}
+
+/// `run_pair_once` with `opts.cancel` (a [`crate::Cancel::watched`] token) cancelled after
+/// `limit` or as soon as `user` is (checked every 100 ms: one wake-up beside the run per 100 ms).
+fn run_watched(
+    workload: &Workload,
+    pair: &StrategyPair,
+    place: &Placement,
+    opts: &LabOptions,
+    limit: Duration,
+    user: &crate::Cancel,
+) -> Result<(RunResult, Option<analyze::Analysis>, Vec<String>), LabError> {
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    std::thread::scope(|sc| {
+        sc.spawn(move || {
+            let end = Instant::now() + limit;
+            while let Err(mpsc::RecvTimeoutError::Timeout) = done_rx.recv_timeout(Duration::from_millis(100)) {
+                if user.is_cancelled() || Instant::now() >= end {
+                    opts.cancel.cancel();
+                    return;
+                }
+            }
+        });
+        let r = run_pair_once(workload, pair, place, opts);
+        drop(done_tx);
+        r
+    })
 }
 
 /// The note of a row whose latency comes from its unrecorded run.
@@ -409,9 +454,22 @@ pub(crate) fn info(sock: &Socket, side: &'static str) -> Result<TcpInfo, LabErro
 }
 
 pub(crate) fn setup(sock: &Socket, opts: &SideOpts, side: &'static str, io_timeout: Duration) -> Result<(), LabError> {
+    setup_with(sock, opts, side, Some(io_timeout))
+}
+
+/// `setup`, with per-call socket timeouts only when `io_timeout` is given (a run under a
+/// watchdog, [`crate::Cancel::watched`], has none).
+fn setup_with(
+    sock: &Socket,
+    opts: &SideOpts,
+    side: &'static str,
+    io_timeout: Option<Duration>,
+) -> Result<(), LabError> {
     let io = |what: &str, e| LabError::Io { side, what: what.into(), source: e };
-    sock.set_read_timeout(Some(io_timeout)).map_err(|e| io("SO_RCVTIMEO", e))?;
-    sock.set_write_timeout(Some(io_timeout)).map_err(|e| io("SO_SNDTIMEO", e))?;
+    if let Some(t) = io_timeout {
+        sock.set_read_timeout(Some(t)).map_err(|e| io("SO_RCVTIMEO", e))?;
+        sock.set_write_timeout(Some(t)).map_err(|e| io("SO_SNDTIMEO", e))?;
+    }
     for op in opts.setup_ops() {
         exec::apply(sock, op).map_err(|e| io("setsockopt after connect", e))?;
     }
@@ -665,7 +723,7 @@ fn server(
     drop(listen_watch);
     drop(listener);
     let _watch = lab.cancel.watch(&sock);
-    setup(&sock, opts, side, lab.io_timeout)?;
+    setup_with(&sock, opts, side, (!lab.cancel.is_watched()).then_some(lab.io_timeout))?;
     let (before, after, applied, holds, netstat, cpu_ns) = match program {
         Program::Rounds(p) => {
             let (sbuf, rbuf) = bufs(&p.server, 0);
@@ -747,7 +805,7 @@ fn client(
         Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(|e| io("socket", e))?;
     let _watch = lab.cancel.watch(&sock);
     sock.connect_timeout(&SockAddr::from(addr), lab.io_timeout).map_err(|e| io(&format!("connect {addr}"), e))?;
-    setup(&sock, opts, side, lab.io_timeout)?;
+    setup_with(&sock, opts, side, (!lab.cancel.is_watched()).then_some(lab.io_timeout))?;
 
     let out = match program {
         Program::Rounds(p) => {
@@ -811,4 +869,33 @@ fn client(
     };
     let _ = done.send(());
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unrecorded_run_may_take_twice_the_recorded_one_and_one_io_timeout() {
+        let l = unrecorded_limit(Duration::from_millis(300), Duration::from_secs(10));
+        assert_eq!(l, Duration::from_millis(10_600));
+        assert_eq!(unrecorded_limit(Duration::MAX, Duration::from_secs(1)), Duration::MAX);
+    }
+
+    /// A run under a watchdog has no socket timeouts; the watchdog stops it when it overruns:
+    /// ten million round trips (tens of seconds here) stopped after 40 ms, well within 5 s.
+    #[test]
+    fn a_watched_run_that_overruns_is_stopped() {
+        let w = Workload::Rr(scenario::Rr { size: 1, rounds: 10_000_000 });
+        let side = SideOpts::none();
+        let pair = StrategyPair::new(side.clone(), side);
+        let opts =
+            LabOptions { own_netns: false, capture: false, cancel: crate::Cancel::watched(), ..LabOptions::default() };
+        let user = crate::Cancel::new();
+        let t0 = Instant::now();
+        let r = run_watched(&w, &pair, &Placement::loopback(), &opts, Duration::from_millis(40), &user);
+        assert!(r.is_err(), "the watchdog stopped the run");
+        assert!(opts.cancel.is_cancelled() && !user.is_cancelled());
+        assert!(t0.elapsed() < Duration::from_secs(5), "stopped after {:?}", t0.elapsed());
+    }
 }
