@@ -141,10 +141,10 @@ pub(crate) fn run_pair_noted(
             kernel: KernelEvidence::Off,
             // No per-call socket timeouts either (their kernel timer per blocking wait is
             // measurable here): a watchdog stops the run if it overruns the recorded one.
-            cancel: crate::Cancel::watched(),
+            cancel: crate::Cancel::watched(&opts.cancel),
             ..opts.clone()
         };
-        match run_watched(workload, pair, place, &bare, unrecorded_limit(took, opts.io_timeout), &opts.cancel) {
+        match run_watched(workload, pair, place, &bare, unrecorded_limit(took, opts.io_timeout)) {
             Ok((u, _, _)) => {
                 apply_unrecorded(&mut row, u);
                 notes.push(LATENCY_APART_NOTE.into());
@@ -164,25 +164,22 @@ pub fn unrecorded_limit(recorded: Duration, io_timeout: Duration) -> Duration {
     recorded.saturating_mul(2).saturating_add(io_timeout)
 }
 
-/// `run_pair_once` with `opts.cancel` (a [`crate::Cancel::watched`] token) cancelled after
-/// `limit` or as soon as `user` is (checked every 100 ms: one wake-up beside the run per 100 ms).
+/// `run_pair_once` with `opts.cancel` (a [`crate::Cancel::watched`] token, which Ctrl-C
+/// cancels through its parent) cancelled once `limit` has passed. The watchdog sleeps until the
+/// run ends or the limit: no wake-up beside the timed rounds (two threads spinning on two CPUs
+/// lose a time slice to any thread that wakes).
 fn run_watched(
     workload: &Workload,
     pair: &StrategyPair,
     place: &Placement,
     opts: &LabOptions,
     limit: Duration,
-    user: &crate::Cancel,
 ) -> Result<(RunResult, Option<analyze::Analysis>, Vec<String>), LabError> {
     let (done_tx, done_rx) = mpsc::channel::<()>();
     std::thread::scope(|sc| {
         sc.spawn(move || {
-            let end = Instant::now() + limit;
-            while let Err(mpsc::RecvTimeoutError::Timeout) = done_rx.recv_timeout(Duration::from_millis(100)) {
-                if user.is_cancelled() || Instant::now() >= end {
-                    opts.cancel.cancel();
-                    return;
-                }
+            if let Err(mpsc::RecvTimeoutError::Timeout) = done_rx.recv_timeout(limit) {
+                opts.cancel.cancel();
             }
         });
         let r = run_pair_once(workload, pair, place, opts);
@@ -889,11 +886,15 @@ mod tests {
         let w = Workload::Rr(scenario::Rr { size: 1, rounds: 10_000_000 });
         let side = SideOpts::none();
         let pair = StrategyPair::new(side.clone(), side);
-        let opts =
-            LabOptions { own_netns: false, capture: false, cancel: crate::Cancel::watched(), ..LabOptions::default() };
         let user = crate::Cancel::new();
+        let opts = LabOptions {
+            own_netns: false,
+            capture: false,
+            cancel: crate::Cancel::watched(&user),
+            ..LabOptions::default()
+        };
         let t0 = Instant::now();
-        let r = run_watched(&w, &pair, &Placement::loopback(), &opts, Duration::from_millis(40), &user);
+        let r = run_watched(&w, &pair, &Placement::loopback(), &opts, Duration::from_millis(40));
         assert!(r.is_err(), "the watchdog stopped the run");
         assert!(opts.cancel.is_cancelled() && !user.is_cancelled());
         assert!(t0.elapsed() < Duration::from_secs(5), "stopped after {:?}", t0.elapsed());
