@@ -216,6 +216,8 @@ fn measure_row(
     Row { name, c: med(&c), lab: med(&l), ratio: paired(&c, &l), recorded: recorded.then(|| med(&b)) }
 }
 
+// Over 80 lines: the bench's one sequence (arguments, kernel evidence, the rows, the report)
+// reads top to bottom.
 fn main() {
     let args: Vec<u32> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     // Other arguments: run only the rows whose name contains one of them ("same", "busy-poll").
