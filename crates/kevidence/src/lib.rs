@@ -10,7 +10,9 @@
 //! in the kernel (ports, and optionally one network namespace) and deliver 88-byte records
 //! through a BPF ring buffer (16 MiB, drained every 10 ms without per-record wakeups); a record that finds the ring full is counted, never silently lost.
 //! Nothing is pinned: the programs, links and maps go away with this process's file
-//! descriptors, on exit, Ctrl-C or a crash.
+//! descriptors, on exit, Ctrl-C or a crash. [`Source::pause`] detaches the tracepoints and keeps
+//! the programs loaded (the lab attaches them only while a row records: an attached program
+//! runs on every write and segment of every TCP socket, filter or not).
 //!
 //! Why clang + aya (issue 22 item 5): CO-RE and typed BTF tracepoints come from a small C file
 //! compiled by Debian's clang with libbpf-dev's headers; aya relocates and loads the object in
@@ -24,6 +26,7 @@
 
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
 use aya::maps::{Array, MapData, PerCpuArray, RingBuf};
+use aya::programs::tp_btf::BtfTracePointLinkId;
 use aya::programs::BtfTracePoint;
 use aya::Ebpf;
 
@@ -105,6 +108,10 @@ pub struct Source {
     btf: aya::Btf,
     /// Whether the filter asks for reads now.
     reads: bool,
+    /// The tracepoint links of the attached programs (one per entry of `attached`); empty while
+    /// paused ([`Source::pause`]): the programs stay loaded, none runs.
+    links: Vec<(&'static str, BtfTracePointLinkId)>,
+    paused: bool,
 }
 
 /// A message on one line: a verifier log (many lines) keeps its first line and its verdict
@@ -207,6 +214,8 @@ impl Source {
             deferred: tracepoints.iter().filter(|t| t.program == READ_PROGRAM).copied().collect(),
             btf,
             reads: false,
+            links: Vec::new(),
+            paused: false,
         };
         for tp in tracepoints.iter().filter(|t| t.program != READ_PROGRAM) {
             src.attach(*tp);
@@ -245,7 +254,14 @@ impl Source {
             return;
         }
         match p.attach() {
-            Ok(_) => self.attached.push(tp),
+            Ok(id) => {
+                self.attached.push(tp);
+                self.links.push((tp.program, id));
+                if self.paused {
+                    // Loaded (and known to attach on this kernel), not running until resumed.
+                    self.pause();
+                }
+            }
             Err(e) => {
                 let text = chain(&e);
                 // BPF_RAW_TRACEPOINT_OPEN: ENOENT when the kernel has no such tracepoint
@@ -281,6 +297,53 @@ impl Source {
         let value =
             u64::from(f.netns.unwrap_or(0)) | (u64::from(f.ports.is_empty()) << 32) | (u64::from(f.reads) << 48);
         self.cfg.set(0, value, 0).map_err(|e| chain(&e))
+    }
+
+    /// Detach every tracepoint, keeping the programs and maps loaded: until [`Source::resume`]
+    /// no program runs at all, so a connection measured meanwhile pays nothing (an attached
+    /// program that the filter turns away still costs its call and the filter's loads on every
+    /// segment and write of every TCP socket). Records already in the ring stay.
+    pub fn pause(&mut self) {
+        self.paused = true;
+        for (program, id) in std::mem::take(&mut self.links) {
+            if let Some(p) = self._ebpf.program_mut(program) {
+                let p: Result<&mut BtfTracePoint, _> = p.try_into();
+                if let Ok(p) = p {
+                    // Detaching a link we hold fails only if it is already gone.
+                    let _ = p.detach(id);
+                }
+            }
+        }
+    }
+
+    /// Attach again every tracepoint [`Source::pause`] detached (BPF_RAW_TRACEPOINT_OPEN per
+    /// program: tens of microseconds each). A tracepoint that no longer attaches is moved to
+    /// [`Source::missing`].
+    pub fn resume(&mut self) {
+        if !self.paused {
+            return;
+        }
+        self.paused = false;
+        for tp in std::mem::take(&mut self.attached) {
+            let linked = self
+                ._ebpf
+                .program_mut(tp.program)
+                .and_then(|p| <&mut BtfTracePoint>::try_from(p).ok())
+                .map(|p| p.attach().map_err(|e| chain(&e)));
+            match linked {
+                Some(Ok(id)) => {
+                    self.attached.push(tp);
+                    self.links.push((tp.program, id));
+                }
+                Some(Err(why)) => self.missing.push((tp, why)),
+                None => self.missing.push((tp, "no such program in the object".into())),
+            }
+        }
+    }
+
+    /// Whether the programs are detached ([`Source::pause`]).
+    pub fn is_paused(&self) -> bool {
+        self.paused
     }
 
     /// The tracepoints attached.

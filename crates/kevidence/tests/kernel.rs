@@ -213,6 +213,42 @@ fn another_namespace_is_filtered_out_in_the_kernel() {
     assert_eq!((n, counts.lost), (0, 0));
 }
 
+/// A paused source runs no program (its tracepoints detached: writes made meanwhile leave no
+/// record, and the kernel ran none of its programs); resumed, it reports the next writes again.
+fn a_paused_source_runs_nothing_and_resumes() {
+    let (paused, resumed, runs) = in_netns(|ino| {
+        let _stats = Source::enable_run_stats().expect("BPF_ENABLE_STATS");
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mut src =
+            Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: false }).expect("kernel evidence");
+        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (mut s, _) = listener.accept().unwrap();
+        let mut b = [0u8; 5];
+        let mut recs = Vec::new();
+        drain_all(&mut src, &mut recs, Duration::from_millis(50));
+        src.pause();
+        assert!(src.is_paused());
+        let runs0: u64 = src.run_stats().iter().map(|x| x.1).sum();
+        for _ in 0..10 {
+            c.write_all(b"hello").unwrap();
+            s.read_exact(&mut b).unwrap();
+        }
+        let runs: u64 = src.run_stats().iter().map(|x| x.1).sum::<u64>() - runs0;
+        let mut during = Vec::new();
+        drain_all(&mut src, &mut during, Duration::from_millis(50));
+        src.resume();
+        c.write_all(b"hello").unwrap();
+        s.read_exact(&mut b).unwrap();
+        let mut after = Vec::new();
+        drain_all(&mut src, &mut after, Duration::from_millis(50));
+        let writes = |r: &[Record]| r.iter().filter(|r| matches!(r.kind, Kind::Sendmsg { .. })).count();
+        (writes(&during), writes(&after), runs)
+    });
+    assert_eq!((paused, runs), (0, 0), "paused: records and program runs");
+    assert!(resumed >= 1, "resumed: {resumed} write records");
+}
+
 /// Whether a window state is near a window limit as bpf/tcpev.bpf.c `near_a_window_limit`
 /// means it, leaving out its congestion-state clause: the flight within one
 /// MSS of the congestion window (`tcp_cwnd_test`) or of the peer's window (`tcp_snd_wnd_test`),
@@ -308,6 +344,7 @@ fn main() {
             &[],
             window_states_only_near_a_limit_and_reads_only_when_asked,
         ),
+        needs_root("a_paused_source_runs_nothing_and_resumes", &[], a_paused_source_runs_nothing_and_resumes),
         needs_root(
             "another_namespace_is_filtered_out_in_the_kernel",
             &[],

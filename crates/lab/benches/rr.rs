@@ -1,28 +1,35 @@
 //! Does measuring disturb what is measured? The lab's rr row (1-byte request/response) as
-//! `tcpstall lab` runs a CPU-bound row, with its evidence on (a private network namespace per
-//! row, the row's packets recorded through the TPACKET_V3 ring and classified, the clock read
-//! after every client call, tcp_info and TcpExt read around the rounds; the latency from an
-//! unrecorded run of the same rounds right after the recorded one, `LabOptions::latency_apart`),
+//! `tcpstall lab` runs a CPU-bound row as root, with its evidence on (a private network
+//! namespace per row, the row's packets recorded through the TPACKET_V3 ring and classified,
+//! kernel evidence (`KernelHandle::open`, the eBPF programs attached while the row records),
+//! the clock read after every client call, tcp_info and TcpExt read around the rounds; the
+//! latency from an unrecorded run of the same rounds right after the recorded one, no packet
+//! record and no program attached, `LabOptions::latency_apart`),
 //! against a bare C ping-pong (benches/c/pingpong.c, compiled here with `cc`: the socket calls
 //! and one clock read per round, nothing else; as root in a private network namespace of its
 //! own like the lab's rows, so neither pays for a capture running on the host's loopback), in
 //! every pinning: unpinned, client and server on
 //! two CPUs, both on one CPU. Alternating runs in the same process and minute, the order
-//! swapped every repeat; the medians of each side and their ratio are printed. Targets: round
+//! swapped every repeat; the medians of each side are printed, and the verdicts take the
+//! median of the repeats' ratios (each C run against the lab run right beside it). Targets: round
 //! trips/s >= 0.97x bare C and p99 <= 1.2x bare C's. The lab timing its recorded rounds runs
-//! beside them, so the record's own cost is printed too.
+//! beside them, so the record's own cost is printed too, and the kernel's run-time statistics
+//! of the eBPF programs (BPF_ENABLE_STATS) say what kernel evidence costs per recorded round
+//! trip, program by program. The load average is printed at the start and the end.
 //!
 //! Then busy-poll: the lab's busy-poll row (both readers spin on MSG_DONTWAIT), evidence on,
 //! against the same C program with both ends spinning the same way (`spin`: `pp -b 1` style);
 //! same targets. Not with both threads on one CPU: two spinning threads on one CPU take turns
 //! by the scheduler's time slice, which measures the scheduler, for C and lab alike.
 //!
-//!     cargo bench -p tcpstall-lab --bench rr [-- ROUNDS REPEATS]
+//!     cargo bench -p tcpstall-lab --bench rr [-- ROUNDS REPEATS [ROW...]]
+//!
+//! ROW: run only the rows whose name contains it (`same`, `cross`, `unpinned`, `busy-poll`).
 
 use std::path::{Path, PathBuf};
 
 use scenario::{Rr, SideOpts, StrategyPair, Workload};
-use tcpstall_lab::{self as lab, LabOptions, Placement};
+use tcpstall_lab::{self as lab, KernelEvidence, KernelHandle, LabOptions, Placement};
 
 /// One run: round trips per second and p99 of a round trip (µs).
 #[derive(Clone, Copy)]
@@ -35,11 +42,17 @@ struct Run {
 /// latency from an unrecorded run after the recorded one (as `tcpstall lab` does for CPU-bound
 /// rows), else from the recorded rounds. Returns the run and the record's counters (drops,
 /// reader CPU µs), None when nothing was recorded.
-fn lab_rr(rounds: u32, strategy: &str, apart: bool, pin: Option<(usize, usize)>) -> (Run, Option<(u64, f64)>) {
+fn lab_rr(
+    rounds: u32,
+    strategy: &str,
+    apart: bool,
+    pin: Option<(usize, usize)>,
+    kernel: &KernelEvidence,
+) -> (Run, Option<(u64, f64)>) {
     let w = Workload::Rr(Rr { size: 1, rounds });
     let side = SideOpts::parse_list(strategy).expect("strategy");
     let pair = StrategyPair::new(side.clone(), side);
-    let opts = LabOptions { pin, latency_apart: apart, ..LabOptions::default() };
+    let opts = LabOptions { pin, latency_apart: apart, kernel: kernel.clone(), ..LabOptions::default() };
     let r = lab::run_pair(&w, &pair, &Placement::loopback(), &opts).expect("lab rr");
     let run = Run { rate: r.rounds as f64 / r.wall_s, p99_us: r.latency_us.p99 };
     (run, r.capture.map(|c| (c.kernel_drops, c.reader_cpu_us.unwrap_or(0.0))))
@@ -104,13 +117,22 @@ struct Row {
     name: String,
     c: Run,
     lab: Run,
+    /// Medians over the repeats of lab / C measured back to back (rate, p99): what the
+    /// verdicts use, so that a minute when other jobs took the CPUs weighs on one pair only.
+    ratio: (f64, f64),
     recorded: Option<Run>,
+}
+
+/// The median of the per-repeat ratios lab / C (rate, p99): each pair ran back to back.
+fn paired(c: &[Run], l: &[Run]) -> (f64, f64) {
+    let rate = median(c.iter().zip(l).map(|(c, l)| l.rate / c.rate).collect());
+    let p99 = median(c.iter().zip(l).map(|(c, l)| l.p99_us / c.p99_us).collect());
+    (rate, p99)
 }
 
 /// Prints the row and returns whether both targets are met.
 fn print_row(r: &Row) -> bool {
-    let rate = r.lab.rate / r.c.rate;
-    let p99 = r.lab.p99_us / r.c.p99_us;
+    let (rate, p99) = r.ratio;
     println!(
         "  {:<34} C {:>8.0}/s p99 {:>7.1} us | lab {:>8.0}/s p99 {:>7.1} us | rate {:.3}x ({}) p99 {:.2}x ({})",
         r.name,
@@ -136,8 +158,71 @@ fn print_row(r: &Row) -> bool {
     rate >= 0.97 && p99 <= 1.2
 }
 
+fn load_average() -> String {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+/// What the record cost the lab's recorded runs: packets lost, reader CPU µs, round trips.
+#[derive(Default)]
+struct RecordCost {
+    drops: u64,
+    reader_us: f64,
+    rounds: u64,
+}
+
+impl RecordCost {
+    fn add(&mut self, rec: Option<(u64, f64)>, rounds: u32) {
+        if let Some((d, us)) = rec {
+            self.drops += d;
+            self.reader_us += us;
+            self.rounds += u64::from(rounds);
+        }
+    }
+}
+
+/// Alternating runs of C (`mode`) and the lab (`strategy`, evidence on, latency apart), the
+/// order swapped every repeat; with `recorded`, also the lab timing its recorded rounds.
+#[allow(clippy::too_many_arguments)]
+fn measure_row(
+    bin: &Path,
+    name: String,
+    (mode, strategy): (&str, &str),
+    pin: Option<(usize, usize)>,
+    (rounds, repeats): (u32, u32),
+    recorded: bool,
+    kernel: &KernelEvidence,
+    cost: &mut RecordCost,
+) -> Row {
+    let (mut c, mut l, mut b) = (Vec::new(), Vec::new(), Vec::new());
+    c_rr(bin, rounds / 10 + 1, mode, pin);
+    for k in 0..repeats {
+        let mut lab_once = |l: &mut Vec<Run>| {
+            let (run, rec) = lab_rr(rounds, strategy, true, pin, kernel);
+            cost.add(rec, rounds);
+            l.push(run);
+        };
+        if k % 2 == 0 {
+            c.push(c_rr(bin, rounds, mode, pin));
+            lab_once(&mut l);
+        } else {
+            lab_once(&mut l);
+            c.push(c_rr(bin, rounds, mode, pin));
+        }
+        if recorded {
+            b.push(lab_rr(rounds, strategy, false, pin, kernel).0);
+        }
+    }
+    Row { name, c: med(&c), lab: med(&l), ratio: paired(&c, &l), recorded: recorded.then(|| med(&b)) }
+}
+
+// Over 80 lines: the bench's one sequence (arguments, kernel evidence, the rows, the report)
+// reads top to bottom.
 fn main() {
     let args: Vec<u32> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    // Other arguments: run only the rows whose name contains one of them ("same", "busy-poll").
+    let only: Vec<String> = std::env::args().skip(1).filter(|a| a.parse::<u32>().is_err() && a != "--bench").collect();
+    let wanted = |name: &str| only.is_empty() || only.iter().any(|o| name.contains(o.as_str()));
     let rounds = args.first().copied().unwrap_or(20_000);
     let repeats = args.get(1).copied().unwrap_or(7).max(1);
     let Some(bin) = c_binary() else {
@@ -150,77 +235,81 @@ fn main() {
         pinnings.push(("cross-CPU (client 0, server 1)", Some((0, 1))));
     }
     pinnings.push(("same CPU (both on 0)", Some((0, 0))));
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "rr 1 byte, {rounds} round trips per run, medians of {repeats} alternating runs; {cpus} CPUs, load average {}",
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        load_average()
     );
+    // Kernel evidence as `tcpstall lab` turns it on as root: one source for every row, its
+    // programs attached only while a row records. The kernel's run-time statistics of the
+    // programs are on for the bench (BPF_ENABLE_STATS) to say what they cost per round trip.
+    let kernel = match KernelHandle::open() {
+        Ok(h) => KernelEvidence::On(h),
+        Err(e) => KernelEvidence::Unavailable(e),
+    };
+    let _stats = kevidence::Source::enable_run_stats().ok();
     // Warm up (page faults, CPU frequency, the compiler's binary in the page cache).
     c_rr(&bin, rounds / 10 + 1, "block", None);
-    let (_, rec) = lab_rr(rounds / 10 + 1, "none", true, None);
+    let (_, rec) = lab_rr(rounds / 10 + 1, "none", true, None, &kernel);
     match rec {
         Some(_) => println!("evidence on: the row's packets recorded (TPACKET_V3 ring) and classified"),
         None => println!("evidence: NOT recorded here (needs CAP_NET_RAW, run as root): the lab row runs without it"),
     }
-    let (mut all_ok, mut drops, mut reader_us, mut lab_rounds) = (true, 0u64, 0.0, 0u64);
+    match &kernel {
+        KernelEvidence::On(h) => println!("{} (attached only while a row records)", h.0.status()),
+        KernelEvidence::Unavailable(why) => println!("{why}"),
+        KernelEvidence::Off => {}
+    }
+    let stats0 = match &kernel {
+        KernelEvidence::On(h) => h.0.run_stats(),
+        _ => Vec::new(),
+    };
+    let mut cost = RecordCost::default();
     let mut rows = Vec::new();
     for (name, pin) in &pinnings {
-        let (mut c, mut l, mut b) = (Vec::new(), Vec::new(), Vec::new());
-        for k in 0..repeats {
-            let mut lab_once = |l: &mut Vec<Run>| {
-                let (run, rec) = lab_rr(rounds, "none", true, *pin);
-                if let Some((d, us)) = rec {
-                    drops += d;
-                    reader_us += us;
-                    lab_rounds += u64::from(rounds);
-                }
-                l.push(run);
-            };
-            if k % 2 == 0 {
-                c.push(c_rr(&bin, rounds, "block", *pin));
-                lab_once(&mut l);
-            } else {
-                lab_once(&mut l);
-                c.push(c_rr(&bin, rounds, "block", *pin));
-            }
-            b.push(lab_rr(rounds, "none", false, *pin).0);
+        let name = format!("blocking, {name}");
+        if !wanted(&name) {
+            continue;
         }
-        rows.push(Row { name: format!("blocking, {name}"), c: med(&c), lab: med(&l), recorded: Some(med(&b)) });
+        rows.push(measure_row(&bin, name, ("block", "none"), *pin, (rounds, repeats), true, &kernel, &mut cost));
     }
     // Busy-poll, not on one CPU (see the module documentation).
     for (name, pin) in pinnings.iter().filter(|(_, p)| !matches!(p, Some((a, b)) if a == b)) {
-        let (mut c, mut l) = (Vec::new(), Vec::new());
-        c_rr(&bin, rounds / 10 + 1, "spin", *pin);
-        for k in 0..repeats {
-            let mut lab_once = |l: &mut Vec<Run>| {
-                let (run, rec) = lab_rr(rounds, "busy-poll", true, *pin);
-                if let Some((d, us)) = rec {
-                    drops += d;
-                    reader_us += us;
-                    lab_rounds += u64::from(rounds);
-                }
-                l.push(run);
-            };
-            if k % 2 == 0 {
-                c.push(c_rr(&bin, rounds, "spin", *pin));
-                lab_once(&mut l);
-            } else {
-                lab_once(&mut l);
-                c.push(c_rr(&bin, rounds, "spin", *pin));
-            }
+        let name = format!("busy-poll, {name}");
+        if !wanted(&name) {
+            continue;
         }
-        rows.push(Row { name: format!("busy-poll, {name}"), c: med(&c), lab: med(&l), recorded: None });
+        rows.push(measure_row(&bin, name, ("spin", "busy-poll"), *pin, (rounds, repeats), false, &kernel, &mut cost));
     }
     let _ = std::fs::remove_file(&bin);
-    println!("targets: lab rate >= 0.97x bare C, lab p99 <= 1.2x bare C's (same pinning, same run)");
+    println!(
+        "targets: lab rate >= 0.97x bare C, lab p99 <= 1.2x bare C's (same pinning, same run; ratios: medians of the back-to-back pairs' ratios)"
+    );
+    let mut all_ok = true;
     for r in &rows {
         all_ok &= print_row(r);
     }
-    if lab_rounds > 0 {
+    if cost.rounds > 0 {
         println!(
-            "packet record: {drops} packets lost by the ring; its reader used {:.3} us of CPU per round trip",
-            reader_us / lab_rounds as f64
+            "packet record: {} packets lost by the ring; its reader used {:.3} us of CPU per round trip",
+            cost.drops,
+            cost.reader_us / cost.rounds as f64
         );
     }
+    if let KernelEvidence::On(h) = &kernel {
+        // Every recorded run: the measured ones, and those timing their recorded rounds.
+        let timed = rows.iter().filter(|r| r.recorded.is_some()).count() as f64;
+        let recorded_rts = cost.rounds as f64 + f64::from(rounds * repeats) * timed;
+        let per: Vec<String> =
+            h.0.run_stats()
+                .iter()
+                .map(|(name, runs, ns)| {
+                    let (r0, n0) = stats0.iter().find(|s| s.0 == *name).map_or((0, 0), |s| (s.1, s.2));
+                    let (runs, ns) = (runs.saturating_sub(r0), ns.saturating_sub(n0));
+                    format!("{name} {:.1} ns ({:.2} runs)", ns as f64 / recorded_rts, runs as f64 / recorded_rts)
+                })
+                .collect();
+        println!("kernel evidence per recorded round trip (BPF_ENABLE_STATS): {}", per.join(", "));
+    }
+    println!("load average at the end {}", load_average());
     println!("rr with evidence on against bare C, every row: {}", verdict(all_ok));
 }

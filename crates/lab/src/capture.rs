@@ -119,6 +119,9 @@ impl KernelHandle {
         let src = kevidence::Source::open(&kevidence::Filter { ports: vec![0], netns: None, reads })
             .map_err(|e| format!("{e}; the rows run without it"))?;
         let r = kevidence::Reader::spawn(src).map_err(|e| format!("no kernel evidence: reader thread: {e}"))?;
+        // Loaded and checked, detached until a row records (`KernelRow::start`): between rows,
+        // and in the unrecorded runs CPU-bound rows take their latency from, no program runs.
+        r.pause();
         Ok(KernelHandle(Arc::new(r), reads))
     }
 }
@@ -158,14 +161,16 @@ impl KernelRow {
     /// Start: the row's port, in the namespace with inode `netns` if given.
     pub fn start(handle: &KernelHandle, port: u16, netns: Option<u32>) -> Result<KernelRow, String> {
         handle.0.restart(&kevidence::Filter { ports: vec![port], netns, reads: handle.1 })?;
+        handle.0.resume();
         let counts0 = handle.0.counts();
         Ok(KernelRow { handle: handle.clone(), clock: kevidence::ClockMap::sample(), counts0 })
     }
 
-    /// Stop: the records so far (the filter stays until the next row sets its own).
+    /// Stop: the programs detached (`kevidence::Reader::pause`), the records so far.
     pub fn finish(self) -> KernelRecords {
         // Records of the row's last packets reach the ring within microseconds.
         std::thread::sleep(Duration::from_millis(5));
+        self.handle.0.pause();
         let records = self.handle.0.take();
         let (a, b) = (self.handle.0.counts(), self.counts0);
         let counts = kevidence::ReaderCounts {

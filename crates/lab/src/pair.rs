@@ -110,53 +110,8 @@ pub(crate) enum PacketsOut {
     },
 }
 
-/// Like `run_pair`, also returning notes on the namespace used ("" for the placement's own) and
-/// on the packet capture. With `LabOptions::latency_apart` and the row's packets recorded on
-/// loopback, the same program runs a second time right after, unrecorded, and the row's
-/// latency, time and CPU are that run's (`apply_unrecorded`); the evidence stays the
-/// recorded run's.
-pub(crate) fn run_pair_noted(
-    workload: &Workload,
-    pair: &StrategyPair,
-    place: &Placement,
-    opts: &LabOptions,
-) -> Result<(RunResult, Option<analyze::Analysis>, Vec<String>), LabError> {
-    let (mut row, analysis, mut notes) = run_pair_once(workload, pair, place, opts)?;
-    let recorded_here = row.capture.is_some() && opts.tap.is_none();
-    if opts.latency_apart && recorded_here && !matches!(workload.program(), Program::Stream { .. }) {
-        let bare = LabOptions {
-            capture: false,
-            capture_file: None,
-            keep_packets: false,
-            latency_apart: false,
-            ..opts.clone()
-        };
-        let (u, _, _) = run_pair_once(workload, pair, place, &bare)?;
-        apply_unrecorded(&mut row, u);
-        notes.push(LATENCY_APART_NOTE.into());
-    }
-    Ok((row, analysis, notes))
-}
-
-/// The note of a row whose latency comes from its unrecorded run.
-pub const LATENCY_APART_NOTE: &str = "CPU-bound rows: latency from an unrecorded run after the recorded one";
-
-/// Take the timing of the unrecorded run `u` into the recorded row: latency, slow samples,
-/// wall time, throughput and CPU. The stall records, the verdict, the packets and the wire and
-/// tcp_info figures stay the recorded run's (pure).
-pub fn apply_unrecorded(row: &mut RunResult, u: RunResult) {
-    row.latency_us = u.latency_us;
-    row.latency_dist = u.latency_dist;
-    row.samples_ns = u.samples_ns;
-    row.slow_samples = u.slow_samples;
-    row.slow_sample_threshold_us = u.slow_sample_threshold_us;
-    row.wall_s = u.wall_s;
-    row.throughput_bytes_per_s = u.throughput_bytes_per_s;
-    row.cpu = u.cpu;
-    if let Some(c) = row.capture.as_mut() {
-        c.latency_unrecorded = true;
-    }
-}
+mod unrecorded;
+pub(crate) use unrecorded::run_pair_noted;
 
 fn run_pair_once(
     workload: &Workload,
@@ -401,9 +356,22 @@ pub(crate) fn info(sock: &Socket, side: &'static str) -> Result<TcpInfo, LabErro
 }
 
 pub(crate) fn setup(sock: &Socket, opts: &SideOpts, side: &'static str, io_timeout: Duration) -> Result<(), LabError> {
+    setup_with(sock, opts, side, Some(io_timeout))
+}
+
+/// `setup`, with per-call socket timeouts only when `io_timeout` is given (a run under a
+/// watchdog, [`crate::Cancel::watched`], has none).
+fn setup_with(
+    sock: &Socket,
+    opts: &SideOpts,
+    side: &'static str,
+    io_timeout: Option<Duration>,
+) -> Result<(), LabError> {
     let io = |what: &str, e| LabError::Io { side, what: what.into(), source: e };
-    sock.set_read_timeout(Some(io_timeout)).map_err(|e| io("SO_RCVTIMEO", e))?;
-    sock.set_write_timeout(Some(io_timeout)).map_err(|e| io("SO_SNDTIMEO", e))?;
+    if let Some(t) = io_timeout {
+        sock.set_read_timeout(Some(t)).map_err(|e| io("SO_RCVTIMEO", e))?;
+        sock.set_write_timeout(Some(t)).map_err(|e| io("SO_SNDTIMEO", e))?;
+    }
     for op in opts.setup_ops() {
         exec::apply(sock, op).map_err(|e| io("setsockopt after connect", e))?;
     }
@@ -657,7 +625,7 @@ fn server(
     drop(listen_watch);
     drop(listener);
     let _watch = lab.cancel.watch(&sock);
-    setup(&sock, opts, side, lab.io_timeout)?;
+    setup_with(&sock, opts, side, (!lab.cancel.is_watched()).then_some(lab.io_timeout))?;
     let (before, after, applied, holds, netstat, cpu_ns) = match program {
         Program::Rounds(p) => {
             let (sbuf, rbuf) = bufs(&p.server, 0);
@@ -739,7 +707,7 @@ fn client(
         Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(|e| io("socket", e))?;
     let _watch = lab.cancel.watch(&sock);
     sock.connect_timeout(&SockAddr::from(addr), lab.io_timeout).map_err(|e| io(&format!("connect {addr}"), e))?;
-    setup(&sock, opts, side, lab.io_timeout)?;
+    setup_with(&sock, opts, side, (!lab.cancel.is_watched()).then_some(lab.io_timeout))?;
 
     let out = match program {
         Program::Rounds(p) => {

@@ -11,13 +11,21 @@
 //! threads' CPU time was under [`TIMER_CPU_SHARE`] of the probe's wall time: it spent its
 //! time waiting for the kernel. Then the timer-bound rows run in full side by side, and after
 //! them the other rows one at a time, alone. The report lists the rows in the matrix's order.
+//! Side by side pays only with two timer-bound rows or more: as soon as fewer than two rows
+//! can still be timer-bound (the probes finished timer-bound plus those still running), the
+//! probes still running are stopped and every row runs alone (a CPU-bound row's probe takes
+//! milliseconds, a timer-bound row's its warm-up and probe rounds of timer waits: seed 001's
+//! `lab multi-write` paid about 1 s for a probe no other row could pay back).
 //!
-//! The CPU-bound rows of such a run also take their latency apart from their evidence
-//! (`LabOptions::latency_apart`): each runs twice in a row, recorded (stall records, packets,
-//! wire and tcp_info) then unrecorded (latency, ms/round, CPU), because the record's kernel
-//! copy, about 0.3 us per packet, is measurable in rounds of microseconds (`cargo bench -p
-//! tcpstall-lab --bench rr`); in a timer-bound row's rounds of milliseconds it is not, and
-//! those rows record every round they time.
+//! The rows of such a run also take their latency apart from their evidence
+//! (`LabOptions::latency_apart`) when their recorded run shows them CPU-bound ([`timer_bound`]
+//! false on the recorded run): such a row runs twice in a row, recorded (stall records,
+//! packets, wire and tcp_info) then unrecorded (latency, ms/round, CPU), because the record's
+//! kernel copy, about 0.3 us per packet, is measurable in rounds of microseconds (`cargo bench
+//! -p tcpstall-lab --bench rr`); in a timer-bound row's rounds of milliseconds it is not, and
+//! those rows record every round they time (and are not run twice). Deciding on the recorded
+//! run also catches a CPU-bound row whose probe was starved by other jobs into looking
+//! timer-bound.
 //!
 //! Only on loopback with a private namespace per row (root), with no `--capture FILE` (the file
 //! keeps the rows in order), never for stream rows, and never behind an emulated link (one link
@@ -80,6 +88,69 @@ pub fn timer_bound(p50_us: f64, cpu_share: Option<f64>) -> bool {
     waits && idle
 }
 
+/// Can rows still run side by side (pure)? `found`: probes finished timer-bound; `running`:
+/// probes not finished. Two timer-bound rows at least are needed for one to wait beside another.
+pub fn side_by_side_can_win(found: usize, running: usize) -> bool {
+    found + running >= 2
+}
+
+/// The probes, side by side: which rows are timer-bound. Stops the probes still running as soon
+/// as fewer than two rows can still be timer-bound (those found so far plus those still
+/// running): then no two rows can wait side by side, the probes cannot win, and every row runs
+/// alone (all false). A probe of a CPU-bound row takes milliseconds; a timer-bound row's takes
+/// its warm-up and [`PROBE_ROUNDS`] rounds of timer waits (seed 001's default row: about 1 s),
+/// which only a second timer-bound row can pay back.
+fn probe(jobs: &[Job<'_>], place: &Placement, opts: &LabOptions) -> Vec<bool> {
+    let probe = LabOptions {
+        probe_rounds: Some(PROBE_ROUNDS),
+        capture: false,
+        keep_packets: false,
+        tx_timestamps: false,
+        // The probes' numbers are discarded: no kernel evidence (its one filter is a row's).
+        kernel: crate::KernelEvidence::Off,
+        latency_apart: false,
+        ..opts.clone()
+    };
+    // A token per probe, so that one can be stopped alone; Ctrl-C stops them all.
+    let cancels: Vec<crate::Cancel> = jobs.iter().map(|_| crate::Cancel::new()).collect();
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, bool)>();
+    let mut timer = vec![false; jobs.len()];
+    std::thread::scope(|sc| {
+        for ((i, j), c) in jobs.iter().enumerate().zip(&cancels) {
+            let (o, tx) = (LabOptions { cancel: c.clone(), ..probe.clone() }, tx.clone());
+            sc.spawn(move || {
+                let r = crate::run_row(&j.workload, j.pair, place, &o);
+                let t = matches!(&r, Ok((row, _, _))
+                    if timer_bound(row.latency_us.p50, row.cpu.map(|c| c.cpu_share_of_wall)));
+                // The receiver outlives every probe (the scope joins them first).
+                let _ = tx.send((i, t));
+            });
+        }
+        drop(tx);
+        let (mut running, mut found, mut stopped) = (jobs.len(), 0, false);
+        while running > 0 {
+            match rx.recv_timeout(Duration::from_millis(20)) {
+                Ok((i, t)) => {
+                    running -= 1;
+                    // A probe stopped early says nothing.
+                    timer[i] = t && !stopped;
+                    found += usize::from(timer[i]);
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+            if !stopped && (!side_by_side_can_win(found, running) || opts.cancel.is_cancelled()) {
+                stopped = running > 0;
+                cancels.iter().for_each(crate::Cancel::cancel);
+            }
+        }
+    });
+    if timer.iter().filter(|&&t| t).count() < 2 {
+        timer.iter_mut().for_each(|t| *t = false);
+    }
+    timer
+}
+
 /// Run the jobs; outcomes in the jobs' order, and a line saying which rows ran side by side
 /// (None when all ran one at a time).
 pub(crate) fn run(
@@ -91,27 +162,8 @@ pub(crate) fn run(
 ) -> (Vec<Outcome>, Option<String>) {
     let total = jobs.len();
     let mut out: Vec<Option<Outcome>> = (0..total).map(|_| None).collect();
-    let mut timer = vec![false; total];
-    if eligible(s, place, opts) && total > 1 {
-        let probe = LabOptions {
-            probe_rounds: Some(PROBE_ROUNDS),
-            capture: false,
-            keep_packets: false,
-            tx_timestamps: false,
-            // The probes' numbers are discarded: no kernel evidence (its one filter is a row's).
-            kernel: crate::KernelEvidence::Off,
-            ..opts.clone()
-        };
-        let probes: Vec<Option<RowOut>> = std::thread::scope(|sc| {
-            let hs: Vec<_> =
-                jobs.iter().map(|j| sc.spawn(|| crate::run_row(&j.workload, j.pair, place, &probe))).collect();
-            hs.into_iter().map(|h| h.join().ok()).collect()
-        });
-        for (t, p) in timer.iter_mut().zip(&probes) {
-            *t = matches!(p, Some(Ok((row, _, _)))
-                if timer_bound(row.latency_us.p50, row.cpu.map(|c| c.cpu_share_of_wall)));
-        }
-    }
+    let probed = eligible(s, place, opts) && total > 1;
+    let timer = if probed { probe(jobs, place, opts) } else { vec![false; total] };
     let side_by_side: Vec<usize> = (0..total).filter(|&i| timer[i]).collect();
     let plan = (side_by_side.len() > 1).then(|| {
         let names: Vec<&str> = side_by_side.iter().map(|&i| jobs[i].label.as_str()).collect();
@@ -122,10 +174,11 @@ pub(crate) fn run(
             TIMER_CPU_SHARE * 100.0
         )
     });
-    // The CPU-bound rows of a probed run take their latency from an unrecorded run beside the
-    // recorded one (`LabOptions::latency_apart`).
-    let probed = eligible(s, place, opts) && total > 1;
-    let cpu_bound = LabOptions { latency_apart: true, ..opts.clone() };
+    // Every row of a probed run takes its latency from an unrecorded run after the recorded one
+    // when the recorded run shows it CPU-bound (`LabOptions::latency_apart`, decided by
+    // `timer_bound` on the recorded run): a timer-bound row is not run twice, and a row a probe
+    // starved by other jobs' CPU took for timer-bound still is, if its full run computes.
+    let apart = LabOptions { latency_apart: true, ..opts.clone() };
     let mut failed = false;
     if side_by_side.len() > 1 && !opts.cancel.is_cancelled() {
         for &i in &side_by_side {
@@ -141,9 +194,9 @@ pub(crate) fn run(
                         Ok(h) => crate::KernelEvidence::On(h),
                         Err(e) => crate::KernelEvidence::Unavailable(e),
                     },
-                    ..opts.clone()
+                    ..apart.clone()
                 },
-                _ => opts.clone(),
+                _ => apart.clone(),
             })
             .collect();
         let results: Vec<RowOut> = std::thread::scope(|sc| {
@@ -162,8 +215,6 @@ pub(crate) fn run(
             failed |= r.is_err();
             out[i] = Some(Outcome::Done(Box::new(r)));
         }
-    } else {
-        timer.iter_mut().for_each(|t| *t = false);
     }
     for i in 0..total {
         if out[i].is_some() {
@@ -174,7 +225,7 @@ pub(crate) fn run(
             continue;
         }
         progress(Progress::Start { index: i, total, label: jobs[i].pair.label.clone() });
-        let o = if probed && !timer[i] { &cpu_bound } else { opts };
+        let o = if probed { &apart } else { opts };
         let r = crate::run_row(&jobs[i].workload, jobs[i].pair, place, o);
         progress(Progress::Done { index: i, total });
         failed |= r.is_err();
@@ -185,7 +236,18 @@ pub(crate) fn run(
 
 #[cfg(test)]
 mod tests {
-    use super::timer_bound;
+    use super::{side_by_side_can_win, timer_bound};
+
+    #[test]
+    fn probes_stop_when_fewer_than_two_rows_can_be_timer_bound() {
+        // Seed 001 (multi-write): seven CPU-bound probes done, the default row's still running.
+        assert!(!side_by_side_can_win(0, 1));
+        // Seed 000: one timer-bound row found, another still running: wait for it.
+        assert!(side_by_side_can_win(1, 1));
+        assert!(side_by_side_can_win(2, 0));
+        assert!(side_by_side_can_win(0, 8));
+        assert!(!side_by_side_can_win(1, 0));
+    }
 
     #[test]
     fn a_row_is_timer_bound_when_it_waits_without_computing() {
