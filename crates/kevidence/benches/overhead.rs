@@ -39,6 +39,7 @@ static PER_PROGRAM: std::sync::Mutex<(Vec<ProgramCost>, u64)> = std::sync::Mutex
 /// One round: `secs` of rr on a fresh connection; with `kernel`, the source attached to its
 /// port; `pace`: round trips per second at most (0: flat out), in bursts of one millisecond's
 /// worth. Returns (round trips, wall s, cpu ns, records read, writes read, records lost).
+// long: one measured round in order (connection, source, paced rr, reading, counting).
 fn round(secs: f64, kernel: bool, pace: u64) -> (u64, f64, u64, u64, u64, u64) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();

@@ -84,6 +84,7 @@ fn iptables(args: &[&str]) {
 /// resend of the dropped range (tcp_retransmit_skb), reads (asked for: `Filter::reads`), opens
 /// and closes (inet_sock_set_state), every window state it kept with a congestion window
 /// (tcp_probe), and lose nothing.
+// long: one connection's life, checked record kind by record kind in the order they occur.
 fn writes_resends_and_windows_of_a_real_connection() {
     let recs = in_netns(|ino| {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -216,7 +216,7 @@ fn measure_row(
     Row { name, c: med(&c), lab: med(&l), ratio: paired(&c, &l), recorded: recorded.then(|| med(&b)) }
 }
 
-// Over 80 lines: the bench's one sequence (arguments, kernel evidence, the rows, the report)
+// long: the bench's one sequence (arguments, kernel evidence, the rows, the report)
 // reads top to bottom.
 fn main() {
     let args: Vec<u32> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();

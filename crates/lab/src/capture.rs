@@ -159,7 +159,7 @@ pub(crate) struct KernelRecords {
 
 impl KernelRow {
     /// Start: the row's port, in the namespace with inode `netns` if given.
-    pub fn start(handle: &KernelHandle, port: u16, netns: Option<u32>) -> Result<KernelRow, String> {
+    pub(crate) fn start(handle: &KernelHandle, port: u16, netns: Option<u32>) -> Result<KernelRow, String> {
         handle.0.restart(&kevidence::Filter { ports: vec![port], netns, reads: handle.1 })?;
         handle.0.resume();
         let counts0 = handle.0.counts();
@@ -167,7 +167,7 @@ impl KernelRow {
     }
 
     /// Stop: the programs detached (`kevidence::Reader::pause`), the records so far.
-    pub fn finish(self) -> KernelRecords {
+    pub(crate) fn finish(self) -> KernelRecords {
         // Records of the row's last packets reach the ring within microseconds.
         std::thread::sleep(Duration::from_millis(5));
         self.handle.0.pause();
@@ -299,7 +299,7 @@ pub(crate) struct Captured {
 impl RowCapture {
     /// Open the capture on `lo` of the calling thread's namespace, for TCP on `port`, and start
     /// reading. Fails with EPERM without CAP_NET_RAW.
-    pub fn start(port: u16) -> io::Result<RowCapture> {
+    pub(crate) fn start(port: u16) -> io::Result<RowCapture> {
         let lo = nix::net::if_::if_nametoindex("lo").map_err(io::Error::from)?;
         // The filter also drops outgoing copies on lo, for kernels without PACKET_IGNORE_OUTGOING.
         let filter = sys::bpf::tcp_l3(&[port], &[], RING_SNAPLEN, Some(lo));
@@ -346,7 +346,7 @@ impl RowCapture {
     }
 
     /// Stop reading (after one last drain) and return what was captured.
-    pub fn finish(mut self) -> Result<Captured, String> {
+    pub(crate) fn finish(mut self) -> Result<Captured, String> {
         // Packets already on loopback's backlog are in the ring within microseconds of the last
         // send: a short grace keeps the final ACKs.
         std::thread::sleep(Duration::from_millis(5));

@@ -15,7 +15,7 @@ use crate::LabError;
 
 /// Where in the program a side is, for error messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     Prologue,
     Warmup(u64),
     Round(u64),
@@ -37,7 +37,7 @@ impl std::fmt::Display for Phase {
 
 /// One compiled operation.
 #[derive(Debug)]
-pub enum Op<'b> {
+pub(crate) enum Op<'b> {
     Set(SockOp),
     /// send(2) of `len` bytes with these flags (MSG_NOSIGNAL, maybe MSG_MORE).
     Send {
@@ -58,7 +58,7 @@ pub enum Op<'b> {
 }
 
 /// Largest message or read of a program: the size of the buffers to allocate.
-pub fn max_len(steps: &[&[Step]]) -> usize {
+pub(crate) fn max_len(steps: &[&[Step]]) -> usize {
     steps
         .iter()
         .flat_map(|s| s.iter())
@@ -74,7 +74,7 @@ pub fn max_len(steps: &[&[Step]]) -> usize {
 
 /// Compile steps into operations. `buf` holds the bytes every send takes from; `sample_reads`
 /// makes each Recv a sample (Sample::ClientRecv).
-pub fn compile<'b>(steps: &[Step], opts: &SideOpts, buf: &'b [u8], sample_reads: bool) -> Vec<Op<'b>> {
+pub(crate) fn compile<'b>(steps: &[Step], opts: &SideOpts, buf: &'b [u8], sample_reads: bool) -> Vec<Op<'b>> {
     let mut ops = Vec::new();
     for step in steps {
         match step {
@@ -111,12 +111,12 @@ pub fn compile<'b>(steps: &[Step], opts: &SideOpts, buf: &'b [u8], sample_reads:
 }
 
 /// How many calls that hand bytes to TCP `ops` makes (for sizing logs).
-pub fn send_calls(ops: &[Op<'_>]) -> usize {
+pub(crate) fn send_calls(ops: &[Op<'_>]) -> usize {
     ops.iter().filter(|o| matches!(o, Op::Send { .. } | Op::Gather { .. })).count()
 }
 
 /// Apply one socket option change (socket2 wraps each setsockopt; tcp(7)).
-pub fn apply(sock: &Socket, op: SockOp) -> io::Result<()> {
+pub(crate) fn apply(sock: &Socket, op: SockOp) -> io::Result<()> {
     match op {
         SockOp::Nodelay(on) => sock.set_nodelay(on),
         SockOp::Cork(on) => sock.set_cork(on),
@@ -125,7 +125,7 @@ pub fn apply(sock: &Socket, op: SockOp) -> io::Result<()> {
 }
 
 /// A side's socket with its buffers.
-pub struct Runner<'a> {
+pub(crate) struct Runner<'a> {
     pub side: &'static str,
     pub sock: &'a Socket,
     pub after_recv: &'static [SockOp],
@@ -139,13 +139,13 @@ pub struct Runner<'a> {
 }
 
 /// Time bookkeeping of one sample.
-pub struct Clock {
+pub(crate) struct Clock {
     pub prev: Instant,
     pub slept: Duration,
 }
 
 impl Clock {
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Clock { prev: Instant::now(), slept: Duration::ZERO }
     }
     /// Read the clock after a call: record how long the call took as a wait. Without a
@@ -223,7 +223,7 @@ impl Runner<'_> {
     }
 
     /// Run `ops` once. Samples of Recv steps go to `rec` when it is given.
-    pub fn run(
+    pub(crate) fn run(
         &mut self,
         ops: &[Op<'_>],
         phase: Phase,
@@ -289,7 +289,7 @@ impl Runner<'_> {
 
     /// Stream sender: `write_size` writes until `duration` has passed; each write's time is a
     /// sample. Returns the number of writes.
-    pub fn stream_send(
+    pub(crate) fn stream_send(
         &mut self,
         write_size: usize,
         duration: Duration,
@@ -315,7 +315,7 @@ impl Runner<'_> {
     }
 
     /// Stream receiver: read until the peer shuts down its side.
-    pub fn stream_recv(&mut self) -> Result<u64, LabError> {
+    pub(crate) fn stream_recv(&mut self) -> Result<u64, LabError> {
         let mut total = 0u64;
         loop {
             let n = (&*self.sock).read(&mut self.rbuf).map_err(|e| self.io_err(Phase::Stream, "recv", e))?;

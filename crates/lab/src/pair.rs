@@ -453,6 +453,8 @@ fn read_counters(count: Option<&'static str>) -> Option<BTreeMap<String, i64>> {
 
 /// Run a round program on one side: tcp_info before and after the measured rounds, wall time,
 /// and per-write hold times when `stamps`.
+// long: the measured loop with its reads before and after (tcp_info, counters, CPU) on one
+// socket; one function, so nothing is called between the clock reads and the loop.
 pub(crate) fn run_rounds(
     r: &mut Runner<'_>,
     side: &SideProgram,
@@ -562,6 +564,8 @@ pub(crate) fn bufs(side: &SideProgram, stream_write: usize) -> (Vec<u8>, Vec<u8>
     (sbuf, vec![0u8; n.clamp(1, 1 << 20).max(65_536)])
 }
 
+// long: one side's life in order (namespace, listener, capture and kernel evidence, accept,
+// the rounds, teardown), each step holding the guards the next needs (cancel watches, capture).
 fn server(
     program: &Program,
     opts: &SideOpts,
@@ -672,6 +676,8 @@ fn server(
     Ok((SideOut { applied, before, after, netstat, holds, cpu_ns }, ns, packets, kernel))
 }
 
+// long: the server's counterpart, in the same order (namespace, connect, capture, the rounds,
+// teardown), each step holding the guards the next needs.
 fn client(
     program: &Program,
     opts: &SideOpts,

@@ -39,11 +39,11 @@ use scenario::{Scenario, StrategyPair, Workload};
 use crate::{LabError, LabOptions, Placement, Progress};
 
 /// Measured rounds of a probe.
-pub const PROBE_ROUNDS: u32 = 3;
+pub(crate) const PROBE_ROUNDS: u32 = 3;
 /// A probe's p50 round at least this long: the row waits.
-pub const TIMER_P50: Duration = Duration::from_millis(5);
+pub(crate) const TIMER_P50: Duration = Duration::from_millis(5);
 /// ... and its two threads used less than this share of the probe's wall time.
-pub const TIMER_CPU_SHARE: f64 = 0.2;
+pub(crate) const TIMER_CPU_SHARE: f64 = 0.2;
 
 /// One row to run.
 pub(crate) struct Job<'a> {
@@ -82,7 +82,7 @@ fn eligible(s: &Scenario, place: &Placement, opts: &LabOptions) -> bool {
 
 /// The probe's verdict (pure): does the row wait on kernel timers? `p50_us`: its p50 round;
 /// `cpu_share`: its two threads' CPU time over the probe's wall time, if read.
-pub fn timer_bound(p50_us: f64, cpu_share: Option<f64>) -> bool {
+pub(crate) fn timer_bound(p50_us: f64, cpu_share: Option<f64>) -> bool {
     let waits = p50_us * 1e3 >= TIMER_P50.as_nanos() as f64;
     let idle = cpu_share.is_some_and(|c| c < TIMER_CPU_SHARE);
     waits && idle
@@ -90,7 +90,7 @@ pub fn timer_bound(p50_us: f64, cpu_share: Option<f64>) -> bool {
 
 /// Can rows still run side by side (pure)? `found`: probes finished timer-bound; `running`:
 /// probes not finished. Two timer-bound rows at least are needed for one to wait beside another.
-pub fn side_by_side_can_win(found: usize, running: usize) -> bool {
+pub(crate) fn side_by_side_can_win(found: usize, running: usize) -> bool {
     found + running >= 2
 }
 

@@ -46,7 +46,7 @@ impl Script {
     /// Timers fire exactly (timer_hz = 0) so scripts read in round milliseconds; the tick
     /// rounding has its own test.
     #[cfg(test)]
-    pub fn new(profile: &str, mss: u32) -> Script {
+    pub(crate) fn new(profile: &str, mss: u32) -> Script {
         let mut p = Profile::builtin(profile).expect("profile");
         p.timer_hz = 0;
         Script::pair(&p, &p, mss)
@@ -179,7 +179,7 @@ impl Script {
         self
     }
     #[cfg(test)]
-    pub fn read(&mut self, side: usize, n: u64) -> &mut Self {
+    pub(crate) fn read(&mut self, side: usize, n: u64) -> &mut Self {
         let got = self.read_some(side, n);
         assert_eq!(got, n, "read at {} ms: only {got} of {n} bytes readable", self.now as f64 / 1e6);
         self
@@ -198,7 +198,7 @@ impl Script {
         self
     }
     #[cfg(test)]
-    pub fn cork(&mut self, side: usize, on: bool) -> &mut Self {
+    pub(crate) fn cork(&mut self, side: usize, on: bool) -> &mut Self {
         assert!(self.try_cork(side, on), "the profile has no TCP_CORK");
         self
     }
@@ -210,7 +210,7 @@ impl Script {
         ok
     }
     #[cfg(test)]
-    pub fn quickack(&mut self, side: usize) -> &mut Self {
+    pub(crate) fn quickack(&mut self, side: usize) -> &mut Self {
         let now = self.now;
         assert!(self.eps[side].set_quickack(now, &mut self.out));
         self.drain(side);
@@ -220,7 +220,7 @@ impl Script {
     #[cfg(test)]
     /// The next segment on the wire is from `from`, carries `len` bytes, and left at `t_ms`
     /// (within 10 us). Runs the model up to that time first.
-    pub fn expect_segment(&mut self, t_ms: f64, from: usize, len: u32) -> &mut Self {
+    pub(crate) fn expect_segment(&mut self, t_ms: f64, from: usize, len: u32) -> &mut Self {
         let t = ms(t_ms);
         if self.now < t + TOL {
             self.at((t + TOL) as f64 / 1e6);
@@ -242,13 +242,13 @@ impl Script {
 
     #[cfg(test)]
     /// A pure ACK from `from` at `t_ms`.
-    pub fn expect_ack(&mut self, t_ms: f64, from: usize) -> &mut Self {
+    pub(crate) fn expect_ack(&mut self, t_ms: f64, from: usize) -> &mut Self {
         self.expect_segment(t_ms, from, 0)
     }
 
     #[cfg(test)]
     /// Nothing new goes on the wire before `t_ms`.
-    pub fn expect_nothing_until(&mut self, t_ms: f64) -> &mut Self {
+    pub(crate) fn expect_nothing_until(&mut self, t_ms: f64) -> &mut Self {
         let t = ms(t_ms);
         let end = t.saturating_sub(1);
         if self.now < end {

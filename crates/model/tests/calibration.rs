@@ -119,7 +119,7 @@ fn render(t: &Table) -> String {
 mod experiments {
     use trace::{Endpoint, Event, EventKind, Evidence, IcmpError, IcmpKind, Instant, Segment, TcpFlags};
 
-    pub struct Trace {
+    pub(crate) struct Trace {
         pub ev: Vec<Event>,
         seq: [u32; 2],
     }
@@ -127,7 +127,7 @@ mod experiments {
     const MS: f64 = 1e6;
 
     impl Trace {
-        pub fn new(rtt_ms: f64) -> Trace {
+        pub(crate) fn new(rtt_ms: f64) -> Trace {
             let mut t = Trace { ev: Vec::new(), seq: [1000, 5000] };
             t.seg(0.0, Endpoint::A, 999, 0, TcpFlags::SYN, 0, Some(1460));
             t.seg(rtt_ms, Endpoint::B, 4999, 1000, TcpFlags::SYN | TcpFlags::ACK, 0, Some(1460));
@@ -156,25 +156,25 @@ mod experiments {
                 evidence: Evidence::Frame(n),
             });
         }
-        pub fn data(&mut self, t_ms: f64, from: Endpoint, len: u32) -> &mut Self {
+        pub(crate) fn data(&mut self, t_ms: f64, from: Endpoint, len: u32) -> &mut Self {
             let (i, p) = (from.index(), from.peer().index());
             let (seq, ack) = (self.seq[i], self.seq[p]);
             self.seg(t_ms, from, seq, ack, TcpFlags::ACK | TcpFlags::PSH, len, None);
             self.seq[i] += len;
             self
         }
-        pub fn ack(&mut self, t_ms: f64, from: Endpoint) -> &mut Self {
+        pub(crate) fn ack(&mut self, t_ms: f64, from: Endpoint) -> &mut Self {
             let (i, p) = (from.index(), from.peer().index());
             let (seq, ack) = (self.seq[i], self.seq[p]);
             self.seg(t_ms, from, seq, ack, TcpFlags::ACK, 0, None);
             self
         }
-        pub fn resend(&mut self, t_ms: f64, from: Endpoint, from_seq: u32, len: u32) -> &mut Self {
+        pub(crate) fn resend(&mut self, t_ms: f64, from: Endpoint, from_seq: u32, len: u32) -> &mut Self {
             let ack = self.seq[from.peer().index()];
             self.seg(t_ms, from, from_seq, ack, TcpFlags::ACK, len, None);
             self
         }
-        pub fn icmp_frag(&mut self, t_ms: f64, about: Endpoint, seq: u32, mtu: u32) -> &mut Self {
+        pub(crate) fn icmp_frag(&mut self, t_ms: f64, about: Endpoint, seq: u32, mtu: u32) -> &mut Self {
             let n = self.ev.len() as u64 + 1;
             self.ev.push(Event {
                 t: Instant((t_ms * MS) as u64),
@@ -184,13 +184,13 @@ mod experiments {
             });
             self
         }
-        pub fn seq(&self, e: Endpoint) -> u32 {
+        pub(crate) fn seq(&self, e: Endpoint) -> u32 {
             self.seq[e.index()]
         }
     }
 
     /// B writes on its own clock; A's delayed ACK lands when it lands. Truth: nothing held.
-    pub fn paced(period_ms: f64, jitter: f64, burst: bool) -> Trace {
+    pub(crate) fn paced(period_ms: f64, jitter: f64, burst: bool) -> Trace {
         let mut s = Trace::new(0.5);
         let mut next_ack = 0.0;
         for k in 0..80u32 {
@@ -212,7 +212,7 @@ mod experiments {
     }
 
     /// A TCP_NODELAY server thinks `think_ms` before each reply. Truth: nothing held.
-    pub fn think(think_ms: f64) -> Trace {
+    pub(crate) fn think(think_ms: f64) -> Trace {
         let mut s = Trace::new(0.2);
         let mut t = 1.0;
         for _ in 0..20 {
@@ -226,7 +226,7 @@ mod experiments {
 
     /// A full segment too big for the path: ICMP fragmentation-needed, then the resend smaller.
     /// Truth: path-mtu.
-    pub fn path_mtu(rtt_ms: f64) -> Trace {
+    pub(crate) fn path_mtu(rtt_ms: f64) -> Trace {
         let mut s = Trace::new(rtt_ms);
         let head = s.seq(Endpoint::A);
         s.data(rtt_ms + 1.0, Endpoint::A, 1460);

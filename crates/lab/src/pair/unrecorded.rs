@@ -61,7 +61,7 @@ pub(crate) fn run_pair_noted(
 /// How long the unrecorded run may take before its watchdog stops it (pure): twice the recorded
 /// run of the same rounds, plus one I/O timeout (what a single call could wait with socket
 /// timeouts).
-pub fn unrecorded_limit(recorded: Duration, io_timeout: Duration) -> Duration {
+pub(super) fn unrecorded_limit(recorded: Duration, io_timeout: Duration) -> Duration {
     recorded.saturating_mul(2).saturating_add(io_timeout)
 }
 
@@ -90,12 +90,12 @@ fn run_watched(
 }
 
 /// The note of a row whose latency comes from its unrecorded run.
-pub const LATENCY_APART_NOTE: &str = "CPU-bound rows: latency from an unrecorded run after the recorded one";
+pub(super) const LATENCY_APART_NOTE: &str = "CPU-bound rows: latency from an unrecorded run after the recorded one";
 
 /// Take the timing of the unrecorded run `u` into the recorded row: latency, slow samples,
 /// wall time, throughput and CPU. The stall records, the verdict, the packets and the wire and
 /// tcp_info figures stay the recorded run's (pure).
-pub fn apply_unrecorded(row: &mut RunResult, u: RunResult) {
+pub(super) fn apply_unrecorded(row: &mut RunResult, u: RunResult) {
     row.latency_us = u.latency_us;
     row.latency_dist = u.latency_dist;
     row.samples_ns = u.samples_ns;

@@ -4,10 +4,10 @@ use scenario::{LinkSpec, Opt, Scenario, SideOpts, StrategyPair};
 use tcpstall_model::{loopback_link, Profile};
 
 /// A hold longer than this is a stall in the model's own accounting (summary::STALL_MARGIN_NS).
-pub const MARGIN_NS: u64 = 10_000_000;
+pub(crate) const MARGIN_NS: u64 = 10_000_000;
 
 /// `--matrix all`: the default, then each option on both sides.
-pub fn matrix_all() -> Vec<StrategyPair> {
+pub(crate) fn matrix_all() -> Vec<StrategyPair> {
     let mut m = vec![StrategyPair::new(SideOpts::none(), SideOpts::none())];
     for o in Opt::ALL {
         let side = SideOpts::new(vec![o]).unwrap_or_default();
@@ -17,7 +17,7 @@ pub fn matrix_all() -> Vec<StrategyPair> {
 }
 
 /// Shortened workloads: enough rounds to reach the steady state.
-pub fn sets(name: &str) -> &'static [&'static str] {
+pub(crate) fn sets(name: &str) -> &'static [&'static str] {
     match name {
         "chunked" => &["round=4"],
         "multi-write" => &["requests=6"],
@@ -31,7 +31,7 @@ pub fn sets(name: &str) -> &'static [&'static str] {
 /// Every run of the oracle's matrix: each built-in scenario but stream (shortened by [`sets`]),
 /// the six stacks and the Linux eras (`linux` is in both), every strategy of `--matrix all`,
 /// loopback and a 10 ms path.
-pub fn each_run(mut f: impl FnMut(&Scenario, &StrategyPair, &Profile, &LinkSpec)) {
+pub(crate) fn each_run(mut f: impl FnMut(&Scenario, &StrategyPair, &Profile, &LinkSpec)) {
     let links: [LinkSpec; 2] = [LinkSpec { mtu: 1500, ..loopback_link() }, "rtt=10ms,mtu=1500".parse().unwrap()];
     for scenario in Scenario::catalogue().into_iter().filter(|s| s.name != "stream") {
         let mut s = scenario.clone();

@@ -43,7 +43,7 @@ fn user_file(dir: &tempfile::TempDir, text: &str) -> String {
 /// The file runs in the model and over real sockets, one row of 12 rounds each; in the model
 /// the server's second write waits for the client's delayed ACK (Nagle x delayed ACK), and
 /// fixing the server removes it.
-pub fn a_user_written_scenario_file_runs_in_simulate_and_lab() {
+pub(crate) fn a_user_written_scenario_file_runs_in_simulate_and_lab() {
     let dir = tempfile::tempdir().unwrap();
     let f = user_file(&dir, USER_FILE);
     let v = run_json(&["simulate", &f, "--format", "json"]);
@@ -62,7 +62,7 @@ pub fn a_user_written_scenario_file_runs_in_simulate_and_lab() {
 
 /// A broken file: the error names the file and the line of the bad value, in one line, and
 /// nothing is run.
-pub fn a_broken_scenario_file_names_the_line() {
+pub(crate) fn a_broken_scenario_file_names_the_line() {
     let dir = tempfile::tempdir().unwrap();
     for (text, want) in [
         (USER_FILE.replace("writes = [60, 900]", "writes = [60, 0]"), "line 15: each of writes must be at least 1"),
@@ -87,7 +87,7 @@ pub fn a_broken_scenario_file_names_the_line() {
 
 /// `--exchange` inline is seed 001's multi-write: the same stall in the model, and a bad turn
 /// is a one-line error naming the turn.
-pub fn inline_exchange_runs_and_bad_turns_are_one_line() {
+pub(crate) fn inline_exchange_runs_and_bad_turns_are_one_line() {
     let v =
         run_json(&["simulate", "--exchange", "client 275,24,292; server 100", "--rounds", "10", "--format", "json"]);
     let r = &v["results"][0];
@@ -109,7 +109,7 @@ pub fn inline_exchange_runs_and_bad_turns_are_one_line() {
 }
 
 /// `scenarios --show` prints a built-in as a file that runs like the built-in.
-pub fn scenarios_show_prints_a_file_that_runs_like_the_built_in() {
+pub(crate) fn scenarios_show_prints_a_file_that_runs_like_the_built_in() {
     let out = tcpstall().args(["scenarios", "--show", "multi-write"]).output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
@@ -131,7 +131,7 @@ pub fn scenarios_show_prints_a_file_that_runs_like_the_built_in() {
 
 /// Seed 001 over real sockets: the request as written waits ~40 ms at p99, the recommended
 /// fix is on the client and gathers or corks the request, and its p99 is under 5 ms.
-pub fn advise_on_seed_001_recommends_a_client_side_gathered_write_or_cork() {
+pub(crate) fn advise_on_seed_001_recommends_a_client_side_gathered_write_or_cork() {
     let _one_at_a_time = exclusive();
     let v = twice("advise seed 001", || {
         let v = run_json(&[
@@ -168,7 +168,7 @@ pub fn advise_on_seed_001_recommends_a_client_side_gathered_write_or_cork() {
 }
 
 /// Every language prints its code for the recommended fix (model: fast and deterministic).
-pub fn advise_prints_the_code_in_each_language() {
+pub(crate) fn advise_prints_the_code_in_each_language() {
     for (lang, needle) in [
         ("c", "writev(fd"),
         ("go", "net.Buffers"),
@@ -194,7 +194,7 @@ pub fn advise_prints_the_code_in_each_language() {
 
 /// `--fail-on-stall` exits 3 when the pattern as written stalls and 0 when it does not;
 /// `--peer-profile` runs the peer in the model and says so.
-pub fn advise_fail_on_stall_and_peer_profile() {
+pub(crate) fn advise_fail_on_stall_and_peer_profile() {
     let base = ["advise", "--model", "--reps", "2", "--fail-on-stall", "--exchange"];
     let out = tcpstall().args(base).arg("client 275,24,292; server 100").output().unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stdout));
@@ -222,7 +222,7 @@ pub fn advise_fail_on_stall_and_peer_profile() {
 /// The issue's own test program: a server writing a header then a body with Nagle on, a client
 /// thinking 5 ms between requests. Captured (the model's pcap), replayed (the same cause
 /// reproduced), advised: the server-side fix ranks first and the client's quick-ACK below it.
-pub fn replay_and_advise_a_header_body_server() {
+pub(crate) fn replay_and_advise_a_header_body_server() {
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("hb.pcap");
     let toml = dir.path().join("hb.toml");
@@ -270,7 +270,7 @@ pub fn replay_and_advise_a_header_body_server() {
 /// read back (50 µs as root, 0 when not permitted), and the row reports the CPU its threads
 /// used; advise on real sockets runs it as a candidate and shows its CPU per round. Only that it
 /// ran and what it cost are asserted: whether spinning is faster depends on free cores.
-pub fn busy_poll_runs_reads_back_and_reports_its_cpu() {
+pub(crate) fn busy_poll_runs_reads_back_and_reports_its_cpu() {
     let j = run_json(&[
         "lab",
         "rr",
@@ -325,7 +325,7 @@ pub fn busy_poll_runs_reads_back_and_reports_its_cpu() {
 /// starts in quick-ACK mode (`tcp_incr_quickack`, TCP_MAX_QUICKACKS), so the server ACKs the
 /// first small write at once and Nagle releases the next: no 40 ms wait, where the same request
 /// on a reused connection waits in every round.
-pub fn a_new_connection_per_request_avoids_seed_001s_stall() {
+pub(crate) fn a_new_connection_per_request_avoids_seed_001s_stall() {
     let dir = tempfile::tempdir().unwrap();
     let text = "name = \"mine\"\nsummary = \"seed 001 per connection\"\n\n[workload.exchange]\nrounds = 8\n\
                 connection = \"new\"\n\n[[workload.exchange.turn]]\nside = \"client\"\nwrites = [275, 24, 292]\n\n\
@@ -355,7 +355,7 @@ pub fn a_new_connection_per_request_avoids_seed_001s_stall() {
 /// cork and MSG_MORE tie and the gathered write is chosen by the written rule, the same in five
 /// runs; the table marks the tie and prints the reason. `advise chunked` over real sockets never
 /// recommends busy-poll first, and says which rule chose.
-pub fn advise_declares_the_tie_and_the_rule_that_chose() {
+pub(crate) fn advise_declares_the_tie_and_the_rule_that_chose() {
     let args = ["advise", "--exchange", "client 275,24,292; server 100", "--model", "--reps", "2", "--format", "json"];
     let first = run_json(&args);
     let d = &first["decision"];
@@ -390,7 +390,7 @@ pub fn advise_declares_the_tie_and_the_rule_that_chose() {
 /// Issue 26 item 5: SIGINT on `advise` (real sockets) stops the run in progress, ranks and
 /// prints the runs finished, says so in one line and exits 130; SIGTERM on `replay` during its
 /// run keeps what was derived (printed, saved with --emit) and exits 143.
-pub fn signals_on_advise_and_replay_keep_the_finished_work() {
+pub(crate) fn signals_on_advise_and_replay_keep_the_finished_work() {
     let _one_at_a_time = exclusive();
     sigint_on_advise_ranks_the_runs_finished();
     sigterm_on_replay_keeps_the_derived_exchange();
@@ -493,7 +493,7 @@ fn sigterm_on_replay_keeps_the_derived_exchange() {
 /// `replay --format json` (issue 24): one document, the derived exchange beside the capture's
 /// records and the reproducing run (here on the model: deterministic), every field the schema
 /// names; the capture's Nagle stalls are reproduced.
-pub fn replay_prints_one_json_document() {
+pub(crate) fn replay_prints_one_json_document() {
     let f = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/captures/seed001-default.pcap");
     let out =
         tcpstall().args(["replay"]).arg(&f).args(["--model", "--rounds", "5", "--format", "json"]).output().unwrap();

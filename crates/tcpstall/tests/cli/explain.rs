@@ -9,7 +9,7 @@ fn capture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/captures").join(name)
 }
 
-pub fn explain_names_nagle_delayed_ack_in_seed_000() {
+pub(crate) fn explain_names_nagle_delayed_ack_in_seed_000() {
     tcpstall()
         .args(["explain"])
         .arg(capture("seed000-default.pcap"))
@@ -20,7 +20,7 @@ pub fn explain_names_nagle_delayed_ack_in_seed_000() {
         .stdout(predicate::str::contains("A->B"));
 }
 
-pub fn explain_json_lists_stalls_with_evidence() {
+pub(crate) fn explain_json_lists_stalls_with_evidence() {
     let out = tcpstall().args(["explain", "--format", "json"]).arg(capture("seed001-default.pcap")).output().unwrap();
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
@@ -39,7 +39,7 @@ pub fn explain_json_lists_stalls_with_evidence() {
 /// `--format csv` and `markdown`: the same records as the JSON, one row each (RFC 4180 quoting
 /// of the detail's commas), the header once; `text` is the table's other name; replay refuses
 /// CSV in one line before any work.
-pub fn explain_csv_and_markdown_list_the_same_records_as_json() {
+pub(crate) fn explain_csv_and_markdown_list_the_same_records_as_json() {
     let run = |f: &str| {
         let out = tcpstall().args(["explain", "--format", f]).arg(capture("seed001-default.pcap")).output().unwrap();
         assert!(out.status.success(), "{f}: {}", String::from_utf8_lossy(&out.stderr));
@@ -68,7 +68,7 @@ pub fn explain_csv_and_markdown_list_the_same_records_as_json() {
     assert_eq!(String::from_utf8_lossy(&out.stderr).trim().lines().count(), 1);
 }
 
-pub fn explain_fixed_strategy_shows_no_stalls() {
+pub(crate) fn explain_fixed_strategy_shows_no_stalls() {
     tcpstall()
         .args(["explain"])
         .arg(capture("seed002-nodelay.pcap"))
@@ -78,7 +78,7 @@ pub fn explain_fixed_strategy_shows_no_stalls() {
         .stdout(predicate::str::contains("nagle").not());
 }
 
-pub fn explain_port_filter_and_flow_filter() {
+pub(crate) fn explain_port_filter_and_flow_filter() {
     tcpstall()
         .args(["explain", "--port", "1"])
         .arg(capture("seed000-default.pcap"))
@@ -94,7 +94,7 @@ pub fn explain_port_filter_and_flow_filter() {
 }
 
 /// `--plot` was replaced by `--report`: a clear one-line error before any work.
-pub fn explain_plot_says_to_use_report() {
+pub(crate) fn explain_plot_says_to_use_report() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("x.svg");
     tcpstall()
@@ -108,7 +108,7 @@ pub fn explain_plot_says_to_use_report() {
     assert!(!svg.exists());
 }
 
-pub fn explain_truncated_file_prints_the_valid_prefix_and_fails() {
+pub(crate) fn explain_truncated_file_prints_the_valid_prefix_and_fails() {
     let dir = tempfile::tempdir().unwrap();
     let cut = dir.path().join("cut.pcap");
     let full = std::fs::read(capture("seed001-default.pcap")).unwrap();
@@ -123,7 +123,7 @@ pub fn explain_truncated_file_prints_the_valid_prefix_and_fails() {
         .stderr(predicate::str::contains("byte offset"));
 }
 
-pub fn explain_not_a_capture_is_a_one_line_error() {
+pub(crate) fn explain_not_a_capture_is_a_one_line_error() {
     let dir = tempfile::tempdir().unwrap();
     let txt = dir.path().join("notes.txt");
     std::fs::write(&txt, "hello, this is not a capture\n").unwrap();
@@ -144,7 +144,7 @@ pub fn explain_not_a_capture_is_a_one_line_error() {
         .stderr(predicate::str::contains("cannot open"));
 }
 
-pub fn explain_reads_standard_input() {
+pub(crate) fn explain_reads_standard_input() {
     let bytes = std::fs::read(capture("seed002-default.pcap")).unwrap();
     tcpstall()
         .args(["explain", "-"])
@@ -158,7 +158,7 @@ pub fn explain_reads_standard_input() {
 /// QA finding 15: a capture on a link type the decoder does not know yields no TCP packet; an
 /// empty report would read as "no stalls", so it is a one-line error naming the link type and
 /// the supported ones (tcpdump.org linktypes.html numbers), exit 2, nothing on stdout.
-pub fn explain_unknown_link_type_is_a_one_line_error() {
+pub(crate) fn explain_unknown_link_type_is_a_one_line_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("lt9999.pcap");
     // pcap header (magic, v2.4, zone, sigfigs, snaplen, network = 9999), then 3 records.
@@ -192,7 +192,7 @@ pub fn explain_unknown_link_type_is_a_one_line_error() {
 }
 
 /// `explain DIR`: one clear line, the OS error said once.
-pub fn explain_a_directory_says_so_once() {
+pub(crate) fn explain_a_directory_says_so_once() {
     let dir = tempfile::tempdir().unwrap();
     let out = tcpstall().arg("explain").arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -202,7 +202,7 @@ pub fn explain_a_directory_says_so_once() {
 
 /// An application gap (the writer had not written) is not a stall: counted apart, listed only
 /// with --app-gaps; the stalls of a lossy link are named from their resent ranges.
-pub fn explain_counts_application_gaps_apart_and_lists_them_on_request() {
+pub(crate) fn explain_counts_application_gaps_apart_and_lists_them_on_request() {
     let f = capture("link20ms-loss10-seed001-nodelay.pcapng");
     let out = tcpstall().args(["explain"]).arg(&f).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -220,7 +220,7 @@ pub fn explain_counts_application_gaps_apart_and_lists_them_on_request() {
 /// Each flow's label names its capture interface only when the file has several (the link's
 /// tap writes one per end), in the text and in the JSON alike; a pcapng with one interface
 /// keeps the bare label (the decoder knows which only at the end of the file).
-pub fn explain_labels_flows_with_their_interface_only_when_the_capture_has_several() {
+pub(crate) fn explain_labels_flows_with_their_interface_only_when_the_capture_has_several() {
     let json = |name: &str| -> serde_json::Value {
         let out = tcpstall().args(["explain", "--format", "json"]).arg(capture(name)).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

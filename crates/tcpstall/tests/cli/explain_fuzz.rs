@@ -167,7 +167,7 @@ fn explain(path: &Path) -> (Option<i32>, Vec<u8>, String) {
     (status.map(|s| s.code().unwrap_or(-1)), out, err)
 }
 
-pub fn explain_never_panics_on_damaged_captures() {
+pub(crate) fn explain_never_panics_on_damaged_captures() {
     let secs = std::env::var("TCPSTALL_FUZZ_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -210,7 +210,7 @@ pub fn explain_never_panics_on_damaged_captures() {
     assert!(iter >= 10, "only {iter} runs in {secs} s");
 }
 
-pub fn explain_says_which_tunnels_it_could_not_open() {
+pub(crate) fn explain_says_which_tunnels_it_could_not_open() {
     // An IPsec ESP packet (RFC 4303, IP protocol 50) and a TCP packet inside VXLAN (RFC 7348).
     let tcp = {
         let mut v = Vec::new();

@@ -11,7 +11,7 @@ fn stdout(args: &[&str]) -> String {
 /// Each shell's script names every subcommand and a flag of one; bash's parses (`bash -n`).
 /// `tcpstall man` is a roff page naming every subcommand; `tcpstall man advise` is advise's own
 /// page with its flags; an unknown shell or subcommand is an error.
-pub fn completions_and_man_page_are_generated_from_clap() {
+pub(crate) fn completions_and_man_page_are_generated_from_clap() {
     for shell in ["bash", "zsh", "fish"] {
         let s = stdout(&["completions", shell]);
         for word in ["lab", "explain", "advise", "replay", "watch", "completions", "fail-on-stall"] {
@@ -41,7 +41,7 @@ pub fn completions_and_man_page_are_generated_from_clap() {
 /// README "Requirements": a command that lacks a tool names it in one line and exits 2. Here
 /// `lab --path veth` with a PATH that has ip, iptables and sh but no ethtool (root: it builds
 /// the namespaces before it needs ethtool, and removes them again).
-pub fn a_missing_tool_is_named_in_one_line() {
+pub(crate) fn a_missing_tool_is_named_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     for tool in ["ip", "iptables", "sh"] {
         let out = std::process::Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().unwrap();

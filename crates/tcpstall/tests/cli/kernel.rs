@@ -34,7 +34,7 @@ fn row<'a>(v: &'a serde_json::Value, behaviour: &str) -> &'a serde_json::Value {
 /// (tcp_event_data_recv); two full segments read are ACKed at once (__tcp_cleanup_rbuf);
 /// Minshall's Nagle (tcp_minshall_check): seed 004 does not stall; NODELAY-then-CORK holds
 /// (tcp_skb_entail clears TCP_NAGLE_PUSH); RTO about 200 ms (TCP_RTO_MIN). Under 20 s.
-pub fn fingerprint_measures_the_rules_in_a_private_namespace() {
+pub(crate) fn fingerprint_measures_the_rules_in_a_private_namespace() {
     let _g = exclusive();
     twice("fingerprint", || {
         let t0 = std::time::Instant::now();
@@ -65,7 +65,7 @@ pub fn fingerprint_measures_the_rules_in_a_private_namespace() {
 }
 
 /// Two runs name the same best profile and put every scored row in the same category.
-pub fn fingerprint_twice_gives_the_same_answer() {
+pub(crate) fn fingerprint_twice_gives_the_same_answer() {
     let _g = exclusive();
     twice("same answer twice", || {
         let a = fingerprint_json();
@@ -89,7 +89,7 @@ pub fn fingerprint_twice_gives_the_same_answer() {
 /// with this kernel's measured rules (`linux:here`, model::experiments) reproduce at least 95 %
 /// of the measured behaviours (each row's rule is cited in model::fingerprint), and the table
 /// says so.
-pub fn model_replays_the_kernel_experiments() {
+pub(crate) fn model_replays_the_kernel_experiments() {
     let _g = exclusive();
     twice("replay agreement", || {
         let v = fingerprint_json();
@@ -104,7 +104,7 @@ pub fn model_replays_the_kernel_experiments() {
 }
 
 /// The table has a column per era and names the best match.
-pub fn fingerprint_table_names_the_best_profile() {
+pub(crate) fn fingerprint_table_names_the_best_profile() {
     let _g = exclusive();
     tcpstall()
         .arg("kernel")
@@ -116,7 +116,7 @@ pub fn fingerprint_table_names_the_best_profile() {
 }
 
 /// `simulate --profile linux:5.10 burst` runs seed 002 on Linux 5.10 as released.
-pub fn era_profile_simulates_seed_002() {
+pub(crate) fn era_profile_simulates_seed_002() {
     tcpstall()
         .args(["simulate", "--profile", "linux:5.10", "burst"])
         .assert()
@@ -126,7 +126,7 @@ pub fn era_profile_simulates_seed_002() {
 
 /// `--compare-profiles` on seed 002: the pingpong-threshold-3 eras (4a41f453bedf: 5.4 to 5.15
 /// as released) stall in fewer rounds than 4.19 and 6.x (threshold 1), and the row says so.
-pub fn compare_profiles_shows_where_the_eras_differ() {
+pub(crate) fn compare_profiles_shows_where_the_eras_differ() {
     let out = tcpstall().args(["simulate", "burst", "--compare-profiles"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
@@ -151,7 +151,7 @@ pub fn compare_profiles_shows_where_the_eras_differ() {
 }
 
 /// `simulate --profile linux:here` measures this kernel first and simulates with its rules.
-pub fn here_profile_simulates_with_the_measured_rules() {
+pub(crate) fn here_profile_simulates_with_the_measured_rules() {
     let _g = exclusive();
     tcpstall()
         .args(["simulate", "--profile", "linux:here", "burst"])
@@ -162,7 +162,7 @@ pub fn here_profile_simulates_with_the_measured_rules() {
 
 /// `--format csv` and `markdown`: the kernel's document is not a list of rows; one line, non-zero,
 /// before the 7 s of experiments.
-pub fn kernel_formats_without_a_form_fail_at_once() {
+pub(crate) fn kernel_formats_without_a_form_fail_at_once() {
     for format in ["csv", "markdown"] {
         let t0 = std::time::Instant::now();
         let out = tcpstall().args(["kernel", "--format", format]).output().unwrap();

@@ -21,7 +21,7 @@ fn lab_json(args: &[&str]) -> Value {
 /// each per round (tcp:tcp_sendmsg_locked), nothing lost, and hardly a window state (tcp:tcp_probe
 /// is kept only near a window limit, and a one-byte flight is far from every window); the report
 /// says once that the tracepoints are attached, reads off. `--no-kernel` turns it off.
-pub fn lab_rows_carry_kernel_evidence_and_no_kernel_turns_it_off() {
+pub(crate) fn lab_rows_carry_kernel_evidence_and_no_kernel_turns_it_off() {
     let _one = exclusive();
     let j = lab_json(&["rr", "--set", "rounds=50"]);
     let link = j["link"].as_str().unwrap();
@@ -43,7 +43,7 @@ pub fn lab_rows_carry_kernel_evidence_and_no_kernel_turns_it_off() {
 
 /// Without root (nobody, no capabilities): the lab still runs and its report says in one line,
 /// once, why there is no kernel evidence.
-pub fn lab_without_root_says_once_why_there_is_no_kernel_evidence() {
+pub(crate) fn lab_without_root_says_once_why_there_is_no_kernel_evidence() {
     let out = run_unprivileged(&["lab", "rr", "--set", "rounds=20", "--format", "json", "-q"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let j: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -58,7 +58,7 @@ pub fn lab_without_root_says_once_why_there_is_no_kernel_evidence() {
 /// tcp_sendmsg_locked each) and loses none; and, the kernel having seen each reply written at
 /// the end of its pause, it reports no stall (issue 22: packets alone called them probe-timer).
 /// Far from every window, no window state is kept; reads are off without `--kernel-reads`.
-pub fn watch_kernel_counts_the_writes_of_the_watched_flow() {
+pub(crate) fn watch_kernel_counts_the_writes_of_the_watched_flow() {
     let _one = exclusive();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
@@ -130,7 +130,7 @@ pub fn watch_kernel_counts_the_writes_of_the_watched_flow() {
 /// called those pauses `probe-timer` (nothing in flight, released after 200 ms); the kernel saw
 /// the write (tcp:tcp_sendmsg_locked) at the end of the pause, so each is `application`, no
 /// stall, with the write in its evidence.
-pub fn a_thinking_nodelay_server_is_application_with_the_kernel_write_time() {
+pub(crate) fn a_thinking_nodelay_server_is_application_with_the_kernel_write_time() {
     let _one = exclusive();
     let j = lab_json(&[
         "--exchange",
@@ -166,7 +166,7 @@ pub fn a_thinking_nodelay_server_is_application_with_the_kernel_write_time() {
 /// delayed-ACK mode (it answers each round): every real wait (a round the client measured
 /// slow) is `nagle-delayed-ack`, at least 90% of them, with the held write from the kernel in
 /// the evidence.
-pub fn a_periodic_nagle_sender_is_nagle_delayed_ack_for_its_real_waits() {
+pub(crate) fn a_periodic_nagle_sender_is_nagle_delayed_ack_for_its_real_waits() {
     let _one = exclusive();
     let j = lab_json(&["--exchange", "client 10,10 think=20ms; server 10", "--rounds", "30"]);
     let r = &j["results"][0];
@@ -193,7 +193,7 @@ pub fn a_periodic_nagle_sender_is_nagle_delayed_ack_for_its_real_waits() {
 /// covering it) before the segment was captured, within the clocks' mapping error; the writes'
 /// sizes are the program's; with reads asked for (`KernelHandle::open_with_reads`), both sides'
 /// reads are there.
-pub fn kernel_writes_precede_the_packets_that_carry_them() {
+pub(crate) fn kernel_writes_precede_the_packets_that_carry_them() {
     let _one = exclusive();
     let mut s = scenario::Scenario::builtin("multi-write").unwrap();
     s.apply_sets(&["requests=5"]).unwrap();

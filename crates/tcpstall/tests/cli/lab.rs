@@ -68,7 +68,7 @@ fn fails_with_one_line(args: &[&str], needle: &str) {
     assert!(err.contains(needle), "{args:?}: expected '{needle}' in: {err}");
 }
 
-pub fn seed_000_chunked_default_stalls_twice_per_round_and_the_fixes_do_not() {
+pub(crate) fn seed_000_chunked_default_stalls_twice_per_round_and_the_fixes_do_not() {
     let _one_at_a_time = exclusive();
     let r = lab_json(&["chunked", "--set", "round=6"]);
     assert_eq!(r["tool"], "tcpstall");
@@ -104,7 +104,7 @@ pub fn seed_000_chunked_default_stalls_twice_per_round_and_the_fixes_do_not() {
     assert_eq!(row(&r, "default")["server"]["nodelay"], false);
 }
 
-pub fn seed_001_multi_write_waits_for_the_delayed_ack_and_nodelay_then_cork_works_here() {
+pub(crate) fn seed_001_multi_write_waits_for_the_delayed_ack_and_nodelay_then_cork_works_here() {
     let _one_at_a_time = exclusive();
     let r = lab_json(&["multi-write", "--set", "requests=5"]);
     let d = row(&r, "default");
@@ -119,7 +119,7 @@ pub fn seed_001_multi_write_waits_for_the_delayed_ack_and_nodelay_then_cork_work
     assert!(ntc["wire"]["client"]["data_segs_out"].as_u64().unwrap() <= 6, "{ntc:#}");
 }
 
-pub fn tx_timestamps_name_the_side_that_held_the_request() {
+pub(crate) fn tx_timestamps_name_the_side_that_held_the_request() {
     // Seed 001: the client's second write waits inside the client's TCP (Nagle) for the
     // server's delayed ACK; SO_TIMESTAMPING's SCHED stamp shows the hold on the client only.
     let r =
@@ -134,7 +134,7 @@ pub fn tx_timestamps_name_the_side_that_held_the_request() {
     assert!(!st.is_empty() && st.iter().all(|s| s["held"] == "A" && s["waited"] == "B"), "{x:#}");
 }
 
-pub fn seed_002_burst_of_three_stalls_on_the_third_read_and_two_does_not() {
+pub(crate) fn seed_002_burst_of_three_stalls_on_the_third_read_and_two_does_not() {
     let base = ["burst", "--client", "none", "--server", "none", "--set", "rounds=20"];
     // On loopback the round trip (~10 us) is as short as a send call, so whether the second and
     // third messages coalesce behind Nagle (the seed's stall) is a race between the two threads:
@@ -161,7 +161,7 @@ pub fn seed_002_burst_of_three_stalls_on_the_third_read_and_two_does_not() {
     fixed(&r["results"][0], "n=2", three);
 }
 
-pub fn seed_004_bulk_ack_does_not_stall_on_linux_with_minshall() {
+pub(crate) fn seed_004_bulk_ack_does_not_stall_on_linux_with_minshall() {
     // Root: a private namespace with lo MTU 1500 (loopback's 65536 would make 100,000 bytes two
     // segments).
     let _one_at_a_time = exclusive();
@@ -181,7 +181,7 @@ pub fn seed_004_bulk_ack_does_not_stall_on_linux_with_minshall() {
     assert!(r["results"][0]["netstat"]["DelayedACKs"].is_i64(), "{r:#}");
 }
 
-pub fn stream_reports_throughput_and_pure_acks() {
+pub(crate) fn stream_reports_throughput_and_pure_acks() {
     let t0 = std::time::Instant::now();
     let r = lab_json(&["stream", "--set", "duration_ms=200", "--client", "none", "--server", "none"]);
     // Regression: the client once waited for the server's close while the server waited for the
@@ -206,7 +206,7 @@ pub fn stream_reports_throughput_and_pure_acks() {
     assert!(x["throughput_bytes_per_s"].as_f64().unwrap() > 0.0);
 }
 
-pub fn json_contract_has_the_documented_fields() {
+pub(crate) fn json_contract_has_the_documented_fields() {
     let r = lab_json(&["rr", "--set", "rounds=50"]);
     for k in ["tool", "version", "schema_version", "kernel", "mode", "scenario", "params", "link", "results"] {
         assert!(r.get(k).is_some(), "missing top-level '{k}'");
@@ -240,7 +240,7 @@ pub fn json_contract_has_the_documented_fields() {
     payload_is(x, 50);
 }
 
-pub fn config_file_runs_its_one_configuration() {
+pub(crate) fn config_file_runs_its_one_configuration() {
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("tcp_test.conf");
     std::fs::write(&conf, "no_delay 1\nquickack 0\ncork 0\nmsg_more 0\nsend 1000\nn_chunk 100\nround 3\n").unwrap();
@@ -261,7 +261,7 @@ pub fn config_file_runs_its_one_configuration() {
 
 /// The repository's examples/tcp_test.conf is seed 000's default configuration and runs as
 /// written (the README's `--config` example); here with 4 rounds instead of its 100.
-pub fn the_shipped_example_config_is_seed_000() {
+pub(crate) fn the_shipped_example_config_is_seed_000() {
     let conf = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/tcp_test.conf");
     let text = std::fs::read_to_string(conf).expect("examples/tcp_test.conf is in the repository");
     for line in ["no_delay 0", "quickack 0", "cork 0", "msg_more 0", "send 1000", "n_chunk 100", "round 100"] {
@@ -281,7 +281,7 @@ pub fn the_shipped_example_config_is_seed_000() {
     assert_eq!(x["verdict_key"]["cause"], "nagle-delayed-ack", "{x:#}");
 }
 
-pub fn csv_markdown_and_output_file() {
+pub(crate) fn csv_markdown_and_output_file() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("rr.csv");
     tcpstall().args(["lab", "rr", "--set", "rounds=20", "--format", "csv", "-q", "-o"]).arg(&file).assert().success();
@@ -296,7 +296,7 @@ pub fn csv_markdown_and_output_file() {
     assert!(md.contains("| strategy |") && md.contains("| nodelay |"), "{md}");
 }
 
-pub fn table_shows_rows_verdicts_and_held_options() {
+pub(crate) fn table_shows_rows_verdicts_and_held_options() {
     let out = tcpstall().args(["lab", "multi-write", "--set", "requests=3", "--client", "cork"]).output().unwrap();
     assert!(out.status.success());
     let t = String::from_utf8_lossy(&out.stdout);
@@ -306,7 +306,7 @@ pub fn table_shows_rows_verdicts_and_held_options() {
     assert!(out.stderr.is_empty(), "no progress bar when stderr is not a terminal");
 }
 
-pub fn bad_input_is_one_line_and_non_zero() {
+pub(crate) fn bad_input_is_one_line_and_non_zero() {
     fails_with_one_line(&["lab", "nosuch"], "unknown scenario 'nosuch'");
     fails_with_one_line(&["lab", "rr", "--set", "size=0"], "size must be at least 1");
     fails_with_one_line(&["lab", "rr", "--set", "size=99999999999"], "--set size");
@@ -315,7 +315,7 @@ pub fn bad_input_is_one_line_and_non_zero() {
     fails_with_one_line(&["lab", "--stall-threshold=0"], "--stall-threshold 0");
 }
 
-pub fn an_unwritable_output_fails_before_measuring() {
+pub(crate) fn an_unwritable_output_fails_before_measuring() {
     // The lab is pointed at a port this test holds: had it started measuring before checking
     // the output, it would fail with "port N is already in use" instead (and a 200-round
     // chunked run would take seconds, not well under one).
@@ -335,7 +335,7 @@ pub fn an_unwritable_output_fails_before_measuring() {
 }
 
 /// --report and --pcap are checked before the analysis or the simulation runs: one line, no file.
-pub fn unwritable_plot_and_pcap_fail_first() {
+pub(crate) fn unwritable_plot_and_pcap_fail_first() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("no/such/dir/x.html");
     let cap = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/captures/seed000-default.pcap");
@@ -346,7 +346,7 @@ pub fn unwritable_plot_and_pcap_fail_first() {
     fails_with_one_line(&["simulate", "--report", bad.to_str().unwrap()], "--report: cannot write ");
 }
 
-pub fn a_port_in_use_is_a_one_line_error() {
+pub(crate) fn a_port_in_use_is_a_one_line_error() {
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = busy.local_addr().unwrap().port().to_string();
     fails_with_one_line(
@@ -355,7 +355,7 @@ pub fn a_port_in_use_is_a_one_line_error() {
     );
 }
 
-pub fn scenarios_lists_the_catalogue() {
+pub(crate) fn scenarios_lists_the_catalogue() {
     let out = tcpstall().args(["scenarios", "--format", "json"]).output().unwrap();
     assert!(out.status.success());
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -384,7 +384,7 @@ pub fn scenarios_lists_the_catalogue() {
 /// The default schedule runs seed 000's two timer-bound rows side by side: SIGINT while they
 /// run stops both at once, exits 130 with one line, and the JSON says how many rows finished;
 /// the header names the rows that ran side by side.
-pub fn side_by_side_rows_stop_at_ctrl_c_too() {
+pub(crate) fn side_by_side_rows_stop_at_ctrl_c_too() {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
     let _one_at_a_time = exclusive();
@@ -414,7 +414,7 @@ pub fn side_by_side_rows_stop_at_ctrl_c_too() {
 
 /// Without the interruption the header says which rows waited side by side: seed 000's two
 /// timer-bound rows, and no other.
-pub fn timer_bound_rows_run_side_by_side_and_say_so() {
+pub(crate) fn timer_bound_rows_run_side_by_side_and_say_so() {
     let _one_at_a_time = exclusive();
     let r = lab_json(&["chunked", "--set", "round=6"]);
     let link = r["link"].as_str().unwrap();
@@ -424,7 +424,7 @@ pub fn timer_bound_rows_run_side_by_side_and_say_so() {
     }
 }
 
-pub fn ctrl_c_keeps_the_finished_rows_and_exits_130() {
+pub(crate) fn ctrl_c_keeps_the_finished_rows_and_exits_130() {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
     // Seed 000's matrix with 30 rounds, one row at a time (`side_by_side_rows_stop_at_ctrl_c_too`
@@ -473,7 +473,7 @@ pub fn ctrl_c_keeps_the_finished_rows_and_exits_130() {
     });
 }
 
-pub fn wire_covers_the_measured_rounds_only() {
+pub(crate) fn wire_covers_the_measured_rounds_only() {
     // Depth 2: a message is always in flight at the ends of the measured rounds; the snapshots
     // wait until every written byte has left the socket, so the payload is exactly rounds x size
     // and grows with the size.
@@ -497,7 +497,7 @@ fn payload_is(x: &Value, want: u64) {
 
 /// TcpExt counters are the namespace's, so they belong to the run only with root (a private
 /// namespace per row).
-pub fn tcpext_counters_cover_the_measured_rounds_only() {
+pub(crate) fn tcpext_counters_cover_the_measured_rounds_only() {
     let _one_at_a_time = exclusive();
     // Seed 001: one delayed ACK per request. Ten warm-up requests stall too, but are not counted.
     let r = lab_json(&["multi-write", "--client", "none", "--set", "requests=5", "--set", "warmup=10"]);
@@ -511,7 +511,7 @@ pub fn tcpext_counters_cover_the_measured_rounds_only() {
 /// delays it (RFC 1122 4.2.3.2; `tcp_send_delayed_ack`, TCP_ATO_MIN 40 ms) and Nagle holds the
 /// server's last 1-byte ack behind it (RFC 896; `tcp_nagle_check`). The verdict names the wait;
 /// the samples, stalls, ms/round and `verdict_key` (the measured rounds) do not count it.
-pub fn bulk_ack_depth_2_names_the_drain_wait_after_the_measured_rounds_without_counting_it() {
+pub(crate) fn bulk_ack_depth_2_names_the_drain_wait_after_the_measured_rounds_without_counting_it() {
     // Root: a private namespace with lo MTU 1500 (as in seed 004).
     let _one_at_a_time = exclusive();
     // Whether a row ends with the wait is a race in the kernel (the client's ACK may ride on
@@ -580,7 +580,7 @@ fn tcp_stalls(x: &Value) -> Vec<&Value> {
 /// Each row records its own packets (AF_PACKET on its namespace's loopback) and the one
 /// classifier names the stalls from them: seed 000's default row has Nagle/delayed-ACK stall
 /// records of >= 30 ms (about two per round), the nodelay row none; the capture lost nothing.
-pub fn rows_carry_the_classifiers_stalls_from_their_own_packets() {
+pub(crate) fn rows_carry_the_classifiers_stalls_from_their_own_packets() {
     let _one_at_a_time = exclusive();
     let r = lab_json(&["chunked", "--set", "round=6"]);
     let x = row(&r, "default");
@@ -618,7 +618,7 @@ pub fn rows_carry_the_classifiers_stalls_from_their_own_packets() {
 /// `lab --capture FILE` on loopback writes the rows' packets as pcapng (one interface per
 /// row); tcpdump reads it, and `explain` finds the ~40 ms Nagle/delayed-ACK waits of seed
 /// 001's default row in it and none in the nodelay row.
-pub fn lab_capture_on_loopback_is_a_pcapng_explain_reads() {
+pub(crate) fn lab_capture_on_loopback_is_a_pcapng_explain_reads() {
     let _one_at_a_time = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("mw.pcapng");
@@ -670,7 +670,7 @@ pub fn lab_capture_on_loopback_is_a_pcapng_explain_reads() {
 
 /// Without CAP_NET_RAW the rows keep their other measurements and the report says why there
 /// are no stall records; --no-capture leaves the capture out.
-pub fn without_cap_net_raw_the_capture_is_skipped_with_a_note() {
+pub(crate) fn without_cap_net_raw_the_capture_is_skipped_with_a_note() {
     let out = crate::support::run_unprivileged(&["lab", "rr", "--set", "rounds=20", "--format", "json", "--quiet"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -686,7 +686,7 @@ pub fn without_cap_net_raw_the_capture_is_skipped_with_a_note() {
 /// Behind `--link` the rows' traces come from the forwarder's tap (the link's server end):
 /// seed 001's default row has stall records of >= 30 ms, the nodelay row none, each row only
 /// its own connection's packets.
-pub fn behind_a_link_rows_take_their_packets_from_the_forwarders_tap() {
+pub(crate) fn behind_a_link_rows_take_their_packets_from_the_forwarders_tap() {
     let _one_at_a_time = exclusive();
     let long = |x: &Value| {
         x["stall_records"]
@@ -719,7 +719,7 @@ pub fn behind_a_link_rows_take_their_packets_from_the_forwarders_tap() {
 
 /// `--capture FILE` on loopback is checked before any row runs: one line, non-zero, no file;
 /// `--capture` with `--no-capture` is refused.
-pub fn an_unwritable_loopback_capture_fails_before_measuring() {
+pub(crate) fn an_unwritable_loopback_capture_fails_before_measuring() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("no/such/dir/x.pcapng");
     fails_with_one_line(&["lab", "rr", "--set", "rounds=10", "--capture", bad.to_str().unwrap()], "--capture");
@@ -734,7 +734,7 @@ pub fn an_unwritable_loopback_capture_fails_before_measuring() {
 /// Issue 26 item 2: without packets the stall count is not measured, and says so: `?` in the
 /// table with a footnote naming why, null in the JSON (never 0 next to 44 ms rounds), while the
 /// slow samples are still counted and shown. Run as nobody (setpriv): no CAP_NET_RAW.
-pub fn without_packets_the_stall_count_is_not_measured_not_zero() {
+pub(crate) fn without_packets_the_stall_count_is_not_measured_not_zero() {
     let _one_at_a_time = exclusive();
     let out = crate::support::run_unprivileged(&["lab", "multi-write", "--set", "requests=5", "--quiet"]);
     let text = String::from_utf8_lossy(&out.stdout);

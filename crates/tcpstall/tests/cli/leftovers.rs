@@ -114,7 +114,7 @@ fn run_ok(what: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-pub fn a_run_killed_mid_way_is_cleaned_up_by_the_next_run_of_another_kind() {
+pub(crate) fn a_run_killed_mid_way_is_cleaned_up_by_the_next_run_of_another_kind() {
     let _one = exclusive();
     let before = state();
     let next_shell = ["shell", "--link", "rtt=1ms", "--", "true"];

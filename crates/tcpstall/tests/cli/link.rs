@@ -12,7 +12,7 @@ fn bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin("tcpstall")
 }
 
-pub fn shell_runs_the_command_in_the_client_namespace_and_returns_its_exit_code() {
+pub(crate) fn shell_runs_the_command_in_the_client_namespace_and_returns_its_exit_code() {
     let out = tcpstall()
         .args([
             "shell",
@@ -37,7 +37,7 @@ pub fn shell_runs_the_command_in_the_client_namespace_and_returns_its_exit_code(
     assert!(stderr.contains("server namespace at 198.18.0.2"), "{stderr}");
 }
 
-pub fn shell_rejects_a_bad_link_in_one_line() {
+pub(crate) fn shell_rejects_a_bad_link_in_one_line() {
     let out = tcpstall().args(["shell", "--link", "rtt=20", "--", "true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -50,7 +50,7 @@ pub fn shell_rejects_a_bad_link_in_one_line() {
 /// 19 and 30 ms. A scheduling delay only adds (on 2 cores with four busy loops beside, python's
 /// median was 35-40 ms), so the minimum is the robust figure; no delay or a doubled one would
 /// show as < 1 ms or >= 40 ms.
-pub fn server_command_is_reachable_one_rtt_away() {
+pub(crate) fn server_command_is_reachable_one_rtt_away() {
     let _one_at_a_time = exclusive();
     let server = "python3 -c \"import socket;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);\
                   s.bind(('198.18.0.2',5301));s.listen()\nwhile True:\n c,_=s.accept();c.sendall(c.recv(10));c.close()\"";
@@ -87,7 +87,7 @@ pub fn server_command_is_reachable_one_rtt_away() {
     });
 }
 
-pub fn capture_is_readable_by_tcpdump_and_tshark() {
+pub(crate) fn capture_is_readable_by_tcpdump_and_tshark() {
     let _one_at_a_time = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let cap = dir.path().join("link.pcapng");
@@ -223,7 +223,7 @@ fn wait_tagged(run: u32, want: &[&str]) -> Vec<(u32, String)> {
 /// holds the link's namespaces, so the kernel has freed them with their devices and routes.
 /// The next run still sweeps processes tagged by a dead owner (the fallback where no PID
 /// namespace can be made) and only those.
-pub fn sigkill_leaves_no_process_of_the_run_and_the_next_run_removes_only_stale_ones() {
+pub(crate) fn sigkill_leaves_no_process_of_the_run_and_the_next_run_removes_only_stale_ones() {
     let mut run = Command::new(bin())
         .args(["shell", "--link", "rtt=1ms", "--server-command", "sleep 301; echo", "--"])
         .args(["sh", "-c", "sleep 303 & setsid sleep 304 & sleep 302"])
@@ -300,7 +300,7 @@ pub fn sigkill_leaves_no_process_of_the_run_and_the_next_run_removes_only_stale_
 
 /// Ctrl-C (SIGINT from the terminal) reaches the command; a SIGTERM sent to tcpstall is
 /// relayed to it; either way tcpstall tears down and exits with the command's status.
-pub fn sigterm_is_relayed_to_the_command() {
+pub(crate) fn sigterm_is_relayed_to_the_command() {
     let mut run =
         Command::new(bin()).args(["shell", "--quiet", "--link", "rtt=1ms", "--", "sleep", "300"]).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(500));
@@ -322,7 +322,7 @@ fn nix_kill(pid: u32, sig: &str) {
 
 /// Without root: either the link works in an unprivileged user namespace, or tcpstall says
 /// in one line why it cannot (never a panic, never a partial setup).
-pub fn without_root_it_works_or_says_why() {
+pub(crate) fn without_root_it_works_or_says_why() {
     // A copy uid 65534 can execute wherever the build directory is (e.g. under /root).
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
@@ -373,7 +373,7 @@ fn lab(args: &[&str]) -> (String, String) {
 /// four busy loops on 2 cores the median was 35-40 ms. The tighter 19-30 ms window is asserted
 /// on the fastest UDP round trip (crates/link/tests/forwarding.rs), the exact one
 /// (20.0-20.5 ms) by `cargo bench -p tcpstall-link --bench forwarder` ("meets"/"misses").
-pub fn lab_rr_behind_rtt_20ms_shows_the_delay() {
+pub(crate) fn lab_rr_behind_rtt_20ms_shows_the_delay() {
     let _one_at_a_time = exclusive();
     twice("rr p50 behind rtt=20ms", || {
         let (o, _) = lab(&[
@@ -393,7 +393,7 @@ pub fn lab_rr_behind_rtt_20ms_shows_the_delay() {
 /// Behind rate=50mbit a stream never runs faster than the link, and not slower than half of it
 /// (a userspace forwarder on a loaded host falls short; it never exceeds the rate). The issue's
 /// 10% window is a speed target in the forwarder benchmark.
-pub fn lab_stream_behind_rate_50mbit_never_exceeds_it() {
+pub(crate) fn lab_stream_behind_rate_50mbit_never_exceeds_it() {
     let _one_at_a_time = exclusive();
     twice("stream behind rate=50mbit", || {
         let (o, _) = lab(&[
@@ -447,7 +447,7 @@ fn within_5_sigma(observed: u64, n: u64, p: f64) -> bool {
 }
 
 /// Issue: "loss and ack-loss counters match the configured fractions within sampling error".
-pub fn lab_loss_and_ack_loss_counters_match_their_fractions() {
+pub(crate) fn lab_loss_and_ack_loss_counters_match_their_fractions() {
     let _one_at_a_time = exclusive();
     // The receiver's pure ACKs travel server->client; the data client->server. When other
     // tests load the 2 shared cores, a run can stall in retransmission timeouts (every other
@@ -469,7 +469,7 @@ pub fn lab_loss_and_ack_loss_counters_match_their_fractions() {
 
 /// Issue: "Leaves nothing behind ... on normal exit": a background job of the command, one
 /// that left its session, and the server command's children do not outlive the session.
-pub fn normal_exit_leaves_no_process_behind() {
+pub(crate) fn normal_exit_leaves_no_process_behind() {
     let dir = tempfile::tempdir().unwrap();
     let go = dir.path().join("go");
     let mut run = Command::new(bin())
@@ -496,7 +496,7 @@ pub fn normal_exit_leaves_no_process_behind() {
 /// QA 18: a command that cannot be started ends the session like a shell would: one line
 /// saying why, exit 127 when it is not found, 126 when it is not executable (POSIX "Command
 /// Search and Execution").
-pub fn a_command_that_cannot_start_exits_127_or_126_with_one_line() {
+pub(crate) fn a_command_that_cannot_start_exits_127_or_126_with_one_line() {
     let out =
         tcpstall().args(["shell", "--", "tcpstall-no-such-command"]).timeout(Duration::from_secs(20)).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -519,7 +519,7 @@ pub fn a_command_that_cannot_start_exits_127_or_126_with_one_line() {
 /// through a default route into the link, it hung for the resolver's timeout. Now the
 /// commands' /etc/hosts names the two ends and there is no default route, so it listens at
 /// once, names resolve from the file, and an off-link address fails with ENETUNREACH.
-pub fn python_http_server_is_reachable_at_once_and_lookups_do_not_hang() {
+pub(crate) fn python_http_server_is_reachable_at_once_and_lookups_do_not_hang() {
     let _one_at_a_time = exclusive();
     let client = r#"
 import errno, socket, time
@@ -598,7 +598,7 @@ fn signal_a_pipeline(sig: &str) -> (Option<i32>, String) {
 /// Issue 10: `shell` runs the command in its own process group and relays SIGINT and SIGTERM
 /// to all of it, so a pipeline stops as a whole (Ctrl-C from a terminal reaches the group
 /// directly: it is the terminal's foreground group while it runs).
-pub fn sigint_and_sigterm_reach_the_whole_pipeline() {
+pub(crate) fn sigint_and_sigterm_reach_the_whole_pipeline() {
     for sig in ["INT", "TERM"] {
         let (code, stdout) = signal_a_pipeline(sig);
         assert!(stdout.contains("pipeline-ended"), "SIG{sig} did not end the pipeline: {stdout}");
@@ -609,7 +609,7 @@ pub fn sigint_and_sigterm_reach_the_whole_pipeline() {
 
 /// Issue 10: a capture that cannot be written fails in one line before the link is built
 /// (needs no root: the check comes first).
-pub fn unwritable_capture_fails_before_the_link_is_built() {
+pub(crate) fn unwritable_capture_fails_before_the_link_is_built() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no/such/dir/x.pcapng");
     let cap = missing.to_str().unwrap();
@@ -629,7 +629,7 @@ pub fn unwritable_capture_fails_before_the_link_is_built() {
 /// Issue 26: a capture tcpstall wrote never warns about its own timestamps. The link's two
 /// forwarder threads hand their records over out of order when one is descheduled; the writer
 /// puts them back in time order, so `explain` finds no frame stamped before the one ahead of it.
-pub fn the_links_capture_is_written_in_time_order() {
+pub(crate) fn the_links_capture_is_written_in_time_order() {
     let _one_at_a_time = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let cap = dir.path().join("s.pcapng");

@@ -127,7 +127,7 @@ fn row(j: &Value, label: &str) -> (f64, u64, u64) {
     )
 }
 
-pub fn seeds_000_and_001_over_veth_reproduce_their_rows() {
+pub(crate) fn seeds_000_and_001_over_veth_reproduce_their_rows() {
     let _one = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let key = new_key(dir.path());
@@ -179,7 +179,7 @@ pub fn seeds_000_and_001_over_veth_reproduce_their_rows() {
 }
 
 // long: one refusal after another against one server, each a few lines, read in order.
-pub fn refusals_are_one_line_and_non_zero() {
+pub(crate) fn refusals_are_one_line_and_non_zero() {
     let dir = tempfile::tempdir().unwrap();
     let key = new_key(dir.path());
     // The key file is private and not overwritten.
@@ -266,7 +266,7 @@ pub fn refusals_are_one_line_and_non_zero() {
 /// Behind the emulated link (`tcpstall shell --link rtt=20ms`, the server in the link's far
 /// namespace): the rows keep their shape, each a round trip longer, and the stalls' time splits
 /// into the network's round trip and the receiver host's delayed ACK.
-pub fn seed_001_behind_the_emulated_link() {
+pub(crate) fn seed_001_behind_the_emulated_link() {
     let _one = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let key = new_key(dir.path());
@@ -303,7 +303,7 @@ pub fn seed_001_behind_the_emulated_link() {
 
 /// Ctrl-C: `lab --remote` keeps the rows it finished and exits 130 with one line; the server
 /// sees the client go, serves the next one, and ends on its own Ctrl-C with 130.
-pub fn ctrl_c_on_either_end() {
+pub(crate) fn ctrl_c_on_either_end() {
     let _one = exclusive();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let listen = format!("127.0.0.1:{port}");
@@ -354,7 +354,7 @@ pub fn ctrl_c_on_either_end() {
 /// files give one merged verdict per connection: the client's end told from the handshake
 /// (whatever the order given), the stalls named from the client's packets, their time the
 /// server host's (its delayed ACK).
-pub fn explain_merges_two_captures_of_one_connection() {
+pub(crate) fn explain_merges_two_captures_of_one_connection() {
     let _one = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let key = new_key(dir.path());
@@ -405,7 +405,7 @@ pub fn explain_merges_two_captures_of_one_connection() {
 /// `explain A B` without a network: one capture given as both ends merges with itself (the
 /// order given decides the ends), the JSON has the documented fields (docs/json-schema.md,
 /// "Explain two captures") and the table the same connection and stalls.
-pub fn explain_pair_json_and_table_from_one_capture_twice() {
+pub(crate) fn explain_pair_json_and_table_from_one_capture_twice() {
     let f = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/captures/seed001-default.pcap");
     let out = tcpstall().args(["explain", f, f, "--format", "json"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -438,7 +438,7 @@ pub fn explain_pair_json_and_table_from_one_capture_twice() {
 
 /// `advise --remote`: every candidate run on one session with the server; seed 001 as written
 /// stalls, the recommendation is a client-side fix, and the server is named.
-pub fn advise_runs_against_a_remote_server() {
+pub(crate) fn advise_runs_against_a_remote_server() {
     let _one = exclusive();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let listen = format!("127.0.0.1:{port}");

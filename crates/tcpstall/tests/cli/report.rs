@@ -16,7 +16,7 @@ fn capture(name: &str) -> PathBuf {
 }
 
 /// The DOM after the page's scripts ran, from headless Chromium.
-pub fn chromium_dom(page: &Path) -> String {
+pub(crate) fn chromium_dom(page: &Path) -> String {
     let profile = tempfile::tempdir().unwrap();
     let out = Command::new("timeout")
         .arg("120")
@@ -113,7 +113,7 @@ fn check_ladder(dom: &str, stall: &Value) {
     assert!(seen > 0, "the stall's evidence names packets inside the wait");
 }
 
-pub fn simulate_report_renders_with_the_json_numbers() {
+pub(crate) fn simulate_report_renders_with_the_json_numbers() {
     let dir = tempfile::tempdir().unwrap();
     let (html, json) = (dir.path().join("r.html"), dir.path().join("r.json"));
     let args = ["simulate", "chunked", "--matrix", "all", "--rounds", "20", "--format", "json", "-o"];
@@ -163,7 +163,7 @@ pub fn simulate_report_renders_with_the_json_numbers() {
     assert!(tags(&dom, "svg", "tseq").len() >= 2, "time-sequence graphs from the model's packets");
 }
 
-pub fn explain_report_renders_a_capture() {
+pub(crate) fn explain_report_renders_a_capture() {
     let dir = tempfile::tempdir().unwrap();
     let html = dir.path().join("e.html");
     let cap = capture("seed000-default.pcap");
@@ -193,7 +193,7 @@ pub fn explain_report_renders_a_capture() {
 /// Lab rows: a CDF per row from the lab's histogram, the JSON's numbers; with the row's own
 /// capture (root, CAP_NET_RAW) the ladder of seed 000's first stall and the graphs, else the
 /// page says why there are none.
-pub fn lab_report_renders_its_rows_and_packets() {
+pub(crate) fn lab_report_renders_its_rows_and_packets() {
     let dir = tempfile::tempdir().unwrap();
     let (html, json) = (dir.path().join("l.html"), dir.path().join("l.json"));
     tcpstall()
@@ -228,7 +228,7 @@ pub fn lab_report_renders_its_rows_and_packets() {
     }
 }
 
-pub fn unwritable_report_fails_before_any_work() {
+pub(crate) fn unwritable_report_fails_before_any_work() {
     for args in [
         vec!["simulate", "chunked", "--report", "/nonexistent-dir/r.html"],
         vec!["lab", "rr", "--report", "/nonexistent-dir/r.html"],
@@ -251,7 +251,7 @@ pub fn unwritable_report_fails_before_any_work() {
 
 /// The page's data (not its pixels) for a deterministic simulate run, against the committed
 /// snapshot. The header's host, date and command line are blanked.
-pub fn simulate_report_data_snapshot() {
+pub(crate) fn simulate_report_data_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let html = dir.path().join("r.html");
     tcpstall().args(["simulate", "chunked", "--rounds", "2", "--report"]).arg(&html).assert().success();
@@ -279,7 +279,7 @@ pub fn simulate_report_data_snapshot() {
 /// advise: the ranking table carries the JSON's numbers, each ranked candidate has an error bar
 /// for p50 and p99 whose ends are its 95% interval, and the recommendation and code are on the
 /// page. On the model (deterministic, fast); seed 001's request.
-pub fn advise_report_draws_the_ranking_with_error_bars() {
+pub(crate) fn advise_report_draws_the_ranking_with_error_bars() {
     let dir = tempfile::tempdir().unwrap();
     let html = dir.path().join("a.html");
     let out = tcpstall()
@@ -325,7 +325,7 @@ pub fn advise_report_draws_the_ranking_with_error_bars() {
 
 /// replay: the captured flow and the reproduced run on one page, each with its graphs and its
 /// stall records, and the comparison cause by cause.
-pub fn replay_report_shows_the_capture_and_the_run() {
+pub(crate) fn replay_report_shows_the_capture_and_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let html = dir.path().join("r.html");
     let out = tcpstall()

@@ -41,7 +41,7 @@ fn ratios(j: &Value) -> (f64, f64) {
     (sent / data, got / data)
 }
 
-pub fn route_quickack_and_thinning_move_the_ack_ratio() {
+pub(crate) fn route_quickack_and_thinning_move_the_ack_ratio() {
     let _one = exclusive();
     let plain = veth(&["--rx-gro", "off", "--tx-tso", "off"]);
     let quick = veth(&["--rx-gro", "off", "--tx-tso", "off", "--route-quickack"]);
@@ -65,7 +65,7 @@ fn leftovers() -> Vec<String> {
 
 /// SIGKILL mid-run leaves the namespaces (a killed process cleans nothing); the next run sweeps
 /// them, with their veth pair and rules, and leaves nothing of its own.
-pub fn a_killed_veth_run_is_swept_by_the_next() {
+pub(crate) fn a_killed_veth_run_is_swept_by_the_next() {
     let _one = exclusive();
     let mut child = Command::new(assert_cmd::cargo::cargo_bin("tcpstall"))
         .args(["lab", "stream", "--path", "veth", "--thin-acks", "2", "--set", "duration_ms=8000", "-q"])
@@ -94,7 +94,7 @@ pub fn a_killed_veth_run_is_swept_by_the_next() {
 /// `--matrix seed003`'s flags are checked before any namespace exists: one line, non-zero. (Its
 /// `--format json` document is checked field by field in crates/report/tests/json_schema_doc.rs:
 /// the matrix takes a minute.)
-pub fn matrix_flags_fail_in_one_line_before_running() {
+pub(crate) fn matrix_flags_fail_in_one_line_before_running() {
     for (args, needle) in [
         (&["--reps", "0"][..], "--reps 0: expected 1 to 20"),
         (&["--format", "yaml"][..], "invalid value 'yaml' for '--format"),

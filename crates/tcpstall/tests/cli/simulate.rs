@@ -11,7 +11,7 @@ fn json(args: &[&str]) -> serde_json::Value {
 
 /// The issue's example: seed 004 on the macOS model prints the lab's table, no stall
 /// (XNU's TF_MAXSEGSNT rule lets the small tail follow full-size segments).
-pub fn issue_example_prints_the_table() {
+pub(crate) fn issue_example_prints_the_table() {
     tcpstall()
         .args([
             "simulate",
@@ -32,7 +32,7 @@ pub fn issue_example_prints_the_table() {
 
 /// Seed 004 side by side: only the RFC 896 + RFC 1122 profile stalls ~200 ms at 100,000 B,
 /// and not at 99,900 B; the JSON follows the lab's schema with mode "simulate".
-pub fn seed_004_profiles_side_by_side_json() {
+pub(crate) fn seed_004_profiles_side_by_side_json() {
     let v = json(&[
         "simulate",
         "bulk-ack",
@@ -71,7 +71,7 @@ pub fn seed_004_profiles_side_by_side_json() {
 
 /// --trace tells the story of the first stalled round: the held tail, the delayed-ACK timer,
 /// the release.
-pub fn trace_shows_the_first_stalled_round() {
+pub(crate) fn trace_shows_the_first_stalled_round() {
     tcpstall()
         .args(["simulate", "bulk-ack", "--profile", "rfc-classic", "--set", "rounds=3", "--client", "none", "--trace"])
         .assert()
@@ -84,7 +84,7 @@ pub fn trace_shows_the_first_stalled_round() {
 /// The model's connections written as a pcap read back by `tcpstall explain`: the capture
 /// analyser finds, per row, the waits the model counted, with the model's cause (seed 004 on the
 /// classic stack: one ~200 ms Nagle + delayed-ACK wait per round at 100,000 B, none at 99,900 B).
-pub fn pcap_round_trips_through_explain() {
+pub(crate) fn pcap_round_trips_through_explain() {
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("model.pcap");
     let p = pcap.to_str().unwrap();
@@ -131,7 +131,7 @@ pub fn pcap_round_trips_through_explain() {
 /// named in the verdict when it happens: at rounds = 4 the receiver holds an odd full segment
 /// (RFC 1122 4.2.3.2 ACKs every second one) and Nagle (RFC 896) the tail; at rounds = 6 the
 /// count is even and nothing waits (crates/model/tests/seeds.rs derives the parity).
-pub fn depth_2_epilogue_wait_is_named_not_folded_into_ms_per_round() {
+pub(crate) fn depth_2_epilogue_wait_is_named_not_folded_into_ms_per_round() {
     for (rounds, epilogue) in [("rounds=4", true), ("rounds=6", false)] {
         let v = json(&[
             "simulate",
@@ -165,7 +165,7 @@ pub fn depth_2_epilogue_wait_is_named_not_folded_into_ms_per_round() {
 /// QA finding 14: the examples after `simulate --help` read the same at 80 and 100 columns
 /// (clap re-wraps a line longer than the terminal, which cut them mid-sentence), and no line
 /// of them is wider than the terminal.
-pub fn help_examples_read_the_same_at_80_and_100_columns() {
+pub(crate) fn help_examples_read_the_same_at_80_and_100_columns() {
     let examples = |cols: &str| {
         let out = tcpstall().args(["simulate", "--help"]).env("COLUMNS", cols).output().unwrap();
         assert!(out.status.success());
@@ -183,13 +183,13 @@ pub fn help_examples_read_the_same_at_80_and_100_columns() {
 }
 
 /// Same input, same output to the nanosecond: the model reads no clock.
-pub fn deterministic_output() {
+pub(crate) fn deterministic_output() {
     let args =
         ["simulate", "burst", "--set", "rounds=4", "--link", "rtt=2ms,loss=5%", "--seed", "7", "--format", "json"];
     assert_eq!(json(&args), json(&args));
 }
 
-pub fn bad_input_is_one_line_and_nonzero() {
+pub(crate) fn bad_input_is_one_line_and_nonzero() {
     for (args, msg) in [
         (vec!["simulate", "--profile", "solaris"], "unknown profile 'solaris'"),
         (vec!["simulate", "--link", "mtu=10"], "--link"),
@@ -210,7 +210,7 @@ pub fn bad_input_is_one_line_and_nonzero() {
 
 /// A profile file: the Windows profile with a newer template's 40 ms delayed ACK no longer
 /// stalls 200 ms on seed 004's odd segment count at MSS 1460 (100,840 B).
-pub fn profile_from_a_file() {
+pub(crate) fn profile_from_a_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("win40.toml");
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../model/profiles/windows.toml"))
@@ -245,7 +245,7 @@ pub fn profile_from_a_file() {
 }
 
 /// CLIENT:SERVER pairs two profiles: a Linux client against a macOS server.
-pub fn mixed_profiles() {
+pub(crate) fn mixed_profiles() {
     let v = json(&["simulate", "multi-write", "--profile", "linux:macos", "--set", "requests=3", "--format", "json"]);
     assert_eq!(v["profile"], "linux:macos");
     // The model reads no TCP_QUICKACK state back (a lab-only getsockopt figure): null. What
@@ -276,7 +276,7 @@ fn compare_profiles_in_every_format() {
     assert!(md.contains("| strategy | linux:macos | freebsd | differs |"), "{md}");
 }
 
-pub fn list_profiles_shows_sources_and_unverified_values() {
+pub(crate) fn list_profiles_shows_sources_and_unverified_values() {
     tcpstall()
         .args(["simulate", "--list-profiles"])
         .assert()
@@ -316,7 +316,7 @@ fn short(scenario: &str) -> &'static [&'static str] {
 /// link, comparing verdicts (stall or not, and the cause). >= 95% of cells must agree; every
 /// disagreement is printed. `stream` is skipped: its verdict is throughput and ACK ratio, not
 /// stall-based (both sides always say "no stall").
-pub fn model_agrees_with_the_kernel() {
+pub(crate) fn model_agrees_with_the_kernel() {
     // As root the lab runs each row in a private namespace whose lo has MTU 1500; otherwise it
     // uses the host's loopback (MTU 65536).
     let _one_at_a_time = exclusive();
@@ -416,7 +416,7 @@ fn disagreements(
 
 /// `--stalls` prints every record for people: sides, cause, confidence and the evidence
 /// packets; the JSON carries the same records.
-pub fn stalls_flag_lists_the_records_with_evidence() {
+pub(crate) fn stalls_flag_lists_the_records_with_evidence() {
     let out = tcpstall()
         .args(["simulate", "multi-write", "--set", "requests=3", "--set", "warmup=0", "--client", "none"])
         .args(["--server", "none", "--stalls"])

@@ -12,7 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 use libtest_mimic::Trial;
 
 /// True when running as root (CI is).
-pub fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
@@ -20,12 +20,12 @@ pub fn is_root() -> bool {
 }
 
 /// True when the environment says this is CI (`CI` set, and not "", "0" or "false").
-pub fn in_ci() -> bool {
+pub(crate) fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
 }
 
 /// True when `tool` is on the PATH.
-pub fn have(tool: &str) -> bool {
+pub(crate) fn have(tool: &str) -> bool {
     std::process::Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])
         .output()
@@ -34,7 +34,7 @@ pub fn have(tool: &str) -> bool {
 
 /// Something a test needs from the machine.
 #[derive(Clone, Copy, Debug)]
-pub enum Need {
+pub(crate) enum Need {
     /// Root: network namespaces, TUN devices, a private loopback with MTU 1500.
     Root,
     /// A program on the PATH.
@@ -58,7 +58,7 @@ impl Need {
 static SKIPPED: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// A test that needs nothing but the tcpstall binary and loopback sockets.
-pub fn test(name: &str, f: fn()) -> Trial {
+pub(crate) fn test(name: &str, f: fn()) -> Trial {
     Trial::test(name, move || {
         f();
         Ok(())
@@ -67,7 +67,7 @@ pub fn test(name: &str, f: fn()) -> Trial {
 
 /// A test that needs `needs`: runs when all are there; otherwise ignored with the reason, or,
 /// under CI, a failure naming what is missing.
-pub fn needs(name: &str, needs: &[Need], f: fn()) -> Trial {
+pub(crate) fn needs(name: &str, needs: &[Need], f: fn()) -> Trial {
     let missing: Vec<String> = needs.iter().filter_map(Need::missing).collect();
     if missing.is_empty() {
         return test(name, f);
@@ -84,7 +84,7 @@ pub fn needs(name: &str, needs: &[Need], f: fn()) -> Trial {
 }
 
 /// Run the trials like libtest, then list the skipped tests with their reasons.
-pub fn run(trials: Vec<Trial>) -> ! {
+pub(crate) fn run(trials: Vec<Trial>) -> ! {
     let args = libtest_mimic::Arguments::from_args();
     let listing = args.list;
     let conclusion = libtest_mimic::run(&args, trials);
@@ -102,14 +102,14 @@ pub fn run(trials: Vec<Trial>) -> ! {
 /// Serialises the tests that measure time or load the machine (real sockets, the emulated
 /// link, stalls timed against 30 ms): run side by side in one process they would delay each
 /// other's packets and timers.
-pub fn exclusive() -> MutexGuard<'static, ()> {
+pub(crate) fn exclusive() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A timing check that may miss on a loaded machine: tried at most twice; when both tries miss,
 /// panics with both figures.
-pub fn twice<T>(what: &str, mut f: impl FnMut() -> Result<T, String>) -> T {
+pub(crate) fn twice<T>(what: &str, mut f: impl FnMut() -> Result<T, String>) -> T {
     match f() {
         Ok(v) => v,
         Err(first) => match f() {
@@ -122,14 +122,14 @@ pub fn twice<T>(what: &str, mut f: impl FnMut() -> Result<T, String>) -> T {
     }
 }
 
-pub fn tcpstall() -> assert_cmd::Command {
+pub(crate) fn tcpstall() -> assert_cmd::Command {
     assert_cmd::Command::cargo_bin("tcpstall").expect("tcpstall binary")
 }
 
 /// Runs a copy of the tcpstall binary as nobody with no capabilities (setpriv), with `args`.
 /// The copy lives in a fresh directory nobody can enter; exec is retried on ETXTBSY ("Text
 /// file busy"): a test forking at the same time can hold the copy's write descriptor a moment.
-pub fn run_unprivileged(args: &[&str]) -> std::process::Output {
+pub(crate) fn run_unprivileged(args: &[&str]) -> std::process::Output {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -17,7 +17,7 @@ fn rejects(args: &[&str], needle: &str) {
 }
 
 /// QA 2: huge counts aborted allocating memory (exit 134) or ran forever.
-pub fn huge_counts_are_refused_with_the_parameter_and_its_limit() {
+pub(crate) fn huge_counts_are_refused_with_the_parameter_and_its_limit() {
     let limit = "is above the limit of 1000000";
     rejects(&["lab", "--set", "round=4000000000", "-q", "--client", "nodelay"], &format!("round = 4000000000 {limit}"));
     rejects(&["lab", "multi-write", "--set", "requests=4000000000", "-q"], &format!("requests = 4000000000 {limit}"));
@@ -38,7 +38,7 @@ pub fn huge_counts_are_refused_with_the_parameter_and_its_limit() {
 }
 
 /// QA 2: the tcp_test.conf path has the same limits, named by file and line.
-pub fn a_config_file_with_a_huge_count_is_refused_at_its_line() {
+pub(crate) fn a_config_file_with_a_huge_count_is_refused_at_its_line() {
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("tcp_test.conf");
     std::fs::write(&conf, "no_delay 1\nsend 1000\nround 4000000000\n").unwrap();
@@ -47,7 +47,7 @@ pub fn a_config_file_with_a_huge_count_is_refused_at_its_line() {
 }
 
 /// QA 4: a burst beyond what the socket buffers hold deadlocked both sides in send().
-pub fn a_burst_that_would_deadlock_is_refused_and_says_why() {
+pub(crate) fn a_burst_that_would_deadlock_is_refused_and_says_why() {
     // 8000 x 132 bytes = 1,056,000 > 1 MiB.
     let args = ["lab", "burst", "--set", "n=8000", "--set", "rounds=1", "--client", "nodelay", "-q"];
     rejects(&args, "n x size = 1056000 is above the limit of 1048576");
@@ -56,7 +56,7 @@ pub fn a_burst_that_would_deadlock_is_refused_and_says_why() {
 }
 
 /// QA 11: `--set` values in plain words, a single value for a list, and a depth sweep.
-pub fn set_values_are_read_as_the_parameter_type() {
+pub(crate) fn set_values_are_read_as_the_parameter_type() {
     rejects(
         &["lab", "multi-write", "--set", "writes=275,abc", "-q"],
         "--set writes: '275,abc' is not a list of whole numbers",
@@ -74,7 +74,7 @@ pub fn set_values_are_read_as_the_parameter_type() {
 }
 
 /// QA 9: link SPECs: a bare loss number, repeated keys, an empty SPEC, rtt against one delay.
-pub fn link_specs_that_could_be_misread_are_refused() {
+pub(crate) fn link_specs_that_could_be_misread_are_refused() {
     rejects(
         &["simulate", "--link", "rtt=2ms,loss=0.5"],
         "'0.5' needs a % sign (netem reads `loss 0.5` as 0.5 percent): write 0.5%",
@@ -99,7 +99,7 @@ pub fn link_specs_that_could_be_misread_are_refused() {
 }
 
 /// QA 13: `none` among strategies, and an empty list.
-pub fn strategy_lists_are_none_alone_or_strategies() {
+pub(crate) fn strategy_lists_are_none_alone_or_strategies() {
     rejects(
         &["lab", "--client", "none,nodelay", "-q"],
         "--client: 'none,nodelay': none means no strategy, so it cannot be listed with strategies",

@@ -58,7 +58,7 @@ fn scrape(port: u16) -> String {
 /// Stall records for the stalling pair only, with the Nagle x delayed-ACK cause; the metrics
 /// endpoint counts them; `--write` keeps a capture explain classifies the same way, under 10%
 /// of a full tcpdump capture of the same traffic.
-pub fn watch_finds_the_stalling_pair_only_and_keeps_its_packets() {
+pub(crate) fn watch_finds_the_stalling_pair_only_and_keeps_its_packets() {
     let _one = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let (stall_l, ok_l) = (TcpListener::bind("127.0.0.1:0").unwrap(), TcpListener::bind("127.0.0.1:0").unwrap());
@@ -125,7 +125,7 @@ pub fn watch_finds_the_stalling_pair_only_and_keeps_its_packets() {
 }
 
 /// Without CAP_NET_RAW: one line naming it, a non-zero exit.
-pub fn watch_without_cap_net_raw_says_so() {
+pub(crate) fn watch_without_cap_net_raw_says_so() {
     let out = crate::support::run_unprivileged(&["watch", "--duration", "1"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -133,7 +133,7 @@ pub fn watch_without_cap_net_raw_says_so() {
 }
 
 /// Bad flags: one line each, before any capture; Ctrl-C ends a watch cleanly with its summary.
-pub fn watch_bad_flags_and_ctrl_c() {
+pub(crate) fn watch_bad_flags_and_ctrl_c() {
     for (args, want) in [
         (&["watch", "--threshold", "0"][..], "--threshold"),
         (&["watch", "-i", "no-such-if0"], "no such interface"),

@@ -4,7 +4,14 @@
 use etherparse::{PacketBuilder, TcpOptionElement};
 
 /// An Ethernet/IPv4/TCP frame from 10.0.0.1:5000 to 10.0.0.2:80 (or the reverse when `back`).
-pub fn eth_tcp4(back: bool, seq: u32, ack: u32, syn: bool, payload: &[u8], opts: &[TcpOptionElement]) -> Vec<u8> {
+pub(crate) fn eth_tcp4(
+    back: bool,
+    seq: u32,
+    ack: u32,
+    syn: bool,
+    payload: &[u8],
+    opts: &[TcpOptionElement],
+) -> Vec<u8> {
     let (s, d, sp, dp) =
         if back { ([10, 0, 0, 2], [10, 0, 0, 1], 80, 5000) } else { ([10, 0, 0, 1], [10, 0, 0, 2], 5000, 80) };
     let mut b = PacketBuilder::ethernet2([1; 6], [2; 6]).ipv4(s, d, 64).tcp(sp, dp, seq, 1000);
@@ -22,7 +29,7 @@ pub fn eth_tcp4(back: bool, seq: u32, ack: u32, syn: bool, payload: &[u8], opts:
     out
 }
 
-pub fn eth_tcp6(payload: &[u8]) -> Vec<u8> {
+pub(crate) fn eth_tcp6(payload: &[u8]) -> Vec<u8> {
     let b = PacketBuilder::ethernet2([1; 6], [2; 6])
         .ipv6(
             [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
@@ -37,9 +44,9 @@ pub fn eth_tcp6(payload: &[u8]) -> Vec<u8> {
 }
 
 /// A classic pcap file: the one builder, in the library.
-pub use tcpstall_wire::synth::classic_pcap as pcap;
+pub(crate) use tcpstall_wire::synth::classic_pcap as pcap;
 
-pub fn block(btype: u32, body: &[u8]) -> Vec<u8> {
+pub(crate) fn block(btype: u32, body: &[u8]) -> Vec<u8> {
     let pad = (4 - body.len() % 4) % 4;
     let len = (12 + body.len() + pad) as u32;
     let mut b = Vec::new();
@@ -51,7 +58,7 @@ pub fn block(btype: u32, body: &[u8]) -> Vec<u8> {
     b
 }
 
-pub fn pcapng_shb() -> Vec<u8> {
+pub(crate) fn pcapng_shb() -> Vec<u8> {
     let mut body = Vec::new();
     body.extend_from_slice(&0x1a2b3c4du32.to_le_bytes());
     body.extend_from_slice(&1u16.to_le_bytes());
@@ -61,7 +68,7 @@ pub fn pcapng_shb() -> Vec<u8> {
 }
 
 /// Interface Description Block; `tsresol` None = default microseconds.
-pub fn pcapng_idb(linktype: u16, tsresol: Option<u8>) -> Vec<u8> {
+pub(crate) fn pcapng_idb(linktype: u16, tsresol: Option<u8>) -> Vec<u8> {
     let mut body = Vec::new();
     body.extend_from_slice(&linktype.to_le_bytes());
     body.extend_from_slice(&0u16.to_le_bytes());
@@ -75,7 +82,7 @@ pub fn pcapng_idb(linktype: u16, tsresol: Option<u8>) -> Vec<u8> {
     block(1, &body)
 }
 
-pub fn pcapng_epb(iface: u32, ts: u64, data: &[u8]) -> Vec<u8> {
+pub(crate) fn pcapng_epb(iface: u32, ts: u64, data: &[u8]) -> Vec<u8> {
     let mut body = Vec::new();
     body.extend_from_slice(&iface.to_le_bytes());
     body.extend_from_slice(&((ts >> 32) as u32).to_le_bytes());
