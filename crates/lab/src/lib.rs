@@ -90,7 +90,8 @@ pub struct LabOptions {
     pub probe_rounds: Option<u32>,
     /// Take the row's latency from a second, unrecorded run of its rounds right after the
     /// recorded one (loopback record only): the record's kernel copy costs about 0.3 us per
-    /// packet, measurable when rounds take microseconds. `schedule` sets it for CPU-bound rows.
+    /// packet, measurable when rounds take microseconds. Set for rows whose recorded run
+    /// was CPU-bound (`pair::unrecorded`; timer-bound rows are never run twice).
     pub latency_apart: bool,
 }
 
