@@ -84,6 +84,18 @@ impl std::fmt::Display for Unavailable {
 }
 impl std::error::Error for Unavailable {}
 
+/// A running source refused a change: a BPF map update (the filter) or the kernel's statistics
+/// switch; the text is the error and its causes on one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    /// Updating the port, namespace or reads filter in its BPF maps.
+    #[error("{0}")]
+    Filter(String),
+    /// BPF_ENABLE_STATS refused (an older kernel, or no CAP_SYS_ADMIN).
+    #[error("{0}")]
+    Stats(String),
+}
+
 /// What the kernel counted: records that found the ring full.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
@@ -279,24 +291,24 @@ impl Source {
     /// Replace the filter (ports, namespace, reads). Records already in the ring stay. The reads'
     /// program is attached the first time a filter asks for reads; a later filter without them
     /// turns them off in the kernel (the program then returns at once).
-    pub fn set_filter(&mut self, f: &Filter) -> Result<(), String> {
+    pub fn set_filter(&mut self, f: &Filter) -> Result<(), SourceError> {
         if f.reads {
             for tp in std::mem::take(&mut self.deferred) {
                 self.attach(tp);
             }
         }
         for p in std::mem::take(&mut self.ports_set).iter().filter(|p| !f.ports.contains(p)) {
-            self.ports.set(u32::from(*p), 0, 0).map_err(|e| chain(&e))?;
+            self.ports.set(u32::from(*p), 0, 0).map_err(|e| SourceError::Filter(chain(&e)))?;
         }
         for p in &f.ports {
-            self.ports.set(u32::from(*p), 1, 0).map_err(|e| chain(&e))?;
+            self.ports.set(u32::from(*p), 1, 0).map_err(|e| SourceError::Filter(chain(&e)))?;
         }
         self.ports_set = f.ports.clone();
         self.reads = f.reads;
         // struct config { u32 netns; u16 any_port; u16 reads; } as one little-endian u64.
         let value =
             u64::from(f.netns.unwrap_or(0)) | (u64::from(f.ports.is_empty()) << 32) | (u64::from(f.reads) << 48);
-        self.cfg.set(0, value, 0).map_err(|e| chain(&e))
+        self.cfg.set(0, value, 0).map_err(|e| SourceError::Filter(chain(&e)))
     }
 
     /// Detach every tracepoint, keeping the programs and maps loaded: until [`Source::resume`]
@@ -376,8 +388,8 @@ impl Source {
 
     /// Turn on the kernel's run-time statistics of BPF programs (BPF_ENABLE_STATS) while the
     /// returned fd is held: then [`Source::run_stats`] tells what the programs cost.
-    pub fn enable_run_stats() -> Result<std::os::fd::OwnedFd, String> {
-        aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(|e| chain(&e))
+    pub fn enable_run_stats() -> Result<std::os::fd::OwnedFd, SourceError> {
+        aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(|e| SourceError::Stats(chain(&e)))
     }
 
     /// Per attached program: (tracepoint, runs, ns spent in it), from the kernel's statistics

@@ -115,7 +115,7 @@ impl Reader {
     }
 
     /// A new filter, and a fresh start: the records of the old one are read and discarded.
-    pub fn restart(&self, f: &Filter) -> Result<(), String> {
+    pub fn restart(&self, f: &Filter) -> Result<(), crate::SourceError> {
         lock(&self.inner.src).set_filter(f)?;
         self.take();
         Ok(())

@@ -244,7 +244,7 @@ fn main() {
     // programs are on for the bench (BPF_ENABLE_STATS) to say what they cost per round trip.
     let kernel = match KernelHandle::open() {
         Ok(h) => KernelEvidence::On(h),
-        Err(e) => KernelEvidence::Unavailable(e),
+        Err(e) => KernelEvidence::Unavailable(e.to_string()),
     };
     let _stats = kevidence::Source::enable_run_stats().ok();
     // Warm up (page faults, CPU frequency, the compiler's binary in the page cache).

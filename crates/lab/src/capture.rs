@@ -102,6 +102,33 @@ pub enum KernelEvidence {
     On(KernelHandle),
 }
 
+/// Why the lab runs without kernel evidence (said once in the report; the rows still run).
+#[derive(Debug, thiserror::Error)]
+pub enum KernelOpenError {
+    /// The programs could not be loaded or attached (kevidence says what is missing).
+    #[error("{0}; the rows run without it")]
+    Unavailable(kevidence::Unavailable),
+    /// The reader thread could not start.
+    #[error("no kernel evidence: reader thread: {0}")]
+    Reader(std::io::Error),
+}
+
+/// Why a row's packet record has nothing to give.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RecordError {
+    #[error("the packet capture was already stopped")]
+    Stopped,
+    #[error("reading the packet capture: {0}")]
+    Read(std::io::Error),
+    #[error("the packet capture thread panicked")]
+    Panicked,
+}
+
+/// `--capture FILE`: the first write or flush error (the file's path in its text).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CaptureFileError(pub String);
+
 /// A shared kernel-evidence source and its reader thread, and whether its rows record reads.
 #[derive(Clone)]
 pub struct KernelHandle(pub Arc<kevidence::Reader>, bool);
@@ -109,16 +136,16 @@ pub struct KernelHandle(pub Arc<kevidence::Reader>, bool);
 impl KernelHandle {
     /// Load the programs and attach them (filtered to no port until a row starts), without
     /// reads (`kevidence::Filter::reads`: no rule uses them).
-    pub fn open() -> Result<KernelHandle, String> {
+    pub fn open() -> Result<KernelHandle, KernelOpenError> {
         Self::open_with_reads(false)
     }
 
     /// Like [`KernelHandle::open`]; with `reads`, the rows also record the application's reads.
-    pub fn open_with_reads(reads: bool) -> Result<KernelHandle, String> {
+    pub fn open_with_reads(reads: bool) -> Result<KernelHandle, KernelOpenError> {
         // Port 0 matches no TCP socket of interest until a row sets its own.
         let src = kevidence::Source::open(&kevidence::Filter { ports: vec![0], netns: None, reads })
-            .map_err(|e| format!("{e}; the rows run without it"))?;
-        let r = kevidence::Reader::spawn(src).map_err(|e| format!("no kernel evidence: reader thread: {e}"))?;
+            .map_err(KernelOpenError::Unavailable)?;
+        let r = kevidence::Reader::spawn(src).map_err(KernelOpenError::Reader)?;
         // Loaded and checked, detached until a row records (`KernelRow::start`): between rows,
         // and in the unrecorded runs CPU-bound rows take their latency from, no program runs.
         r.pause();
@@ -159,7 +186,11 @@ pub(crate) struct KernelRecords {
 
 impl KernelRow {
     /// Start: the row's port, in the namespace with inode `netns` if given.
-    pub(crate) fn start(handle: &KernelHandle, port: u16, netns: Option<u32>) -> Result<KernelRow, String> {
+    pub(crate) fn start(
+        handle: &KernelHandle,
+        port: u16,
+        netns: Option<u32>,
+    ) -> Result<KernelRow, kevidence::SourceError> {
         handle.0.restart(&kevidence::Filter { ports: vec![port], netns, reads: handle.1 })?;
         handle.0.resume();
         let counts0 = handle.0.counts();
@@ -346,16 +377,16 @@ impl RowCapture {
     }
 
     /// Stop reading (after one last drain) and return what was captured.
-    pub(crate) fn finish(mut self) -> Result<Captured, String> {
+    pub(crate) fn finish(mut self) -> Result<Captured, RecordError> {
         // Packets already on loopback's backlog are in the ring within microseconds of the last
         // send: a short grace keeps the final ACKs.
         std::thread::sleep(Duration::from_millis(5));
         self.stop.store(true, Ordering::Release);
-        let Some(t) = self.thread.take() else { return Err("the packet capture was already stopped".into()) };
+        let Some(t) = self.thread.take() else { return Err(RecordError::Stopped) };
         match t.join() {
             Ok(Ok(c)) => Ok(c),
-            Ok(Err(e)) => Err(format!("reading the packet capture: {e}")),
-            Err(_) => Err("the packet capture thread panicked".into()),
+            Ok(Err(e)) => Err(RecordError::Read(e)),
+            Err(_) => Err(RecordError::Panicked),
         }
     }
 }
@@ -473,7 +504,7 @@ impl CaptureFile {
     }
 
     /// Flush and close; the number of packets written, or the first write error.
-    pub fn finish(&self) -> Result<u64, String> {
+    pub fn finish(&self) -> Result<u64, CaptureFileError> {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let n = g.w.as_ref().map_or(0, |w| w.packets());
         if let Some(mut w) = g.w.take() {
@@ -483,7 +514,7 @@ impl CaptureFile {
             }
         }
         match g.error.clone() {
-            Some(e) => Err(e),
+            Some(e) => Err(CaptureFileError(e)),
             None => Ok(n),
         }
     }

@@ -28,7 +28,7 @@ pub mod verdict;
 pub mod veth;
 
 pub use cancel::Cancel;
-pub use capture::{CaptureFile, KernelEvidence, KernelHandle, PacketTap, TapHandle};
+pub use capture::{CaptureFile, CaptureFileError, KernelEvidence, KernelHandle, KernelOpenError, PacketTap, TapHandle};
 pub use pair::{run_pair, run_pair_analysed};
 pub use placement::Placement;
 

@@ -236,7 +236,7 @@ impl Running {
                     frame_base: 0,
                     kernel: None,
                 },
-                Err(e) => PacketsOut::Failed(e),
+                Err(e) => PacketsOut::Failed(e.to_string()),
             },
             Running::Tap(t, origin_ns) => {
                 // The tap's records pass a channel to the link's writer thread first.

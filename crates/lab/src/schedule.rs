@@ -192,7 +192,7 @@ pub(crate) fn run(
                 crate::KernelEvidence::On(_) => LabOptions {
                     kernel: match crate::KernelHandle::open() {
                         Ok(h) => crate::KernelEvidence::On(h),
-                        Err(e) => crate::KernelEvidence::Unavailable(e),
+                        Err(e) => crate::KernelEvidence::Unavailable(e.to_string()),
                     },
                     ..apart.clone()
                 },

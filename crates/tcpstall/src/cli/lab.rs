@@ -261,7 +261,8 @@ pub(crate) fn run(args: LabArgs) -> anyhow::Result<i32> {
     opts.tap = env.tap();
     // Kernel evidence (after the link is up: the source starts a reader thread).
     if opts.capture && !args.no_kernel {
-        opts.kernel = lab::KernelHandle::open().map_or_else(lab::KernelEvidence::Unavailable, lab::KernelEvidence::On);
+        opts.kernel = lab::KernelHandle::open()
+            .map_or_else(|e| lab::KernelEvidence::Unavailable(e.to_string()), lab::KernelEvidence::On);
     }
     let (mut report, interrupts) = run_rows(&args, &s, &env, &opts);
     let link_lines = env.finish();
