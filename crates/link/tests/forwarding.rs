@@ -173,10 +173,56 @@ fn forwarder_variants_carry_every_packet_no_earlier_than_the_delay() {
     for _ in 0..20_000 {
         let _ = tx.send_to(&[0u8; 64], (SERVER_IP, 9));
     }
-    let rtts = udp_rtts(&link, 50);
+    // While the blast drains, the TUN queue is full and drops what comes (that is overload, not
+    // the property here): a request lost that way is sent again; every echo that comes back,
+    // matched by its number, took no less than the delay.
+    let rtts = udp_rtts_lossy(&link, 50, 400);
+    assert_eq!(rtts.len(), 50, "50 echoes within 400 tries");
     assert!(rtts.iter().all(|r| *r >= Duration::from_millis(2)), "a round trip beat the link: {rtts:?}");
     let report = link.finish().unwrap();
-    assert_eq!(report.dirs[1].counters.delivered, 50, "{:?}", report.dirs[1].counters);
+    assert!(report.dirs[1].counters.delivered >= 50, "{:?}", report.dirs[1].counters);
+}
+
+/// Like `udp_rtts`, for a link that may drop (overloaded): up to `tries` numbered requests, each
+/// waiting 500 ms for its own echo (a late echo of an earlier one is skipped), until `n` came
+/// back.
+fn udp_rtts_lossy(link: &Link, n: usize, tries: u16) -> Vec<Duration> {
+    let server = run_in(link.server().netns(), || UdpSocket::bind((SERVER_IP, 7001)).unwrap()).unwrap();
+    let client = run_in(link.client().netns(), || UdpSocket::bind("0.0.0.0:0").unwrap()).unwrap();
+    server.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    client.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done = stop.clone();
+    let echo = std::thread::spawn(move || {
+        let mut b = [0u8; 64];
+        while !done.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Ok((k, from)) = server.recv_from(&mut b) {
+                let _ = server.send_to(&b[..k], from);
+            }
+        }
+    });
+    let dst = SocketAddr::from((SERVER_IP, 7001));
+    let mut rtts = Vec::new();
+    let mut b = [0u8; 64];
+    for i in 0..tries {
+        if rtts.len() == n {
+            break;
+        }
+        let t = Instant::now();
+        client.send_to(&i.to_be_bytes(), dst).unwrap();
+        while let Ok(k) = client.recv(&mut b) {
+            if k == 2 && b[..2] == i.to_be_bytes() {
+                rtts.push(t.elapsed());
+                break;
+            }
+            if t.elapsed() > Duration::from_millis(500) {
+                break;
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    echo.join().unwrap();
+    rtts
 }
 
 /// The probes at link start measure the path (calibrate.rs): each direction has its figures,
