@@ -106,12 +106,32 @@ impl PacketSocket {
     /// namespace's user namespace (`packet_create`: `ns_capable(net->user_ns, CAP_NET_RAW)`),
     /// else EPERM.
     pub fn open(ifindex: u32, loopback: bool, ports: &[u16], snaplen: u32) -> io::Result<PacketSocket> {
+        Self::open_with(Type::RAW, &bpf::tcp_ports(ports, snaplen, loopback), ifindex, loopback, snaplen)
+    }
+
+    /// Like `open`, but cooked (SOCK_DGRAM): every frame starts at its network header whatever
+    /// the interface's framing (Ethernet, a TUN device, WireGuard), so frames are raw IP
+    /// (LINKTYPE_RAW); `ifindex` 0 is every interface. The filter is `bpf::tcp_l3`, which reads
+    /// the network header where SOCK_DGRAM puts it. Outgoing copies are kept (on an interface
+    /// other than loopback they are this host's sent packets).
+    pub fn open_cooked(ifindex: u32, ports: &[u16], snaplen: u32) -> io::Result<PacketSocket> {
+        Self::open_with(Type::DGRAM, &bpf::tcp_l3(ports, &[], snaplen, None), ifindex, false, snaplen)
+    }
+
+    /// The socket of `open` and `open_cooked`: `kind` RAW or DGRAM, `filter` attached before bind.
+    fn open_with(
+        kind: Type,
+        filter: &[libc::sock_filter],
+        ifindex: u32,
+        loopback: bool,
+        snaplen: u32,
+    ) -> io::Result<PacketSocket> {
         // Protocol 0: the socket is not hooked into the stack until bind (`packet_create` only
         // registers the hook for a non-zero protocol), so no unfiltered packet is queued before
         // the filter is attached (packet(7): "If protocol is set to zero, no packets are
         // received").
-        let sock = Socket::new(Domain::PACKET, Type::RAW, Some(Protocol::from(0)))?;
-        sock.attach_filter(&bpf::tcp_ports(ports, snaplen, loopback))?;
+        let sock = Socket::new(Domain::PACKET, kind, Some(Protocol::from(0)))?;
+        sock.attach_filter(filter)?;
         set_int(sock.as_fd(), libc::SOL_SOCKET, SO_TIMESTAMPNS, 1)?;
         set_int(sock.as_fd(), SOL_PACKET, PACKET_AUXDATA, 1)?;
         // A deep queue: each queued packet is charged its whole skb (`skb_set_owner_r` in
@@ -127,32 +147,6 @@ impl PacketSocket {
         Ok(PacketSocket {
             sock,
             loopback,
-            snaplen,
-            buf: vec![0; snaplen as usize],
-            stats: Stats::default(),
-            skipped_outgoing: 0,
-        })
-    }
-
-    /// Like `open`, but cooked (SOCK_DGRAM): every frame starts at its network header whatever
-    /// the interface's framing (Ethernet, a TUN device, WireGuard), so frames are raw IP
-    /// (LINKTYPE_RAW); `ifindex` 0 is every interface. The filter is `bpf::tcp_l3`, which reads
-    /// the network header where SOCK_DGRAM puts it. Outgoing copies are kept (on an interface
-    /// other than loopback they are this host's sent packets).
-    pub fn open_cooked(ifindex: u32, ports: &[u16], snaplen: u32) -> io::Result<PacketSocket> {
-        // Protocol 0 until bind, as `open` (no packet queued before the filter is attached).
-        let sock = Socket::new(Domain::PACKET, Type::DGRAM, Some(Protocol::from(0)))?;
-        sock.attach_filter(&bpf::tcp_l3(ports, &[], snaplen, None))?;
-        set_int(sock.as_fd(), libc::SOL_SOCKET, SO_TIMESTAMPNS, 1)?;
-        set_int(sock.as_fd(), SOL_PACKET, PACKET_AUXDATA, 1)?;
-        if set_int(sock.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, RCVBUF).is_err() {
-            let _ = sock.set_recv_buffer_size(RCVBUF as usize);
-        }
-        sock.set_nonblocking(true)?;
-        bind(sock.as_fd(), ifindex)?;
-        Ok(PacketSocket {
-            sock,
-            loopback: false,
             snaplen,
             buf: vec![0; snaplen as usize],
             stats: Stats::default(),
