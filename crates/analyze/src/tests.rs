@@ -45,6 +45,18 @@ impl Script {
         }
         s
     }
+    /// After the handshake: four full segments from A from 1.0 s, then three duplicate ACKs
+    /// from B for the first at 25-45 ms later (RFC 5681 3.2's trigger). Returns (the first
+    /// segment's sequence number, the ACK A's resend carries).
+    pub(crate) fn flight_and_three_dupacks(&mut self) -> (u32, u32) {
+        self.data(1.0, Endpoint::A, 1460);
+        let head = self.seq[0] - 1460;
+        self.data(1.01, Endpoint::A, 1460).data(1.02, Endpoint::A, 1460).data(1.03, Endpoint::A, 1460);
+        for i in 0..3 {
+            self.raw(25 * MS + i * 10_000, Endpoint::B, 5000, head, TcpFlags::ACK, 0, 512, None);
+        }
+        (head, self.seq[1])
+    }
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn raw(
         &mut self,
@@ -464,13 +476,7 @@ fn the_tail_resent_before_the_rto_is_a_tail_loss_probe() {
 fn a_resend_after_three_duplicate_acks_is_fast_retransmit() {
     // RFC 5681 3.2: the third duplicate ACK triggers the retransmission of snd_una's segment.
     let mut s = Script::new();
-    s.data(1.0, A, 1460);
-    let head = s.seq[0] - 1460;
-    s.data(1.01, A, 1460).data(1.02, A, 1460).data(1.03, A, 1460);
-    for i in 0..3 {
-        s.raw(25 * MS + i * 10_000, B, 5000, head, TcpFlags::ACK, 0, 512, None);
-    }
-    let (seq, ack) = (head, s.seq[1]);
+    let (seq, ack) = s.flight_and_three_dupacks();
     s.raw(25 * MS + 40_000, A, seq, ack, TcpFlags::ACK, 1460, 512, None);
     let st = stalls(&s);
     assert_eq!(st.iter().map(|s| s.cause).collect::<Vec<_>>(), vec![Cause::FastRetransmit], "{st:?}");

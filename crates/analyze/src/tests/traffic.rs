@@ -165,13 +165,7 @@ fn a_sender_that_shows_nagle_off_gets_no_nagle_verdict() {
 #[test]
 fn fast_retransmit_needs_fresh_duplicate_acks_and_backoff_is_a_timeout() {
     let mut s = Script::new();
-    s.data(1.0, A, 1460);
-    let head = s.seq[0] - 1460;
-    s.data(1.01, A, 1460).data(1.02, A, 1460).data(1.03, A, 1460);
-    for i in 0..3 {
-        s.raw(25 * MS + i * 10_000, B, 5000, head, TcpFlags::ACK, 0, 512, None);
-    }
-    let ack = s.seq[1];
+    let (head, ack) = s.flight_and_three_dupacks();
     s.raw(25 * MS + 40_000, A, head, ack, TcpFlags::ACK, 1460, 512, None);
     s.raw(425 * MS, A, head, ack, TcpFlags::ACK, 1460, 512, None);
     s.raw(1225 * MS, A, head, ack, TcpFlags::ACK, 1460, 512, None);
@@ -183,13 +177,7 @@ fn fast_retransmit_needs_fresh_duplicate_acks_and_backoff_is_a_timeout() {
     assert!(!r[2].detail.contains("duplicate ACKs from"), "{}", r[2].detail);
     // Duplicate ACKs long before the resend did not trigger it.
     let mut late = Script::new();
-    late.data(1.0, A, 1460);
-    let head = late.seq[0] - 1460;
-    late.data(1.01, A, 1460).data(1.02, A, 1460).data(1.03, A, 1460);
-    for i in 0..3 {
-        late.raw(25 * MS + i * 10_000, B, 5000, head, TcpFlags::ACK, 0, 512, None);
-    }
-    let ack = late.seq[1];
+    let (head, ack) = late.flight_and_three_dupacks();
     late.raw(300 * MS, A, head, ack, TcpFlags::ACK, 1460, 512, None);
     let r = late.records();
     assert_eq!(r.last().unwrap().cause, Cause::RetransmissionTimeout, "{r:#?}");
