@@ -418,6 +418,20 @@ pub(crate) struct RoundsOut {
     pub(crate) cpu_ns: Option<u64>,
 }
 
+impl From<RoundsOut> for SideOut {
+    /// A side's record from its measured rounds (the wall time and the window stay the caller's).
+    fn from(o: RoundsOut) -> SideOut {
+        SideOut {
+            applied: o.held,
+            before: o.before,
+            after: o.after,
+            netstat: o.netstat,
+            holds: o.holds,
+            cpu_ns: o.cpu_ns,
+        }
+    }
+}
+
 /// How long a snapshot waits for written bytes to leave the socket (see `settle`).
 const SETTLE_LIMIT: Duration = Duration::from_secs(2);
 
@@ -738,15 +752,8 @@ fn client(
                     cancel: &lab.cancel,
                 },
             )?;
-            let side = SideOut {
-                applied: o.held,
-                before: o.before,
-                after: o.after,
-                netstat: o.netstat,
-                holds: o.holds,
-                cpu_ns: o.cpu_ns,
-            };
-            ClientOut { side, rec, wall: o.wall, rounds: u64::from(p.rounds), stream: None, window_real: o.real }
+            let (wall, window_real) = (o.wall, o.real);
+            ClientOut { side: o.into(), rec, wall, rounds: u64::from(p.rounds), stream: None, window_real }
         }
         Program::Stream { duration_ns, write_size } => {
             let ws = *write_size as usize;

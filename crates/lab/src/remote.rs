@@ -203,22 +203,10 @@ pub fn client_side(
         Some(&mut rec),
         RoundsCfg { sync: Sync::TellServer(rounds_done), stamps: false, count: Some("client:"), cancel },
     )?;
-    let side = SideOut {
-        applied: o.held,
-        before: o.before,
-        after: o.after,
-        netstat: o.netstat,
-        holds: None,
-        cpu_ns: o.cpu_ns,
-    };
-    Ok(ClientSide(ClientOut {
-        side,
-        rec,
-        wall: o.wall,
-        rounds: u64::from(p.rounds),
-        stream: None,
-        window_real: o.real,
-    }))
+    let (wall, window_real) = (o.wall, o.real);
+    // No hold times from a remote row (its writes are not stamped: `stamps: false`).
+    let side = SideOut { holds: None, ..SideOut::from(o) };
+    Ok(ClientSide(ClientOut { side, rec, wall, rounds: u64::from(p.rounds), stream: None, window_real }))
 }
 
 /// One row from the two sides' records, by the lab's own `result::assemble`: latency from the
