@@ -617,12 +617,12 @@ impl FlowTable {
     }
 }
 
-/// A tombstone's key: a 64-bit SipHash (std's, fixed keys) of the pair, 8 bytes instead of the
-/// 68 of two socket addresses. Two pairs sharing a hash (about 1 in 2^64 per lookup) would
-/// only make a new flow's first non-SYN packet count as after-close.
+/// A tombstone's key: a 64-bit SipHash of the pair (std's `DefaultHasher::new`, the same keys
+/// for every hasher it makes), 8 bytes instead of the 68 of two socket addresses. Two pairs
+/// sharing a hash (about 1 in 2^64 per lookup) would only make a new flow's first non-SYN packet
+/// count as after-close.
 fn tomb_hash(k: &PairKey) -> u64 {
-    #[allow(deprecated)] // SipHasher's fixed keys: the same pair hashes the same way every run
-    let mut h = std::hash::SipHasher::new();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
     k.hash(&mut h);
     h.finish()
 }
