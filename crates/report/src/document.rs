@@ -77,15 +77,15 @@ impl Export for crate::Report {
     const COMMAND: &'static str = "lab";
 
     fn table(&self) -> String {
-        String::from_utf8_lossy(&crate::Exporter::export(&crate::Table, self)).into_owned()
+        String::from_utf8_lossy(&crate::Exporter::export(&crate::export::Table, self)).into_owned()
     }
 
     fn csv(&self) -> Option<String> {
-        Some(String::from_utf8_lossy(&crate::Exporter::export(&crate::Csv, self)).into_owned())
+        Some(String::from_utf8_lossy(&crate::Exporter::export(&crate::export::Csv, self)).into_owned())
     }
 
     fn markdown(&self) -> Option<String> {
-        Some(String::from_utf8_lossy(&crate::Exporter::export(&crate::Markdown, self)).into_owned())
+        Some(String::from_utf8_lossy(&crate::Exporter::export(&crate::export::Markdown, self)).into_owned())
     }
 }
 

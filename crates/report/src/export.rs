@@ -1,36 +1,12 @@
-//! Exporters: each turns a [`Report`] into bytes (hyperfine's shape: one trait, one type per
-//! format). The table is for people; JSON is the stable contract; CSV and Markdown are for
-//! spreadsheets and documents.
+//! The report's table, CSV and Markdown (hyperfine's shape: one type per format), behind
+//! `Export for Report` (document.rs), which adds JSON from serde. The table is for people; JSON
+//! is the stable contract; CSV and Markdown are for spreadsheets and documents.
 
-use crate::{Exporter, Format, Report, RunResult, WireSide};
+use crate::{Exporter, Report, RunResult, WireSide};
 
-/// The exporter for a format.
-pub fn exporter(format: Format) -> Box<dyn Exporter> {
-    match format {
-        Format::Table => Box::new(Table),
-        Format::Json => Box::new(Json),
-        Format::Csv => Box::new(Csv),
-        Format::Markdown => Box::new(Markdown),
-    }
-}
-
-/// Convenience: the bytes of `report` in `format`.
-pub fn export(report: &Report, format: Format) -> Vec<u8> {
-    exporter(format).export(report)
-}
-
-pub struct Json;
-pub struct Table;
-pub struct Csv;
-pub struct Markdown;
-
-impl Exporter for Json {
-    fn export(&self, report: &Report) -> Vec<u8> {
-        let mut v = serde_json::to_vec_pretty(report).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}").into_bytes());
-        v.push(b'\n');
-        v
-    }
-}
+pub(crate) struct Table;
+pub(crate) struct Csv;
+pub(crate) struct Markdown;
 
 fn ms(us: f64) -> String {
     let m = us / 1000.0;
@@ -495,8 +471,13 @@ impl Exporter for Markdown {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Applied, Latency, Wire};
+    use crate::{Applied, Format, Latency, Wire};
     use trace::{Cause, VerdictKey};
+
+    /// The report in `format`, through the one exporter (`Export for Report`).
+    fn export(r: &Report, format: Format) -> Vec<u8> {
+        crate::Export::export(r, format).unwrap()
+    }
 
     fn sample() -> Report {
         let row = |name: &str, stalls: u64, p50: f64, segs: u64| RunResult {

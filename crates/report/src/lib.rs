@@ -24,7 +24,7 @@ pub mod simulate;
 pub mod watch;
 pub use document::{Export, ExportError};
 pub use explain_pair::ExplainPairDoc;
-pub use export::{export, exporter, label, stall_records_text, Csv, Json, Markdown, Table};
+pub use export::{label, stall_records_text};
 pub use kernel::KernelDoc;
 pub use latency::{histogram_ns, LatencyDist};
 pub use merge::merge_connections;
@@ -66,7 +66,7 @@ impl std::str::FromStr for Format {
 }
 
 /// One exporter per format: returns the bytes to write.
-pub trait Exporter {
+pub(crate) trait Exporter {
     fn export(&self, report: &Report) -> Vec<u8>;
 }
 

@@ -275,7 +275,7 @@ pub(crate) fn run(args: LabArgs) -> anyhow::Result<i32> {
     }
     let warning = link_lines.as_ref().ok().and_then(|l| untrusted(&mut report, l));
     if !report.results.is_empty() || args.common.format != OutputFormat::Table {
-        sink.write(&report::export(&report, args.common.format.into()))?;
+        sink.write(&report::Export::export(&report, args.common.format.into())?)?;
     } else {
         sink.discard();
     }

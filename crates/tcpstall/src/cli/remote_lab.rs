@@ -96,7 +96,7 @@ pub(crate) fn run(args: &LabArgs, s: &Scenario) -> anyhow::Result<i32> {
     let signal = interrupts.stop();
     let report = report.map_err(|e| anyhow::anyhow!("--remote {target}: {e}"))?;
     if !report.results.is_empty() || args.common.format != OutputFormat::Table {
-        sink.write(&report::export(&report, args.common.format.into()))?;
+        sink.write(&report::Export::export(&report, args.common.format.into())?)?;
     } else {
         sink.discard();
     }
