@@ -1,4 +1,4 @@
-//! Stopping a lab run from another thread (the CLI's Ctrl-C handler).
+//! Stopping a lab run from another thread (the CLI's Ctrl-C handler, [`Interrupts`]).
 //!
 //! `run_scenario` checks the flag between rows. The row in progress is stopped promptly: every
 //! socket of the row (listener and both connected ends) is registered here while it is open, and
@@ -119,6 +119,51 @@ impl Drop for Watch<'_> {
     }
 }
 
+/// Ctrl-C (and SIGTERM, SIGHUP) while a run is going: the first signal calls the given action
+/// (cancels the run: the row in progress stops, the finished rows are kept); a second one ends
+/// the process at once with 128 + the signal. The signals are read on a thread of their own.
+pub struct Interrupts {
+    handle: signal_hook::iterator::Handle,
+    thread: std::thread::JoinHandle<Option<i32>>,
+}
+
+impl Interrupts {
+    /// SIGINT, SIGTERM and SIGHUP cancel `cancel`. This starts a thread: call it after anything
+    /// that needs a single-threaded process (the emulated link's user namespace).
+    pub fn start(cancel: Cancel) -> std::io::Result<Interrupts> {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        Interrupts::on(&[SIGINT, SIGTERM, SIGHUP], move || cancel.cancel())
+    }
+
+    /// The first of `signals` calls `first`; a second one ends the process (exit 128 + signal).
+    pub fn on(signals: &[i32], first: impl Fn() + Send + 'static) -> std::io::Result<Interrupts> {
+        let mut signals = signal_hook::iterator::Signals::new(signals)?;
+        let handle = signals.handle();
+        // The iterator lives until `handle.close()`: dropping it early would leave close()
+        // writing into a closed pipe (SIGPIPE).
+        let thread = std::thread::spawn(move || {
+            let mut got = None;
+            for sig in signals.forever() {
+                if got.is_some() {
+                    // The user insists: leave now. Whatever a link left is swept by the next run.
+                    std::process::exit(128 + sig);
+                }
+                got = Some(sig);
+                first();
+            }
+            got
+        });
+        Ok(Interrupts { handle, thread })
+    }
+
+    /// Stop listening; the first signal received, if any. (signal-hook leaves its handler
+    /// installed: a signal after this is ignored, and the process is about to exit.)
+    pub fn stop(self) -> Option<i32> {
+        self.handle.close();
+        self.thread.join().ok().flatten()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,5 +225,19 @@ mod tests {
         assert_eq!((&c).read(&mut [0u8; 4]).unwrap(), 0);
         assert_eq!(cancel, cancel.clone());
         assert_ne!(cancel, Cancel::new());
+    }
+
+    #[test]
+    fn a_signal_cancels_and_stop_returns_it() {
+        let cancel = Cancel::new();
+        let i = Interrupts::start(cancel.clone()).unwrap();
+        // SIGHUP: the test harness does not handle it, and the handler installed above does.
+        signal_hook::low_level::raise(signal_hook::consts::SIGHUP).unwrap();
+        let t0 = Instant::now();
+        while !cancel.is_cancelled() && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(cancel.is_cancelled());
+        assert_eq!(i.stop(), Some(signal_hook::consts::SIGHUP));
     }
 }

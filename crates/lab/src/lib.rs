@@ -27,7 +27,7 @@ pub mod txstamp;
 pub mod verdict;
 pub mod veth;
 
-pub use cancel::Cancel;
+pub use cancel::{Cancel, Interrupts};
 pub use capture::{CaptureFile, CaptureFileError, KernelEvidence, KernelHandle, KernelOpenError, PacketTap, TapHandle};
 pub use pair::{run_pair, run_pair_analysed};
 pub use placement::Placement;

@@ -23,6 +23,25 @@ pub struct LinkReport {
     pub calibration: Result<crate::calibrate::CalibrationReport, crate::calibrate::CalibrationError>,
 }
 
+/// A drop no link spec asks for: the emulator failing ([`LinkReport::unasked_drops`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnaskedDrop {
+    /// The OS refused the packet when the forwarder wrote it out ([`DropReason::WriteError`]).
+    WriteError,
+    /// The TUN device's queue overflowed before the forwarder read the packet: it fell behind.
+    DeviceQueue,
+}
+
+impl UnaskedDrop {
+    /// As the summary lines name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            UnaskedDrop::WriteError => DropReason::WriteError.label(),
+            UnaskedDrop::DeviceQueue => "device queue",
+        }
+    }
+}
+
 fn fmt_ns(ns: u64) -> String {
     if ns >= 1_000_000 {
         format!("{:.3} ms", ns as f64 / 1e6)
@@ -41,6 +60,37 @@ impl LinkReport {
         self.dirs.iter().map(|d| d.counters.drops_of(r)).sum()
     }
 
+    /// The drops the link spec did not ask for, per direction (client->server first), in the
+    /// order the summary lines name them: the emulator failing, not the experiment. Loss,
+    /// ack-loss, ack-every, queue (a bottleneck) and mtu are what the spec asks for.
+    pub fn unasked_drops(&self) -> Vec<(Dir, UnaskedDrop, u64)> {
+        let mut out = Vec::new();
+        for (d, r) in Dir::BOTH.iter().zip(&self.dirs) {
+            let write_errors = r.counters.drops_of(DropReason::WriteError);
+            let device = self.device_drops[d.index()].unwrap_or(0);
+            for (kind, n) in [(UnaskedDrop::WriteError, write_errors), (UnaskedDrop::DeviceQueue, device)] {
+                if n > 0 {
+                    out.push((*d, kind, n));
+                }
+            }
+        }
+        out
+    }
+
+    /// The warning to show when the link dropped packets it was not asked to drop
+    /// ([`LinkReport::unasked_drops`]): the numbers measured behind it are not trustworthy.
+    pub fn unasked_drops_warning(&self) -> Option<String> {
+        let found: Vec<String> =
+            self.unasked_drops().iter().map(|(d, k, n)| format!("{}: {} {n}", d.label(), k.label())).collect();
+        (!found.is_empty()).then(|| {
+            format!(
+                "the emulated link dropped packets it was not configured to drop ({}): it could not keep up, so the \
+                 numbers above are not trustworthy (lower rate=, or re-run on an idle host)",
+                found.join("; ")
+            )
+        })
+    }
+
     /// Lines for humans: per direction, what was carried and dropped (by reason), the delay the
     /// link applied (p50/p99 against the configured one-way delay) and the emulator's own added
     /// delay beyond its model (p50/p99).
@@ -48,6 +98,7 @@ impl LinkReport {
         let mut out = Vec::new();
         for (d, r) in Dir::BOTH.iter().zip(&self.dirs) {
             let c = &r.counters;
+            // The device queue's drops come last: `unasked_drops` names them in this order.
             let drops: Vec<String> = DropReason::ALL
                 .iter()
                 .filter(|&&x| c.drops_of(x) > 0)
@@ -189,5 +240,50 @@ mod tests {
             "{lines:?}"
         );
         assert_eq!(r.drops(DropReason::Loss), 3);
+    }
+
+    fn dir(counters: DirCounters) -> DirReport {
+        DirReport {
+            counters,
+            overhead: histogram(),
+            link_delay_excess: histogram(),
+            delay_base_ns: 1_000_000,
+            configured_delay_ns: 1_000_000,
+            wake_late: histogram(),
+            write_time: histogram(),
+            ends_ns: None,
+            wake_ns: 0,
+            compensated: false,
+            wake_min_ns: 0,
+            release_early_ns: 0,
+        }
+    }
+
+    #[test]
+    fn drops_the_link_was_not_asked_for_are_a_warning() {
+        let mut up = DirCounters { packets_in: 10, delivered: 7, data_segments_in: 10, ..Default::default() };
+        up.drops[DropReason::Loss.index()] = 3;
+        let mut down = DirCounters { packets_in: 5, delivered: 5, pure_acks_in: 5, ..Default::default() };
+        down.drops[DropReason::AckLoss.index()] = 1;
+        let mut r = LinkReport {
+            spec: "rtt=2ms,loss=30%".parse().unwrap(),
+            dirs: vec![dir(up), dir(down)],
+            capture: None,
+            device_drops: [Some(0), None],
+            calibration: Ok(crate::calibrate::CalibrationReport::default()),
+        };
+        assert_eq!(r.unasked_drops_warning(), None, "configured loss is the experiment");
+        r.device_drops[1] = Some(25);
+        r.dirs[1].counters.drops[DropReason::WriteError.index()] = 2;
+        assert_eq!(
+            r.unasked_drops(),
+            [(Dir::Down, UnaskedDrop::WriteError, 2), (Dir::Down, UnaskedDrop::DeviceQueue, 25)]
+        );
+        let w = r.unasked_drops_warning().unwrap();
+        assert!(w.contains("(server->client: write-error 2; server->client: device queue 25)"), "{w}");
+        assert!(w.contains("not trustworthy"), "{w}");
+        // The summary names the same drops.
+        let lines = r.summary_lines();
+        assert!(lines.iter().any(|l| l.contains("write-error 2, device queue 25 (")), "{lines:?}");
     }
 }

@@ -36,6 +36,8 @@ pub enum ServerError {
     Listen { addr: SocketAddr, source: std::io::Error },
     #[error("listener: {0}")]
     Listener(std::io::Error),
+    #[error("cannot install the Ctrl-C handler: {0}")]
+    Signals(std::io::Error),
     /// A socket or thread call on a connection.
     #[error("{0}")]
     Socket(std::io::Error),
@@ -102,12 +104,16 @@ struct Shared {
     rate: Mutex<Rate>,
     stop: Arc<AtomicBool>,
     log: Box<dyn Fn(&str) + Send + Sync>,
+    /// No key (`--insecure-no-auth`): said when the server starts.
+    insecure: bool,
 }
 
 /// A bound server.
 pub struct Server {
     listener: TcpListener,
     shared: Arc<Shared>,
+    /// The address asked for (the bound one, `local_addr`, says which port 0 became).
+    listen: SocketAddr,
 }
 
 /// Connections per source address in the last minute.
@@ -148,6 +154,7 @@ impl Server {
     /// Bind, after checking the configuration: no key is refused unless the address is loopback.
     pub fn bind(cfg: ServeConfig) -> Result<Server, ServerError> {
         cfg.limits.validate()?;
+        let insecure = cfg.key.is_none();
         let key = match cfg.key {
             Some(k) => k,
             None if cfg.listen.ip().is_loopback() => Key::insecure(),
@@ -167,8 +174,9 @@ impl Server {
             rate: Mutex::new(Rate::default()),
             stop: Arc::new(AtomicBool::new(false)),
             log: cfg.log,
+            insecure,
         });
-        Ok(Server { listener, shared })
+        Ok(Server { listener, shared, listen: cfg.listen })
     }
 
     pub fn local_addr(&self) -> Option<SocketAddr> {
@@ -179,6 +187,23 @@ impl Server {
     /// are told and their runs cut.
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         self.shared.stop.clone()
+    }
+
+    /// Accept until Ctrl-C (SIGINT) or SIGTERM ([`lab::Interrupts`]: the first stops the
+    /// server as [`Server::stop_flag`] does, a second ends the process at once), after logging
+    /// where it listens and its limits. The signal that stopped it, if any.
+    pub fn run_until_signalled(&self) -> Result<Option<i32>, ServerError> {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let stop = self.stop_flag();
+        let interrupts = lab::Interrupts::on(&[SIGINT, SIGTERM], move || stop.store(true, Ordering::SeqCst))
+            .map_err(ServerError::Signals)?;
+        let sh = &self.shared;
+        let at = self.local_addr().unwrap_or(self.listen);
+        let auth = if sh.insecure { "NO AUTHENTICATION (loopback only)" } else { "key required" };
+        (sh.log)(&format!("listening on {at}, {auth}; limits: {}; Ctrl-C ends it", sh.limits.describe()));
+        let r = self.run();
+        let sig = interrupts.stop();
+        r.map(|()| sig)
     }
 
     /// Accept until stopped.

@@ -106,31 +106,6 @@ pub(crate) struct LabArgs {
     pub remote: super::remote_lab::RemoteArgs,
 }
 
-/// Drop reasons a link spec asks for (loss, ack-loss, ack-every, queue for a bottleneck, mtu) are
-/// part of the experiment; `device queue` (the TUN device's queue overflowed: the forwarder fell
-/// behind) and `write-error` are the emulator failing. From the link's summary lines ("link DIR:
-/// ...; drops: REASON N, ..."), the warning to show when there are any.
-pub(crate) fn unasked_drops_warning(lines: &[String]) -> Option<String> {
-    let mut found = Vec::new();
-    for l in lines {
-        let Some((head, drops)) = l.split_once("; drops: ") else { continue };
-        let dir = head.strip_prefix("link ").and_then(|h| h.split(':').next()).unwrap_or("link");
-        for item in drops.split(", ") {
-            let item = item.split(" (").next().unwrap_or(item);
-            if item.starts_with("device queue ") || item.starts_with("write-error ") {
-                found.push(format!("{dir}: {item}"));
-            }
-        }
-    }
-    (!found.is_empty()).then(|| {
-        format!(
-            "the emulated link dropped packets it was not configured to drop ({}): it could not keep up, so the \
-             numbers above are not trustworthy (lower rate=, or re-run on an idle host)",
-            found.join("; ")
-        )
-    })
-}
-
 /// Build the scenario to run from the flags.
 pub(crate) fn scenario_from(args: &LabArgs) -> anyhow::Result<Scenario> {
     let base = match &args.config {
@@ -183,43 +158,8 @@ pub(crate) fn lab_options(args: &LabArgs) -> anyhow::Result<LabOptions> {
     Ok(o)
 }
 
-/// Ctrl-C (and SIGTERM, SIGHUP) from the first row to the last line of output: the first signal
-/// cancels the run (the row in progress stops, the finished rows are printed, the link is torn
-/// down, exit 128 + signal); a second one quits at once. advise and replay use it too.
-pub(crate) struct Interrupts {
-    handle: signal_hook::iterator::Handle,
-    thread: std::thread::JoinHandle<Option<i32>>,
-}
-
-impl Interrupts {
-    /// Start listening. Call after the link environment is open: this starts a thread.
-    pub(crate) fn start(cancel: lab::Cancel) -> anyhow::Result<Interrupts> {
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
-            .context("cannot install the Ctrl-C handler")?;
-        let handle = signals.handle();
-        let thread = std::thread::spawn(move || {
-            let mut first = None;
-            for sig in signals.forever() {
-                if first.is_some() {
-                    // The user insists: leave now. Whatever the link left is swept by the next run.
-                    std::process::exit(128 + sig);
-                }
-                first = Some(sig);
-                cancel.cancel();
-            }
-            first
-        });
-        Ok(Interrupts { handle, thread })
-    }
-
-    /// Stop listening; the first signal received, if any. (signal-hook leaves its handler
-    /// installed: a signal after this is ignored, and the process is about to exit.)
-    pub(crate) fn stop(self) -> Option<i32> {
-        self.handle.close();
-        self.thread.join().ok().flatten()
-    }
-}
+/// Ctrl-C from the first row to the last line of output (advise and replay use it too).
+pub(crate) use lab::Interrupts;
 
 pub(crate) fn run(args: LabArgs) -> anyhow::Result<i32> {
     let veth = args.veth.veth()?;
@@ -265,7 +205,7 @@ pub(crate) fn run(args: LabArgs) -> anyhow::Result<i32> {
             .map_or_else(|e| lab::KernelEvidence::Unavailable(e.to_string()), lab::KernelEvidence::On);
     }
     let (mut report, interrupts) = run_rows(&args, &s, &env, &opts);
-    let link_lines = env.finish();
+    let link = env.finish_report();
     if let Some(f) = &own_capture {
         match f.finish() {
             // Rows without packets (no CAP_NET_RAW) say why in the report's link line.
@@ -273,7 +213,7 @@ pub(crate) fn run(args: LabArgs) -> anyhow::Result<i32> {
             Err(e) => report.errors.push(format!("--capture: {e}")),
         }
     }
-    let warning = link_lines.as_ref().ok().and_then(|l| untrusted(&mut report, l));
+    let warning = link.as_ref().ok().and_then(Option::as_ref).and_then(|l| untrusted(&mut report, l));
     if !report.results.is_empty() || args.common.format != OutputFormat::Table {
         sink.write(&report::Export::export(&report, args.common.format.into())?)?;
     } else {
@@ -284,13 +224,13 @@ pub(crate) fn run(args: LabArgs) -> anyhow::Result<i32> {
     }
     output::stall_records(&report, &args.common)?;
     if args.common.format == OutputFormat::Table {
-        if let Ok(lines) = &link_lines {
-            for l in lines {
+        if let Ok(Some(l)) = &link {
+            for l in l.summary_lines() {
                 println!("{l}");
             }
         }
     }
-    link_lines?;
+    link?;
     if let Some(w) = &warning {
         eprintln!("tcpstall: warning: {w}");
     }
@@ -299,8 +239,8 @@ pub(crate) fn run(args: LabArgs) -> anyhow::Result<i32> {
 
 /// The warning when the emulated link dropped packets it was not asked to drop; every row is
 /// marked then (the link summarises the whole run, not each row: every row's numbers are suspect).
-fn untrusted(report: &mut report::Report, link_lines: &[String]) -> Option<String> {
-    let warning = unasked_drops_warning(link_lines)?;
+fn untrusted(report: &mut report::Report, link: &link::LinkReport) -> Option<String> {
+    let warning = link.unasked_drops_warning()?;
     for r in &mut report.results {
         r.verdict.push_str(" [not trustworthy: the emulated link dropped packets it was not asked to drop]");
     }
@@ -353,7 +293,7 @@ fn run_rows(
     s: &Scenario,
     env: &super::linkenv::LinkEnv,
     opts: &LabOptions,
-) -> (report::Report, anyhow::Result<Interrupts>) {
+) -> (report::Report, std::io::Result<Interrupts>) {
     let total = (s.workload.variants().len() * s.matrix.len()) as u64;
     let bar = output::progress_bar(total, args.quiet);
     let mut progress = output::row_progress(&bar);
@@ -384,7 +324,7 @@ fn html_report(path: &std::path::Path, args: &LabArgs, report: &report::Report) 
 
 /// 128 + the signal that stopped the run, 1 after an error (said in one line; what was
 /// measured before it is printed above), else 0.
-fn exit_status(report: &report::Report, interrupts: anyhow::Result<Interrupts>) -> i32 {
+fn exit_status(report: &report::Report, interrupts: std::io::Result<Interrupts>) -> i32 {
     if let Some(e) = report.errors.first() {
         eprintln!("tcpstall: {e}");
     }
@@ -453,23 +393,6 @@ mod tests {
         }
         let s = scenario_from(&parse(&["--config", c, "--set", "round=2"])).unwrap();
         assert_eq!(s.matrix[0].label, "config:nodelay");
-    }
-
-    #[test]
-    fn drops_the_link_was_not_asked_for_are_a_warning() {
-        let lines = [
-            "link client->server: 10 packets in (10 data segments, 0 pure ACKs), 7 delivered; drops: loss 3"
-                .to_string(),
-            "link client->server: delay p50 1.000 ms p99 1.000 ms (configured 1.000 ms); emulator added p50 1 us"
-                .into(),
-            "link server->client: 5 packets in (0 data segments, 5 pure ACKs), 5 delivered; drops: ack-loss 1, \
-             device queue 25 (forwarder fell behind; not counted as in)"
-                .into(),
-        ];
-        let w = unasked_drops_warning(&lines).unwrap();
-        assert!(w.contains("(server->client: device queue 25)"), "{w}");
-        assert!(w.contains("not trustworthy"), "{w}");
-        assert_eq!(unasked_drops_warning(&lines[..2]), None, "configured loss is the experiment");
     }
 
     #[test]

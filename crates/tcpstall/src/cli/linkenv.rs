@@ -40,10 +40,12 @@ impl LinkEnv {
     /// carried and dropped (by reason), the delay applied (p50/p99) and the emulator's own
     /// added delay (p50/p99), and the capture file if any. Empty on loopback.
     pub(crate) fn finish(self) -> anyhow::Result<Vec<String>> {
-        match self.link {
-            None => Ok(Vec::new()),
-            Some(l) => Ok(l.finish().context("link")?.summary_lines()),
-        }
+        Ok(self.finish_report()?.map(|r| r.summary_lines()).unwrap_or_default())
+    }
+
+    /// Tear down; what the link did (None on loopback).
+    pub(crate) fn finish_report(self) -> anyhow::Result<Option<link::LinkReport>> {
+        self.link.map(|l| l.finish().context("link")).transpose()
     }
 }
 

@@ -90,7 +90,7 @@ pub(crate) fn run(args: &LabArgs, s: &Scenario) -> anyhow::Result<i32> {
     let bar = output::progress_bar(total, args.quiet);
     let mut progress = output::row_progress(&bar);
     // As `lab`: the first signal cancels the row in progress, a second ends the process.
-    let interrupts = super::lab::Interrupts::start(opts.cancel.clone())?;
+    let interrupts = lab::Interrupts::start(opts.cancel.clone()).context("cannot install the Ctrl-C handler")?;
     let report = remote::client::run_scenario(s, addr, &key, &opts, &mut progress);
     bar.finish_and_clear();
     let signal = interrupts.stop();

@@ -2,10 +2,9 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use remote::server::{ServeConfig, Server};
 use remote::Limits;
 
@@ -95,7 +94,6 @@ pub(crate) fn run(a: ServeArgs) -> anyhow::Result<i32> {
         max_message: a.max_message,
         max_pending: a.max_pending,
     };
-    let described = limits.describe();
     let quiet = a.quiet;
     let server = Server::bind(ServeConfig {
         listen,
@@ -109,32 +107,6 @@ pub(crate) fn run(a: ServeArgs) -> anyhow::Result<i32> {
         }),
     })
     .map_err(anyhow::Error::msg)?;
-    let stop = server.stop_flag();
-    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
-        .context("cannot install the Ctrl-C handler")?;
-    let handle = signals.handle();
-    let s2 = stop.clone();
-    // The iterator lives until `handle.close()`: dropping it early would leave close() writing
-    // into a closed pipe (SIGPIPE). A second signal ends the process at once.
-    let waiter = std::thread::spawn(move || {
-        let mut first = None;
-        for sig in signals.forever() {
-            if first.is_some() {
-                std::process::exit(128 + sig);
-            }
-            first = Some(sig);
-            s2.store(true, Ordering::SeqCst);
-        }
-        first
-    });
-    if !a.quiet {
-        let at = server.local_addr().map_or_else(|| listen.to_string(), |x| x.to_string());
-        let auth = if a.insecure_no_auth { "NO AUTHENTICATION (loopback only)" } else { "key required" };
-        eprintln!("tcpstall serve: listening on {at}, {auth}; limits: {described}; Ctrl-C ends it");
-    }
-    let r = server.run();
-    handle.close();
-    let sig = waiter.join().ok().flatten();
-    r.map_err(anyhow::Error::msg)?;
+    let sig = server.run_until_signalled().map_err(anyhow::Error::msg)?;
     Ok(sig.map_or(0, |s| 128 + s))
 }
