@@ -143,6 +143,59 @@ pub struct MatrixRequest {
     pub opts: LabOptions,
 }
 
+/// Why a [`MatrixRequest`] or a knob's value was refused (the flag's name is the caller's).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error("{0}: expected 1 to 20")]
+    Reps(u32),
+    /// Seed 003's table measures a one-way stream.
+    #[error("seed 003's table runs the stream workload, not {0}")]
+    NotStream(String),
+    #[error("{0}: expected on or off")]
+    OnOff(String),
+    #[error("{0}: expected 2 to 64 (keep 1 of every N)")]
+    KeepOneOf(u32),
+    #[error("{0}: expected loopback or veth")]
+    Path(String),
+}
+
+impl MatrixRequest {
+    /// Every row `reps` times (1 to 20), each as long as the stream workload says (at most 10 s).
+    pub fn stream(workload: &Workload, reps: u32, opts: LabOptions) -> Result<MatrixRequest, RequestError> {
+        let Workload::Stream(w) = workload else { return Err(RequestError::NotStream(workload.kind().into())) };
+        if !(1..=20).contains(&reps) {
+            return Err(RequestError::Reps(reps));
+        }
+        Ok(MatrixRequest { reps, duration: Duration::from_millis(u64::from(w.duration_ms).min(10_000)), opts })
+    }
+}
+
+/// A knob's `on|off` value: true for on.
+pub fn on(v: &str) -> Result<bool, RequestError> {
+    match v {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        o => Err(RequestError::OnOff(o.into())),
+    }
+}
+
+/// A thinning knob's N (keep 1 of every N pure ACKs): 2 to 64.
+pub fn keep_one_of(n: Option<u32>) -> Result<Option<u32>, RequestError> {
+    match n {
+        Some(n) if !(2..=64).contains(&n) => Err(RequestError::KeepOneOf(n)),
+        n => Ok(n),
+    }
+}
+
+/// Where seed 003's stream runs: loopback (false) or the veth pair (true).
+pub fn veth_path(v: &str) -> Result<bool, RequestError> {
+    match v {
+        "loopback" => Ok(false),
+        "veth" => Ok(true),
+        o => Err(RequestError::Path(o.into())),
+    }
+}
+
 /// Where [`run_matrix`] is, for a progress bar: a run of the row named starts, a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress<'a> {
@@ -343,6 +396,24 @@ fn tso(by: &By<'_, '_>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn knob_values_and_the_request_are_checked() {
+        assert_eq!((on("on"), on("off")), (Ok(true), Ok(false)));
+        assert_eq!(on("yes").unwrap_err().to_string(), "yes: expected on or off");
+        assert_eq!(keep_one_of(Some(2)), Ok(Some(2)));
+        assert_eq!(keep_one_of(None), Ok(None));
+        assert_eq!(keep_one_of(Some(65)).unwrap_err().to_string(), "65: expected 2 to 64 (keep 1 of every N)");
+        assert_eq!((veth_path("loopback"), veth_path("veth")), (Ok(false), Ok(true)));
+        assert!(veth_path("tun").is_err());
+        let stream = scenario::Scenario::builtin("stream").unwrap().workload;
+        let r = MatrixRequest::stream(&stream, 3, LabOptions::default()).unwrap();
+        assert_eq!(r.reps, 3);
+        assert!(r.duration <= Duration::from_secs(10));
+        assert_eq!(MatrixRequest::stream(&stream, 0, LabOptions::default()).unwrap_err(), RequestError::Reps(0));
+        let rr = scenario::Scenario::builtin("chunked").unwrap().workload;
+        assert!(matches!(MatrixRequest::stream(&rr, 3, LabOptions::default()), Err(RequestError::NotStream(_))));
+    }
 
     fn row(name: &str, gbit: f64, at_sender: f64, runs: u64) -> Seed003Row {
         Seed003Row {

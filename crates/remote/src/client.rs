@@ -3,7 +3,7 @@
 //! plays the other; the row is assembled from both hosts' records by the lab's own code.
 
 use std::io::Read;
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -24,6 +24,32 @@ fn sock_port(sock: &socket2::Socket) -> u16 {
 
 /// Ping-pongs for the clock offset, before the first row.
 pub const PINGS: usize = 24;
+
+/// Why HOST[:PORT] gave no address.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error("cannot resolve: {0}")]
+    Lookup(std::io::Error),
+    #[error("no address")]
+    NoAddress,
+}
+
+/// HOST[:PORT] (a name, an IPv4 or IPv6 address, `[v6]:port`) to one address, the first the
+/// resolver gives; without a port, the server's default ([`crate::DEFAULT_PORT`]).
+pub fn resolve(s: &str) -> Result<SocketAddr, ResolveError> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, crate::DEFAULT_PORT));
+    }
+    let with_port = if s.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+        s.to_string()
+    } else {
+        format!("{s}:{}", crate::DEFAULT_PORT)
+    };
+    with_port.to_socket_addrs().map_err(ResolveError::Lookup)?.next().ok_or(ResolveError::NoAddress)
+}
 
 /// An authenticated control session with a server.
 pub struct Session {
@@ -447,6 +473,14 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_host_without_a_port_gets_the_default() {
+        assert_eq!(resolve("127.0.0.1").unwrap().port(), crate::DEFAULT_PORT);
+        assert_eq!(resolve("127.0.0.1:9").unwrap().port(), 9);
+        assert_eq!(resolve("[::1]:9").unwrap().port(), 9);
+        assert_eq!(resolve("::1").unwrap().port(), crate::DEFAULT_PORT);
+    }
 
     /// The typed errors print the one-line texts the String errors printed.
     #[test]

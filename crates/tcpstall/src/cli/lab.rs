@@ -173,11 +173,7 @@ pub(crate) fn run(args: LabArgs) -> anyhow::Result<i32> {
         }
         let mut s = super::common::load(Some("stream"), None)?;
         s.apply_sets(&args.common.sets)?;
-        let duration = match &s.workload {
-            scenario::Workload::Stream(w) => std::time::Duration::from_millis(u64::from(w.duration_ms).min(10_000)),
-            _ => unreachable!("stream"),
-        };
-        return super::seed003::run_matrix(&args.veth, duration, args.common.format, args.quiet);
+        return super::seed003::run_matrix(&args.veth, &s, args.common.format, args.quiet);
     }
     let s = scenario_from(&args)?;
     if args.remote.remote.is_some() {

@@ -1,7 +1,7 @@
 //! `tcpstall lab --remote HOST[:PORT]`: the scenario's rows with the server side played by
 //! `tcpstall serve` on another host (crates/remote; docs/remote.md).
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
@@ -24,24 +24,9 @@ pub(crate) struct RemoteArgs {
     pub insecure_no_auth: bool,
 }
 
-/// HOST[:PORT] to one address (the first the resolver gives).
-pub(crate) fn resolve(s: &str) -> anyhow::Result<SocketAddr> {
-    if let Ok(a) = s.parse::<SocketAddr>() {
-        return Ok(a);
-    }
-    if let Ok(ip) = s.parse::<std::net::IpAddr>() {
-        return Ok(SocketAddr::new(ip, remote::DEFAULT_PORT));
-    }
-    let with_port = if s.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
-        s.to_string()
-    } else {
-        format!("{s}:{}", remote::DEFAULT_PORT)
-    };
-    with_port
-        .to_socket_addrs()
-        .with_context(|| format!("--remote {s}: cannot resolve"))?
-        .next()
-        .with_context(|| format!("--remote {s}: no address"))
+/// HOST[:PORT] to one address (the first the resolver gives; the default port without one).
+fn resolve(s: &str) -> anyhow::Result<SocketAddr> {
+    remote::client::resolve(s).map_err(|e| anyhow::anyhow!("--remote {s}: {e}"))
 }
 
 /// The key shared with the server: --key-file, or none with --insecure-no-auth.
@@ -109,15 +94,4 @@ pub(crate) fn run(args: &LabArgs, s: &Scenario) -> anyhow::Result<i32> {
         (None, false) => 1,
         (None, true) => 0,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_host_without_a_port_gets_the_default() {
-        assert_eq!(super::resolve("127.0.0.1").unwrap().port(), remote::DEFAULT_PORT);
-        assert_eq!(super::resolve("127.0.0.1:9").unwrap().port(), 9);
-        assert_eq!(super::resolve("[::1]:9").unwrap().port(), 9);
-        assert_eq!(super::resolve("::1").unwrap().port(), remote::DEFAULT_PORT);
-    }
 }

@@ -2,12 +2,11 @@
 //! on this machine (crates/lab veth.rs, seed003.rs), with 95% intervals over repetitions and a
 //! finding per conclusion of the seed.
 
-use std::time::Duration;
-
 use anyhow::bail;
-use lab::seed003::{MatrixRequest, Progress};
+use lab::seed003::{self, MatrixRequest, Progress, RequestError};
 use lab::veth::Knobs;
 use report::Export;
+use scenario::Scenario;
 
 use super::output::{self, OutputFormat};
 
@@ -39,66 +38,46 @@ pub(crate) struct VethArgs {
     pub reps: u32,
 }
 
-fn onoff(flag: &str, v: &str) -> anyhow::Result<bool> {
-    match v {
-        "on" => Ok(false),
-        "off" => Ok(true),
-        o => bail!("--{flag} {o}: expected on or off"),
-    }
-}
-
-fn ratio(flag: &str, v: Option<u32>) -> anyhow::Result<Option<u32>> {
-    match v {
-        Some(n) if !(2..=64).contains(&n) => bail!("--{flag} {n}: expected 2 to 64 (keep 1 of every N)"),
-        v => Ok(v),
-    }
+/// `--FLAG VALUE: why` (lab::seed003's error says `VALUE: why`).
+fn flag(name: &'static str) -> impl Fn(RequestError) -> anyhow::Error {
+    move |e| anyhow::anyhow!("--{name} {e}")
 }
 
 impl VethArgs {
     pub(crate) fn veth(&self) -> anyhow::Result<bool> {
-        match self.path.as_str() {
-            "loopback" => {
-                let knobs = self.rx_gro != "on"
-                    || self.tx_tso != "on"
-                    || self.route_quickack
-                    || self.thin_acks.is_some()
-                    || self.drop_acks_at_sender.is_some();
-                if knobs {
-                    bail!(
-                        "--rx-gro, --tx-tso, --route-quickack, --thin-acks and --drop-acks-at-sender need --path veth"
-                    );
-                }
-                Ok(false)
-            }
-            "veth" => Ok(true),
-            o => bail!("--path {o}: expected loopback or veth"),
+        let veth = seed003::veth_path(&self.path).map_err(flag("path"))?;
+        let knobs = self.rx_gro != "on"
+            || self.tx_tso != "on"
+            || self.route_quickack
+            || self.thin_acks.is_some()
+            || self.drop_acks_at_sender.is_some();
+        if !veth && knobs {
+            bail!("--rx-gro, --tx-tso, --route-quickack, --thin-acks and --drop-acks-at-sender need --path veth");
         }
+        Ok(veth)
     }
 
     pub(crate) fn knobs(&self) -> anyhow::Result<Knobs> {
         Ok(Knobs {
-            rx_gro_off: onoff("rx-gro", &self.rx_gro)?,
-            tx_tso_off: onoff("tx-tso", &self.tx_tso)?,
+            rx_gro_off: !seed003::on(&self.rx_gro).map_err(flag("rx-gro"))?,
+            tx_tso_off: !seed003::on(&self.tx_tso).map_err(flag("tx-tso"))?,
             route_quickack: self.route_quickack,
-            thin_rx_acks: ratio("thin-acks", self.thin_acks)?,
-            drop_tx_acks: ratio("drop-acks-at-sender", self.drop_acks_at_sender)?,
+            thin_rx_acks: seed003::keep_one_of(self.thin_acks).map_err(flag("thin-acks"))?,
+            drop_tx_acks: seed003::keep_one_of(self.drop_acks_at_sender).map_err(flag("drop-acks-at-sender"))?,
         })
     }
 }
 
 /// `--matrix seed003`: every row `reps` times, interleaved (crates/lab/src/seed003.rs), then
 /// the document in `format`.
-pub(crate) fn run_matrix(v: &VethArgs, duration: Duration, format: OutputFormat, quiet: bool) -> anyhow::Result<i32> {
+pub(crate) fn run_matrix(v: &VethArgs, s: &Scenario, format: OutputFormat, quiet: bool) -> anyhow::Result<i32> {
     if !nix::unistd::geteuid().is_root() {
         bail!("--matrix seed003 creates network namespaces and a veth pair: it needs root");
     }
-    if !(1..=20).contains(&v.reps) {
-        bail!("--reps {}: expected 1 to 20", v.reps);
-    }
+    let req = MatrixRequest::stream(&s.workload, v.reps, lab::LabOptions::default()).map_err(flag("reps"))?;
     // What killed runs left was swept at the start (cli::run).
-    let req = MatrixRequest { reps: v.reps, duration, opts: lab::LabOptions::default() };
-    let bar = output::progress_bar((lab::seed003::matrix().len() * v.reps as usize) as u64, quiet);
-    let doc = lab::seed003::run_matrix(&req, &mut |p| match p {
+    let bar = output::progress_bar((seed003::matrix().len() * v.reps as usize) as u64, quiet);
+    let doc = seed003::run_matrix(&req, &mut |p| match p {
         Progress::Start(name) => bar.set_message(name.to_string()),
         Progress::Done => bar.inc(1),
     });
