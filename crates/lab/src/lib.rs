@@ -118,6 +118,39 @@ impl Default for LabOptions {
     }
 }
 
+/// A stall threshold ([`LabOptions::stall_threshold`]) out of range.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("{0}: expected milliseconds between 0 and 10000")]
+pub struct StallThresholdError(pub f64);
+
+impl LabOptions {
+    /// A wait longer than the round trip by more than `ms` milliseconds (more than 0, at most
+    /// 10 000) is a stall.
+    pub fn set_stall_threshold_ms(&mut self, ms: f64) -> Result<(), StallThresholdError> {
+        if !(ms > 0.0 && ms <= 10_000.0) {
+            return Err(StallThresholdError(ms));
+        }
+        self.stall_threshold = Some(Duration::from_secs_f64(ms / 1000.0));
+        Ok(())
+    }
+
+    /// Serve on a fixed `port`: it is for watching from the host (tcpdump -i lo port N), so the
+    /// rows stay in the caller's namespace.
+    pub fn set_fixed_port(&mut self, port: u16) {
+        self.port = port;
+        self.own_netns = false;
+    }
+
+    /// Rows on seed 003's veth pair: pinned to its CPUs, in its namespaces (as the placement
+    /// says), without the loopback capture.
+    pub fn set_veth(&mut self, path: &veth::VethPath) {
+        self.pin = Some(path.cpus);
+        self.own_netns = false;
+        self.lo_mtu = None;
+        self.capture = false;
+    }
+}
+
 /// Default stall margin over the round trip.
 pub const DEFAULT_STALL_MARGIN: Duration = Duration::from_millis(10);
 
@@ -342,6 +375,19 @@ pub fn add_cost_comparison(rows: &mut [RunResult]) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_stall_threshold_is_checked_and_a_fixed_port_keeps_the_callers_namespace() {
+        let mut o = super::LabOptions::default();
+        assert_eq!(o.set_stall_threshold_ms(0.0), Err(super::StallThresholdError(0.0)));
+        assert!(o.set_stall_threshold_ms(f64::NAN).is_err() && o.set_stall_threshold_ms(10_001.0).is_err());
+        assert_eq!(o.stall_threshold, None);
+        o.set_stall_threshold_ms(2.5).unwrap();
+        assert_eq!(o.stall_threshold, Some(std::time::Duration::from_micros(2500)));
+        assert!(o.own_netns);
+        o.set_fixed_port(8000);
+        assert!(!o.own_netns && o.port == 8000);
+    }
+
     /// CONFIG_HZ is one of the kernel's choices (kernel/Kconfig.hz: 100, 250, 300, 1000), and
     /// the classifier's jiffy follows it (include/net/tcp.h: timers in jiffies).
     #[test]

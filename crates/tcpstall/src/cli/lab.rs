@@ -1,7 +1,6 @@
 //! `tcpstall lab`: run a scenario over real sockets across a matrix of strategies.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{bail, Context};
 use lab::LabOptions;
@@ -145,15 +144,10 @@ pub(crate) fn lab_options(args: &LabArgs) -> anyhow::Result<LabOptions> {
         bail!("--capture FILE writes the packets --no-capture turns off: use one or the other");
     }
     if let Some(ms) = args.stall_threshold {
-        if !(ms > 0.0 && ms <= 10_000.0) {
-            bail!("--stall-threshold {ms}: expected milliseconds between 0 and 10000");
-        }
-        o.stall_threshold = Some(Duration::from_secs_f64(ms / 1000.0));
+        o.set_stall_threshold_ms(ms).map_err(|e| anyhow::anyhow!("--stall-threshold {e}"))?;
     }
     if let Some(p) = args.port {
-        o.port = p;
-        // A fixed port is for watching from the host (tcpdump -i lo port N): stay in its namespace.
-        o.own_netns = false;
+        o.set_fixed_port(p);
     }
     Ok(o)
 }
@@ -200,7 +194,10 @@ pub(crate) fn run(args: LabArgs) -> anyhow::Result<i32> {
         opts.kernel = lab::KernelHandle::open()
             .map_or_else(|e| lab::KernelEvidence::Unavailable(e.to_string()), lab::KernelEvidence::On);
     }
-    let (mut report, interrupts) = run_rows(&args, &s, &env, &opts);
+    // The link is up (it may need a single-threaded process): now the signal thread may start.
+    // Ctrl-C is listened to from here to the last line of output (`exit_status` stops it).
+    let interrupts = Interrupts::start(opts.cancel.clone());
+    let mut report = rows(&args, &s, |p| lab::run_scenario(&s, &env.placement, &opts, p));
     let link = env.finish_report();
     if let Some(f) = &own_capture {
         match f.finish() {
@@ -210,11 +207,7 @@ pub(crate) fn run(args: LabArgs) -> anyhow::Result<i32> {
         }
     }
     let warning = link.as_ref().ok().and_then(Option::as_ref).and_then(|l| untrusted(&mut report, l));
-    if !report.results.is_empty() || args.common.format != OutputFormat::Table {
-        sink.write(&report::Export::export(&report, args.common.format.into())?)?;
-    } else {
-        sink.discard();
-    }
+    write(&report, sink, args.common.format)?;
     if let Some(path) = &args.report {
         html_report(path, &args, &report)?;
     }
@@ -259,10 +252,7 @@ fn open_veth(
     }
     // What killed runs left was swept at the start (cli::run).
     let p = lab::veth::VethPath::open(knobs).map_err(|e| anyhow::anyhow!("--path veth: {e}"))?;
-    opts.pin = Some(p.cpus);
-    opts.own_netns = false;
-    opts.lo_mtu = None;
-    opts.capture = false;
+    opts.set_veth(&p);
     Ok(Some(p))
 }
 
@@ -282,22 +272,23 @@ fn captures(args: &LabArgs) -> anyhow::Result<(Option<&std::path::Path>, Option<
     })
 }
 
-/// The rows, with a progress bar; Ctrl-C is listened to from here to the last line of output
-/// (`exit_status` stops listening).
-fn run_rows(
-    args: &LabArgs,
-    s: &Scenario,
-    env: &super::linkenv::LinkEnv,
-    opts: &LabOptions,
-) -> (report::Report, std::io::Result<Interrupts>) {
-    let total = (s.workload.variants().len() * s.matrix.len()) as u64;
-    let bar = output::progress_bar(total, args.quiet);
-    let mut progress = output::row_progress(&bar);
-    // The link is up (it may need a single-threaded process): now the signal thread may start.
-    let interrupts = Interrupts::start(opts.cancel.clone());
-    let report = lab::run_scenario(s, &env.placement, opts, &mut progress);
+/// The rows, with a progress bar (lab and lab --remote).
+pub(crate) fn rows<R>(args: &LabArgs, s: &Scenario, run: impl FnOnce(&mut dyn FnMut(lab::Progress)) -> R) -> R {
+    let bar = output::progress_bar((s.workload.variants().len() * s.matrix.len()) as u64, args.quiet);
+    let r = run(&mut output::row_progress(&bar));
     bar.finish_and_clear();
-    (report, interrupts)
+    r
+}
+
+/// The report in --format where --output says; an empty table is not written (lab and lab
+/// --remote).
+pub(crate) fn write(report: &report::Report, sink: output::Sink, format: OutputFormat) -> anyhow::Result<()> {
+    if !report.results.is_empty() || format != OutputFormat::Table {
+        sink.write(&report::Export::export(report, format.into())?)
+    } else {
+        sink.discard();
+        Ok(())
+    }
 }
 
 /// --report: the rows' tables, latency CDFs, and each row's packets as ladders and graphs.
@@ -328,6 +319,11 @@ fn exit_status(report: &report::Report, interrupts: std::io::Result<Interrupts>)
     if signal.is_some() && report.errors.is_empty() {
         eprintln!("tcpstall: interrupted after the last row: every row above is complete");
     }
+    exit_code(signal, report)
+}
+
+/// 128 + the signal that stopped the run, 1 after an error, else 0 (lab and lab --remote).
+pub(crate) fn exit_code(signal: Option<i32>, report: &report::Report) -> i32 {
     match (signal, report.errors.is_empty()) {
         (Some(sig), _) => 128 + sig,
         (None, false) => 1,

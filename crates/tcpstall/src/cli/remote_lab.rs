@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use scenario::Scenario;
 
 use super::lab::LabArgs;
-use super::output::{self, OutputFormat};
+use super::output;
 
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct RemoteArgs {
@@ -71,27 +71,15 @@ pub(crate) fn run(args: &LabArgs, s: &Scenario) -> anyhow::Result<i32> {
     let addr = resolve(target)?;
     let opts = super::lab::lab_options(args)?;
     let sink = output::Sink::open(args.common.output.as_deref())?;
-    let total = (s.workload.variants().len() * s.matrix.len()) as u64;
-    let bar = output::progress_bar(total, args.quiet);
-    let mut progress = output::row_progress(&bar);
     // As `lab`: the first signal cancels the row in progress, a second ends the process.
     let interrupts = lab::Interrupts::start(opts.cancel.clone()).context("cannot install the Ctrl-C handler")?;
-    let report = remote::client::run_scenario(s, addr, &key, &opts, &mut progress);
-    bar.finish_and_clear();
+    let report = super::lab::rows(args, s, |p| remote::client::run_scenario(s, addr, &key, &opts, p));
     let signal = interrupts.stop();
     let report = report.map_err(|e| anyhow::anyhow!("--remote {target}: {e}"))?;
-    if !report.results.is_empty() || args.common.format != OutputFormat::Table {
-        sink.write(&report::Export::export(&report, args.common.format.into())?)?;
-    } else {
-        sink.discard();
-    }
+    super::lab::write(&report, sink, args.common.format)?;
     output::stall_records(&report, &args.common)?;
     if let Some(e) = report.errors.first() {
         eprintln!("tcpstall: {e}");
     }
-    Ok(match (signal, report.errors.is_empty()) {
-        (Some(sig), _) => 128 + sig,
-        (None, false) => 1,
-        (None, true) => 0,
-    })
+    Ok(super::lab::exit_code(signal, &report))
 }
