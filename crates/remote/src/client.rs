@@ -124,6 +124,14 @@ fn io(what: &str) -> impl FnOnce(std::io::Error) -> ClientError + '_ {
 }
 
 impl Session {
+    /// Connect, authenticate and measure the clock offset ([`PINGS`] ping-pongs): a session
+    /// ready for its rows (`lab --remote`, `advise --remote`).
+    pub fn open(addr: SocketAddr, key: &Key, io_timeout: Duration) -> Result<Session, ClientError> {
+        let mut s = Session::connect(addr, key, io_timeout)?;
+        s.clock(PINGS)?;
+        Ok(s)
+    }
+
     /// Connect and authenticate (mutually: the server proves the key first).
     pub fn connect(addr: SocketAddr, key: &Key, io_timeout: Duration) -> Result<Session, ClientError> {
         let mut stream = TcpStream::connect_timeout(&addr, io_timeout).map_err(io(&format!("connect {addr}")))?;
@@ -389,8 +397,7 @@ pub fn run_scenario(
     for (_, w) in s.workload.variants() {
         lab::remote::round_program(&w).map_err(|e| ClientError::Lab(e.to_string()))?;
     }
-    let mut session = Session::connect(addr, key, opts.io_timeout)?;
-    session.clock(PINGS)?;
+    let mut session = Session::open(addr, key, opts.io_timeout)?;
     let report = session.run_scenario(s, opts, progress);
     if report.errors.is_empty() {
         session.bye();

@@ -47,9 +47,8 @@ pub(crate) fn session(r: &RemoteArgs, local_only: bool) -> anyhow::Result<Option
     }
     let key = key(r)?;
     let addr = resolve(target)?;
-    let mut s = remote::client::Session::connect(addr, &key, lab::LabOptions::default().io_timeout)
+    let s = remote::client::Session::open(addr, &key, lab::LabOptions::default().io_timeout)
         .map_err(|e| anyhow::anyhow!("--remote {target}: {e}"))?;
-    s.clock(remote::client::PINGS).map_err(|e| anyhow::anyhow!("--remote {target}: {e}"))?;
     Ok(Some(s))
 }
 
