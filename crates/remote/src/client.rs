@@ -25,7 +25,7 @@ fn sock_port(sock: &socket2::Socket) -> u16 {
 /// Ping-pongs for the clock offset, before the first row.
 pub const PINGS: usize = 24;
 
-/// Why HOST[:PORT] gave no address.
+/// Why `HOST[:PORT]` gave no address.
 #[derive(Debug, thiserror::Error)]
 pub enum ResolveError {
     #[error("cannot resolve: {0}")]
@@ -34,7 +34,7 @@ pub enum ResolveError {
     NoAddress,
 }
 
-/// HOST[:PORT] (a name, an IPv4 or IPv6 address, `[v6]:port`) to one address, the first the
+/// `HOST[:PORT]` (a name, an IPv4 or IPv6 address, `[v6]:port`) to one address, the first the
 /// resolver gives; without a port, the server's default ([`crate::DEFAULT_PORT`]).
 pub fn resolve(s: &str) -> Result<SocketAddr, ResolveError> {
     if let Ok(a) = s.parse::<SocketAddr>() {
