@@ -30,8 +30,10 @@ use aya::programs::tp_btf::BtfTracePointLinkId;
 use aya::programs::BtfTracePoint;
 use aya::Ebpf;
 
+mod feed;
 mod reader;
 mod record;
+pub use feed::{Feed, FeedError};
 pub use reader::{Reader, ReaderCounts, MAX_HELD};
 pub use record::{endpoint, parse, tcp_state_name, to_events, ClockMap, Converter, Kind, Record, RECORD_LEN};
 

@@ -166,6 +166,14 @@ pub fn watch_live_table(h: &WatchHealth, rows: &[WatchFlowRow], up_s: f64, now_u
     s
 }
 
+/// The warning of the one-second tick when the capture ring dropped packets (`drops` so far).
+pub fn ring_drops_warning(drops: u64) -> String {
+    format!(
+        "tcpstall: watch: the capture ring dropped {drops} packets so far (PACKET_STATISTICS): stalls of those \
+         flows may be missed or misnamed; narrow --port/--host"
+    )
+}
+
 /// The end of a watch, for people: one summary line, and the top flows.
 #[derive(Debug, Clone)]
 pub struct WatchSummary<'a> {
@@ -261,6 +269,15 @@ mod tests {
         let text = s.text(&[row()]);
         assert!(text.starts_with("tcpstall watch: 1.0 s on lo: 10 packets, 0 dropped by the ring, 1 flows (0 evicted), 2 stall records: nagle-delayed-ack 2 (80 ms) (1 classified at the end); 0.0% of one CPU; kernel evidence: 6 events"), "{text}");
         assert!(text.contains("\n  127.0.0.1:45000-127.0.0.1:8080  2 stalls, 80 ms: nagle-delayed-ack 2 (kernel: 6 writes, 0 resends)\n"), "{text}");
+    }
+
+    #[test]
+    fn the_drop_warning_says_how_many_and_what_to_do() {
+        assert_eq!(
+            ring_drops_warning(7),
+            "tcpstall: watch: the capture ring dropped 7 packets so far (PACKET_STATISTICS): stalls of those flows \
+             may be missed or misnamed; narrow --port/--host"
+        );
     }
 
     #[test]

@@ -5,10 +5,14 @@
 //! as `explain`, fed packet by packet; kernel evidence joined to each flow ([`KernelJoin`]);
 //! bounded memory (flows forgotten on FIN/RST, when idle, and least recently seen first beyond
 //! a maximum); and the counts the watch keeps about itself ([`report::watch::WatchHealth`]).
-//! The binary opens the capture ring, the kernel evidence and the output, and nothing else.
+//! Around it, the watch running ([`Live`]): where the records go (the JSON lines, the live
+//! table and the summary, `--write`'s packets, the [`Metrics`]). The binary opens the capture
+//! ring, the kernel evidence and the outputs, keeps the clock, and nothing else.
 
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
 mod kernel;
+mod live;
+mod metrics;
 mod recorder;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -19,6 +23,8 @@ use report::watch::{CauseTotal, FlowKernel, WatchFlowRow, WatchHealth};
 use wire::{EndReason, FlowEnd, FlowEvent, FlowId, FlowKey, FlowLimits, FlowTable, TcpPacket};
 
 pub use kernel::{KernelJoin, KernelRecord, Target, HOLD_NS};
+pub use live::{cpu_share, Clock, Live, LiveError, Mode, Outputs};
+pub use metrics::Metrics;
 pub use recorder::{Pkt, Recorder};
 
 /// How a watch analyses, and what it keeps.

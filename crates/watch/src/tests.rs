@@ -8,9 +8,9 @@ use wire::synth::{pkt, Pkt as P};
 const RAW: u32 = 101;
 /// The scripts' time zero, µs since the Unix epoch.
 const T0_US: u64 = 1_700_000_000_000_000;
-const MS: u64 = 1_000;
+pub(crate) const MS: u64 = 1_000;
 
-fn cfg() -> Config {
+pub(crate) fn cfg() -> Config {
     Config {
         analyze: analyze::Config::default(),
         linktype: RAW,
@@ -25,7 +25,7 @@ fn cfg() -> Config {
     }
 }
 
-fn ns(t_us: u64) -> u64 {
+pub(crate) fn ns(t_us: u64) -> u64 {
     (T0_US + t_us) * 1000
 }
 
@@ -37,7 +37,7 @@ fn on_port(port: u16, v: Vec<P>) -> Vec<P> {
 /// 275 bytes then 316 (Nagle holds the second until the first is acknowledged), the server
 /// acknowledging after its delayed-ACK timer (40 ms) and answering 100 bytes; rounds 100 ms
 /// apart. With `cut`, the last round stops at the held segment's release (nothing settles it).
-fn nagle_rounds(port: u16, t0: u64, rounds: u32, cut: bool) -> Vec<P> {
+pub(crate) fn nagle_rounds(port: u16, t0: u64, rounds: u32, cut: bool) -> Vec<P> {
     let (mut c, mut s) = (1u32, 9000u32);
     let mut v = vec![pkt(t0, true, c, 0, "S", 0), pkt(t0 + 100, false, s, c + 1, "SA", 0)];
     c += 1;

@@ -22,8 +22,6 @@ pub(crate) mod shell;
 pub(crate) mod simulate;
 pub(crate) mod spool;
 pub(crate) mod watch;
-pub(crate) mod watch_kernel;
-pub(crate) mod watch_metrics;
 
 const ABOUT: &str = "A Linux laboratory for TCP small-message latency: finds which mechanism \
 (Nagle, delayed ACK, cork, congestion window, pure-ACK rate) makes your 40 ms or 200 ms stall, \

@@ -1,25 +1,22 @@
 //! `tcpstall watch`: find stalls live on a running host. Packets come from a TPACKET_V3 ring
 //! (crates/sys ring.rs) through a classic BPF filter compiled for the ports and hosts asked
-//! (headers only) and go to the watch's session (crates/watch: the same flow table and
-//! classifier as `explain`, incrementally, a flight recorder per flow, health and eviction);
-//! each stall record it yields is printed at once (crates/report, `report::watch`), its
-//! packets written to `--write`, its counts served by `--metrics` in the Prometheus text
-//! format. This file opens the sources and the outputs, and keeps the clock.
+//! (headers only) and go to the watch running (crates/watch `Live`: the same flow table and
+//! classifier as `explain`, incrementally, a flight recorder per flow, health and eviction;
+//! each stall record printed at once through `report::watch`, its packets written to
+//! `--write`, its counts served by `--metrics` in the Prometheus text format). Kernel evidence
+//! comes from crates/kevidence's `Feed`. This file opens the sources and the outputs, serves
+//! the metrics' port, takes the signals and keeps the clock.
 
-use std::io::{IsTerminal, StdoutLock, Write};
-use std::net::{IpAddr, SocketAddr};
-use std::ops::ControlFlow;
+use std::io::{BufReader, IsTerminal};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ::watch::{Frame, Record, Watcher};
+use ::watch::{Clock, Frame, KernelRecord, Live, Metrics, Mode, Outputs, Watcher};
 use anyhow::{bail, Context};
-use report::watch::{watch_live_table, WatchHealth, WatchLine, WatchSummary};
-
-use super::watch_kernel::KernelFeed;
-use super::watch_metrics::Metrics;
+use kevidence::Feed;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -111,54 +108,22 @@ pub(crate) fn run(args: WatchArgs) -> anyhow::Result<i32> {
     let pcap = open_pcap(&args)?;
     let kfeed = open_kernel(&args);
     let metrics = open_metrics(&args)?;
-    let signals = Signals::install()?;
-    let format = args.format;
-    let tty = std::io::stdout().is_terminal() && format == WatchFormat::Table;
-    let out = Output { stdout: std::io::stdout().lock(), format, tty, open: true, pcap, metrics };
-    let mut live = Live {
-        w: Watcher::new(config(&args, kfeed.is_some())),
-        ring,
-        kfeed,
-        out,
-        started: Instant::now(),
-        cpu0: lab::cpu::process_cpu_ns(),
-        last_tick: Instant::now(),
-        warned_drops: 0,
-        recs: Vec::new(),
+    let stop = on_signals()?;
+    let mode = match args.format {
+        WatchFormat::Jsonl => Mode::Jsonl,
+        WatchFormat::Table if std::io::stdout().is_terminal() => Mode::LiveTable,
+        WatchFormat::Table => Mode::Table,
     };
-    let mut failure = live.run(&args, &signals.stop).err();
-    signals.close();
-    if failure.is_none() {
-        // Flows still alive: their last records (a gap pending at the end is classified now).
-        live.w.finish(&mut live.recs);
-        failure = live.emit().err();
-    }
-    if let Some(p) = live.out.pcap.as_mut() {
-        if let Err(e) = p.flush() {
-            failure = failure.or(Some(anyhow::anyhow!("--write: {e}")));
-        }
-    }
-    if let Some(k) = live.kfeed.as_mut() {
-        k.pull(&mut live.w);
-    }
-    let health = live.health();
-    let summary = WatchSummary {
-        seconds: live.started.elapsed().as_secs_f64(),
-        interface: &args.interface,
-        health: &health,
-        by_cause: live.w.by_cause(),
-        written_to: args.write.as_ref().map(|p| p.display().to_string()),
-    };
-    if format == WatchFormat::Table && !tty {
-        let _ = live.out.stdout.write_all(summary.text(&live.w.top(20)).as_bytes());
-        let _ = live.out.stdout.flush();
-    } else {
-        eprintln!("{}", summary.line());
-    }
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(0),
-    }
+    let (stdout, stderr) = (Box::new(std::io::stdout().lock()), Box::new(std::io::stderr()));
+    let out = Outputs { stdout, stderr, mode, pcap, metrics, ifname };
+    let mut live = Live::new(Watcher::new(config(&args, kfeed.is_some())), out, lab::cpu::process_cpu_ns());
+    let mut src = Sources { ring, kfeed, started: Instant::now() };
+    let failure = src.run(&mut live, &args, &stop).err();
+    let end = live.finish(failure.is_none());
+    let failure = failure.or(end.err().map(anyhow::Error::from));
+    src.pull_kernel(&mut live);
+    live.summary(&src.clock(), &args.interface, args.write.as_ref().map(|p| p.display().to_string()));
+    failure.map_or(Ok(0), Err)
 }
 
 /// The flags' values: one line each on what is wrong, before anything is opened.
@@ -221,10 +186,8 @@ fn open_ring(args: &WatchArgs) -> anyhow::Result<sys::ring::Ring> {
     })
 }
 
-type PcapOut = wire::write::PcapNgWriter<std::io::BufWriter<std::fs::File>>;
-
 /// `--write`'s file, its one interface cooked (every packet starts at its IP header).
-fn open_pcap(args: &WatchArgs) -> anyhow::Result<Option<PcapOut>> {
+fn open_pcap(args: &WatchArgs) -> anyhow::Result<Option<wire::write::PcapNgWriter<Box<dyn std::io::Write>>>> {
     let Some(p) = &args.write else { return Ok(None) };
     let f = std::fs::File::create(p).with_context(|| format!("--write: cannot create {}", p.display()))?;
     let iface = wire::write::Interface {
@@ -233,15 +196,16 @@ fn open_pcap(args: &WatchArgs) -> anyhow::Result<Option<PcapOut>> {
         linktype: LINKTYPE_RAW,
         snaplen: SNAPLEN,
     };
-    Ok(Some(wire::write::PcapNgWriter::new(std::io::BufWriter::new(f), &[iface]).context("--write")?))
+    let w: Box<dyn std::io::Write> = Box::new(std::io::BufWriter::new(f));
+    Ok(Some(wire::write::PcapNgWriter::new(w, &[iface]).context("--write")?))
 }
 
 /// Kernel evidence: failing soft, one line on what is missing and what still works.
-fn open_kernel(args: &WatchArgs) -> Option<KernelFeed> {
+fn open_kernel(args: &WatchArgs) -> Option<Feed> {
     if !args.kernel {
         return None;
     }
-    match KernelFeed::open(&args.ports, args.kernel_reads) {
+    match Feed::open(&args.ports, args.kernel_reads) {
         Ok(k) => {
             eprintln!("tcpstall watch: {}", k.status());
             Some(k)
@@ -253,76 +217,52 @@ fn open_kernel(args: &WatchArgs) -> Option<KernelFeed> {
     }
 }
 
-fn open_metrics(args: &WatchArgs) -> anyhow::Result<Option<Metrics>> {
+/// `--metrics`: the port bound, each connection answered on a thread of its own.
+fn open_metrics(args: &WatchArgs) -> anyhow::Result<Option<Arc<Metrics>>> {
     let Some(addr) = args.metrics else { return Ok(None) };
-    let m = Metrics::serve(addr).with_context(|| format!("--metrics {addr}"))?;
-    eprintln!("tcpstall watch: metrics on http://{}/metrics", m.addr);
-    Ok(Some(m))
+    let listener = TcpListener::bind(addr).with_context(|| format!("--metrics {addr}"))?;
+    let bound = listener.local_addr().with_context(|| format!("--metrics {addr}"))?;
+    let metrics = Arc::new(Metrics::new());
+    let m = metrics.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let _ = answer(&m, conn);
+        }
+    });
+    eprintln!("tcpstall watch: metrics on http://{bound}/metrics");
+    Ok(Some(metrics))
+}
+
+fn answer(m: &Metrics, conn: TcpStream) -> std::io::Result<()> {
+    conn.set_read_timeout(Some(Duration::from_secs(5)))?;
+    m.respond(BufReader::new(conn.try_clone()?), &conn)
 }
 
 /// SIGINT, SIGTERM and SIGHUP end the watch cleanly (its summary printed); a second one quits
-/// at once.
-struct Signals {
-    stop: Arc<AtomicBool>,
-    handle: signal_hook::iterator::Handle,
-    thread: std::thread::JoinHandle<()>,
-}
-
-impl Signals {
-    fn install() -> anyhow::Result<Signals> {
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-        let mut s = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]).context("signal handler")?;
-        let handle = s.handle();
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        // The iterator lives until `close` (dropping it early would leave close writing to a
-        // closed pipe).
-        let thread = std::thread::spawn(move || {
-            for sig in s.forever() {
-                if flag.swap(true, Ordering::SeqCst) {
-                    std::process::exit(128 + sig);
-                }
-            }
-        });
-        Ok(Signals { stop, handle, thread })
+/// at once, with exit status 128 + the signal.
+fn on_signals() -> anyhow::Result<Arc<AtomicBool>> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    use signal_hook::flag;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM, SIGHUP] {
+        // The shutdown first: it sees the flag as the previous signal left it.
+        flag::register_conditional_shutdown(sig, 128 + sig, stop.clone()).context("signal handler")?;
+        flag::register(sig, stop.clone()).context("signal handler")?;
     }
-
-    fn close(self) {
-        self.handle.close();
-        let _ = self.thread.join();
-    }
+    Ok(stop)
 }
 
-/// Where the records go.
-struct Output {
-    stdout: StdoutLock<'static>,
-    format: WatchFormat,
-    /// The live table is drawn (a terminal, `--format table`).
-    tty: bool,
-    /// Standard output still takes lines (a closed pipe ends the watch quietly).
-    open: bool,
-    pcap: Option<PcapOut>,
-    metrics: Option<Metrics>,
-}
-
-/// A watch running: the sources, the session, the outputs and the clock.
-struct Live {
+/// The OS side of a watch running: the capture ring, the kernel evidence, the clocks.
+struct Sources {
     ring: sys::ring::Ring,
-    kfeed: Option<KernelFeed>,
-    w: Watcher,
-    out: Output,
+    kfeed: Option<Feed>,
     started: Instant,
-    cpu0: u64,
-    last_tick: Instant,
-    /// Ring drops already warned about.
-    warned_drops: u64,
-    /// Records yielded, not written yet.
-    recs: Vec<Record>,
 }
 
-impl Live {
+impl Sources {
     /// Until a signal, `--duration`, `--count`, a closed pipe or an error.
-    fn run(&mut self, args: &WatchArgs, stop: &AtomicBool) -> anyhow::Result<()> {
+    fn run(&mut self, live: &mut Live, args: &WatchArgs, stop: &AtomicBool) -> anyhow::Result<()> {
+        let mut last_tick = Instant::now();
         loop {
             if stop.load(Ordering::SeqCst) || args.duration.is_some_and(|d| self.started.elapsed().as_secs_f64() >= d) {
                 return Ok(());
@@ -330,125 +270,51 @@ impl Live {
             let ready = self.ring.wait(100).context("poll")?;
             // The kernel's records before the packets: a record stamped before a packet was in
             // the ring before that packet was captured.
-            if let Some(k) = self.kfeed.as_mut() {
-                k.pull(&mut self.w);
-            }
+            self.pull_kernel(live);
             if ready {
-                let (w, recs) = (&mut self.w, &mut self.recs);
                 self.ring.drain(|f| {
-                    let frame = Frame {
-                        ts_ns: f.ts_ns,
-                        orig_len: f.orig_len,
-                        data: f.data,
-                        interface: f.ifindex.max(0) as u32,
-                    };
-                    w.push(&frame, recs);
+                    let interface = f.ifindex.max(0) as u32;
+                    live.push(&Frame { ts_ns: f.ts_ns, orig_len: f.orig_len, data: f.data, interface });
                 });
             }
-            let tick = self.last_tick.elapsed() >= Duration::from_secs(1);
-            if tick {
-                self.w.tick(now_unix_ns(), &mut self.recs);
-            }
-            if self.emit()?.is_break() {
+            let tick = (last_tick.elapsed() >= Duration::from_secs(1)).then(|| self.clock());
+            if live.step(tick.as_ref())?.is_break() {
                 return Ok(());
             }
-            if tick {
-                self.tick()?;
-            }
-        }
-    }
-
-    /// Writes the records yielded: metrics, `--write`'s packets, the JSON lines. Break when
-    /// the watch is over (the count reached, standard output closed).
-    fn emit(&mut self) -> anyhow::Result<ControlFlow<()>> {
-        let out = &mut self.out;
-        for r in self.recs.drain(..) {
-            if let Some(m) = &out.metrics {
-                m.stall(r.stall.cause.as_str(), r.port, r.stall.length.as_secs_f64());
-            }
-            if let Some(p) = out.pcap.as_mut() {
-                for pkt in &r.packets {
-                    p.packet(0, pkt.ts_ns, &pkt.data, pkt.orig_len).context("--write")?;
+            if tick.is_some() {
+                last_tick = Instant::now();
+                if let Some(k) = self.kfeed.as_mut() {
+                    k.resample();
                 }
             }
-            if out.format == WatchFormat::Jsonl && out.open {
-                let line = WatchLine {
-                    schema_version: report::SCHEMA_VERSION,
-                    kind: "stall",
-                    flow: format!("{}-{}", r.key.a, r.key.b),
-                    a: r.key.a,
-                    b: r.key.b,
-                    interface: ifname(r.key.interface),
-                    start_unix_ns: r.start_unix_ns,
-                    stall: &r.stall,
-                    kernel: r.kernel,
-                };
-                let text = line.to_jsonl()?;
-                // A closed pipe (| head) ends the watch quietly.
-                out.open = writeln!(out.stdout, "{text}").and_then(|_| out.stdout.flush()).is_ok();
-            }
         }
-        Ok(if self.w.done() || !out.open { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     }
 
-    /// The one-second tick's outputs: the ring's drops warned about, the metrics, `--write`
-    /// flushed, the live table redrawn.
-    fn tick(&mut self) -> anyhow::Result<()> {
-        self.last_tick = Instant::now();
+    /// The kernel's records so far to the watch, with the count of those lost.
+    fn pull_kernel(&mut self, live: &mut Live) {
         if let Some(k) = self.kfeed.as_mut() {
-            k.resample();
+            let w = live.watcher();
+            let lost = k.pull(|unix_ns, local, remote, event| {
+                w.kernel_record(KernelRecord { unix_ns, local, remote, event });
+            });
+            w.set_kernel_lost(lost);
         }
-        let h = self.health();
-        if h.ring_drops > self.warned_drops {
-            eprintln!(
-                "tcpstall: watch: the capture ring dropped {} packets so far (PACKET_STATISTICS): stalls of \
-                 those flows may be missed or misnamed; narrow --port/--host",
-                h.ring_drops
-            );
-            self.warned_drops = h.ring_drops;
-        }
-        if let Some(m) = &self.out.metrics {
-            m.health(h.packets_seen, h.ring_drops, h.flows_tracked as u64);
-            if let Some(k) = &h.kernel {
-                m.kernel(k);
-            }
-        }
-        if let Some(p) = self.out.pcap.as_mut() {
-            p.flush().context("--write")?;
-        }
-        if self.out.tty {
-            let table = watch_live_table(&h, &self.w.top(25), self.started.elapsed().as_secs_f64(), now_unix_ns());
-            let _ = self.out.stdout.write_all(table.as_bytes());
-            let _ = self.out.stdout.flush();
-        }
-        Ok(())
     }
 
-    /// The session's counts with the ring's and the process's own.
-    fn health(&mut self) -> WatchHealth {
+    fn clock(&mut self) -> Clock {
         let st = self.ring.statistics().unwrap_or_default();
-        WatchHealth {
+        let now_unix_ns =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        Clock {
+            now_unix_ns,
+            up_ns: self.started.elapsed().as_nanos() as u64,
+            cpu_ns: lab::cpu::process_cpu_ns(),
             ring_drops: st.drops,
             ring_freezes: st.freezes,
-            cpu_share_of_one_cpu: cpu_share(self.cpu0, self.started),
-            ..self.w.health()
         }
     }
 }
 
 fn ifname(index: u32) -> String {
     nix::net::if_::if_indextoname(index).map(|c| c.to_string_lossy().into_owned()).unwrap_or_else(|_| index.to_string())
-}
-
-fn now_unix_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
-}
-
-fn cpu_share(cpu0: u64, started: Instant) -> f64 {
-    let wall = started.elapsed().as_nanos() as f64;
-    if wall > 0.0 {
-        lab::cpu::process_cpu_ns().saturating_sub(cpu0) as f64 / wall
-    } else {
-        0.0
-    }
 }
