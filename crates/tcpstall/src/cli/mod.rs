@@ -20,7 +20,6 @@ pub(crate) mod seed003;
 pub(crate) mod serve;
 pub(crate) mod shell;
 pub(crate) mod simulate;
-pub(crate) mod spool;
 pub(crate) mod watch;
 pub(crate) mod watch_kernel;
 pub(crate) mod watch_metrics;
