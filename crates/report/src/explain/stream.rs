@@ -233,3 +233,70 @@ impl ExplainPackets {
         Page { header, rows: &[], flows, errors: &[], notes, ranking: None }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(id: u32, port: u16) -> Finished {
+        let at = |p: u16| std::net::SocketAddr::from(([10, 0, 0, 1], p));
+        Finished {
+            id: wire::FlowId(id),
+            key: wire::FlowKey { a: at(port), b: at(80), interface: 1 },
+            end: None,
+            analysis: analyze::FlowAnalyzer::new(analyze::Config::default()).finish(),
+        }
+    }
+
+    fn head(decode: &u64) -> ExplainHead<'_, u64> {
+        ExplainHead {
+            tool: "tcpstall",
+            version: "0",
+            schema_version: crate::SCHEMA_VERSION,
+            mode: "explain",
+            file: "f".into(),
+            decode,
+            error: None,
+        }
+    }
+
+    /// Flows finish in any order and are written in first-seen order, read back across the
+    /// store's memory and its temporary file (a 1 KB spool moves to the file at once).
+    #[test]
+    fn flows_are_written_in_first_seen_order_across_memory_and_file() {
+        let on = Interfaces { several: false, may_add: false, name: None };
+        let mut flows = ExplainFlows::new(tempfile::SpooledTempFile::new(1024), Format::Table, true);
+        let mut wanted = ExplainSummary::default().text();
+        for id in (0..300u32).rev() {
+            flows.push(&finished(id, 1000 + id as u16), on).unwrap();
+        }
+        for id in 0..300u32 {
+            let fa = finished(id, 1000 + id as u16);
+            let label = fa.key.to_string();
+            let mut f =
+                ExplainFlow::new(id as usize + 1, fa.key.a.to_string(), "10.0.0.1:80".into(), 1, label, &fa.analysis);
+            f.app_gaps = true;
+            wanted.push_str(&f.table());
+        }
+        let mut out = Vec::new();
+        flows.write(&mut out, false, &ExplainSummary::default(), &head(&0)).unwrap();
+        assert!(wanted.contains("flow 300: 10.0.0.1:1299 <-> 10.0.0.1:80"), "{wanted}");
+        assert_eq!(String::from_utf8(out).unwrap(), wanted);
+    }
+
+    /// A pcapng flow is rendered both ways until the end says whether there were several
+    /// interfaces; the text names the interface only then.
+    #[test]
+    fn the_interface_is_named_only_when_the_capture_has_several() {
+        let on = Interfaces { several: false, may_add: true, name: Some("eth0") };
+        for (several, label) in [(false, "flow 1: 10.0.0.1:1000 <-> 10.0.0.1:80 "), (true, "on interface 1 (eth0)")] {
+            let mut flows = ExplainFlows::new(std::io::Cursor::new(Vec::new()), Format::Table, false);
+            flows.push(&finished(0, 1000), on).unwrap();
+            let mut out = Vec::new();
+            flows.write(&mut out, several, &ExplainSummary::default(), &head(&0)).unwrap();
+            let text = String::from_utf8(out).unwrap();
+            assert!(text.contains(label), "{text}");
+            assert_eq!(text.contains("on interface"), several, "{text}");
+        }
+    }
+}
