@@ -11,7 +11,7 @@ use anyhow::{bail, Context};
 use report::explain::{ExplainError, ExplainFlows, ExplainHead, ExplainPackets, ExplainSummary, Interfaces};
 use tempfile::SpooledTempFile;
 use trace::Duration;
-use wire::{Decoder, FlowFilter};
+use wire::{Decoder, FlowFilter, WireError};
 
 use super::output::OutputFormat;
 
@@ -119,9 +119,50 @@ pub(crate) fn run(args: ExplainArgs) -> anyhow::Result<i32> {
         super::output::check_writable("--report", p)?;
     }
     let mut dec = decoder(&args)?;
-    // Memory follows the flows alive: each finished flow's rendering goes to the spool (memory,
-    // then a temporary file) until the report is printed in first-seen order; with --report
-    // each flow's packets are kept too (bounded).
+    let (flows, mut packets, failure) = analyse(&args, &mut dec)?;
+    let stats = dec.stats();
+    let file = args.file.display().to_string();
+    let head = ExplainHead {
+        tool: "tcpstall",
+        version: env!("CARGO_PKG_VERSION"),
+        schema_version: report::SCHEMA_VERSION,
+        mode: "explain",
+        file: file.clone(),
+        decode: &stats,
+        error: failure.as_ref().map(|e| ExplainError { offset_bytes: e.offset, message: e.to_string() }),
+    };
+    // Streamed to stdout: a capture with many stalls does not build its report in memory.
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let summary = summary(file.clone(), &stats, flows.count(), failure.as_ref());
+    flows
+        .write(&mut w, dec.several_interfaces(), &summary, &head)
+        .map_err(anyhow::Error::new)
+        .and_then(|()| w.flush().map_err(Into::into))
+        .context("writing the report")?;
+
+    if let Some(path) = &args.report {
+        let link = format!("{} frames, {} TCP packets in {} flows", stats.frames, stats.tcp_packets, packets.flows());
+        let kernel = format!("the capture's: not known (this host: {})", super::htmlreport::this_kernel());
+        let header = super::htmlreport::header("explain", &file, &link, kernel);
+        let damaged = failure.as_ref().map(|e| e.to_string());
+        let page = packets.page(header, dec.several_interfaces(), |i| dec.interface_name(i), damaged);
+        super::htmlreport::write(path, &page)?;
+    }
+    if let Some(e) = failure {
+        eprintln!("tcpstall: {}: {e:#} (the {} packets before it were analysed)", args.file.display(), stats.frames);
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+/// Decode and analyse every flow (`analyze::session`). Memory follows the flows alive: each
+/// finished flow's rendering goes to the spool (memory, then a temporary file) until the report
+/// is printed in first-seen order; with --report each flow's packets are kept too (bounded).
+/// The error that ended a damaged file comes back with what was read before it.
+fn analyse<R: std::io::Read>(
+    args: &ExplainArgs,
+    dec: &mut Decoder<R>,
+) -> anyhow::Result<(ExplainFlows<SpooledTempFile>, ExplainPackets, Option<WireError>)> {
     let spool = SpooledTempFile::new(SPOOL_IN_MEMORY);
     let mut flows = ExplainFlows::new(spool, args.format.into(), args.app_gaps);
     let packets = std::cell::RefCell::new(ExplainPackets::new(REPORT_EVENTS_PER_FLOW));
@@ -129,7 +170,7 @@ pub(crate) fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     let cfg = Config { min_gap: Duration((args.min_gap * 1e6) as u64), ..Config::default() };
     let keep = args.report.is_some();
     let failure = session::run_with_decoder(
-        &mut dec,
+        dec,
         cfg,
         |fe| {
             if keep {
@@ -152,17 +193,20 @@ pub(crate) fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     if let Some(e) = spool_error {
         return Err(anyhow::Error::new(e).context("writing the report to a temporary file"));
     }
-    let stats = dec.stats();
-    if let (None, Some(why)) = (&failure, stats.unsupported_linktype()) {
+    if let (None, Some(why)) = (&failure, dec.stats().unsupported_linktype()) {
         // Nothing to analyse, and an empty report would look like "no stalls".
         bail!("{}: {why}", args.file.display());
     }
-    let file = args.file.display().to_string();
-    let summary = ExplainSummary {
-        file: file.clone(),
+    Ok((flows, packets.into_inner(), failure))
+}
+
+/// The text's first lines: what was decoded, whether the file is damaged, the decoder's notes.
+fn summary(file: String, stats: &wire::DecodeStats, flows: usize, failure: Option<&WireError>) -> ExplainSummary {
+    ExplainSummary {
+        file,
         frames: stats.frames,
         tcp_packets: stats.tcp_packets,
-        flows: flows.count(),
+        flows,
         not_tcp: stats.not_tcp,
         malformed: stats.malformed,
         unknown_linktype: stats.unknown_linktype,
@@ -170,44 +214,13 @@ pub(crate) fn run(args: ExplainArgs) -> anyhow::Result<i32> {
         filtered_out: stats.filtered_out,
         duplicates: stats.duplicates,
         after_close: stats.after_close,
-        damaged: failure.as_ref().map(|e| e.to_string()),
+        damaged: failure.map(|e| e.to_string()),
         // Why tunnelled traffic has no TCP in the report, and frames whose clock went back.
         notes: [stats.not_decoded_note(), stats.ts_backwards_note(), stats.icmp_note(), stats.wlan_retries_note()]
             .into_iter()
             .flatten()
             .collect(),
-    };
-    let head = ExplainHead {
-        tool: "tcpstall",
-        version: env!("CARGO_PKG_VERSION"),
-        schema_version: report::SCHEMA_VERSION,
-        mode: "explain",
-        file: file.clone(),
-        decode: &stats,
-        error: failure.as_ref().map(|e| ExplainError { offset_bytes: e.offset, message: e.to_string() }),
-    };
-    // Streamed to stdout: a capture with many stalls does not build its report in memory.
-    let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-    flows
-        .write(&mut w, dec.several_interfaces(), &summary, &head)
-        .map_err(anyhow::Error::new)
-        .and_then(|()| w.flush().map_err(Into::into))
-        .context("writing the report")?;
-
-    if let Some(path) = &args.report {
-        let mut packets = packets.into_inner();
-        let link = format!("{} frames, {} TCP packets in {} flows", stats.frames, stats.tcp_packets, packets.flows());
-        let kernel = format!("the capture's: not known (this host: {})", super::htmlreport::this_kernel());
-        let header = super::htmlreport::header("explain", &file, &link, kernel);
-        let damaged = failure.as_ref().map(|e| e.to_string());
-        let page = packets.page(header, dec.several_interfaces(), |i| dec.interface_name(i), damaged);
-        super::htmlreport::write(path, &page)?;
     }
-    if let Some(e) = failure {
-        eprintln!("tcpstall: {}: {e:#} (the {} packets before it were analysed)", args.file.display(), stats.frames);
-        return Ok(1);
-    }
-    Ok(0)
 }
 
 #[cfg(test)]
