@@ -167,7 +167,7 @@ pub fn merge(files: [&Packets; 2], cfg: analyze::Config) -> Vec<Merged> {
 }
 
 /// The merged connections as the report's document (`tcpstall explain A B`); `files` are the
-/// two captures as named on the command line, in the order [`merge`] was given them.
+/// two captures as named on the command line, in the order [`merge()`] was given them.
 pub fn document(merged: &[Merged], files: [String; 2]) -> report::ExplainPairDoc {
     use report::explain_pair::{MergedConnection, PairStall, TimeByHost};
     report::ExplainPairDoc {
