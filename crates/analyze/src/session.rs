@@ -154,8 +154,19 @@ impl Session {
 pub fn run<R: std::io::Read>(
     dec: &mut Decoder<R>,
     cfg: Config,
-    mut each: impl FnMut(&FlowEvent),
+    each: impl FnMut(&FlowEvent),
     mut done: impl FnMut(Finished),
+) -> Result<(), WireError> {
+    run_with_decoder(dec, cfg, each, |_, f| done(f))
+}
+
+/// [`run`], with the decoder handed to `done` too: what it knows of the file so far (its
+/// interfaces' names, whether it has several) labels the flow that just finished.
+pub fn run_with_decoder<R: std::io::Read>(
+    dec: &mut Decoder<R>,
+    cfg: Config,
+    mut each: impl FnMut(&FlowEvent),
+    mut done: impl FnMut(&Decoder<R>, Finished),
 ) -> Result<(), WireError> {
     let mut s = Session::new(cfg);
     let res = loop {
@@ -163,7 +174,7 @@ pub fn run<R: std::io::Read>(
             Ok(Some(fe)) => {
                 while let Some(end) = dec.pop_ended() {
                     if let Some(f) = s.end(&end) {
-                        done(f);
+                        done(dec, f);
                     }
                 }
                 each(&fe);
@@ -175,11 +186,11 @@ pub fn run<R: std::io::Read>(
     };
     while let Some(end) = dec.pop_ended() {
         if let Some(f) = s.end(&end) {
-            done(f);
+            done(dec, f);
         }
     }
     for f in s.finish_all() {
-        done(f);
+        done(dec, f);
     }
     res
 }

@@ -121,7 +121,13 @@ fn delack_max() -> io::Result<Vec<f64>> {
 }
 
 fn release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
+    proc_kernel("osrelease").unwrap_or_default()
+}
+
+/// A line of /proc/sys/kernel, trimmed (`osrelease`: `uname -r`; `hostname`); None when
+/// unreadable. The HTML reports' header names this host with it.
+pub fn proc_kernel(name: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/sys/kernel/{name}")).ok().map(|s| s.trim().to_string())
 }
 
 /// unshare(CLONE_NEWNET) moves only this thread (unshare(2)); bring its loopback up.

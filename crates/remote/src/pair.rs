@@ -166,6 +166,39 @@ pub fn merge(files: [&Packets; 2], cfg: analyze::Config) -> Vec<Merged> {
     out
 }
 
+/// The merged connections as the report's document (`tcpstall explain A B`); `files` are the
+/// two captures as named on the command line, in the order [`merge()`] was given them.
+pub fn document(merged: &[Merged], files: [String; 2]) -> report::ExplainPairDoc {
+    use report::explain_pair::{MergedConnection, PairStall, TimeByHost};
+    report::ExplainPairDoc {
+        merged: merged
+            .iter()
+            .map(|m| MergedConnection {
+                client: m.client.to_string(),
+                server: m.server.to_string(),
+                client_file: files[m.client_file].clone(),
+                ends_decided: m.how.to_string(),
+                offset_ns: m.offset_ns,
+                offset_error_ns: m.error_ns,
+                packets_matched: m.matched as u64,
+                stalls: m
+                    .stalls
+                    .iter()
+                    .map(|(st, x)| PairStall {
+                        stall: st.clone(),
+                        time_by_host_ns: x.map(|x| TimeByHost {
+                            client_host: x.client_host,
+                            network: x.network,
+                            server_host: x.server_host,
+                        }),
+                    })
+                    .collect(),
+            })
+            .collect(),
+        files,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,9 @@ use analyze::{DirSummary, FlowAnalysis, RecordKind, Stall, StallSummary};
 use serde::Serialize;
 use trace::{CapturePoint, Duration, Endpoint, Evidence, Instant};
 
+mod stream;
+pub use stream::{on_interface, ExplainFlows, ExplainPackets, Interfaces, StreamError};
+
 /// One connection of a capture.
 #[derive(Debug, Clone, Serialize)]
 pub struct ExplainFlow<'a> {

@@ -111,6 +111,60 @@ pub fn render(p: &Page) -> Vec<u8> {
     page::html(p, &data(p)).into_bytes()
 }
 
+/// The page of a lab, simulate, replay or advise report: one flow per row, with the row's
+/// packets when the producer recorded them (`events[k]` for row k; empty when it recorded none).
+/// `rtt_ns` is the path's round trip without delays (the link's), for the ladder's slant;
+/// `capture_at` the endpoint the packets were stamped at (None: at each sender, the model).
+pub fn rows_page<'a>(
+    r: &'a crate::Report,
+    header: Header,
+    events: &[&'a [Event]],
+    rtt_ns: Option<u64>,
+    no_events: &str,
+    capture_at: Option<trace::Endpoint>,
+) -> Page<'a> {
+    let flows = r
+        .results
+        .iter()
+        .enumerate()
+        .map(|(k, row)| {
+            let ev = events.get(k).copied().filter(|e| !e.is_empty());
+            FlowIn {
+                label: if row.variant.is_empty() {
+                    format!("row {}: {}", k + 1, row.strategy)
+                } else {
+                    format!("row {}: {} {}", k + 1, row.strategy, row.variant)
+                },
+                row: Some(k),
+                stalls: &row.stall_records,
+                events: ev,
+                events_note: None,
+                rtt_ns,
+                capture_point: r.mode.clone(),
+                capture_at,
+            }
+        })
+        .collect::<Vec<_>>();
+    let mut notes = Vec::new();
+    if flows.iter().all(|f| f.events.is_none()) && !flows.is_empty() {
+        notes.push(no_events.to_string());
+    }
+    Page { header, rows: &r.results, flows, errors: &r.errors, notes, ranking: None }
+}
+
+/// A command line as the header shows it: each argument quoted for a POSIX shell when needed.
+pub fn command_line(args: impl IntoIterator<Item = String>) -> String {
+    args.into_iter().map(|a| shell_quote(&a)).collect::<Vec<_>>().join(" ")
+}
+
+fn shell_quote(a: &str) -> String {
+    if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_=.,:/@%+".contains(c)) {
+        a.to_string()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    }
+}
+
 /// `seconds` since the Unix epoch as `YYYY-MM-DD HH:MM:SS UTC` (civil calendar, proleptic
 /// Gregorian; Howard Hinnant's days-from-civil inverse).
 pub fn utc_date(seconds: u64) -> String {

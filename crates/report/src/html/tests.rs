@@ -149,3 +149,10 @@ fn unordered_packets_give_the_same_ladder() {
     assert_eq!(frames, vec![Some(2), Some(3), Some(4)]);
     assert_eq!(d.timeseq[0].dirs[0].segments, 3);
 }
+
+/// The header's command line quotes only what a shell would split or expand.
+#[test]
+fn command_line_quotes_what_a_shell_would_change() {
+    let args = ["tcpstall", "explain", "a b.pcap", "--flow", "[::1]:1-[::1]:2", "it's"].map(String::from);
+    assert_eq!(command_line(args), "tcpstall explain 'a b.pcap' --flow '[::1]:1-[::1]:2' 'it'\\''s'");
+}

@@ -6,16 +6,14 @@ use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use analyze::{Config, Finished, Session};
+use analyze::{session, Config};
 use anyhow::{bail, Context};
-use report::explain::{ExplainFlow, ExplainSummary};
-use report::Export as _;
-use std::collections::HashMap;
-use trace::{Duration, Event};
-use wire::{Decoder, FlowFilter, FlowId, FlowKey, WireError};
+use report::explain::{ExplainError, ExplainFlows, ExplainHead, ExplainPackets, ExplainSummary, Interfaces};
+use tempfile::SpooledTempFile;
+use trace::Duration;
+use wire::{Decoder, FlowFilter, WireError};
 
 use super::output::OutputFormat;
-use super::spool::Spool;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -74,8 +72,8 @@ pub(crate) struct ExplainArgs {
 /// Packets kept per flow for --report (beyond them the page says the flow was cut).
 const REPORT_EVENTS_PER_FLOW: usize = 2_000_000;
 
-/// A flow's packets kept for --report, and how many more were not kept.
-type Packets = (Vec<Event>, u64);
+/// Flows' renderings kept in memory before they move to an unlinked temporary file.
+const SPOOL_IN_MEMORY: usize = 8 << 20;
 
 /// Parses `ADDR:PORT-ADDR:PORT` (IPv6 in brackets).
 pub(crate) fn parse_flow(s: &str) -> anyhow::Result<(SocketAddr, SocketAddr)> {
@@ -86,45 +84,6 @@ pub(crate) fn parse_flow(s: &str) -> anyhow::Result<(SocketAddr, SocketAddr)> {
         }
     }
     bail!("--flow '{s}': expected ADDR:PORT-ADDR:PORT, e.g. 127.0.0.1:5000-127.0.0.1:8000 or [::1]:5000-[::1]:80")
-}
-
-/// Where one flow's rendering is in the spool, labelled without the capture interface and with
-/// it: while the capture may still turn out to have several interfaces (pcapng, until its end)
-/// each flow is rendered both ways, and the end picks one.
-#[derive(Debug, Clone, Copy, Default)]
-struct Piece {
-    plain: Option<(u64, u64)>,
-    on_interface: Option<(u64, u64)>,
-}
-
-impl Piece {
-    fn range(&self, several_interfaces: bool) -> Option<(u64, u64)> {
-        if several_interfaces {
-            self.on_interface.or(self.plain)
-        } else {
-            self.plain.or(self.on_interface)
-        }
-    }
-}
-
-/// What a capture held: the decoder's counts, each flow's rendering (in the spool, by flow
-/// id), and the error that ended the file early, if any.
-struct Findings {
-    stats: wire::DecodeStats,
-    spool: Spool,
-    pieces: Vec<Piece>,
-    failure: Option<WireError>,
-    several_interfaces: bool,
-}
-
-impl Findings {
-    /// The flows' renderings in first-seen order.
-    fn flows(&self) -> impl Iterator<Item = std::io::Result<Vec<u8>>> + '_ {
-        self.pieces.iter().filter_map(|p| p.range(self.several_interfaces)).map(|(from, to)| {
-            let mut v = Vec::with_capacity((to - from) as usize);
-            self.spool.copy_range(from, to, &mut v).map(|()| v)
-        })
-    }
 }
 
 /// The input, decompressed when gzip'd, behind the decoder; "-" reads standard input.
@@ -146,11 +105,11 @@ fn decoder(args: &ExplainArgs) -> anyhow::Result<Decoder<Box<dyn std::io::Read>>
 }
 
 pub(crate) fn run(args: ExplainArgs) -> anyhow::Result<i32> {
-    if let Some(peer) = &args.peer {
-        return super::explain_pair::run(&args, peer);
-    }
     if !(args.min_gap.is_finite() && args.min_gap >= 0.0 && args.min_gap <= 60_000.0) {
         bail!("--min-gap {}: expected milliseconds between 0 and 60000", args.min_gap);
+    }
+    if let Some(peer) = &args.peer {
+        return super::explain_pair::run(&args, peer);
     }
     if args.plot.is_some() {
         bail!("--plot was replaced by --report FILE.html (time-sequence graphs with axes and zoom, the stall table and each stall's ladder)");
@@ -160,165 +119,94 @@ pub(crate) fn run(args: ExplainArgs) -> anyhow::Result<i32> {
         super::output::check_writable("--report", p)?;
     }
     let mut dec = decoder(&args)?;
-    let (found, mut plotted) = analyse(&args, &mut dec)?;
-
+    let (flows, mut packets, failure) = analyse(&args, &mut dec)?;
+    let stats = dec.stats();
+    let file = args.file.display().to_string();
+    let head = ExplainHead {
+        tool: "tcpstall",
+        version: env!("CARGO_PKG_VERSION"),
+        schema_version: report::SCHEMA_VERSION,
+        mode: "explain",
+        file: file.clone(),
+        decode: &stats,
+        error: failure.as_ref().map(|e| ExplainError { offset_bytes: e.offset, message: e.to_string() }),
+    };
     // Streamed to stdout: a capture with many stalls does not build its report in memory.
     let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-    match args.format {
-        OutputFormat::Table => text(&mut w, &args, &found),
-        OutputFormat::Json => json(&mut w, &args, &found),
-        OutputFormat::Csv => rows(&mut w, ExplainFlow::CSV_HEADER, &found),
-        OutputFormat::Markdown => rows(&mut w, ExplainFlow::MARKDOWN_HEADER, &found),
-    }
-    .and_then(|()| w.flush().map_err(Into::into))
-    .context("writing the report")?;
+    let summary = summary(file.clone(), &stats, flows.count(), failure.as_ref());
+    flows
+        .write(&mut w, dec.several_interfaces(), &summary, &head)
+        .map_err(anyhow::Error::new)
+        .and_then(|()| w.flush().map_err(Into::into))
+        .context("writing the report")?;
 
     if let Some(path) = &args.report {
-        plotted.sort_by_key(|(f, _)| f.id);
-        html_report(path, &args, &dec, &found, &plotted)?;
+        let link = format!("{} frames, {} TCP packets in {} flows", stats.frames, stats.tcp_packets, packets.flows());
+        let kernel = format!("the capture's: not known (this host: {})", super::htmlreport::this_kernel());
+        let header = super::htmlreport::header("explain", &file, &link, kernel);
+        let damaged = failure.as_ref().map(|e| e.to_string());
+        let page = packets.page(header, dec.several_interfaces(), |i| dec.interface_name(i), damaged);
+        super::htmlreport::write(path, &page)?;
     }
-    if let Some(e) = found.failure {
-        eprintln!(
-            "tcpstall: {}: {e:#} (the {} packets before it were analysed)",
-            args.file.display(),
-            found.stats.frames
-        );
+    if let Some(e) = failure {
+        eprintln!("tcpstall: {}: {e:#} (the {} packets before it were analysed)", args.file.display(), stats.frames);
         return Ok(1);
     }
     Ok(0)
 }
 
-/// Decode and analyse every flow. Memory follows the flows alive: the decoder ends flows
-/// (close + linger, idle, reuse), the session finishes their analysis, and each finished
-/// flow's rendering goes to the spool (memory, then a temporary file) until the report is
-/// printed in first-seen order. With --report each flow's packets are kept too (bounded).
+/// Decode and analyse every flow (`analyze::session`). Memory follows the flows alive: each
+/// finished flow's rendering goes to the spool (memory, then a temporary file) until the report
+/// is printed in first-seen order; with --report each flow's packets are kept too (bounded).
+/// The error that ended a damaged file comes back with what was read before it.
 fn analyse<R: std::io::Read>(
     args: &ExplainArgs,
     dec: &mut Decoder<R>,
-) -> anyhow::Result<(Findings, Vec<(Finished, Packets)>)> {
+) -> anyhow::Result<(ExplainFlows<SpooledTempFile>, ExplainPackets, Option<WireError>)> {
+    let spool = SpooledTempFile::new(SPOOL_IN_MEMORY);
+    let mut flows = ExplainFlows::new(spool, args.format.into(), args.app_gaps);
+    let packets = std::cell::RefCell::new(ExplainPackets::new(REPORT_EVENTS_PER_FLOW));
+    let mut spool_error = None;
     let cfg = Config { min_gap: Duration((args.min_gap * 1e6) as u64), ..Config::default() };
-    let mut session = Session::new(cfg);
-    let mut spool = Spool::default();
-    let mut pieces: Vec<Piece> = Vec::new();
-    let mut live_plots: HashMap<FlowId, Packets> = HashMap::new();
-    let mut plotted: Vec<(Finished, Packets)> = Vec::new();
-    let mut failure: Option<WireError> = None;
-    let mut finished =
-        |f: Finished, dec: &Decoder<R>, live_plots: &mut HashMap<FlowId, Packets>| -> anyhow::Result<()> {
-            let piece = render(&mut spool, args, dec, &f)?;
-            let i = f.id.0 as usize;
-            if pieces.len() <= i {
-                pieces.resize(i + 1, Piece::default());
+    let keep = args.report.is_some();
+    let failure = session::run_with_decoder(
+        dec,
+        cfg,
+        |fe| {
+            if keep {
+                packets.borrow_mut().keep(fe.flow.0, &fe.event)
             }
-            pieces[i] = piece;
-            if let Some(pc) = live_plots.remove(&f.id) {
-                plotted.push((f, pc));
+        },
+        |dec, f| {
+            let on = Interfaces {
+                several: dec.several_interfaces(),
+                may_add: dec.format() == wire::Format::PcapNg,
+                name: dec.interface_name(f.key.interface),
+            };
+            if spool_error.is_none() {
+                spool_error = flows.push(&f, on).err();
             }
-            Ok(())
-        };
-    loop {
-        let fe = match dec.next_event() {
-            Ok(Some(fe)) => fe,
-            Ok(None) => break,
-            Err(e) => {
-                failure = Some(e);
-                break;
-            }
-        };
-        while let Some(end) = dec.pop_ended() {
-            if let Some(f) = session.end(&end) {
-                finished(f, dec, &mut live_plots)?;
-            }
-        }
-        if args.report.is_some() {
-            let (kept, cut) = live_plots.entry(fe.flow).or_default();
-            if kept.len() < REPORT_EVENTS_PER_FLOW {
-                kept.push(fe.event.clone());
-            } else {
-                *cut += 1;
-            }
-        }
-        session.push(&fe, || dec.flows().key(fe.flow));
+            packets.borrow_mut().finished(f);
+        },
+    )
+    .err();
+    if let Some(e) = spool_error {
+        return Err(anyhow::Error::new(e).context("writing the report to a temporary file"));
     }
-    while let Some(end) = dec.pop_ended() {
-        if let Some(f) = session.end(&end) {
-            finished(f, dec, &mut live_plots)?;
-        }
+    if let (None, Some(why)) = (&failure, dec.stats().unsupported_linktype()) {
+        // Nothing to analyse, and an empty report would look like "no stalls".
+        bail!("{}: {why}", args.file.display());
     }
-    for f in session.finish_all() {
-        finished(f, dec, &mut live_plots)?;
-    }
-    if failure.is_none() {
-        if let Some(why) = dec.stats().unsupported_linktype() {
-            // Nothing to analyse, and an empty report would look like "no stalls".
-            bail!("{}: {why}", args.file.display());
-        }
-    }
-    let several_interfaces = dec.several_interfaces();
-    Ok((Findings { stats: dec.stats(), spool, pieces, failure, several_interfaces }, plotted))
+    Ok((flows, packets.into_inner(), failure))
 }
 
-/// One finished flow's text or JSON (`report::explain::ExplainFlow`) into the spool, labelled
-/// without the capture interface, with it, or both while the decoder cannot tell yet.
-fn render<R: std::io::Read>(
-    spool: &mut Spool,
-    args: &ExplainArgs,
-    dec: &Decoder<R>,
-    f: &Finished,
-) -> anyhow::Result<Piece> {
-    let key = &f.key;
-    let on_interface = format!("{key}{}", on_interface(dec, key.interface));
-    let (plain, labelled) = if dec.several_interfaces() {
-        (None, Some(on_interface))
-    } else if dec.format() == wire::Format::PcapNg {
-        (Some(key.to_string()), Some(on_interface))
-    } else {
-        (Some(key.to_string()), None)
-    };
-    let mut one = |label: String| -> anyhow::Result<(u64, u64)> {
-        let mut flow = ExplainFlow::new(
-            f.id.0 as usize + 1,
-            key.a.to_string(),
-            key.b.to_string(),
-            key.interface,
-            label,
-            &f.analysis,
-        );
-        flow.app_gaps = args.app_gaps;
-        let from = spool.len();
-        match args.format {
-            OutputFormat::Json => serde_json::to_writer(spool.buf(), &flow)?,
-            f => spool.buf().extend_from_slice(&flow.export(f.into())?),
-        }
-        let to = spool.len();
-        spool.settle().context("writing the report to a temporary file")?;
-        Ok((from, to))
-    };
-    Ok(Piece { plain: plain.map(&mut one).transpose()?, on_interface: labelled.map(&mut one).transpose()? })
-}
-
-/// " on interface N (NAME)": where a flow was captured, for a capture with several interfaces.
-fn on_interface<R: std::io::Read>(dec: &Decoder<R>, interface: u32) -> String {
-    match dec.interface_name(interface) {
-        Some(n) => format!(" on interface {interface} ({n})"),
-        None => format!(" on interface {interface}"),
-    }
-}
-
-/// "A <-> B", plus the capture interface when the file has several (each is a capture point).
-fn label<R: std::io::Read>(dec: &Decoder<R>, k: &FlowKey) -> String {
-    let suffix = if dec.several_interfaces() { on_interface(dec, k.interface) } else { String::new() };
-    format!("{k}{suffix}")
-}
-
-/// The text: what was decoded (`report::explain::ExplainSummary`), then each flow's block.
-fn text(w: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> anyhow::Result<()> {
-    let stats = &found.stats;
-    let summary = ExplainSummary {
-        file: args.file.display().to_string(),
+/// The text's first lines: what was decoded, whether the file is damaged, the decoder's notes.
+fn summary(file: String, stats: &wire::DecodeStats, flows: usize, failure: Option<&WireError>) -> ExplainSummary {
+    ExplainSummary {
+        file,
         frames: stats.frames,
         tcp_packets: stats.tcp_packets,
-        flows: found.pieces.len(),
+        flows,
         not_tcp: stats.not_tcp,
         malformed: stats.malformed,
         unknown_linktype: stats.unknown_linktype,
@@ -326,85 +214,13 @@ fn text(w: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> an
         filtered_out: stats.filtered_out,
         duplicates: stats.duplicates,
         after_close: stats.after_close,
-        damaged: found.failure.as_ref().map(|e| e.to_string()),
+        damaged: failure.map(|e| e.to_string()),
         // Why tunnelled traffic has no TCP in the report, and frames whose clock went back.
         notes: [stats.not_decoded_note(), stats.ts_backwards_note(), stats.icmp_note(), stats.wlan_retries_note()]
             .into_iter()
             .flatten()
             .collect(),
-    };
-    w.write_all(summary.text().as_bytes())?;
-    for flow in found.flows() {
-        w.write_all(&flow?)?;
     }
-    Ok(())
-}
-
-/// CSV or Markdown: the header once, then each flow's rows (one per record shown).
-fn rows(w: &mut impl std::io::Write, header: &str, found: &Findings) -> anyhow::Result<()> {
-    w.write_all(header.as_bytes())?;
-    for flow in found.flows() {
-        w.write_all(&flow?)?;
-    }
-    Ok(())
-}
-
-/// One JSON document (schema v2, docs/json-schema.md): the head, then each flow's typed object
-/// from the spool, one at a time (`report::explain::write_json`).
-fn json(w: &mut impl std::io::Write, args: &ExplainArgs, found: &Findings) -> anyhow::Result<()> {
-    let head = report::explain::ExplainHead {
-        tool: "tcpstall",
-        version: env!("CARGO_PKG_VERSION"),
-        schema_version: report::SCHEMA_VERSION,
-        mode: "explain",
-        file: args.file.display().to_string(),
-        decode: &found.stats,
-        error: found
-            .failure
-            .as_ref()
-            .map(|e| report::explain::ExplainError { offset_bytes: e.offset, message: e.to_string() }),
-    };
-    let flows = found.flows().map(|f| f.and_then(|v| String::from_utf8(v).map_err(std::io::Error::other)));
-    report::explain::write_json(w, &head, flows)?;
-    Ok(())
-}
-
-/// `--report`: the flows' stall tables, ladders and time-sequence graphs on one page.
-fn html_report<R: std::io::Read>(
-    path: &std::path::Path,
-    args: &ExplainArgs,
-    dec: &Decoder<R>,
-    found: &Findings,
-    flows: &[(Finished, Packets)],
-) -> anyhow::Result<()> {
-    let stats = &found.stats;
-    let summary = format!("{} frames, {} TCP packets in {} flows", stats.frames, stats.tcp_packets, flows.len());
-    let kernel = format!("the capture's: not known (this host: {})", super::htmlreport::this_kernel());
-    let header = super::htmlreport::header("explain", &args.file.display().to_string(), &summary, kernel);
-    let page_flows = flows
-        .iter()
-        .map(|(f, (ev, cut))| report::html::FlowIn {
-            label: format!("flow {}: {}", f.id.0 + 1, label(dec, &f.key)),
-            row: None,
-            stalls: &f.analysis.stalls,
-            events: Some(ev.as_slice()),
-            events_note: (*cut > 0)
-                .then(|| format!("only its first {} packets are drawn ({cut} more not kept)", ev.len())),
-            rtt_ns: f.analysis.path_rtt.map(|d| d.0),
-            capture_point: f.analysis.capture_note.clone(),
-            capture_at: match f.analysis.capture_point {
-                trace::CapturePoint::AtA => Some(trace::Endpoint::A),
-                trace::CapturePoint::AtB => Some(trace::Endpoint::B),
-                _ => None,
-            },
-        })
-        .collect();
-    let mut notes = Vec::new();
-    if let Some(e) = &found.failure {
-        notes.push(format!("DAMAGED FILE: {e}; the page covers the packets before it"));
-    }
-    let page = report::html::Page { header, rows: &[], flows: page_flows, errors: &[], notes, ranking: None };
-    super::htmlreport::write(path, &page)
 }
 
 #[cfg(test)]

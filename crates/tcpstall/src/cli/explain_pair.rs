@@ -4,16 +4,13 @@
 use std::path::Path;
 
 use anyhow::{bail, Context};
-use report::explain_pair::{MergedConnection, PairStall, TimeByHost};
-use report::{ExplainPairDoc, Export};
+use report::Export;
 
 use super::explain::ExplainArgs;
 use super::output;
 
 pub(crate) fn run(args: &ExplainArgs, peer: &Path) -> anyhow::Result<i32> {
-    if !(args.min_gap.is_finite() && args.min_gap >= 0.0 && args.min_gap <= 60_000.0) {
-        bail!("--min-gap {}: expected milliseconds between 0 and 60000", args.min_gap);
-    }
+    // --min-gap was checked by explain::run.
     for (flag, set) in [
         ("--flow", args.flow.is_some()),
         ("--port", args.port.is_some()),
@@ -42,40 +39,8 @@ pub(crate) fn run(args: &ExplainArgs, peer: &Path) -> anyhow::Result<i32> {
             files[1].display()
         );
     }
-    let doc = document(&merged, files);
+    let doc = remote::pair::document(&merged, files.map(|f| f.display().to_string()));
     let format = report::Format::from(args.format);
     output::write_bytes(&doc.export(format)?, None)?;
     Ok(0)
-}
-
-/// The merged connections as the report's document.
-fn document(merged: &[remote::pair::Merged], files: [&Path; 2]) -> ExplainPairDoc {
-    let name = |i: usize| files[i].display().to_string();
-    ExplainPairDoc {
-        merged: merged
-            .iter()
-            .map(|m| MergedConnection {
-                client: m.client.to_string(),
-                server: m.server.to_string(),
-                client_file: name(m.client_file),
-                ends_decided: m.how.to_string(),
-                offset_ns: m.offset_ns,
-                offset_error_ns: m.error_ns,
-                packets_matched: m.matched as u64,
-                stalls: m
-                    .stalls
-                    .iter()
-                    .map(|(st, x)| PairStall {
-                        stall: st.clone(),
-                        time_by_host_ns: x.map(|x| TimeByHost {
-                            client_host: x.client_host,
-                            network: x.network,
-                            server_host: x.server_host,
-                        }),
-                    })
-                    .collect(),
-            })
-            .collect(),
-        files: [name(0), name(1)],
-    }
 }

@@ -20,7 +20,6 @@ pub(crate) mod seed003;
 pub(crate) mod serve;
 pub(crate) mod shell;
 pub(crate) mod simulate;
-pub(crate) mod spool;
 pub(crate) mod watch;
 
 const ABOUT: &str = "A Linux laboratory for TCP small-message latency: finds which mechanism \
