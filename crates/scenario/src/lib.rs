@@ -10,6 +10,7 @@ pub mod derive;
 mod exchange;
 mod limits;
 mod link_spec;
+mod overrides;
 mod strategy;
 mod workload;
 
@@ -23,6 +24,7 @@ pub use link_spec::{
     parse_duration_ns, AckDir, DurationError, LinkSpec, LinkSpecError, LinkValueError, QueueLimit, MAX_MTU, MIN_MTU,
     TUN_MAX_MTU,
 };
+pub use overrides::{is_file, matrix_all, LoadError, Matrix, OverrideError, Overrides};
 pub use strategy::{Call, MessagePlan, Opt, SideOpts, SockOp, StrategyError, StrategyPair};
 pub use workload::{
     split, BulkAck, Burst, Chunked, MultiWrite, Program, RoundProgram, Rr, Sample, SideProgram, Step, Stream, Workload,

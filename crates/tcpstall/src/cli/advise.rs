@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::bail;
 use indicatif::ProgressBar;
 use report::{Export, Report};
-use scenario::{Scenario, Side};
+use scenario::Scenario;
 
 use super::output::{self, OutputFormat};
 
@@ -141,19 +141,11 @@ impl advise::Runner for CliRunner {
     }
 }
 
-fn side_arg(s: &str) -> anyhow::Result<Side> {
-    match s {
-        "client" => Ok(Side::Client),
-        "server" => Ok(Side::Server),
-        o => bail!("--side {o}: expected client or server"),
-    }
-}
-
-/// The workload to advise on, with its rounds per run; and the link a capture asks for, with a
+/// The workload to advise on; and the link a capture asks for, with a
 /// note saying where the workload came from.
 fn workload(args: &AdviseArgs) -> anyhow::Result<(Scenario, Option<String>, Option<String>)> {
     let name = args.scenario.as_deref().or(if args.exchange.is_some() { None } else { Some("multi-write") });
-    let (mut s, link, note) = match name {
+    let (s, link, note) = match name {
         Some(file) if super::replay::is_capture(file) => {
             if args.exchange.is_some() {
                 bail!("--exchange is the workload; drop the capture '{file}'");
@@ -185,12 +177,6 @@ fn workload(args: &AdviseArgs) -> anyhow::Result<(Scenario, Option<String>, Opti
             (super::common::load(name, args.exchange.as_deref())?, None, None)
         }
     };
-    s.apply_sets(&args.sets)?;
-    let key = super::common::rounds_key(&s.workload)?;
-    s.apply_sets(&[format!("{key}={}", args.rounds)]).map_err(|e| anyhow::anyhow!("--rounds: {e}"))?;
-    if !(1..=100).contains(&args.reps) {
-        bail!("--reps {}: expected 1 to 100 runs per candidate", args.reps);
-    }
     Ok((s, args.link.clone().or(link), note))
 }
 
@@ -201,8 +187,22 @@ fn request(args: &AdviseArgs) -> anyhow::Result<(advise::Request, Option<String>
     if !matches!(args.format, OutputFormat::Table | OutputFormat::Json) {
         bail!("--format: advise prints table or json");
     }
-    let own = side_arg(&args.side)?;
+    let own = advise::parse_side(&args.side)?;
     let (scenario, link, source) = workload(args)?;
+    let req = advise::Request::new(
+        scenario,
+        advise::Settings {
+            sets: &args.sets,
+            rounds: args.rounds,
+            reps: args.reps,
+            model: args.model,
+            peer_profile: args.peer_profile.clone(),
+            own,
+            lang,
+            seed: args.seed,
+            keep_first: args.report.is_some(),
+        },
+    )?;
     if let Some(p) = &args.report {
         output::check_writable("--report", p)?;
     }
@@ -210,17 +210,6 @@ fn request(args: &AdviseArgs) -> anyhow::Result<(advise::Request, Option<String>
     if let Some(l) = &link {
         notes.push(format!("runs behind an emulated link: {l}"));
     }
-    let req = advise::Request {
-        scenario,
-        reps: args.reps,
-        rounds: args.rounds,
-        model: args.model || args.peer_profile.is_some(),
-        peer_profile: args.peer_profile.clone(),
-        own,
-        lang,
-        seed: args.seed,
-        keep_first: args.report.is_some(),
-    };
     Ok((req, link, notes))
 }
 
@@ -235,16 +224,8 @@ fn engine(
 ) -> anyhow::Result<Engine> {
     let spec = if req.model {
         notes.extend(req.model_notes());
-        let (link, link_label) = super::simulate::link(link)?;
-        Some(model::RunSpec {
-            profiles: super::simulate::profiles(&req.model_profiles())?,
-            link,
-            link_label,
-            seed: 1,
-            mss: None,
-            timestamps: None,
-            call_ns: 2_000,
-        })
+        let run = model::RunRequest::with_link(link)?;
+        Some(run.spec(super::simulate::profiles(&req.model_profiles())?))
     } else {
         None
     };

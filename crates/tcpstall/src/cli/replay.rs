@@ -253,16 +253,7 @@ pub(crate) fn run(args: ReplayArgs) -> anyhow::Result<i32> {
 fn reproduce(args: &ReplayArgs, d: &Derived) -> anyhow::Result<Result<report::Report, i32>> {
     let (s, link) = (&d.scenario, d.link());
     if args.model {
-        let (l, label) = super::simulate::link(link.as_deref())?;
-        let spec = model::RunSpec {
-            profiles: super::simulate::profiles("linux")?,
-            link: l,
-            link_label: label,
-            seed: 1,
-            mss: None,
-            timestamps: None,
-            call_ns: 2_000,
-        };
+        let spec = model::RunRequest::with_link(link.as_deref())?.spec(super::simulate::profiles("linux")?);
         let (mut r, out) = model::report(s, &s.matrix, &spec, args.report.is_some());
         if let (Some(row), Some(o)) = (r.results.first_mut(), out.into_iter().next()) {
             row.packets = o.trace;

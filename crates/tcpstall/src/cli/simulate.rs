@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use model::{Outcome, Profile, ProfileRef, ProfileSpec, RunRequest, RunSpec};
+use model::{Outcome, Profile, ProfileSpec, RunRequest, RunSpec};
 use report::simulate::{row_label, CompareProfilesDoc};
 use report::Export;
-use scenario::{LinkSpec, Scenario};
+use scenario::Scenario;
 use trace::Event;
 
 use super::common::ScenarioArgs;
@@ -90,36 +90,14 @@ pub(crate) struct SimulateArgs {
     pub compare_profiles: Option<String>,
 }
 
-/// `--profile`: the pairs it names (parsed by the model; files and `linux:here` loaded here).
+/// `--profile`: the pairs it names (parsed by the model; files read here, `linux:here`
+/// measured by `tcpstall kernel`'s experiments).
 pub(crate) fn profiles(spec: &str) -> anyhow::Result<Vec<(Profile, Profile)>> {
     resolve(&spec.parse()?)
 }
 
-/// The profiles of a parsed `--profile` (`linux:here` runs `tcpstall kernel`'s experiments once).
 fn resolve(spec: &ProfileSpec) -> anyhow::Result<Vec<(Profile, Profile)>> {
-    let mut here: Option<Profile> = None;
-    spec.resolve(|r| match r {
-        ProfileRef::Builtin(p) => Ok(Profile::clone(p)),
-        ProfileRef::Here => {
-            if let Some(p) = &here {
-                return Ok(p.clone());
-            }
-            let p = super::kernel::here_profile()?;
-            here = Some(p.clone());
-            Ok(p)
-        }
-        ProfileRef::File(path) => {
-            let name = path.display().to_string();
-            let text = std::fs::read_to_string(path).with_context(|| format!("--profile: cannot read {name}"))?;
-            Ok(Profile::from_toml(&name, &text)?)
-        }
-    })
-}
-
-/// `--link`: the modelled link and its label.
-pub(crate) fn link(spec: Option<&str>) -> anyhow::Result<(LinkSpec, String)> {
-    let l = model::LinkRequest::parse(spec)?;
-    Ok((l.link, l.label))
+    Ok(spec.load(|p| std::fs::read_to_string(p), super::kernel::here_profile)?)
 }
 
 /// The scenario and its strategy pairs from the flags.
@@ -274,7 +252,6 @@ mod tests {
         assert!(profiles("solaris").unwrap_err().to_string().contains("unknown profile 'solaris'"));
         let e = format!("{:#}", profiles("/nonexistent/p.toml").unwrap_err());
         assert!(e.starts_with("--profile: cannot read /nonexistent/p.toml: "), "{e}");
-        assert_eq!(link(Some("mtu=9000")).unwrap().0.mtu, 9000);
         let e = run_spec(&parse(&["--call-cost", "5"])).unwrap_err().to_string();
         assert_eq!(e, "--call-cost 5: needs a unit (ns, us, ms or s)");
     }
