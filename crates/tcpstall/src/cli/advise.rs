@@ -146,22 +146,11 @@ impl advise::Runner for CliRunner {
 fn workload(args: &AdviseArgs) -> anyhow::Result<(Scenario, Option<String>, Option<String>)> {
     let name = args.scenario.as_deref().or(if args.exchange.is_some() { None } else { Some("multi-write") });
     let (s, link, note) = match name {
-        Some(file) if super::replay::is_capture(file) => {
+        Some(file) if wire::is_capture(file) => {
             if args.exchange.is_some() {
                 bail!("--exchange is the workload; drop the capture '{file}'");
             }
-            let r = super::replay::ReplayArgs {
-                file: file.into(),
-                flow: args.flow.clone(),
-                port: args.port,
-                emit: None,
-                no_run: true,
-                model: false,
-                rounds: None,
-                report: None,
-                format: super::output::OutputFormat::Table,
-            };
-            let d = super::replay::derive(&r)?;
+            let d = super::replay::derive(file.as_ref(), args.flow.as_deref(), args.port, None)?;
             let note = format!(
                 "the workload is derived from {file} (flow {}, {} repetitions): {}; check it with `tcpstall replay {file}`",
                 d.key,
