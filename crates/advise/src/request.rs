@@ -29,6 +29,24 @@ pub fn parse_side(s: &str) -> Result<Side, RequestError> {
     }
 }
 
+/// The notes that open the advice: where a workload derived from the capture `file` came from
+/// (`derived`), and the emulated link the runs go behind.
+pub fn source_notes(derived: Option<(&str, &scenario::derive::Derived)>, link: Option<&str>) -> Vec<String> {
+    let mut notes: Vec<String> = derived
+        .map(|(file, d)| {
+            format!(
+                "the workload is derived from {file} (flow {}, {} repetitions): {}; check it with `tcpstall replay {file}`",
+                d.key,
+                d.reps,
+                d.exchange.inline()
+            )
+        })
+        .into_iter()
+        .collect();
+    notes.extend(link.map(|l| format!("runs behind an emulated link: {l}")));
+    notes
+}
+
 /// The flags besides the workload, parsed.
 #[derive(Debug, Clone)]
 pub struct Settings<'a> {
@@ -98,6 +116,12 @@ mod tests {
         assert_eq!(e, "--reps 101: expected 1 to 100 runs per candidate");
         let e = Request::new(Scenario::builtin("stream").unwrap(), settings(&[], 9, 5)).unwrap_err();
         assert_eq!(e, RequestError::Overrides(OverrideError::RoundsOfStream));
+    }
+
+    #[test]
+    fn notes_say_where_the_workload_came_from_and_the_link() {
+        assert!(source_notes(None, None).is_empty());
+        assert_eq!(source_notes(None, Some("rtt=20ms")), ["runs behind an emulated link: rtt=20ms"]);
     }
 
     #[test]

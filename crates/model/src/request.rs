@@ -279,6 +279,18 @@ impl RunRequest {
         RunRequest::parse(link, None, None, "2us", 1)
     }
 
+    /// `--compare-profiles`: the scenario's strategy pairs on each profile pair, one column
+    /// each, named by the profile (`CLIENT:SERVER` when the two differ).
+    pub fn compare(&self, s: &scenario::Scenario, pairs: Vec<(Profile, Profile)>) -> Vec<(String, report::Report)> {
+        pairs
+            .into_iter()
+            .map(|(c, sv)| {
+                let label = if c.name == sv.name { c.name.clone() } else { format!("{}:{}", c.name, sv.name) };
+                (label, crate::report(s, &s.matrix, &self.spec(vec![(c, sv)]), false).0)
+            })
+            .collect()
+    }
+
     /// The model's run for these profile pairs.
     pub fn spec(&self, profiles: Vec<(Profile, Profile)>) -> RunSpec {
         RunSpec {
@@ -357,6 +369,16 @@ mod tests {
         assert!(matches!(e, Err(LoadProfileError::Profile(_))), "{e:?}");
         let spec = RunRequest::with_link(Some("rtt=20ms")).unwrap().spec(Vec::new());
         assert_eq!((spec.call_ns, spec.seed, spec.mss, spec.link.delay_up_ns), (2_000, 1, None, 10_000_000));
+    }
+
+    #[test]
+    fn compare_names_each_column_by_its_profiles() {
+        let s = scenario::Scenario::builtin("burst").unwrap();
+        let pairs = "linux,linux:macos".parse::<ProfileSpec>().unwrap().resolve(|_| Err(())).unwrap();
+        let cols = RunRequest::with_link(None).unwrap().compare(&s, pairs);
+        let labels: Vec<_> = cols.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(labels, ["linux", "linux:macos"]);
+        assert_eq!(cols[1].1.results.len(), s.matrix.len());
     }
 
     #[test]

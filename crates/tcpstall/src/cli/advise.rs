@@ -141,32 +141,28 @@ impl advise::Runner for CliRunner {
     }
 }
 
-/// The workload to advise on; and the link a capture asks for, with a
-/// note saying where the workload came from.
-fn workload(args: &AdviseArgs) -> anyhow::Result<(Scenario, Option<String>, Option<String>)> {
+/// The workload to advise on, the link the runs go behind (--link, else the one a capture asks
+/// for) and the notes saying where the workload came from and the link.
+fn workload(args: &AdviseArgs) -> anyhow::Result<(Scenario, Option<String>, Vec<String>)> {
     let name = args.scenario.as_deref().or(if args.exchange.is_some() { None } else { Some("multi-write") });
-    let (s, link, note) = match name {
+    match name {
         Some(file) if wire::is_capture(file) => {
             if args.exchange.is_some() {
                 bail!("--exchange is the workload; drop the capture '{file}'");
             }
             let d = super::replay::derive(file.as_ref(), args.flow.as_deref(), args.port, None)?;
-            let note = format!(
-                "the workload is derived from {file} (flow {}, {} repetitions): {}; check it with `tcpstall replay {file}`",
-                d.key,
-                d.reps,
-                d.exchange.inline()
-            );
-            (d.scenario.clone(), d.link(), Some(note))
+            let link = args.link.clone().or(d.link());
+            let notes = advise::source_notes(Some((file, &d)), link.as_deref());
+            Ok((d.scenario, link, notes))
         }
         _ => {
             if args.flow.is_some() || args.port.is_some() {
                 bail!("--flow and --port choose a flow of a CAPTURE; the workload here is not one");
             }
-            (super::common::load(name, args.exchange.as_deref())?, None, None)
+            let s = super::common::load(name, args.exchange.as_deref())?;
+            Ok((s, args.link.clone(), advise::source_notes(None, args.link.as_deref())))
         }
-    };
-    Ok((s, args.link.clone().or(link), note))
+    }
 }
 
 /// The flags as a typed request, with the link the runs go behind and the first notes (where
@@ -177,7 +173,7 @@ fn request(args: &AdviseArgs) -> anyhow::Result<(advise::Request, Option<String>
         bail!("--format: advise prints table or json");
     }
     let own = advise::parse_side(&args.side)?;
-    let (scenario, link, source) = workload(args)?;
+    let (scenario, link, notes) = workload(args)?;
     let req = advise::Request::new(
         scenario,
         advise::Settings {
@@ -194,10 +190,6 @@ fn request(args: &AdviseArgs) -> anyhow::Result<(advise::Request, Option<String>
     )?;
     if let Some(p) = &args.report {
         output::check_writable("--report", p)?;
-    }
-    let mut notes: Vec<String> = source.into_iter().collect();
-    if let Some(l) = &link {
-        notes.push(format!("runs behind an emulated link: {l}"));
     }
     Ok((req, link, notes))
 }
@@ -284,29 +276,14 @@ pub(crate) fn run(args: AdviseArgs) -> anyhow::Result<i32> {
 /// first run as a strategy row with its stall records and packets.
 fn write_report(path: &std::path::Path, a: &advise::Advice, link: &str) -> anyhow::Result<()> {
     let d = &a.doc;
-    let kernel = if d.mode == "lab" {
-        super::htmlreport::this_kernel()
-    } else {
-        format!("model ({})", d.peer_profile.as_deref().map_or("linux".into(), |p| format!("linux and {p}")))
-    };
+    let kernel = d.model_kernel().unwrap_or_else(super::htmlreport::this_kernel);
     let header = super::htmlreport::header("advise", &format!("{} ({})", d.scenario, d.workload), link, kernel);
     let rows = a.first_runs.iter().map(|(r, _)| r.clone()).collect();
     let rep = d.first_runs_report(rows, env!("CARGO_PKG_VERSION"), link);
     let events: Vec<&[trace::Event]> = a.first_runs.iter().map(|(_, e)| e.as_slice()).collect();
-    let mut page = super::htmlreport::rows_page(
-        &rep,
-        header,
-        &events,
-        None,
-        "the runs recorded no packets (the lab captures them as root)",
-        None,
-    );
-    page.notes.extend(d.notes.iter().cloned());
-    page.notes.push(format!(
-        "The ranking pools all {} runs of each candidate; the strategy table, latency curves, wire bars and stalls \
-         below are each candidate's first run.",
-        d.runs_per_candidate
-    ));
+    let no_packets = "the runs recorded no packets (the lab captures them as root)";
+    let mut page = super::htmlreport::rows_page(&rep, header, &events, None, no_packets, None);
+    page.notes.extend(d.html_notes());
     page.ranking = Some(d.html_ranking());
     super::htmlreport::write(path, &page)
 }

@@ -207,13 +207,7 @@ fn write_html(path: &Path, report: &report::Report, outcomes: &[Outcome], spec: 
 /// (report::simulate::CompareProfilesDoc).
 fn compare_profiles(args: &SimulateArgs, s: &Scenario, list: &str) -> anyhow::Result<i32> {
     let pairs = resolve(&ProfileSpec::compare_list(list)?)?;
-    let req = request(args)?;
-    let mut cols = Vec::new();
-    for (c, sv) in pairs {
-        let label = if c.name == sv.name { c.name.clone() } else { format!("{}:{}", c.name, sv.name) };
-        let (report, _) = model::report(s, &s.matrix, &req.spec(vec![(c, sv)]), false);
-        cols.push((label, report));
-    }
+    let cols = request(args)?.compare(s, pairs);
     let doc = CompareProfilesDoc::new(&s.name, env!("CARGO_PKG_VERSION"), &cols);
     output::write_bytes(&doc.export(args.common.format.into())?, args.common.output.as_deref())?;
     Ok(0)
