@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use model::{Outcome, Profile, ProfileSpec, RunRequest, RunSpec};
-use report::simulate::{row_label, CompareProfilesDoc};
+use report::simulate::CompareProfilesDoc;
 use report::Export;
 use scenario::Scenario;
 use trace::Event;
@@ -175,14 +175,9 @@ fn write_pcap(path: &Path, report: &report::Report, outcomes: &[Outcome]) -> any
     let traces: Vec<&[trace::Event]> = outcomes.iter().map(|o| o.trace.as_slice()).collect();
     let bytes = model::pcap::to_pcap(&traces)?;
     std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
-    for (k, row) in report.results.iter().enumerate() {
-        let label = row_label(row);
-        eprintln!(
-            "pcap {}: {label} is 10.0.0.1:{} -> 10.0.0.2:{}",
-            path.display(),
-            model::pcap::CLIENT_PORT0 as usize + k,
-            model::pcap::SERVER.1
-        );
+    let (port0, server_port) = (model::pcap::CLIENT_PORT0, model::pcap::SERVER.1);
+    for line in report::simulate::pcap_lines(&path.display().to_string(), report, port0, server_port) {
+        eprintln!("{line}");
     }
     Ok(())
 }
