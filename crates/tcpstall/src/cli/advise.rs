@@ -241,35 +241,31 @@ pub(crate) fn run(args: AdviseArgs) -> anyhow::Result<i32> {
         notes.extend(env.finish()?);
     }
     let signal = interrupts.ok().and_then(|i| i.stop());
-    let interrupted = signal.map(|sig| (sig, measured.interrupted(sig)));
-    if let Some((sig, msg)) = &interrupted {
-        if !measured.as_written_ran() {
-            eprintln!("tcpstall: {msg}: the workload as written has none, so there is nothing to rank");
-            return Ok(128 + sig);
+    let (ending, more) = match measured.ending(signal) {
+        Ok(e) => e,
+        Err(e @ advise::NothingToRank::Interrupted { signal, .. }) => {
+            eprintln!("tcpstall: {e}");
+            return Ok(128 + signal);
         }
-        notes.push(msg.clone());
-    }
-    let failure = measured.failure.clone();
-    if let Some(f) = &failure {
-        if !measured.as_written_ran() {
-            bail!("{f}");
-        }
-        notes.extend(measured.stopped_early());
-    }
+        Err(e) => return Err(e.into()),
+    };
+    notes.extend(more);
     let advice = advise::conclude(&req, measured, notes, started.elapsed().as_secs_f64())?;
     output::write_bytes(&advice.doc.export(args.format.into())?, None)?;
     if let Some(path) = &args.report {
         write_report(path, &advice, link.as_deref().unwrap_or("none (loopback)"))?;
     }
-    if let Some((sig, msg)) = interrupted {
-        eprintln!("tcpstall: {msg}; printed above");
-        return Ok(128 + sig);
+    match ending {
+        advise::Ending::Interrupted { signal, msg } => {
+            eprintln!("tcpstall: {msg}; printed above");
+            Ok(128 + signal)
+        }
+        advise::Ending::Failed(f) => {
+            eprintln!("tcpstall: {f}");
+            Ok(1)
+        }
+        advise::Ending::Complete => Ok(if args.fail_on_stall && advice.doc.as_written_stalls { 3 } else { 0 }),
     }
-    if let Some(f) = failure {
-        eprintln!("tcpstall: {f}");
-        return Ok(1);
-    }
-    Ok(if args.fail_on_stall && advice.doc.as_written_stalls { 3 } else { 0 })
 }
 
 /// `--report`: the ranking (error bars), the recommendation and its code, and each candidate's
