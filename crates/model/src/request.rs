@@ -305,6 +305,16 @@ impl RunRequest {
     }
 }
 
+impl RunSpec {
+    /// One run of the scenario's strategy pairs, with the first row's packets when `keep`
+    /// (else none): what `advise --model` runs per repetition and `replay --model` shows.
+    pub fn run_first(&self, s: &scenario::Scenario, keep: bool) -> (report::Report, Vec<trace::Event>) {
+        let (r, mut out) = crate::report(s, &s.matrix, self, keep);
+        let trace = if keep && !out.is_empty() { out.swap_remove(0).trace } else { Vec::new() };
+        (r, trace)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -379,6 +389,13 @@ mod tests {
         let labels: Vec<_> = cols.iter().map(|(l, _)| l.as_str()).collect();
         assert_eq!(labels, ["linux", "linux:macos"]);
         assert_eq!(cols[1].1.results.len(), s.matrix.len());
+        let spec = RunRequest::with_link(None)
+            .unwrap()
+            .spec(vec![(Profile::builtin("linux").unwrap(), Profile::builtin("linux").unwrap())]);
+        let (r, packets) = spec.run_first(&s, true);
+        assert_eq!(r.results.len(), s.matrix.len());
+        assert!(!packets.is_empty());
+        assert!(spec.run_first(&s, false).1.is_empty());
     }
 
     #[test]

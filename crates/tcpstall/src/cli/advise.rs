@@ -119,9 +119,7 @@ impl advise::Runner for CliRunner {
         match &mut self.engine {
             Engine::Model(spec) => {
                 let spec = model::RunSpec { seed: u64::from(rep) + 1, ..spec.clone() };
-                let (r, mut out) = model::report(one, &one.matrix, &spec, keep);
-                let trace = if keep && !out.is_empty() { out.swap_remove(0).trace } else { Vec::new() };
-                (r, trace)
+                spec.run_first(one, keep)
             }
             Engine::Lab(env) => {
                 let o = lab::LabOptions { keep_packets: keep, ..self.opts.clone() };

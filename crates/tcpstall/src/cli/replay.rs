@@ -152,9 +152,9 @@ fn reproduce(args: &ReplayArgs, d: &Derived) -> anyhow::Result<Result<report::Re
     let (s, link) = (&d.scenario, d.link());
     if args.model {
         let spec = model::RunRequest::with_link(link.as_deref())?.spec(super::simulate::profiles("linux")?);
-        let (mut r, out) = model::report(s, &s.matrix, &spec, args.report.is_some());
-        if let (Some(row), Some(o)) = (r.results.first_mut(), out.into_iter().next()) {
-            row.packets = o.trace;
+        let (mut r, packets) = spec.run_first(s, args.report.is_some());
+        if let Some(row) = r.results.first_mut() {
+            row.packets = packets;
         }
         return Ok(Ok(r));
     }
