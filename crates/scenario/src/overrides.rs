@@ -145,12 +145,11 @@ pub fn is_file(name: &str) -> bool {
 
 impl Scenario {
     /// The workload to run: the inline `exchange`, a scenario file (`read` gives its text), or
-    /// a built-in by name (default chunked). A capture's name is refused with what to run
-    /// instead (`is_capture`, wire's rule).
+    /// a built-in by name (default chunked). A capture's name ([`wire::is_capture`]) is refused
+    /// with what to run instead.
     pub fn load(
         name: Option<&str>,
         exchange: Option<&str>,
-        is_capture: impl Fn(&str) -> bool,
         read: impl FnOnce(&str) -> std::io::Result<String>,
     ) -> Result<Scenario, LoadError> {
         if let Some(ex) = exchange {
@@ -161,7 +160,7 @@ impl Scenario {
             return Ok(Scenario::from_exchange("exchange", &format!("--exchange \"{}\"", e.inline()), e));
         }
         let name = name.unwrap_or("chunked");
-        if is_capture(name) {
+        if wire::is_capture(name) {
             return Err(LoadError::Capture(name.to_string()));
         }
         if is_file(name) {
@@ -214,19 +213,18 @@ mod tests {
 
     #[test]
     fn load_an_exchange_a_file_or_a_builtin() {
-        let no_capture = |_: &str| false;
         let no_file = |_: &str| -> std::io::Result<String> { Err(std::io::ErrorKind::NotFound.into()) };
-        let s = Scenario::load(None, Some("client 10; server 5"), no_capture, no_file).unwrap();
+        let s = Scenario::load(None, Some("client 10; server 5"), no_file).unwrap();
         assert_eq!(s.name, "exchange");
-        let e = Scenario::load(Some("rr"), Some("client 10"), no_capture, no_file).unwrap_err();
+        let e = Scenario::load(Some("rr"), Some("client 10"), no_file).unwrap_err();
         assert_eq!(e, LoadError::ExchangeAndName("rr".into()));
-        assert_eq!(Scenario::load(None, None, no_capture, no_file).unwrap().name, "chunked");
-        let e = Scenario::load(Some("x.pcap"), None, |n: &str| n.ends_with(".pcap"), no_file).unwrap_err();
+        assert_eq!(Scenario::load(None, None, no_file).unwrap().name, "chunked");
+        let e = Scenario::load(Some("x.pcap"), None, no_file).unwrap_err();
         assert!(e.to_string().starts_with("x.pcap is a capture: `tcpstall replay x.pcap`"), "{e}");
-        let e = Scenario::load(Some("dir/x.toml"), None, no_capture, no_file).unwrap_err().to_string();
+        let e = Scenario::load(Some("dir/x.toml"), None, no_file).unwrap_err().to_string();
         assert!(e.starts_with("cannot read scenario file dir/x.toml: "), "{e}");
         let text = Scenario::builtin_text("rr").unwrap();
-        assert_eq!(Scenario::load(Some("rr.toml"), None, no_capture, |_| Ok(text.into())).unwrap().name, "rr");
+        assert_eq!(Scenario::load(Some("rr.toml"), None, |_| Ok(text.into())).unwrap().name, "rr");
         assert!(is_file("a/b") && is_file("b.toml") && !is_file("burst"));
     }
 }

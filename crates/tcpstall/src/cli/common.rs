@@ -73,7 +73,7 @@ impl ScenarioArgs {
 
 /// The workload to run: an inline exchange, a scenario file (read here), or a built-in by name.
 pub(crate) fn load(name: Option<&str>, exchange: Option<&str>) -> anyhow::Result<Scenario> {
-    Ok(Scenario::load(name, exchange, wire::is_capture, |f| std::fs::read_to_string(f))?)
+    Ok(Scenario::load(name, exchange, |f| std::fs::read_to_string(f))?)
 }
 
 /// `--matrix` (scenario::Matrix, with each value's help).
