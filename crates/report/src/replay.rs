@@ -235,4 +235,20 @@ mod tests {
         assert_eq!(j, serde_json::to_string_pretty(&o.doc).unwrap() + "\n");
         assert!(o.export(Format::Csv).is_err());
     }
+
+    /// The document of a derived flow: the flow, the exchange, the capture's records that show
+    /// a wait; run behind `--link rtt=..` when the capture's RTT is above 1 ms.
+    #[test]
+    fn the_derived_document_carries_the_capture() {
+        let path = format!("{}/../../testdata/captures/link20ms-seed001-default.pcapng", env!("CARGO_MANIFEST_DIR"));
+        let file = std::fs::File::open(path).unwrap();
+        let d = scenario::derive::derive(file, Default::default(), "l.pcapng", None).unwrap();
+        let o = ReplayOutput::derived("0", "l.pcapng".into(), &d);
+        assert_eq!((o.doc.flow.as_str(), o.doc.repetitions), (d.key.as_str(), 10));
+        assert_eq!(o.doc.exchange, "client 275,316; server 100");
+        assert_eq!((o.how.as_str(), o.turns), ("--link rtt=20399us", 2));
+        assert_eq!(o.doc.path_rtt_ns, Some(20_399_716));
+        assert_eq!(o.doc.capture_stall_records.len(), d.analysis.stalls.len());
+        assert!(o.doc.run.is_none() && o.doc.saved.is_none() && !o.interrupted);
+    }
 }

@@ -115,3 +115,40 @@ pub fn derive(input: impl Read, filter: FlowFilter, file: &str, rounds: Option<u
     let rtt = fa.path_rtt.map(|d| (d.0, fa.path_rtt_from_handshake));
     Ok(Derived { key, scenario: s, exchange: e, reps, rtt, analysis: fa, events })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(name: &str) -> std::fs::File {
+        let path = format!("{}/../../testdata/captures/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::File::open(path).unwrap()
+    }
+
+    /// Seed 001 as captured: 20 requests of three writes, each answered with 100 bytes; the
+    /// stalls are the classifier's, the RTT the handshake's (loopback: no emulated link).
+    #[test]
+    fn a_capture_becomes_its_exchange() {
+        let d = derive(open("seed001-default.pcap"), FlowFilter::default(), "s.pcap", None).unwrap();
+        assert_eq!(d.key, "127.0.0.1:56256 <-> 127.0.0.1:27110");
+        assert_eq!((d.reps, d.exchange.inline().as_str()), (20, "client 275,24,292; server 100"));
+        assert_eq!(d.scenario.summary, format!("replayed from s.pcap ({})", d.key));
+        assert!(d.rtt.is_some_and(|(ns, handshake)| ns < 1_000_000 && handshake));
+        assert_eq!(d.link(), None, "under 1 ms: loopback");
+        assert!(!d.events.is_empty() && !d.analysis.stalls.is_empty());
+        let d = derive(open("link20ms-seed001-default.pcapng"), FlowFilter::default(), "l.pcapng", Some(3)).unwrap();
+        assert_eq!(d.link().as_deref(), Some("rtt=20399us"));
+        assert_eq!(d.exchange.rounds, 3);
+    }
+
+    #[test]
+    fn no_flow_no_data_and_bad_bytes_are_errors_naming_the_file() {
+        let port = FlowFilter { pair: None, port: Some(1) };
+        let e = derive(open("seed001-default.pcap"), port, "s.pcap", None).unwrap_err().to_string();
+        assert_eq!(e, "s.pcap: no TCP flow (check --flow/--port)");
+        let e = derive(&b"not a capture"[..], FlowFilter::default(), "x.pcap", None).unwrap_err();
+        assert!(matches!(&e, CaptureError::Read { file, .. } if file == "x.pcap"), "{e:?}");
+        let e = derive(open("seed001-default.pcap"), FlowFilter::default(), "s.pcap", Some(0)).unwrap_err();
+        assert!(matches!(e, CaptureError::Invalid(_)), "{e:?}");
+    }
+}
