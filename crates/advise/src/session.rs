@@ -104,6 +104,50 @@ impl Measured {
     pub fn stopped_early(&self) -> Option<String> {
         self.failure.as_ref().map(|f| format!("the run stopped early: {f}; the figures are those of the runs finished"))
     }
+
+    /// How the session ended (the caller's stop `signal` first, then a failed run) and the
+    /// notes that say so in the advice; Err when it stopped before the workload as written had
+    /// a run, so there is nothing to rank.
+    pub fn ending(&self, signal: Option<i32>) -> Result<(Ending, Vec<String>), NothingToRank> {
+        let ending = match (signal, &self.failure) {
+            (Some(signal), _) => Ending::Interrupted { signal, msg: self.interrupted(signal) },
+            (None, Some(f)) => Ending::Failed(f.clone()),
+            (None, None) => Ending::Complete,
+        };
+        if !self.as_written_ran() {
+            match ending {
+                Ending::Interrupted { signal, msg } => return Err(NothingToRank::Interrupted { signal, msg }),
+                Ending::Failed(f) => return Err(NothingToRank::Failed(f)),
+                Ending::Complete => {}
+            }
+        }
+        let mut notes = Vec::new();
+        if let Ending::Interrupted { msg, .. } = &ending {
+            notes.push(msg.clone());
+        }
+        notes.extend(self.stopped_early());
+        Ok((ending, notes))
+    }
+}
+
+/// A session that stopped before the workload as written had a run: nothing to rank.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum NothingToRank {
+    #[error("{msg}: the workload as written has none, so there is nothing to rank")]
+    Interrupted { signal: i32, msg: String },
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// How an advise session ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// Every run finished.
+    Complete,
+    /// Stopped by this signal; `msg` says after how many runs ([`Measured::interrupted`]).
+    Interrupted { signal: i32, msg: String },
+    /// A run failed (the message); the runs before it count.
+    Failed(String),
 }
 
 /// Run every candidate (`req.candidates()`) `req.reps` times, round-robin (repetition r of
@@ -290,4 +334,40 @@ pub fn conclude(req: &Request, m: Measured, mut notes: Vec<String>, elapsed_s: f
 /// The candidates' first runs (those kept), best first. `ran[i]`: the candidate of scored row i.
 fn first_runs_in_rank_order(m: &Measured, ran: &[usize], order: &[usize]) -> Vec<FirstRun> {
     order.iter().filter_map(|&i| m.first[ran[i]].clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(as_written_rows: u32, failure: Option<&str>) -> Measured {
+        let pooled = Pooled { rows: as_written_rows, ..Pooled::default() };
+        let failure = failure.map(str::to_string);
+        Measured {
+            candidates: Vec::new(),
+            pooled: vec![pooled],
+            first: Vec::new(),
+            mode: "lab".into(),
+            done: 3,
+            total: 10,
+            failure,
+        }
+    }
+
+    #[test]
+    fn an_ending_ranks_what_ran_or_says_there_is_nothing() {
+        assert_eq!(measured(1, None).ending(None), Ok((Ending::Complete, Vec::new())));
+        let (e, notes) = measured(1, Some("x (run 4 of 10): boom")).ending(Some(2)).unwrap();
+        assert!(matches!(e, Ending::Interrupted { signal: 2, .. }), "a signal comes first: {e:?}");
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].starts_with("interrupted by signal 2 after 3 of 10 runs"), "{notes:?}");
+        let (e, _) = measured(1, Some("boom")).ending(None).unwrap();
+        assert_eq!(e, Ending::Failed("boom".into()));
+        assert_eq!(measured(0, Some("boom")).ending(None), Err(NothingToRank::Failed("boom".into())));
+        let e = measured(0, None).ending(Some(15)).unwrap_err().to_string();
+        assert!(
+            e.ends_with("of the runs finished: the workload as written has none, so there is nothing to rank"),
+            "{e}"
+        );
+    }
 }

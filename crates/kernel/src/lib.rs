@@ -42,6 +42,15 @@ pub const DATING_SYSCTLS: &[&str] = &[
     "tcp_rto_max_ms",
 ];
 
+/// The profile `simulate --profile linux:here` uses: this kernel's measured rules over the
+/// newest Linux profile (model::fingerprint::to_profile), with the experiments' notes.
+pub fn here_profile() -> Result<(model::Profile, Vec<String>), model::ModelError> {
+    let fp = fingerprint();
+    let newest = model::Profile::builtin("linux")?;
+    let p = model::fingerprint::to_profile(&fp, &newest);
+    Ok((p, fp.notes))
+}
+
 /// Run every experiment; never fails as a whole: what could not be measured is `None` with a
 /// note saying why.
 pub fn fingerprint() -> Fingerprint {

@@ -24,7 +24,7 @@ mod summary;
 mod tcp;
 
 pub use profile::{AckPolicy, NagleRule, Profile};
-pub use request::{CallCost, LinkRequest, ProfileRef, ProfileSpec, RequestError, RunRequest};
+pub use request::{CallCost, LinkRequest, LoadProfileError, ProfileRef, ProfileSpec, RequestError, RunRequest};
 pub use sim::TRACE_LIMIT;
 pub use summary::{classify, report, report_kept, run_result, Keep, RunSpec};
 pub use tcp::Counters;

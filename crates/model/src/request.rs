@@ -132,6 +132,48 @@ impl ProfileSpec {
     }
 }
 
+/// A profile file of `--profile` that could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadProfileError {
+    #[error("--profile: cannot read {file}")]
+    Read {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file's text is not a profile, or `linux:here` has no base profile.
+    #[error(transparent)]
+    Profile(#[from] ModelError),
+}
+
+impl ProfileSpec {
+    /// [`ProfileSpec::resolve`] with a profile file's text from `read` and `linux:here` from
+    /// `here` (measured once, however many sides name it).
+    pub fn load(
+        &self,
+        read: impl Fn(&std::path::Path) -> std::io::Result<String>,
+        mut here: impl FnMut() -> Result<Profile, ModelError>,
+    ) -> Result<Vec<(Profile, Profile)>, LoadProfileError> {
+        let mut measured: Option<Profile> = None;
+        self.resolve(|r| match r {
+            ProfileRef::Builtin(p) => Ok(Profile::clone(p)),
+            ProfileRef::Here => {
+                if let Some(p) = &measured {
+                    return Ok(p.clone());
+                }
+                let p = here()?;
+                measured = Some(p.clone());
+                Ok(p)
+            }
+            ProfileRef::File(path) => {
+                let file = path.display().to_string();
+                let text = read(path).map_err(|source| LoadProfileError::Read { file: file.clone(), source })?;
+                Ok(Profile::from_toml(&file, &text)?)
+            }
+        })
+    }
+}
+
 /// `--link`: the modelled link and how the report names it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinkRequest {
@@ -231,6 +273,24 @@ impl RunRequest {
         Ok(RunRequest { link, mss, timestamps, call: call_cost.parse()?, seed })
     }
 
+    /// The flags' defaults behind `link` (`replay --model`, `advise --model`): the profiles'
+    /// MSS and timestamps, a call cost of 2 us, seed 1.
+    pub fn with_link(link: Option<&str>) -> Result<RunRequest, RequestError> {
+        RunRequest::parse(link, None, None, "2us", 1)
+    }
+
+    /// `--compare-profiles`: the scenario's strategy pairs on each profile pair, one column
+    /// each, named by the profile (`CLIENT:SERVER` when the two differ).
+    pub fn compare(&self, s: &scenario::Scenario, pairs: Vec<(Profile, Profile)>) -> Vec<(String, report::Report)> {
+        pairs
+            .into_iter()
+            .map(|(c, sv)| {
+                let label = if c.name == sv.name { c.name.clone() } else { format!("{}:{}", c.name, sv.name) };
+                (label, crate::report(s, &s.matrix, &self.spec(vec![(c, sv)]), false).0)
+            })
+            .collect()
+    }
+
     /// The model's run for these profile pairs.
     pub fn spec(&self, profiles: Vec<(Profile, Profile)>) -> RunSpec {
         RunSpec {
@@ -242,6 +302,16 @@ impl RunRequest {
             timestamps: self.timestamps,
             call_ns: self.call.0,
         }
+    }
+}
+
+impl RunSpec {
+    /// One run of the scenario's strategy pairs, with the first row's packets when `keep`
+    /// (else none): what `advise --model` runs per repetition and `replay --model` shows.
+    pub fn run_first(&self, s: &scenario::Scenario, keep: bool) -> (report::Report, Vec<trace::Event>) {
+        let (r, mut out) = crate::report(s, &s.matrix, self, keep);
+        let trace = if keep && !out.is_empty() { out.swap_remove(0).trace } else { Vec::new() };
+        (r, trace)
     }
 }
 
@@ -289,6 +359,43 @@ mod tests {
         assert_eq!(got.unwrap().len(), 2);
         assert_eq!(asked, ["Here", "File(\"my.toml\")", "File(\"my.toml\")"]);
         assert_eq!(ProfileSpec::compare_list("eras").unwrap().resolve(|_| Err(())).unwrap().len(), 8);
+    }
+
+    #[test]
+    fn load_reads_files_and_measures_here_once() {
+        let s: ProfileSpec = "linux:here,linux:here:macos".parse().unwrap();
+        let mut measured = 0;
+        let no_file = |_: &std::path::Path| -> std::io::Result<String> { Err(std::io::ErrorKind::NotFound.into()) };
+        let got = s.load(no_file, || {
+            measured += 1;
+            Profile::builtin("freebsd")
+        });
+        assert_eq!(got.unwrap()[1], (Profile::builtin("freebsd").unwrap(), Profile::builtin("macos").unwrap()));
+        assert_eq!(measured, 1);
+        let e = "/nonexistent/p.toml".parse::<ProfileSpec>().unwrap().load(no_file, || Profile::builtin("linux"));
+        assert_eq!(e.unwrap_err().to_string(), "--profile: cannot read /nonexistent/p.toml");
+        let text = |_: &std::path::Path| Ok("name = \"x\"\n".to_string());
+        let e = "p.toml".parse::<ProfileSpec>().unwrap().load(text, || Profile::builtin("linux"));
+        assert!(matches!(e, Err(LoadProfileError::Profile(_))), "{e:?}");
+        let spec = RunRequest::with_link(Some("rtt=20ms")).unwrap().spec(Vec::new());
+        assert_eq!((spec.call_ns, spec.seed, spec.mss, spec.link.delay_up_ns), (2_000, 1, None, 10_000_000));
+    }
+
+    #[test]
+    fn compare_names_each_column_by_its_profiles() {
+        let s = scenario::Scenario::builtin("burst").unwrap();
+        let pairs = "linux,linux:macos".parse::<ProfileSpec>().unwrap().resolve(|_| Err(())).unwrap();
+        let cols = RunRequest::with_link(None).unwrap().compare(&s, pairs);
+        let labels: Vec<_> = cols.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(labels, ["linux", "linux:macos"]);
+        assert_eq!(cols[1].1.results.len(), s.matrix.len());
+        let spec = RunRequest::with_link(None)
+            .unwrap()
+            .spec(vec![(Profile::builtin("linux").unwrap(), Profile::builtin("linux").unwrap())]);
+        let (r, packets) = spec.run_first(&s, true);
+        assert_eq!(r.results.len(), s.matrix.len());
+        assert!(!packets.is_empty());
+        assert!(spec.run_first(&s, false).1.is_empty());
     }
 
     #[test]

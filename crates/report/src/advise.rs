@@ -199,6 +199,24 @@ impl AdviseDoc {
         }
     }
 
+    /// What ran the candidates, for the HTML page's header: the model's profiles; None for the
+    /// lab (the caller names its kernel).
+    pub fn model_kernel(&self) -> Option<String> {
+        let profiles = self.peer_profile.as_deref().map_or("linux".into(), |p| format!("linux and {p}"));
+        (self.mode != "lab").then(|| format!("model ({profiles})"))
+    }
+
+    /// The HTML page's notes: the advice's, then what the page's rows are.
+    pub fn html_notes(&self) -> Vec<String> {
+        let mut notes = self.notes.clone();
+        notes.push(format!(
+            "The ranking pools all {} runs of each candidate; the strategy table, latency curves, wire bars and stalls \
+             below are each candidate's first run.",
+            self.runs_per_candidate
+        ));
+        notes
+    }
+
     /// The candidates' first runs (in rank order) as one report, for the HTML page's rows.
     pub fn first_runs_report(&self, rows: Vec<RunResult>, version: &str, link: &str) -> Report {
         Report {

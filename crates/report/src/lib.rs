@@ -28,6 +28,7 @@ pub use export::{label, stall_records_text};
 pub use kernel::KernelDoc;
 pub use latency::{histogram_ns, LatencyDist};
 pub use merge::merge_connections;
+pub use replay::html_flows as replay_html_flows;
 pub use replay::{causes_text, ReplayDoc, ReplayOutput};
 pub use scenarios::ScenariosDoc;
 pub use schema::*;

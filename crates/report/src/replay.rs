@@ -52,6 +52,83 @@ impl Serialize for ReplayOutput {
     }
 }
 
+impl ReplayOutput {
+    /// The document of a flow derived from the capture `file` (scenario::derive), before any
+    /// run: where it will run is behind an emulated link with the capture's RTT when that is
+    /// above 1 ms, else loopback. `version` is the tool's.
+    pub fn derived(version: &'static str, file: String, d: &scenario::derive::Derived) -> ReplayOutput {
+        let fa = &d.analysis;
+        let doc = ReplayDoc {
+            tool: "tcpstall",
+            version,
+            schema_version: crate::SCHEMA_VERSION,
+            mode: "replay",
+            file,
+            flow: d.key.clone(),
+            repetitions: d.reps as u64,
+            exchange: d.exchange.inline(),
+            path_rtt_ns: d.rtt.map(|(ns, _)| ns),
+            path_rtt_from_handshake: fa.path_rtt_from_handshake,
+            capture_stall_summary: analyze::StallSummary::of(fa.stalls.iter().filter(|s| s.shows_a_wait())),
+            capture_stall_records: fa.stalls.clone(),
+            saved: None,
+            run: None,
+        };
+        let how = d.link().map_or("loopback".to_string(), |l| format!("--link {l}"));
+        ReplayOutput { doc, turns: d.exchange.turns.len(), how, interrupted: false }
+    }
+}
+
+/// `replay --report`'s connections: the captured flow of `capture` and the reproduced run's
+/// (its first row), each with its stall records and packets; and the note comparing their
+/// causes. `how` says where the run ran ("loopback", "--link SPEC").
+pub fn html_flows<'a>(
+    capture: &str,
+    d: &'a scenario::derive::Derived,
+    run: &'a Report,
+    how: &str,
+) -> (Vec<crate::html::FlowIn<'a>>, String) {
+    use trace::{CapturePoint, Endpoint};
+    let row = run.results.first();
+    let mut flows = vec![crate::html::FlowIn {
+        label: format!("captured: {capture} flow {}", d.key),
+        row: None,
+        stalls: &d.analysis.stalls,
+        events: Some(&d.events),
+        events_note: None,
+        rtt_ns: d.analysis.path_rtt.map(|r| r.0),
+        capture_point: format!("{:?}", d.analysis.capture_point),
+        capture_at: match d.analysis.capture_point {
+            CapturePoint::AtA => Some(Endpoint::A),
+            CapturePoint::AtB => Some(Endpoint::B),
+            _ => None,
+        },
+    }];
+    if let Some(r) = row {
+        flows.push(crate::html::FlowIn {
+            label: format!("reproduced ({}, {how}): {}", run.mode, r.strategy),
+            row: Some(0),
+            stalls: &r.stall_records,
+            events: (!r.packets.is_empty()).then_some(r.packets.as_slice()),
+            events_note: r
+                .packets
+                .is_empty()
+                .then(|| "the run recorded no packets (the lab captures them as root)".into()),
+            rtt_ns: d.link().and(d.rtt.map(|(ns, _)| ns)).or((run.mode == "lab").then_some(0)),
+            capture_point: run.mode.clone(),
+            capture_at: (run.mode == "lab" && d.link().is_some()).then_some(Endpoint::B),
+        });
+    }
+    let by = |st: &[analyze::Stall]| causes_text(&analyze::StallSummary::of(st.iter().filter(|s| s.shows_a_wait())));
+    let note = format!(
+        "Cause by cause: the capture {}; the run {} (in {} rounds).",
+        by(&d.analysis.stalls),
+        row.map_or("none".into(), |r| by(&r.stall_records)),
+        row.map_or(0, |r| r.rounds)
+    );
+    (flows, note)
+}
+
 /// "nagle-delayed-ack 19, delayed-ack 1", or "none": a summary's records by cause.
 pub fn causes_text(s: &analyze::StallSummary) -> String {
     if s.by_cause.is_empty() {
@@ -157,5 +234,21 @@ mod tests {
         let j = String::from_utf8(o.export(Format::Json).unwrap()).unwrap();
         assert_eq!(j, serde_json::to_string_pretty(&o.doc).unwrap() + "\n");
         assert!(o.export(Format::Csv).is_err());
+    }
+
+    /// The document of a derived flow: the flow, the exchange, the capture's records that show
+    /// a wait; run behind `--link rtt=..` when the capture's RTT is above 1 ms.
+    #[test]
+    fn the_derived_document_carries_the_capture() {
+        let path = format!("{}/../../testdata/captures/link20ms-seed001-default.pcapng", env!("CARGO_MANIFEST_DIR"));
+        let file = std::fs::File::open(path).unwrap();
+        let d = scenario::derive::derive(file, Default::default(), "l.pcapng", None).unwrap();
+        let o = ReplayOutput::derived("0", "l.pcapng".into(), &d);
+        assert_eq!((o.doc.flow.as_str(), o.doc.repetitions), (d.key.as_str(), 10));
+        assert_eq!(o.doc.exchange, "client 275,316; server 100");
+        assert_eq!((o.how.as_str(), o.turns), ("--link rtt=20399us", 2));
+        assert_eq!(o.doc.path_rtt_ns, Some(20_399_716));
+        assert_eq!(o.doc.capture_stall_records.len(), d.analysis.stalls.len());
+        assert!(o.doc.run.is_none() && o.doc.saved.is_none() && !o.interrupted);
     }
 }

@@ -40,6 +40,32 @@ pub struct MatrixEntry {
     pub server: Vec<String>,
 }
 
+impl ScenariosDoc {
+    /// The catalogue (or `list`) as the document.
+    pub fn of(list: &[scenario::Scenario]) -> ScenariosDoc {
+        ScenariosDoc { scenarios: list.iter().map(ScenarioEntry::from).collect() }
+    }
+}
+
+impl From<&scenario::Scenario> for ScenarioEntry {
+    fn from(s: &scenario::Scenario) -> ScenarioEntry {
+        let opts = |o: &scenario::SideOpts| o.opts().iter().map(|o| o.as_str().to_string()).collect::<Vec<_>>();
+        ScenarioEntry {
+            name: s.name.clone(),
+            seed: s.seed.clone(),
+            kind: s.workload.kind().to_string(),
+            summary: s.summary.clone(),
+            finding: s.finding.clone(),
+            params: s.workload.params_json(),
+            matrix: s
+                .matrix
+                .iter()
+                .map(|p| MatrixEntry { label: p.label.clone(), client: opts(&p.client), server: opts(&p.server) })
+                .collect(),
+        }
+    }
+}
+
 /// `k=v` pairs of the parameters, arrays as `k=a,b` (`k=[]` when empty).
 fn params(p: &Value) -> String {
     match p {
@@ -172,5 +198,36 @@ mod tests {
         let v: Value = serde_json::from_slice(&d.export(Format::Json).unwrap()).unwrap();
         assert_eq!(v[1]["seed"], Value::Null);
         assert_eq!(v[0]["matrix"][1]["server"][1], "b");
+    }
+
+    #[test]
+    fn text_lists_every_scenario_with_its_matrix() {
+        let t = ScenariosDoc::of(&scenario::Scenario::catalogue()).table();
+        assert!(t.contains("chunked (seed 000)"));
+        assert!(t.contains("params:  n_chunk=100 round=100 send=1000"), "{t}");
+        assert!(t.contains("matrix:  default, nodelay, quickack-once, quickack-each, cork, msg-more, writev, buffer"));
+        assert!(t.contains("\nrr\n"));
+    }
+
+    #[test]
+    fn csv_and_markdown_have_one_line_per_scenario() {
+        let list = scenario::Scenario::catalogue();
+        let doc = ScenariosDoc::of(&list);
+        let csv = doc.csv().unwrap();
+        assert_eq!(csv.lines().count(), 1 + list.len(), "{csv}");
+        assert!(csv.lines().nth(1).unwrap().starts_with("chunked,000,chunked,"), "{csv}");
+        assert!(csv.contains("nodelay=client:nodelay/server:nodelay"), "{csv}");
+        let md = doc.markdown().unwrap();
+        assert_eq!(md.lines().filter(|l| l.starts_with("| ")).count(), 1 + list.len(), "{md}");
+        assert!(md.contains("| burst | 002 |"), "{md}");
+    }
+
+    #[test]
+    fn json_has_the_fields() {
+        let v = serde_json::to_value(ScenariosDoc::of(&scenario::Scenario::catalogue())).unwrap();
+        assert_eq!(v.as_array().unwrap().len(), 6);
+        assert_eq!(v[1]["name"], "multi-write");
+        assert_eq!(v[1]["seed"], "001");
+        assert_eq!(v[1]["matrix"][3]["client"][0], "nodelay-then-cork");
     }
 }

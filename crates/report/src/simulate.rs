@@ -17,6 +17,17 @@ pub fn row_label(row: &RunResult) -> String {
     }
 }
 
+/// `simulate --pcap FILE`: which connection of the capture is which row, one line each
+/// ("pcap FILE: LABEL is 10.0.0.1:40000 -> 10.0.0.2:5001"); row k's client port is
+/// `client_port0 + k`.
+pub fn pcap_lines(file: &str, report: &Report, client_port0: u16, server_port: u16) -> Vec<String> {
+    let port = |k: usize| client_port0 as usize + k;
+    let line = |(k, row): (usize, &RunResult)| {
+        format!("pcap {file}: {} is 10.0.0.1:{} -> 10.0.0.2:{server_port}", row_label(row), port(k))
+    };
+    report.results.iter().enumerate().map(line).collect()
+}
+
 /// The comparison: one column per profile (or CLIENT:SERVER pair), the same rows in each.
 #[derive(Debug, Clone, Serialize)]
 pub struct CompareProfilesDoc {

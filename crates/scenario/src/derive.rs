@@ -10,6 +10,9 @@
 
 use crate::{CallKind, Connection, Exchange, Side, Turn};
 
+mod capture;
+pub use capture::{busiest_flow, derive, CaptureError, Derived};
+
 /// One data segment of the flow, as the derivation needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Seg {

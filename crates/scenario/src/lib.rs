@@ -10,6 +10,7 @@ pub mod derive;
 mod exchange;
 mod limits;
 mod link_spec;
+mod overrides;
 mod strategy;
 mod workload;
 
@@ -23,6 +24,7 @@ pub use link_spec::{
     parse_duration_ns, AckDir, DurationError, LinkSpec, LinkSpecError, LinkValueError, QueueLimit, MAX_MTU, MIN_MTU,
     TUN_MAX_MTU,
 };
+pub use overrides::{is_file, matrix_all, LoadError, Matrix, OverrideError, Overrides};
 pub use strategy::{Call, MessagePlan, Opt, SideOpts, SockOp, StrategyError, StrategyPair};
 pub use workload::{
     split, BulkAck, Burst, Chunked, MultiWrite, Program, RoundProgram, Rr, Sample, SideProgram, Step, Stream, Workload,
@@ -108,6 +110,27 @@ impl Scenario {
             .find(|(f, _)| f.strip_suffix(".toml") == Some(name))
             .map(|(_, t)| *t)
             .ok_or_else(|| ScenarioError::Unknown(name.to_string()))
+    }
+
+    /// A built-in as a file to start from (`tcpstall scenarios --show NAME`): conversations
+    /// (chunked, multi-write, rr) in the exchange form with the same matrix, the others as their
+    /// own file; a comment heading says which.
+    pub fn builtin_as_file(name: &str) -> Result<String, ScenarioError> {
+        let s = Scenario::builtin(name)?;
+        let Some(e) = s.workload.as_exchange() else {
+            return Ok(format!(
+                "# built-in scenario '{name}' ({} is not a turn-by-turn exchange, so it keeps its kind)\n{}",
+                s.workload.kind(),
+                Scenario::builtin_text(name)?
+            ));
+        };
+        let file = Scenario { workload: Workload::Exchange(e), ..s };
+        Ok(format!(
+            "# built-in scenario '{name}' as an exchange: the same programs as `tcpstall lab {name}`.\n\
+             # Edit the turns (side, writes, call = write|send|sendmsg-gathered, think = \"1ms\", peer_reads)\n\
+             # and run it with `tcpstall lab FILE.toml`, `tcpstall simulate FILE.toml` or `tcpstall advise FILE.toml`.\n{}",
+            file.to_toml()?
+        ))
     }
 
     /// A scenario running one exchange with the default pair (`--exchange`, `replay`).
@@ -277,6 +300,19 @@ mod tests {
         assert_eq!(b.workload.params_json()["rounds"], 5);
         let e = Scenario::builtin("multi-write").unwrap().apply_sets(&["rounds=5"]).unwrap_err().to_string();
         assert!(e.contains("no parameter 'rounds'"), "{e}");
+    }
+
+    #[test]
+    fn builtins_as_files_read_back() {
+        let t = Scenario::builtin_as_file("multi-write").unwrap();
+        assert!(t.starts_with("# built-in scenario 'multi-write' as an exchange"), "{t}");
+        let s = Scenario::from_toml("m.toml", &t).unwrap();
+        assert_eq!(s.workload.kind(), "exchange");
+        assert_eq!(s.matrix, Scenario::builtin("multi-write").unwrap().matrix);
+        let t = Scenario::builtin_as_file("stream").unwrap();
+        assert!(t.contains("(stream is not a turn-by-turn exchange"), "{t}");
+        assert_eq!(Scenario::from_toml("s.toml", &t).unwrap().workload.kind(), "stream");
+        assert!(Scenario::builtin_as_file("nope").is_err());
     }
 
     #[test]

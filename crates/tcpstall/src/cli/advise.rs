@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::bail;
 use indicatif::ProgressBar;
 use report::{Export, Report};
-use scenario::{Scenario, Side};
+use scenario::Scenario;
 
 use super::output::{self, OutputFormat};
 
@@ -119,9 +119,7 @@ impl advise::Runner for CliRunner {
         match &mut self.engine {
             Engine::Model(spec) => {
                 let spec = model::RunSpec { seed: u64::from(rep) + 1, ..spec.clone() };
-                let (r, mut out) = model::report(one, &one.matrix, &spec, keep);
-                let trace = if keep && !out.is_empty() { out.swap_remove(0).trace } else { Vec::new() };
-                (r, trace)
+                spec.run_first(one, keep)
             }
             Engine::Lab(env) => {
                 let o = lab::LabOptions { keep_packets: keep, ..self.opts.clone() };
@@ -141,57 +139,28 @@ impl advise::Runner for CliRunner {
     }
 }
 
-fn side_arg(s: &str) -> anyhow::Result<Side> {
-    match s {
-        "client" => Ok(Side::Client),
-        "server" => Ok(Side::Server),
-        o => bail!("--side {o}: expected client or server"),
-    }
-}
-
-/// The workload to advise on, with its rounds per run; and the link a capture asks for, with a
-/// note saying where the workload came from.
-fn workload(args: &AdviseArgs) -> anyhow::Result<(Scenario, Option<String>, Option<String>)> {
+/// The workload to advise on, the link the runs go behind (--link, else the one a capture asks
+/// for) and the notes saying where the workload came from and the link.
+fn workload(args: &AdviseArgs) -> anyhow::Result<(Scenario, Option<String>, Vec<String>)> {
     let name = args.scenario.as_deref().or(if args.exchange.is_some() { None } else { Some("multi-write") });
-    let (mut s, link, note) = match name {
-        Some(file) if super::replay::is_capture(file) => {
+    match name {
+        Some(file) if wire::is_capture(file) => {
             if args.exchange.is_some() {
                 bail!("--exchange is the workload; drop the capture '{file}'");
             }
-            let r = super::replay::ReplayArgs {
-                file: file.into(),
-                flow: args.flow.clone(),
-                port: args.port,
-                emit: None,
-                no_run: true,
-                model: false,
-                rounds: None,
-                report: None,
-                format: super::output::OutputFormat::Table,
-            };
-            let d = super::replay::derive(&r)?;
-            let note = format!(
-                "the workload is derived from {file} (flow {}, {} repetitions): {}; check it with `tcpstall replay {file}`",
-                d.key,
-                d.reps,
-                d.exchange.inline()
-            );
-            (d.scenario.clone(), d.link(), Some(note))
+            let d = super::replay::derive(file.as_ref(), args.flow.as_deref(), args.port, None)?;
+            let link = args.link.clone().or(d.link());
+            let notes = advise::source_notes(Some((file, &d)), link.as_deref());
+            Ok((d.scenario, link, notes))
         }
         _ => {
             if args.flow.is_some() || args.port.is_some() {
                 bail!("--flow and --port choose a flow of a CAPTURE; the workload here is not one");
             }
-            (super::common::load(name, args.exchange.as_deref())?, None, None)
+            let s = super::common::load(name, args.exchange.as_deref())?;
+            Ok((s, args.link.clone(), advise::source_notes(None, args.link.as_deref())))
         }
-    };
-    s.apply_sets(&args.sets)?;
-    let key = super::common::rounds_key(&s.workload)?;
-    s.apply_sets(&[format!("{key}={}", args.rounds)]).map_err(|e| anyhow::anyhow!("--rounds: {e}"))?;
-    if !(1..=100).contains(&args.reps) {
-        bail!("--reps {}: expected 1 to 100 runs per candidate", args.reps);
     }
-    Ok((s, args.link.clone().or(link), note))
 }
 
 /// The flags as a typed request, with the link the runs go behind and the first notes (where
@@ -201,26 +170,25 @@ fn request(args: &AdviseArgs) -> anyhow::Result<(advise::Request, Option<String>
     if !matches!(args.format, OutputFormat::Table | OutputFormat::Json) {
         bail!("--format: advise prints table or json");
     }
-    let own = side_arg(&args.side)?;
-    let (scenario, link, source) = workload(args)?;
+    let own = advise::parse_side(&args.side)?;
+    let (scenario, link, notes) = workload(args)?;
+    let req = advise::Request::new(
+        scenario,
+        advise::Settings {
+            sets: &args.sets,
+            rounds: args.rounds,
+            reps: args.reps,
+            model: args.model,
+            peer_profile: args.peer_profile.clone(),
+            own,
+            lang,
+            seed: args.seed,
+            keep_first: args.report.is_some(),
+        },
+    )?;
     if let Some(p) = &args.report {
         output::check_writable("--report", p)?;
     }
-    let mut notes: Vec<String> = source.into_iter().collect();
-    if let Some(l) = &link {
-        notes.push(format!("runs behind an emulated link: {l}"));
-    }
-    let req = advise::Request {
-        scenario,
-        reps: args.reps,
-        rounds: args.rounds,
-        model: args.model || args.peer_profile.is_some(),
-        peer_profile: args.peer_profile.clone(),
-        own,
-        lang,
-        seed: args.seed,
-        keep_first: args.report.is_some(),
-    };
     Ok((req, link, notes))
 }
 
@@ -235,16 +203,8 @@ fn engine(
 ) -> anyhow::Result<Engine> {
     let spec = if req.model {
         notes.extend(req.model_notes());
-        let (link, link_label) = super::simulate::link(link)?;
-        Some(model::RunSpec {
-            profiles: super::simulate::profiles(&req.model_profiles())?,
-            link,
-            link_label,
-            seed: 1,
-            mss: None,
-            timestamps: None,
-            call_ns: 2_000,
-        })
+        let run = model::RunRequest::with_link(link)?;
+        Some(run.spec(super::simulate::profiles(&req.model_profiles())?))
     } else {
         None
     };
@@ -279,64 +239,45 @@ pub(crate) fn run(args: AdviseArgs) -> anyhow::Result<i32> {
         notes.extend(env.finish()?);
     }
     let signal = interrupts.ok().and_then(|i| i.stop());
-    let interrupted = signal.map(|sig| (sig, measured.interrupted(sig)));
-    if let Some((sig, msg)) = &interrupted {
-        if !measured.as_written_ran() {
-            eprintln!("tcpstall: {msg}: the workload as written has none, so there is nothing to rank");
-            return Ok(128 + sig);
+    let (ending, more) = match measured.ending(signal) {
+        Ok(e) => e,
+        Err(e @ advise::NothingToRank::Interrupted { signal, .. }) => {
+            eprintln!("tcpstall: {e}");
+            return Ok(128 + signal);
         }
-        notes.push(msg.clone());
-    }
-    let failure = measured.failure.clone();
-    if let Some(f) = &failure {
-        if !measured.as_written_ran() {
-            bail!("{f}");
-        }
-        notes.extend(measured.stopped_early());
-    }
+        Err(e) => return Err(e.into()),
+    };
+    notes.extend(more);
     let advice = advise::conclude(&req, measured, notes, started.elapsed().as_secs_f64())?;
     output::write_bytes(&advice.doc.export(args.format.into())?, None)?;
     if let Some(path) = &args.report {
         write_report(path, &advice, link.as_deref().unwrap_or("none (loopback)"))?;
     }
-    if let Some((sig, msg)) = interrupted {
-        eprintln!("tcpstall: {msg}; printed above");
-        return Ok(128 + sig);
+    match ending {
+        advise::Ending::Interrupted { signal, msg } => {
+            eprintln!("tcpstall: {msg}; printed above");
+            Ok(128 + signal)
+        }
+        advise::Ending::Failed(f) => {
+            eprintln!("tcpstall: {f}");
+            Ok(1)
+        }
+        advise::Ending::Complete => Ok(if args.fail_on_stall && advice.doc.as_written_stalls { 3 } else { 0 }),
     }
-    if let Some(f) = failure {
-        eprintln!("tcpstall: {f}");
-        return Ok(1);
-    }
-    Ok(if args.fail_on_stall && advice.doc.as_written_stalls { 3 } else { 0 })
 }
 
 /// `--report`: the ranking (error bars), the recommendation and its code, and each candidate's
 /// first run as a strategy row with its stall records and packets.
 fn write_report(path: &std::path::Path, a: &advise::Advice, link: &str) -> anyhow::Result<()> {
     let d = &a.doc;
-    let kernel = if d.mode == "lab" {
-        super::htmlreport::this_kernel()
-    } else {
-        format!("model ({})", d.peer_profile.as_deref().map_or("linux".into(), |p| format!("linux and {p}")))
-    };
+    let kernel = d.model_kernel().unwrap_or_else(super::htmlreport::this_kernel);
     let header = super::htmlreport::header("advise", &format!("{} ({})", d.scenario, d.workload), link, kernel);
     let rows = a.first_runs.iter().map(|(r, _)| r.clone()).collect();
     let rep = d.first_runs_report(rows, env!("CARGO_PKG_VERSION"), link);
     let events: Vec<&[trace::Event]> = a.first_runs.iter().map(|(_, e)| e.as_slice()).collect();
-    let mut page = super::htmlreport::rows_page(
-        &rep,
-        header,
-        &events,
-        None,
-        "the runs recorded no packets (the lab captures them as root)",
-        None,
-    );
-    page.notes.extend(d.notes.iter().cloned());
-    page.notes.push(format!(
-        "The ranking pools all {} runs of each candidate; the strategy table, latency curves, wire bars and stalls \
-         below are each candidate's first run.",
-        d.runs_per_candidate
-    ));
+    let no_packets = "the runs recorded no packets (the lab captures them as root)";
+    let mut page = super::htmlreport::rows_page(&rep, header, &events, None, no_packets, None);
+    page.notes.extend(d.html_notes());
     page.ranking = Some(d.html_ranking());
     super::htmlreport::write(path, &page)
 }

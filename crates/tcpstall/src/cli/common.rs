@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::bail;
-use scenario::{Opt, Scenario, SideOpts, StrategyPair, Workload};
+use scenario::{Overrides, Scenario};
 
 use super::output::OutputFormat;
 
@@ -48,7 +48,8 @@ pub(crate) struct ScenarioArgs {
 impl ScenarioArgs {
     /// The scenario to run: `base` when the subcommand found it elsewhere (lab's --config,
     /// simulate's --scenario), else the built-in named by the positional argument (default
-    /// chunked); then --set, --rounds, and the strategy pairs of --client/--server or --matrix.
+    /// chunked); then the overrides (scenario::Overrides: --set, --rounds, --client/--server or
+    /// --matrix).
     pub(crate) fn build(&self, base: Option<Scenario>) -> anyhow::Result<Scenario> {
         let mut s = match base {
             Some(s) => {
@@ -59,72 +60,23 @@ impl ScenarioArgs {
             }
             None => load(self.scenario.as_deref(), self.exchange.as_deref())?,
         };
-        s.apply_sets(&self.sets)?;
-        if let Some(n) = self.rounds {
-            let key = rounds_key(&s.workload)?;
-            s.apply_sets(&[format!("{key}={n}")]).map_err(|e| anyhow::anyhow!("--rounds: {e}"))?;
-        }
-        if self.client.is_some() || self.server.is_some() {
-            if self.matrix != Matrix::Default {
-                bail!("--client/--server run one pair; they cannot go with --matrix {}", self.matrix);
-            }
-            let pair =
-                StrategyPair::new(side("client", self.client.as_deref())?, side("server", self.server.as_deref())?);
-            s.matrix = vec![pair];
-        } else {
-            match self.matrix {
-                Matrix::Default => {}
-                Matrix::All => s.matrix = matrix_all(),
-                Matrix::Seed003 => {
-                    bail!("--matrix seed003 is seed 003's table: `tcpstall lab stream --matrix seed003`")
-                }
-            }
-        }
+        s.apply(&Overrides {
+            sets: &self.sets,
+            rounds: self.rounds,
+            client: self.client.as_deref(),
+            server: self.server.as_deref(),
+            matrix: self.matrix.into(),
+        })?;
         Ok(s)
     }
 }
 
-/// The workload to run: an inline exchange, a scenario file, or a built-in by name.
+/// The workload to run: an inline exchange, a scenario file (read here), or a built-in by name.
 pub(crate) fn load(name: Option<&str>, exchange: Option<&str>) -> anyhow::Result<Scenario> {
-    if let Some(ex) = exchange {
-        if let Some(n) = name {
-            bail!("--exchange is the workload; drop the scenario '{n}'");
-        }
-        let e = scenario::Exchange::parse_inline(ex)?;
-        return Ok(Scenario::from_exchange("exchange", &format!("--exchange \"{}\"", e.inline()), e));
-    }
-    let name = name.unwrap_or("chunked");
-    if super::replay::is_capture(name) {
-        bail!("{name} is a capture: `tcpstall replay {name}` derives the exchange it carried, `tcpstall advise {name}` advises on it");
-    }
-    if is_file(name) {
-        let text =
-            std::fs::read_to_string(name).map_err(|e| anyhow::anyhow!("cannot read scenario file {name}: {e}"))?;
-        return Ok(Scenario::from_toml(name, &text)?);
-    }
-    Ok(Scenario::builtin(name)?)
+    Ok(Scenario::load(name, exchange, |f| std::fs::read_to_string(f))?)
 }
 
-/// A scenario argument names a file when it ends in .toml or has a path separator.
-pub(crate) fn is_file(name: &str) -> bool {
-    name.ends_with(".toml") || name.contains('/')
-}
-
-/// The parameter that counts rounds in each workload.
-pub(crate) fn rounds_key(w: &Workload) -> anyhow::Result<&'static str> {
-    Ok(match w {
-        Workload::Chunked(_) => "round",
-        Workload::MultiWrite(_) => "requests",
-        Workload::Burst(_) | Workload::BulkAck(_) | Workload::Rr(_) | Workload::Exchange(_) => "rounds",
-        Workload::Stream(_) => bail!("--rounds: the stream scenario runs for a time; use --set duration_ms=N"),
-    })
-}
-
-fn side(flag: &str, list: Option<&str>) -> anyhow::Result<SideOpts> {
-    SideOpts::parse_list(list.unwrap_or("none")).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
-}
-
-/// `--matrix`.
+/// `--matrix` (scenario::Matrix, with each value's help).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Matrix {
     /// The scenario's own strategy pairs
@@ -135,26 +87,25 @@ pub(crate) enum Matrix {
     Seed003,
 }
 
+impl From<Matrix> for scenario::Matrix {
+    fn from(m: Matrix) -> scenario::Matrix {
+        match m {
+            Matrix::Default => scenario::Matrix::Default,
+            Matrix::All => scenario::Matrix::All,
+            Matrix::Seed003 => scenario::Matrix::Seed003,
+        }
+    }
+}
+
 impl std::fmt::Display for Matrix {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let v = clap::ValueEnum::to_possible_value(self);
-        f.write_str(v.as_ref().map_or("", |v| v.get_name()))
+        f.write_str(scenario::Matrix::from(*self).as_str())
     }
 }
 
 /// Lets code that compared the old string flag (`matrix == "seed003"`) keep compiling.
 impl PartialEq<&str> for Matrix {
     fn eq(&self, other: &&str) -> bool {
-        clap::ValueEnum::to_possible_value(self).is_some_and(|v| v.get_name() == *other)
+        scenario::Matrix::from(*self).as_str() == *other
     }
-}
-
-/// `--matrix all`: the default, then every single strategy applied on both sides.
-pub(crate) fn matrix_all() -> Vec<StrategyPair> {
-    let mut m = vec![StrategyPair::new(SideOpts::none(), SideOpts::none())];
-    for o in Opt::ALL {
-        let side = SideOpts::new(vec![o]).unwrap_or_default();
-        m.push(StrategyPair { label: o.as_str().to_string(), client: side.clone(), server: side });
-    }
-    m
 }

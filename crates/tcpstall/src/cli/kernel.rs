@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use model::Profile;
 use report::{Export, KernelDoc};
 
 use super::output::{self, OutputFormat};
@@ -46,12 +45,12 @@ pub(crate) fn run(args: KernelArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// The profile `simulate --profile linux:here` uses: this kernel's measured rules.
-pub(crate) fn here_profile() -> anyhow::Result<Profile> {
-    let fp = kernel::fingerprint();
-    let newest = Profile::builtin("linux")?;
-    for n in &fp.notes {
+/// The profile `simulate --profile linux:here` uses: this kernel's measured rules (its notes
+/// on stderr).
+pub(crate) fn here_profile() -> Result<model::Profile, model::ModelError> {
+    let (p, notes) = kernel::here_profile()?;
+    for n in &notes {
         eprintln!("tcpstall: linux:here: {n}");
     }
-    Ok(model::fingerprint::to_profile(&fp, &newest))
+    Ok(p)
 }

@@ -2,17 +2,12 @@
 //! direction, write boundaries from PSH, think times from the gaps no TCP stall explains,
 //! the path RTT from the handshake), print it, optionally save it, and run it here.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use std::collections::HashMap;
-
-use analyze::{Config, Finished, FlowAnalysis, Session};
 use anyhow::{bail, Context};
 use report::{Export as _, ReplayOutput};
-use scenario::derive::derive_exchange;
-use scenario::{Exchange, Scenario};
-use trace::Endpoint;
-use wire::{Decoder, FlowFilter};
+use scenario::derive::Derived;
+use wire::FlowFilter;
 
 use super::output::OutputFormat;
 
@@ -74,117 +69,20 @@ pub(crate) struct ReplayArgs {
     pub format: OutputFormat,
 }
 
-/// Decode the capture and analyse each flow (`analyze::Session`, as explain does); the flow
-/// whose records show the most waiting (the first seen among equals): its key, analysis and
-/// packets. Memory follows the flows alive plus the best so far: a flow's packets are dropped
-/// when it ends behind the best.
-fn load(args: &ReplayArgs) -> anyhow::Result<(String, FlowAnalysis, Vec<trace::Event>)> {
-    let pair = args.flow.as_deref().map(super::explain::parse_flow).transpose()?;
-    let file = std::fs::File::open(&args.file).with_context(|| format!("cannot open {}", args.file.display()))?;
-    let input = wire::decompressed(std::io::BufReader::new(file))
-        .with_context(|| format!("cannot read {}", args.file.display()))?;
-    let mut dec = Decoder::new(input, FlowFilter { pair, port: args.port })
-        .with_context(|| format!("{}", args.file.display()))?;
-    let mut session = Session::new(Config::default());
-    let mut live: HashMap<wire::FlowId, Vec<trace::Event>> = HashMap::new();
-    let mut best: Option<(u64, Finished, Vec<trace::Event>)> = None;
-    let mut keep = |f: Finished, live: &mut HashMap<wire::FlowId, Vec<trace::Event>>| {
-        let events = live.remove(&f.id).unwrap_or_default();
-        let waited: u64 = f.analysis.stalls.iter().filter(|s| s.shows_a_wait()).map(|s| s.length.0).sum();
-        if best.as_ref().is_none_or(|(w, b, _)| waited > *w || (waited == *w && f.id < b.id)) {
-            best = Some((waited, f, events));
-        }
-    };
-    while let Some(fe) = dec.next_event().with_context(|| format!("{}", args.file.display()))? {
-        while let Some(end) = dec.pop_ended() {
-            if let Some(f) = session.end(&end) {
-                keep(f, &mut live);
-            }
-        }
-        session.push(&fe, || dec.flows().key(fe.flow));
-        live.entry(fe.flow).or_default().push(fe.event);
-    }
-    while let Some(end) = dec.pop_ended() {
-        if let Some(f) = session.end(&end) {
-            keep(f, &mut live);
-        }
-    }
-    for f in session.finish_all() {
-        keep(f, &mut live);
-    }
-    let Some((_, f, events)) = best else {
-        bail!("{}: no TCP flow (check --flow/--port)", args.file.display());
-    };
-    Ok((f.key.to_string(), f.analysis, events))
-}
-
-/// What a capture's connection becomes.
-pub(crate) struct Derived {
-    pub key: String,
-    pub scenario: Scenario,
-    pub exchange: Exchange,
-    pub reps: usize,
-    /// Path RTT (ns) and whether it came from the handshake.
-    pub rtt: Option<(u64, bool)>,
-    pub analysis: FlowAnalysis,
-    /// The flow's packets as captured.
-    pub events: Vec<trace::Event>,
-}
-
-impl Derived {
-    /// The emulated link to run it behind: the capture's RTT when it is above 1 ms.
-    pub(crate) fn link(&self) -> Option<String> {
-        self.rtt.map(|(ns, _)| ns).filter(|&ns| ns > 1_000_000).map(|ns| format!("rtt={}us", ns / 1000))
-    }
-}
-
 /// Derive the exchange of one flow of a capture (`tcpstall replay`, `tcpstall advise CAPTURE`):
-/// `scenario::derive` on the flow's data segments, the classifier's TCP waits and its path RTT.
-pub(crate) fn derive(args: &ReplayArgs) -> anyhow::Result<Derived> {
-    let (key, fa, events) = load(args)?;
-    let tcp_waits: Vec<(u64, u64)> =
-        fa.stalls.iter().filter(|s| s.shows_a_wait()).map(|s| (s.start.0, s.start.0 + s.length.0)).collect();
-    let rtt_ns = fa.path_rtt.map_or(0, |d| d.0);
-    let Some((mut e, reps)) = derive_exchange(&scenario::derive::segments(&events), &tcp_waits, rtt_ns) else {
-        bail!("{}: flow {key} carried no data to replay", args.file.display());
-    };
-    if let Some(r) = args.rounds {
-        e.rounds = r;
-    }
-    e.validate()?;
-    let mut s = Scenario::from_exchange("replay", &format!("replayed from {} ({key})", args.file.display()), e.clone());
-    s.finding = format!("derived by tcpstall replay: {reps} repetitions of {} turn(s)", e.turns.len());
-    let rtt = fa.path_rtt.map(|d| (d.0, fa.path_rtt_from_handshake));
-    Ok(Derived { key, scenario: s, exchange: e, reps, rtt, analysis: fa, events })
-}
-
-/// A path that names a capture rather than a scenario file.
-pub(crate) fn is_capture(name: &str) -> bool {
-    [".pcap", ".pcapng", ".cap"].iter().any(|ext| name.ends_with(ext))
-}
-
-/// The document of a derived flow, before any run.
-fn output(args: &ReplayArgs, d: &Derived) -> ReplayOutput {
-    let fa = &d.analysis;
-    let doc = report::ReplayDoc {
-        tool: "tcpstall",
-        version: env!("CARGO_PKG_VERSION"),
-        schema_version: report::SCHEMA_VERSION,
-        mode: "replay",
-        file: args.file.display().to_string(),
-        flow: d.key.clone(),
-        repetitions: d.reps as u64,
-        exchange: d.exchange.inline(),
-        path_rtt_ns: d.rtt.map(|(ns, _)| ns),
-        path_rtt_from_handshake: fa.path_rtt_from_handshake,
-        capture_stall_summary: analyze::StallSummary::of(fa.stalls.iter().filter(|s| s.shows_a_wait())),
-        capture_stall_records: fa.stalls.clone(),
-        saved: None,
-        run: None,
-    };
-    // Behind an emulated link with the capture's RTT when it is above 1 ms.
-    let how = d.link().map_or("loopback".to_string(), |l| format!("--link {l}"));
-    ReplayOutput { doc, turns: d.exchange.turns.len(), how, interrupted: false }
+/// the file opened here, the rest is scenario::derive.
+pub(crate) fn derive(
+    file: &Path,
+    flow: Option<&str>,
+    port: Option<u16>,
+    rounds: Option<u32>,
+) -> anyhow::Result<Derived> {
+    let pair = flow.map(super::explain::parse_flow).transpose()?;
+    let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+    let input =
+        wire::decompressed(std::io::BufReader::new(f)).with_context(|| format!("cannot read {}", file.display()))?;
+    let name = file.display().to_string();
+    Ok(scenario::derive::derive(input, FlowFilter { pair, port }, &name, rounds)?)
 }
 
 /// Text is printed as it becomes known; the JSON document once at the end.
@@ -207,9 +105,9 @@ pub(crate) fn run(args: ReplayArgs) -> anyhow::Result<i32> {
     if matches!(args.format, OutputFormat::Csv | OutputFormat::Markdown) {
         bail!("--format: replay prints table or json (for the run's rows as CSV or Markdown: --emit FILE, then `tcpstall lab FILE --format csv`)");
     }
-    let d = derive(&args)?;
+    let d = derive(&args.file, args.flow.as_deref(), args.port, args.rounds)?;
     let json = args.format == OutputFormat::Json;
-    let mut out = output(&args, &d);
+    let mut out = ReplayOutput::derived(env!("CARGO_PKG_VERSION"), args.file.display().to_string(), &d);
     if let Some(p) = &args.emit {
         std::fs::write(p, d.scenario.to_toml()?).with_context(|| format!("cannot write {}", p.display()))?;
         out.doc.saved = Some(p.display().to_string());
@@ -253,19 +151,10 @@ pub(crate) fn run(args: ReplayArgs) -> anyhow::Result<i32> {
 fn reproduce(args: &ReplayArgs, d: &Derived) -> anyhow::Result<Result<report::Report, i32>> {
     let (s, link) = (&d.scenario, d.link());
     if args.model {
-        let (l, label) = super::simulate::link(link.as_deref())?;
-        let spec = model::RunSpec {
-            profiles: super::simulate::profiles("linux")?,
-            link: l,
-            link_label: label,
-            seed: 1,
-            mss: None,
-            timestamps: None,
-            call_ns: 2_000,
-        };
-        let (mut r, out) = model::report(s, &s.matrix, &spec, args.report.is_some());
-        if let (Some(row), Some(o)) = (r.results.first_mut(), out.into_iter().next()) {
-            row.packets = o.trace;
+        let spec = model::RunRequest::with_link(link.as_deref())?.spec(super::simulate::profiles("linux")?);
+        let (mut r, packets) = spec.run_first(s, args.report.is_some());
+        if let Some(row) = r.results.first_mut() {
+            row.packets = packets;
         }
         return Ok(Ok(r));
     }
@@ -292,55 +181,13 @@ fn write_report(
     run: &report::Report,
     how: &str,
 ) -> anyhow::Result<()> {
-    use report::html::FlowIn;
     let kernel = if run.mode == "lab" { super::htmlreport::this_kernel() } else { "model, profile linux".into() };
-    let header = super::htmlreport::header(
-        "replay",
-        &format!("{} flow {}: {}", args.file.display(), d.key, d.exchange.inline()),
-        how,
-        kernel,
-    );
+    let file = args.file.display();
+    let header =
+        super::htmlreport::header("replay", &format!("{file} flow {}: {}", d.key, d.exchange.inline()), how, kernel);
     let mut page = super::htmlreport::rows_page(run, header, &[], None, "", None);
-    page.notes.clear();
-    let row = run.results.first();
-    let cp = |c: trace::CapturePoint| format!("{c:?}");
-    let mut flows = vec![FlowIn {
-        label: format!("captured: {} flow {}", args.file.display(), d.key),
-        row: None,
-        stalls: &d.analysis.stalls,
-        events: Some(&d.events),
-        events_note: None,
-        rtt_ns: d.analysis.path_rtt.map(|r| r.0),
-        capture_point: cp(d.analysis.capture_point),
-        capture_at: match d.analysis.capture_point {
-            trace::CapturePoint::AtA => Some(Endpoint::A),
-            trace::CapturePoint::AtB => Some(Endpoint::B),
-            _ => None,
-        },
-    }];
-    if let Some(r) = row {
-        flows.push(FlowIn {
-            label: format!("reproduced ({}, {how}): {}", run.mode, r.strategy),
-            row: Some(0),
-            stalls: &r.stall_records,
-            events: (!r.packets.is_empty()).then_some(r.packets.as_slice()),
-            events_note: r
-                .packets
-                .is_empty()
-                .then(|| "the run recorded no packets (the lab captures them as root)".into()),
-            rtt_ns: d.link().and(d.rtt.map(|(ns, _)| ns)).or((run.mode == "lab").then_some(0)),
-            capture_point: run.mode.clone(),
-            capture_at: (run.mode == "lab" && d.link().is_some()).then_some(Endpoint::B),
-        });
-    }
+    let (flows, note) = report::replay_html_flows(&file.to_string(), d, run, how);
     page.flows = flows;
-    let by =
-        |st: &[analyze::Stall]| report::causes_text(&analyze::StallSummary::of(st.iter().filter(|s| s.shows_a_wait())));
-    page.notes.push(format!(
-        "Cause by cause: the capture {}; the run {} (in {} rounds).",
-        by(&d.analysis.stalls),
-        row.map_or("none".into(), |r| by(&r.stall_records)),
-        row.map_or(0, |r| r.rounds)
-    ));
+    page.notes = vec![note];
     super::htmlreport::write(path, &page)
 }

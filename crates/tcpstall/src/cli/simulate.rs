@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use model::{Outcome, Profile, ProfileRef, ProfileSpec, RunRequest, RunSpec};
-use report::simulate::{row_label, CompareProfilesDoc};
+use model::{Outcome, Profile, ProfileSpec, RunRequest, RunSpec};
+use report::simulate::CompareProfilesDoc;
 use report::Export;
-use scenario::{LinkSpec, Scenario};
+use scenario::Scenario;
 use trace::Event;
 
 use super::common::ScenarioArgs;
@@ -90,36 +90,14 @@ pub(crate) struct SimulateArgs {
     pub compare_profiles: Option<String>,
 }
 
-/// `--profile`: the pairs it names (parsed by the model; files and `linux:here` loaded here).
+/// `--profile`: the pairs it names (parsed by the model; files read here, `linux:here`
+/// measured by `tcpstall kernel`'s experiments).
 pub(crate) fn profiles(spec: &str) -> anyhow::Result<Vec<(Profile, Profile)>> {
     resolve(&spec.parse()?)
 }
 
-/// The profiles of a parsed `--profile` (`linux:here` runs `tcpstall kernel`'s experiments once).
 fn resolve(spec: &ProfileSpec) -> anyhow::Result<Vec<(Profile, Profile)>> {
-    let mut here: Option<Profile> = None;
-    spec.resolve(|r| match r {
-        ProfileRef::Builtin(p) => Ok(Profile::clone(p)),
-        ProfileRef::Here => {
-            if let Some(p) = &here {
-                return Ok(p.clone());
-            }
-            let p = super::kernel::here_profile()?;
-            here = Some(p.clone());
-            Ok(p)
-        }
-        ProfileRef::File(path) => {
-            let name = path.display().to_string();
-            let text = std::fs::read_to_string(path).with_context(|| format!("--profile: cannot read {name}"))?;
-            Ok(Profile::from_toml(&name, &text)?)
-        }
-    })
-}
-
-/// `--link`: the modelled link and its label.
-pub(crate) fn link(spec: Option<&str>) -> anyhow::Result<(LinkSpec, String)> {
-    let l = model::LinkRequest::parse(spec)?;
-    Ok((l.link, l.label))
+    Ok(spec.load(|p| std::fs::read_to_string(p), super::kernel::here_profile)?)
 }
 
 /// The scenario and its strategy pairs from the flags.
@@ -197,14 +175,9 @@ fn write_pcap(path: &Path, report: &report::Report, outcomes: &[Outcome]) -> any
     let traces: Vec<&[trace::Event]> = outcomes.iter().map(|o| o.trace.as_slice()).collect();
     let bytes = model::pcap::to_pcap(&traces)?;
     std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
-    for (k, row) in report.results.iter().enumerate() {
-        let label = row_label(row);
-        eprintln!(
-            "pcap {}: {label} is 10.0.0.1:{} -> 10.0.0.2:{}",
-            path.display(),
-            model::pcap::CLIENT_PORT0 as usize + k,
-            model::pcap::SERVER.1
-        );
+    let (port0, server_port) = (model::pcap::CLIENT_PORT0, model::pcap::SERVER.1);
+    for line in report::simulate::pcap_lines(&path.display().to_string(), report, port0, server_port) {
+        eprintln!("{line}");
     }
     Ok(())
 }
@@ -229,13 +202,7 @@ fn write_html(path: &Path, report: &report::Report, outcomes: &[Outcome], spec: 
 /// (report::simulate::CompareProfilesDoc).
 fn compare_profiles(args: &SimulateArgs, s: &Scenario, list: &str) -> anyhow::Result<i32> {
     let pairs = resolve(&ProfileSpec::compare_list(list)?)?;
-    let req = request(args)?;
-    let mut cols = Vec::new();
-    for (c, sv) in pairs {
-        let label = if c.name == sv.name { c.name.clone() } else { format!("{}:{}", c.name, sv.name) };
-        let (report, _) = model::report(s, &s.matrix, &req.spec(vec![(c, sv)]), false);
-        cols.push((label, report));
-    }
+    let cols = request(args)?.compare(s, pairs);
     let doc = CompareProfilesDoc::new(&s.name, env!("CARGO_PKG_VERSION"), &cols);
     output::write_bytes(&doc.export(args.common.format.into())?, args.common.output.as_deref())?;
     Ok(0)
@@ -274,7 +241,6 @@ mod tests {
         assert!(profiles("solaris").unwrap_err().to_string().contains("unknown profile 'solaris'"));
         let e = format!("{:#}", profiles("/nonexistent/p.toml").unwrap_err());
         assert!(e.starts_with("--profile: cannot read /nonexistent/p.toml: "), "{e}");
-        assert_eq!(link(Some("mtu=9000")).unwrap().0.mtu, 9000);
         let e = run_spec(&parse(&["--call-cost", "5"])).unwrap_err().to_string();
         assert_eq!(e, "--call-cost 5: needs a unit (ns, us, ms or s)");
     }
