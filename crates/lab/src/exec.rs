@@ -136,6 +136,13 @@ pub(crate) struct Runner<'a> {
     pub io_timeout: Duration,
     /// Per-write log for SO_TIMESTAMPING hold times, when enabled.
     pub tx: Option<TxLog>,
+    /// Read the clock after reads and after the last call of `run` only, not after every send
+    /// or option change (ignored with a write log): the unrecorded run of a CPU-bound row
+    /// sampled per round (`pair::unrecorded`), which keeps only its timing. Its rounds are then
+    /// timed as the bare C baseline times them (benches/c/pingpong.c: one clock read per round
+    /// trip; a second one cost about 1% of a 4 us round trip on one CPU), and a wait spans
+    /// the sends before a read with the read.
+    pub round_clock: bool,
 }
 
 /// Time bookkeeping of one sample.
@@ -200,20 +207,23 @@ impl Runner<'_> {
         }
     }
 
+    /// `timed`: read the clock after each call (see `round_clock`).
     fn send_all(
         &mut self,
         phase: Phase,
-        mut off: usize,
-        end: usize,
+        (mut off, end): (usize, usize),
         flags: libc::c_int,
         clk: &mut Clock,
         rec: &mut Option<&mut Recorder>,
+        timed: bool,
     ) -> Result<(), LabError> {
         while off < end {
             let before = clk.prev;
             let n =
                 self.sock.send_with_flags(&self.sbuf[off..end], flags).map_err(|e| self.io_err(phase, "send", e))?;
-            clk.tick(rec, self.tx.is_some());
+            if timed {
+                clk.tick(rec, self.tx.is_some());
+            }
             if let Some(tx) = self.tx.as_mut() {
                 tx.write(n, before);
             }
@@ -230,25 +240,32 @@ impl Runner<'_> {
         clk: &mut Clock,
         mut rec: Option<&mut Recorder>,
     ) -> Result<(), LabError> {
-        for op in ops {
+        let last = ops.len().saturating_sub(1);
+        for (i, op) in ops.iter().enumerate() {
+            // Whether to read the clock after this op's calls (reads always do).
+            let timed = !self.round_clock || self.tx.is_some() || i == last;
             match op {
                 Op::Set(o) => {
                     apply(self.sock, *o).map_err(|e| self.io_err(phase, "setsockopt", e))?;
-                    clk.tick(&mut rec, self.tx.is_some());
+                    if timed {
+                        clk.tick(&mut rec, self.tx.is_some());
+                    }
                 }
-                Op::Send { len, flags } => self.send_all(phase, 0, *len, *flags, clk, &mut rec)?,
+                Op::Send { len, flags } => self.send_all(phase, (0, *len), *flags, clk, &mut rec, timed)?,
                 Op::Gather { bufs, total } => {
                     let before = clk.prev;
                     let n = self
                         .sock
                         .send_vectored_with_flags(bufs, libc::MSG_NOSIGNAL)
                         .map_err(|e| self.io_err(phase, "sendmsg", e))?;
-                    clk.tick(&mut rec, self.tx.is_some());
+                    if timed {
+                        clk.tick(&mut rec, self.tx.is_some());
+                    }
                     if let Some(tx) = self.tx.as_mut() {
                         tx.write(n, before);
                     }
                     // A short write (only under memory pressure or a timeout) sends the rest plainly.
-                    self.send_all(phase, n, *total, libc::MSG_NOSIGNAL, clk, &mut rec)?;
+                    self.send_all(phase, (n, *total), libc::MSG_NOSIGNAL, clk, &mut rec, timed)?;
                 }
                 Op::Recv { len, sample } => {
                     let start = clk.prev;
@@ -354,10 +371,51 @@ mod tests {
             rbuf: vec![0; 64],
             io_timeout: Duration::from_secs(5),
             tx: None,
+            round_clock: false,
         };
         let ops = compile(&[Step::Recv(1000)], &SideOpts::none(), &sbuf, false);
         let e = r.run(&ops, Phase::Round(2), &mut Clock::start(), None).unwrap_err().to_string();
         assert_eq!(e, "client: the peer closed the connection early in round 3 (received 10 of 1000 bytes)");
+    }
+
+    /// With `round_clock` (the unrecorded run) the send is not timed on its own, but the round
+    /// still ends at the clock read after its read: a reply 30 ms late is one wait of the round
+    /// (send and read together) and the round's end is after it.
+    #[test]
+    fn a_round_clock_still_times_the_round_and_its_waits() {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut peer, _) = l.accept().unwrap();
+        let echo = std::thread::spawn(move || {
+            let mut b = [0u8; 1];
+            peer.read_exact(&mut b).unwrap();
+            std::thread::sleep(Duration::from_millis(30));
+            peer.write_all(&b).unwrap();
+            peer
+        });
+        let sock = Socket::from(c);
+        let sbuf = [1u8; 1];
+        let mut r = Runner {
+            side: "client",
+            sock: &sock,
+            after_recv: &[],
+            spin: false,
+            sbuf: &sbuf,
+            rbuf: vec![0; 64],
+            io_timeout: Duration::from_secs(5),
+            tx: None,
+            round_clock: true,
+        };
+        let ops = compile(&[Step::Send(vec![1]), Step::Recv(1)], &SideOpts::none(), &sbuf, false);
+        let mut clk = Clock::start();
+        let start = clk.prev;
+        let mut rec = Recorder::with_capacity(4, 4);
+        r.run(&ops, Phase::Round(0), &mut clk, Some(&mut rec)).unwrap();
+        drop(echo.join().unwrap());
+        assert!(clk.prev.duration_since(start) >= Duration::from_millis(30));
+        assert_eq!(rec.waits.len(), 1, "{:?}", rec.waits);
+        assert!(rec.waits[0].ns >= 30_000_000, "{:?}", rec.waits);
     }
 
     #[test]
