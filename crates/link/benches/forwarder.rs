@@ -349,12 +349,19 @@ fn bench_pps(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, secs: f64) {
         meets(rep.device_drops.iter().all(|d| *d == Some(0)))
     );
     // What a packet costs in CPU, flat out (the sender per packet sent, none counted for the
-    // dropped ones): two CPUs give at most 2 s of CPU per second, so the emulator's cost bounds
-    // its rate whatever the scheduling, before the other jobs on the machine take their share.
-    let bound = 2e9 / e_cpu.total();
+    // dropped ones), and the most each path could carry at that cost on two CPUs, whatever the
+    // scheduling and before the other jobs on the machine take their share: a thread uses at
+    // most one CPU (veth's sender runs the receiving stack too; the emulator's one forwarder
+    // thread per direction reads each packet and writes it, its write(2) running the receiving
+    // stack), and all of them together at most two.
+    let cap = |threads: &[f64]| {
+        let one = threads.iter().copied().fold(0.0, f64::max);
+        (1e9 / one).min(2e9 / threads.iter().sum::<f64>())
+    };
+    let (v_cap, e_cap) = (cap(&[v_cpu.sender, v_cpu.receiver]), cap(&[e_cpu.sender, e_cpu.rest, e_cpu.receiver]));
     println!(
         "  CPU per packet flat out, sender + receiver (+ forwarder): veth {:.0} + {:.0} = {:.0} ns, emulator {:.0} + {:.0} + {:.0} = {:.0} ns; \
-         two CPUs carry at most {:.0}k/s through the emulator = {:.2}x veth's flat-out rate",
+         at these costs two CPUs carry at most {:.0}k/s over veth, {:.0}k/s through the emulator: {:.2}x",
         v_cpu.sender,
         v_cpu.receiver,
         v_cpu.total(),
@@ -362,8 +369,9 @@ fn bench_pps(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, secs: f64) {
         e_cpu.receiver,
         e_cpu.rest,
         e_cpu.total(),
-        bound / 1e3,
-        bound / v_pps
+        v_cap / 1e3,
+        e_cap / 1e3,
+        e_cap / v_cap
     );
 }
 
@@ -465,11 +473,14 @@ fn rtt20_at(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, quick: bool, ms: u64
         let late = |p: f64| rep.dirs.iter().map(|d| d.overhead_at(p).unwrap_or(0)).sum::<u64>() as f64 / 1e3;
         let (p50, p99) = (q(&r20, 0.5) as f64 / 1e3 - ms as f64 * 1e3, q(&r20, 0.99) as f64 / 1e3 - ms as f64 * 1e3);
         let probe_late = p50 - q(&vbase, 0.5) as f64 / 1e3;
+        // The shortest round trip: a link must never beat its delay (what `compensate` risks).
+        let min = q(&r20, 0.0) as f64 / 1e3 - ms as f64 * 1e3;
         println!(
-            "round trip at rtt={ms}ms ({}), beyond {ms} ms: p50 +{p50:.0} us, beyond it and veth's own p50 ({:.0} us): +{probe_late:.0} us \
+            "round trip at rtt={ms}ms ({}), beyond {ms} ms: min {min:+.0} us (never under: {}), p50 +{p50:.0} us, beyond it and veth's own p50 ({:.0} us): +{probe_late:.0} us \
              (target <= 50: {}), p99 +{p99:.0} us (target <= 150: {}); \
              printed lateness p50 {:.0} us against the probes' {probe_late:.0} us beyond veth's round trip (target within 20: {})",
             if compensate { "compensated" } else { "not compensated" },
+            if min >= 0.0 { "yes" } else { "NO" },
             q(&vbase, 0.5) as f64 / 1e3,
             meets(probe_late <= 50.0),
             meets(p99 <= 150.0),
