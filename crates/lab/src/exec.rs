@@ -136,12 +136,12 @@ pub(crate) struct Runner<'a> {
     pub io_timeout: Duration,
     /// Per-write log for SO_TIMESTAMPING hold times, when enabled.
     pub tx: Option<TxLog>,
-    /// Read the clock after reads and after the last call of `run` only, not after every send
-    /// or option change (ignored with a write log): the unrecorded run of a CPU-bound row
-    /// sampled per round (`pair::unrecorded`), which keeps only its timing. Its rounds are then
-    /// timed as the bare C baseline times them (benches/c/pingpong.c: one clock read per round
-    /// trip; a second one cost about 1% of a 4 us round trip on one CPU), and a wait spans
-    /// the sends before a read with the read.
+    /// Read the clock after reads, before a sleep and after the last call of `run` only, not
+    /// after every send or option change (ignored with a write log): the unrecorded run of a
+    /// CPU-bound row sampled per round (`pair::unrecorded`), which keeps only its timing. Its
+    /// rounds are then timed as the bare C baseline times them (benches/c/pingpong.c: one
+    /// clock read per round trip; a second one cost about 1% of a 4 us round trip on one CPU),
+    /// and a wait spans the sends before a read with the read.
     pub round_clock: bool,
 }
 
@@ -249,8 +249,10 @@ impl Runner<'_> {
     ) -> Result<(), LabError> {
         let last = ops.len().saturating_sub(1);
         for (i, op) in ops.iter().enumerate() {
-            // Whether to read the clock after this op's calls (reads always do).
-            let timed = !self.round_clock || self.tx.is_some() || i == last;
+            // Whether to read the clock after this op's calls (reads always do): also before a
+            // sleep, which is measured from the clock read before it and left out of the sample.
+            let timed =
+                !self.round_clock || self.tx.is_some() || i == last || matches!(ops.get(i + 1), Some(Op::Sleep(_)));
             match op {
                 Op::Set(o) => {
                     apply(self.sock, *o).map_err(|e| self.io_err(phase, "setsockopt", e))?;
