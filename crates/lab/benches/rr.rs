@@ -158,8 +158,10 @@ fn print_row(r: &Row) -> bool {
         p99,
         verdict(p99 <= 1.2),
     );
-    // Blocking rows only: a spinning reader's CPU time is its wall time.
-    if r.c.cpu_ns > 0.0 && r.lab.cpu_ns > 0.0 && r.name.starts_with("blocking") {
+    // Pinned blocking rows only: a spinning reader's CPU time is its wall time, and unpinned
+    // threads share one CPU in one run and not in the next.
+    let comparable = r.name.starts_with("blocking") && !r.name.contains("unpinned");
+    if r.c.cpu_ns > 0.0 && r.lab.cpu_ns > 0.0 && comparable {
         println!(
             "  {:<34} CPU per round trip, both threads: C {:>6.0} ns | lab {:>6.0} ns: {:.3}x C's",
             "", r.c.cpu_ns, r.lab.cpu_ns, r.cpu_ratio
