@@ -15,7 +15,10 @@
 //! trips/s >= 0.97x bare C and p99 <= 1.2x bare C's. The lab timing its recorded rounds runs
 //! beside them, so the record's own cost is printed too, and the kernel's run-time statistics
 //! of the eBPF programs (BPF_ENABLE_STATS) say what kernel evidence costs per recorded round
-//! trip, program by program. The load average is printed at the start and the end.
+//! trip, program by program. Each row also prints both threads' CPU time per round trip, C's
+//! and the lab's (the median of the pairs' ratios): the time other jobs take from a shared
+//! machine lowers both rates, but barely this. The load average is printed at the start and
+//! the end.
 //!
 //! Then busy-poll: the lab's busy-poll row (both readers spin on MSG_DONTWAIT), evidence on,
 //! against the same C program with both ends spinning the same way (`spin`: `pp -b 1` style);
@@ -31,11 +34,14 @@ use std::path::{Path, PathBuf};
 use scenario::{Rr, SideOpts, StrategyPair, Workload};
 use tcpstall_lab::{self as lab, KernelEvidence, KernelHandle, LabOptions, Placement};
 
-/// One run: round trips per second and p99 of a round trip (µs).
+/// One run: round trips per second, p99 of a round trip (µs), and both sides' CPU time per
+/// round trip (ns; the threads' CLOCK_THREAD_CPUTIME_ID around their loops), the one figure
+/// the other jobs on a shared machine barely move (they take wall time, not these threads' CPU).
 #[derive(Clone, Copy)]
 struct Run {
     rate: f64,
     p99_us: f64,
+    cpu_ns: f64,
 }
 
 /// The lab's rr row: `strategy` on both sides, its packets recorded, pinned as asked; `apart`:
@@ -54,7 +60,8 @@ fn lab_rr(
     let pair = StrategyPair::new(side.clone(), side);
     let opts = LabOptions { pin, latency_apart: apart, kernel: kernel.clone(), ..LabOptions::default() };
     let r = lab::run_pair(&w, &pair, &Placement::loopback(), &opts).expect("lab rr");
-    let run = Run { rate: r.rounds as f64 / r.wall_s, p99_us: r.latency_us.p99 };
+    let cpu_ns = r.cpu.map_or(0.0, |c| c.cpu_us_per_round * 1e3);
+    let run = Run { rate: r.rounds as f64 / r.wall_s, p99_us: r.latency_us.p99, cpu_ns };
     (run, r.capture.map(|c| (c.kernel_drops, c.reader_cpu_us.unwrap_or(0.0))))
 }
 
@@ -92,7 +99,7 @@ fn c_rr(bin: &Path, rounds: u32, mode: &str, pin: Option<(usize, usize)>) -> Run
     assert!(out.status.success(), "pingpong: {}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     let mut it = text.split_whitespace().map(|x| x.parse::<f64>().expect("pingpong output"));
-    Run { rate: it.next().expect("rate"), p99_us: it.next().expect("p99") / 1e3 }
+    Run { rate: it.next().expect("rate"), p99_us: it.next().expect("p99") / 1e3, cpu_ns: it.next().unwrap_or(0.0) }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -110,7 +117,11 @@ fn verdict(ok: bool) -> &'static str {
 
 /// Medians of a list of runs.
 fn med(runs: &[Run]) -> Run {
-    Run { rate: median(runs.iter().map(|r| r.rate).collect()), p99_us: median(runs.iter().map(|r| r.p99_us).collect()) }
+    Run {
+        rate: median(runs.iter().map(|r| r.rate).collect()),
+        p99_us: median(runs.iter().map(|r| r.p99_us).collect()),
+        cpu_ns: median(runs.iter().map(|r| r.cpu_ns).collect()),
+    }
 }
 
 struct Row {
@@ -120,6 +131,8 @@ struct Row {
     /// Medians over the repeats of lab / C measured back to back (rate, p99): what the
     /// verdicts use, so that a minute when other jobs took the CPUs weighs on one pair only.
     ratio: (f64, f64),
+    /// The median of the pairs' CPU-per-round-trip ratios lab / C.
+    cpu_ratio: f64,
     recorded: Option<Run>,
 }
 
@@ -145,6 +158,15 @@ fn print_row(r: &Row) -> bool {
         p99,
         verdict(p99 <= 1.2),
     );
+    // Pinned blocking rows only: a spinning reader's CPU time is its wall time, and unpinned
+    // threads share one CPU in one run and not in the next.
+    let comparable = r.name.starts_with("blocking") && !r.name.contains("unpinned");
+    if r.c.cpu_ns > 0.0 && r.lab.cpu_ns > 0.0 && comparable {
+        println!(
+            "  {:<34} CPU per round trip, both threads: C {:>6.0} ns | lab {:>6.0} ns: {:.3}x C's",
+            "", r.c.cpu_ns, r.lab.cpu_ns, r.cpu_ratio
+        );
+    }
     if let Some(b) = r.recorded {
         println!(
             "  {:<34} lab timing its recorded rounds {:>8.0}/s p99 {:>7.1} us: {:.3}x C's rate, {:.2}x p99 (the record's cost)",
@@ -213,7 +235,8 @@ fn measure_row(
             b.push(lab_rr(rounds, strategy, false, pin, kernel).0);
         }
     }
-    Row { name, c: med(&c), lab: med(&l), ratio: paired(&c, &l), recorded: recorded.then(|| med(&b)) }
+    let cpu_ratio = median(c.iter().zip(&l).map(|(c, l)| l.cpu_ns / c.cpu_ns).collect());
+    Row { name, c: med(&c), lab: med(&l), ratio: paired(&c, &l), cpu_ratio, recorded: recorded.then(|| med(&b)) }
 }
 
 // long: the bench's one sequence (arguments, kernel evidence, the rows, the report)

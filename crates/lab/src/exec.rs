@@ -136,6 +136,13 @@ pub(crate) struct Runner<'a> {
     pub io_timeout: Duration,
     /// Per-write log for SO_TIMESTAMPING hold times, when enabled.
     pub tx: Option<TxLog>,
+    /// Read the clock after reads, before a sleep and after the last call of `run` only, not
+    /// after every send or option change (ignored with a write log): the unrecorded run of a
+    /// CPU-bound row sampled per round (`pair::unrecorded`), which keeps only its timing. Its
+    /// rounds are then timed as the bare C baseline times them (benches/c/pingpong.c: one
+    /// clock read per round trip; a second one cost about 1% of a 4 us round trip on one CPU),
+    /// and a wait spans the sends before a read with the read.
+    pub round_clock: bool,
 }
 
 /// Time bookkeeping of one sample.
@@ -175,12 +182,14 @@ impl Runner<'_> {
     }
 
     /// One read of at most `want` bytes: blocking, or (busy-poll) spinning on MSG_DONTWAIT
-    /// reads until data or EOF arrives, within the I/O timeout.
+    /// reads until data or EOF arrives, within the I/O timeout. The timeout counts from the
+    /// 4096th empty read (a millisecond or two late), so that a read answered within those
+    /// reads the clock not at all: the C baseline reads none per read.
     fn read_some(&mut self, want: usize) -> io::Result<usize> {
         if !self.spin {
             return (&*self.sock).read(&mut self.rbuf[..want]);
         }
-        let deadline = Instant::now() + self.io_timeout;
+        let mut deadline = None;
         let mut spins = 0u32;
         loop {
             // recv(2) with MSG_DONTWAIT: EAGAIN when nothing has arrived yet.
@@ -194,26 +203,34 @@ impl Runner<'_> {
             // -b 1` style) retries at once, and in a VM a PAUSE loop can make the hypervisor
             // take the vCPU away (pause-loop exiting).
             spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(4096) && Instant::now() >= deadline {
-                return Err(io::Error::from(io::ErrorKind::TimedOut));
+            if spins.is_multiple_of(4096) {
+                let now = Instant::now();
+                match deadline {
+                    None => deadline = Some(now + self.io_timeout),
+                    Some(d) if now >= d => return Err(io::Error::from(io::ErrorKind::TimedOut)),
+                    Some(_) => {}
+                }
             }
         }
     }
 
+    /// `timed`: read the clock after each call (see `round_clock`).
     fn send_all(
         &mut self,
         phase: Phase,
-        mut off: usize,
-        end: usize,
+        (mut off, end): (usize, usize),
         flags: libc::c_int,
         clk: &mut Clock,
         rec: &mut Option<&mut Recorder>,
+        timed: bool,
     ) -> Result<(), LabError> {
         while off < end {
             let before = clk.prev;
             let n =
                 self.sock.send_with_flags(&self.sbuf[off..end], flags).map_err(|e| self.io_err(phase, "send", e))?;
-            clk.tick(rec, self.tx.is_some());
+            if timed {
+                clk.tick(rec, self.tx.is_some());
+            }
             if let Some(tx) = self.tx.as_mut() {
                 tx.write(n, before);
             }
@@ -230,25 +247,34 @@ impl Runner<'_> {
         clk: &mut Clock,
         mut rec: Option<&mut Recorder>,
     ) -> Result<(), LabError> {
-        for op in ops {
+        let last = ops.len().saturating_sub(1);
+        for (i, op) in ops.iter().enumerate() {
+            // Whether to read the clock after this op's calls (reads always do): also before a
+            // sleep, which is measured from the clock read before it and left out of the sample.
+            let timed =
+                !self.round_clock || self.tx.is_some() || i == last || matches!(ops.get(i + 1), Some(Op::Sleep(_)));
             match op {
                 Op::Set(o) => {
                     apply(self.sock, *o).map_err(|e| self.io_err(phase, "setsockopt", e))?;
-                    clk.tick(&mut rec, self.tx.is_some());
+                    if timed {
+                        clk.tick(&mut rec, self.tx.is_some());
+                    }
                 }
-                Op::Send { len, flags } => self.send_all(phase, 0, *len, *flags, clk, &mut rec)?,
+                Op::Send { len, flags } => self.send_all(phase, (0, *len), *flags, clk, &mut rec, timed)?,
                 Op::Gather { bufs, total } => {
                     let before = clk.prev;
                     let n = self
                         .sock
                         .send_vectored_with_flags(bufs, libc::MSG_NOSIGNAL)
                         .map_err(|e| self.io_err(phase, "sendmsg", e))?;
-                    clk.tick(&mut rec, self.tx.is_some());
+                    if timed {
+                        clk.tick(&mut rec, self.tx.is_some());
+                    }
                     if let Some(tx) = self.tx.as_mut() {
                         tx.write(n, before);
                     }
                     // A short write (only under memory pressure or a timeout) sends the rest plainly.
-                    self.send_all(phase, n, *total, libc::MSG_NOSIGNAL, clk, &mut rec)?;
+                    self.send_all(phase, (n, *total), libc::MSG_NOSIGNAL, clk, &mut rec, timed)?;
                 }
                 Op::Recv { len, sample } => {
                     let start = clk.prev;
@@ -354,10 +380,81 @@ mod tests {
             rbuf: vec![0; 64],
             io_timeout: Duration::from_secs(5),
             tx: None,
+            round_clock: false,
         };
         let ops = compile(&[Step::Recv(1000)], &SideOpts::none(), &sbuf, false);
         let e = r.run(&ops, Phase::Round(2), &mut Clock::start(), None).unwrap_err().to_string();
         assert_eq!(e, "client: the peer closed the connection early in round 3 (received 10 of 1000 bytes)");
+    }
+
+    /// With `round_clock` (the unrecorded run) the send is not timed on its own, but the round
+    /// still ends at the clock read after its read: a reply 30 ms late is one wait of the round
+    /// (send and read together) and the round's end is after it.
+    #[test]
+    fn a_round_clock_still_times_the_round_and_its_waits() {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut peer, _) = l.accept().unwrap();
+        let echo = std::thread::spawn(move || {
+            let mut b = [0u8; 1];
+            peer.read_exact(&mut b).unwrap();
+            std::thread::sleep(Duration::from_millis(30));
+            peer.write_all(&b).unwrap();
+            peer
+        });
+        let sock = Socket::from(c);
+        let sbuf = [1u8; 1];
+        let mut r = Runner {
+            side: "client",
+            sock: &sock,
+            after_recv: &[],
+            spin: false,
+            sbuf: &sbuf,
+            rbuf: vec![0; 64],
+            io_timeout: Duration::from_secs(5),
+            tx: None,
+            round_clock: true,
+        };
+        let ops = compile(&[Step::Send(vec![1]), Step::Recv(1)], &SideOpts::none(), &sbuf, false);
+        let mut clk = Clock::start();
+        let start = clk.prev;
+        let mut rec = Recorder::with_capacity(4, 4);
+        r.run(&ops, Phase::Round(0), &mut clk, Some(&mut rec)).unwrap();
+        drop(echo.join().unwrap());
+        assert!(clk.prev.duration_since(start) >= Duration::from_millis(30));
+        assert_eq!(rec.waits.len(), 1, "{:?}", rec.waits);
+        assert!(rec.waits[0].ns >= 30_000_000, "{:?}", rec.waits);
+    }
+
+    /// A busy-polling read with nothing to read still gives up after its I/O timeout (counted
+    /// from its 4096th empty read): 50 ms here, well within 5 s.
+    #[test]
+    fn a_spinning_read_times_out() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (_peer, _) = l.accept().unwrap();
+        let sock = Socket::from(c);
+        let sbuf = [0u8; 1];
+        let mut r = Runner {
+            side: "client",
+            sock: &sock,
+            after_recv: &[],
+            spin: true,
+            sbuf: &sbuf,
+            rbuf: vec![0; 64],
+            io_timeout: Duration::from_millis(50),
+            tx: None,
+            round_clock: false,
+        };
+        let t0 = Instant::now();
+        let e = r.read_some(1).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(
+            t0.elapsed() >= Duration::from_millis(50) && t0.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            t0.elapsed()
+        );
     }
 
     #[test]

@@ -368,10 +368,10 @@ fn setup_with(
     io_timeout: Option<Duration>,
 ) -> Result<(), LabError> {
     let io = |what: &str, e| LabError::Io { side, what: what.into(), source: e };
-    if let Some(t) = io_timeout {
-        sock.set_read_timeout(Some(t)).map_err(|e| io("SO_RCVTIMEO", e))?;
-        sock.set_write_timeout(Some(t)).map_err(|e| io("SO_SNDTIMEO", e))?;
-    }
+    // Set either way: without them the accepted socket would keep the listener's, which it
+    // inherits (sk_clone_lock copies sk_rcvtimeo and sk_sndtimeo, net/core/sock.c).
+    sock.set_read_timeout(io_timeout).map_err(|e| io("SO_RCVTIMEO", e))?;
+    sock.set_write_timeout(io_timeout).map_err(|e| io("SO_SNDTIMEO", e))?;
     for op in opts.setup_ops() {
         exec::apply(sock, op).map_err(|e| io("setsockopt after connect", e))?;
     }
@@ -568,7 +568,8 @@ pub(crate) fn runner<'a>(
     rbuf: Vec<u8>,
     io_timeout: Duration,
 ) -> Runner<'a> {
-    Runner { side, sock, after_recv: opts.after_recv_ops(), spin: opts.busy_poll(), sbuf, rbuf, io_timeout, tx: None }
+    let after_recv = opts.after_recv_ops();
+    Runner { side, sock, after_recv, spin: opts.busy_poll(), sbuf, rbuf, io_timeout, tx: None, round_clock: false }
 }
 
 pub(crate) fn bufs(side: &SideProgram, stream_write: usize) -> (Vec<u8>, Vec<u8>) {
@@ -739,6 +740,8 @@ fn client(
             };
             let mut rec = Recorder::with_capacity(samples, samples * 4 + 1024);
             let mut r = runner(side, &sock, opts, &sbuf, rbuf, lab.io_timeout);
+            // The unrecorded run (the one run under a watchdog) keeps only its timing.
+            r.round_clock = lab.cancel.is_watched() && p.sample == Sample::ClientRound;
             let o = run_rounds(
                 &mut r,
                 &p.client,

@@ -69,11 +69,42 @@ fn veth() -> (OwnedFd, OwnedFd) {
 }
 
 fn pps(c: BorrowedFd<'_>, s: BorrowedFd<'_>, secs: f64) -> f64 {
-    pps_at(c, s, secs, None)
+    pps_at(c, s, secs, None).0
 }
 
-/// [`pps`] with the sender paced to `rate` packets/s (None: as fast as it can).
-fn pps_at(c: BorrowedFd<'_>, s: BorrowedFd<'_>, secs: f64, rate: Option<f64>) -> f64 {
+/// CPU time of the calling thread (ns), CLOCK_THREAD_CPUTIME_ID.
+fn thread_cpu_ns() -> u64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).expect("thread CPU clock");
+    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+}
+
+/// User + system CPU time of this process (ns), getrusage(RUSAGE_SELF): the sender, the
+/// receiver and the forwarder threads (and softirq work the kernel charged to them).
+fn process_cpu_ns() -> u64 {
+    let u = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).expect("getrusage");
+    let ns = |t: nix::sys::time::TimeVal| t.tv_sec() as u64 * 1_000_000_000 + t.tv_usec() as u64 * 1000;
+    ns(u.user_time()) + ns(u.system_time())
+}
+
+/// CPU time per packet (ns) of a [`pps_at`] run: the sending thread per packet sent, the
+/// receiving thread per packet received, the rest of the process (the forwarder's threads;
+/// about 0 over veth) per packet received: what a packet that arrives costs, none wasted.
+#[derive(Clone, Copy, Default)]
+struct PacketCpu {
+    sender: f64,
+    receiver: f64,
+    rest: f64,
+}
+
+impl PacketCpu {
+    fn total(&self) -> f64 {
+        self.sender + self.receiver + self.rest
+    }
+}
+
+/// [`pps`] with the sender paced to `rate` packets/s (None: as fast as it can); also the CPU
+/// time per packet over the whole run.
+fn pps_at(c: BorrowedFd<'_>, s: BorrowedFd<'_>, secs: f64, rate: Option<f64>) -> (f64, PacketCpu) {
     let rx = run_in(s, || UdpSocket::bind((SERVER_IP, 9000)).unwrap()).unwrap();
     let tx = run_in(c, || UdpSocket::bind("0.0.0.0:0").unwrap()).unwrap();
     rx.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
@@ -81,13 +112,16 @@ fn pps_at(c: BorrowedFd<'_>, s: BorrowedFd<'_>, secs: f64, rate: Option<f64>) ->
     let done = Arc::new(AtomicBool::new(false));
     let (c2, d2) = (count.clone(), done.clone());
     let r = std::thread::spawn(move || {
+        let cpu0 = thread_cpu_ns();
         let mut b = [0u8; 2048];
         while !d2.load(Ordering::Relaxed) {
             if rx.recv(&mut b).is_ok() {
                 c2.fetch_add(1, Ordering::Relaxed);
             }
         }
+        thread_cpu_ns() - cpu0
     });
+    let (proc0, send0) = (process_cpu_ns(), thread_cpu_ns());
     let payload = [0u8; 64];
     let start = Instant::now();
     let mut marked = None;
@@ -106,11 +140,21 @@ fn pps_at(c: BorrowedFd<'_>, s: BorrowedFd<'_>, secs: f64, rate: Option<f64>) ->
         }
     }
     let (t0, n0) = marked.unwrap();
-    let n = count.load(Ordering::Relaxed) - n0;
+    let total = count.load(Ordering::Relaxed);
+    let n = total - n0;
     let dt = t0.elapsed().as_secs_f64();
+    let sender = thread_cpu_ns() - send0;
     done.store(true, Ordering::Relaxed);
-    r.join().unwrap();
-    n as f64 / dt
+    // The receiver's last recv waits out its 100 ms timeout: idle, not CPU.
+    let receiver = r.join().unwrap();
+    let all = process_cpu_ns().saturating_sub(proc0);
+    let per = |ns: u64| ns as f64 / total.max(1) as f64;
+    let cpu = PacketCpu {
+        sender: sender as f64 / sent.max(1) as f64,
+        receiver: per(receiver),
+        rest: per(all.saturating_sub(sender + receiver)),
+    };
+    (n as f64 / dt, cpu)
 }
 
 fn bulk_gbps(c: BorrowedFd<'_>, s: BorrowedFd<'_>, secs: f64) -> f64 {
@@ -275,9 +319,9 @@ fn pps_variants(list: &str, rounds: usize, secs: f64) {
 
 /// 64-byte UDP flat out against veth, then paced below what the emulator carried.
 fn bench_pps(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, secs: f64) {
-    let v_pps = pps(vc.as_fd(), vs.as_fd(), secs);
+    let (v_pps, v_cpu) = pps_at(vc.as_fd(), vs.as_fd(), secs, None);
     let link = open("mtu=1500", opts);
-    let e_pps = pps(link.client().netns(), link.server().netns(), secs);
+    let (e_pps, e_cpu) = pps_at(link.client().netns(), link.server().netns(), secs, None);
     let rep = link.finish().unwrap();
     let up = &rep.dir(Dir::Up).unwrap().counters;
     println!(
@@ -294,7 +338,7 @@ fn bench_pps(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, secs: f64) {
     // capacity): no queue drop is the target there.
     let paced = (0.8 * e_pps / 1e4).floor() * 1e4;
     let link = open("mtu=1500", opts);
-    let p_pps = pps_at(link.client().netns(), link.server().netns(), secs, Some(paced));
+    let (p_pps, _) = pps_at(link.client().netns(), link.server().netns(), secs, Some(paced));
     let sock = udp_rcvbuf_errors(link.server().netns());
     let rep = link.finish().unwrap();
     println!(
@@ -303,6 +347,31 @@ fn bench_pps(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, secs: f64) {
         p_pps / 1e3,
         rep.device_drops[0],
         meets(rep.device_drops.iter().all(|d| *d == Some(0)))
+    );
+    // What a packet costs in CPU, flat out (the sender per packet sent, none counted for the
+    // dropped ones), and the most each path could carry at that cost on two CPUs, whatever the
+    // scheduling and before the other jobs on the machine take their share: a thread uses at
+    // most one CPU (veth's sender runs the receiving stack too; the emulator's one forwarder
+    // thread per direction reads each packet and writes it, its write(2) running the receiving
+    // stack), and all of them together at most two.
+    let cap = |threads: &[f64]| {
+        let one = threads.iter().copied().fold(0.0, f64::max);
+        (1e9 / one).min(2e9 / threads.iter().sum::<f64>())
+    };
+    let (v_cap, e_cap) = (cap(&[v_cpu.sender, v_cpu.receiver]), cap(&[e_cpu.sender, e_cpu.rest, e_cpu.receiver]));
+    println!(
+        "  CPU per packet flat out, sender + receiver (+ forwarder): veth {:.0} + {:.0} = {:.0} ns, emulator {:.0} + {:.0} + {:.0} = {:.0} ns; \
+         at these costs two CPUs carry at most {:.0}k/s over veth, {:.0}k/s through the emulator: {:.2}x",
+        v_cpu.sender,
+        v_cpu.receiver,
+        v_cpu.total(),
+        e_cpu.sender,
+        e_cpu.receiver,
+        e_cpu.rest,
+        e_cpu.total(),
+        v_cap / 1e3,
+        e_cap / 1e3,
+        e_cap / v_cap
     );
 }
 
@@ -404,11 +473,14 @@ fn rtt20_at(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, quick: bool, ms: u64
         let late = |p: f64| rep.dirs.iter().map(|d| d.overhead_at(p).unwrap_or(0)).sum::<u64>() as f64 / 1e3;
         let (p50, p99) = (q(&r20, 0.5) as f64 / 1e3 - ms as f64 * 1e3, q(&r20, 0.99) as f64 / 1e3 - ms as f64 * 1e3);
         let probe_late = p50 - q(&vbase, 0.5) as f64 / 1e3;
+        // The shortest round trip: a link must never beat its delay (what `compensate` risks).
+        let min = q(&r20, 0.0) as f64 / 1e3 - ms as f64 * 1e3;
         println!(
-            "round trip at rtt={ms}ms ({}), beyond {ms} ms: p50 +{p50:.0} us, beyond it and veth's own p50 ({:.0} us): +{probe_late:.0} us \
+            "round trip at rtt={ms}ms ({}), beyond {ms} ms: min {min:+.0} us (never under: {}), p50 +{p50:.0} us, beyond it and veth's own p50 ({:.0} us): +{probe_late:.0} us \
              (target <= 50: {}), p99 +{p99:.0} us (target <= 150: {}); \
              printed lateness p50 {:.0} us against the probes' {probe_late:.0} us beyond veth's round trip (target within 20: {})",
             if compensate { "compensated" } else { "not compensated" },
+            if min >= 0.0 { "yes" } else { "NO" },
             q(&vbase, 0.5) as f64 / 1e3,
             meets(probe_late <= 50.0),
             meets(p99 <= 150.0),

@@ -141,4 +141,22 @@ mod tests {
         assert!(opts.cancel.is_cancelled() && !user.is_cancelled());
         assert!(t0.elapsed() < Duration::from_secs(5), "stopped after {:?}", t0.elapsed());
     }
+
+    /// The unrecorded run has no socket timeouts on either side: the accepted socket would
+    /// otherwise keep the listener's SO_RCVTIMEO (the accept timeout), inherited through
+    /// sk_clone_lock, and arm a kernel timer on every blocking read of the server (about half a
+    /// timer per round trip on one CPU, counted with the timer:timer_start tracepoint).
+    #[test]
+    fn an_accepted_socket_without_timeouts_drops_the_listeners() {
+        let listener = socket2::Socket::from(std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+        listener.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let addr = listener.local_addr().unwrap().as_socket().unwrap();
+        let _c = std::net::TcpStream::connect(addr).unwrap();
+        let (s, _) = listener.accept().unwrap();
+        assert_eq!(s.read_timeout().unwrap(), Some(Duration::from_secs(10)), "inherited from the listener");
+        super::super::setup_with(&s, &SideOpts::none(), "server", None).unwrap();
+        assert_eq!((s.read_timeout().unwrap(), s.write_timeout().unwrap()), (None, None));
+        super::super::setup_with(&s, &SideOpts::none(), "server", Some(Duration::from_secs(3))).unwrap();
+        assert_eq!(s.write_timeout().unwrap(), Some(Duration::from_secs(3)));
+    }
 }
