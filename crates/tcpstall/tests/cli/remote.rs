@@ -32,7 +32,10 @@ impl Hosts {
         let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
         for line in String::from_utf8_lossy(&list.stdout).lines() {
             let name = line.split_whitespace().next().unwrap_or("");
-            if name.starts_with(PREFIX) {
+            // Only a dead run's: another test process (a second checkout's suite) may be using
+            // its own hosts right now.
+            let pid = name.strip_prefix(PREFIX).and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok());
+            if pid.is_some_and(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()) {
                 let _ = Command::new("ip").args(["netns", "del", name]).status();
             }
         }
@@ -360,19 +363,28 @@ pub(crate) fn explain_merges_two_captures_of_one_connection() {
     let key = new_key(dir.path());
     let hosts = Hosts::new();
     let (a, b) = (dir.path().join("client.pcap"), dir.path().join("server.pcap"));
+    // Each tcpdump is waited for until it says it is listening (a loaded machine can take
+    // seconds to start one: the first exchanges would go unrecorded).
     let dump = |ns: &str, file: &std::path::Path| {
         let dev = if ns == hosts.server { "trs" } else { "trc" };
         let dev = format!("{dev}{}", std::process::id() % 100_000);
-        Serve(
-            Command::new("ip")
-                .args(["netns", "exec", ns, "tcpdump", "-i", &dev, "-s", "160", "-U", "-w"])
-                .arg(file)
-                .arg("tcp")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        )
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", ns, "tcpdump", "-i", &dev, "-s", "160", "-U", "-w"])
+            .arg(file)
+            .arg("tcp")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        while std::io::BufRead::read_line(&mut err, &mut line).unwrap() > 0 && !line.contains("listening on") {
+            line.clear();
+        }
+        assert!(line.contains("listening on"), "tcpdump in {ns} did not start: {line}");
+        // Keep reading its stderr so it never blocks on a full pipe.
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        Serve(child)
     };
     let d1 = dump(&hosts.client, &a);
     let d2 = dump(&hosts.server, &b);
