@@ -15,7 +15,8 @@ use scenario::{Program, RoundProgram, Sample, SideOpts, SideProgram, Step, Strat
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use sys::tcpinfo::{tcp_info, TcpInfo};
 
-use crate::capture::{self, Captured, KernelEvidence, KernelRecords, KernelRow, RowCapture};
+use crate::capture::rowstream::RowStream;
+use crate::capture::{self, Captured, KernelEvidence, KernelRecords, KernelRow, Record, RowCapture};
 use crate::exec::{self, Clock, Phase, Runner};
 use crate::measure::{self, Recorder};
 use crate::txstamp::{self, TxLog};
@@ -182,7 +183,15 @@ fn run_pair_once(
     if let PacketsOut::Captured { kernel: k, .. } = &mut packets {
         *k = kernel;
     }
-    let (row, analysis) = result::assemble(&program, pair, place, opts, srv, cli, packets);
+    let margin = opts.stall_threshold.unwrap_or(crate::DEFAULT_STALL_MARGIN);
+    let trace = result::classified(packets, margin, cli.window_real, opts.keep_packets);
+    if let Some(late) = trace.0.as_ref().map(|t| t.late).filter(|&n| n > 0) {
+        notes.push(format!(
+            "{late} packet or kernel events reached the classifier after later ones (the capture reader fell behind by more than {} ms): they were classified out of order",
+            capture::REORDER_MARGIN.as_millis()
+        ));
+    }
+    let (row, analysis) = result::assemble_classified(&program, pair, place, opts, srv, cli, trace);
     Ok((row, analysis, notes))
 }
 
@@ -264,7 +273,12 @@ impl Running {
 /// Start the row's capture in the calling thread's namespace (the server's, before the client
 /// connects), when asked for and possible: behind a link the forwarder's tap, else AF_PACKET
 /// on the namespace's loopback.
-fn start_capture(place: &Placement, lab: &LabOptions, port: u16) -> (PacketsOut, Option<Running>) {
+fn start_capture(
+    place: &Placement,
+    lab: &LabOptions,
+    port: u16,
+    kernel: Option<&KernelRow>,
+) -> (PacketsOut, Option<Running>) {
     if !lab.capture {
         return (PacketsOut::Off, None);
     }
@@ -278,7 +292,17 @@ fn start_capture(place: &Placement, lab: &LabOptions, port: u16) -> (PacketsOut,
             None => (PacketsOut::Failed("behind --link the row's loopback carries none of its packets".into()), None),
         };
     }
-    match RowCapture::start(port) {
+    // `--capture FILE` keeps the frames for the file (numbered from its count at the row's
+    // end); else the reader classifies them as they come and keeps none.
+    let record = if lab.capture_file.is_some() {
+        Record::Frames
+    } else {
+        let margin = lab.stall_threshold.unwrap_or(crate::DEFAULT_STALL_MARGIN);
+        let clock = kernel.map(KernelRow::clock);
+        let cfg = result::stream_cfg((margin, lab.keep_packets), capture::LINKTYPE, (origin, port, 0), clock);
+        Record::Stream { stream: Box::new(RowStream::new(cfg)), kernel: kernel.map(KernelRow::reader) }
+    };
+    match RowCapture::start(port, record) {
         Ok(c) => (PacketsOut::Off, Some(Running::Socket(c, origin))),
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
             (PacketsOut::Failed("AF_PACKET needs CAP_NET_RAW (run as root)".into()), None)
@@ -629,8 +653,9 @@ fn server(
     listener.set_read_timeout(Some(lab.io_timeout)).map_err(|e| io("SO_RCVTIMEO", e))?;
     let local = listener.local_addr().ok().and_then(|a| a.as_socket()).unwrap_or(addr);
     // The capture starts before the client connects (the handshake is the path's RTT sample).
-    let (mut packets, running) = start_capture(place, lab, local.port());
+    // Kernel evidence first: a streamed capture pulls its records as the row runs.
     let (mut kernel, kernel_row) = start_kernel(lab, &ns, local.port());
+    let (mut packets, running) = start_capture(place, lab, local.port(), kernel_row.as_ref());
     // The client may already have failed; then accept times out and it reports why.
     let _ = ready.send(Ready { addr: local, netns: ns_file, count_shared: shared });
     let (sock, _) = listener.accept().map_err(|e| {
