@@ -167,7 +167,7 @@ impl RowStream {
             counts: report::KernelCounts::default(),
         });
         RowStream {
-            analyzer: analyze::FlowAnalyzer::new(cfg.analyze.clone()),
+            analyzer: analyze::FlowAnalyzer::new(cfg.analyze),
             cfg,
             pending: BinaryHeap::new(),
             newest: 0,
@@ -373,7 +373,7 @@ mod tests {
         let mut frames = Frames::default();
         let mut recs = Vec::new();
         let mut t = 1_000u64;
-        let mut push = |frames: &mut Frames, t: u64, f: Vec<u8>, payload: u32| {
+        let push = |frames: &mut Frames, t: u64, f: Vec<u8>, payload: u32| {
             frames.push(ORIGIN + t, f.len() as u32 + payload, &f);
         };
         push(&mut frames, t, frame(true, 0, 0, 0x02, 0), 0);
