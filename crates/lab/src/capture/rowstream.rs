@@ -20,8 +20,7 @@
 //! ([`StreamOut::late`]); the row's notes say so. With the margin well above both sources'
 //! delivery delay none is expected.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::VecDeque;
 
 use trace::{Endpoint, Event, EventKind, Evidence, Instant, KernelEvent};
 
@@ -48,64 +47,39 @@ pub struct StreamCfg {
     pub analyze: analyze::Config,
 }
 
-/// A frame or kernel event waiting in the reorder buffer, ordered as the whole-row path's
-/// stable sort ordered them: time, then packets (0) before kernel events (1), then number.
+/// An event waiting in a reorder queue, with its place in the whole-row path's stable sort:
+/// (time, number); packets sort before kernel events of the same time.
 #[derive(Debug)]
 struct Pending {
-    key: (u64, u8, u64),
+    key: (u64, u64),
     ev: Event,
 }
 
-impl PartialEq for Pending {
-    fn eq(&self, o: &Self) -> bool {
-        self.key == o.key
-    }
-}
-impl Eq for Pending {}
-impl PartialOrd for Pending {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Pending {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.key.cmp(&o.key)
+/// Put `x` into `q`, kept sorted by `key`, after every element of the same key. Both sources
+/// deliver nearly in order, so this is almost always a push at the back (a binary heap cost
+/// most of the reader's time: every pop moved its events down a tree).
+fn insert_sorted<T, K: Ord>(q: &mut VecDeque<T>, x: T, key: impl Fn(&T) -> K) {
+    let k = key(&x);
+    if q.back().is_none_or(|b| key(b) <= k) {
+        q.push_back(x);
+    } else {
+        let at = q.partition_point(|e| key(e) <= k);
+        q.insert(at, x);
     }
 }
 
-/// A kernel record waiting for its turn at the converter: by monotonic stamp, then arrival.
-#[derive(Debug)]
-struct PendingRec {
-    key: (u64, u64),
-    rec: kevidence::Record,
-}
-
-impl PartialEq for PendingRec {
-    fn eq(&self, o: &Self) -> bool {
-        self.key == o.key
-    }
-}
-impl Eq for PendingRec {}
-impl PartialOrd for PendingRec {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for PendingRec {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.key.cmp(&o.key)
-    }
-}
-
-/// The kernel side of a stream: its clock map, its records' buffer, the converter.
+/// The kernel side of a stream: its clock map, its records waiting for the converter (by
+/// monotonic stamp, then arrival, as `kevidence::to_events` sorted them), the converter.
 struct KernelStage {
     clock: kevidence::ClockMap,
-    recs: BinaryHeap<Reverse<PendingRec>>,
+    recs: VecDeque<((u64, u64), kevidence::Record)>,
     arrived: u64,
     /// The last record released to the converter (mono_ns, arrival).
     released: Option<(u64, u64)>,
     conv: kevidence::Converter,
     counts: report::KernelCounts,
+    /// Converted events waiting for their turn (in time order: they leave the converter so).
+    events: VecDeque<Pending>,
 }
 
 /// The counts of what the stream saw.
@@ -120,7 +94,7 @@ pub struct StreamCounts {
     /// were classified out of order; kernel records released to the converter out of their
     /// stamp order count here too.
     pub late: u64,
-    /// The most events held in the reorder buffers at once.
+    /// The most events and records held in the reorder queues at once.
     pub held_max: u64,
 }
 
@@ -140,10 +114,11 @@ pub struct StreamOut {
 pub struct RowStream {
     cfg: StreamCfg,
     analyzer: analyze::FlowAnalyzer,
-    pending: BinaryHeap<Reverse<Pending>>,
+    /// Packet events waiting (with kernel evidence on), by (time, frame number).
+    packets: VecDeque<Pending>,
     /// The newest event time seen (trace ns).
     newest: u64,
-    /// The key of the last event released to the analyzer.
+    /// The place of the last event released to the analyzer: (time, 0 packet / 1 kernel, number).
     released: Option<(u64, u8, u64)>,
     kernel: Option<KernelStage>,
     counts: StreamCounts,
@@ -152,7 +127,7 @@ pub struct RowStream {
 
 impl std::fmt::Debug for RowStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "RowStream({:?}, {} pending)", self.counts, self.pending.len())
+        write!(f, "RowStream({:?}, {} packets waiting)", self.counts, self.packets.len())
     }
 }
 
@@ -160,16 +135,17 @@ impl RowStream {
     pub fn new(cfg: StreamCfg) -> RowStream {
         let kernel = cfg.kernel.map(|clock| KernelStage {
             clock,
-            recs: BinaryHeap::new(),
+            recs: VecDeque::new(),
             arrived: 0,
             released: None,
             conv: kevidence::Converter::new(),
             counts: report::KernelCounts::default(),
+            events: VecDeque::new(),
         });
         RowStream {
             analyzer: analyze::FlowAnalyzer::new(cfg.analyze),
             cfg,
-            pending: BinaryHeap::new(),
+            packets: VecDeque::new(),
             newest: 0,
             released: None,
             kernel,
@@ -206,9 +182,16 @@ impl RowStream {
         if self.kernel.is_none() {
             // Packets only: capture order, as the whole-row path left them.
             self.release(ev);
-        } else {
-            self.hold(Pending { key: (t, 0, n), ev });
+            return;
         }
+        self.newest = self.newest.max(t);
+        if self.released.is_some_and(|r| (t, 0, n) < r) {
+            self.counts.late += 1;
+            self.release(ev);
+            return;
+        }
+        insert_sorted(&mut self.packets, Pending { key: (t, n), ev }, |p| p.key);
+        self.note_held();
     }
 
     /// Kernel records as the reader delivered them (in ring order). Ignored without kernel
@@ -219,7 +202,7 @@ impl RowStream {
             k.arrived += 1;
             let t = k.clock.to_realtime(rec.mono_ns).saturating_sub(self.cfg.origin_ns);
             self.newest = self.newest.max(t);
-            k.recs.push(Reverse(PendingRec { key: (rec.mono_ns, k.arrived), rec }));
+            insert_sorted(&mut k.recs, ((rec.mono_ns, k.arrived), rec), |r| r.0);
         }
         self.note_held();
     }
@@ -243,75 +226,82 @@ impl RowStream {
         }
     }
 
-    /// Kernel records, then events, up to `mark` (trace ns, exclusive; None: all).
+    /// Kernel records through the converter, then packet and kernel events merged, up to
+    /// `mark` (trace ns, exclusive; None: all).
     fn release_below(&mut self, mark: Option<u64>) {
         let below = |t: u64| mark.is_none_or(|m| t < m);
-        let origin = self.cfg.origin_ns;
-        while let Some(k) = self.kernel.as_mut() {
-            let Some(Reverse(top)) = k.recs.peek() else { break };
-            if !below(k.clock.to_realtime(top.key.0).saturating_sub(origin)) {
+        self.convert_below(&below);
+        let empty = &mut VecDeque::new();
+        loop {
+            let kev = self.kernel.as_mut().map_or(&mut *empty, |k| &mut k.events);
+            let p = self.packets.front().map(|p| (p.key.0, 0u8, p.key.1));
+            let k = kev.front().map(|p| (p.key.0, 1u8, p.key.1));
+            let (key, from_kernel) = match (p, k) {
+                (Some(p), Some(k)) if k < p => (k, true),
+                (Some(p), _) => (p, false),
+                (None, Some(k)) => (k, true),
+                (None, None) => break,
+            };
+            if !below(key.0) {
                 break;
             }
-            let Some(Reverse(PendingRec { key, rec })) = k.recs.pop() else { break };
-            if k.released.is_some_and(|r| key < r) {
+            let next = if from_kernel { kev.pop_front() } else { self.packets.pop_front() };
+            let Some(next) = next else { break };
+            self.released = Some(key);
+            self.release(next.ev);
+        }
+    }
+
+    /// The kernel's records older than the mark, in stamp order, as trace events (as
+    /// `capture::kernel_events` makes them: the client (A) is the socket whose remote port is
+    /// the server's), numbered in that order.
+    fn convert_below(&mut self, below: &impl Fn(u64) -> bool) {
+        let (port, origin) = (self.cfg.server_port, self.cfg.origin_ns);
+        let Some(k) = self.kernel.as_mut() else { return };
+        while let Some((key, rec)) = k.recs.front() {
+            let t = k.clock.to_realtime(rec.mono_ns).saturating_sub(origin);
+            if !below(t) {
+                break;
+            }
+            let (key, r) = (*key, *rec);
+            k.recs.pop_front();
+            if k.released.is_some_and(|x| key < x) {
                 self.counts.late += 1;
             } else {
                 k.released = Some(key);
             }
-            if let Some(p) = self.convert(&rec) {
-                self.hold(p);
+            let from = if r.local.port() == port && r.remote.port() != port {
+                Endpoint::B
+            } else if r.remote.port() == port {
+                Endpoint::A
+            } else {
+                continue;
+            };
+            let Some(kind) = k.conv.event(&r) else { continue };
+            k.counts.events += 1;
+            match kind {
+                KernelEvent::Sendmsg { .. } => k.counts.writes += 1,
+                KernelEvent::Retransmit { .. } => k.counts.resends += 1,
+                KernelEvent::State(_) => k.counts.windows += 1,
+                _ => {}
             }
-        }
-        while let Some(Reverse(top)) = self.pending.peek() {
-            if !below(top.key.0) {
-                break;
+            let n = k.counts.events;
+            let ev = Event { t: Instant(t), from, kind: EventKind::Kernel(kind), evidence: Evidence::Kernel(n) };
+            if self.released.is_some_and(|x| (t, 1, n) < x) {
+                // The watermark passed it already: out of order, now.
+                self.counts.late += 1;
+                self.analyzer.push(&ev);
+                if self.cfg.keep {
+                    self.kept.push(ev);
+                }
+                continue;
             }
-            let Some(Reverse(p)) = self.pending.pop() else { break };
-            self.released = Some(p.key);
-            self.release(p.ev);
+            k.events.push_back(Pending { key: (t, n), ev });
         }
-    }
-
-    /// A kernel record as a trace event (as `capture::kernel_events` makes it: the client (A)
-    /// is the socket whose remote port is the server's), numbered in release order.
-    fn convert(&mut self, r: &kevidence::Record) -> Option<Pending> {
-        let port = self.cfg.server_port;
-        let k = self.kernel.as_mut()?;
-        let from = if r.local.port() == port && r.remote.port() != port {
-            Endpoint::B
-        } else if r.remote.port() == port {
-            Endpoint::A
-        } else {
-            return None;
-        };
-        let kind = k.conv.event(r)?;
-        k.counts.events += 1;
-        match kind {
-            KernelEvent::Sendmsg { .. } => k.counts.writes += 1,
-            KernelEvent::Retransmit { .. } => k.counts.resends += 1,
-            KernelEvent::State(_) => k.counts.windows += 1,
-            _ => {}
-        }
-        let t = k.clock.to_realtime(r.mono_ns).saturating_sub(self.cfg.origin_ns);
-        let n = k.counts.events;
-        let ev = Event { t: Instant(t), from, kind: EventKind::Kernel(kind), evidence: Evidence::Kernel(n) };
-        Some(Pending { key: (t, 1, n), ev })
-    }
-
-    /// Into the reorder buffer, or straight on when the watermark already passed it (late).
-    fn hold(&mut self, p: Pending) {
-        self.newest = self.newest.max(p.key.0);
-        if self.released.is_some_and(|r| p.key < r) {
-            self.counts.late += 1;
-            self.release(p.ev);
-            return;
-        }
-        self.pending.push(Reverse(p));
-        self.note_held();
     }
 
     fn note_held(&mut self) {
-        let held = self.pending.len() + self.kernel.as_ref().map_or(0, |k| k.recs.len());
+        let held = self.packets.len() + self.kernel.as_ref().map_or(0, |k| k.recs.len() + k.events.len());
         self.counts.held_max = self.counts.held_max.max(held as u64);
     }
 
@@ -521,6 +511,16 @@ mod tests {
         let (want, _) = whole_row(&frames, Some(&recs));
         assert_eq!(out.events.len(), want.len());
         assert_eq!(out.kernel.map(|k| k.writes), Some(10));
+    }
+
+    #[test]
+    fn a_sorted_queue_takes_a_late_element_in_place_after_its_equals() {
+        let mut q = VecDeque::new();
+        for x in [(1, 'a'), (3, 'b'), (5, 'c'), (3, 'd'), (0, 'e'), (5, 'f')] {
+            insert_sorted(&mut q, x, |x| x.0);
+        }
+        let got: String = q.iter().map(|x| x.1).collect();
+        assert_eq!(got, "eabdcf");
     }
 
     #[test]
