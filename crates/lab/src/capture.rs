@@ -1,15 +1,19 @@
 //! The row's own packets: an AF_PACKET capture on the loopback of the row's network namespace
 //! through a memory-mapped TPACKET_V3 ring (`sys::ring`, as `tcpstall watch` reads), filtered
-//! in the kernel to the row's server port, read on a thread of its own one block at a time;
-//! then decoded (`wire::decode`) into trace events with the client as endpoint A and analysed by
-//! the one classifier (`analyze::analyze_events`).
+//! in the kernel to the row's server port, read on a thread of its own one block at a time.
+//! The reader decodes each frame (`wire::decode`) into a trace event with the client as
+//! endpoint A and hands it, with the row's kernel records, to the one classifier as it goes
+//! ([`rowstream::RowStream`]): nothing is kept per packet, so a row's memory does not grow
+//! with its rounds (issue 25). With `--capture FILE` the frames are kept for the file and go
+//! through the same stream at the row's end.
 //!
 //! What recording costs the row, per packet: on loopback the kernel runs the classic BPF filter
 //! and copies the headers (at most [`SNAPLEN`] bytes) into the ring in the receive softirq; the
 //! socket is left out of the transmit taps (PACKET_IGNORE_OUTGOING), so the outgoing copy of
 //! each packet is never cloned. No system call and no wake-up per packet: the reader wakes when
-//! a block is full or retired (`RETIRE_MS`), walks it in place and hands it back. It keeps the
-//! bytes in one growing buffer (no allocation per frame). The reader's own CPU time and its
+//! a block is full or retired (`RETIRE_MS`), walks it in place and hands it back (kept frames go
+//! into one growing buffer, no allocation per frame). The reader's own CPU time (decoding and
+//! classifying included, about 0.3 us a packet in rr) and its
 //! wake-ups are measured and reported with the row (`report::PacketCapture::reader_cpu_us`).
 //! `cargo bench -p tcpstall-lab --bench rr` measures the whole cost end to end against bare C.
 //!
