@@ -1,15 +1,19 @@
 //! The row's own packets: an AF_PACKET capture on the loopback of the row's network namespace
 //! through a memory-mapped TPACKET_V3 ring (`sys::ring`, as `tcpstall watch` reads), filtered
-//! in the kernel to the row's server port, read on a thread of its own one block at a time;
-//! then decoded (`wire::decode`) into trace events with the client as endpoint A and analysed by
-//! the one classifier (`analyze::analyze_events`).
+//! in the kernel to the row's server port, read on a thread of its own one block at a time.
+//! The reader decodes each frame (`wire::decode`) into a trace event with the client as
+//! endpoint A and hands it, with the row's kernel records, to the one classifier as it goes
+//! ([`rowstream::RowStream`]): nothing is kept per packet, so a row's memory does not grow
+//! with its rounds (issue 25). With `--capture FILE` the frames are kept for the file and go
+//! through the same stream at the row's end.
 //!
 //! What recording costs the row, per packet: on loopback the kernel runs the classic BPF filter
 //! and copies the headers (at most [`SNAPLEN`] bytes) into the ring in the receive softirq; the
 //! socket is left out of the transmit taps (PACKET_IGNORE_OUTGOING), so the outgoing copy of
 //! each packet is never cloned. No system call and no wake-up per packet: the reader wakes when
-//! a block is full or retired (`RETIRE_MS`), walks it in place and hands it back. It keeps the
-//! bytes in one growing buffer (no allocation per frame). The reader's own CPU time and its
+//! a block is full or retired (`RETIRE_MS`), walks it in place and hands it back (kept frames go
+//! into one growing buffer, no allocation per frame). The reader's own CPU time (decoding and
+//! classifying included, about 0.3 us a packet in rr) and its
 //! wake-ups are measured and reported with the row (`report::PacketCapture::reader_cpu_us`).
 //! `cargo bench -p tcpstall-lab --bench rr` measures the whole cost end to end against bare C.
 //!
@@ -24,6 +28,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant as StdInstant};
 
 use trace::{Endpoint, Event, EventKind, Evidence, Instant};
+
+pub mod rowstream;
+use rowstream::RowStream;
 use wire::write::{Interface, PcapNgWriter};
 
 /// Bytes kept per frame: Ethernet (14) + IPv6 (40) or IPv4 with options (60) + TCP with options
@@ -57,6 +64,15 @@ const RETIRE_MS: u32 = 4;
 /// The reader's longest sleep without a block: how soon it sees the row end (a wake-up
 /// without a block costs one poll call).
 const STOP_POLL_MS: u16 = 5;
+/// How far a streamed row's events wait to be put in time order
+/// ([`rowstream::RowStream`]'s margin): the reader pulls the kernel's records on each wake-up
+/// (`kevidence::Reader::take` drains the BPF ring itself, so they are at most one wake-up old:
+/// `STOP_POLL_MS`, or sooner with a block), and a packet is seen when its block retires
+/// (`RETIRE_MS` after its first packet). Both come through the same thread, so a reader running
+/// late delays both alike; what one source can lag the other by is a retire interval plus the
+/// timer's slack. 100 ms is twenty times that (and ten times the kevidence thread's own 10 ms
+/// drain), and holds about 100 ms of events (a few MB at loopback's rates), whatever the rounds.
+pub(crate) const REORDER_MARGIN: Duration = Duration::from_millis(100);
 /// How long the last drain waits for the kernel to retire the block still being filled.
 const FINAL_WAIT: Duration = Duration::from_millis(200);
 
@@ -197,6 +213,16 @@ impl KernelRow {
         Ok(KernelRow { handle: handle.clone(), clock: kevidence::ClockMap::sample(), counts0 })
     }
 
+    /// The clock map the row's records are converted with (sampled at its start).
+    pub(crate) fn clock(&self) -> kevidence::ClockMap {
+        self.clock
+    }
+
+    /// The reader the row's records are taken from while it runs.
+    pub(crate) fn reader(&self) -> Arc<kevidence::Reader> {
+        self.handle.0.clone()
+    }
+
     /// Stop: the programs detached (`kevidence::Reader::pause`), the records so far.
     pub(crate) fn finish(self) -> KernelRecords {
         // Records of the row's last packets reach the ring within microseconds.
@@ -299,6 +325,60 @@ pub struct Stats {
     pub drops: u64,
 }
 
+/// What the capture reader does with the frames.
+pub(crate) enum Record {
+    /// Keep them all (`--capture FILE`: they are written at the row's end, numbered from the
+    /// file's count then): classified at the row's end.
+    Frames,
+    /// Classify them as they come (the default: nothing kept per packet), pulling the row's
+    /// kernel records (`kernel`, when on) on every wake-up of the reader.
+    Stream { stream: Box<RowStream>, kernel: Option<Arc<kevidence::Reader>> },
+}
+
+/// The reader's side of a [`Record`].
+struct Sink {
+    frames: Frames,
+    stream: Option<RowStream>,
+    kernel: Option<Arc<kevidence::Reader>>,
+    /// Loopback's header and a frame's bytes, for decoding as the frame will be written.
+    buf: Vec<u8>,
+}
+
+impl Sink {
+    fn new(record: Record) -> Sink {
+        let buf = Vec::with_capacity(SNAPLEN as usize + 64);
+        match record {
+            Record::Frames => Sink { frames: Frames::with_capacity(4096), stream: None, kernel: None, buf },
+            Record::Stream { stream, kernel } => Sink { frames: Frames::default(), stream: Some(*stream), kernel, buf },
+        }
+    }
+
+    fn frame(&mut self, f: sys::ring::RingFrame<'_>) {
+        if f.pkttype == sys::packet::PACKET_OUTGOING {
+            return;
+        }
+        match self.stream.as_mut() {
+            None => self.frames.push_parts(f.ts_ns, f.orig_len + 14, &lo_header(f.data), f.data),
+            Some(s) => {
+                self.buf.clear();
+                self.buf.extend_from_slice(&lo_header(f.data));
+                self.buf.extend_from_slice(f.data);
+                s.frame(f.ts_ns, (f.orig_len + 14).max(self.buf.len() as u32), &self.buf);
+            }
+        }
+    }
+
+    /// The kernel's records so far into the stream, and what is old enough on to the classifier.
+    fn advance(&mut self) {
+        if let Some(s) = self.stream.as_mut() {
+            if let Some(k) = &self.kernel {
+                s.records(k.take());
+            }
+            s.advance();
+        }
+    }
+}
+
 /// A running capture (the reader thread).
 pub(crate) struct RowCapture {
     stop: Arc<AtomicBool>,
@@ -318,7 +398,11 @@ impl Drop for RowCapture {
 /// What a capture recorded, and what recording cost in user space.
 #[derive(Debug, Default)]
 pub(crate) struct Captured {
+    /// The frames, when kept ([`Record::Frames`]; empty when streamed).
     pub frames: Frames,
+    /// The row's stream, fed as the frames came ([`Record::Stream`]): kernel records still to
+    /// come at the row's end, then [`RowStream::finish`].
+    pub stream: Option<RowStream>,
     pub stats: Stats,
     /// CPU time of the reader thread from the ring's opening to its last drain (ns); None for
     /// a tap.
@@ -329,8 +413,8 @@ pub(crate) struct Captured {
 
 impl RowCapture {
     /// Open the capture on `lo` of the calling thread's namespace, for TCP on `port`, and start
-    /// reading. Fails with EPERM without CAP_NET_RAW.
-    pub(crate) fn start(port: u16) -> io::Result<RowCapture> {
+    /// reading into `record`. Fails with EPERM without CAP_NET_RAW.
+    pub(crate) fn start(port: u16, record: Record) -> io::Result<RowCapture> {
         let lo = nix::net::if_::if_nametoindex("lo").map_err(io::Error::from)?;
         // The filter also drops outgoing copies on lo, for kernels without PACKET_IGNORE_OUTGOING.
         let filter = sys::bpf::tcp_l3(&[port], &[], RING_SNAPLEN, Some(lo));
@@ -340,23 +424,21 @@ impl RowCapture {
         let flag = stop.clone();
         let thread = std::thread::Builder::new().name("tcpstall-lab-capture".into()).spawn(move || {
             let cpu0 = crate::cpu::thread_cpu_ns();
-            let mut frames = Frames::with_capacity(4096);
+            let mut sink = Sink::new(record);
             let (mut wakeups, mut read) = (0u64, 0u64);
-            let mut keep = |f: sys::ring::RingFrame<'_>| {
-                if f.pkttype != sys::packet::PACKET_OUTGOING {
-                    frames.push_parts(f.ts_ns, f.orig_len + 14, &lo_header(f.data), f.data);
-                }
-            };
             while !flag.load(Ordering::Acquire) {
                 if ring.wait(STOP_POLL_MS)? {
                     wakeups += 1;
-                    read += ring.drain(&mut keep).0;
+                    read += ring.drain(|f| sink.frame(f)).0;
                 }
+                // Kernel records are pulled on every wake, block or not (at most STOP_POLL_MS
+                // apart): the reorder margin is above that.
+                sink.advance();
             }
             // The last block is handed over when the kernel retires it: wait until every
             // packet the kernel accepted has been read (or FINAL_WAIT passed).
             let deadline = StdInstant::now() + FINAL_WAIT;
-            read += ring.drain(&mut keep).0;
+            read += ring.drain(|f| sink.frame(f)).0;
             let mut stats = ring.statistics()?;
             loop {
                 let missing = stats.packets.saturating_sub(stats.drops).saturating_sub(read);
@@ -365,13 +447,15 @@ impl RowCapture {
                 }
                 if ring.wait(RETIRE_MS as u16 * 2)? {
                     wakeups += 1;
-                    read += ring.drain(&mut keep).0;
+                    read += ring.drain(|f| sink.frame(f)).0;
                 }
                 stats = ring.statistics()?;
             }
+            sink.advance();
             let reader_cpu_ns = crate::cpu::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
             let stats = Stats { packets: stats.packets, drops: stats.drops };
-            Ok(Captured { frames, stats, reader_cpu_ns, reader_wakeups: wakeups })
+            let (frames, stream) = (sink.frames, sink.stream);
+            Ok(Captured { frames, stream, stats, reader_cpu_ns, reader_wakeups: wakeups })
         })?;
         Ok(RowCapture { stop, thread: Some(thread) })
     }

@@ -15,7 +15,7 @@ use scenario::{Program, RoundProgram, Sample, SideOpts, SideProgram, Step, Strat
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use sys::tcpinfo::{tcp_info, TcpInfo};
 
-use crate::capture::{self, Captured, KernelEvidence, KernelRecords, KernelRow, RowCapture};
+use crate::capture::{self, Captured, KernelRecords};
 use crate::exec::{self, Clock, Phase, Runner};
 use crate::measure::{self, Recorder};
 use crate::txstamp::{self, TxLog};
@@ -110,7 +110,9 @@ pub(crate) enum PacketsOut {
     },
 }
 
+mod recording;
 mod unrecorded;
+use recording::{start_capture, start_kernel, KernelOut};
 pub(crate) use unrecorded::run_pair_noted;
 
 fn run_pair_once(
@@ -182,109 +184,16 @@ fn run_pair_once(
     if let PacketsOut::Captured { kernel: k, .. } = &mut packets {
         *k = kernel;
     }
-    let (row, analysis) = result::assemble(&program, pair, place, opts, srv, cli, packets);
+    let margin = opts.stall_threshold.unwrap_or(crate::DEFAULT_STALL_MARGIN);
+    let trace = result::classified(packets, margin, cli.window_real, opts.keep_packets);
+    if let Some(late) = trace.0.as_ref().map(|t| t.late).filter(|&n| n > 0) {
+        notes.push(format!(
+            "{late} packet or kernel events reached the classifier after later ones (the capture reader fell behind by more than {} ms): they were classified out of order",
+            capture::REORDER_MARGIN.as_millis()
+        ));
+    }
+    let (row, analysis) = result::assemble_classified(&program, pair, place, opts, srv, cli, trace);
     Ok((row, analysis, notes))
-}
-
-/// The row's kernel evidence, as the server thread recorded it.
-pub(crate) enum KernelOut {
-    Off,
-    Unavailable(String),
-    Records(KernelRecords),
-}
-
-/// Start the row's kernel evidence (`LabOptions::kernel`) for the server's port, in the calling
-/// thread's namespace (the server's) when it is the row's own.
-fn start_kernel(lab: &LabOptions, ns: &Ns, port: u16) -> (KernelOut, Option<KernelRow>) {
-    match &lab.kernel {
-        KernelEvidence::Off => (KernelOut::Off, None),
-        KernelEvidence::Unavailable(why) => (KernelOut::Unavailable(why.clone()), None),
-        KernelEvidence::On(h) => {
-            // The namespace's inode (its identity: `ns.inum`, what the programs compare).
-            let netns = match ns {
-                Ns::Private => {
-                    use std::os::unix::fs::MetadataExt;
-                    std::fs::metadata("/proc/thread-self/ns/net").ok().map(|m| m.ino() as u32)
-                }
-                _ => None,
-            };
-            match KernelRow::start(h, port, netns) {
-                Ok(k) => (KernelOut::Off, Some(k)),
-                Err(e) => (KernelOut::Unavailable(format!("no kernel evidence: setting the filter: {e}")), None),
-            }
-        }
-    }
-}
-
-/// The row's capture while it runs.
-enum Running {
-    Socket(RowCapture, u64),
-    Tap(capture::TapHandle, u64),
-}
-
-impl Running {
-    fn finish(self, port: u16) -> PacketsOut {
-        match self {
-            Running::Socket(c, origin_ns) => match c.finish() {
-                Ok(cap) => PacketsOut::Captured {
-                    cap,
-                    linktype: capture::LINKTYPE,
-                    point: "loopback of the row's network namespace (arriving copies, AF_PACKET TPACKET_V3 ring)"
-                        .into(),
-                    origin_ns,
-                    server_port: port,
-                    frame_base: 0,
-                    kernel: None,
-                },
-                Err(e) => PacketsOut::Failed(e.to_string()),
-            },
-            Running::Tap(t, origin_ns) => {
-                // The tap's records pass a channel to the link's writer thread first.
-                std::thread::sleep(Duration::from_millis(20));
-                let taken = t.0.take();
-                let mut frames = capture::Frames::with_capacity(taken.len());
-                for (ts_ns, orig_len, data) in &taken {
-                    frames.push(*ts_ns, *orig_len, data);
-                }
-                let cap = Captured { frames, ..Default::default() };
-                PacketsOut::Captured {
-                    cap,
-                    linktype: wire::linktype::IPV4,
-                    point: t.0.point(),
-                    origin_ns,
-                    server_port: port,
-                    frame_base: 0,
-                    kernel: None,
-                }
-            }
-        }
-    }
-}
-
-/// Start the row's capture in the calling thread's namespace (the server's, before the client
-/// connects), when asked for and possible: behind a link the forwarder's tap, else AF_PACKET
-/// on the namespace's loopback.
-fn start_capture(place: &Placement, lab: &LabOptions, port: u16) -> (PacketsOut, Option<Running>) {
-    if !lab.capture {
-        return (PacketsOut::Off, None);
-    }
-    let origin = capture::realtime_ns();
-    if place.server_netns.is_some() || place.client_netns.is_some() {
-        return match &lab.tap {
-            Some(t) => {
-                t.0.arm();
-                (PacketsOut::Off, Some(Running::Tap(t.clone(), origin)))
-            }
-            None => (PacketsOut::Failed("behind --link the row's loopback carries none of its packets".into()), None),
-        };
-    }
-    match RowCapture::start(port) {
-        Ok(c) => (PacketsOut::Off, Some(Running::Socket(c, origin))),
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-            (PacketsOut::Failed("AF_PACKET needs CAP_NET_RAW (run as root)".into()), None)
-        }
-        Err(e) => (PacketsOut::Failed(format!("AF_PACKET capture on lo: {e}")), None),
-    }
 }
 
 /// Move this thread into the network namespace of `f`; `what` names it in the error.
@@ -630,8 +539,9 @@ fn server(
     listener.set_read_timeout(Some(lab.io_timeout)).map_err(|e| io("SO_RCVTIMEO", e))?;
     let local = listener.local_addr().ok().and_then(|a| a.as_socket()).unwrap_or(addr);
     // The capture starts before the client connects (the handshake is the path's RTT sample).
-    let (mut packets, running) = start_capture(place, lab, local.port());
+    // Kernel evidence first: a streamed capture pulls its records as the row runs.
     let (mut kernel, kernel_row) = start_kernel(lab, &ns, local.port());
+    let (mut packets, running) = start_capture(place, lab, local.port(), kernel_row.as_ref());
     // The client may already have failed; then accept times out and it reports why.
     let _ = ready.send(Ready { addr: local, netns: ns_file, count_shared: shared });
     let (sock, _) = listener.accept().map_err(|e| {

@@ -248,6 +248,7 @@ pub fn assemble(
                 stats: crate::capture::Stats { packets: 0, drops: c.drops },
                 reader_cpu_ns: None,
                 reader_wakeups: 0,
+                stream: None,
             },
             point: c.point,
             origin_ns: c.origin_ns,

@@ -6,6 +6,7 @@ use scenario::{Program, StrategyPair};
 use sys::tcpinfo::TcpInfo;
 
 use crate::capture;
+use crate::capture::rowstream::{RowStream, StreamCfg};
 use crate::capture::KernelRecords;
 use crate::measure;
 use crate::pair::{ClientOut, PacketsOut, SideOut};
@@ -61,6 +62,21 @@ pub(crate) fn assemble(
     cli: ClientOut,
     packets: PacketsOut,
 ) -> (RunResult, Option<analyze::Analysis>) {
+    let margin = lab.stall_threshold.unwrap_or(DEFAULT_STALL_MARGIN);
+    let trace = classified(packets, margin, cli.window_real, lab.keep_packets);
+    assemble_classified(program, pair, place, lab, srv, cli, trace)
+}
+
+/// [`assemble`] with the row's packets classified already ([`classified`]).
+pub(crate) fn assemble_classified(
+    program: &Program,
+    pair: &StrategyPair,
+    place: &Placement,
+    lab: &LabOptions,
+    srv: SideOut,
+    cli: ClientOut,
+    (trace, no_packets): (Option<PacketTrace>, String),
+) -> (RunResult, Option<analyze::Analysis>) {
     let ipv6 = place.server_ip.is_ipv6();
     let wire = Wire {
         client: wire_side(&cli.side.before, &cli.side.after, ipv6),
@@ -72,7 +88,6 @@ pub(crate) fn assemble(
     let wall_s = cli.wall.as_secs_f64();
     let margin = lab.stall_threshold.unwrap_or(DEFAULT_STALL_MARGIN);
     let threshold = measure::threshold_ns(margin.as_nanos() as u64, cli.side.after.min_rtt.unwrap_or(0));
-    let (trace, no_packets) = classified(packets, margin, cli.window_real, lab.keep_packets);
     let records: Vec<analyze::Stall> =
         trace.as_ref().map(|t| t.analysis.stalls().cloned().collect()).unwrap_or_default();
     let recs = match &trace {
@@ -129,7 +144,7 @@ pub(crate) fn assemble(
 }
 
 /// The row's packets decoded and classified, or why there are none.
-fn classified(
+pub(crate) fn classified(
     packets: PacketsOut,
     margin: std::time::Duration,
     window_real: (u64, u64),
@@ -138,7 +153,7 @@ fn classified(
     match packets {
         PacketsOut::Captured { cap, linktype, point, origin_ns, server_port, frame_base, kernel } => (
             Some(packet_trace(
-                (&cap, kernel.as_ref()),
+                (cap, kernel),
                 linktype,
                 point,
                 (origin_ns, server_port, frame_base),
@@ -219,18 +234,49 @@ fn judge(
 }
 
 /// A row's packets, decoded and classified.
-struct PacketTrace {
+pub(crate) struct PacketTrace {
     analysis: analyze::Analysis,
     capture: PacketCapture,
     /// The measured rounds on the trace's clock (ns since `origin_ns`).
     window: (u64, u64),
     /// The decoded packets, when `LabOptions::keep_packets` (for the HTML report).
     events: Vec<trace::Event>,
+    /// Events classified out of time order (`RowStream`: the reader fell behind its margin).
+    pub late: u64,
+}
+
+/// The classifier's settings for a row (stalls from `margin`; `keep`: the ordered events kept),
+/// and where its packets are: `linktype` frames, time 0 at `origin_ns`, sides told apart by
+/// `server_port`, evidence numbers from `frame_base`; `kernel` the row's clock map when it
+/// records kernel evidence.
+pub(crate) fn stream_cfg(
+    (margin, keep): (std::time::Duration, bool),
+    linktype: u32,
+    (origin_ns, server_port, frame_base): (u64, u16, u64),
+    kernel: Option<kevidence::ClockMap>,
+) -> StreamCfg {
+    StreamCfg {
+        linktype,
+        server_port,
+        origin_ns,
+        frame_base,
+        kernel,
+        margin_ns: capture::REORDER_MARGIN.as_nanos() as u64,
+        keep,
+        // The timer bands at this kernel's HZ: the lab runs on the kernel it measures.
+        analyze: analyze::Config {
+            min_gap: trace::Duration::from_nanos(margin.as_nanos() as u64),
+            timers: crate::kernel_timers(),
+        },
+    }
 }
 
 /// `cap`: the row's packets, with the kernel's records of its connection when there were any.
+/// A streamed capture has classified its frames already and takes the kernel's last records;
+/// kept frames (`--capture FILE`, a link's tap) go through the same stream now, numbered from
+/// `frame_base`.
 fn packet_trace(
-    (cap, kernel): (&capture::Captured, Option<&KernelRecords>),
+    (cap, kernel): (capture::Captured, Option<KernelRecords>),
     linktype: u32,
     point: String,
     (origin_ns, server_port, frame_base): (u64, u16, u64),
@@ -238,37 +284,19 @@ fn packet_trace(
     window_real: (u64, u64),
     keep: bool,
 ) -> PacketTrace {
-    let (mut events, _skipped) = capture::events(&cap.frames, linktype, server_port, origin_ns, frame_base);
-    let tcp_packets = events.len() as u64;
-    // Kernel evidence joins the packets in one time-ordered trace (a stable sort: a packet and
-    // a kernel event at the same nanosecond keep packets first).
-    let kernel_counts = kernel.and_then(|k| {
-        let clock = k.clock?;
-        let kev = capture::kernel_events(&k.records, &clock, server_port, origin_ns);
-        let count = |f: fn(&trace::KernelEvent) -> bool| {
-            kev.iter().filter(|e| matches!(&e.kind, trace::EventKind::Kernel(x) if f(x))).count() as u64
-        };
-        let counts = report::KernelCounts {
-            events: kev.len() as u64,
-            writes: count(|x| matches!(x, trace::KernelEvent::Sendmsg { .. })),
-            resends: count(|x| matches!(x, trace::KernelEvent::Retransmit { .. })),
-            windows: count(|x| matches!(x, trace::KernelEvent::State(_))),
-            lost: k.counts.lost(),
-        };
-        events.extend(kev);
-        events.sort_by_key(|e| e.t);
-        Some(counts)
+    let clock = kernel.as_ref().and_then(|k| k.clock);
+    let mut stream = cap.stream.unwrap_or_else(|| {
+        let mut s = RowStream::new(stream_cfg((margin, keep), linktype, (origin_ns, server_port, frame_base), clock));
+        for f in cap.frames.iter() {
+            s.frame(f.ts_ns, f.orig_len, f.data);
+        }
+        s
     });
-    // The timer bands at this kernel's HZ: the lab runs on the kernel it measures.
-    let cfg = analyze::Config {
-        min_gap: trace::Duration::from_nanos(margin.as_nanos() as u64),
-        timers: crate::kernel_timers(),
-    };
-    let (analysis, events) = if keep {
-        (analyze::analyze_events(events.iter().cloned(), cfg), events)
-    } else {
-        (analyze::analyze_events(events, cfg), Vec::new())
-    };
+    let lost = kernel.as_ref().map_or(0, |k| k.counts.lost());
+    if let Some(k) = kernel {
+        stream.records(k.records);
+    }
+    let out = stream.finish();
     let side = |w: analyze::WireCost| PacketSide {
         packets: w.packets,
         data_segments: w.data_segments,
@@ -276,21 +304,21 @@ fn packet_trace(
         payload_bytes: w.payload_bytes,
         wire_bytes: w.wire_bytes,
     };
-    let [a, b] = analysis.wire_cost();
+    let [a, b] = out.analysis.wire_cost();
     let capture = PacketCapture {
         point,
-        frames: cap.frames.len() as u64,
-        tcp_packets,
+        frames: out.counts.frames,
+        tcp_packets: out.counts.tcp_packets,
         kernel_drops: cap.stats.drops,
         reader_cpu_us: cap.reader_cpu_ns.map(|ns| ns as f64 / 1e3),
         reader_wakeups: cap.reader_wakeups,
         latency_unrecorded: false,
         client: side(a),
         server: side(b),
-        kernel: kernel_counts,
+        kernel: out.kernel.map(|k| report::KernelCounts { lost, ..k }),
     };
     let window = (window_real.0.saturating_sub(origin_ns), window_real.1.saturating_sub(origin_ns));
-    PacketTrace { analysis, capture, window, events }
+    PacketTrace { analysis: out.analysis, capture, window, events: out.events, late: out.counts.late }
 }
 
 #[cfg(test)]

@@ -1,0 +1,126 @@
+//! A row's evidence while it runs: its packet capture (the loopback ring, classified as it
+//! comes, or a link's tap) and its kernel evidence, started by the server thread before the
+//! client connects and finished after the rounds.
+
+use std::time::Duration;
+
+use super::{Ns, PacketsOut};
+use crate::capture::rowstream::RowStream;
+use crate::capture::{self, Captured, KernelEvidence, KernelRecords, KernelRow, Record, RowCapture};
+use crate::{result, LabOptions, Placement};
+
+/// The row's kernel evidence, as the server thread recorded it.
+pub(crate) enum KernelOut {
+    Off,
+    Unavailable(String),
+    Records(KernelRecords),
+}
+
+/// Start the row's kernel evidence (`LabOptions::kernel`) for the server's port, in the calling
+/// thread's namespace (the server's) when it is the row's own.
+pub(super) fn start_kernel(lab: &LabOptions, ns: &Ns, port: u16) -> (KernelOut, Option<KernelRow>) {
+    match &lab.kernel {
+        KernelEvidence::Off => (KernelOut::Off, None),
+        KernelEvidence::Unavailable(why) => (KernelOut::Unavailable(why.clone()), None),
+        KernelEvidence::On(h) => {
+            // The namespace's inode (its identity: `ns.inum`, what the programs compare).
+            let netns = match ns {
+                Ns::Private => {
+                    use std::os::unix::fs::MetadataExt;
+                    std::fs::metadata("/proc/thread-self/ns/net").ok().map(|m| m.ino() as u32)
+                }
+                _ => None,
+            };
+            match KernelRow::start(h, port, netns) {
+                Ok(k) => (KernelOut::Off, Some(k)),
+                Err(e) => (KernelOut::Unavailable(format!("no kernel evidence: setting the filter: {e}")), None),
+            }
+        }
+    }
+}
+
+/// The row's capture while it runs.
+pub(super) enum Running {
+    Socket(RowCapture, u64),
+    Tap(capture::TapHandle, u64),
+}
+
+impl Running {
+    pub(super) fn finish(self, port: u16) -> PacketsOut {
+        match self {
+            Running::Socket(c, origin_ns) => match c.finish() {
+                Ok(cap) => PacketsOut::Captured {
+                    cap,
+                    linktype: capture::LINKTYPE,
+                    point: "loopback of the row's network namespace (arriving copies, AF_PACKET TPACKET_V3 ring)"
+                        .into(),
+                    origin_ns,
+                    server_port: port,
+                    frame_base: 0,
+                    kernel: None,
+                },
+                Err(e) => PacketsOut::Failed(e.to_string()),
+            },
+            Running::Tap(t, origin_ns) => {
+                // The tap's records pass a channel to the link's writer thread first.
+                std::thread::sleep(Duration::from_millis(20));
+                let taken = t.0.take();
+                let mut frames = capture::Frames::with_capacity(taken.len());
+                for (ts_ns, orig_len, data) in &taken {
+                    frames.push(*ts_ns, *orig_len, data);
+                }
+                let cap = Captured { frames, ..Default::default() };
+                PacketsOut::Captured {
+                    cap,
+                    linktype: wire::linktype::IPV4,
+                    point: t.0.point(),
+                    origin_ns,
+                    server_port: port,
+                    frame_base: 0,
+                    kernel: None,
+                }
+            }
+        }
+    }
+}
+
+/// Start the row's capture in the calling thread's namespace (the server's, before the client
+/// connects), when asked for and possible: behind a link the forwarder's tap, else AF_PACKET
+/// on the namespace's loopback.
+pub(super) fn start_capture(
+    place: &Placement,
+    lab: &LabOptions,
+    port: u16,
+    kernel: Option<&KernelRow>,
+) -> (PacketsOut, Option<Running>) {
+    if !lab.capture {
+        return (PacketsOut::Off, None);
+    }
+    let origin = capture::realtime_ns();
+    if place.server_netns.is_some() || place.client_netns.is_some() {
+        return match &lab.tap {
+            Some(t) => {
+                t.0.arm();
+                (PacketsOut::Off, Some(Running::Tap(t.clone(), origin)))
+            }
+            None => (PacketsOut::Failed("behind --link the row's loopback carries none of its packets".into()), None),
+        };
+    }
+    // `--capture FILE` keeps the frames for the file (numbered from its count at the row's
+    // end); else the reader classifies them as they come and keeps none.
+    let record = if lab.capture_file.is_some() {
+        Record::Frames
+    } else {
+        let margin = lab.stall_threshold.unwrap_or(crate::DEFAULT_STALL_MARGIN);
+        let clock = kernel.map(KernelRow::clock);
+        let cfg = result::stream_cfg((margin, lab.keep_packets), capture::LINKTYPE, (origin, port, 0), clock);
+        Record::Stream { stream: Box::new(RowStream::new(cfg)), kernel: kernel.map(KernelRow::reader) }
+    };
+    match RowCapture::start(port, record) {
+        Ok(c) => (PacketsOut::Off, Some(Running::Socket(c, origin))),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            (PacketsOut::Failed("AF_PACKET needs CAP_NET_RAW (run as root)".into()), None)
+        }
+        Err(e) => (PacketsOut::Failed(format!("AF_PACKET capture on lo: {e}")), None),
+    }
+}

@@ -1,0 +1,62 @@
+//! A row's packets and kernel records classified as the row runs (issue 25), on a real row:
+//! the events kept for the report come in the whole-row path's order (time, packets before
+//! kernel events at the same nanosecond, frame and kernel numbers in order), none late, and the
+//! classifier's analysis is the one a whole-row pass over those events makes. Needs root (a
+//! private namespace, AF_PACKET, eBPF); without it the row records nothing and the test says so.
+
+use scenario::{Rr, SideOpts, StrategyPair, Workload};
+use tcpstall_lab::{self as lab, KernelEvidence, KernelHandle, LabOptions, Placement};
+use trace::{EventKind, Evidence};
+
+#[test]
+fn a_streamed_row_is_ordered_and_classified_as_a_whole_row() {
+    let kernel = match KernelHandle::open() {
+        Ok(h) => KernelEvidence::On(h),
+        Err(e) => KernelEvidence::Unavailable(e.to_string()),
+    };
+    let on = matches!(kernel, KernelEvidence::On(_));
+    let w = Workload::Rr(Rr { size: 1, rounds: 20_000 });
+    let side = SideOpts::parse_list("default").expect("strategy");
+    let pair = StrategyPair::new(side.clone(), side);
+    let opts = LabOptions { keep_packets: true, kernel, ..LabOptions::default() };
+    let (row, analysis) = lab::run_pair_analysed(&w, &pair, &Placement::loopback(), &opts).expect("rr row");
+    let (Some(cap), Some(analysis)) = (row.capture.as_ref(), analysis) else {
+        eprintln!("skipped: the row recorded no packets (needs root)");
+        return;
+    };
+    let ev = &row.packets;
+    assert!(cap.tcp_packets >= 40_000, "{} packets", cap.tcp_packets);
+    let segs = ev.iter().filter(|e| matches!(e.kind, EventKind::Segment(_))).count() as u64;
+    assert_eq!(segs, cap.tcp_packets);
+    let (mut frame, mut knum) = (0, 0);
+    for (i, e) in ev.iter().enumerate() {
+        match e.evidence {
+            Evidence::Frame(n) => {
+                assert!(n > frame, "frame {n} after {frame}");
+                frame = n;
+            }
+            Evidence::Kernel(n) => {
+                assert_eq!(n, knum + 1, "kernel events numbered in time order");
+                knum = n;
+            }
+            _ => {}
+        }
+        if on && i > 0 {
+            let p = &ev[i - 1];
+            assert!(p.t <= e.t, "event {i} at {:?} after {:?}", e.t, p.t);
+            if p.t == e.t {
+                assert!(!(matches!(p.evidence, Evidence::Kernel(_)) && matches!(e.evidence, Evidence::Frame(_))));
+            }
+        }
+    }
+    if on {
+        let k = cap.kernel.expect("kernel counts");
+        assert_eq!(k.events, knum);
+        assert!(k.writes >= 40_000, "{k:?}");
+    }
+    let cfg = analyze::Config {
+        min_gap: trace::Duration::from_nanos(lab::DEFAULT_STALL_MARGIN.as_nanos() as u64),
+        timers: lab::kernel_timers(),
+    };
+    assert_eq!(analyze::analyze_events(ev.iter().cloned(), cfg), analysis);
+}
