@@ -361,6 +361,21 @@ mod tests {
     use super::*;
     use scenario::SideOpts;
 
+    /// A client's runner on `sock` with a 64-byte read buffer and a 5 s timeout.
+    fn client_runner<'a>(sock: &'a Socket, sbuf: &'a [u8], round_clock: bool) -> Runner<'a> {
+        Runner {
+            side: "client",
+            sock,
+            after_recv: &[],
+            spin: false,
+            sbuf,
+            rbuf: vec![0; 64],
+            io_timeout: Duration::from_secs(5),
+            tx: None,
+            round_clock,
+        }
+    }
+
     #[test]
     fn a_peer_closing_early_is_an_error_naming_the_round() {
         use std::io::Write;
@@ -371,17 +386,7 @@ mod tests {
         drop(peer);
         let sock = Socket::from(c);
         let sbuf = [0u8; 1];
-        let mut r = Runner {
-            side: "client",
-            sock: &sock,
-            after_recv: &[],
-            spin: false,
-            sbuf: &sbuf,
-            rbuf: vec![0; 64],
-            io_timeout: Duration::from_secs(5),
-            tx: None,
-            round_clock: false,
-        };
+        let mut r = client_runner(&sock, &sbuf, false);
         let ops = compile(&[Step::Recv(1000)], &SideOpts::none(), &sbuf, false);
         let e = r.run(&ops, Phase::Round(2), &mut Clock::start(), None).unwrap_err().to_string();
         assert_eq!(e, "client: the peer closed the connection early in round 3 (received 10 of 1000 bytes)");
@@ -405,17 +410,7 @@ mod tests {
         });
         let sock = Socket::from(c);
         let sbuf = [1u8; 1];
-        let mut r = Runner {
-            side: "client",
-            sock: &sock,
-            after_recv: &[],
-            spin: false,
-            sbuf: &sbuf,
-            rbuf: vec![0; 64],
-            io_timeout: Duration::from_secs(5),
-            tx: None,
-            round_clock: true,
-        };
+        let mut r = client_runner(&sock, &sbuf, true);
         let ops = compile(&[Step::Send(vec![1]), Step::Recv(1)], &SideOpts::none(), &sbuf, false);
         let mut clk = Clock::start();
         let start = clk.prev;
