@@ -17,7 +17,7 @@
 //!
 //! A *late* event (one arriving after an event that sorts after it was already released) cannot
 //! be put back in order: it is released at once, out of order, and counted
-//! ([`StreamOut::late`]); the row's notes say so. With the margin well above both sources'
+//! ([`StreamCounts::late`]); the row's notes say so. With the margin well above both sources'
 //! delivery delay none is expected.
 
 use std::collections::VecDeque;
