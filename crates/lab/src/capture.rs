@@ -84,6 +84,9 @@ pub trait PacketTap: Send + Sync {
     /// Stop keeping; the packets kept, as (CLOCK_REALTIME ns, original length, the packet's
     /// first bytes: at least its IPv4 and TCP headers).
     fn take(&self) -> Vec<(u64, u32, Vec<u8>)>;
+    /// The packets kept since the last call, keeping on (the row's reader classifies them as
+    /// they come, so the tap holds only a few milliseconds of them).
+    fn drain(&self) -> Vec<(u64, u32, Vec<u8>)>;
     /// Where the packets are seen, for the report.
     fn point(&self) -> String;
 }
@@ -368,6 +371,14 @@ impl Sink {
         }
     }
 
+    /// A frame already in the row's link type (a link's tap: raw IPv4).
+    fn raw(&mut self, ts_ns: u64, orig_len: u32, data: &[u8]) {
+        match self.stream.as_mut() {
+            None => self.frames.push(ts_ns, orig_len, data),
+            Some(s) => s.frame(ts_ns, orig_len.max(data.len() as u32), data),
+        }
+    }
+
     /// The kernel's records so far into the stream, and what is old enough on to the classifier.
     fn advance(&mut self) {
         if let Some(s) = self.stream.as_mut() {
@@ -404,8 +415,8 @@ pub(crate) struct Captured {
     /// come at the row's end, then [`RowStream::finish`].
     pub stream: Option<RowStream>,
     pub stats: Stats,
-    /// CPU time of the reader thread from the ring's opening to its last drain (ns); None for
-    /// a tap.
+    /// CPU time of the reader thread from the ring's opening (or the tap's arming) to its last
+    /// drain (ns).
     pub reader_cpu_ns: Option<u64>,
     /// Times the reader woke up and found blocks to read.
     pub reader_wakeups: u64,
@@ -474,6 +485,66 @@ impl RowCapture {
         }
     }
 }
+
+/// Behind a link: the tap's packets drained every `STOP_POLL_MS` into the row's [`Record`]
+/// (streamed: classified as they come, so neither the tap nor the row keeps them), with the
+/// kernel's records pulled on the same wake-ups.
+pub(crate) struct TapReader {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Captured>>,
+}
+
+impl Drop for TapReader {
+    /// A row that failed still stops its reader.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl TapReader {
+    /// Arm `tap` and start draining it into `record`.
+    pub(crate) fn start(tap: TapHandle, record: Record) -> io::Result<TapReader> {
+        tap.0.arm();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new().name("tcpstall-lab-tap".into()).spawn(move || {
+            let cpu0 = crate::cpu::thread_cpu_ns();
+            let mut sink = Sink::new(record);
+            let mut wakeups = 0u64;
+            let mut pull = |sink: &mut Sink, recs: Vec<(u64, u32, Vec<u8>)>| {
+                wakeups += u64::from(!recs.is_empty());
+                for (ts_ns, orig_len, data) in &recs {
+                    sink.raw(*ts_ns, *orig_len, data);
+                }
+                sink.advance();
+            };
+            while !flag.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(u64::from(STOP_POLL_MS)));
+                pull(&mut sink, tap.0.drain());
+            }
+            // The tap's records pass a channel to the link's writer thread first.
+            std::thread::sleep(TAP_FINAL_WAIT);
+            pull(&mut sink, tap.0.take());
+            let reader_cpu_ns = crate::cpu::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
+            let (frames, stream) = (sink.frames, sink.stream);
+            Captured { frames, stream, stats: Stats::default(), reader_cpu_ns, reader_wakeups: wakeups }
+        })?;
+        Ok(TapReader { stop, thread: Some(thread) })
+    }
+
+    /// Stop after one last drain and return what was recorded.
+    pub(crate) fn finish(mut self) -> Result<Captured, RecordError> {
+        self.stop.store(true, Ordering::Release);
+        let Some(t) = self.thread.take() else { return Err(RecordError::Stopped) };
+        t.join().map_err(|_| RecordError::Panicked)
+    }
+}
+
+/// How long a tap's last drain waits for records still in the link writer's channel.
+const TAP_FINAL_WAIT: Duration = Duration::from_millis(20);
 
 /// CLOCK_REALTIME now, in ns: the clock of the kernel's packet stamps (SO_TIMESTAMPNS).
 pub(crate) fn realtime_ns() -> u64 {

@@ -87,6 +87,11 @@ impl Tap {
     pub fn take(&self) -> Vec<TapRecord> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_default()
     }
+    /// The packets kept so far, keeping on (a reader that classifies them as they come holds
+    /// only what arrived since its last call).
+    pub fn drain(&self) -> Vec<TapRecord> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut().map(std::mem::take).unwrap_or_default()
+    }
     fn keep(&self, ts: u64, data: &[u8]) {
         if let Some(v) = self.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
             v.push((ts, data.len() as u32, data[..data.len().min(TAP_SNAPLEN)].to_vec()));

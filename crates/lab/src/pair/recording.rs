@@ -2,11 +2,9 @@
 //! comes, or a link's tap) and its kernel evidence, started by the server thread before the
 //! client connects and finished after the rounds.
 
-use std::time::Duration;
-
 use super::{Ns, PacketsOut};
 use crate::capture::rowstream::RowStream;
-use crate::capture::{self, Captured, KernelEvidence, KernelRecords, KernelRow, Record, RowCapture};
+use crate::capture::{self, KernelEvidence, KernelRecords, KernelRow, Record, RowCapture, TapReader};
 use crate::{result, LabOptions, Placement};
 
 /// The row's kernel evidence, as the server thread recorded it.
@@ -42,7 +40,8 @@ pub(super) fn start_kernel(lab: &LabOptions, ns: &Ns, port: u16) -> (KernelOut, 
 /// The row's capture while it runs.
 pub(super) enum Running {
     Socket(RowCapture, u64),
-    Tap(capture::TapHandle, u64),
+    /// A link's tap and where its packets are seen.
+    Tap(TapReader, String, u64),
 }
 
 impl Running {
@@ -61,25 +60,18 @@ impl Running {
                 },
                 Err(e) => PacketsOut::Failed(e.to_string()),
             },
-            Running::Tap(t, origin_ns) => {
-                // The tap's records pass a channel to the link's writer thread first.
-                std::thread::sleep(Duration::from_millis(20));
-                let taken = t.0.take();
-                let mut frames = capture::Frames::with_capacity(taken.len());
-                for (ts_ns, orig_len, data) in &taken {
-                    frames.push(*ts_ns, *orig_len, data);
-                }
-                let cap = Captured { frames, ..Default::default() };
-                PacketsOut::Captured {
+            Running::Tap(t, point, origin_ns) => match t.finish() {
+                Ok(cap) => PacketsOut::Captured {
                     cap,
                     linktype: wire::linktype::IPV4,
-                    point: t.0.point(),
+                    point,
                     origin_ns,
                     server_port: port,
                     frame_base: 0,
                     kernel: None,
-                }
-            }
+                },
+                Err(e) => PacketsOut::Failed(e.to_string()),
+            },
         }
     }
 }
@@ -97,25 +89,25 @@ pub(super) fn start_capture(
         return (PacketsOut::Off, None);
     }
     let origin = capture::realtime_ns();
+    // The reader classifies the packets as they come and keeps none; but `--capture FILE` on
+    // loopback keeps the frames for the file (numbered from its count at the row's end).
+    let stream = |linktype: u32| {
+        let margin = lab.stall_threshold.unwrap_or(crate::DEFAULT_STALL_MARGIN);
+        let clock = kernel.map(KernelRow::clock);
+        let cfg = result::stream_cfg((margin, lab.keep_packets), linktype, (origin, port, 0), clock);
+        Record::Stream { stream: Box::new(RowStream::new(cfg)), kernel: kernel.map(KernelRow::reader) }
+    };
     if place.server_netns.is_some() || place.client_netns.is_some() {
         return match &lab.tap {
-            Some(t) => {
-                t.0.arm();
-                (PacketsOut::Off, Some(Running::Tap(t.clone(), origin)))
-            }
+            // Behind a link the link writes the capture file itself: the tap is streamed.
+            Some(t) => match TapReader::start(t.clone(), stream(wire::linktype::IPV4)) {
+                Ok(r) => (PacketsOut::Off, Some(Running::Tap(r, t.0.point(), origin))),
+                Err(e) => (PacketsOut::Failed(format!("the link tap's reader: {e}")), None),
+            },
             None => (PacketsOut::Failed("behind --link the row's loopback carries none of its packets".into()), None),
         };
     }
-    // `--capture FILE` keeps the frames for the file (numbered from its count at the row's
-    // end); else the reader classifies them as they come and keeps none.
-    let record = if lab.capture_file.is_some() {
-        Record::Frames
-    } else {
-        let margin = lab.stall_threshold.unwrap_or(crate::DEFAULT_STALL_MARGIN);
-        let clock = kernel.map(KernelRow::clock);
-        let cfg = result::stream_cfg((margin, lab.keep_packets), capture::LINKTYPE, (origin, port, 0), clock);
-        Record::Stream { stream: Box::new(RowStream::new(cfg)), kernel: kernel.map(KernelRow::reader) }
-    };
+    let record = if lab.capture_file.is_some() { Record::Frames } else { stream(capture::LINKTYPE) };
     match RowCapture::start(port, record) {
         Ok(c) => (PacketsOut::Off, Some(Running::Socket(c, origin))),
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => {

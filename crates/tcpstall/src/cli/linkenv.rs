@@ -23,6 +23,9 @@ impl lab::PacketTap for ServerTap {
     fn take(&self) -> Vec<(u64, u32, Vec<u8>)> {
         self.0.take()
     }
+    fn drain(&self) -> Vec<(u64, u32, Vec<u8>)> {
+        self.0.drain()
+    }
     fn point(&self) -> String {
         "the emulated link's server end (the forwarder's tap: server packets as sent, client packets as delivered)"
             .into()

@@ -704,6 +704,8 @@ pub(crate) fn behind_a_link_rows_take_their_packets_from_the_forwarders_tap() {
         let (d, n) = (row(&r, "default"), row(&r, "nodelay"));
         for x in [d, n] {
             assert!(x["capture"]["point"].as_str().unwrap().contains("emulated link"), "{x:#}");
+            // The tap is drained and classified while the row runs, by a reader of its own.
+            assert!(x["capture"]["reader_cpu_us"].is_number(), "{x:#}");
             // 6 measured + 20 warm-up requests of 3 writes and a response, plus the handshake.
             let p = x["capture"]["tcp_packets"].as_u64().unwrap();
             assert!((26 * 2..26 * 20).contains(&p), "{p} packets: {x:#}");
