@@ -19,6 +19,6 @@ pub use candidates::{candidates, Candidate};
 pub use code::{caveat, change_size, snippet, Lang, UnknownLang};
 pub use pool::Pooled;
 pub use rank::{decide, rank, Decision, Rule, Scored, RULES};
-pub use request::{parse_side, source_notes, RequestError, Settings};
+pub use request::{parse_side, source_notes, RequestError};
 pub use session::{conclude, measure, Advice, AdviseError, Ending, FirstRun, Measured, NothingToRank, Request, Runner};
 pub use stats::{bootstrap_quantiles, quantile, Interval};

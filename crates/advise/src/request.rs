@@ -4,9 +4,9 @@
 //!
 //! The error messages name the flag a value came from: they are what the user reads.
 
-use scenario::{OverrideError, Overrides, Scenario, Side};
+use scenario::{OverrideError, Overrides, Side};
 
-use crate::{Lang, Request};
+use crate::Request;
 
 /// A flag of advise that does not parse or does not fit.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -47,51 +47,28 @@ pub fn source_notes(derived: Option<(&str, &scenario::derive::Derived)>, link: O
     notes
 }
 
-/// The flags besides the workload, parsed.
-#[derive(Debug, Clone)]
-pub struct Settings<'a> {
-    /// `--set KEY=VALUE`, in order.
-    pub sets: &'a [String],
-    /// Measured rounds per run (the workload's round-count parameter).
-    pub rounds: u32,
-    pub reps: u32,
-    pub model: bool,
-    pub peer_profile: Option<String>,
-    pub own: Side,
-    pub lang: Lang,
-    pub seed: u64,
-    pub keep_first: bool,
-}
-
 impl Request {
-    /// The request for `scenario`: --set, then --rounds applied to it, then --reps checked (1
-    /// to 100). A peer profile runs on the model.
-    pub fn new(mut scenario: Scenario, s: Settings) -> Result<Request, RequestError> {
-        scenario.apply(&Overrides { sets: s.sets, rounds: Some(s.rounds), ..Overrides::default() })?;
-        if !(1..=100).contains(&s.reps) {
-            return Err(RequestError::Reps(s.reps));
+    /// This request with `sets` (`--set KEY=VALUE`, in order), then its `rounds`, applied to its
+    /// scenario, its `reps` checked (1 to 100), and on the model when it names a peer profile.
+    pub fn with_overrides(mut self, sets: &[String]) -> Result<Request, RequestError> {
+        self.scenario.apply(&Overrides { sets, rounds: Some(self.rounds), ..Overrides::default() })?;
+        if !(1..=100).contains(&self.reps) {
+            return Err(RequestError::Reps(self.reps));
         }
-        Ok(Request {
-            scenario,
-            reps: s.reps,
-            rounds: s.rounds,
-            model: s.model || s.peer_profile.is_some(),
-            peer_profile: s.peer_profile,
-            own: s.own,
-            lang: s.lang,
-            seed: s.seed,
-            keep_first: s.keep_first,
-        })
+        self.model |= self.peer_profile.is_some();
+        Ok(self)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Lang;
+    use scenario::Scenario;
 
-    fn settings(sets: &[String], rounds: u32, reps: u32) -> Settings<'_> {
-        Settings {
-            sets,
+    fn request(scenario: Scenario, sets: &[String], rounds: u32, reps: u32) -> Result<Request, RequestError> {
+        Request {
+            scenario,
             rounds,
             reps,
             model: false,
@@ -101,20 +78,21 @@ mod tests {
             seed: 1,
             keep_first: false,
         }
+        .with_overrides(sets)
     }
 
     #[test]
     fn sets_then_rounds_then_reps() {
         let mw = || Scenario::builtin("multi-write").unwrap();
-        let r = Request::new(mw(), settings(&["response=7".into()], 9, 5)).unwrap();
+        let r = request(mw(), &["response=7".into()], 9, 5).unwrap();
         assert_eq!(r.scenario.workload.params_json()["requests"], 9);
         assert_eq!(r.scenario.workload.params_json()["response"], 7);
         assert!(r.model, "a peer profile runs on the model");
-        let e = Request::new(mw(), settings(&["bogus=1".into()], 9, 0)).unwrap_err().to_string();
+        let e = request(mw(), &["bogus=1".into()], 9, 0).unwrap_err().to_string();
         assert!(e.starts_with("--set bogus: "), "{e}");
-        let e = Request::new(mw(), settings(&[], 9, 101)).unwrap_err().to_string();
+        let e = request(mw(), &[], 9, 101).unwrap_err().to_string();
         assert_eq!(e, "--reps 101: expected 1 to 100 runs per candidate");
-        let e = Request::new(Scenario::builtin("stream").unwrap(), settings(&[], 9, 5)).unwrap_err();
+        let e = request(Scenario::builtin("stream").unwrap(), &[], 9, 5).unwrap_err();
         assert_eq!(e, RequestError::Overrides(OverrideError::RoundsOfStream));
     }
 

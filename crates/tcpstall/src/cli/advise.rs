@@ -172,20 +172,18 @@ fn request(args: &AdviseArgs) -> anyhow::Result<(advise::Request, Option<String>
     }
     let own = advise::parse_side(&args.side)?;
     let (scenario, link, notes) = workload(args)?;
-    let req = advise::Request::new(
+    let req = advise::Request {
         scenario,
-        advise::Settings {
-            sets: &args.sets,
-            rounds: args.rounds,
-            reps: args.reps,
-            model: args.model,
-            peer_profile: args.peer_profile.clone(),
-            own,
-            lang,
-            seed: args.seed,
-            keep_first: args.report.is_some(),
-        },
-    )?;
+        rounds: args.rounds,
+        reps: args.reps,
+        model: args.model,
+        peer_profile: args.peer_profile.clone(),
+        own,
+        lang,
+        seed: args.seed,
+        keep_first: args.report.is_some(),
+    }
+    .with_overrides(&args.sets)?;
     if let Some(p) = &args.report {
         output::check_writable("--report", p)?;
     }
