@@ -252,21 +252,19 @@ pub fn kernel_events(
     server_port: u16,
     origin_ns: u64,
 ) -> Vec<Event> {
-    kevidence::to_events(
-        recs,
-        clock,
-        origin_ns,
-        |r| {
-            if r.local.port() == server_port && r.remote.port() != server_port {
-                Some(Endpoint::B)
-            } else if r.remote.port() == server_port {
-                Some(Endpoint::A)
-            } else {
-                None
-            }
-        },
-        1,
-    )
+    kevidence::to_events(recs, clock, origin_ns, |r| kernel_side(r, server_port), 1)
+}
+
+/// The side a kernel record of the row belongs to: the client (A) is the socket whose remote
+/// port is the server's, the server (B) the one whose local port is; None for another socket.
+pub(crate) fn kernel_side(r: &kevidence::Record, server_port: u16) -> Option<Endpoint> {
+    if r.local.port() == server_port && r.remote.port() != server_port {
+        Some(Endpoint::B)
+    } else if r.remote.port() == server_port {
+        Some(Endpoint::A)
+    } else {
+        None
+    }
 }
 
 /// One frame of a [`Frames`] buffer.
@@ -575,19 +573,35 @@ pub fn events(
     let mut out = Vec::with_capacity(frames.len());
     let mut skipped = Skipped::default();
     for (i, f) in frames.iter().enumerate() {
-        match wire::decode(linktype, f.data, f.orig_len) {
-            Ok(p) if p.src.port() != server_port && p.dst.port() != server_port => skipped.other_port += 1,
-            Ok(p) => out.push(Event {
+        if let Some((segment, from)) = row_segment(linktype, f.data, f.orig_len, server_port, &mut skipped) {
+            out.push(Event {
                 t: Instant(f.ts_ns.saturating_sub(origin_ns)),
-                from: if p.src.port() == server_port { Endpoint::B } else { Endpoint::A },
-                kind: EventKind::Segment(p.segment),
+                from,
+                kind: EventKind::Segment(segment),
                 evidence: Evidence::Frame(frame_base + i as u64 + 1),
-            }),
-            Err(wire::Skip::Malformed) => skipped.malformed += 1,
-            Err(_) => skipped.not_tcp += 1,
+            });
         }
     }
     (out, skipped)
+}
+
+/// One frame decoded for the row: its segment and side (A is the client, the side whose port
+/// is not `server_port`), or None, counted in `skipped` (not TCP, malformed, another
+/// connection).
+pub(crate) fn row_segment(
+    linktype: u32,
+    data: &[u8],
+    orig_len: u32,
+    server_port: u16,
+    skipped: &mut Skipped,
+) -> Option<(trace::Segment, Endpoint)> {
+    match wire::decode(linktype, data, orig_len) {
+        Ok(p) if p.src.port() != server_port && p.dst.port() != server_port => skipped.other_port += 1,
+        Ok(p) => return Some((p.segment, if p.src.port() == server_port { Endpoint::B } else { Endpoint::A })),
+        Err(wire::Skip::Malformed) => skipped.malformed += 1,
+        Err(_) => skipped.not_tcp += 1,
+    }
+    None
 }
 
 /// `lab --capture FILE` without `--link`: every row's frames, one pcapng interface per row (each

@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 
-use trace::{Endpoint, Event, EventKind, Evidence, Instant, KernelEvent};
+use trace::{Event, EventKind, Evidence, Instant, KernelEvent};
 
 use super::Skipped;
 
@@ -161,20 +161,8 @@ impl RowStream {
         self.counts.frames += 1;
         let n = self.cfg.frame_base + self.counts.frames;
         let port = self.cfg.server_port;
-        let seg = match wire::decode(self.cfg.linktype, data, orig_len) {
-            Ok(p) if p.src.port() != port && p.dst.port() != port => {
-                self.counts.skipped.other_port += 1;
-                return;
-            }
-            Ok(p) => (p.segment, if p.src.port() == port { Endpoint::B } else { Endpoint::A }),
-            Err(wire::Skip::Malformed) => {
-                self.counts.skipped.malformed += 1;
-                return;
-            }
-            Err(_) => {
-                self.counts.skipped.not_tcp += 1;
-                return;
-            }
+        let Some(seg) = super::row_segment(self.cfg.linktype, data, orig_len, port, &mut self.counts.skipped) else {
+            return;
         };
         self.counts.tcp_packets += 1;
         let t = ts_ns.saturating_sub(self.cfg.origin_ns);
@@ -270,13 +258,7 @@ impl RowStream {
             } else {
                 k.released = Some(key);
             }
-            let from = if r.local.port() == port && r.remote.port() != port {
-                Endpoint::B
-            } else if r.remote.port() == port {
-                Endpoint::A
-            } else {
-                continue;
-            };
+            let Some(from) = super::kernel_side(&r, port) else { continue };
             let Some(kind) = k.conv.event(&r) else { continue };
             k.counts.events += 1;
             match kind {
@@ -290,10 +272,7 @@ impl RowStream {
             if self.released.is_some_and(|x| (t, 1, n) < x) {
                 // The watermark passed it already: out of order, now.
                 self.counts.late += 1;
-                self.analyzer.push(&ev);
-                if self.cfg.keep {
-                    self.kept.push(ev);
-                }
+                deliver((&mut self.analyzer, &mut self.kept, self.cfg.keep), ev);
                 continue;
             }
             k.events.push_back(Pending { key: (t, n), ev });
@@ -306,10 +285,15 @@ impl RowStream {
     }
 
     fn release(&mut self, ev: Event) {
-        self.analyzer.push(&ev);
-        if self.cfg.keep {
-            self.kept.push(ev);
-        }
+        deliver((&mut self.analyzer, &mut self.kept, self.cfg.keep), ev);
+    }
+}
+
+/// An event to the classifier, and to the kept events when they are kept.
+fn deliver((analyzer, kept, keep): (&mut analyze::FlowAnalyzer, &mut Vec<Event>, bool), ev: Event) {
+    analyzer.push(&ev);
+    if keep {
+        kept.push(ev);
     }
 }
 
