@@ -388,14 +388,38 @@ impl Sink {
     }
 }
 
-/// A running capture (the reader thread).
-pub(crate) struct RowCapture {
+/// A row's reader thread (the loopback ring's or a link tap's), stopped by a flag; a row that
+/// failed still stops it (on drop).
+struct Reader {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<io::Result<Captured>>>,
 }
 
-impl Drop for RowCapture {
-    /// A row that failed still stops its reader.
+impl Reader {
+    /// Run `body` on a thread named `name` until the flag it is given is set.
+    fn spawn(
+        name: &str,
+        body: impl FnOnce(&AtomicBool) -> io::Result<Captured> + Send + 'static,
+    ) -> io::Result<Reader> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new().name(name.into()).spawn(move || body(&flag))?;
+        Ok(Reader { stop, thread: Some(thread) })
+    }
+
+    /// Stop it (its body ends with a last drain) and return what it recorded.
+    fn finish(mut self) -> Result<Captured, RecordError> {
+        self.stop.store(true, Ordering::Release);
+        let Some(t) = self.thread.take() else { return Err(RecordError::Stopped) };
+        match t.join() {
+            Ok(Ok(c)) => Ok(c),
+            Ok(Err(e)) => Err(RecordError::Read(e)),
+            Err(_) => Err(RecordError::Panicked),
+        }
+    }
+}
+
+impl Drop for Reader {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
@@ -403,6 +427,9 @@ impl Drop for RowCapture {
         }
     }
 }
+
+/// A running capture on the row's loopback (the reader thread).
+pub(crate) struct RowCapture(Reader);
 
 /// What a capture recorded, and what recording cost in user space.
 #[derive(Debug, Default)]
@@ -429,9 +456,7 @@ impl RowCapture {
         let filter = sys::bpf::tcp_l3(&[port], &[], RING_SNAPLEN, Some(lo));
         let mut ring = sys::ring::Ring::open(lo, &filter, RING_BLOCK, RING_BLOCKS, RETIRE_MS)?;
         let _ = ring.ignore_outgoing();
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new().name("tcpstall-lab-capture".into()).spawn(move || {
+        let reader = Reader::spawn("tcpstall-lab-capture", move |flag| {
             let cpu0 = crate::cpu::thread_cpu_ns();
             let mut sink = Sink::new(record);
             let (mut wakeups, mut read) = (0u64, 0u64);
@@ -466,49 +491,28 @@ impl RowCapture {
             let (frames, stream) = (sink.frames, sink.stream);
             Ok(Captured { frames, stream, stats, reader_cpu_ns, reader_wakeups: wakeups })
         })?;
-        Ok(RowCapture { stop, thread: Some(thread) })
+        Ok(RowCapture(reader))
     }
 
     /// Stop reading (after one last drain) and return what was captured.
-    pub(crate) fn finish(mut self) -> Result<Captured, RecordError> {
+    pub(crate) fn finish(self) -> Result<Captured, RecordError> {
         // Packets already on loopback's backlog are in the ring within microseconds of the last
         // send: a short grace keeps the final ACKs.
         std::thread::sleep(Duration::from_millis(5));
-        self.stop.store(true, Ordering::Release);
-        let Some(t) = self.thread.take() else { return Err(RecordError::Stopped) };
-        match t.join() {
-            Ok(Ok(c)) => Ok(c),
-            Ok(Err(e)) => Err(RecordError::Read(e)),
-            Err(_) => Err(RecordError::Panicked),
-        }
+        self.0.finish()
     }
 }
 
 /// Behind a link: the tap's packets drained every `STOP_POLL_MS` into the row's [`Record`]
 /// (streamed: classified as they come, so neither the tap nor the row keeps them), with the
 /// kernel's records pulled on the same wake-ups.
-pub(crate) struct TapReader {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Captured>>,
-}
-
-impl Drop for TapReader {
-    /// A row that failed still stops its reader.
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
+pub(crate) struct TapReader(Reader);
 
 impl TapReader {
     /// Arm `tap` and start draining it into `record`.
     pub(crate) fn start(tap: TapHandle, record: Record) -> io::Result<TapReader> {
         tap.0.arm();
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new().name("tcpstall-lab-tap".into()).spawn(move || {
+        let reader = Reader::spawn("tcpstall-lab-tap", move |flag| {
             let cpu0 = crate::cpu::thread_cpu_ns();
             let mut sink = Sink::new(record);
             let mut wakeups = 0u64;
@@ -528,16 +532,14 @@ impl TapReader {
             pull(&mut sink, tap.0.take());
             let reader_cpu_ns = crate::cpu::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
             let (frames, stream) = (sink.frames, sink.stream);
-            Captured { frames, stream, stats: Stats::default(), reader_cpu_ns, reader_wakeups: wakeups }
+            Ok(Captured { frames, stream, stats: Stats::default(), reader_cpu_ns, reader_wakeups: wakeups })
         })?;
-        Ok(TapReader { stop, thread: Some(thread) })
+        Ok(TapReader(reader))
     }
 
     /// Stop after one last drain and return what was recorded.
-    pub(crate) fn finish(mut self) -> Result<Captured, RecordError> {
-        self.stop.store(true, Ordering::Release);
-        let Some(t) = self.thread.take() else { return Err(RecordError::Stopped) };
-        t.join().map_err(|_| RecordError::Panicked)
+    pub(crate) fn finish(self) -> Result<Captured, RecordError> {
+        self.0.finish()
     }
 }
 
