@@ -37,41 +37,37 @@ pub(super) fn start_kernel(lab: &LabOptions, ns: &Ns, port: u16) -> (KernelOut, 
     }
 }
 
-/// The row's capture while it runs.
-pub(super) enum Running {
-    Socket(RowCapture, u64),
-    /// A link's tap and where its packets are seen.
-    Tap(TapReader, String, u64),
+/// The row's capture while it runs: its reader, the frames' link type, where they are seen
+/// (for the report) and the trace's time 0 (CLOCK_REALTIME ns).
+pub(super) struct Running {
+    reader: Reader,
+    linktype: u32,
+    point: String,
+    origin_ns: u64,
+}
+
+enum Reader {
+    Socket(RowCapture),
+    Tap(TapReader),
 }
 
 impl Running {
     pub(super) fn finish(self, port: u16) -> PacketsOut {
-        match self {
-            Running::Socket(c, origin_ns) => match c.finish() {
-                Ok(cap) => PacketsOut::Captured {
-                    cap,
-                    linktype: capture::LINKTYPE,
-                    point: "loopback of the row's network namespace (arriving copies, AF_PACKET TPACKET_V3 ring)"
-                        .into(),
-                    origin_ns,
-                    server_port: port,
-                    frame_base: 0,
-                    kernel: None,
-                },
-                Err(e) => PacketsOut::Failed(e.to_string()),
+        let got = match self.reader {
+            Reader::Socket(c) => c.finish(),
+            Reader::Tap(t) => t.finish(),
+        };
+        match got {
+            Ok(cap) => PacketsOut::Captured {
+                cap,
+                linktype: self.linktype,
+                point: self.point,
+                origin_ns: self.origin_ns,
+                server_port: port,
+                frame_base: 0,
+                kernel: None,
             },
-            Running::Tap(t, point, origin_ns) => match t.finish() {
-                Ok(cap) => PacketsOut::Captured {
-                    cap,
-                    linktype: wire::linktype::IPV4,
-                    point,
-                    origin_ns,
-                    server_port: port,
-                    frame_base: 0,
-                    kernel: None,
-                },
-                Err(e) => PacketsOut::Failed(e.to_string()),
-            },
+            Err(e) => PacketsOut::Failed(e.to_string()),
         }
     }
 }
@@ -101,7 +97,10 @@ pub(super) fn start_capture(
         return match &lab.tap {
             // Behind a link the link writes the capture file itself: the tap is streamed.
             Some(t) => match TapReader::start(t.clone(), stream(wire::linktype::IPV4)) {
-                Ok(r) => (PacketsOut::Off, Some(Running::Tap(r, t.0.point(), origin))),
+                Ok(r) => {
+                    let (linktype, point) = (wire::linktype::IPV4, t.0.point());
+                    (PacketsOut::Off, Some(Running { reader: Reader::Tap(r), linktype, point, origin_ns: origin }))
+                }
                 Err(e) => (PacketsOut::Failed(format!("the link tap's reader: {e}")), None),
             },
             None => (PacketsOut::Failed("behind --link the row's loopback carries none of its packets".into()), None),
@@ -109,7 +108,11 @@ pub(super) fn start_capture(
     }
     let record = if lab.capture_file.is_some() { Record::Frames } else { stream(capture::LINKTYPE) };
     match RowCapture::start(port, record) {
-        Ok(c) => (PacketsOut::Off, Some(Running::Socket(c, origin))),
+        Ok(c) => {
+            let point = "loopback of the row's network namespace (arriving copies, AF_PACKET TPACKET_V3 ring)".into();
+            let reader = Reader::Socket(c);
+            (PacketsOut::Off, Some(Running { reader, linktype: capture::LINKTYPE, point, origin_ns: origin }))
+        }
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
             (PacketsOut::Failed("AF_PACKET needs CAP_NET_RAW (run as root)".into()), None)
         }
