@@ -124,6 +124,11 @@ impl Default for LabOptions {
 pub struct StallThresholdError(pub f64);
 
 impl LabOptions {
+    /// The stall margin this run uses: `stall_threshold`, else [`DEFAULT_STALL_MARGIN`].
+    pub fn stall_margin(&self) -> Duration {
+        self.stall_threshold.unwrap_or(DEFAULT_STALL_MARGIN)
+    }
+
     /// A wait longer than the round trip by more than `ms` milliseconds (more than 0, at most
     /// 10 000) is a stall.
     pub fn set_stall_threshold_ms(&mut self, ms: f64) -> Result<(), StallThresholdError> {

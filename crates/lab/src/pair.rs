@@ -184,7 +184,7 @@ fn run_pair_once(
     if let PacketsOut::Captured { kernel: k, .. } = &mut packets {
         *k = kernel;
     }
-    let margin = opts.stall_threshold.unwrap_or(crate::DEFAULT_STALL_MARGIN);
+    let margin = opts.stall_margin();
     let trace = result::classified(packets, margin, cli.window_real, opts.keep_packets);
     if let Some(late) = trace.0.as_ref().map(|t| t.late).filter(|&n| n > 0) {
         notes.push(format!(

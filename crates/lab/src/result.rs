@@ -11,7 +11,7 @@ use crate::capture::KernelRecords;
 use crate::measure;
 use crate::pair::{ClientOut, PacketsOut, SideOut};
 use crate::verdict::{self, Corroboration, Records};
-use crate::{LabOptions, Placement, DEFAULT_STALL_MARGIN};
+use crate::{LabOptions, Placement};
 
 fn sub32(a: Option<u32>, b: Option<u32>) -> u64 {
     u64::from(a.unwrap_or(0).wrapping_sub(b.unwrap_or(0)))
@@ -62,7 +62,7 @@ pub(crate) fn assemble(
     cli: ClientOut,
     packets: PacketsOut,
 ) -> (RunResult, Option<analyze::Analysis>) {
-    let margin = lab.stall_threshold.unwrap_or(DEFAULT_STALL_MARGIN);
+    let margin = lab.stall_margin();
     let trace = classified(packets, margin, cli.window_real, lab.keep_packets);
     assemble_classified(program, pair, place, lab, srv, cli, trace)
 }
@@ -86,7 +86,7 @@ pub(crate) fn assemble_classified(
     let mut netstat = srv.netstat.clone();
     netstat.extend(cli.side.netstat.clone());
     let wall_s = cli.wall.as_secs_f64();
-    let margin = lab.stall_threshold.unwrap_or(DEFAULT_STALL_MARGIN);
+    let margin = lab.stall_margin();
     let threshold = measure::threshold_ns(margin.as_nanos() as u64, cli.side.after.min_rtt.unwrap_or(0));
     let records: Vec<analyze::Stall> =
         trace.as_ref().map(|t| t.analysis.stalls().cloned().collect()).unwrap_or_default();

@@ -88,7 +88,7 @@ pub(super) fn start_capture(
     // The reader classifies the packets as they come and keeps none; but `--capture FILE` on
     // loopback keeps the frames for the file (numbered from its count at the row's end).
     let stream = |linktype: u32| {
-        let margin = lab.stall_threshold.unwrap_or(crate::DEFAULT_STALL_MARGIN);
+        let margin = lab.stall_margin();
         let clock = kernel.map(KernelRow::clock);
         let cfg = result::stream_cfg((margin, lab.keep_packets), linktype, (origin, port, 0), clock);
         Record::Stream { stream: Box::new(RowStream::new(cfg)), kernel: kernel.map(KernelRow::reader) }
