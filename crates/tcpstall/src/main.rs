@@ -7,12 +7,13 @@
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
 
 mod cli;
+mod flags;
 
 use clap::Parser;
 
 fn main() {
     sys::process::default_sigpipe();
-    let args = cli::Cli::parse();
+    let args = flags::Cli::parse();
     match cli::run(args) {
         Ok(code) => std::process::exit(code),
         Err(e) => {

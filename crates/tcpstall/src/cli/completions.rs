@@ -3,36 +3,11 @@
 
 use clap::CommandFactory;
 
-const COMPLETION_EXAMPLES: &str = "\
-Examples:
-  tcpstall completions bash > ~/.local/share/bash-completion/completions/tcpstall
-  tcpstall completions zsh > \"${fpath[1]}/_tcpstall\"
-  tcpstall completions fish > ~/.config/fish/completions/tcpstall.fish";
-
-const MAN_EXAMPLES: &str = "\
-Examples:
-  tcpstall man | man -l -                          read it now
-  tcpstall man > /usr/local/share/man/man1/tcpstall.1   install it (then `man tcpstall`)
-  tcpstall man advise > tcpstall-advise.1          one subcommand's page";
-
-#[derive(Debug, clap::Args)]
-#[command(after_help = COMPLETION_EXAMPLES)]
-pub(crate) struct CompletionsArgs {
-    /// The shell to complete for
-    #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
-}
-
-#[derive(Debug, clap::Args)]
-#[command(after_help = MAN_EXAMPLES)]
-pub(crate) struct ManArgs {
-    /// A subcommand's own page (tcpstall-SUBCOMMAND(1)) instead of tcpstall(1)
-    #[arg(value_name = "SUBCOMMAND")]
-    pub subcommand: Option<String>,
-}
+use crate::flags::completions::{CompletionsArgs, ManArgs};
+use crate::flags::Cli;
 
 pub(crate) fn completions(a: CompletionsArgs) -> anyhow::Result<i32> {
-    let mut cmd = super::Cli::command();
+    let mut cmd = Cli::command();
     let mut out = Vec::new();
     clap_complete::generate(a.shell, &mut cmd, "tcpstall", &mut out);
     super::output::write_bytes(&out, None)?;
@@ -40,7 +15,7 @@ pub(crate) fn completions(a: CompletionsArgs) -> anyhow::Result<i32> {
 }
 
 pub(crate) fn man(a: ManArgs) -> anyhow::Result<i32> {
-    let mut cmd = super::Cli::command();
+    let mut cmd = Cli::command();
     cmd.build();
     let page = match a.subcommand.as_deref() {
         None => cmd,

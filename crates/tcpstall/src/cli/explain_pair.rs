@@ -6,8 +6,8 @@ use std::path::Path;
 use anyhow::{bail, Context};
 use report::Export;
 
-use super::explain::ExplainArgs;
 use super::output;
+use crate::flags::explain::ExplainArgs;
 
 pub(crate) fn run(args: &ExplainArgs, peer: &Path) -> anyhow::Result<i32> {
     // --min-gap was checked by explain::run.

@@ -7,37 +7,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
+
+use crate::flags::common::OutputFormat;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-
-/// `--format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
-    /// Aligned table (or text) for people.
-    #[value(alias = "text")]
-    Table,
-    /// The stable JSON contract (docs/json-schema.md).
-    Json,
-    /// One row per strategy, RFC 4180 quoting.
-    Csv,
-    /// A Markdown table.
-    #[value(alias = "md")]
-    Markdown,
-}
-
-impl From<OutputFormat> for report::Format {
-    fn from(f: OutputFormat) -> Self {
-        match f {
-            OutputFormat::Table => report::Format::Table,
-            OutputFormat::Json => report::Format::Json,
-            OutputFormat::Csv => report::Format::Csv,
-            OutputFormat::Markdown => report::Format::Markdown,
-        }
-    }
-}
 
 /// `--stalls`: every row's stall records for people, after the table on stdout, or on stderr
 /// when stdout carries JSON/CSV or the table went to a file.
-pub(crate) fn stall_records(report: &report::Report, args: &super::common::ScenarioArgs) -> anyhow::Result<()> {
+pub(crate) fn stall_records(report: &report::Report, args: &crate::flags::common::ScenarioArgs) -> anyhow::Result<()> {
     if !args.stalls {
         return Ok(());
     }

@@ -2,27 +2,13 @@
 //! `tcpstall serve` on another host (crates/remote; docs/remote.md).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use scenario::Scenario;
 
-use super::lab::LabArgs;
 use super::output;
-
-#[derive(Debug, Clone, Default, clap::Args)]
-pub(crate) struct RemoteArgs {
-    /// Run the server side on `tcpstall serve` at HOST[:PORT] (default port 7523): request/response
-    /// scenarios only; each host measures its own side (docs/remote.md).
-    #[arg(long, value_name = "HOST[:PORT]")]
-    pub remote: Option<String>,
-    /// The key shared with the server (`tcpstall serve --init-key FILE`; mode 0600).
-    #[arg(long, value_name = "FILE", requires = "remote")]
-    pub key_file: Option<PathBuf>,
-    /// Talk to a server started with --insecure-no-auth (loopback only).
-    #[arg(long, requires = "remote", conflicts_with = "key_file")]
-    pub insecure_no_auth: bool,
-}
+use crate::flags::lab::LabArgs;
+use crate::flags::remote::RemoteArgs;
 
 /// HOST[:PORT] to one address (the first the resolver gives; the default port without one).
 fn resolve(s: &str) -> anyhow::Result<SocketAddr> {
@@ -68,7 +54,7 @@ pub(crate) fn run(args: &LabArgs, s: &Scenario) -> anyhow::Result<i32> {
     }
     let key = key(r)?;
     let addr = resolve(target)?;
-    let opts = super::lab::lab_options(args)?;
+    let opts = crate::flags::lab::lab_options(args)?;
     let sink = output::Sink::open(args.common.output.as_deref())?;
     // As `lab`: the first signal cancels the row in progress, a second ends the process.
     let interrupts = lab::Interrupts::start(opts.cancel.clone()).context("cannot install the Ctrl-C handler")?;

@@ -6,8 +6,6 @@ use std::path::PathBuf;
 use anyhow::bail;
 use scenario::{Overrides, Scenario};
 
-use super::output::OutputFormat;
-
 #[derive(Debug, clap::Args)]
 pub(crate) struct ScenarioArgs {
     /// Scenario to run: a built-in name (`tcpstall scenarios` lists them) or a scenario FILE.toml
@@ -103,9 +101,28 @@ impl std::fmt::Display for Matrix {
     }
 }
 
-/// Lets code that compared the old string flag (`matrix == "seed003"`) keep compiling.
-impl PartialEq<&str> for Matrix {
-    fn eq(&self, other: &&str) -> bool {
-        scenario::Matrix::from(*self).as_str() == *other
+/// `--format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// Aligned table (or text) for people.
+    #[value(alias = "text")]
+    Table,
+    /// The stable JSON contract (docs/json-schema.md).
+    Json,
+    /// One row per strategy, RFC 4180 quoting.
+    Csv,
+    /// A Markdown table.
+    #[value(alias = "md")]
+    Markdown,
+}
+
+impl From<OutputFormat> for report::Format {
+    fn from(f: OutputFormat) -> Self {
+        match f {
+            OutputFormat::Table => report::Format::Table,
+            OutputFormat::Json => report::Format::Json,
+            OutputFormat::Csv => report::Format::Csv,
+            OutputFormat::Markdown => report::Format::Markdown,
+        }
     }
 }
