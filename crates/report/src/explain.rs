@@ -289,7 +289,7 @@ pub struct ExplainError {
 
 /// The document's head; `flows` follows it, streamed one [`ExplainFlow`] at a time so a capture
 /// with many flows is never held as one value tree. `decode` is the decoder's counts
-/// (`wire::DecodeStats`; this crate does not depend on the decoder).
+/// (`wire::DecodeStats` in the binary; any serializable counts in tests).
 #[derive(Debug, Clone, Serialize)]
 pub struct ExplainHead<'a, D: Serialize> {
     pub tool: &'static str,
@@ -303,8 +303,8 @@ pub struct ExplainHead<'a, D: Serialize> {
     pub error: Option<ExplainError>,
 }
 
-/// The first lines of explain's text: what the decoder read (`wire::DecodeStats`'s counts, which
-/// this crate does not depend on), whether the file is damaged, and the decoder's notes.
+/// The first lines of explain's text: what the decoder read (`wire::DecodeStats`'s counts),
+/// whether the file is damaged, and the decoder's notes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ExplainSummary {
     pub file: String,
@@ -324,7 +324,47 @@ pub struct ExplainSummary {
     pub notes: Vec<String>,
 }
 
+impl<'a, D: Serialize> ExplainHead<'a, D> {
+    /// The head of explain's document for `file`, read by tcpstall `version`; `error`: where a
+    /// damaged file stopped (byte offset, message).
+    pub fn new(version: &'static str, file: String, decode: &'a D, error: Option<(u64, String)>) -> Self {
+        ExplainHead {
+            tool: "tcpstall",
+            version,
+            schema_version: crate::SCHEMA_VERSION,
+            mode: "explain",
+            file,
+            decode,
+            error: error.map(|(offset_bytes, message)| ExplainError { offset_bytes, message }),
+        }
+    }
+}
+
 impl ExplainSummary {
+    /// What the decoder read of `file`, the flows analysed, the error that ended a damaged file,
+    /// and the decoder's notes: why tunnelled traffic has no TCP in the report, frames whose
+    /// clock went back, ICMP errors, 802.11 retries.
+    pub fn of(file: String, stats: &wire::DecodeStats, flows: usize, damaged: Option<String>) -> Self {
+        ExplainSummary {
+            file,
+            frames: stats.frames,
+            tcp_packets: stats.tcp_packets,
+            flows,
+            not_tcp: stats.not_tcp,
+            malformed: stats.malformed,
+            unknown_linktype: stats.unknown_linktype,
+            first_unknown_linktype: stats.first_unknown_linktype,
+            filtered_out: stats.filtered_out,
+            duplicates: stats.duplicates,
+            after_close: stats.after_close,
+            damaged,
+            notes: [stats.not_decoded_note(), stats.ts_backwards_note(), stats.icmp_note(), stats.wlan_retries_note()]
+                .into_iter()
+                .flatten()
+                .collect(),
+        }
+    }
+
     pub fn text(&self) -> String {
         let mut s =
             format!("{}: {} frames, {} TCP packets in {} flows", self.file, self.frames, self.tcp_packets, self.flows);

@@ -329,6 +329,15 @@ impl From<Measured> for RunResult {
 }
 
 impl Report {
+    /// Marks every row's verdict as not trustworthy, saying `why`: for what spoils the whole run
+    /// rather than one row (an emulated link that dropped packets it was not asked to drop
+    /// summarises the run, not each row).
+    pub fn mark_untrusted(&mut self, why: &str) {
+        for r in &mut self.results {
+            r.verdict.push_str(&format!(" [not trustworthy: {why}]"));
+        }
+    }
+
     /// A report with no rows yet: `mode` "lab" (with the kernel it ran on) or "simulate" (with
     /// the model's profiles).
     pub fn new(mode: &str, scenario: &str, params: serde_json::Value, link: &str) -> Report {
@@ -388,5 +397,42 @@ mod tests {
         assert_eq!((row.stall_count, row.measured_from_ns, row.measured_to_ns), (None, 1, 2));
         let row = RunResult::from(Measured { classified: true, wall_s: 0.0, ..m });
         assert_eq!((row.stall_count, row.throughput_bytes_per_s), (Some(3), 0.0));
+    }
+
+    /// What spoils the whole run marks every row, after its verdict (lab: an emulated link that
+    /// dropped packets it was not asked to drop, link::LinkReport::unasked_drops_warning).
+    #[test]
+    fn an_untrusted_run_marks_every_row() {
+        let mut r = Report::new("lab", "chunked", serde_json::Value::Null, "loopback");
+        let m = Measured {
+            strategy: "default".into(),
+            variant: String::new(),
+            client: Applied::default(),
+            server: Applied::default(),
+            rounds: 1,
+            latency_us: Latency::default(),
+            slow_samples: 0,
+            slow_sample_threshold_ns: 0,
+            classified: true,
+            stall_summary: Default::default(),
+            stall_records: Vec::new(),
+            window_ns: (0, 0),
+            capture: None,
+            wall_s: 1.0,
+            wire: Wire::default(),
+            cpu: None,
+            tcp: None,
+            netstat: Default::default(),
+            verdict: "no stalls".into(),
+            verdict_key: VerdictKey { stalls: false, cause: None },
+            latency_dist: None,
+            packets: Vec::new(),
+            samples_ns: Vec::new(),
+        };
+        r.results = vec![RunResult::from(m.clone()), RunResult::from(m)];
+        r.mark_untrusted("the link dropped");
+        for row in &r.results {
+            assert_eq!(row.verdict, "no stalls [not trustworthy: the link dropped]");
+        }
     }
 }

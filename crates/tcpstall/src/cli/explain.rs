@@ -6,7 +6,7 @@ use std::io::Write as _;
 
 use analyze::{session, Config};
 use anyhow::{bail, Context};
-use report::explain::{ExplainError, ExplainFlows, ExplainHead, ExplainPackets, ExplainSummary, Interfaces};
+use report::explain::{ExplainFlows, ExplainHead, ExplainPackets, ExplainSummary, Interfaces};
 use tempfile::SpooledTempFile;
 use trace::Duration;
 use wire::{Decoder, FlowFilter, WireError};
@@ -55,18 +55,11 @@ pub(crate) fn run(args: ExplainArgs) -> anyhow::Result<i32> {
     let (flows, mut packets, failure) = analyse(&args, &mut dec)?;
     let stats = dec.stats();
     let file = args.file.display().to_string();
-    let head = ExplainHead {
-        tool: "tcpstall",
-        version: env!("CARGO_PKG_VERSION"),
-        schema_version: report::SCHEMA_VERSION,
-        mode: "explain",
-        file: file.clone(),
-        decode: &stats,
-        error: failure.as_ref().map(|e| ExplainError { offset_bytes: e.offset, message: e.to_string() }),
-    };
+    let damaged = failure.as_ref().map(|e| (e.offset, e.to_string()));
+    let head = ExplainHead::new(env!("CARGO_PKG_VERSION"), file.clone(), &stats, damaged.clone());
     // Streamed to stdout: a capture with many stalls does not build its report in memory.
     let mut w = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-    let summary = summary(file.clone(), &stats, flows.count(), failure.as_ref());
+    let summary = ExplainSummary::of(file.clone(), &stats, flows.count(), damaged.map(|(_, m)| m));
     flows
         .write(&mut w, dec.several_interfaces(), &summary, &head)
         .map_err(anyhow::Error::new)
@@ -131,27 +124,4 @@ fn analyse<R: std::io::Read>(
         bail!("{}: {why}", args.file.display());
     }
     Ok((flows, packets.into_inner(), failure))
-}
-
-/// The text's first lines: what was decoded, whether the file is damaged, the decoder's notes.
-fn summary(file: String, stats: &wire::DecodeStats, flows: usize, failure: Option<&WireError>) -> ExplainSummary {
-    ExplainSummary {
-        file,
-        frames: stats.frames,
-        tcp_packets: stats.tcp_packets,
-        flows,
-        not_tcp: stats.not_tcp,
-        malformed: stats.malformed,
-        unknown_linktype: stats.unknown_linktype,
-        first_unknown_linktype: stats.first_unknown_linktype,
-        filtered_out: stats.filtered_out,
-        duplicates: stats.duplicates,
-        after_close: stats.after_close,
-        damaged: failure.map(|e| e.to_string()),
-        // Why tunnelled traffic has no TCP in the report, and frames whose clock went back.
-        notes: [stats.not_decoded_note(), stats.ts_backwards_note(), stats.icmp_note(), stats.wlan_retries_note()]
-            .into_iter()
-            .flatten()
-            .collect(),
-    }
 }

@@ -62,7 +62,11 @@ pub(crate) fn run(args: LabArgs) -> anyhow::Result<i32> {
             Err(e) => report.errors.push(format!("--capture: {e}")),
         }
     }
-    let warning = link.as_ref().ok().and_then(Option::as_ref).and_then(|l| untrusted(&mut report, l));
+    // Dropped packets it was not asked to drop: the link summarises the run, so every row is marked.
+    let warning = link.as_ref().ok().and_then(Option::as_ref).and_then(link::LinkReport::unasked_drops_warning);
+    if warning.is_some() {
+        report.mark_untrusted("the emulated link dropped packets it was not asked to drop");
+    }
     write(&report, sink, args.common.format)?;
     if let Some(path) = &args.report {
         html_report(path, &args, &report)?;
@@ -80,16 +84,6 @@ pub(crate) fn run(args: LabArgs) -> anyhow::Result<i32> {
         eprintln!("tcpstall: warning: {w}");
     }
     Ok(exit_status(&report, interrupts))
-}
-
-/// The warning when the emulated link dropped packets it was not asked to drop; every row is
-/// marked then (the link summarises the whole run, not each row: every row's numbers are suspect).
-fn untrusted(report: &mut report::Report, link: &link::LinkReport) -> Option<String> {
-    let warning = link.unasked_drops_warning()?;
-    for r in &mut report.results {
-        r.verdict.push_str(" [not trustworthy: the emulated link dropped packets it was not asked to drop]");
-    }
-    Some(warning)
 }
 
 /// --path veth: two namespaces joined by a veth pair with the seed's knobs (seed 003); the rows
