@@ -19,6 +19,7 @@ use kevidence::Feed;
 
 use crate::flags::watch::{check, WatchArgs, WatchFormat};
 
+/// Bytes kept of each packet: IPv6 (40) or IPv4 with options (60) plus TCP with options (60).
 const SNAPLEN: u32 = 128;
 /// LINKTYPE_RAW: the ring is cooked, every packet starts at its IP header.
 const LINKTYPE_RAW: u32 = 101;

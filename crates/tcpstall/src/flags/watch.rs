@@ -21,7 +21,7 @@ forgotten on FIN/RST, after --idle seconds without a packet, or (least recently 
 beyond --max-flows; each is counted. A stall is printed when the packet after its release
 settles it, or about a second after its release when the flow goes quiet.";
 
-/// Bytes kept of each packet: IPv6 (40) or IPv4 with options (60) plus TCP with options (60).
+/// `--format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum WatchFormat {
     /// A live table on a terminal (refreshed every second), a summary at the end.
