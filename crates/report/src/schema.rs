@@ -361,12 +361,10 @@ impl Report {
 mod tests {
     use super::*;
 
-    /// Throughput is both sides' payload over the wall time; the stall count is null when
-    /// nothing was classified and the summary's count when something was.
-    #[test]
-    fn a_measured_run_becomes_its_row() {
+    /// A measured run: 10 rounds of `default`, 300 bytes one way and 100 the other in 2 s.
+    fn measured() -> Measured {
         let side = |b| WireSide { bytes_sent: b, ..WireSide::default() };
-        let m = Measured {
+        Measured {
             strategy: "default".into(),
             variant: String::new(),
             client: Applied::default(),
@@ -390,7 +388,14 @@ mod tests {
             latency_dist: None,
             packets: Vec::new(),
             samples_ns: Vec::new(),
-        };
+        }
+    }
+
+    /// Throughput is both sides' payload over the wall time; the stall count is null when
+    /// nothing was classified and the summary's count when something was.
+    #[test]
+    fn a_measured_run_becomes_its_row() {
+        let m = measured();
         let row = RunResult::from(m.clone());
         assert_eq!(row.throughput_bytes_per_s, 200.0);
         assert_eq!(row.slow_sample_threshold_us, 10_500.0);
@@ -404,31 +409,7 @@ mod tests {
     #[test]
     fn an_untrusted_run_marks_every_row() {
         let mut r = Report::new("lab", "chunked", serde_json::Value::Null, "loopback");
-        let m = Measured {
-            strategy: "default".into(),
-            variant: String::new(),
-            client: Applied::default(),
-            server: Applied::default(),
-            rounds: 1,
-            latency_us: Latency::default(),
-            slow_samples: 0,
-            slow_sample_threshold_ns: 0,
-            classified: true,
-            stall_summary: Default::default(),
-            stall_records: Vec::new(),
-            window_ns: (0, 0),
-            capture: None,
-            wall_s: 1.0,
-            wire: Wire::default(),
-            cpu: None,
-            tcp: None,
-            netstat: Default::default(),
-            verdict: "no stalls".into(),
-            verdict_key: VerdictKey { stalls: false, cause: None },
-            latency_dist: None,
-            packets: Vec::new(),
-            samples_ns: Vec::new(),
-        };
+        let m = Measured { verdict: "no stalls".into(), ..measured() };
         r.results = vec![RunResult::from(m.clone()), RunResult::from(m)];
         r.mark_untrusted("the link dropped");
         for row in &r.results {

@@ -1,4 +1,5 @@
-//! tcpstall: the binary only orchestrates; the work is in the library crates.
+//! tcpstall: the binary only orchestrates; the work is in the library crates. `flags/` turns
+//! the command line into typed requests, `cli/` runs them.
 
 // The flags' doc comments are their `--help` texts, where `HOST[:PORT]` is help, not an
 // intra-doc link.

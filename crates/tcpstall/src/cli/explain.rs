@@ -1,6 +1,6 @@
 //! `tcpstall explain FILE`: find and classify the stalls in a pcap/pcapng capture of any
-//! program. Decoding is `wire`, analysis is `analyze`; this file only wires them to flags and
-//! prints.
+//! program. Decoding is `wire`, analysis is `analyze`, the document `report::explain`; this
+//! file opens the capture (or standard input), runs them and prints.
 
 use std::io::Write as _;
 
@@ -8,7 +8,6 @@ use analyze::{session, Config};
 use anyhow::{bail, Context};
 use report::explain::{ExplainFlows, ExplainHead, ExplainPackets, ExplainSummary, Interfaces};
 use tempfile::SpooledTempFile;
-use trace::Duration;
 use wire::{Decoder, FlowFilter, WireError};
 
 use crate::flags::explain::{parse_flow, ExplainArgs};
@@ -38,9 +37,7 @@ fn decoder(args: &ExplainArgs) -> anyhow::Result<Decoder<Box<dyn std::io::Read>>
 }
 
 pub(crate) fn run(args: ExplainArgs) -> anyhow::Result<i32> {
-    if !(args.min_gap.is_finite() && args.min_gap >= 0.0 && args.min_gap <= 60_000.0) {
-        bail!("--min-gap {}: expected milliseconds between 0 and 60000", args.min_gap);
-    }
+    args.min_gap()?;
     if let Some(peer) = &args.peer {
         return super::explain_pair::run(&args, peer);
     }
@@ -93,7 +90,7 @@ fn analyse<R: std::io::Read>(
     let mut flows = ExplainFlows::new(spool, args.format.into(), args.app_gaps);
     let packets = std::cell::RefCell::new(ExplainPackets::new(REPORT_EVENTS_PER_FLOW));
     let mut spool_error = None;
-    let cfg = Config { min_gap: Duration((args.min_gap * 1e6) as u64), ..Config::default() };
+    let cfg = Config { min_gap: args.min_gap()?, ..Config::default() };
     let keep = args.report.is_some();
     let failure = session::run_with_decoder(
         dec,

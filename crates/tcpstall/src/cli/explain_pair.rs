@@ -10,7 +10,6 @@ use super::output;
 use crate::flags::explain::ExplainArgs;
 
 pub(crate) fn run(args: &ExplainArgs, peer: &Path) -> anyhow::Result<i32> {
-    // --min-gap was checked by explain::run.
     for (flag, set) in [
         ("--flow", args.flow.is_some()),
         ("--port", args.port.is_some()),
@@ -30,7 +29,7 @@ pub(crate) fn run(args: &ExplainArgs, peer: &Path) -> anyhow::Result<i32> {
         let r = std::fs::File::open(f).with_context(|| format!("cannot open {}", f.display()))?;
         packets.push(remote::pair::read(r).map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?);
     }
-    let cfg = analyze::Config { min_gap: trace::Duration((args.min_gap * 1e6) as u64), ..analyze::Config::default() };
+    let cfg = analyze::Config { min_gap: args.min_gap()?, ..analyze::Config::default() };
     let merged = remote::pair::merge([&packets[0], &packets[1]], cfg);
     if merged.is_empty() {
         bail!(

@@ -5,8 +5,8 @@ use lab::LabOptions;
 use scenario::Scenario;
 
 use super::output;
-use crate::flags::common::{Matrix, OutputFormat};
-use crate::flags::lab::{lab_options, scenario_from, LabArgs};
+use crate::flags::common::OutputFormat;
+use crate::flags::lab::{lab_options, scenario_from, seed003_scenario, LabArgs};
 
 /// Ctrl-C from the first row to the last line of output (advise and replay use it too).
 pub(crate) use lab::Interrupts;
@@ -14,15 +14,7 @@ pub(crate) use lab::Interrupts;
 pub(crate) fn run(args: LabArgs) -> anyhow::Result<i32> {
     let veth = args.veth.veth()?;
     let knobs = args.veth.knobs()?;
-    if args.common.matrix == Matrix::Seed003 {
-        let name = args.common.scenario.as_deref().unwrap_or("");
-        if name != "stream" || args.link.is_some() {
-            bail!(
-                "--matrix seed003 is seed 003's table: `tcpstall lab stream --matrix seed003` (over veth, no --link)"
-            );
-        }
-        let mut s = crate::flags::common::load(Some("stream"), None)?;
-        s.apply_sets(&args.common.sets)?;
+    if let Some(s) = seed003_scenario(&args)? {
         return super::seed003::run_matrix(&args.veth, &s, args.common.format, args.quiet);
     }
     let s = scenario_from(&args)?;

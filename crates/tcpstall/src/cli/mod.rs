@@ -1,4 +1,6 @@
-//! What each command does, one file per command: open the OS sources and sinks (sockets,
+//! What each command does, one file per command (`explain_pair`, `remote_lab` and `seed003` are
+//! modes of explain and lab; `output`, `htmlreport` and `linkenv` the sinks, the HTML page's
+//! host side and the link environment they share): open the OS sources and sinks (sockets,
 //! captures, namespaces, files), call the libraries with the typed request its flags made
 //! (`crate::flags`), hand the result to `report`, and choose the exit status.
 

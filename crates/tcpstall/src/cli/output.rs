@@ -1,5 +1,5 @@
-//! Output helpers shared by `lab` and `simulate`: the format flag, writing a report where the
-//! user asked, and the progress bar.
+//! Output helpers shared by the commands: writing a report where the user asked (opened before
+//! any work), `--stalls`' records, and the progress bar.
 
 use std::fs::{File, OpenOptions};
 use std::io::{IsTerminal, Write};
@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-
-use crate::flags::common::OutputFormat;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::flags::common::{OutputFormat, ScenarioArgs};
 
 /// `--stalls`: every row's stall records for people, after the table on stdout, or on stderr
 /// when stdout carries JSON/CSV or the table went to a file.
-pub(crate) fn stall_records(report: &report::Report, args: &crate::flags::common::ScenarioArgs) -> anyhow::Result<()> {
+pub(crate) fn stall_records(report: &report::Report, args: &ScenarioArgs) -> anyhow::Result<()> {
     if !args.stalls {
         return Ok(());
     }

@@ -3,13 +3,13 @@
 //! finding per conclusion of the seed.
 
 use anyhow::bail;
-use lab::seed003::{self, MatrixRequest, Progress};
+use lab::seed003::{self, Progress};
 use report::Export;
 use scenario::Scenario;
 
 use super::output;
 use crate::flags::common::OutputFormat;
-use crate::flags::veth::{flag, VethArgs};
+use crate::flags::veth::VethArgs;
 
 /// `--matrix seed003`: every row `reps` times, interleaved (crates/lab/src/seed003.rs), then
 /// the document in `format`.
@@ -17,7 +17,7 @@ pub(crate) fn run_matrix(v: &VethArgs, s: &Scenario, format: OutputFormat, quiet
     if !nix::unistd::geteuid().is_root() {
         bail!("--matrix seed003 creates network namespaces and a veth pair: it needs root");
     }
-    let req = MatrixRequest::stream(&s.workload, v.reps, lab::LabOptions::default()).map_err(flag("reps"))?;
+    let req = v.matrix_request(&s.workload)?;
     // What killed runs left was swept at the start (cli::run).
     let bar = output::progress_bar((seed003::matrix().len() * v.reps as usize) as u64, quiet);
     let doc = seed003::run_matrix(&req, &mut |p| match p {

@@ -14,6 +14,7 @@ use super::output;
 use crate::flags::common::OutputFormat;
 use crate::flags::simulate::{request, scenario_from, SimulateArgs};
 
+/// `--profile`: the pairs it names (parsed by the model; files read here, `linux:here`
 /// measured by `tcpstall kernel`'s experiments).
 pub(crate) fn profiles(spec: &str) -> anyhow::Result<Vec<(Profile, Profile)>> {
     resolve(&spec.parse()?)
@@ -116,4 +117,21 @@ fn compare_profiles(args: &SimulateArgs, s: &Scenario, list: &str) -> anyhow::Re
     let doc = CompareProfilesDoc::new(&s.name, env!("CARGO_PKG_VERSION"), &cols);
     output::write_bytes(&doc.export(args.common.format.into())?, args.common.output.as_deref())?;
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flags::simulate::tests::parse;
+
+    /// The flags reach the model's parsers: their messages are the user's.
+    #[test]
+    fn profile_and_link_flags_parse_through_the_model() {
+        assert_eq!(profiles("linux:5.10:macos").unwrap()[0].1.name, "macos");
+        assert!(profiles("solaris").unwrap_err().to_string().contains("unknown profile 'solaris'"));
+        let e = format!("{:#}", profiles("/nonexistent/p.toml").unwrap_err());
+        assert!(e.starts_with("--profile: cannot read /nonexistent/p.toml: "), "{e}");
+        let e = run_spec(&parse(&["--call-cost", "5"])).unwrap_err().to_string();
+        assert_eq!(e, "--call-cost 5: needs a unit (ns, us, ms or s)");
+    }
 }

@@ -1,5 +1,7 @@
-//! Flags shared by the subcommands that run a scenario (`lab`, `simulate`): which scenario,
-//! its parameter overrides, the strategy matrix, and where the report goes.
+//! Flags shared by the subcommands: those of every command that runs a scenario (`lab`,
+//! `simulate`: which scenario, its parameter overrides, the strategy matrix, where the report
+//! goes), `--format` (`OutputFormat`, every command that prints results), and `load`, the
+//! workload a scenario name, file or inline exchange names (lab, simulate, advise).
 
 use std::path::PathBuf;
 
@@ -103,7 +105,7 @@ impl std::fmt::Display for Matrix {
 
 /// `--format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
+pub(crate) enum OutputFormat {
     /// Aligned table (or text) for people.
     #[value(alias = "text")]
     Table,

@@ -61,6 +61,16 @@ pub(crate) struct ExplainArgs {
     pub plot: Option<PathBuf>,
 }
 
+impl ExplainArgs {
+    /// `--min-gap` as the classifier's margin beyond the path RTT.
+    pub(crate) fn min_gap(&self) -> anyhow::Result<trace::Duration> {
+        if !(self.min_gap.is_finite() && self.min_gap >= 0.0 && self.min_gap <= 60_000.0) {
+            bail!("--min-gap {}: expected milliseconds between 0 and 60000", self.min_gap);
+        }
+        Ok(trace::Duration((self.min_gap * 1e6) as u64))
+    }
+}
+
 /// Parses `ADDR:PORT-ADDR:PORT` (IPv6 in brackets).
 pub(crate) fn parse_flow(s: &str) -> anyhow::Result<(SocketAddr, SocketAddr)> {
     // Split at a '-' that follows a port digit and precedes an address.

@@ -1,5 +1,6 @@
 //! `tcpstall lab`'s flags, their help, and the typed request they make: the scenario to run
-//! (`LabArgs::scenario`) and the lab's options (`LabArgs::options`).
+//! (`scenario_from`, or `seed003_scenario` for `--matrix seed003`) and the lab's options
+//! (`lab_options`).
 
 use std::path::PathBuf;
 
@@ -8,6 +9,7 @@ use lab::LabOptions;
 use scenario::Scenario;
 
 use super::common::{Matrix, ScenarioArgs};
+
 const EXAMPLES: &str = "\
 Examples:
   tcpstall lab                                  seed 000 on loopback, every strategy of its matrix
@@ -130,6 +132,21 @@ pub(crate) fn scenario_from(args: &LabArgs) -> anyhow::Result<Scenario> {
         None => None,
     };
     args.common.build(base)
+}
+
+/// `--matrix seed003`: seed 003's stream scenario with `--set` applied; None for the other
+/// matrices.
+pub(crate) fn seed003_scenario(args: &LabArgs) -> anyhow::Result<Option<Scenario>> {
+    if args.common.matrix != Matrix::Seed003 {
+        return Ok(None);
+    }
+    let name = args.common.scenario.as_deref().unwrap_or("");
+    if name != "stream" || args.link.is_some() {
+        bail!("--matrix seed003 is seed 003's table: `tcpstall lab stream --matrix seed003` (over veth, no --link)");
+    }
+    let mut s = super::common::load(Some("stream"), None)?;
+    s.apply_sets(&args.common.sets)?;
+    Ok(Some(s))
 }
 
 pub(crate) fn lab_options(args: &LabArgs) -> anyhow::Result<LabOptions> {

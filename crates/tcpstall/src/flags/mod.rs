@@ -2,7 +2,8 @@
 //! `--help` and examples, and the checks and conversions that turn flag values into the typed
 //! requests the libraries take (`lab::LabOptions`, `scenario::Scenario`, `model::RunRequest`,
 //! `lab::veth::Knobs`, `remote::Limits`, ...). Nothing here opens a socket, a capture or a
-//! namespace; `cli/` does that, one file per command, and calls the libraries.
+//! namespace (it reads only the files a flag names as input: `--config`, a scenario file);
+//! `cli/` does the rest and calls the libraries.
 
 use clap::{Parser, Subcommand};
 

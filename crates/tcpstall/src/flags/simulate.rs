@@ -85,7 +85,6 @@ pub(crate) struct SimulateArgs {
     pub compare_profiles: Option<String>,
 }
 
-/// `--profile`: the pairs it names (parsed by the model; files read here, `linux:here`
 /// The scenario and its strategy pairs from the flags.
 pub(crate) fn scenario_from(args: &SimulateArgs) -> anyhow::Result<Scenario> {
     // --scenario NAME and the positional name conflict: at most one is set.
@@ -100,12 +99,11 @@ pub(crate) fn request(args: &SimulateArgs) -> anyhow::Result<RunRequest> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::cli::simulate::{profiles, run_spec};
     use clap::Parser;
 
-    fn parse(args: &[&str]) -> SimulateArgs {
+    pub(crate) fn parse(args: &[&str]) -> SimulateArgs {
         let mut v = vec!["tcpstall", "simulate"];
         v.extend_from_slice(args);
         match crate::flags::Cli::parse_from(v).command {
@@ -124,17 +122,6 @@ mod tests {
         let both = ["tcpstall", "simulate", "burst", "--scenario", "rr"];
         assert!(crate::flags::Cli::try_parse_from(both).is_err());
         assert!(scenario_from(&parse(&["--scenario", "nope"])).is_err());
-    }
-
-    /// The flags reach the model's parsers: their messages are the user's.
-    #[test]
-    fn profile_and_link_flags_parse_through_the_model() {
-        assert_eq!(profiles("linux:5.10:macos").unwrap()[0].1.name, "macos");
-        assert!(profiles("solaris").unwrap_err().to_string().contains("unknown profile 'solaris'"));
-        let e = format!("{:#}", profiles("/nonexistent/p.toml").unwrap_err());
-        assert!(e.starts_with("--profile: cannot read /nonexistent/p.toml: "), "{e}");
-        let e = run_spec(&parse(&["--call-cost", "5"])).unwrap_err().to_string();
-        assert_eq!(e, "--call-cost 5: needs a unit (ns, us, ms or s)");
     }
 
     /// clap re-wraps a help line longer than the terminal: the examples fit in 80 columns.

@@ -2,7 +2,7 @@
 //! and the veth path's knobs they name.
 
 use anyhow::bail;
-use lab::seed003::{self, RequestError};
+use lab::seed003::{self, MatrixRequest, RequestError};
 use lab::veth::Knobs;
 
 /// The seed's knobs on the veth path (`--path veth`).
@@ -34,7 +34,7 @@ pub(crate) struct VethArgs {
 }
 
 /// `--FLAG VALUE: why` (lab::seed003's error says `VALUE: why`).
-pub(crate) fn flag(name: &'static str) -> impl Fn(RequestError) -> anyhow::Error {
+fn flag(name: &'static str) -> impl Fn(RequestError) -> anyhow::Error {
     move |e| anyhow::anyhow!("--{name} {e}")
 }
 
@@ -60,5 +60,10 @@ impl VethArgs {
             thin_rx_acks: seed003::keep_one_of(self.thin_acks).map_err(flag("thin-acks"))?,
             drop_tx_acks: seed003::keep_one_of(self.drop_acks_at_sender).map_err(flag("drop-acks-at-sender"))?,
         })
+    }
+
+    /// `--matrix seed003`'s request: seed 003's stream `workload`, `--reps` times.
+    pub(crate) fn matrix_request(&self, workload: &scenario::Workload) -> anyhow::Result<MatrixRequest> {
+        MatrixRequest::stream(workload, self.reps, lab::LabOptions::default()).map_err(flag("reps"))
     }
 }
