@@ -396,14 +396,20 @@ struct Reader {
 }
 
 impl Reader {
-    /// Run `body` on a thread named `name` until the flag it is given is set.
+    /// Run `body` on a thread named `name` until the flag it is given is set; what it recorded
+    /// comes back with the thread's CPU time over `body` (`Captured::reader_cpu_ns`).
     fn spawn(
         name: &str,
         body: impl FnOnce(&AtomicBool) -> io::Result<Captured> + Send + 'static,
     ) -> io::Result<Reader> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let thread = std::thread::Builder::new().name(name.into()).spawn(move || body(&flag))?;
+        let thread = std::thread::Builder::new().name(name.into()).spawn(move || {
+            let cpu0 = crate::cpu::thread_cpu_ns();
+            let c = body(&flag)?;
+            let reader_cpu_ns = crate::cpu::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
+            Ok(Captured { reader_cpu_ns, ..c })
+        })?;
         Ok(Reader { stop, thread: Some(thread) })
     }
 
@@ -457,7 +463,6 @@ impl RowCapture {
         let mut ring = sys::ring::Ring::open(lo, &filter, RING_BLOCK, RING_BLOCKS, RETIRE_MS)?;
         let _ = ring.ignore_outgoing();
         let reader = Reader::spawn("tcpstall-lab-capture", move |flag| {
-            let cpu0 = crate::cpu::thread_cpu_ns();
             let mut sink = Sink::new(record);
             let (mut wakeups, mut read) = (0u64, 0u64);
             while !flag.load(Ordering::Acquire) {
@@ -486,10 +491,9 @@ impl RowCapture {
                 stats = ring.statistics()?;
             }
             sink.advance();
-            let reader_cpu_ns = crate::cpu::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
             let stats = Stats { packets: stats.packets, drops: stats.drops };
             let (frames, stream) = (sink.frames, sink.stream);
-            Ok(Captured { frames, stream, stats, reader_cpu_ns, reader_wakeups: wakeups })
+            Ok(Captured { frames, stream, stats, reader_cpu_ns: None, reader_wakeups: wakeups })
         })?;
         Ok(RowCapture(reader))
     }
@@ -513,7 +517,6 @@ impl TapReader {
     pub(crate) fn start(tap: TapHandle, record: Record) -> io::Result<TapReader> {
         tap.0.arm();
         let reader = Reader::spawn("tcpstall-lab-tap", move |flag| {
-            let cpu0 = crate::cpu::thread_cpu_ns();
             let mut sink = Sink::new(record);
             let mut wakeups = 0u64;
             let mut pull = |sink: &mut Sink, recs: Vec<(u64, u32, Vec<u8>)>| {
@@ -530,9 +533,8 @@ impl TapReader {
             // The tap's records pass a channel to the link's writer thread first.
             std::thread::sleep(TAP_FINAL_WAIT);
             pull(&mut sink, tap.0.take());
-            let reader_cpu_ns = crate::cpu::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
             let (frames, stream) = (sink.frames, sink.stream);
-            Ok(Captured { frames, stream, stats: Stats::default(), reader_cpu_ns, reader_wakeups: wakeups })
+            Ok(Captured { frames, stream, stats: Stats::default(), reader_cpu_ns: None, reader_wakeups: wakeups })
         })?;
         Ok(TapReader(reader))
     }

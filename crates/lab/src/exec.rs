@@ -431,17 +431,7 @@ mod tests {
         let (_peer, _) = l.accept().unwrap();
         let sock = Socket::from(c);
         let sbuf = [0u8; 1];
-        let mut r = Runner {
-            side: "client",
-            sock: &sock,
-            after_recv: &[],
-            spin: true,
-            sbuf: &sbuf,
-            rbuf: vec![0; 64],
-            io_timeout: Duration::from_millis(50),
-            tx: None,
-            round_clock: false,
-        };
+        let mut r = Runner { spin: true, io_timeout: Duration::from_millis(50), ..client_runner(&sock, &sbuf, false) };
         let t0 = Instant::now();
         let e = r.read_some(1).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);

@@ -192,7 +192,7 @@ fn run_pair_once(
             capture::REORDER_MARGIN.as_millis()
         ));
     }
-    let (row, analysis) = result::assemble_classified(&program, pair, place, opts, srv, cli, trace);
+    let (row, analysis) = result::assemble(&program, pair, place, opts, srv, cli, trace);
     Ok((row, analysis, notes))
 }
 

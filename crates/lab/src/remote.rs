@@ -260,7 +260,8 @@ pub fn assemble(
         Err(why) => PacketsOut::Failed(why.to_string()),
     };
     let lab = LabOptions { keep_packets: true, ..lab.clone() };
-    crate::result::assemble(&program, pair, place, &lab, srv, cli.0, packets).0
+    let trace = crate::result::classified(packets, lab.stall_margin(), cli.0.window_real, lab.keep_packets);
+    crate::result::assemble(&program, pair, place, &lab, srv, cli.0, trace).0
 }
 
 #[cfg(test)]

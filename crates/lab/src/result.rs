@@ -52,23 +52,9 @@ fn sum_of(netstat: &std::collections::BTreeMap<String, i64>, name: &str) -> Opti
 }
 
 /// The row from what the two sides measured: wire cost from tcp_info deltas, the row's packets
-/// through the one classifier (every cause in the verdict is its), latency and the verdict.
+/// as the one classifier read them ([`classified`]: every cause in the verdict is its), latency
+/// and the verdict.
 pub(crate) fn assemble(
-    program: &Program,
-    pair: &StrategyPair,
-    place: &Placement,
-    lab: &LabOptions,
-    srv: SideOut,
-    cli: ClientOut,
-    packets: PacketsOut,
-) -> (RunResult, Option<analyze::Analysis>) {
-    let margin = lab.stall_margin();
-    let trace = classified(packets, margin, cli.window_real, lab.keep_packets);
-    assemble_classified(program, pair, place, lab, srv, cli, trace)
-}
-
-/// [`assemble`] with the row's packets classified already ([`classified`]).
-pub(crate) fn assemble_classified(
     program: &Program,
     pair: &StrategyPair,
     place: &Placement,
