@@ -17,6 +17,9 @@ const NAGLE_REORDER: Duration = Duration::from_millis(1);
 pub(crate) const MAX_OUTSTANDING: usize = 65_536;
 /// Bound on remembered TSvals for timestamp RTT samples.
 pub(crate) const MAX_TSVALS: usize = 4_096;
+/// Bound on remembered SACKed ranges per direction (a SACK option carries at most 4 blocks,
+/// RFC 2018 3).
+pub(crate) const MAX_SACKED: usize = 16;
 /// Linux's default MSS when none was negotiated (RFC 9293 3.7.1: 536 for IPv4).
 pub(crate) const DEFAULT_MSS: u32 = 536;
 
@@ -143,6 +146,8 @@ pub(crate) struct Dir {
     pub(crate) last_data_t: Option<Instant>,
     /// The latest advancing ACK from the peer since the last data segment of the connection.
     pub(crate) ack_in_gap: Option<AckSeen>,
+    /// The first of them.
+    pub(crate) first_ack_in_gap: Option<AckSeen>,
     /// The peer advertised a zero window since the last data segment of the connection.
     pub(crate) zero_wnd_in_gap: bool,
     pub(crate) dupacks: u32,
@@ -170,6 +175,11 @@ pub(crate) struct Dir {
     /// The latest packet of any kind from the peer: an ACK that releases, or data a reply
     /// answers (what clocks a sender that is not on its own clock).
     pub(crate) peer_last_seen: Option<Instant>,
+    /// Ranges of this direction's data the peer selectively acknowledged above snd_una
+    /// (RFC 2018), newest last, at most [`MAX_SACKED`]: a resend of bytes in them is spurious.
+    pub(crate) sacked: Vec<(u32, u32)>,
+    /// The latest data segment from the peer (what an answer answers).
+    pub(crate) peer_last_data: Option<Instant>,
     /// When the third duplicate ACK since the last advance or resend came (RFC 5681 3.2).
     pub(crate) third_dupack: Option<Instant>,
     /// The latest ICMP fragmentation-needed about this sender's segments (RFC 1191, RFC 8201):
@@ -299,4 +309,51 @@ pub(crate) fn resend_kind(dir: &Dir, seg: &Segment) -> ResendInfo {
 
 pub(crate) fn in_hole(hole: Option<(u32, u32)>, seq: u32) -> bool {
     hole.is_some_and(|(a, b)| seq_le(a, seq) && seq_lt(seq, b))
+}
+
+/// `x` lies in the SACK block `b` (left edge inclusive, right edge exclusive, RFC 2018 3).
+pub(crate) fn in_block(b: (u32, u32), x: u32) -> bool {
+    seq_le(b.0, x) && seq_lt(x, b.1)
+}
+
+/// RFC 2883 4: the first SACK block reports a duplicate segment (a D-SACK) when it lies below
+/// the cumulative ACK, or inside the second block.
+pub(crate) fn is_dsack(blocks: &[(u32, u32)], ack: u32) -> bool {
+    match blocks {
+        [first, rest @ ..] => {
+            seq_le(first.1, ack) || rest.first().is_some_and(|s| seq_le(s.0, first.0) && seq_le(first.1, s.1))
+        }
+        [] => false,
+    }
+}
+
+impl Dir {
+    /// Records the SACK blocks of the peer's ACK `ack` (a D-SACK block is not new
+    /// information about what arrived above snd_una) and forgets ranges the ACK covers.
+    pub(crate) fn on_sack(&mut self, blocks: &[(u32, u32)], ack: u32) {
+        self.sacked.retain(|b| seq_lt(ack, b.1));
+        let skip = usize::from(is_dsack(blocks, ack));
+        for &b in &blocks[skip..] {
+            if seq_lt(ack, b.1) && seq_lt(b.0, b.1) && !self.sacked.contains(&b) {
+                if self.sacked.len() == MAX_SACKED {
+                    self.sacked.remove(0);
+                }
+                self.sacked.push(b);
+            }
+        }
+    }
+
+    /// Whether the peer had already acknowledged the range `[seq, seq + len)` before it was
+    /// sent again: cumulatively, or in a SACK block (RFC 2018; a resend of it is spurious,
+    /// RFC 3708 2).
+    pub(crate) fn already_acked(&self, seq: u32, len: u32) -> Option<&'static str> {
+        let end = seq.wrapping_add(len);
+        if len > 0 && seq_le(end, self.snd_una) {
+            Some("cumulatively acknowledged")
+        } else if len > 0 && self.sacked.iter().any(|&b| seq_le(b.0, seq) && seq_le(end, b.1)) {
+            Some("selectively acknowledged (SACK)")
+        } else {
+            None
+        }
+    }
 }

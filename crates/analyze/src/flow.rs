@@ -2,10 +2,11 @@
 
 use crate::classify::{classify, syn_stall, GapContext, Resend};
 use crate::dir::{
-    in_hole, resend_kind, seq_le, seq_lt, AckSeen, Dir, ResendInfo, Sent, Snapshot, DEFAULT_MSS, MAX_OUTSTANDING,
+    in_block, in_hole, resend_kind, seq_le, seq_lt, AckSeen, Dir, ResendInfo, Sent, Snapshot, DEFAULT_MSS, MAX_OUTSTANDING,
     MAX_TSVALS,
 };
 use crate::pacing::ClockFit;
+use crate::timers::RELEASE_SLACK;
 use crate::writes::WriteRec;
 use crate::{Config, Stall};
 use serde::Serialize;
@@ -67,6 +68,48 @@ pub struct FlowAnalyzer {
     d_acked_in_gap: bool,
     /// What the capture's interface and addresses say (see [`FlowAnalyzer::set_same_host`]).
     same_host: Option<bool>,
+    /// The capture's timestamp tick, read from the packets (see [`Ticks`]).
+    ticks: Ticks,
+}
+
+/// Whether every packet's time since the flow's first is a whole number of 10 ms or 1 ms: a
+/// capture written with coarse timestamps (a file rounded to a 10 ms tick, or milliseconds),
+/// in which intervals shorter than the tick cannot be read, and a rhythm of the tick is the
+/// file's, not the sender's.
+#[derive(Debug, Clone, Copy)]
+struct Ticks {
+    packets: u64,
+    of_10ms: bool,
+    of_1ms: bool,
+}
+
+impl Default for Ticks {
+    fn default() -> Self {
+        Ticks { packets: 0, of_10ms: true, of_1ms: true }
+    }
+}
+
+impl Ticks {
+    /// Packets needed before a tick is believed (a few packets on a tick by chance).
+    const MIN_PACKETS: u64 = 8;
+
+    fn on_packet(&mut self, since_first: Duration) {
+        self.packets += 1;
+        self.of_10ms &= since_first.0 % 10_000_000 == 0;
+        self.of_1ms &= since_first.0 % 1_000_000 == 0;
+    }
+
+    fn tick(&self) -> Option<Duration> {
+        if self.packets < Self::MIN_PACKETS {
+            None
+        } else if self.of_10ms {
+            Some(Duration::from_millis(10))
+        } else if self.of_1ms {
+            Some(Duration::from_millis(1))
+        } else {
+            None
+        }
+    }
 }
 
 /// What [`FlowAnalyzer::on_data`] judged of a data segment before it joins its direction's
@@ -107,6 +150,7 @@ impl FlowAnalyzer {
             pending: None,
             d_acked_in_gap: false,
             same_host: None,
+            ticks: Ticks::default(),
         }
     }
 
@@ -130,15 +174,18 @@ impl FlowAnalyzer {
             }
         };
         let t = ev.t;
+        self.note_answer(seg, ev.from, t, ev.evidence);
         if let Some(p) = &self.pending {
-            // A resend waits (at most EIFEL_WAIT) for the first ACK of its range, which tells
-            // whether it was spurious.
-            let awaiting_ack = p.eifel.is_some() && p.spurious.is_none() && t.since(p.end) <= EIFEL_WAIT;
+            // A resend, or data sent with data unacknowledged and no ACK, waits (at most
+            // EIFEL_WAIT) for the peer's first answer, which tells whether it was spurious
+            // (Eifel, D-SACK) or a loss probe (a SACK above a hole).
+            let awaiting_ack = p.awaits_answer() && t.since(p.end) <= EIFEL_WAIT;
             if (t.since(p.end) > REORDER_WINDOW && !awaiting_ack) || seg.len > 0 {
                 self.flush_pending();
             }
         }
-        self.first.get_or_insert(t);
+        let first = *self.first.get_or_insert(t);
+        self.ticks.on_packet(t.since(first));
         self.last = self.last.max(t);
         let d = ev.from;
         let p = d.peer();
@@ -230,6 +277,23 @@ impl FlowAnalyzer {
         false
     }
 
+    /// The peer's first packet after a pending gap's end: what its ACK and SACK blocks say of
+    /// the segment that ended the gap (RFC 2018, RFC 2883 4).
+    fn note_answer(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence) {
+        let Some(p) = self.pending.as_mut() else { return };
+        if p.held.peer() != d || !seg.flags.ack() || p.answer.is_some() || seg.flags.syn() {
+            return;
+        }
+        let blocks = &seg.sack[..usize::from(seg.sack_blocks.min(4))];
+        let first = p.seg.seq;
+        p.answer = Some(crate::classify::PeerAnswer {
+            t,
+            frame,
+            dsack: crate::dir::is_dsack(blocks, seg.ack) && blocks.first().is_some_and(|&b| in_block(b, first)),
+            sacked_above_hole: seq_lt(seg.ack, first) && blocks.iter().any(|&b| in_block(b, first)),
+        });
+    }
+
     fn account(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence) {
         if let Some(ttl) = seg.ttl {
             let m = &mut self.dirs[d.index()].max_ttl;
@@ -283,6 +347,9 @@ impl FlowAnalyzer {
             own.fin_seen |= seg.flags.fin();
         }
         self.dirs[d.peer().index()].peer_last_seen = Some(t);
+        if seg.len > 0 {
+            self.dirs[d.peer().index()].peer_last_data = Some(t);
+        }
         let s = &mut self.dirs[d.index()].sum;
         s.wire.packets += 1;
         s.wire.wire_bytes += u64::from(seg.wire_len);
@@ -351,6 +418,9 @@ impl FlowAnalyzer {
             return;
         }
         let ack = seg.ack;
+        if seg.sack_blocks > 0 {
+            dir.on_sack(&seg.sack[..usize::from(seg.sack_blocks.min(4))], ack);
+        }
         dir.settle_ack_ahead(t);
         dir.settle_nagle_off(t, Some(ack));
         if seq_lt(dir.snd_nxt, ack) && ack.wrapping_sub(dir.snd_nxt) < 1 << 30 {
@@ -396,6 +466,7 @@ impl FlowAnalyzer {
         }
         let seen = AckSeen { t, frame, pure: seg.is_pure_ack(), ack, earliest_sent: earliest };
         dir.ack_in_gap = Some(seen);
+        dir.first_ack_in_gap.get_or_insert(seen);
         let Some(p) = self.pending.as_mut() else { return };
         // Eifel (RFC 3522 2): the first ACK of a resent range that echoes a timestamp older
         // than the resend's own carries the original: the range had arrived, the resend was
@@ -440,6 +511,7 @@ impl FlowAnalyzer {
         for e in [Endpoint::A, Endpoint::B] {
             self.snap[e.index()] = self.snapshot(e);
             self.dirs[e.index()].ack_in_gap = None;
+            self.dirs[e.index()].first_ack_in_gap = None;
             self.dirs[e.index()].window_opened = None;
             self.dirs[e.index()].unseen_at_gap_start = self.dirs[e.index()].sum.acked_unseen_bytes;
             self.dirs[e.index()].zero_wnd_in_gap = self.dirs[e.peer().index()].adv_window.is_some_and(|w| w == 0);
@@ -475,7 +547,7 @@ impl FlowAnalyzer {
         let clock = if new_data {
             // The peer's latest packet before this one (this segment's own was just recorded
             // on the peer's side, not on ours).
-            dir.clock.on_send(t, dir.peer_last_seen, Duration::from_millis(2) + back)
+            dir.clock.on_send(t, dir.peer_last_seen, dir.peer_last_data, seg.len >= mss, RELEASE_SLACK + back)
         } else {
             None
         };
@@ -484,7 +556,20 @@ impl FlowAnalyzer {
         // TCP_NAGLE_OFF) sent while an earlier sub-MSS segment is unacknowledged (RFC 9293
         // 3.7.4; Linux tcp_nagle_check + tcp_minshall_check would have held it). Only with the
         // MSS from the handshake: an estimated MSS can make a full segment look small.
-        if new_data && mss_known && seg.len < mss && !seg.flags.fin() && dir.nagle_off.is_none() && dir.out_small > 0 {
+        // Not when a timer may have sent it: Linux's tail-loss probe sends new data with data
+        // unacknowledged (`tcp_send_loss_probe`, RFC 8985 7.3) once the PTO passed since the
+        // last transmission or ACK; that send shows a timer, not Nagle off.
+        let quiet_since = dir.last_data_t.max(dir.last_ack_t).map_or(Duration::ZERO, |q| t.since(q));
+        let probe_possible =
+            quiet_since >= self.cfg.timers.pto_floor(path.unwrap_or(Duration::ZERO), dir.outstanding.len() == 1);
+        if new_data
+            && mss_known
+            && seg.len < mss
+            && !seg.flags.fin()
+            && dir.nagle_off.is_none()
+            && dir.out_small > 0
+            && !probe_possible
+        {
             if let Some(small) = dir.outstanding.iter().rev().find(|s| s.small) {
                 if dir.nagle_off_candidate.is_none() {
                     dir.nagle_off_candidate = Some((t, frame, small.end));
@@ -530,6 +615,7 @@ impl FlowAnalyzer {
             held_ttl: dir.max_ttl,
             turnaround,
             ack: dir.ack_in_gap,
+            first_ack: dir.first_ack_in_gap,
             zero_window: dir.zero_wnd_in_gap,
             window_opened: dir.window_opened,
             ack_after_release: false,
@@ -546,6 +632,13 @@ impl FlowAnalyzer {
                 _ => None,
             },
             spurious: None,
+            already_acked: if matches!(s.resend, Resend::No | Resend::KernelOnly) {
+                None
+            } else {
+                dir.already_acked(seg.seq, seg.len)
+            },
+            answer: None,
+            quiet_since: dir.last_data_t.max(dir.last_ack_t).map(|q| t.since(q)),
             dupacks: dir.dupacks,
             sack_seen: dir.sack_in_dupacks,
             third_dupack: dir.third_dupack,
@@ -566,8 +659,23 @@ impl FlowAnalyzer {
             kernel_state: dir.kernel_state,
             icmp_frag: dir.icmp_frag,
             one_direction: peer_packets == 0 && dir.ack_moved,
+            data_only: self.data_only(),
+            ts_tick: self.ticks.tick(),
             capture_skipped,
         })
+    }
+
+    /// The capture holds data segments only: no SYN, no pure ACK in either direction, yet data
+    /// both ways (a capture filtered to data, `tcp[tcpflags] & tcp-push` or by length): the
+    /// ACKs that release held data are missing, so a missing ACK proves nothing.
+    pub(crate) fn data_only(&self) -> bool {
+        let (a, b) = (&self.dirs[0].sum, &self.dirs[1].sum);
+        self.hs.syn.is_none()
+            && self.hs.syn_ack.is_none()
+            && a.wire.pure_acks + b.wire.pure_acks == 0
+            && a.wire.data_segments + b.wire.data_segments >= 4
+            && a.wire.data_segments > 0
+            && b.wire.data_segments > 0
     }
 
     /// Per-direction idle gaps and segments larger than the MSS.
@@ -677,7 +785,7 @@ impl FlowAnalyzer {
     /// trace's clock. For a live watcher whose flow went quiet after a stall.
     pub fn settle(&mut self, now: Instant) {
         if let Some(p) = &self.pending {
-            let awaiting_ack = p.eifel.is_some() && p.spurious.is_none() && now.since(p.end) <= EIFEL_WAIT;
+            let awaiting_ack = p.awaits_answer() && now.since(p.end) <= EIFEL_WAIT;
             if now.since(p.end) > REORDER_WINDOW && !awaiting_ack {
                 self.flush_pending();
             }

@@ -35,6 +35,9 @@ const ONE_PERIOD_SHARE: f64 = 0.66;
 /// Largest share of burst starts that may follow a packet from the peer within the release
 /// window.
 const MAX_ACKED_SHARE: f64 = 0.5;
+/// Share of burst starts that answer the peer's data above which a side alternates with its
+/// peer (request/response): its rhythm is the exchange's, not its own clock's.
+const ANSWER_SHARE: f64 = 0.8;
 
 /// What the detector knows of one sender's clock at a burst start.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -47,6 +50,16 @@ pub(crate) struct ClockFit {
     pub sends: u32,
     /// How many of them left within the release window after an ACK.
     pub acked: u32,
+    /// Intervals in the history (what `in_phase` counts out of).
+    pub intervals: u32,
+    /// How many burst starts answered the peer's data (the peer sent data since this side's
+    /// previous burst start), and whether the answers keep a delay steadier than the sends keep
+    /// their period: then the rhythm is the peer's, passed on, not this side's own.
+    pub answers: u32,
+    pub answers_steady: bool,
+    /// Burst starts in the history whose burst held a full-sized segment: no timer of the
+    /// sender's stack holds those (a probe or loss-probe timer sends one sub-MSS segment).
+    pub full_bursts: u32,
     /// This burst start kept the clock: it left k periods (1 <= k <= 4) after the previous one.
     pub on_clock: bool,
     /// The tick at or before this send, after the previous burst start, at which the writer's
@@ -58,7 +71,8 @@ pub(crate) struct ClockFit {
 impl ClockFit {
     /// The sender writes on its own clock: the intervals cluster and the sends ignore the ACKs.
     pub(crate) fn paced(&self) -> bool {
-        f64::from(self.acked) <= MAX_ACKED_SHARE * f64::from(self.sends)
+        let answering = f64::from(self.answers) >= ANSWER_SHARE * f64::from(self.sends) && self.answers_steady;
+        f64::from(self.acked) <= MAX_ACKED_SHARE * f64::from(self.sends) && !(answering && self.full_bursts == 0)
     }
 }
 
@@ -71,6 +85,10 @@ pub(crate) struct AppClock {
     intervals: VecDeque<u64>,
     /// Per burst start: it left within the release window after an ACK.
     acked: VecDeque<bool>,
+    /// Per burst start: the delay since the peer's data, when the peer sent data since this
+    /// side's previous burst start (an answer); and whether its burst held a full segment.
+    answers: VecDeque<Option<u64>>,
+    full: VecDeque<bool>,
 }
 
 /// The tolerance a tick keeps: 15% of the period (an interval carries the jitter of both its
@@ -86,6 +104,12 @@ fn multiple_of(interval: u64, period: u64) -> Option<u64> {
     }
     let k = ((interval + period / 2) / period).max(1);
     (k <= MAX_MULTIPLE && interval.abs_diff(k * period) <= tolerance(period)).then_some(k)
+}
+
+/// The spread of a sample: the distance between its first and third quartiles.
+fn spread(v: &mut [u64]) -> u64 {
+    v.sort_unstable();
+    v[v.len() * 3 / 4] - v[v.len() / 4]
 }
 
 impl AppClock {
@@ -112,31 +136,49 @@ impl AppClock {
     }
 
     /// A data segment (new data, not a resend) left at `t`; `last_ack`, the peer's latest packet
-    /// before it; `release_window`, how soon after an ACK a release leaves.
+    /// before it; `peer_data`, the peer's latest data segment before it; `full`, the segment is
+    /// full-sized; `release_window`, how soon after an ACK a release leaves.
     /// Returns the clock as judged before this burst start (None inside a burst, or while no
     /// clock is established).
+
     pub(crate) fn on_send(
         &mut self,
         t: Instant,
         last_ack: Option<Instant>,
+        peer_data: Option<Instant>,
+        full: bool,
         release_window: Duration,
     ) -> Option<ClockFit> {
         let prev_seg = self.last_seg.replace(t);
         if prev_seg.is_some_and(|p| t.since(p) < BURST_GAP) {
+            if let Some(f) = self.full.back_mut() {
+                *f |= full;
+            }
             return None;
         }
         let acked = last_ack.is_some_and(|a| a <= t && t.since(a) <= release_window);
+        let answer = match (peer_data, prev_seg) {
+            (Some(pd), Some(prev)) if pd > prev && pd <= t => Some(t.since(pd).0),
+            _ => None,
+        };
         let fit = match (self.last_burst, self.period()) {
             (Some(b), Some(p)) => {
                 let interval = t.since(b).0;
                 let k = multiple_of(interval, p);
                 let whole = (interval / p).clamp(1, MAX_MULTIPLE);
                 let in_phase = self.intervals.iter().filter(|&&i| multiple_of(i, p).is_some()).count() as u32;
+                let mut ans: Vec<u64> = self.answers.iter().flatten().copied().collect();
+                let mut ivs: Vec<u64> = self.intervals.iter().copied().collect();
+                let answers_steady = ans.len() >= MIN_INTERVALS && spread(&mut ans) <= spread(&mut ivs) + 300_000;
                 Some(ClockFit {
                     period: Duration(p),
                     in_phase,
                     sends: self.acked.len() as u32,
                     acked: self.acked.iter().filter(|&&a| a).count() as u32,
+                    intervals: self.intervals.len() as u32,
+                    answers: ans.len() as u32,
+                    answers_steady,
+                    full_bursts: self.full.iter().filter(|&&f| f).count() as u32,
                     on_clock: k.is_some(),
                     tick: Instant(b.0 + whole * p).min(t),
                 })
@@ -149,11 +191,15 @@ impl AppClock {
             }
             self.intervals.push_back(t.since(b).0);
         }
+        self.last_burst = Some(t);
         if self.acked.len() == HISTORY {
             self.acked.pop_front();
+            self.answers.pop_front();
+            self.full.pop_front();
         }
         self.acked.push_back(acked);
-        self.last_burst = Some(t);
+        self.answers.push_back(answer);
+        self.full.push_back(full);
         fit
     }
 }
@@ -172,7 +218,7 @@ mod tests {
             .map(|&t| {
                 let t = Instant((t * MS as f64) as u64);
                 let last = acks.iter().map(|&a| Instant((a * MS as f64) as u64)).filter(|a| *a <= t).max();
-                c.on_send(t, last, Duration::from_millis(3))
+                c.on_send(t, last, None, false, Duration::from_millis(3))
             })
             .collect()
     }
@@ -211,10 +257,10 @@ mod tests {
         let mut c = AppClock::default();
         let mut last = None;
         for i in 0..10u64 {
-            last = c.on_send(Instant(i * 100 * MS), None, Duration::from_millis(3));
+            last = c.on_send(Instant(i * 100 * MS), None, None, false, Duration::from_millis(3));
         }
         assert!(last.unwrap().on_clock);
-        let off = c.on_send(Instant(2_000 * MS), None, Duration::from_millis(3)).unwrap();
+        let off = c.on_send(Instant(2_000 * MS), None, None, false, Duration::from_millis(3)).unwrap();
         assert!(!off.on_clock, "{off:?}");
     }
 
@@ -239,10 +285,10 @@ mod tests {
     fn the_tick_before_a_late_send() {
         let mut c = AppClock::default();
         for i in 0..10u64 {
-            c.on_send(Instant(i * 20 * MS), None, Duration::from_millis(3));
+            c.on_send(Instant(i * 20 * MS), None, None, false, Duration::from_millis(3));
         }
         // The next frame was due at 200 ms and left at 213 ms.
-        let f = c.on_send(Instant(213 * MS), None, Duration::from_millis(3)).unwrap();
+        let f = c.on_send(Instant(213 * MS), None, None, false, Duration::from_millis(3)).unwrap();
         assert!(!f.on_clock);
         assert_eq!(f.tick, Instant(200 * MS));
     }

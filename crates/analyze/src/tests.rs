@@ -83,6 +83,7 @@ impl Script {
                 mss,
                 ts: None,
                 sack_blocks: 0,
+                sack: [(0, 0); 4],
                 wire_len: 54 + len,
                 ttl: None,
             }),
@@ -201,11 +202,30 @@ fn window_still_zero_when_the_capture_ends_is_an_open_rwnd_stall() {
 
 #[test]
 fn resend_after_silence_is_a_retransmission_timeout() {
-    // RFC 6298 5: no ACK, the timer fires (Linux minimum 200 ms), the segment is resent.
+    // RFC 6298 5: no ACK, the timer fires (Linux minimum 200 ms), the head is resent, with
+    // more than one segment out (the loss probe would have fired 2 x SRTT + 2 jiffies after
+    // the last send, and resent the tail).
     let mut s = Script::new();
-    s.data(1.0, A, 100).resend(205.0, A, 100);
+    s.data(1.0, A, 100).data(1.1, A, 100);
+    let seq = s.seq[0];
+    s.raw(205 * MS, A, seq.wrapping_sub(200), s.seq[1], TcpFlags::ACK | TcpFlags::PSH, 100, 512, None);
     let c = s.causes();
-    assert_eq!(c.iter().map(|c| c.0).collect::<Vec<_>>(), vec![Cause::RetransmissionTimeout]);
+    assert_eq!(c.iter().map(|c| c.0).collect::<Vec<_>>(), vec![Cause::RetransmissionTimeout], "{c:?}");
+}
+
+/// RFC 8985 7.3, Linux `tcp_schedule_loss_probe`: with ONE segment out the loss probe fires at
+/// 2 x SRTT + TCP_RTO_MIN capped by the RTO, about 200 ms, and resends it: the first resend
+/// of a lone segment at that interval is the probe (the RTO beside it: the packets cannot
+/// tell them apart); the next resend, after the probe, is the timeout.
+#[test]
+fn the_first_resend_of_a_lone_segment_is_the_loss_probe() {
+    let mut s = Script::new();
+    s.data(1.0, A, 100).resend(205.0, A, 100).resend(620.0, A, 100);
+    let st = stalls(&s);
+    let causes: Vec<_> = st.iter().map(|s| s.cause).collect();
+    assert_eq!(causes, vec![Cause::TailLossProbe, Cause::RetransmissionTimeout], "{st:#?}");
+    assert_eq!(st[0].alternatives, vec![Cause::RetransmissionTimeout]);
+    assert!(st[0].detail.contains("tcp_schedule_loss_probe"), "{}", st[0].detail);
 }
 
 #[test]
@@ -528,6 +548,7 @@ fn random_segments_never_panic_and_records_are_well_formed() {
                     mss: if rng.gen() { Some(rng.gen()) } else { None },
                     ts: if rng.gen() { Some((rng.gen(), rng.gen())) } else { None },
                     sack_blocks: rng.gen_range(0..4),
+                    sack: [(0, 0); 4],
                     wire_len: 60,
                     ttl: None,
                 }),
@@ -549,7 +570,7 @@ fn random_segments_never_panic_and_records_are_well_formed() {
 /// resend's own TSval, it was a real retransmission timeout (RFC 6298 5).
 #[test]
 fn a_resend_acknowledged_with_the_originals_timestamp_was_spurious() {
-    for (echo_original, want) in [(true, Cause::Unknown), (false, Cause::RetransmissionTimeout)] {
+    for (echo_original, want) in [(true, None), (false, Some(Cause::TailLossProbe))] {
         let mut s = Script::new();
         s.data(1.0, A, 100);
         let seq = s.seq[0] - 100;
@@ -566,10 +587,14 @@ fn a_resend_acknowledged_with_the_originals_timestamp_was_spurious() {
         if let EventKind::Segment(seg) = &mut s.ev.last_mut().unwrap().kind {
             seg.ts = Some((77, ecr));
         }
-        let st = stalls(&s);
-        assert_eq!(st.iter().map(|s| s.cause).collect::<Vec<_>>(), vec![want], "{st:#?}");
+        let st: Vec<_> = stalls(&s).into_iter().filter(|s| s.kind == RecordKind::Stall).collect();
+        assert_eq!(st.iter().map(|s| s.cause).collect::<Vec<_>>(), want.into_iter().collect::<Vec<_>>(), "{st:#?}");
         if echo_original {
-            assert!(st[0].detail.contains("Eifel"), "{}", st[0].detail);
+            // A spurious resend is not a wait: listed apart as a gap, saying why.
+            let r = s.records();
+            assert_eq!(r.len(), 1, "{r:#?}");
+            assert_eq!(r[0].kind, RecordKind::Gap);
+            assert!(r[0].detail.contains("Eifel") && r[0].detail.contains("spurious"), "{}", r[0].detail);
         }
     }
 }

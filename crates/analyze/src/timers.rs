@@ -8,6 +8,17 @@
 use trace::Duration;
 
 /// Timer constants and the tolerance to match them with.
+/// How soon after the ACK that releases it held data leaves, beyond the round trip between
+/// the capture point and the sender: the ACK's softirq sends at once (`tcp_data_snd_check`
+/// from `tcp_rcv_established`, no timer), so what remains is scheduling. 2 ms.
+pub(crate) const RELEASE_SLACK: Duration = Duration::from_millis(2);
+
+/// One kernel tick an ACK may spend on its way to the sender after the capture saw it (a veth
+/// or loopback hop deferred to the next softirq run, `net_rx_action` out of budget): 4 ms,
+/// HZ=250's jiffy, the Debian and Ubuntu kernels' default. Only added when the capture is not
+/// at the sender (there the ACK is stamped as it arrives).
+pub(crate) const ACK_TRIP_TICK: Duration = Duration::from_millis(4);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timers {
     /// One jiffy (1/HZ): the rounding of every kernel timer.
@@ -64,6 +75,17 @@ impl Timers {
     /// TCP_RTO_MIN plus the RTO's excess (two round trips); within a jiffy before and three after.
     /// `d` is the held side's own wait: a gap that began with the peer's data must first have
     /// the path from that data to the held side's answer taken out (see `GapContext::turnaround`).
+    /// The earliest a Linux tail-loss probe can fire after the last transmission or ACK
+    /// (`tcp_schedule_loss_probe`): PTO = 2 x SRTT, plus TCP_RTO_MIN when one segment is out
+    /// (so the peer's delayed ACK can come first) or TCP_TIMEOUT_MIN (2 jiffies) otherwise,
+    /// capped by the RTO; less a jiffy of rounding. `srtt` is the path's round trip.
+    pub fn pto_floor(&self, srtt: Duration, one_out: bool) -> Duration {
+        // With one segment out the RTO (at least SRTT + TCP_RTO_MIN, `__tcp_set_rto`) caps
+        // 2 x SRTT + TCP_RTO_MIN first.
+        let pto = if one_out { srtt.0 + self.rto_min.0 } else { 2 * srtt.0 + 2 * self.jiffy.0 };
+        Duration(pto.saturating_sub(self.jiffy.0))
+    }
+
     pub fn is_probe_interval(&self, d: Duration, path_rtt: Duration, srtt_known: bool) -> bool {
         let (lo, hi) = self.probe_band(path_rtt, srtt_known);
         d.0 >= lo.0 && d.0 <= hi.0

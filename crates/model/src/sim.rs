@@ -208,6 +208,7 @@ impl Sim {
                             // RFC 7323 3: TSval in ms here; TSecr is not modelled.
                             ts: (hdr > 20).then_some(((self.now / 1_000_000) as u32, 0)),
                             sack_blocks: 0,
+                            sack: [(0, 0); 4],
                             wire_len: wire,
                             ttl: None,
                         };
@@ -244,6 +245,7 @@ impl Sim {
             mss,
             ts,
             sack_blocks: 0,
+            sack: [(0, 0); 4],
             wire_len: 14 + 20 + hdr,
             ttl: None,
         };

@@ -150,6 +150,7 @@ mod experiments {
                     mss,
                     ts: None,
                     sack_blocks: 0,
+                    sack: [(0, 0); 4],
                     wire_len: 54 + len,
                     ttl: Some(64),
                 }),

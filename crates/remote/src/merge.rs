@@ -163,6 +163,7 @@ mod tests {
                 mss: None,
                 ts: None,
                 sack_blocks: 0,
+                sack: [(0, 0); 4],
                 wire_len: 66 + len,
                 ttl: None,
             }),

@@ -126,6 +126,11 @@ pub struct Segment {
     pub ts: Option<(u32, u32)>,
     /// Number of SACK blocks carried (RFC 2018).
     pub sack_blocks: u8,
+    /// The SACK blocks carried, left and right edges (RFC 2018 3), in option order (the first
+    /// is a D-SACK when it lies below the ACK number or inside the second, RFC 2883 4);
+    /// `sack_blocks` of them are valid.
+    #[serde(default)]
+    pub sack: [(u32, u32); 4],
     /// Bytes on the wire for this packet: link + IP + TCP headers + payload, as captured or
     /// estimated.
     pub wire_len: u32,
@@ -461,6 +466,7 @@ mod tests {
             mss: None,
             ts: None,
             sack_blocks: 0,
+            sack: [(0, 0); 4],
             wire_len: 52,
             ttl: None,
         };

@@ -53,6 +53,20 @@ pub(super) fn apply(c: &GapContext, d: &Derived, v: &mut Verdict) {
     if c.capture_point == CapturePoint::Unknown && !timing_based && v.cause != Cause::Application {
         v.confidence *= factor::UNKNOWN_CAPTURE_POINT;
     }
+    if c.data_only && v.cause != Cause::Application && v.kind != RecordKind::Gap {
+        v.confidence *= factor::NO_HANDSHAKE;
+        caveats.push_str(" [the capture holds data segments only: pure ACKs were filtered out, so what released these bytes is not in it]");
+    } else if c.data_only && v.kind == RecordKind::Gap && c.snap.out_count > 0 {
+        // "No ACK released them" rests on ACKs the filter removed: not shown.
+        v.kind = RecordKind::Ambiguous;
+        v.confidence = v.confidence.min(super::confidence::AMBIGUOUS);
+        v.alternatives = vec![Cause::Unknown];
+        caveats.push_str(" [the capture holds data segments only: an ACK that released these bytes may have been filtered out]");
+    }
+    if let Some(tick) = c.ts_tick.filter(|_| timing_based && c.written.is_none()) {
+        v.confidence *= factor::NO_HANDSHAKE;
+        caveats.push_str(&format!(" [the capture's timestamps come in {tick} ticks: shorter intervals cannot be read]"));
+    }
     if c.unseen_before {
         caveats.push_str(" [the capture never saw these bytes before: their first transmission was not captured]");
     }

@@ -35,14 +35,13 @@ mod caveats;
 mod quiet;
 mod release;
 
-pub(crate) use release::nagle_shown_off_later;
 mod resend;
 mod window;
 mod writes;
 
 use crate::dir::{AckSeen, Snapshot};
 use crate::pacing::ClockFit;
-use crate::timers::Timers;
+use crate::timers::{Timers, ACK_TRIP_TICK, RELEASE_SLACK};
 use crate::writes::WriteRec;
 use crate::{EvidenceItem, RecordKind, Stall};
 use trace::{CapturePoint, Cause, Duration, Endpoint, Evidence, Instant, KernelState, Segment};
@@ -88,6 +87,8 @@ pub(crate) struct GapContext {
     pub turnaround: Duration,
     /// The last ACK from the peer during the gap that advanced the held direction.
     pub ack: Option<AckSeen>,
+    /// The first such ACK.
+    pub first_ack: Option<AckSeen>,
     /// The peer advertised a zero window at the gap's start or during it.
     pub zero_window: bool,
     /// The peer's window went from zero to open during the gap: when, and the frame.
@@ -106,6 +107,14 @@ pub(crate) struct GapContext {
     /// The first ACK of the resent range echoed the first transmission's TSval: the resend was
     /// spurious (Eifel, RFC 3522 2). None: not known.
     pub spurious: Option<bool>,
+    /// The resent range had been acknowledged (cumulatively or by SACK) before the resend:
+    /// how. The receiver had the bytes: the resend is spurious (RFC 3708 2).
+    pub already_acked: Option<&'static str>,
+    /// The peer's first packet after the segment that ended the gap.
+    pub answer: Option<PeerAnswer>,
+    /// How long the held side had neither sent data nor received an ACK before this segment:
+    /// what a loss-probe or retransmission timer measures from.
+    pub quiet_since: Option<Duration>,
     /// Duplicate ACKs since the range's previous transmission (RFC 5681 2), with SACK blocks,
     /// and when the third came.
     pub dupacks: u32,
@@ -141,6 +150,33 @@ pub(crate) struct GapContext {
     pub one_direction: bool,
     /// The capture skipped this sender's data during the gap (see `Dir::unseen_at_gap_start`).
     pub capture_skipped: bool,
+    /// The capture holds data segments only (no SYN, no pure ACK): missing ACKs prove nothing.
+    pub data_only: bool,
+    /// The capture's timestamps come in this tick (10 ms or 1 ms), when coarse.
+    pub ts_tick: Option<Duration>,
+}
+
+/// The peer's first packet after the segment that ended a gap, as far as it tells what
+/// happened to that segment.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PeerAnswer {
+    pub t: Instant,
+    pub frame: Evidence,
+    /// A D-SACK of the segment (RFC 2883 4): the receiver got it twice, the resend was spurious.
+    pub dsack: bool,
+    /// A SACK block covers the segment while the ACK stays below it: it arrived, earlier data
+    /// did not (RFC 2018): what a loss probe elicits (RFC 8985 7.3).
+    pub sacked_above_hole: bool,
+}
+
+impl GapContext {
+    /// The classification waits for the peer's first answer: a resend (spurious or not), or
+    /// data sent with data unacknowledged and no ACK during the gap (a loss probe or not).
+    pub(crate) fn awaits_answer(&self) -> bool {
+        let eifel = self.eifel.is_some() && self.spurious.is_none();
+        let probe = self.resend != Resend::No || (self.snap.out_count > 0 && self.ack.is_none());
+        self.answer.is_none() && (eifel || probe)
+    }
 }
 
 /// One rule's verdict.
@@ -262,8 +298,58 @@ fn ack_info(c: &GapContext, back: Duration) -> Option<AckInfo> {
     let after = c.end.since(a.t);
     let floor = Duration((back.0 / 5).saturating_sub(500_000));
     let too_soon = !c.ack_after_release && after < floor && a.t <= c.end;
-    let released = !too_soon && after <= Duration::from_millis(2) + back;
+    // Captured away from the sender, the ACK still has a hop to make, which a kernel tick can
+    // defer (ACK_TRIP_TICK).
+    let at_sender = matches!(
+        (c.capture_point, c.held),
+        (CapturePoint::SameHost, _) | (CapturePoint::AtA, Endpoint::A) | (CapturePoint::AtB, Endpoint::B)
+    );
+    let slack = RELEASE_SLACK + if at_sender { Duration::ZERO } else { ACK_TRIP_TICK };
+    let released = !too_soon && after <= slack + back;
     Some(AckInfo { ack: a, delay, released, too_soon })
+}
+
+/// The writer's own clock (a rhythm) and an ACK release (a specific signature) can both
+/// explain a send; each is weighed, not the first that answers taken:
+/// - a release by an ACK at a delayed-ACK timer's interval is a mechanism's own signature; a
+///   rhythm can be made by that very stall (a writer that sleeps between requests, its period
+///   the sleep plus the stall), so the signature wins, and the rhythm is said;
+/// - a release by an ACK off any timer's interval is only consistent with a release: a send
+///   that keeps the writer's clock is the writer's;
+/// - both weak: ambiguous, both listed.
+fn weigh_clock_and_release(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut Ev) -> Option<Verdict> {
+    let mut ev_clock = Ev(ev.0.clone());
+    let clock = quiet::own_clock(c, d, ack, &mut ev_clock);
+    let mut ev_release = Ev(ev.0.clone());
+    let release = release::rule(c, d, ack, &mut ev_release);
+    let timer_ack = |v: &Verdict| v.ack_delay.is_some_and(|dl| c.timers.at_timer_interval(dl));
+    let (v, chosen) = match (clock, release) {
+        (None, None) => return None,
+        (Some(cv), None) => (cv, ev_clock),
+        (None, Some(rv)) => (rv, ev_release),
+        (Some(cv), Some(_)) if cv.kind == RecordKind::Stall => (cv, ev_clock),
+        (Some(cv), Some(mut rv)) if rv.kind == RecordKind::Stall && timer_ack(&rv) => {
+            rv.detail.push_str(&format!(
+                " [{}'s sends also keep a rhythm, but a release right after an ACK at a delayed-ACK timer's interval is \
+                 the mechanism's signature, and the rhythm includes the waits it makes: {}]",
+                d.h, cv.detail
+            ));
+            (rv, ev_release)
+        }
+        (Some(cv), Some(rv)) if rv.kind == RecordKind::Stall => {
+            let mut v = Verdict::ambiguous(
+                rv.cause,
+                &[Cause::Application],
+                confidence::AMBIGUOUS + 0.1,
+                format!("two explanations fit: {}; or: {}", rv.detail, cv.detail),
+            );
+            v.ack_delay = rv.ack_delay;
+            (v, ev_release)
+        }
+        (Some(cv), Some(_)) => (cv, ev_clock),
+    };
+    *ev = chosen;
+    Some(v)
 }
 
 pub(crate) fn classify(c: &GapContext) -> Stall {
@@ -287,9 +373,9 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
         .or_else(|| quiet::capture_skipped(c, &d))
         .or_else(|| window::released_by_update(c, &d, &mut ev))
         .or_else(|| resend::rule(c, &d, &mut ev))
+        .or_else(|| resend::new_data_probe(c, &d, &mut ev))
         .or_else(|| window::rule(c, &d, &mut ev))
-        .or_else(|| quiet::own_clock(c, &d, ack, &mut ev))
-        .or_else(|| release::rule(c, &d, ack, &mut ev))
+        .or_else(|| weigh_clock_and_release(c, &d, ack, &mut ev))
         .unwrap_or_else(|| quiet::rule(c, &d, ack, &mut ev));
     let mut v = writes::proven(c, &d, v);
     ev.add(

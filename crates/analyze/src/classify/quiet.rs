@@ -49,6 +49,10 @@ pub(super) fn capture_skipped(c: &GapContext, d: &Derived) -> Option<Verdict> {
 /// Rule family 4: the writer's own clock.
 pub(super) fn own_clock(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut Ev) -> Option<Verdict> {
     let f = c.clock.filter(|f| f.paced())?;
+    // A rhythm of a few timestamp ticks is the file's rounding, not the writer's clock.
+    if c.ts_tick.is_some_and(|tick| f.period.0 < 5 * tick.0) {
+        return None;
+    }
     if c.written.is_some() || c.resend != Resend::No {
         return None;
     }
@@ -56,7 +60,7 @@ pub(super) fn own_clock(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &
     let rhythm =
         format!(
         "{h} sends on its own clock every {} ({} of its last {} intervals kept it, {} of {} sends right after an ACK)",
-        f.period, f.in_phase, f.sends.saturating_sub(1), f.acked, f.sends
+        f.period, f.in_phase, f.intervals, f.acked, f.sends
     );
     if f.on_clock {
         let released_nothing = match ack {
@@ -73,8 +77,9 @@ pub(super) fn own_clock(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &
     }
     // Off the clock, right after an ACK, one small segment outstanding: Nagle held a frame the
     // writer wrote at its tick (RFC 9293 3.7.4; tcp_nagle_check): the wait counts from the tick.
+    // A send before the next tick says nothing of the clock: the other rules judge it.
     let a = ack.filter(|a| a.released)?;
-    if c.snap.out_small != 1 || !d.released_small || c.nagle_off.is_some() || f.tick <= c.start {
+    if c.snap.out_small != 1 || !d.released_small || c.nagle_off.is_some() || f.tick <= c.start || f.tick >= c.end {
         return None;
     }
     let waited = c.end.since(f.tick);

@@ -22,9 +22,9 @@
 
 use super::confidence::{AMBIGUOUS, CONSISTENT, GAP_INFERRED, SIGNATURE, SIGNATURE_PARTIAL, WRITES_AND_SIGNATURE};
 use super::{AckInfo, Derived, Ev, GapContext, Verdict};
-use crate::dir::{seq_le, AckSeen};
-use crate::{EvidenceItem, RecordKind};
-use trace::{Cause, Duration, Endpoint, Evidence, Instant};
+use crate::dir::{seq_le, seq_lt, AckSeen};
+use crate::timers::{ACK_TRIP_TICK, RELEASE_SLACK};
+use trace::{Cause, Duration};
 
 /// A flight that can fill a congestion window before any loss: the initial window of 10
 /// segments (RFC 6928, Linux TCP_INIT_CWND), or RFC 3390's largest initial window (4380 bytes)
@@ -204,6 +204,9 @@ fn window(r: &Release) -> Option<Verdict> {
             ),
         ));
     }
+    if let Some(v) = partial_ack_sent_nothing(r) {
+        return Some(v);
+    }
     if r.full_window && (window_sized(n, bytes) || c.lost_before) {
         let nagle_off = if c.snap.out_small >= 2 {
             format!(", {} of them sub-MSS, so Nagle was off", c.snap.out_small)
@@ -244,6 +247,36 @@ fn window(r: &Release) -> Option<Verdict> {
     })
 }
 
+/// A partial ACK during the gap freed part of the flight, and nothing left within the release
+/// window after it: the congestion window had room (each ACK of new data opens it, RFC 5681
+/// 3.1; Linux `tcp_cwnd_test` lets the next segment go from the ACK's softirq,
+/// `tcp_data_snd_check`), so it did not hold the next data: the send buffer (SO_SNDBUF, the
+/// writer blocked) or the application did. Evidence against a window verdict.
+fn partial_ack_sent_nothing(r: &Release) -> Option<Verdict> {
+    let (c, d) = (r.c, r.d);
+    let first = c.first_ack.filter(|f| f.t < r.ack.t && seq_lt(f.ack, c.snap.snd_nxt))?;
+    let idle = r.ack.t.since(first.t);
+    if c.snap.out_count < 2 || idle <= RELEASE_SLACK + ACK_TRIP_TICK + d.back {
+        return None;
+    }
+    let freed = first.ack.wrapping_sub(c.snap.snd_una);
+    Some(Verdict::ambiguous(
+        Cause::Unknown,
+        &[Cause::Application],
+        AMBIGUOUS,
+        format!(
+            "{} segments ({} bytes) were in flight; {}'s partial ACK {} before the release freed {freed} bytes and \
+             nothing left for {idle}: the congestion window had room, so it did not hold the next data; the send \
+             buffer (SO_SNDBUF) or the application did, which the packets cannot tell apart; {}",
+            c.snap.out_count,
+            c.snap.out_bytes,
+            d.p,
+            c.end.since(first.t),
+            r.delay_txt
+        ),
+    ))
+}
+
 /// One full-sized segment out, its ACK, then the next data: the wait for a delayed ACK, the
 /// mechanism that waited not shown (RFC 9293 3.8.6.3).
 fn lone_segment(r: &Release) -> Verdict {
@@ -271,30 +304,5 @@ fn lone_segment(r: &Release) -> Verdict {
                 c.seg.len, c.snap.out_bytes
             ),
         )
-    }
-}
-
-/// A sender that showed Nagle off at `off` (a sub-MSS segment sent with another unacknowledged)
-/// makes its earlier Nagle verdicts inconsistent (RFC 9293 3.7.4: a Nagle-on sender holds every
-/// sub-MSS segment behind an unacknowledged one): at the flow's end they turn ambiguous, the
-/// application writing just after the ACK as likely.
-pub(crate) fn nagle_shown_off_later(stalls: &mut [crate::Stall], d: Endpoint, off: (Instant, Evidence)) {
-    let (nt, nf) = off;
-    for st in stalls.iter_mut().filter(|st| {
-        st.held == d && st.cause == Cause::NagleDelayedAck && st.kind == RecordKind::Stall && st.start < nt
-    }) {
-        st.kind = RecordKind::Ambiguous;
-        st.confidence = st.confidence.min(AMBIGUOUS);
-        st.alternatives = vec![Cause::Application];
-        st.evidence.push(EvidenceItem {
-            t: nt,
-            source: nf,
-            what: format!("{d:?} sent a sub-MSS segment with another unacknowledged: Nagle off"),
-        });
-        st.detail.push_str(&format!(
-            " [later in the flow {d:?} showed Nagle off (a sub-MSS segment sent with another \
-             unacknowledged): its application may have written these bytes just after the ACK]"
-        ));
-        st.settle = Some(super::SETTLE.to_string());
     }
 }

@@ -23,13 +23,25 @@
 //! Kernel evidence (`tcp:tcp_retransmit_skb`, `tcp:tcp_cong_state_set`) makes a resend the
 //! capture never saw first a loss, and tells recovery (state 3) from loss (state 4).
 
-use super::confidence::{AMBIGUOUS, CONSISTENT, NO_SIGNATURE, SIGNATURE, SIGNATURE_PARTIAL, WRITES_AND_SIGNATURE};
+use super::confidence::{CONSISTENT, GAP_SHOWN, NO_SIGNATURE, SIGNATURE, SIGNATURE_PARTIAL, WRITES_AND_SIGNATURE};
 use super::{Derived, Ev, GapContext, Resend, Verdict};
 use trace::{Cause, Duration, Instant};
 
 /// `enum tcp_ca_state` (include/net/tcp.h): TCP_CA_Recovery, TCP_CA_Loss.
 const CA_RECOVERY: u8 = 3;
 const CA_LOSS: u8 = 4;
+
+/// The congestion state as the kernel names it (`enum tcp_ca_state`, include/net/tcp.h).
+pub(super) fn ca_state_name(s: u8) -> &'static str {
+    match s {
+        0 => "Open",
+        1 => "Disorder",
+        2 => "CWR",
+        CA_RECOVERY => "Recovery",
+        CA_LOSS => "Loss",
+        _ => "unknown",
+    }
+}
 
 /// What every resend rule reads.
 struct Resent<'a> {
@@ -40,6 +52,11 @@ struct Resent<'a> {
     /// The kernel's congestion state at the resend (`tcp:tcp_cong_state_set`).
     kernel_state: Option<u8>,
     enough_dups: bool,
+}
+
+/// When the resent range was last sent before (the gap's start when not seen).
+fn r_prev(c: &GapContext) -> Instant {
+    c.resent_prev_tx.map_or(c.start, |(t, _)| t)
 }
 
 pub(super) fn rule(c: &GapContext, d: &Derived, ev: &mut Ev) -> Option<Verdict> {
@@ -54,10 +71,18 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ev: &mut Ev) -> Option<Verdict> 
     } else {
         ev.add(prev_t, prev_f, format!("{} sent this range before", d.h));
     }
-    let kernel_state = c.kernel_cong.filter(|(kt, _, _)| *kt <= c.end).map(|(kt, kf, s)| {
-        ev.add(kt, kf, format!("kernel: congestion state {}", if s == CA_LOSS { "loss" } else { "recovery" }));
-        s
-    });
+    // The kernel's congestion state when it resent: the latest `tcp:tcp_cong_state_set` before
+    // the resend; a resend the kernel reported with no state change reported before it was
+    // sent in the state every connection starts in, Open.
+    let kernel_resent = c.kernel_retx.is_some_and(|(kt, _, _, _)| kt <= c.end && kt >= r_prev(c));
+    let kernel_state = match c.kernel_cong.filter(|(kt, _, _)| *kt <= c.end) {
+        Some((kt, kf, s)) => {
+            ev.add(kt, kf, format!("kernel: congestion state {}", ca_state_name(s)));
+            Some(s)
+        }
+        None if kernel_resent => Some(0),
+        None => None,
+    };
     let r = Resent {
         c,
         d,
@@ -66,7 +91,7 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ev: &mut Ev) -> Option<Verdict> 
         kernel_state,
         enough_dups: c.dupacks >= 3 || (c.sack_seen && c.dupacks >= 1),
     };
-    let mut v = not_lost(&r)
+    let mut v = not_lost(&r, ev)
         .or_else(|| path_mtu(&r, ev))
         .or_else(|| fast_retransmit(&r))
         .or_else(|| tail_loss_probe(&r))
@@ -77,17 +102,30 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ev: &mut Ev) -> Option<Verdict> 
     Some(v)
 }
 
-/// A resend whose first ACK echoes the original's timestamp (Eifel, RFC 3522: spurious, the
-/// ACK was late), or later than any timer (TCP_RTO_MAX): a wait, not a loss.
-fn not_lost(r: &Resent) -> Option<Verdict> {
+/// A spurious resend: the receiver had the bytes. Shown by an ACK (cumulative or SACK) of the
+/// range before the resend (RFC 3708 2), a D-SACK of it in the receiver's answer (RFC 2883 4),
+/// or the answer echoing the original's timestamp (Eifel, RFC 3522 2). Nobody waited for
+/// these bytes: not a wait (a late ACK, typically a delayed ACK racing the sender's RTO).
+/// A resend later than any timer (TCP_RTO_MAX) is a wait with no signature.
+fn not_lost(r: &Resent, ev: &mut Ev) -> Option<Verdict> {
     let (c, len, t) = (r.c, r.c.seg.len, &r.c.timers);
-    if c.spurious == Some(true) {
-        return Some(Verdict::wait(
-            AMBIGUOUS + 0.05,
+    let how = if let Some(how) = c.already_acked {
+        Some(format!("{} had {how} them before the resend", r.d.p))
+    } else if let Some(a) = c.answer.filter(|a| a.dsack) {
+        ev.add(a.t, a.frame, format!("{} D-SACK of the resent range", r.d.p));
+        Some(format!("{}'s answer is a D-SACK of them (RFC 2883): it received them twice", r.d.p))
+    } else if c.spurious == Some(true) {
+        Some("the first ACK after the resend echoes the original's timestamp (Eifel, RFC 3522)".to_string())
+    } else {
+        None
+    };
+    if let Some(how) = how {
+        return Some(Verdict::gap(
+            GAP_SHOWN - 0.1,
             format!(
-                "{len} bytes resent {} after their previous transmission, but the range had arrived: the first ACK \
-                 after the resend echoes the original's timestamp (Eifel, RFC 3522), so the ACK came late, not the \
-                 data lost (a slow or starved receiver)",
+                "{len} bytes resent {} after their previous transmission, but the receiver already had them: {how}. \
+                 The resend was spurious (the ACK came late or was lost, not the data): nobody waited for these \
+                 bytes, not a stall",
                 r.since_prev
             ),
         ));
@@ -170,21 +208,63 @@ fn fast_retransmit(r: &Resent) -> Option<Verdict> {
     ))
 }
 
-/// RFC 8985 7.3 (Linux `tcp_send_loss_probe`): the last outstanding segment resent before the
-/// RTO while earlier data is unacknowledged.
+/// RFC 8985 7.3 (Linux `tcp_send_loss_probe`): the last outstanding segment resent, the
+/// first time, with no duplicate ACKs to trigger a fast retransmit: the loss-probe timer (PTO
+/// = 2 x SRTT, plus TCP_RTO_MIN with one segment out, `tcp_schedule_loss_probe`) fires before
+/// the RTO. With one segment out the two timers fall together (about 200 ms), so the packets
+/// name the probe at a lower confidence, the RTO beside it; the kernel's congestion state at
+/// the resend decides (a probe is sent in Open, `tcp_schedule_loss_probe`; an RTO enters
+/// Loss first, `tcp_enter_loss`).
 fn tail_loss_probe(r: &Resent) -> Option<Verdict> {
-    let t = &r.c.timers;
+    let (c, t) = (r.c, &r.c.timers);
     let rto_floor = Duration(t.rto_min.0.saturating_sub(t.jiffy.0));
-    (r.c.resend == Resend::Tail && r.since_prev < rto_floor).then(|| {
-        Verdict::stall(
+    match r.kernel_state {
+        Some(CA_LOSS | CA_RECOVERY) => return None,
+        Some(s) => {
+            return Some(Verdict::stall(
+                Cause::TailLossProbe,
+                WRITES_AND_SIGNATURE,
+                format!(
+                    "{} bytes resent {} after their previous transmission while the kernel's congestion state was {} \
+                     (not Loss: no retransmission timeout): Linux's tail-loss probe (RFC 8985 7.3, \
+                     tcp_send_loss_probe)",
+                    c.seg.len,
+                    r.since_prev,
+                    ca_state_name(s)
+                ),
+            ))
+        }
+        None => {}
+    }
+    if c.resend == Resend::Tail && r.since_prev < rto_floor {
+        return Some(Verdict::stall(
             Cause::TailLossProbe,
             SIGNATURE_PARTIAL + 0.05,
             format!(
                 "the last outstanding segment ({} bytes) was resent {} after it was sent, before the RTO, with \
                  earlier data still unacknowledged: a tail-loss probe (RFC 8985 7.3)",
-                r.c.seg.len, r.since_prev
+                c.seg.len, r.since_prev
             ),
-        )
+        ));
+    }
+    // The first resend of the only outstanding segment, at the probe's interval.
+    let lone = c.resend == Resend::Head && c.snap.out_count == 1 && !c.prev_was_resend && !r.enough_dups;
+    let pto = t.pto_floor(r.d.path_rtt, true);
+    let rto_hi = Duration(t.rto_min.0 + 2 * r.d.path_rtt.0 + 3 * t.jiffy.0);
+    (lone && r.since_prev >= pto && r.since_prev <= rto_hi).then(|| {
+        let mut v = Verdict::stall(
+            Cause::TailLossProbe,
+            SIGNATURE_PARTIAL,
+            format!(
+                "the only outstanding segment ({} bytes) was resent {} after it was sent, its first resend: with one \
+                 segment out Linux's loss probe fires at 2 x SRTT + 200 ms capped by the RTO \
+                 (tcp_schedule_loss_probe), before the retransmission timer; the packets cannot tell the two apart, \
+                 the kernel's congestion state can (Open for a probe, Loss for a timeout)",
+                c.seg.len, r.since_prev
+            ),
+        );
+        v.alternatives = vec![Cause::RetransmissionTimeout];
+        v
     })
 }
 
@@ -238,4 +318,41 @@ fn timeout(r: &Resent) -> Verdict {
             }
         ),
     )
+}
+
+/// RFC 8985 7.3 (Linux `tcp_send_loss_probe`): when the loss-probe timer fires with new data
+/// ready and the window open, the probe is that new data, not a resend. The signature: new
+/// bytes sent with earlier data unacknowledged, no ACK since the last transmission for at
+/// least the PTO (`tcp_schedule_loss_probe`), and the receiver's answer a SACK of the new
+/// bytes with its ACK still below them: they arrived, the earlier data did not. The new bytes
+/// had waited (held by Nagle or the window behind the lost data) until the timer.
+pub(super) fn new_data_probe(c: &GapContext, d: &Derived, ev: &mut Ev) -> Option<Verdict> {
+    if c.resend != Resend::No || c.snap.out_count == 0 || c.ack.is_some() {
+        return None;
+    }
+    let a = c.answer.filter(|a| a.sacked_above_hole)?;
+    let quiet = c.quiet_since?;
+    let pto = c.timers.pto_floor(d.path_rtt, c.snap.out_count == 1);
+    if quiet < pto {
+        return None;
+    }
+    if let Some(s) = c.snap.first_sent {
+        ev.add(s.t, s.frame, format!("{} data {} B, never acknowledged", d.h, s.len));
+    }
+    ev.add(a.t, a.frame, format!("{} SACK of the new bytes, ACK below them: earlier data lost", d.p));
+    let (conf, state) = match c.kernel_cong.filter(|(kt, _, _)| *kt <= c.end) {
+        Some((_, _, s)) if s >= CA_RECOVERY => (SIGNATURE_PARTIAL, format!("; the kernel was in {}", ca_state_name(s))),
+        _ => (SIGNATURE, String::new()),
+    };
+    Some(Verdict::stall(
+        Cause::TailLossProbe,
+        conf,
+        format!(
+            "{} sent {} new bytes {quiet} after its last transmission or ACK, with {} bytes unacknowledged and no ACK \
+             to release them; {}'s answer SACKs the new bytes with its ACK below them, so the earlier data was lost: \
+             the new bytes left as Linux's tail-loss probe (RFC 8985 7.3, tcp_send_loss_probe sends new data when \
+             it has some), at least the probe timeout ({pto}) after the last send{state}",
+            d.h, c.seg.len, c.snap.out_bytes, d.p
+        ),
+    ))
 }

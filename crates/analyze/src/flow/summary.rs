@@ -100,11 +100,23 @@ impl FlowAnalyzer {
                     d.peer()
                 ));
             }
-            // Nagle shown off later in the flow: the classifier revisits that sender's earlier
-            // Nagle verdicts (classify::nagle_shown_off_later).
-            if let Some(off) = own.nagle_off_at(self.last) {
-                crate::classify::nagle_shown_off_later(&mut self.stalls, d, off);
-            }
+            // Nagle shown off counts from that point on only: a program may set TCP_NODELAY
+            // midway (OpenSSH after its key exchange), so earlier Nagle holds stand.
+        }
+        if self.data_only() {
+            notes.push(
+                "the capture holds data segments only (no SYN, no pure ACK: a filtered capture): the ACKs that \
+                 release held data are not in it, so no verdict rests on a missing ACK; waits it cannot explain are \
+                 listed as ambiguous"
+                    .to_string(),
+            );
+        }
+        if let Some(tick) = self.ticks.tick() {
+            notes.push(format!(
+                "the capture's timestamps come in {tick} ticks (every packet's time is a whole number of them): \
+                 intervals shorter than a tick cannot be read, ACK delays and release windows are uncertain by a \
+                 tick, and a rhythm of a few ticks is the file's, not a sender's clock"
+            ));
         }
         for d in [Endpoint::A, Endpoint::B] {
             let s = &self.dirs[d.index()].sum;

@@ -16,6 +16,7 @@ fn seg(t_us: u64, from: Endpoint, seq: u32, ack: u32, len: u32, frame: u64) -> E
             mss: None,
             ts: None,
             sack_blocks: 0,
+            sack: [(0, 0); 4],
             wire_len: 66 + len,
             ttl: None,
         }),

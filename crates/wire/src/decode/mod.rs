@@ -345,6 +345,7 @@ fn tcp(ip: &IpHeader<'_>) -> Result<TcpPacket, Skip> {
         mss: None,
         ts: None,
         sack_blocks: 0,
+        sack: [(0, 0); 4],
         wire_len: 0,
         ttl: Some(ip.ttl),
     };
@@ -355,8 +356,16 @@ fn tcp(ip: &IpHeader<'_>) -> Result<TcpPacket, Skip> {
             Ok(TcpOptionElement::MaximumSegmentSize(m)) => seg.mss = Some(m),
             Ok(TcpOptionElement::WindowScale(w)) => seg.wscale = Some(w),
             Ok(TcpOptionElement::Timestamp(v, e)) => seg.ts = Some((v, e)),
-            Ok(TcpOptionElement::SelectiveAcknowledgement(_, rest)) => {
-                seg.sack_blocks = 1 + rest.iter().filter(|b| b.is_some()).count() as u8
+            Ok(TcpOptionElement::SelectiveAcknowledgement(first, rest)) => {
+                // RFC 2018 3: each block is (left edge, right edge); the first may be a
+                // D-SACK (RFC 2883 4), so order is kept.
+                seg.sack[0] = first;
+                let mut n = 1;
+                for b in rest.iter().flatten() {
+                    seg.sack[n] = *b;
+                    n += 1;
+                }
+                seg.sack_blocks = n as u8;
             }
             Ok(_) => {}
             Err(_) => break,
