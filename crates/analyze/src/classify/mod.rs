@@ -285,9 +285,10 @@ pub(crate) const SETTLE: &str =
 /// sees it one capture-to-sender round trip after the ACK, plus scheduling (2 ms). Much sooner
 /// than that round trip is impossible (the ACK had not reached the sender). The round trip is
 /// measured on the handshake or on data ACKs, and both include the far host's processing: an
-/// embedded stack can take most of a 1 ms "round trip" to answer a SYN. So the bound is a
-/// fifth of it, less 0.5 ms of stamping noise: it rejects a release 1.3 ms after the ACK on an
-/// 88 ms path, and never a release the path allows.
+/// embedded stack can take most of a 1 ms "round trip" to answer a SYN, and a path's delay
+/// varies. So the bound is the round trip less an eighth of it (at least 2 ms): it rejects a
+/// release 71 ms after the ACK on an 88 ms path (zeek's ftp/cwd-navigation), and never one on
+/// a path of a few milliseconds.
 fn ack_info(c: &GapContext, back: Duration) -> Option<AckInfo> {
     let a = c.ack?;
     let raw = a.earliest_sent.map(|s| a.t.since(s));
@@ -296,7 +297,7 @@ fn ack_info(c: &GapContext, back: Duration) -> Option<AckInfo> {
         _ => None,
     };
     let after = c.end.since(a.t);
-    let floor = Duration((back.0 / 5).saturating_sub(500_000));
+    let floor = Duration(back.0.saturating_sub((back.0 / 8).max(2_000_000)));
     let too_soon = !c.ack_after_release && after < floor && a.t <= c.end;
     // Captured away from the sender, the ACK still has a hop to make, which a kernel tick can
     // defer (ACK_TRIP_TICK).
