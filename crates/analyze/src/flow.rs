@@ -645,6 +645,14 @@ impl FlowAnalyzer {
             max_flight_segs: dir.sum.max_in_flight_segments as usize,
             lost_before: dir.sum.retransmissions > 0,
             path_rtt: s.path,
+            peer_data_rtt_min: {
+                let r = &self.dirs[d.peer().index()].sum.rtt_ack;
+                if r.count >= 1 {
+                    r.min()
+                } else {
+                    None
+                }
+            },
             rtt_from_handshake: self.handshake_rtt().is_some(),
             path_dir: s.path_dir,
             capture_point: self.capture_point(),

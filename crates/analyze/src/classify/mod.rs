@@ -127,6 +127,9 @@ pub(crate) struct GapContext {
     pub path_rtt: Option<Duration>,
     /// The path RTT was measured on the handshake (Karn-clean, RFC 6298 3).
     pub rtt_from_handshake: bool,
+    /// The smallest round trip from the peer's data to the held side's ACK of it, as captured
+    /// (a delayed ACK only makes a sample longer, so any sample bounds the path).
+    pub peer_data_rtt_min: Option<Duration>,
     /// Path share between the held side's data and the peer's ACK, at this capture point.
     pub path_dir: Option<Duration>,
     pub capture_point: CapturePoint,
@@ -297,7 +300,10 @@ fn ack_info(c: &GapContext, back: Duration) -> Option<AckInfo> {
         _ => None,
     };
     let after = c.end.since(a.t);
-    let floor = Duration(back.0.saturating_sub((back.0 / 8).max(2_000_000)));
+    // The round trip as the capture saw it on the held side's ACKs of the peer's data (the
+    // smallest sample): a path whose delay varies can be quicker than on the handshake.
+    let seen = c.peer_data_rtt_min.map_or(back, |m| m.min(back));
+    let floor = Duration(seen.0.saturating_sub((seen.0 / 8).max(2_000_000)));
     let too_soon = !c.ack_after_release && after < floor && a.t <= c.end;
     // Captured away from the sender, the ACK still has a hop to make, which a kernel tick can
     // defer (ACK_TRIP_TICK).
