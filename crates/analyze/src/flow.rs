@@ -72,20 +72,20 @@ pub struct FlowAnalyzer {
     ticks: Ticks,
 }
 
-/// Whether every packet's time since the flow's first is a whole number of 10 ms or 1 ms: a
-/// capture written with coarse timestamps (a file rounded to a 10 ms tick, or milliseconds),
+/// Whether every packet's time since the flow's first is a whole number of 10 ms: a capture
+/// written with coarse timestamps (a file rounded to a 10 ms tick; the model's and the lab's
+/// traces, stamped to the microsecond or finer, never are),
 /// in which intervals shorter than the tick cannot be read, and a rhythm of the tick is the
 /// file's, not the sender's.
 #[derive(Debug, Clone, Copy)]
 struct Ticks {
     packets: u64,
     of_10ms: bool,
-    of_1ms: bool,
 }
 
 impl Default for Ticks {
     fn default() -> Self {
-        Ticks { packets: 0, of_10ms: true, of_1ms: true }
+        Ticks { packets: 0, of_10ms: true }
     }
 }
 
@@ -96,7 +96,6 @@ impl Ticks {
     fn on_packet(&mut self, since_first: Duration) {
         self.packets += 1;
         self.of_10ms &= since_first.0 % 10_000_000 == 0;
-        self.of_1ms &= since_first.0 % 1_000_000 == 0;
     }
 
     fn tick(&self) -> Option<Duration> {
@@ -104,8 +103,6 @@ impl Ticks {
             None
         } else if self.of_10ms {
             Some(Duration::from_millis(10))
-        } else if self.of_1ms {
-            Some(Duration::from_millis(1))
         } else {
             None
         }

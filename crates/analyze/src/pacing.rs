@@ -57,6 +57,11 @@ pub(crate) struct ClockFit {
     /// their period: then the rhythm is the peer's, passed on, not this side's own.
     pub answers: u32,
     pub answers_steady: bool,
+    /// How tightly the intervals keep the period: the median distance of a fitting interval
+    /// from its whole multiple of the period, as a share of the period. A writer's timer keeps
+    /// a few percent; a rhythm made by alternating waits (a sleep, then a stall) is as loose as
+    /// its two halves differ.
+    pub residual: f64,
     /// Burst starts in the history whose burst held a full-sized segment: no timer of the
     /// sender's stack holds those (a probe or loss-probe timer sends one sub-MSS segment).
     pub full_bursts: u32,
@@ -68,7 +73,16 @@ pub(crate) struct ClockFit {
     pub tick: Instant,
 }
 
+/// The largest median residual (see [`ClockFit::residual`]) of a clock tight enough to
+/// outweigh a release at a delayed-ACK timer's interval: 6% of the period.
+const TIGHT_RESIDUAL: f64 = 0.06;
+
 impl ClockFit {
+    /// The clock keeps its period tightly (or within 300 us): a timer's, not a rhythm of waits.
+    pub(crate) fn tight(&self) -> bool {
+        self.residual <= TIGHT_RESIDUAL || self.residual * self.period.0 as f64 <= 300_000.0
+    }
+
     /// The sender writes on its own clock: the intervals cluster and the sends ignore the ACKs.
     pub(crate) fn paced(&self) -> bool {
         let answering = f64::from(self.answers) >= ANSWER_SHARE * f64::from(self.sends) && self.answers_steady;
@@ -170,8 +184,16 @@ impl AppClock {
                 let mut ans: Vec<u64> = self.answers.iter().flatten().copied().collect();
                 let mut ivs: Vec<u64> = self.intervals.iter().copied().collect();
                 let answers_steady = ans.len() >= MIN_INTERVALS && spread(&mut ans) <= spread(&mut ivs) + 300_000;
+                let mut res: Vec<u64> = self
+                    .intervals
+                    .iter()
+                    .filter_map(|&i| multiple_of(i, p).map(|k| i.abs_diff(k * p)))
+                    .collect();
+                res.sort_unstable();
+                let residual = res.get(res.len() / 2).map_or(1.0, |&r| r as f64 / p as f64);
                 Some(ClockFit {
                     period: Duration(p),
+                    residual,
                     in_phase,
                     sends: self.acked.len() as u32,
                     acked: self.acked.iter().filter(|&&a| a).count() as u32,

@@ -320,7 +320,9 @@ fn ack_info(c: &GapContext, back: Duration) -> Option<AckInfo> {
 /// explain a send; each is weighed, not the first that answers taken:
 /// - a release by an ACK at a delayed-ACK timer's interval is a mechanism's own signature; a
 ///   rhythm can be made by that very stall (a writer that sleeps between requests, its period
-///   the sleep plus the stall), so the signature wins, and the rhythm is said;
+///   the sleep plus the stall, its intervals alternating between the two), so the signature
+///   wins over a loose rhythm, and the rhythm is said; a writer's timer keeps its period
+///   tightly (`ClockFit::tight`), and an ACK that lands just before its tick released nothing;
 /// - a release by an ACK off any timer's interval is only consistent with a release: a send
 ///   that keeps the writer's clock is the writer's;
 /// - both weak: ambiguous, both listed.
@@ -330,12 +332,13 @@ fn weigh_clock_and_release(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev
     let mut ev_release = Ev(ev.0.clone());
     let release = release::rule(c, d, ack, &mut ev_release);
     let timer_ack = |v: &Verdict| v.ack_delay.is_some_and(|dl| c.timers.at_timer_interval(dl));
+    let tight = c.clock.is_some_and(|f| f.tight());
     let (v, chosen) = match (clock, release) {
         (None, None) => return None,
         (Some(cv), None) => (cv, ev_clock),
         (None, Some(rv)) => (rv, ev_release),
         (Some(cv), Some(_)) if cv.kind == RecordKind::Stall => (cv, ev_clock),
-        (Some(cv), Some(mut rv)) if rv.kind == RecordKind::Stall && timer_ack(&rv) => {
+        (Some(cv), Some(mut rv)) if rv.kind == RecordKind::Stall && timer_ack(&rv) && !tight => {
             rv.detail.push_str(&format!(
                 " [{}'s sends also keep a rhythm, but a release right after an ACK at a delayed-ACK timer's interval is \
                  the mechanism's signature, and the rhythm includes the waits it makes: {}]",
