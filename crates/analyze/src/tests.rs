@@ -141,6 +141,7 @@ impl Script {
 
 use Endpoint::{A, B};
 
+mod issue32;
 mod traffic;
 
 #[test]

@@ -19,11 +19,13 @@
 //!    fast retransmit, tail-loss probe, retransmission timeout); but a zero window whose
 //!    update released the segment, resend or not, names the window first (`window.rs`).
 //! 3. **Window** (`window.rs`): the peer's receive window, closed or full.
-//! 4. **The writer's own clock** (`quiet.rs`, with pacing.rs): a sender whose sends keep their
-//!    own period whatever the ACKs do wrote on its clock.
-//! 5. **ACK release** (`release.rs`): an ACK of outstanding data released the next data, after
-//!    the physics check (no release sooner than the round trip between the capture point and
-//!    the sender): Nagle x delayed ACK, congestion window, delayed ACK.
+//! 4. **The writer's own clock** (`quiet.rs`, with pacing.rs) and 5. **ACK release**
+//!    (`release.rs`), asked both and weighed (`weigh_clock_and_release`): a sender whose sends
+//!    keep their own period whatever the ACKs do wrote on its clock; an ACK of outstanding
+//!    data released the next data, after the physics check (no release sooner than the round
+//!    trip between the capture point and the sender): Nagle x delayed ACK, congestion window,
+//!    delayed ACK. A release at a delayed-ACK timer's interval beats a loose rhythm (one the
+//!    stalls make); a writer's tight clock beats a release that lands just before its tick.
 //! 6. **Quiet sender** (`quiet.rs`): nothing in flight or nothing released it: the probe timer
 //!    (ambiguous from packets), the application, or a wait with no signature.
 //! 7. **Caveats** (`caveats.rs`): what the capture point, a missing handshake or super-packets

@@ -1,0 +1,149 @@
+//! Regression tests for the wrong verdicts issue 32 found against ground truth (real programs,
+//! their system calls and the kernel's resend records), each rebuilt as a packet script. The
+//! same classes are held end to end by crates/truth's corpus, on captures of real programs.
+
+use super::{Script, MS};
+use crate::RecordKind;
+use trace::{Cause, Endpoint, EventKind, TcpFlags};
+use Endpoint::{A, B};
+
+fn set_sack(s: &mut Script, blocks: &[(u32, u32)]) {
+    if let EventKind::Segment(seg) = &mut s.ev.last_mut().unwrap().kind {
+        for (i, b) in blocks.iter().enumerate() {
+            seg.sack[i] = *b;
+        }
+        seg.sack_blocks = blocks.len() as u8;
+    }
+}
+
+/// Seed 001 with a sleeping requester (RFC 9293 3.7.4 x 3.8.6.3): A writes 275, 24 and 292
+/// bytes, B's delayed ACK releases the 316 held bytes ~41 ms later, B answers, A sleeps 50 ms.
+/// The requests' rhythm (41.5 + 50.3 ms alternating, 46 ms on average) is made by the stalls
+/// themselves: every request is Nagle x delayed ACK, none is the application's clock.
+#[test]
+fn a_requester_that_sleeps_between_requests_keeps_its_nagle_stalls() {
+    let mut s = Script::new();
+    let mut t = 1.0;
+    for _ in 0..20 {
+        s.data(t, A, 275).ack(t + 41.5, B, 512).data(t + 41.53, A, 316).data(t + 41.7, B, 100);
+        t += 41.7 + 50.3;
+    }
+    let r = s.records();
+    let nagle = r.iter().filter(|x| x.cause == Cause::NagleDelayedAck && x.kind == RecordKind::Stall).count();
+    assert!(nagle >= 19, "{nagle} Nagle stalls of 20: {r:#?}");
+    // The clock's text, when it was weighed, counts its intervals out of the intervals it has.
+    for x in &r {
+        if let Some(i) = x.detail.find("of its last ") {
+            let tail = &x.detail[i..];
+            assert!(!tail.starts_with("of its last 15 intervals") || !x.detail.contains("(16 of"), "{}", x.detail);
+        }
+    }
+}
+
+/// A responder that corks and never uncorks (tcp(7) TCP_CORK, `tcp_probe0_base`): each
+/// response leaves ~200 ms after the request. It answers its peer, so the rhythm is the
+/// requester's, not B's own clock: never `application` by clock; the probe timer is named
+/// (ambiguous from packets: an application pause looks the same).
+#[test]
+fn a_corked_responder_has_its_requesters_clock_not_its_own() {
+    let mut s = Script::new();
+    let mut t = 1.0;
+    for _ in 0..20 {
+        s.data(t, A, 40).ack(t + 0.05, B, 512).data(t + 205.0, B, 100).ack(t + 205.05, A, 512);
+        t += 205.0 + 12.0;
+    }
+    let r = s.records();
+    let b: Vec<_> = r.iter().filter(|x| x.held == B).collect();
+    assert!(b.len() >= 19, "{r:#?}");
+    assert!(b.iter().all(|x| !x.detail.contains("own clock")), "{b:#?}");
+    assert!(b.iter().filter(|x| x.cause == Cause::ProbeTimer).count() >= 19, "{b:#?}");
+}
+
+/// RFC 3708 2 / RFC 2883 4: a resend of bytes the receiver had already acknowledged, then
+/// D-SACKed, is spurious: no wait (PcapPlusPlus many-protocols: a 200 ms delayed ACK racing
+/// the RTO). Cumulative ACK before the resend, and a D-SACK after it, each suffice.
+#[test]
+fn a_spurious_resend_is_not_a_wait() {
+    // Acknowledged before: B's 291 bytes, A's delayed ACK 206 ms later, B's resend at 291 ms.
+    let mut s = Script::new();
+    s.data(1.0, A, 40).data(2.0, B, 291).ack(208.0, A, 512).resend(293.0, B, 291);
+    let r = s.records();
+    assert!(r.iter().all(|x| !x.shows_a_wait()), "{r:#?}");
+    assert!(r.iter().any(|x| x.detail.contains("spurious") && x.detail.contains("acknowledged")), "{r:#?}");
+    // D-SACK after: the ACK was lost, the RTO resent, the receiver answers with a D-SACK.
+    let mut s = Script::new();
+    s.data(1.0, A, 40).data(2.0, B, 291);
+    let (lo, hi) = (s.seq[1] - 291, s.seq[1]);
+    s.resend(215.0, B, 291).ack(215.2, A, 512);
+    set_sack(&mut s, &[(lo, hi)]);
+    let r = s.records();
+    assert!(r.iter().all(|x| !x.shows_a_wait()), "{r:#?}");
+    assert!(r.iter().any(|x| x.detail.contains("D-SACK")), "{r:#?}");
+}
+
+/// RFC 8985 7.3, `tcp_send_loss_probe`: B's 186-byte response head is lost; the 40-byte body,
+/// held by Nagle behind it, leaves ~205 ms later as the loss probe (new data); A's answer SACKs
+/// it with its ACK below: a tail-loss probe, not an application write; and that send is no
+/// evidence of Nagle off, so a later Nagle hold is still named.
+#[test]
+fn a_loss_probe_that_sends_new_data_is_named_and_does_not_show_nagle_off() {
+    let mut s = Script::new();
+    s.data(1.0, A, 50).ack(1.1, B, 512);
+    let head = s.seq[1];
+    // B sends its head (lost before A; the capture at B sees it), then the body at the PTO.
+    s.data(2.0, B, 186).data(207.0, B, 40);
+    let body = (head + 186, head + 226);
+    s.raw(207 * MS + 100_000, A, s.seq[0], head, TcpFlags::ACK, 0, 512, None);
+    set_sack(&mut s, &[body]);
+    // Recovery resends the head; A acknowledges everything.
+    s.raw(207 * MS + 300_000, B, head, s.seq[0], TcpFlags::ACK, 186, 512, None);
+    s.raw(207 * MS + 400_000, A, s.seq[0], head + 226, TcpFlags::ACK, 0, 512, None);
+    // Later: a plain Nagle x delayed ACK hold of B's.
+    s.data(400.0, A, 50).data(401.0, B, 100).ack(441.0, A, 512).data(441.1, B, 30).data(442.0, A, 10);
+    let r = s.records();
+    let probe = r.iter().find(|x| x.cause == Cause::TailLossProbe);
+    assert!(probe.is_some_and(|p| p.kind == RecordKind::Stall && p.held == B), "{r:#?}");
+    assert!(
+        r.iter().any(|x| x.cause == Cause::NagleDelayedAck && x.kind == RecordKind::Stall && x.held == B),
+        "the probe must not count as Nagle off: {r:#?}"
+    );
+}
+
+/// RFC 5681 3.1 / `tcp_cwnd_test`: a partial ACK frees part of a window-sized flight and
+/// nothing leaves for 80 ms: the window had room, so it did not hold the next flight (an 8 KB
+/// send buffer did, suricata-verify smtp-raw-extraction): not cwnd-limited.
+#[test]
+fn a_partial_ack_after_which_nothing_leaves_is_not_the_window() {
+    let mut s = Script::new();
+    s.data(1.0, B, 10);
+    for i in 0..6 {
+        s.data(2.0 + f64::from(i) * 0.01, A, 1365);
+    }
+    let partial = s.seq[0] - 4 * 1365;
+    s.raw(32 * MS, B, s.seq[1], partial, TcpFlags::ACK, 0, 512, None);
+    s.ack(112.0, B, 512).data(112.1, A, 1365);
+    let r = s.records();
+    let last = r.last().unwrap();
+    assert!(last.cause != Cause::CwndLimited && !last.shows_a_wait(), "{r:#?}");
+    assert!(last.detail.contains("partial ACK"), "{}", last.detail);
+}
+
+/// A capture filtered to data segments (no SYN, no pure ACK) and one stamped on a 10 ms tick
+/// each say so once per flow.
+#[test]
+fn data_only_and_coarse_tick_captures_are_said() {
+    let mut s = Script::mid_connection();
+    for k in 0..10 {
+        let t = 10.0 + f64::from(k) * 50.0;
+        s.data(t, A, 40).data(t + 1.0, B, 60);
+    }
+    let a = crate::analyze_events(s.ev.clone(), crate::Config::default());
+    assert!(a.flows[0].notes.iter().any(|n| n.contains("data segments only")), "{:?}", a.flows[0].notes);
+    let mut s = Script::mid_connection();
+    for k in 0..12 {
+        let t = 10.0 + f64::from(k) * 50.0;
+        s.data(t, A, 40).ack(t + 10.0, B, 512).data(t + 20.0, B, 60).ack(t + 30.0, A, 512);
+    }
+    let a = crate::analyze_events(s.ev.clone(), crate::Config::default());
+    assert!(a.flows[0].notes.iter().any(|n| n.contains("10.00 ms ticks")), "{:?}", a.flows[0].notes);
+}
