@@ -381,3 +381,35 @@ fn kernel_written_vxlan_capture() {
     let syn = decode(p.linktype, p.data, p.orig_len).unwrap();
     assert_eq!((syn.src.ip().to_string(), syn.dst.to_string()), ("10.1.0.1".into(), "10.1.0.2:7000".into()));
 }
+
+/// Issue 32: [`conversation`] in `frames` on link type `lt` decodes whole: one flow, all 5
+/// packets, with its own addresses (not those of a tunnel around it).
+fn whole_conversation(lt: u32, frames: &[Vec<u8>]) {
+    let (evs, s) = decode_pcapng(lt, frames);
+    assert_eq!((s.frames, s.tcp_packets, s.not_tcp, s.malformed, s.not_decoded_inside.len()), (5, 5, 0, 0, 0), "{s:?}");
+    assert_eq!(evs.len(), 5);
+    assert!(evs.iter().all(|e| e.flow == evs[0].flow));
+    let syn = decode(lt, &frames[0], frames[0].len() as u32).unwrap();
+    assert_eq!((syn.src.to_string(), syn.dst.to_string()), ("10.0.0.1:5000".into(), "10.0.0.2:80".into()));
+    assert!(syn.segment.flags.syn());
+}
+
+#[test]
+fn pppoe_session_with_protocol_field_compression() {
+    // Issue 32 (suricata-verify's bug-4810 capture): a PPPoE session header (RFC 2516 4:
+    // ver/type 0x11, code 0, session id, length), then a PPP protocol field of one byte:
+    // Protocol-Field-Compression (RFC 1661 6.5), 0x21 = IPv4 (RFC 1332), 0x57 = IPv6 (RFC
+    // 5072). RFC 2516 7 makes PFC NOT RECOMMENDED on PPPoE, not forbidden. Before the fix the
+    // protocol was read as 0x2145 and every frame counted "not TCP".
+    let pppoe_pfc =
+        |proto: u8, ip: &[u8]| cat(&[&[0x11, 0, 0x12, 0x34], &((ip.len() + 1) as u16).to_be_bytes(), &[proto], ip]);
+    let frames: Vec<_> = conversation().iter().map(|ip| eth(0x8864, &pppoe_pfc(0x21, ip))).collect();
+    whole_conversation(linktype::ETHERNET, &frames);
+    inner(linktype::ETHERNET, &eth(0x8864, &pppoe_pfc(0x57, &ip6())));
+    inner(linktype::PPP_ETHER, &pppoe_pfc(0x21, &ip4()));
+    // A two-byte field whose low octet is even is no PPP protocol number (RFC 1661 2: "the
+    // least significant bit of the least significant octet MUST equal 1"): malformed.
+    let bad = cat(&[&[0x11, 0, 0, 1, 0, 47], &[0x00, 0x20], &ip4()]);
+    assert_eq!(decode(linktype::PPP_ETHER, &bad, bad.len() as u32), Err(Skip::Malformed));
+    assert_eq!(decode(linktype::PPP, &[0x00, 0x20, 0x45], 3), Err(Skip::Malformed));
+}
