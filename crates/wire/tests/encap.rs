@@ -413,3 +413,20 @@ fn pppoe_session_with_protocol_field_compression() {
     assert_eq!(decode(linktype::PPP_ETHER, &bad, bad.len() as u32), Err(Skip::Malformed));
     assert_eq!(decode(linktype::PPP, &[0x00, 0x20, 0x45], 3), Err(Skip::Malformed));
 }
+
+#[test]
+fn gre_with_a_wccp_redirect_header() {
+    // Issue 32 (tcpdump's wccp_redirect_gre.pcap): a router redirecting traffic to a web cache
+    // with WCCP v2 (draft-wilson-wrec-wccp-v2-01 4.12): GRE (RFC 2784) with protocol type
+    // 0x883E, a 4-byte redirect header (flags 0x05 = dynamic service, header valid; service id
+    // 89; alternate bucket 0; primary bucket 72, as in that capture), then the IPv4 packet.
+    let wccp2 = |ip: &[u8]| eth(0x0800, &ipv4(47, &cat(&[&[0, 0, 0x88, 0x3e], &[0x05, 89, 0, 72], ip])));
+    let frames: Vec<_> = conversation().iter().map(|ip| wccp2(ip)).collect();
+    whole_conversation(linktype::ETHERNET, &frames);
+    // WCCP v1 (draft-forster-wrec-wccp-v1-00): the IPv4 packet right after GRE; told apart by
+    // its first nibble, 4, as tcpdump's print-gre.c and Wireshark's packet-gre.c do.
+    inner(linktype::ETHERNET, &eth(0x0800, &ipv4(47, &cat(&[&[0, 0, 0x88, 0x3e], &ip4()]))));
+    // A redirect header with nothing after it: malformed, not a panic.
+    let f = eth(0x0800, &ipv4(47, &[0, 0, 0x88, 0x3e, 0x05, 89]));
+    assert_eq!(decode(1, &f, f.len() as u32), Err(Skip::Malformed));
+}
