@@ -242,7 +242,8 @@ fn ip_header(want: Option<u8>, ip: &[u8], cut: bool) -> Result<IpHeader<'_>, Ski
     }
 }
 
-/// An IPv4 header (RFC 791 3.1); `cut`: the snaplen cut the frame.
+/// An IPv4 header (RFC 791 3.1); `cut`: the snaplen cut the frame. Authentication headers
+/// (RFC 4302) after it are skipped: `proto` and `payload` are what the last one protects.
 fn ipv4_header(ip: &[u8], cut: bool) -> Result<IpHeader<'_>, Skip> {
     // RFC 791 3.1: IHL counts 32-bit words, minimum 5.
     let ihl = usize::from(ip[0] & 0x0f) * 4;
@@ -262,7 +263,7 @@ fn ipv4_header(ip: &[u8], cut: bool) -> Result<IpHeader<'_>, Skip> {
     if frag & 0x1fff != 0 {
         return Err(Skip::NotTcp);
     }
-    Ok(IpHeader {
+    let mut h = IpHeader {
         src: IpAddr::V4(Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15])),
         dst: IpAddr::V4(Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19])),
         proto: ip[9],
@@ -271,7 +272,29 @@ fn ipv4_header(ip: &[u8], cut: bool) -> Result<IpHeader<'_>, Skip> {
         id: be16(ip, 4),
         more_fragments: frag & 0x2000 != 0,
         ttl: ip[8],
-    })
+    };
+    // RFC 4302 2: AH's next header names what it protects: TCP in transport mode, IPv4 (4)
+    // or IPv6 (41) in tunnel mode, IPComp (108), ... (RFC 4302 3.1). A first fragment's AH
+    // may run into the next fragment: left as it is.
+    while h.proto == 51 && !h.more_fragments {
+        let n = ah_len(h.payload)?;
+        h.proto = h.payload[0];
+        h.payload = h.payload.get(n..).ok_or(Skip::Malformed)?;
+        h.payload_len = h.payload_len.checked_sub(n).ok_or(Skip::Malformed)?;
+    }
+    Ok(h)
+}
+
+/// The length of the IP authentication header at the start of `d` (RFC 4302 2.2: "Payload
+/// Length: ... the length of AH in 32-bit words (4-byte units), minus 2"): at least the 12
+/// bytes of its fixed fields (next header, payload length, reserved, SPI, sequence number;
+/// 2.2 gives the length 1 for a null ICV), and within the bytes.
+fn ah_len(d: &[u8]) -> Result<usize, Skip> {
+    let n = (usize::from(*d.get(1).ok_or(Skip::Malformed)?) + 2) * 4;
+    if n < 12 || n > d.len() {
+        return Err(Skip::Malformed);
+    }
+    Ok(n)
 }
 
 /// An IPv6 header and its extension headers (RFC 8200 3, 4); `cut`: the snaplen cut the frame.
@@ -295,7 +318,7 @@ fn ipv6_header(ip: &[u8], cut: bool) -> Result<IpHeader<'_>, Skip> {
             // Hop-by-hop, routing, destination options (RFC 8200 4.3-4.6): (len + 1) * 8.
             0 | 43 | 60 => usize::from(*ip.get(at + 1).ok_or(Skip::Malformed)?) * 8 + 8,
             // Authentication header (RFC 4302 2.2): (len + 2) * 4.
-            51 => usize::from(*ip.get(at + 1).ok_or(Skip::Malformed)?) * 4 + 8,
+            51 => ah_len(ip.get(at..end).ok_or(Skip::Malformed)?)?,
             // Fragment header (RFC 8200 4.5): only the first fragment has the upper header.
             44 => {
                 let off = be16(ip, at + 2).ok_or(Skip::Malformed)?;

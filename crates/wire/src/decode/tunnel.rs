@@ -27,6 +27,10 @@ pub(super) fn ip_payload(proto: u8, d: &[u8]) -> Result<Layer<'_>, Skip> {
             None => Err(Skip::Malformed),
         },
         50 => Err(Skip::Inside("IPsec ESP (RFC 4303)")),
+        // RFC 3173 2.2: IPComp: next header(1) flags(1) CPI(2), then the payload compressed
+        // (DEFLATE, RFC 2394; LZS, RFC 2395; ...): its headers cannot be read without
+        // decompressing it.
+        108 => Err(Skip::Inside("IPComp (RFC 3173)")),
         115 => Err(Skip::Inside("L2TPv3 (RFC 3931)")),
         _ => Err(Skip::NotTcp),
     }
