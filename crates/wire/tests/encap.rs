@@ -386,7 +386,7 @@ fn kernel_written_vxlan_capture() {
 /// packets, with its own addresses (not those of a tunnel around it).
 fn whole_conversation(lt: u32, frames: &[Vec<u8>]) {
     let (evs, s) = decode_pcapng(lt, frames);
-    assert_eq!((s.frames, s.tcp_packets, s.not_tcp, s.malformed, s.not_decoded_inside.len()), (5, 5, 0, 0, 0), "{s:?}");
+    assert_eq!((s.frames, s.tcp_packets, s.not_tcp, s.malformed, s.not_decoded()), (5, 5, 0, 0, 0), "{s:?}");
     assert_eq!(evs.len(), 5);
     assert!(evs.iter().all(|e| e.flow == evs[0].flow));
     let syn = decode(lt, &frames[0], frames[0].len() as u32).unwrap();

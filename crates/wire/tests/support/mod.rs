@@ -43,7 +43,8 @@ pub(crate) fn eth_tcp6(payload: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A classic pcap file: the one builder, in the library.
+/// A classic pcap file: the one builder, in the library (not every test file builds one).
+#[allow(unused_imports)]
 pub(crate) use tcpstall_wire::synth::classic_pcap as pcap;
 
 pub(crate) fn block(btype: u32, body: &[u8]) -> Vec<u8> {
