@@ -116,6 +116,34 @@ impl DecodeStats {
         })
     }
 
+    /// When frames were read and none gave a TCP packet (and the flow filter dropped none), the
+    /// one line that says why, naming each kind of frame skipped: "no TCP packets decoded from
+    /// 10 frames: 4 packets inside IPComp (RFC 3173), not decoded; 6 not TCP".
+    /// A report without a flow would read as a capture without stalls; the caller says this
+    /// beside it.
+    pub fn no_tcp(&self) -> Option<String> {
+        if self.tcp_packets > 0 || self.filtered_out > 0 || self.frames == 0 {
+            return None;
+        }
+        let mut parts: Vec<String> = self.not_decoded_note().into_iter().collect();
+        for (n, what) in [
+            (self.malformed, "malformed (headers cut or inconsistent)"),
+            (self.not_tcp, "not TCP"),
+            (self.unknown_linktype, "on link types this decoder does not know"),
+            (self.icmp_no_flow, "ICMP errors about connections not in the capture"),
+            (self.wlan_retries, "IEEE 802.11 MAC-layer retransmissions"),
+        ] {
+            if n > 0 {
+                parts.push(format!("{n} {what}"));
+            }
+        }
+        if parts.is_empty() {
+            parts.push("none carried a TCP segment".into());
+        }
+        let frames = if self.frames == 1 { "1 frame".to_string() } else { format!("{} frames", self.frames) };
+        Some(format!("no TCP packets decoded from {frames}: {}", parts.join("; ")))
+    }
+
     /// "2 ICMP errors quote the flows' segments (evidence); 1 ICMP error quotes a connection
     /// not in the capture (ignored)", or None.
     pub fn icmp_note(&self) -> Option<String> {
