@@ -390,16 +390,15 @@ fn ipv6_header(ip: &[u8], cut: bool) -> Result<IpHeader<'_>, Skip> {
                     head: &ip[..40],
                     next: ip[at],
                 };
-                let (id, ttl) = (None, ip[7]);
                 return Ok(IpHeader {
                     src,
                     dst,
                     proto: ip[at],
                     payload: data,
                     payload_len: len,
-                    id,
+                    id: None,
                     fragment: Some(fragment),
-                    ttl,
+                    ttl: ip[7],
                 });
             }
             _ => break,
