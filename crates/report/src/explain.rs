@@ -320,7 +320,8 @@ pub struct ExplainSummary {
     pub after_close: u64,
     /// The error that ended a damaged file.
     pub damaged: Option<String>,
-    /// Tunnels not opened, frames whose clock went back, ICMP errors, 802.11 retries.
+    /// Tunnels not opened and fragments not reassembled, fragments reassembled, frames whose
+    /// clock went back, ICMP errors, 802.11 retries.
     pub notes: Vec<String>,
 }
 
@@ -358,10 +359,16 @@ impl ExplainSummary {
             duplicates: stats.duplicates,
             after_close: stats.after_close,
             damaged,
-            notes: [stats.not_decoded_note(), stats.ts_backwards_note(), stats.icmp_note(), stats.wlan_retries_note()]
-                .into_iter()
-                .flatten()
-                .collect(),
+            notes: [
+                stats.not_decoded_note(),
+                stats.fragments_note(),
+                stats.ts_backwards_note(),
+                stats.icmp_note(),
+                stats.wlan_retries_note(),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
         }
     }
 

@@ -16,6 +16,7 @@
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
 mod capture;
 mod decode;
+mod defrag;
 mod error;
 mod flows;
 pub mod synth;
@@ -28,6 +29,8 @@ pub use decode::{
 pub use error::WireError;
 pub use flows::{EndReason, FlowEnd, FlowEvent, FlowFilter, FlowId, FlowKey, FlowLimits, FlowTable};
 
+use decode::{decode_datagram, decode_frame, Frame};
+use defrag::{Defrag, Fragment};
 use std::collections::BTreeMap;
 use std::io::Read;
 
@@ -36,7 +39,7 @@ use std::io::Read;
 pub struct DecodeStats {
     pub frames: u64,
     pub tcp_packets: u64,
-    /// Frames that are not TCP over IP (ARP, UDP, ICMP, non-first fragments).
+    /// Frames that are not TCP over IP (ARP, UDP, ICMP).
     pub not_tcp: u64,
     /// Frames whose headers are cut by the snaplen or inconsistent (see [`Skip::Malformed`]).
     pub malformed: u64,
@@ -49,6 +52,16 @@ pub struct DecodeStats {
     /// Frames inside an encapsulation that is recognised but not decoded, by its name
     /// ("IPsec ESP (RFC 4303)" -> 12): "12 packets inside IPsec ESP (RFC 4303), not decoded".
     pub not_decoded_inside: BTreeMap<&'static str, u64>,
+    /// Frames that were IP fragments (RFC 791 3.2, RFC 8200 4.5), held for reassembly.
+    pub ip_fragments: u64,
+    /// Datagrams reassembled from those fragments; each is then counted once as what it
+    /// carries (`tcp_packets`, `not_tcp`, `malformed`, ...).
+    pub reassembled: u64,
+    /// Fragments whose datagram could not be reassembled, by reason: never completed (a
+    /// fragment was not captured), overlapping or inconsistent fragments, the memory limit.
+    /// When the first fragment came and shows the datagram carried no TCP (UDP, ICMP), its
+    /// fragments are counted in `not_tcp` instead.
+    pub not_reassembled: BTreeMap<&'static str, u64>,
     /// Frames whose timestamp is earlier than the frame before them (file order). Each is given
     /// the previous frame's time, so events stay in file order with time never going back.
     pub ts_backwards: u64,
@@ -77,17 +90,58 @@ pub struct DecodeStats {
 
 impl DecodeStats {
     /// "12 packets inside IPsec ESP (RFC 4303), not decoded; 3 packets inside CAPWAP (RFC
-    /// 5415), not decoded", or None when every encapsulation met was opened.
+    /// 5415), not decoded; 2 IP fragments not reassembled: datagram never completed (...)", or
+    /// None when every encapsulation met was opened and every fragmented datagram reassembled.
     pub fn not_decoded_note(&self) -> Option<String> {
-        if self.not_decoded_inside.is_empty() {
+        let s = |n: u64| if n == 1 { "" } else { "s" };
+        let parts: Vec<String> = (self.not_decoded_inside.iter())
+            .map(|(k, n)| format!("{n} packet{} inside {k}, not decoded", s(*n)))
+            .chain(self.not_reassembled.iter().map(|(k, n)| format!("{n} IP fragment{} not reassembled: {k}", s(*n))))
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    /// Frames that carry or may carry TCP the decoder could not read: inside encapsulations it
+    /// does not open, and fragments it could not reassemble.
+    pub fn not_decoded(&self) -> u64 {
+        self.not_decoded_inside.values().sum::<u64>() + self.not_reassembled.values().sum::<u64>()
+    }
+
+    /// "12 IP fragments reassembled into 4 packets", or None.
+    pub fn fragments_note(&self) -> Option<String> {
+        (self.reassembled > 0).then(|| {
+            let s = |n: u64| if n == 1 { "" } else { "s" };
+            let (f, r) = (self.ip_fragments, self.reassembled);
+            format!("{f} IP fragment{} reassembled into {r} packet{}", s(f), s(r))
+        })
+    }
+
+    /// When frames were read and none gave a TCP packet (and the flow filter dropped none), the
+    /// one line that says why, naming each kind of frame skipped: "no TCP packets decoded from
+    /// 10 frames: 4 packets inside IPComp (RFC 3173), not decoded; 6 not TCP".
+    /// A report without a flow would read as a capture without stalls; the caller says this
+    /// beside it.
+    pub fn no_tcp(&self) -> Option<String> {
+        if self.tcp_packets > 0 || self.filtered_out > 0 || self.frames == 0 {
             return None;
         }
-        let parts: Vec<String> = self
-            .not_decoded_inside
-            .iter()
-            .map(|(k, n)| format!("{n} packet{} inside {k}, not decoded", if *n == 1 { "" } else { "s" }))
-            .collect();
-        Some(parts.join("; "))
+        let mut parts: Vec<String> = self.not_decoded_note().into_iter().collect();
+        for (n, what) in [
+            (self.malformed, "malformed (headers cut or inconsistent)"),
+            (self.not_tcp, "not TCP"),
+            (self.unknown_linktype, "on link types this decoder does not know"),
+            (self.icmp_no_flow, "ICMP errors about connections not in the capture"),
+            (self.wlan_retries, "IEEE 802.11 MAC-layer retransmissions"),
+        ] {
+            if n > 0 {
+                parts.push(format!("{n} {what}"));
+            }
+        }
+        if parts.is_empty() {
+            parts.push("none carried a TCP segment".into());
+        }
+        let frames = if self.frames == 1 { "1 frame".to_string() } else { format!("{} frames", self.frames) };
+        Some(format!("no TCP packets decoded from {frames}: {}", parts.join("; ")))
     }
 
     /// "2 ICMP errors quote the flows' segments (evidence); 1 ICMP error quotes a connection
@@ -164,6 +218,8 @@ pub struct Decoder<R: Read> {
     last_ts: Option<u64>,
     /// The last IEEE 802.11 data frames' identities, for MAC-layer retransmissions.
     wlan_recent: std::collections::VecDeque<MpduId>,
+    /// Fragmented IP datagrams being reassembled.
+    defrag: Defrag,
 }
 
 /// 802.11 frames remembered for duplicate detection: a retry follows its original within a few
@@ -187,6 +243,7 @@ impl<R: Read> Decoder<R> {
             interfaces_seen: 0,
             last_ts: None,
             wlan_recent: std::collections::VecDeque::new(),
+            defrag: Defrag::default(),
         })
     }
 
@@ -200,6 +257,8 @@ impl<R: Read> Decoder<R> {
         loop {
             let Some(p) = self.reader.next_packet()? else {
                 self.flows.end_of_input();
+                self.defrag.finish();
+                count_dropped(&mut self.defrag, &mut self.stats);
                 return Ok(None);
             };
             self.stats.frames += 1;
@@ -216,6 +275,10 @@ impl<R: Read> Decoder<R> {
             };
             self.last_ts = Some(ts_ns);
             self.flows.set_origin(ts_ns);
+            if !self.defrag.is_empty() {
+                self.defrag.expire(ts_ns);
+                count_dropped(&mut self.defrag, &mut self.stats);
+            }
             let (ts, frame, iface, lt) = (ts_ns, p.frame, p.interface, p.linktype);
             let cut = p.data.len() < p.orig_len as usize;
             if let Some((id, retry)) = wlan_mpdu(lt, p.data, cut) {
@@ -228,41 +291,72 @@ impl<R: Read> Decoder<R> {
                 }
                 self.wlan_recent.push_back(id);
             }
-            match decode_any(lt, p.data, p.orig_len) {
-                Ok(Decoded::Tcp(mut tcp)) => {
-                    if !self.filter.matches(tcp.src, tcp.dst) {
-                        self.stats.filtered_out += 1;
-                        continue;
-                    }
-                    // The interface's name, when the file gives one, outranks the BSD loopback
-                    // encapsulation: macOS captures its utun tunnels (VPNs) with DLT_NULL too.
-                    match self.reader.interface_loopback(iface) {
-                        Some(true) => tcp.loopback = true,
-                        Some(false) if matches!(lt, linktype::NULL | linktype::LOOP) => tcp.loopback = false,
-                        _ => {}
-                    }
-                    if let Some(ev) = self.flows.event(&tcp, ts, frame, iface) {
-                        self.stats.tcp_packets += 1;
-                        self.interfaces_seen = self.interfaces_seen.max(iface + 1);
-                        return Ok(Some(ev));
+            let decoded = match decode_frame(lt, p.data, p.orig_len) {
+                Ok(Frame::Packet(d)) => Ok(d),
+                Err(skip) => Err(skip),
+                Ok(Frame::Fragment(f)) => {
+                    self.stats.ip_fragments += 1;
+                    let wire_len = p.orig_len.max(p.data.len() as u32);
+                    let on_lo = frame_on_loopback(lt, p.data);
+                    let done = reassemble(&mut self.defrag, &mut self.stats, &f, (iface, ts, wire_len, on_lo));
+                    count_dropped(&mut self.defrag, &mut self.stats);
+                    match done {
+                        Some(d) => d,
+                        None => continue,
                     }
                 }
-                Ok(Decoded::Icmp(icmp)) => match self.flows.icmp(&icmp, ts, frame, iface) {
-                    Some(ev) => {
-                        self.stats.icmp_errors += 1;
-                        return Ok(Some(ev));
-                    }
-                    None => self.stats.icmp_no_flow += 1,
-                },
-                Err(Skip::NotTcp) => self.stats.not_tcp += 1,
-                Err(Skip::Malformed) => self.stats.malformed += 1,
-                Err(Skip::Inside(kind)) => *self.stats.not_decoded_inside.entry(kind).or_insert(0) += 1,
-                Err(Skip::LinkType(l)) => {
-                    self.stats.unknown_linktype += 1;
-                    self.stats.first_unknown_linktype.get_or_insert(l);
-                }
+            };
+            if let Some(ev) = self.record(decoded, ts, frame, iface, lt) {
+                return Ok(Some(ev));
             }
         }
+    }
+
+    /// Counts what one frame (or reassembled datagram) carried; the event of a kept flow.
+    fn record(
+        &mut self,
+        decoded: Result<Decoded, Skip>,
+        ts: u64,
+        frame: u64,
+        iface: u32,
+        lt: u32,
+    ) -> Option<FlowEvent> {
+        match decoded {
+            Ok(Decoded::Tcp(mut tcp)) => {
+                if !self.filter.matches(tcp.src, tcp.dst) {
+                    self.stats.filtered_out += 1;
+                    return None;
+                }
+                // The interface's name, when the file gives one, outranks the BSD loopback
+                // encapsulation: macOS captures its utun tunnels (VPNs) with DLT_NULL too.
+                match self.reader.interface_loopback(iface) {
+                    Some(true) => tcp.loopback = true,
+                    Some(false) if matches!(lt, linktype::NULL | linktype::LOOP) => tcp.loopback = false,
+                    _ => {}
+                }
+                let ev = self.flows.event(&tcp, ts, frame, iface)?;
+                self.stats.tcp_packets += 1;
+                self.interfaces_seen = self.interfaces_seen.max(iface + 1);
+                return Some(ev);
+            }
+            Ok(Decoded::Icmp(icmp)) => match self.flows.icmp(&icmp, ts, frame, iface) {
+                Some(ev) => {
+                    self.stats.icmp_errors += 1;
+                    return Some(ev);
+                }
+                None => self.stats.icmp_no_flow += 1,
+            },
+            Err(Skip::NotTcp) => self.stats.not_tcp += 1,
+            Err(Skip::Malformed) => self.stats.malformed += 1,
+            Err(Skip::Inside(kind)) => *self.stats.not_decoded_inside.entry(kind).or_insert(0) += 1,
+            // decode_frame hands fragments over whole (Frame::Fragment), never as this.
+            Err(Skip::Fragment) => *self.stats.not_reassembled.entry(defrag::NEVER_COMPLETED).or_insert(0) += 1,
+            Err(Skip::LinkType(l)) => {
+                self.stats.unknown_linktype += 1;
+                self.stats.first_unknown_linktype.get_or_insert(l);
+            }
+        }
+        None
     }
 
     pub fn stats(&self) -> DecodeStats {
@@ -305,6 +399,39 @@ impl<R: Read> Decoder<R> {
     /// still alive at the end of the capture are not reported: the caller finishes them.
     pub fn pop_ended(&mut self) -> Option<FlowEnd> {
         self.flows.pop_ended()
+    }
+}
+
+/// Feeds fragment `f` (from interface, capture time, bytes on the wire, on a loopback) to the
+/// reassembly: None while its datagram waits for other fragments; else what the datagram
+/// carries, decoded. A datagram that is itself a fragment of a tunnelled one (IP in IP, GRE)
+/// is reassembled in turn, as deep as [`MAX_DEPTH`].
+fn reassemble(
+    defrag: &mut Defrag,
+    stats: &mut DecodeStats,
+    f: &Fragment<'_>,
+    (iface, ts, wire_len, on_lo): (u32, u64, u32, bool),
+) -> Option<Result<Decoded, Skip>> {
+    let mut whole = defrag.push(f, iface, ts, wire_len)?;
+    for _ in 0..MAX_DEPTH {
+        stats.reassembled += 1;
+        match decode_datagram(&whole.datagram, whole.cut, whole.wire_len, on_lo) {
+            Ok(Frame::Packet(d)) => return Some(Ok(d)),
+            Err(skip) => return Some(Err(skip)),
+            Ok(Frame::Fragment(inner)) => whole = defrag.push(&inner, iface, ts, whole.wire_len)?,
+        }
+    }
+    Some(Err(Skip::Inside("encapsulations nested deeper than 16")))
+}
+
+/// Counts the frames of the datagrams the reassembly gave up: as not TCP when the first
+/// fragment shows the datagram carried none (UDP, ICMP), else by the reason it was given up.
+fn count_dropped(defrag: &mut Defrag, stats: &mut DecodeStats) {
+    while let Some(d) = defrag.pop_dropped() {
+        match d.partial.as_deref().map(|p| decode_datagram(p, true, 0, false)) {
+            Some(Err(Skip::NotTcp) | Ok(Frame::Packet(Decoded::Icmp(_)))) => stats.not_tcp += d.frames,
+            _ => *stats.not_reassembled.entry(d.reason).or_insert(0) += d.frames,
+        }
     }
 }
 

@@ -381,3 +381,128 @@ fn kernel_written_vxlan_capture() {
     let syn = decode(p.linktype, p.data, p.orig_len).unwrap();
     assert_eq!((syn.src.ip().to_string(), syn.dst.to_string()), ("10.1.0.1".into(), "10.1.0.2:7000".into()));
 }
+
+/// Issue 32: [`conversation`] in `frames` on link type `lt` decodes whole: one flow, all 5
+/// packets, with its own addresses (not those of a tunnel around it).
+fn whole_conversation(lt: u32, frames: &[Vec<u8>]) {
+    let (evs, s) = decode_pcapng(lt, frames);
+    assert_eq!((s.frames, s.tcp_packets, s.not_tcp, s.malformed, s.not_decoded()), (5, 5, 0, 0, 0), "{s:?}");
+    assert_eq!(evs.len(), 5);
+    assert!(evs.iter().all(|e| e.flow == evs[0].flow));
+    let syn = decode(lt, &frames[0], frames[0].len() as u32).unwrap();
+    assert_eq!((syn.src.to_string(), syn.dst.to_string()), ("10.0.0.1:5000".into(), "10.0.0.2:80".into()));
+    assert!(syn.segment.flags.syn());
+}
+
+#[test]
+fn pppoe_session_with_protocol_field_compression() {
+    // Issue 32 (suricata-verify's bug-4810 capture): a PPPoE session header (RFC 2516 4:
+    // ver/type 0x11, code 0, session id, length), then a PPP protocol field of one byte:
+    // Protocol-Field-Compression (RFC 1661 6.5), 0x21 = IPv4 (RFC 1332), 0x57 = IPv6 (RFC
+    // 5072). RFC 2516 7 makes PFC NOT RECOMMENDED on PPPoE, not forbidden. Before the fix the
+    // protocol was read as 0x2145 and every frame counted "not TCP".
+    let pppoe_pfc =
+        |proto: u8, ip: &[u8]| cat(&[&[0x11, 0, 0x12, 0x34], &((ip.len() + 1) as u16).to_be_bytes(), &[proto], ip]);
+    let frames: Vec<_> = conversation().iter().map(|ip| eth(0x8864, &pppoe_pfc(0x21, ip))).collect();
+    whole_conversation(linktype::ETHERNET, &frames);
+    inner(linktype::ETHERNET, &eth(0x8864, &pppoe_pfc(0x57, &ip6())));
+    inner(linktype::PPP_ETHER, &pppoe_pfc(0x21, &ip4()));
+    // A two-byte field whose low octet is even is no PPP protocol number (RFC 1661 2: "the
+    // least significant bit of the least significant octet MUST equal 1"): malformed.
+    let bad = cat(&[&[0x11, 0, 0, 1, 0, 47], &[0x00, 0x20], &ip4()]);
+    assert_eq!(decode(linktype::PPP_ETHER, &bad, bad.len() as u32), Err(Skip::Malformed));
+    assert_eq!(decode(linktype::PPP, &[0x00, 0x20, 0x45], 3), Err(Skip::Malformed));
+}
+
+#[test]
+fn gre_with_a_wccp_redirect_header() {
+    // Issue 32 (tcpdump's wccp_redirect_gre.pcap): a router redirecting traffic to a web cache
+    // with WCCP v2 (draft-wilson-wrec-wccp-v2-01 4.12): GRE (RFC 2784) with protocol type
+    // 0x883E, a 4-byte redirect header (flags 0x05 = dynamic service, header valid; service id
+    // 89; alternate bucket 0; primary bucket 72, as in that capture), then the IPv4 packet.
+    let wccp2 = |ip: &[u8]| eth(0x0800, &ipv4(47, &cat(&[&[0, 0, 0x88, 0x3e], &[0x05, 89, 0, 72], ip])));
+    let frames: Vec<_> = conversation().iter().map(|ip| wccp2(ip)).collect();
+    whole_conversation(linktype::ETHERNET, &frames);
+    // WCCP v1 (draft-forster-wrec-wccp-v1-00): the IPv4 packet right after GRE; told apart by
+    // its first nibble, 4, as tcpdump's print-gre.c and Wireshark's packet-gre.c do.
+    inner(linktype::ETHERNET, &eth(0x0800, &ipv4(47, &cat(&[&[0, 0, 0x88, 0x3e], &ip4()]))));
+    // A redirect header with nothing after it: malformed, not a panic.
+    let f = eth(0x0800, &ipv4(47, &[0, 0, 0x88, 0x3e, 0x05, 89]));
+    assert_eq!(decode(1, &f, f.len() as u32), Err(Skip::Malformed));
+}
+
+/// An IP Authentication Header (RFC 4302 2): next header, payload length (AH's length in
+/// 4-byte words minus 2: 4 for these 24 bytes), reserved, SPI, sequence number, and a 12-byte
+/// ICV (HMAC-SHA1-96, RFC 2404), then `inner`.
+fn ah(next: u8, inner: &[u8]) -> Vec<u8> {
+    cat(&[&[next, 4, 0, 0], &[0, 0, 0x10, 0x01], &[0, 0, 0, 1], &[0xaa; 12], inner])
+}
+
+/// An IPv4 packet with a 20-byte header as AH in transport mode protects it (RFC 4302 3.1.1):
+/// the header's protocol becomes 51, AH follows it naming the old protocol.
+fn ah_transport4(ip: &[u8]) -> Vec<u8> {
+    let mut h = ip[..20].to_vec();
+    h[9] = 51;
+    let total = u16::from_be_bytes([h[2], h[3]]) + 24;
+    h[2..4].copy_from_slice(&total.to_be_bytes());
+    cat(&[&h, &ah(ip[9], &ip[20..])])
+}
+
+#[test]
+fn ipv4_authentication_header() {
+    // Issue 32 (libpcap's AH-IPcomp-IPv4.pcap): IPv4 -> AH (next header 4, tunnel mode, RFC
+    // 4302 3.1.2) -> IPv4 -> TCP. Before the fix IP protocol 51 was "not TCP".
+    let frames: Vec<_> = conversation().iter().map(|ip| eth(0x0800, &ipv4(51, &ah(4, ip)))).collect();
+    whole_conversation(linktype::ETHERNET, &frames);
+    // Transport mode (RFC 4302 3.1.1): TCP right after AH, the outer addresses are TCP's.
+    let p = inner(linktype::ETHERNET, &eth(0x0800, &ah_transport4(&ip4())));
+    assert_eq!(p.dst.to_string(), "10.0.0.2:80");
+    // Tunnel mode carrying IPv6 (next header 41), and two AHs in a row.
+    inner(linktype::ETHERNET, &eth(0x0800, &ipv4(51, &ah(41, &ip6()))));
+    inner(linktype::ETHERNET, &eth(0x0800, &ipv4(51, &ah(51, &ah(4, &ip4())))));
+    // AH as an IPv6 extension header (RFC 8200 4, RFC 4302 2), transport and tunnel mode.
+    let v6 = ip6();
+    let mut h = v6[..40].to_vec();
+    h[6] = 51;
+    let plen = u16::from_be_bytes([h[4], h[5]]) + 24;
+    h[4..6].copy_from_slice(&plen.to_be_bytes());
+    inner(linktype::ETHERNET, &eth(0x86dd, &cat(&[&h, &ah(v6[6], &v6[40..])])));
+    inner(linktype::ETHERNET, &eth(0x86dd, &ipv6(51, &ah(4, &ip4()))));
+    // A payload length running past the packet, or below AH's 12 fixed bytes (RFC 4302 2.2):
+    // malformed.
+    let mut long = ah(4, &ip4());
+    long[1] = 200;
+    let f = eth(0x0800, &ipv4(51, &long));
+    assert_eq!(decode(1, &f, f.len() as u32), Err(Skip::Malformed));
+    let mut short = ah(4, &ip4());
+    short[1] = 0;
+    let f = eth(0x0800, &ipv4(51, &short));
+    assert_eq!(decode(1, &f, f.len() as u32), Err(Skip::Malformed));
+}
+
+#[test]
+fn ipcomp_behind_ah_is_counted_by_name() {
+    // libpcap's AH-IPcomp-IPv4.pcap: 4 of its 10 frames carry IPComp (RFC 3173, IP protocol
+    // 108: next header, flags, CPI 2 = DEFLATE, RFC 2394) behind AH: the TCP packet inside is
+    // compressed. Counted as not decoded, with its name, beside the TCP packets decoded.
+    let ipcomp = |ip: &[u8]| cat(&[&[4, 0, 0, 2], &ip[..ip.len() / 2]]);
+    let conv = conversation();
+    let frames: Vec<_> = conv
+        .iter()
+        .enumerate()
+        .map(|(i, ip)| {
+            let carried = if i >= 3 { ah(108, &ipcomp(ip)) } else { ah(4, ip) };
+            eth(0x0800, &ipv4(51, &carried))
+        })
+        .collect();
+    let (evs, s) = decode_pcapng(linktype::ETHERNET, &frames);
+    assert_eq!((evs.len(), s.tcp_packets, s.not_tcp, s.malformed), (3, 3, 0, 0));
+    assert_eq!(s.not_decoded_inside.get("IPComp (RFC 3173)"), Some(&2));
+    let note = s.not_decoded_note().unwrap();
+    assert!(note.contains("2 packets inside IPComp (RFC 3173), not decoded"), "{note}");
+    // IPComp straight in IPv4 and in IPv6 too.
+    let f = eth(0x0800, &ipv4(108, &ipcomp(&ip4())));
+    assert_eq!(decode(1, &f, f.len() as u32), Err(Skip::Inside("IPComp (RFC 3173)")));
+    let f = eth(0x86dd, &ipv6(108, &ipcomp(&ip6())));
+    assert_eq!(decode(1, &f, f.len() as u32), Err(Skip::Inside("IPComp (RFC 3173)")));
+}

@@ -75,6 +75,12 @@ pub(crate) fn run(args: ExplainArgs) -> anyhow::Result<i32> {
         eprintln!("tcpstall: {}: {e:#} (the {} packets before it were analysed)", args.file.display(), stats.frames);
         return Ok(1);
     }
+    if let Some(why) = stats.no_tcp() {
+        // The counts are printed, but a report without a flow would read as "no stalls": say
+        // why nothing was analysed, and exit 1 (a result with an error beside it).
+        eprintln!("tcpstall: {}: {why}", args.file.display());
+        return Ok(1);
+    }
     Ok(0)
 }
 

@@ -247,3 +247,57 @@ pub(crate) fn explain_labels_flows_with_their_interface_only_when_the_capture_ha
     );
     assert!(!text(one).contains("on interface"));
 }
+
+/// Issue 32: a capture whose TCP the decoder cannot read must not read as "0 TCP packets in 0
+/// flows" with exit 0. Here IPComp behind AH (RFC 4302, RFC 3173: the TCP packet inside is
+/// compressed), the first fragment of an IPv4 datagram whose other fragments were not captured
+/// (RFC 791 3.2) and an ARP request: the counts and the reasons are printed as usual, one line
+/// on stderr says that no TCP packet was decoded and why, and the exit status is 1 (a result
+/// with an error beside it). The capture is written with wire's pcapng writer.
+pub(crate) fn explain_without_decodable_tcp_says_why_and_exits_1() {
+    let tcp = wire::synth::pkt(0, true, 1, 1, "PA", 300).ip().unwrap();
+    let eth = |et: u16, p: &[u8]| [&[2u8; 6][..], &[0x12; 6], &et.to_be_bytes(), p].concat();
+    let ipv4 = |proto: u8, frag: u16, p: &[u8]| {
+        let t = ((20 + p.len()) as u16).to_be_bytes();
+        let f = frag.to_be_bytes();
+        [&[0x45, 0, t[0], t[1], 0, 1, f[0], f[1], 64, proto, 0, 0, 192, 0, 2, 1, 192, 0, 2, 2][..], p].concat()
+    };
+    // AH (next header 108, payload length 4: 24 bytes), then IPComp (next header 4, CPI 2).
+    let ah_ipcomp =
+        [&[108u8, 4, 0, 0, 0, 0, 0x10, 1, 0, 0, 0, 1][..], &[0xaa; 12], &[4, 0, 0, 2], &tcp[..100]].concat();
+    let arp = [&[0, 1, 8, 0, 6, 4, 0, 1][..], &[0x12; 6], &[192, 0, 2, 1], &[0; 6], &[192, 0, 2, 2]].concat();
+    let mut frames = vec![
+        (0, eth(0x0800, &ipv4(51, 0, &ah_ipcomp))),
+        (1000, eth(0x0800, &ipv4(51, 0, &ah_ipcomp))),
+        (2000, eth(0x0800, &ipv4(6, 0x2000, &tcp[20..20 + 160]))),
+        (3000, eth(0x0806, &arp)),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("no-tcp.pcapng");
+    std::fs::write(&path, wire::synth::pcapng("eth0", 1, &frames).unwrap()).unwrap();
+    let why = "no TCP packets decoded from 4 frames: 2 packets inside IPComp (RFC 3173), not decoded; \
+               1 IP fragment not reassembled: datagram never completed (RFC 791 3.2, RFC 8200 4.5); 1 not TCP";
+    let out = tcpstall().arg("explain").arg(&path).output().unwrap();
+    let (text, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{text}{err}");
+    assert!(text.contains("4 frames, 0 TCP packets in 0 flows; skipped 1 not TCP"), "{text}");
+    assert!(
+        text.contains("note: 2 packets inside IPComp (RFC 3173), not decoded; 1 IP fragment not reassembled"),
+        "{text}"
+    );
+    assert_eq!(err.trim_end(), format!("tcpstall: {}: {why}", path.display()));
+    let out = tcpstall().args(["explain", "--format", "json"]).arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["decode"]["not_decoded_inside"]["IPComp (RFC 3173)"], 2);
+    assert_eq!(v["decode"]["not_reassembled"]["datagram never completed (RFC 791 3.2, RFC 8200 4.5)"], 1);
+    assert_eq!(String::from_utf8_lossy(&out.stderr).trim_end().lines().count(), 1);
+    // One TCP packet read, and the report is the result: exit 0, the notes still there.
+    frames.push((4000, eth(0x0800, &tcp)));
+    std::fs::write(&path, wire::synth::pcapng("eth0", 1, &frames).unwrap()).unwrap();
+    let out = tcpstall().arg("explain").arg(&path).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("5 frames, 1 TCP packets in 1 flows"), "{text}");
+    assert!(text.contains("2 packets inside IPComp (RFC 3173), not decoded"), "{text}");
+}

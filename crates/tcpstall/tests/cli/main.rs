@@ -84,6 +84,7 @@ fn capture_trials() -> Vec<libtest_mimic::Trial> {
         t!(explain::explain_reads_standard_input),
         t!(explain::explain_unknown_link_type_is_a_one_line_error),
         t!(explain::explain_a_directory_says_so_once),
+        t!(explain::explain_without_decodable_tcp_says_why_and_exits_1),
         t!(explain::explain_counts_application_gaps_apart_and_lists_them_on_request),
         t!(explain::explain_labels_flows_with_their_interface_only_when_the_capture_has_several),
         t!(explain_fuzz::explain_never_panics_on_damaged_captures),

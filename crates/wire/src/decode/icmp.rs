@@ -69,7 +69,7 @@ pub(super) fn error(ip: &IpHeader<'_>) -> Result<IcmpPacket, Skip> {
     // The quote is cut on purpose: its IP lengths describe the original packet. A quote that is
     // not a whole IP header, not TCP, or a non-first fragment says nothing about a flow.
     let q = ip_header(Some(version), quote, true).map_err(|_| Skip::NotTcp)?;
-    if q.proto != 6 {
+    if q.proto != 6 || q.fragment.is_some_and(|f| f.offset != 0) {
         return Err(Skip::NotTcp);
     }
     let t = q.payload.get(..8).ok_or(Skip::NotTcp)?;

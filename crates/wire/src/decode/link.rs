@@ -60,17 +60,28 @@ fn cisco_hdlc(d: &[u8]) -> Result<Layer<'_>, Skip> {
     Ok(Layer::Type(et, &d[4..]))
 }
 
-/// PPP with optional RFC 1662 3.1 address/control (0xff 0x03) and a protocol field that is one
-/// byte when compressed (Protocol-Field-Compression, RFC 1661 6.5: the low bit of the last
-/// protocol byte is 1, of the first 0).
+/// PPP with optional RFC 1662 3.1 address/control (0xff 0x03), then the protocol field (see
+/// [`ppp_protocol`]).
 pub(super) fn ppp_framed(d: &[u8]) -> Result<Layer<'_>, Skip> {
-    let d = if d.starts_with(&[0xff, 0x03]) { &d[2..] } else { d };
+    ppp_protocol(if d.starts_with(&[0xff, 0x03]) { &d[2..] } else { d })
+}
+
+/// The PPP protocol field and what follows it (RFC 1661 2): two bytes, or one when the peers
+/// negotiated Protocol-Field-Compression (RFC 1661 6.5: "PPP Protocol field numbers are chosen
+/// such that some values may be compressed into a single octet form which is clearly
+/// distinguishable from the two octet form"; protocol values are odd in their low octet and
+/// even in their high one, RFC 1661 2, so an odd first byte is a compressed field: 0x21 for
+/// IPv4, 0x57 for IPv6). A two-byte field with an even low octet is not a protocol number.
+fn ppp_protocol(d: &[u8]) -> Result<Layer<'_>, Skip> {
     let b0 = *d.first().ok_or(Skip::Malformed)?;
     if b0 & 1 == 1 {
-        Ok(Layer::Ppp(u16::from(b0), &d[1..]))
-    } else {
-        Ok(Layer::Ppp(be16(d, 0).ok_or(Skip::Malformed)?, &d[2..]))
+        return Ok(Layer::Ppp(u16::from(b0), &d[1..]));
     }
+    let proto = be16(d, 0).ok_or(Skip::Malformed)?;
+    if proto & 1 == 0 {
+        return Err(Skip::Malformed);
+    }
+    Ok(Layer::Ppp(proto, &d[2..]))
 }
 
 /// What a PPP protocol number carries (RFC 1661 2; IANA PPP DLL protocol numbers).
@@ -111,13 +122,16 @@ pub(super) fn ethertype(et: u16, d: &[u8]) -> Result<Layer<'_>, Skip> {
         // IEEE 802.1ah (PBB) I-TAG: I-TCI(4) then the customer's Ethernet frame.
         0x88e7 => Ok(Layer::Ether(d.get(4..).ok_or(Skip::Malformed)?)),
         0x8847 | 0x8848 => super::tunnel::mpls(d),
-        // RFC 2516 4: PPPoE session: ver/type 0x11, code 0, session id(2), length(2), then PPP.
+        // RFC 2516 4: PPPoE session: ver/type 0x11, code 0, session id(2), length(2), then a PPP
+        // frame beginning with its protocol field: two bytes, or one when the peers negotiated
+        // Protocol-Field-Compression, which RFC 2516 7 makes NOT RECOMMENDED, not forbidden
+        // (suricata-verify's bug-4810 capture has it; tshark reads it).
         ETH_PPPOE_SESSION => {
-            let h = d.get(..8).ok_or(Skip::Malformed)?;
+            let h = d.get(..6).ok_or(Skip::Malformed)?;
             if h[0] != 0x11 || h[1] != 0 {
                 return Err(Skip::Malformed);
             }
-            Ok(Layer::Ppp(be16(d, 6).ok_or(Skip::Malformed)?, &d[8..]))
+            ppp_protocol(&d[6..])
         }
         // RFC 1701 3 "Transparent Ethernet Bridging" (GRE, Geneve, NVGRE): an Ethernet frame.
         0x6558 => Ok(Layer::Ether(d)),

@@ -12,6 +12,8 @@ use etherparse::{TcpHeaderSlice, TcpOptionElement};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use trace::{Segment, TcpFlags};
 
+use crate::defrag::Fragment;
+
 mod icmp;
 mod link;
 mod tunnel;
@@ -120,6 +122,9 @@ pub enum Skip {
     /// Inside an encapsulation this decoder recognises but does not open (the name says which:
     /// "IPsec ESP (RFC 4303)", "CAPWAP (RFC 5415)", ...).
     Inside(&'static str),
+    /// An IP fragment (RFC 791 3.2, RFC 8200 4.5): its datagram is whole only with the other
+    /// fragments, which [`crate::Decoder`] reassembles; one frame alone is not decoded.
+    Fragment,
 }
 
 /// Encapsulations followed before giving up (a VLAN tag, an MPLS stack, a tunnel header each
@@ -152,10 +157,39 @@ pub fn decode(linktype: u32, data: &[u8], orig_len: u32) -> Result<TcpPacket, Sk
 }
 
 /// Decodes one frame to a TCP packet or an ICMP error about a TCP segment (see
-/// [`IcmpPacket`]); everything else is a [`Skip`].
+/// [`IcmpPacket`]); everything else is a [`Skip`]. An IP fragment is [`Skip::Fragment`]:
+/// [`crate::Decoder`] reassembles fragmented datagrams, one frame alone cannot.
 pub fn decode_any(linktype: u32, data: &[u8], orig_len: u32) -> Result<Decoded, Skip> {
-    let mut cut = (data.len() as u64) < u64::from(orig_len);
-    let mut layer = link::first(linktype, data, cut)?;
+    match decode_frame(linktype, data, orig_len)? {
+        Frame::Packet(p) => Ok(p),
+        Frame::Fragment(_) => Err(Skip::Fragment),
+    }
+}
+
+/// What one frame (or one reassembled datagram) holds: a packet, or a fragment of one.
+#[derive(Debug)]
+pub(crate) enum Frame<'a> {
+    Packet(Decoded),
+    Fragment(Fragment<'a>),
+}
+
+/// [`decode_any`], with the fragments the decoder reassembles.
+pub(crate) fn decode_frame(linktype: u32, data: &[u8], orig_len: u32) -> Result<Frame<'_>, Skip> {
+    let cut = (data.len() as u64) < u64::from(orig_len);
+    let layer = link::first(linktype, data, cut)?;
+    let wire_len = orig_len.max(data.len() as u32);
+    walk(layer, cut, wire_len, || frame_on_loopback(linktype, data))
+}
+
+/// An IP datagram reassembled from fragments (see [`crate::defrag`]), carried in frames of
+/// `wire_len` bytes in all, the last of them on a loopback interface when `loopback`. `cut`:
+/// some of its bytes were not captured.
+pub(crate) fn decode_datagram(datagram: &[u8], cut: bool, wire_len: u32, loopback: bool) -> Result<Frame<'_>, Skip> {
+    walk(Layer::Ip(None, datagram), cut, wire_len, || loopback)
+}
+
+/// Follows the layers from `layer` to TCP, an ICMP error, or a fragment.
+fn walk<'a>(mut layer: Layer<'a>, cut: bool, wire_len: u32, loopback: impl Fn() -> bool) -> Result<Frame<'a>, Skip> {
     for _ in 0..MAX_DEPTH {
         layer = match layer {
             Layer::Ether(d) => link::ethernet(d)?,
@@ -163,20 +197,19 @@ pub fn decode_any(linktype: u32, data: &[u8], orig_len: u32) -> Result<Decoded, 
             Layer::Ppp(proto, d) => link::ppp(proto, d)?,
             Layer::Ip(version, d) => {
                 let ip = ip_header(version, d, cut)?;
+                if let Some(f) = ip.fragment {
+                    return Ok(Frame::Fragment(f));
+                }
                 match ip.proto {
                     6 => {
                         let mut p = tcp(&ip)?;
-                        p.segment.wire_len = orig_len.max(data.len() as u32);
-                        p.loopback = frame_on_loopback(linktype, data);
-                        return Ok(Decoded::Tcp(p));
+                        p.segment.wire_len = wire_len;
+                        p.loopback = loopback();
+                        return Ok(Frame::Packet(Decoded::Tcp(p)));
                     }
                     // ICMP (RFC 792) in IPv4, ICMPv6 (RFC 4443) in IPv6.
-                    1 | 58 => return icmp::error(&ip).map(Decoded::Icmp),
-                    _ => {
-                        // A fragment's inner packet continues in the next fragment.
-                        cut |= ip.more_fragments;
-                        tunnel::ip_payload(ip.proto, ip.payload)?
-                    }
+                    1 | 58 => return icmp::error(&ip).map(|e| Frame::Packet(Decoded::Icmp(e))),
+                    _ => tunnel::ip_payload(ip.proto, ip.payload)?,
                 }
             }
         };
@@ -221,14 +254,16 @@ struct IpHeader<'a> {
     /// The payload length the header gives (may exceed `payload` when the snaplen cut it).
     payload_len: usize,
     id: Option<u16>,
-    more_fragments: bool,
+    /// Set when the packet is a fragment (RFC 791 3.2, RFC 8200 4.5): `proto` and `payload`
+    /// are then the fragment's, to be reassembled before they mean anything.
+    fragment: Option<Fragment<'a>>,
     /// IPv4 TTL (RFC 791 3.1) or IPv6 hop limit (RFC 8200 3).
     ttl: u8,
 }
 
 /// Reads an IPv4 (RFC 791 3.1) or IPv6 (RFC 8200 3, 4) header. `want` is the version the outer
 /// layer announced: a different version nibble is malformed (not parsed as the other one).
-/// Non-first fragments are `NotTcp` (their bytes continue an earlier packet).
+/// A fragment comes back with [`IpHeader::fragment`] set.
 fn ip_header(want: Option<u8>, ip: &[u8], cut: bool) -> Result<IpHeader<'_>, Skip> {
     let version = ip.first().ok_or(Skip::Malformed)? >> 4;
     match want {
@@ -242,7 +277,8 @@ fn ip_header(want: Option<u8>, ip: &[u8], cut: bool) -> Result<IpHeader<'_>, Ski
     }
 }
 
-/// An IPv4 header (RFC 791 3.1); `cut`: the snaplen cut the frame.
+/// An IPv4 header (RFC 791 3.1); `cut`: the snaplen cut the frame. Authentication headers
+/// (RFC 4302) after it are skipped: `proto` and `payload` are what the last one protects.
 fn ipv4_header(ip: &[u8], cut: bool) -> Result<IpHeader<'_>, Skip> {
     // RFC 791 3.1: IHL counts 32-bit words, minimum 5.
     let ihl = usize::from(ip[0] & 0x0f) * 4;
@@ -258,20 +294,55 @@ fn ipv4_header(ip: &[u8], cut: bool) -> Result<IpHeader<'_>, Skip> {
     if total < ihl || (total > ip.len() && !cut) {
         return Err(Skip::Malformed);
     }
-    let frag = be16(ip, 6).ok_or(Skip::Malformed)?;
-    if frag & 0x1fff != 0 {
-        return Err(Skip::NotTcp);
-    }
-    Ok(IpHeader {
-        src: IpAddr::V4(Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15])),
-        dst: IpAddr::V4(Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19])),
+    let (src, dst) = (Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]), Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]));
+    let mut h = IpHeader {
+        src: IpAddr::V4(src),
+        dst: IpAddr::V4(dst),
         proto: ip[9],
         payload: &ip[ihl..total.min(ip.len())],
         payload_len: total - ihl,
         id: be16(ip, 4),
-        more_fragments: frag & 0x2000 != 0,
+        fragment: None,
         ttl: ip[8],
-    })
+    };
+    // RFC 791 3.1: flags (reserved, DF, MF) and the fragment offset in 8-octet units.
+    let frag = be16(ip, 6).ok_or(Skip::Malformed)?;
+    if frag & 0x3fff != 0 {
+        h.fragment = Some(Fragment {
+            src: h.src,
+            dst: h.dst,
+            id: u32::from(be16(ip, 4).ok_or(Skip::Malformed)?),
+            proto: h.proto,
+            offset: usize::from(frag & 0x1fff) * 8,
+            more: frag & 0x2000 != 0,
+            len: h.payload_len,
+            data: h.payload,
+            head: &ip[..ihl],
+            next: h.proto,
+        });
+        return Ok(h);
+    }
+    // RFC 4302 2: AH's next header names what it protects: TCP in transport mode, IPv4 (4)
+    // or IPv6 (41) in tunnel mode, IPComp (108), ... (RFC 4302 3.1).
+    while h.proto == 51 {
+        let n = ah_len(h.payload)?;
+        h.proto = h.payload[0];
+        h.payload = h.payload.get(n..).ok_or(Skip::Malformed)?;
+        h.payload_len = h.payload_len.checked_sub(n).ok_or(Skip::Malformed)?;
+    }
+    Ok(h)
+}
+
+/// The length of the IP authentication header at the start of `d` (RFC 4302 2.2: "Payload
+/// Length: ... the length of AH in 32-bit words (4-byte units), minus 2"): at least the 12
+/// bytes of its fixed fields (next header, payload length, reserved, SPI, sequence number;
+/// 2.2 gives the length 1 for a null ICV), and within the bytes.
+fn ah_len(d: &[u8]) -> Result<usize, Skip> {
+    let n = (usize::from(*d.get(1).ok_or(Skip::Malformed)?) + 2) * 4;
+    if n < 12 || n > d.len() {
+        return Err(Skip::Malformed);
+    }
+    Ok(n)
 }
 
 /// An IPv6 header and its extension headers (RFC 8200 3, 4); `cut`: the snaplen cut the frame.
@@ -288,22 +359,47 @@ fn ipv6_header(ip: &[u8], cut: bool) -> Result<IpHeader<'_>, Skip> {
     let end = (40 + payload_len).min(ip.len());
     let mut next = ip[6];
     let mut at = 40;
-    let mut more_fragments = false;
+    let s: [u8; 16] = ip[8..24].try_into().map_err(|_| Skip::Malformed)?;
+    let d: [u8; 16] = ip[24..40].try_into().map_err(|_| Skip::Malformed)?;
+    let (src, dst) = (IpAddr::V6(Ipv6Addr::from(s)), IpAddr::V6(Ipv6Addr::from(d)));
     // RFC 8200 4: walk extension headers to the upper layer.
     loop {
         let n = match next {
             // Hop-by-hop, routing, destination options (RFC 8200 4.3-4.6): (len + 1) * 8.
             0 | 43 | 60 => usize::from(*ip.get(at + 1).ok_or(Skip::Malformed)?) * 8 + 8,
             // Authentication header (RFC 4302 2.2): (len + 2) * 4.
-            51 => usize::from(*ip.get(at + 1).ok_or(Skip::Malformed)?) * 4 + 8,
-            // Fragment header (RFC 8200 4.5): only the first fragment has the upper header.
+            51 => ah_len(ip.get(at..end).ok_or(Skip::Malformed)?)?,
+            // Fragment header (RFC 8200 4.5): next header(1) reserved(1) offset(13 bits, in
+            // 8-octet units) res(2) M(1), identification(4); the fragmentable part follows.
+            // Offset 0 without M is an atomic fragment, a whole packet (RFC 6946 4).
+            44 if be16(ip, at + 2).is_some_and(|off| off & 0xfff9 == 0) => 8,
             44 => {
                 let off = be16(ip, at + 2).ok_or(Skip::Malformed)?;
-                if off & 0xfff8 != 0 {
-                    return Err(Skip::NotTcp);
-                }
-                more_fragments = off & 1 != 0;
-                8
+                let id = ip.get(at + 4..at + 8).ok_or(Skip::Malformed)?;
+                let len = payload_len.checked_sub(8).ok_or(Skip::Malformed)?;
+                let data = ip.get(at + 8..end).ok_or(Skip::Malformed)?;
+                let fragment = Fragment {
+                    src,
+                    dst,
+                    id: u32::from_be_bytes([id[0], id[1], id[2], id[3]]),
+                    proto: 0,
+                    offset: usize::from(off & 0xfff8),
+                    more: off & 1 != 0,
+                    len,
+                    data,
+                    head: &ip[..40],
+                    next: ip[at],
+                };
+                return Ok(IpHeader {
+                    src,
+                    dst,
+                    proto: ip[at],
+                    payload: data,
+                    payload_len: len,
+                    id: None,
+                    fragment: Some(fragment),
+                    ttl: ip[7],
+                });
             }
             _ => break,
         };
@@ -311,16 +407,14 @@ fn ipv6_header(ip: &[u8], cut: bool) -> Result<IpHeader<'_>, Skip> {
         at += n;
         payload_len = payload_len.checked_sub(n).ok_or(Skip::Malformed)?;
     }
-    let s: [u8; 16] = ip[8..24].try_into().map_err(|_| Skip::Malformed)?;
-    let d: [u8; 16] = ip[24..40].try_into().map_err(|_| Skip::Malformed)?;
     Ok(IpHeader {
-        src: IpAddr::V6(Ipv6Addr::from(s)),
-        dst: IpAddr::V6(Ipv6Addr::from(d)),
+        src,
+        dst,
         proto: next,
         payload: ip.get(at..end).ok_or(Skip::Malformed)?,
         payload_len,
         id: None,
-        more_fragments,
+        fragment: None,
         ttl: ip[7],
     })
 }

@@ -27,6 +27,10 @@ pub(super) fn ip_payload(proto: u8, d: &[u8]) -> Result<Layer<'_>, Skip> {
             None => Err(Skip::Malformed),
         },
         50 => Err(Skip::Inside("IPsec ESP (RFC 4303)")),
+        // RFC 3173 2.2: IPComp: next header(1) flags(1) CPI(2), then the payload compressed
+        // (DEFLATE, RFC 2394; LZS, RFC 2395; ...): its headers cannot be read without
+        // decompressing it.
+        108 => Err(Skip::Inside("IPComp (RFC 3173)")),
         115 => Err(Skip::Inside("L2TPv3 (RFC 3931)")),
         _ => Err(Skip::NotTcp),
     }
@@ -146,6 +150,9 @@ pub(super) fn gre(d: &[u8]) -> Result<Layer<'_>, Skip> {
             if proto == 0x88be && !s {
                 return Ok(Layer::Ether(rest));
             }
+            if proto == GRE_WCCP {
+                return wccp(rest);
+            }
             Ok(Layer::Type(proto, rest))
         }
         1 => {
@@ -157,6 +164,23 @@ pub(super) fn gre(d: &[u8]) -> Result<Layer<'_>, Skip> {
             Ok(Layer::Type(proto, rest))
         }
         _ => Err(Skip::Inside("GRE of an unknown version")),
+    }
+}
+
+/// GRE protocol type of WCCP redirection (draft-wilson-wrec-wccp-v2-01 4.12).
+const GRE_WCCP: u16 = 0x883e;
+
+/// A packet a router redirects to a web cache with WCCP (draft-wilson-wrec-wccp-v2-01 4.12
+/// "Traffic Forwarding": GRE protocol type 0x883E, then a 4-byte redirect header: flags (D, A,
+/// U bits), service id, alternate bucket, primary bucket; then the original IPv4 packet).
+/// WCCP version 1 (draft-forster-wrec-wccp-v1-00) puts the IPv4 packet right after GRE with
+/// the same protocol type; as tcpdump's print-gre.c and Wireshark's packet-gre.c do, a payload
+/// whose first nibble is 4 is taken as that IPv4 packet, any other as a redirect header.
+fn wccp(d: &[u8]) -> Result<Layer<'_>, Skip> {
+    match d.first() {
+        Some(b) if b >> 4 == 4 => Ok(Layer::Ip(Some(4), d)),
+        Some(_) => Ok(Layer::Ip(Some(4), d.get(4..).ok_or(Skip::Malformed)?)),
+        None => Err(Skip::Malformed),
     }
 }
 

@@ -43,7 +43,8 @@ pub(crate) fn eth_tcp6(payload: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A classic pcap file: the one builder, in the library.
+/// A classic pcap file: the one builder, in the library (not every test file builds one).
+#[allow(unused_imports)]
 pub(crate) use tcpstall_wire::synth::classic_pcap as pcap;
 
 pub(crate) fn block(btype: u32, body: &[u8]) -> Vec<u8> {
@@ -91,4 +92,38 @@ pub(crate) fn pcapng_epb(iface: u32, ts: u64, data: &[u8]) -> Vec<u8> {
     body.extend_from_slice(&(data.len() as u32).to_le_bytes());
     body.extend_from_slice(data);
     block(6, &body)
+}
+
+/// The frames, on link type `linktype`, written to a pcapng by the crate's own writer
+/// ([`tcpstall_wire::write::PcapNgWriter`], one frame per millisecond), then decoded to the
+/// end: the events and the decoder's counts.
+pub(crate) fn decode_pcapng(
+    linktype: u32,
+    frames: &[Vec<u8>],
+) -> (Vec<tcpstall_wire::FlowEvent>, tcpstall_wire::DecodeStats) {
+    let timed: Vec<(u64, Vec<u8>)> = frames.iter().enumerate().map(|(i, f)| (i as u64 * 1000, f.clone())).collect();
+    let file = tcpstall_wire::synth::pcapng("eth0", linktype, &timed).expect("written");
+    let mut dec = tcpstall_wire::Decoder::new(&file[..], tcpstall_wire::FlowFilter::default()).expect("read");
+    let mut evs = Vec::new();
+    while let Some(ev) = dec.next_event().expect("decoded") {
+        evs.push(ev);
+    }
+    (evs, dec.stats())
+}
+
+/// One TCP connection's packets as IPv4 packets without a link header (RFC 791, RFC 9293):
+/// 10.0.0.1:5000 opens to 10.0.0.2:80 (SYN, SYN-ACK, ACK), sends a 75-byte request, gets a
+/// 300-byte answer.
+pub(crate) fn conversation() -> Vec<Vec<u8>> {
+    use tcpstall_wire::synth::pkt;
+    [
+        pkt(0, true, 100, 0, "S", 0),
+        pkt(1000, false, 900, 101, "SA", 0),
+        pkt(2000, true, 101, 901, "A", 0),
+        pkt(3000, true, 101, 901, "PA", 75),
+        pkt(4000, false, 901, 176, "PA", 300),
+    ]
+    .iter()
+    .map(|p| p.ip().expect("valid packet"))
+    .collect()
 }
