@@ -2,8 +2,8 @@
 
 use crate::classify::{classify, syn_stall, GapContext, Resend};
 use crate::dir::{
-    in_block, in_hole, resend_kind, seq_le, seq_lt, AckSeen, Dir, ResendInfo, Sent, Snapshot, DEFAULT_MSS, MAX_OUTSTANDING,
-    MAX_TSVALS,
+    in_block, in_hole, resend_kind, seq_le, seq_lt, AckSeen, Dir, ResendInfo, Sent, Snapshot, DEFAULT_MSS,
+    MAX_OUTSTANDING, MAX_TSVALS,
 };
 use crate::pacing::ClockFit;
 use crate::timers::RELEASE_SLACK;
@@ -95,7 +95,7 @@ impl Ticks {
 
     fn on_packet(&mut self, since_first: Duration) {
         self.packets += 1;
-        self.of_10ms &= since_first.0 % 10_000_000 == 0;
+        self.of_10ms &= since_first.0.is_multiple_of(10_000_000);
     }
 
     fn tick(&self) -> Option<Duration> {
@@ -578,6 +578,7 @@ impl FlowAnalyzer {
 
     /// The gap this data segment ends, when the connection's data flow paused long enough
     /// since the last data segment (of either side): everything the classifier needs.
+    // long: one struct literal of the classifier's whole context, a field a line.
     fn gap_context(&self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence, s: &DataSeen) -> Option<GapContext> {
         let (t0, by, f0) = self.last_data?;
         let gap = t.since(t0);

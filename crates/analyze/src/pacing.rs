@@ -154,7 +154,6 @@ impl AppClock {
     /// full-sized; `release_window`, how soon after an ACK a release leaves.
     /// Returns the clock as judged before this burst start (None inside a burst, or while no
     /// clock is established).
-
     pub(crate) fn on_send(
         &mut self,
         t: Instant,
@@ -184,11 +183,8 @@ impl AppClock {
                 let mut ans: Vec<u64> = self.answers.iter().flatten().copied().collect();
                 let mut ivs: Vec<u64> = self.intervals.iter().copied().collect();
                 let answers_steady = ans.len() >= MIN_INTERVALS && spread(&mut ans) <= spread(&mut ivs) + 300_000;
-                let mut res: Vec<u64> = self
-                    .intervals
-                    .iter()
-                    .filter_map(|&i| multiple_of(i, p).map(|k| i.abs_diff(k * p)))
-                    .collect();
+                let mut res: Vec<u64> =
+                    self.intervals.iter().filter_map(|&i| multiple_of(i, p).map(|k| i.abs_diff(k * p))).collect();
                 res.sort_unstable();
                 let residual = res.get(res.len() / 2).map_or(1.0, |&r| r as f64 / p as f64);
                 Some(ClockFit {

@@ -61,11 +61,14 @@ pub(super) fn apply(c: &GapContext, d: &Derived, v: &mut Verdict) {
         v.kind = RecordKind::Ambiguous;
         v.confidence = v.confidence.min(super::confidence::AMBIGUOUS);
         v.alternatives = vec![Cause::Unknown];
-        caveats.push_str(" [the capture holds data segments only: an ACK that released these bytes may have been filtered out]");
+        caveats.push_str(
+            " [the capture holds data segments only: an ACK that released these bytes may have been filtered out]",
+        );
     }
     if let Some(tick) = c.ts_tick.filter(|_| timing_based && c.written.is_none()) {
         v.confidence *= factor::NO_HANDSHAKE;
-        caveats.push_str(&format!(" [the capture's timestamps come in {tick} ticks: shorter intervals cannot be read]"));
+        caveats
+            .push_str(&format!(" [the capture's timestamps come in {tick} ticks: shorter intervals cannot be read]"));
     }
     if c.unseen_before {
         caveats.push_str(" [the capture never saw these bytes before: their first transmission was not captured]");

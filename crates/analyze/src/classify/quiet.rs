@@ -57,8 +57,7 @@ pub(super) fn own_clock(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &
         return None;
     }
     let h = d.h;
-    let rhythm =
-        format!(
+    let rhythm = format!(
         "{h} sends on its own clock every {} ({} of its last {} intervals kept it, {} of {} sends right after an ACK)",
         f.period, f.in_phase, f.intervals, f.acked, f.sends
     );
