@@ -147,3 +147,44 @@ fn data_only_and_coarse_tick_captures_are_said() {
     let a = crate::analyze_events(s.ev.clone(), crate::Config::default());
     assert!(a.flows[0].notes.iter().any(|n| n.contains("10.00 ms ticks")), "{:?}", a.flows[0].notes);
 }
+
+/// With kernel evidence the congestion state at the resend decides (`tcp:tcp_cong_state_set`,
+/// `enum tcp_ca_state`): a loss probe is sent in Open (`tcp_schedule_loss_probe` arms it only
+/// in Open or CWR), a retransmission timeout enters Loss first (`tcp_enter_loss`). A resend
+/// the kernel reported with no state change before it was sent in Open: a probe, at the top
+/// band; and the state is named as the kernel names it.
+#[test]
+fn the_kernels_congestion_state_names_a_probe_or_a_timeout() {
+    use trace::{Event, Evidence, KernelEvent};
+    for loss_state in [false, true] {
+        let mut s = Script::new();
+        s.data(1.0, A, 100);
+        let seq = s.seq[0] - 100;
+        if loss_state {
+            s.ev.push(Event {
+                t: trace::Instant(204 * MS),
+                from: A,
+                kind: EventKind::Kernel(KernelEvent::CongState { state: 4 }),
+                evidence: Evidence::Kernel(1),
+            });
+        }
+        s.ev.push(Event {
+            t: trace::Instant(205 * MS - 10_000),
+            from: A,
+            kind: EventKind::Kernel(KernelEvent::Retransmit { seq, len: 100 }),
+            evidence: Evidence::Kernel(2),
+        });
+        s.resend(205.0, A, 100);
+        let r = s.records();
+        let st: Vec<_> = r.iter().filter(|x| x.kind == RecordKind::Stall).collect();
+        assert_eq!(st.len(), 1, "{r:#?}");
+        let want = if loss_state { Cause::RetransmissionTimeout } else { Cause::TailLossProbe };
+        assert_eq!(st[0].cause, want, "{:#?}", st[0]);
+        assert!(st[0].confidence >= 0.9, "{:#?}", st[0]);
+        if loss_state {
+            assert!(st[0].evidence.iter().any(|e| e.what.contains("congestion state Loss")), "{:#?}", st[0]);
+        } else {
+            assert!(st[0].detail.contains("Open"), "{}", st[0].detail);
+        }
+    }
+}
