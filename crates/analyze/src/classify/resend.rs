@@ -99,6 +99,18 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ev: &mut Ev) -> Option<Verdict> 
     if c.resend == Resend::KernelOnly && v.kind == crate::RecordKind::Stall {
         v.confidence = v.confidence.max(SIGNATURE);
     }
+    if c.one_direction && c.kernel_retx.is_none() && v.kind == crate::RecordKind::Stall {
+        // Without the peer's packets nothing shows whether it had the bytes before the resend
+        // (a spurious resend, RFC 3708: not a wait) or what triggered it (duplicate ACKs).
+        v.kind = crate::RecordKind::Ambiguous;
+        v.confidence = v.confidence.min(super::confidence::AMBIGUOUS + 0.1);
+        v.alternatives.push(Cause::Unknown);
+        v.detail.push_str(&format!(
+            " [the capture holds {}'s packets only: whether {} had these bytes before the resend (a spurious \
+             resend, no wait) cannot be seen]",
+            d.h, d.p
+        ));
+    }
     Some(v)
 }
 

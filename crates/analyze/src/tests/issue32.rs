@@ -188,3 +188,20 @@ fn the_kernels_congestion_state_names_a_probe_or_a_timeout() {
         }
     }
 }
+
+/// A capture of one direction (A's ACK numbers advance, none of B's packets are in it): a
+/// resend of A's is not a confident stall, since nothing shows whether B had the bytes before
+/// it (a spurious resend is no wait, RFC 3708) (ICS-Security-Tools EIP-IPAddressChangeAttempt,
+/// flow 3).
+#[test]
+fn a_resend_in_a_one_direction_capture_is_not_a_confident_stall() {
+    let mut s = Script::mid_connection();
+    for k in 0..5 {
+        s.seq[1] += 10; // B's data, never captured, that A acknowledges
+        s.data(10.0 + f64::from(k) * 30.0, A, 500);
+    }
+    s.resend(1_400.0, A, 500);
+    let r = s.records();
+    assert!(r.iter().all(|x| x.kind != RecordKind::Stall), "{r:#?}");
+    assert!(r.iter().any(|x| x.detail.contains("packets only")), "{r:#?}");
+}
