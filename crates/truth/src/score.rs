@@ -1,0 +1,400 @@
+//! `score`: the classifier against the corpus's truth. Every capture point and view, from the
+//! packets alone and with the kernel records; a classifier record matches the label of the
+//! same held side whose segment it ends at (its end time within a tolerance of the segment's
+//! time at that capture point). Only `stall` records name a cause; `wait`, `ambiguous` and
+//! `gap` records are no stalls.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use analyze::RecordKind;
+use serde::{Deserialize, Serialize};
+use trace::Cause;
+
+use crate::corpus::{capture_name, CaseMeta};
+use crate::kernel::KernelRec;
+use crate::label::{Kind, Label};
+use crate::log::{read_jsonl, Side};
+use crate::verdicts::{classify, Verdict};
+use crate::views::View;
+
+/// Where the classifier looked, relative to the held side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Point {
+    /// The capture on the held side's own host.
+    Sender,
+    /// The capture on its peer's host.
+    Receiver,
+    /// A view of the sender's capture.
+    SenderView(View),
+}
+
+impl Point {
+    pub const ALL: [Point; 5] = [
+        Point::Sender,
+        Point::Receiver,
+        Point::SenderView(View::OneDirection),
+        Point::SenderView(View::DataOnly),
+        Point::SenderView(View::Coarse),
+    ];
+    pub fn name(self) -> String {
+        match self {
+            Point::Sender => "sender".into(),
+            Point::Receiver => "receiver".into(),
+            Point::SenderView(v) => format!("sender-{}", v.suffix()),
+        }
+    }
+    fn file(self, held: Side) -> String {
+        match self {
+            Point::Sender => capture_name(held, None),
+            Point::Receiver => capture_name(other(held), None),
+            Point::SenderView(v) => capture_name(held, Some(v)),
+        }
+    }
+}
+
+fn other(s: Side) -> Side {
+    match s {
+        Side::Client => Side::Server,
+        Side::Server => Side::Client,
+    }
+}
+
+/// Precision and recall counts of one cause.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CauseScore {
+    /// Waits whose truth is this cause.
+    pub truth: u64,
+    /// Of them, matched by a stall record naming it.
+    pub found: u64,
+    /// Stall records naming this cause (matched to a scored label or to none).
+    pub named: u64,
+    /// Of them, matched to a wait of this cause.
+    pub right: u64,
+}
+
+impl CauseScore {
+    pub fn precision(&self) -> Option<f64> {
+        (self.named > 0).then(|| self.right as f64 / self.named as f64)
+    }
+    pub fn recall(&self) -> Option<f64> {
+        (self.truth > 0).then(|| self.found as f64 / self.truth as f64)
+    }
+}
+
+/// Confidence bands (docs/explain.md "Calibration").
+pub const BANDS: [(&str, f64, f64); 4] =
+    [("Top", 0.90, 1.01), ("High", 0.75, 0.90), ("Medium", 0.50, 0.75), ("Low", 0.0, 0.50)];
+
+/// One point's score in one mode.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PointScore {
+    pub causes: BTreeMap<String, CauseScore>,
+    /// Negative labels, and how many a stall record named a cause at.
+    pub negatives: u64,
+    pub false_stalls: u64,
+    /// Stall records matching no label at all.
+    pub unmatched_stalls: u64,
+    /// Per band: records, right.
+    pub bands: Vec<(u64, u64)>,
+}
+
+/// What the corpus holds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Composition {
+    pub cases: usize,
+    pub shapes: BTreeSet<String>,
+    pub programs: BTreeSet<String>,
+    pub rtts_ms: BTreeSet<u32>,
+    /// Waits per truth cause.
+    pub waits: BTreeMap<String, u64>,
+    pub negatives: u64,
+    pub short: u64,
+}
+
+/// The whole scorecard: composition, and per point and mode ("packets", "kernel") the scores.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Scorecard {
+    pub composition: Composition,
+    pub points: BTreeMap<String, BTreeMap<String, PointScore>>,
+}
+
+/// Scores every case under `dir`.
+pub fn score(dir: &Path) -> anyhow::Result<Scorecard> {
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("truth.jsonl").exists() && p.join("case.json").exists())
+        .collect();
+    cases.sort();
+    if cases.is_empty() {
+        anyhow::bail!("{}: no case (a directory with case.json and truth.jsonl)", dir.display());
+    }
+    let mut sc = Scorecard::default();
+    for c in &cases {
+        score_case(c, &mut sc)?;
+    }
+    Ok(sc)
+}
+
+fn score_case(dir: &Path, sc: &mut Scorecard) -> anyhow::Result<()> {
+    let meta: CaseMeta = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("case.json")).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?,
+    )
+    .map_err(|e| anyhow::anyhow!("{}/case.json: {e}", dir.display()))?;
+    let labels: Vec<Label> = read_jsonl(&dir.join("truth.jsonl"))?;
+    let kernel: Vec<KernelRec> =
+        if dir.join("kernel.jsonl").exists() { read_jsonl(&dir.join("kernel.jsonl"))? } else { Vec::new() };
+    let comp = &mut sc.composition;
+    comp.cases += 1;
+    comp.shapes.insert(meta.case.shape.name.clone());
+    comp.programs.insert(meta.program.clone());
+    comp.rtts_ms.insert(meta.case.rtt_ms);
+    for l in &labels {
+        match l.kind {
+            Kind::Wait => *comp.waits.entry(l.cause.unwrap_or(Cause::Unknown).as_str().into()).or_default() += 1,
+            Kind::Negative => comp.negatives += 1,
+            Kind::Short => comp.short += 1,
+        }
+    }
+    let mut cache: HashMap<(String, bool), Vec<Verdict>> = HashMap::new();
+    for point in Point::ALL {
+        for with_kernel in [false, true] {
+            let mode = if with_kernel { "kernel" } else { "packets" };
+            for held in [Side::Client, Side::Server] {
+                let file = point.file(held);
+                if !dir.join(&file).exists() {
+                    continue;
+                }
+                if let std::collections::hash_map::Entry::Vacant(e) = cache.entry((file.clone(), with_kernel)) {
+                    e.insert(classify(&dir.join(&file), with_kernel.then_some(kernel.as_slice()))?);
+                }
+                let recs: Vec<&Verdict> = cache[&(file, with_kernel)]
+                    .iter()
+                    .filter(|v| v.port == meta.port && v.held == held.endpoint())
+                    .collect();
+                let ls: Vec<&Label> = labels.iter().filter(|l| l.held == held).collect();
+                let ps = sc.points.entry(point.name()).or_default().entry(mode.into()).or_default();
+                tally(ps, &recs, &ls, &Match::new(point, meta.rtt_ns));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where a label's segment shows in a capture, and how far a record's end may be from it.
+pub struct Match {
+    offset_ns: u64,
+    tolerance_ns: u64,
+}
+
+impl Match {
+    pub fn new(point: Point, rtt_ns: u64) -> Match {
+        let offset_ns = if point == Point::Receiver { rtt_ns / 2 } else { 0 };
+        let coarse = if point == Point::SenderView(View::Coarse) { 10_000_000 } else { 0 };
+        Match { offset_ns, tolerance_ns: 3_000_000 + rtt_ns / 4 + coarse }
+    }
+    /// The label a record ends at: the nearest within the tolerance.
+    pub fn find<'a>(&self, v: &Verdict, labels: &[&'a Label]) -> Option<&'a Label> {
+        labels
+            .iter()
+            .map(|l| (l, (l.left_at + self.offset_ns).abs_diff(v.end_ns)))
+            .filter(|&(_, d)| d <= self.tolerance_ns)
+            .min_by_key(|&(_, d)| d)
+            .map(|(l, _)| *l)
+    }
+}
+
+fn band(c: f64) -> usize {
+    BANDS.iter().position(|&(_, lo, hi)| c >= lo && c < hi).unwrap_or(3)
+}
+
+/// Adds one (case, point, mode, held side) to `ps`.
+pub fn tally(ps: &mut PointScore, recs: &[&Verdict], labels: &[&Label], m: &Match) {
+    if ps.bands.is_empty() {
+        ps.bands = vec![(0, 0); BANDS.len()];
+    }
+    let mut found: Vec<bool> = vec![false; labels.len()];
+    for l in labels {
+        match (l.kind, l.cause) {
+            (Kind::Wait, Some(c)) => ps.causes.entry(c.as_str().into()).or_default().truth += 1,
+            (Kind::Negative, _) => ps.negatives += 1,
+            _ => {}
+        }
+    }
+    for v in recs {
+        let hit = m.find(v, labels);
+        if let Some(l) = hit {
+            if l.kind == Kind::Short {
+                continue;
+            }
+        }
+        let stall = v.kind == RecordKind::Stall;
+        let truth = hit.and_then(|l| if l.kind == Kind::Wait { l.cause } else { None });
+        if stall {
+            let cs = ps.causes.entry(v.cause.as_str().into()).or_default();
+            cs.named += 1;
+            if truth == Some(v.cause) {
+                cs.right += 1;
+                if let Some(i) = labels.iter().position(|x| std::ptr::eq(*x, hit.expect("matched"))) {
+                    found[i] = true;
+                }
+            }
+            match hit {
+                None => ps.unmatched_stalls += 1,
+                Some(l) if l.kind == Kind::Negative => ps.false_stalls += 1,
+                _ => {}
+            }
+        }
+        // Calibration: right when it names the truth's cause, or names no stall where nothing
+        // known was held; a wait of unknown cause is not scored.
+        if truth == Some(Cause::Unknown) {
+            continue;
+        }
+        let right = match truth {
+            Some(c) => stall && v.cause == c,
+            None => !stall,
+        };
+        let b = &mut ps.bands[band(v.confidence)];
+        b.0 += 1;
+        b.1 += u64::from(right);
+    }
+    for (l, f) in labels.iter().zip(found) {
+        if let (true, Some(c)) = (f, l.cause) {
+            ps.causes.entry(c.as_str().into()).or_default().found += 1;
+        }
+    }
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map_or("-".into(), |v| format!("{:.1}%", v * 100.0))
+}
+
+/// The scorecard as text (or markdown tables).
+// long: the composition, then one table per capture point; a table is one format call a row.
+pub fn render(sc: &Scorecard, markdown: bool) -> String {
+    let c = &sc.composition;
+    let mut s = String::new();
+    let join = |v: &BTreeSet<String>| v.iter().cloned().collect::<Vec<_>>().join(", ");
+    s += &format!(
+        "corpus: {} cases, {} shapes ({}), programs: {}, RTTs (ms): {}\n",
+        c.cases,
+        c.shapes.len(),
+        join(&c.shapes),
+        join(&c.programs),
+        c.rtts_ms.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", ")
+    );
+    let waits: u64 = c.waits.values().sum();
+    s += &format!("labelled: {waits} waits, {} negatives ({} short holds not scored)\n", c.negatives, c.short);
+    for (cause, n) in &c.waits {
+        s += &format!("  {cause:<24} {n}\n");
+    }
+    for p in Point::ALL {
+        let Some(modes) = sc.points.get(&p.name()) else { continue };
+        let empty = PointScore::default();
+        let (pk, kn) = (modes.get("packets").unwrap_or(&empty), modes.get("kernel").unwrap_or(&empty));
+        let causes: BTreeSet<&String> = pk.causes.keys().chain(kn.causes.keys()).collect();
+        s += &format!("\ncapture point: {}\n", p.name());
+        if markdown {
+            s += "| cause | truth waits | packets: stalls named | precision | recall | kernel: stalls named | precision | recall |\n";
+            s += "|---|---|---|---|---|---|---|---|\n";
+        } else {
+            s += &format!(
+                "  {:<24} {:>6} | {:>6} {:>7} {:>7} | {:>6} {:>7} {:>7}\n",
+                "cause", "truth", "named", "prec", "recall", "named", "prec", "recall"
+            );
+        }
+        for cause in causes {
+            let a = pk.causes.get(cause).copied().unwrap_or_default();
+            let b = kn.causes.get(cause).copied().unwrap_or_default();
+            let row = [
+                a.truth.to_string(),
+                a.named.to_string(),
+                pct(a.precision()),
+                pct(a.recall()),
+                b.named.to_string(),
+                pct(b.precision()),
+                pct(b.recall()),
+            ];
+            if markdown {
+                s += &format!("| {cause} | {} |\n", row.join(" | "));
+            } else {
+                s += &format!(
+                    "  {cause:<24} {:>6} | {:>6} {:>7} {:>7} | {:>6} {:>7} {:>7}\n",
+                    row[0], row[1], row[2], row[3], row[4], row[5], row[6]
+                );
+            }
+        }
+        let neg = |x: &PointScore| {
+            format!(
+                "{} of {} negatives named a stall, {} stalls matched no label",
+                x.false_stalls, x.negatives, x.unmatched_stalls
+            )
+        };
+        s += &format!("  packets: {}\n  kernel:  {}\n", neg(pk), neg(kn));
+        let bands = |x: &PointScore| {
+            BANDS
+                .iter()
+                .enumerate()
+                .map(|(i, (n, _, _))| {
+                    let (r, ok) = x.bands.get(i).copied().unwrap_or((0, 0));
+                    format!(
+                        "{n} {ok}/{r}{}",
+                        if r > 0 { format!(" ({:.0}%)", ok as f64 * 100.0 / r as f64) } else { String::new() }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        s += &format!("  calibration, packets: {}\n  calibration, kernel:  {}\n", bands(pk), bands(kn));
+    }
+    s
+}
+
+/// The committed baseline: per point, mode and cause, precision and recall with their support.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Baseline {
+    pub points: BTreeMap<String, BTreeMap<String, BTreeMap<String, CauseScore>>>,
+}
+
+impl Baseline {
+    pub fn of(sc: &Scorecard) -> Baseline {
+        let points = sc
+            .points
+            .iter()
+            .map(|(p, modes)| (p.clone(), modes.iter().map(|(m, ps)| (m.clone(), ps.causes.clone())).collect()))
+            .collect();
+        Baseline { points }
+    }
+
+    /// Where `now` falls more than `slack` (0.02 = 2 points) below this baseline, for causes
+    /// with at least `support` labels (recall) or named records (precision) in both.
+    pub fn regressions(&self, now: &Scorecard, slack: f64, support: u64) -> Vec<String> {
+        let mut out = Vec::new();
+        for (p, modes) in &self.points {
+            for (m, causes) in modes {
+                for (c, base) in causes {
+                    let cur = now
+                        .points
+                        .get(p)
+                        .and_then(|x| x.get(m))
+                        .and_then(|x| x.causes.get(c))
+                        .copied()
+                        .unwrap_or_default();
+                    let checks = [
+                        ("precision", base.precision(), cur.precision(), base.named.min(cur.named)),
+                        ("recall", base.recall(), cur.recall(), base.truth.min(cur.truth)),
+                    ];
+                    for (what, b, n, sup) in checks {
+                        if let (Some(b), Some(n)) = (b, n) {
+                            if sup >= support && n + slack < b {
+                                out.push(format!("{p} {m} {c} {what}: {:.1}% < baseline {:.1}%", n * 100.0, b * 100.0));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
