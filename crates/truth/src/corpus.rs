@@ -180,6 +180,7 @@ fn run_case(case: &Case, dir: &Path, i: usize, rec: &Recorder, exe: &Path) -> an
     for c in &mut caps {
         c.stop();
     }
+    net.stop_programs();
     let kernel = rec.take();
     write_jsonl(&dir.join("kernel.jsonl"), &kernel)?;
     let conn = |side: Side| -> anyhow::Result<Conn> {

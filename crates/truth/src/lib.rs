@@ -23,6 +23,7 @@ pub mod peer;
 pub mod programs;
 pub mod score;
 pub mod shape;
+pub mod strace;
 pub mod verdicts;
 pub mod views;
 

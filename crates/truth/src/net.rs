@@ -12,7 +12,7 @@
 
 use std::fs::File;
 use std::net::Ipv4Addr;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
@@ -28,9 +28,11 @@ pub const NS_PREFIX: &str = "tst-";
 struct Owned {
     namespaces: Vec<String>,
     children: Vec<u32>,
+    /// Inodes of every namespace of the run (named or not): the processes in them are killed.
+    inodes: Vec<u64>,
 }
 
-static OWNED: Mutex<Owned> = Mutex::new(Owned { namespaces: Vec::new(), children: Vec::new() });
+static OWNED: Mutex<Owned> = Mutex::new(Owned { namespaces: Vec::new(), children: Vec::new(), inodes: Vec::new() });
 
 fn owned() -> std::sync::MutexGuard<'static, Owned> {
     OWNED.lock().unwrap_or_else(|e| e.into_inner())
@@ -49,16 +51,45 @@ pub fn disown_child(pid: u32) {
 /// Kills every registered child and deletes every registered namespace (the signal path and
 /// the end of a run).
 pub fn cleanup() {
-    let (kids, nss) = {
+    let (kids, nss, inodes) = {
         let mut o = owned();
-        (std::mem::take(&mut o.children), std::mem::take(&mut o.namespaces))
+        (std::mem::take(&mut o.children), std::mem::take(&mut o.namespaces), std::mem::take(&mut o.inodes))
     };
+    for (pid, _) in processes_in(&inodes) {
+        kill(pid, nix::sys::signal::Signal::SIGKILL);
+    }
     for pid in kids {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
     }
     for ns in nss {
         let _ = quiet(&["ip", "netns", "del", &ns]);
     }
+}
+
+fn kill(pid: u32, sig: nix::sys::signal::Signal) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig);
+}
+
+/// The processes (pid, command name) whose network namespace is one of `inodes` (proc(5):
+/// /proc/PID/ns/net reads `net:[INODE]`), this process excepted.
+pub fn processes_in(inodes: &[u64]) -> Vec<(u32, String)> {
+    let me = std::process::id();
+    let Ok(rd) = std::fs::read_dir("/proc") else { return Vec::new() };
+    rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me)
+        .filter_map(|pid| {
+            let link = std::fs::read_link(format!("/proc/{pid}/ns/net")).ok()?;
+            let ino: u64 = link.to_str()?.strip_prefix("net:[")?.strip_suffix(']')?.parse().ok()?;
+            inodes.contains(&ino).then(|| {
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                (pid, comm.trim().to_string())
+            })
+        })
+        .collect()
+}
+
+fn inode(f: impl AsFd) -> Option<u64> {
+    nix::sys::stat::fstat(f.as_fd().as_raw_fd()).ok().map(|s| s.st_ino)
 }
 
 /// Kills the registered children (after a case; its namespaces go with its path).
@@ -182,12 +213,18 @@ impl Veth {
         exec(r, &["sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])?;
         let files = [0, 1, 2].map(|i| File::open(format!("/run/netns/{}", ns[i])));
         let [a, b, c] = files;
-        Ok(Veth { ns, files: [a?, b?, c?], devs })
+        let files = [a?, b?, c?];
+        owned().inodes.extend(files.iter().filter_map(inode));
+        Ok(Veth { ns, files, devs })
     }
 }
 
 impl Drop for Veth {
     fn drop(&mut self) {
+        let ino: Vec<u64> = self.files.iter().filter_map(inode).collect();
+        for (pid, _) in processes_in(&ino) {
+            kill(pid, nix::sys::signal::Signal::SIGKILL);
+        }
         for n in &self.ns {
             let _ = quiet(&["ip", "netns", "del", n]);
         }
@@ -222,6 +259,7 @@ impl Net {
         // No GSO: each packet the captures show is one segment, as on the veth path.
         let opts = link::LinkOptions { seed: Some(seed), calibrate: false, gso: false, ..Default::default() };
         let l = link::Link::open_with(&spec, None, &opts).map_err(|e| anyhow::anyhow!("emulated link: {e}"))?;
+        owned().inodes.extend([inode(l.client().netns()), inode(l.server().netns())].into_iter().flatten());
         Ok(Net::Link(Box::new(l)))
     }
 
@@ -260,6 +298,35 @@ impl Net {
             (Net::Link(l), _) => sys::process::enter_netns_on_spawn(&mut cmd, l.client().netns()),
         }
         cmd
+    }
+
+    fn inodes(&self) -> Vec<u64> {
+        match self {
+            Net::Veth(v) => v.files.iter().filter_map(inode).collect(),
+            Net::Link(l) => [inode(l.client().netns()), inode(l.server().netns())].into_iter().flatten().collect(),
+        }
+    }
+
+    /// Ends the programs still running in the path's namespaces: SIGTERM to all but strace and
+    /// tcpdump (strace then writes its last lines and exits with its tracee), then, after up to
+    /// 2 s, SIGKILL to all but tcpdump.
+    pub fn stop_programs(&self) {
+        use nix::sys::signal::Signal;
+        let ino = self.inodes();
+        for (pid, comm) in processes_in(&ino) {
+            if comm != "strace" && comm != "tcpdump" {
+                kill(pid, Signal::SIGTERM);
+            }
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while std::time::Instant::now() < deadline && processes_in(&ino).iter().any(|(_, c)| c != "tcpdump") {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        for (pid, comm) in processes_in(&ino) {
+            if comm != "tcpdump" {
+                kill(pid, Signal::SIGKILL);
+            }
+        }
     }
 
     /// Runs `args` in the namespace of `p` to completion.
