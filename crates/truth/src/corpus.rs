@@ -1,5 +1,5 @@
 //! `corpus`: runs every case on real sockets, captures both ends, records the kernel's view,
-//! labels the waits and writes DIR/<case>/{case.json, *.pcap(ng), kernel.jsonl, truth.jsonl}.
+//! labels the waits and writes `DIR/<case>/{case.json, *.pcap(ng), kernel.jsonl, truth.jsonl}`.
 
 use std::io::{BufRead, BufReader, Write as _};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -19,7 +19,7 @@ use crate::packets::{self, Conn};
 use crate::shape::{Case, Size};
 use crate::views::{self, View};
 
-/// What DIR/<case>/case.json holds.
+/// What `DIR/<case>/case.json` holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CaseMeta {
     #[serde(flatten)]

@@ -39,6 +39,9 @@ enum Cmd {
         /// Compare with the committed baseline; exit 1 on a regression of more than 2 points.
         #[arg(long)]
         check: bool,
+        /// Also list every stall record whose cause the truth does not have.
+        #[arg(long)]
+        mismatches: bool,
     },
     /// The workload program (run by `corpus` inside a namespace).
     Peer {
@@ -65,9 +68,12 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             corpus::generate(size, seed, &out, only.as_deref())?;
             Ok(0)
         }
-        Cmd::Score { dir, markdown, write_baseline, check } => {
+        Cmd::Score { dir, markdown, write_baseline, check, mismatches } => {
             let sc = score::score(&dir)?;
             print!("{}", score::render(&sc, markdown));
+            if mismatches {
+                print!("\nmismatches:\n{}", score::mismatches(&sc));
+            }
             if write_baseline {
                 let b = score::Baseline::of(&sc);
                 std::fs::write(baseline_path(), serde_json::to_string_pretty(&b)? + "\n")?;

@@ -219,12 +219,20 @@ impl Veth {
     }
 }
 
-impl Drop for Veth {
+impl Drop for Net {
+    /// Ends what still runs in the path's namespaces, then forgets their inodes: a namespace's
+    /// inode number is reused once it is freed, maybe by another run's namespace.
     fn drop(&mut self) {
-        let ino: Vec<u64> = self.files.iter().filter_map(inode).collect();
+        let ino = self.inodes();
         for (pid, _) in processes_in(&ino) {
             kill(pid, nix::sys::signal::Signal::SIGKILL);
         }
+        owned().inodes.retain(|i| !ino.contains(i));
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
         for n in &self.ns {
             let _ = quiet(&["ip", "netns", "del", n]);
         }

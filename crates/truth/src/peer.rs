@@ -1,4 +1,4 @@
-//! `tcpstall-truth peer`: the workload program. Real sockets (socket2), a [`Shape`] to follow,
+//! `tcpstall-truth peer`: the workload program. Real sockets (socket2), a [`Shape`](crate::shape::Shape) to follow,
 //! and its own log of every write and option (JSON lines, [`LogLine`]), kept in memory during
 //! the run and written at the end so that logging never delays a write.
 

@@ -66,6 +66,15 @@ pub fn cases(size: Size, seed: u64) -> Vec<Case> {
     out
 }
 
+/// The system's Python (a version manager's shim would run its own scripts under strace).
+fn python() -> &'static str {
+    if Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    }
+}
+
 fn strace(net: &Net, p: Point, out: &Path) -> std::process::Command {
     let mut c = net.command(p, "strace");
     c.args([
@@ -113,8 +122,8 @@ pub fn run(case: &Case, net: &Net, addr: SocketAddr, dir: &Path, logs: &[PathBuf
         "python-http" => {
             let script = dir.join("httppost.py");
             std::fs::write(&script, HTTPPOST)?;
-            server.arg("python3").arg(&script).args(["server", &ip, &port.to_string()]);
-            client.arg("python3").arg(&script).args(["client", &ip, &port.to_string(), &n.to_string()]);
+            server.arg(python()).arg(&script).args(["server", &ip, &port.to_string()]);
+            client.arg(python()).arg(&script).args(["client", &ip, &port.to_string(), &n.to_string()]);
             client.arg(case.seed.to_string());
         }
         "nginx-curl" => {

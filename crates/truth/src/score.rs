@@ -97,6 +97,9 @@ pub struct PointScore {
     pub unmatched_stalls: u64,
     /// Per band: records, right.
     pub bands: Vec<(u64, u64)>,
+    /// Each stall record that named a cause the truth does not have (for `score --mismatches`).
+    #[serde(skip)]
+    pub mismatches: Vec<String>,
 }
 
 /// What the corpus holds.
@@ -175,7 +178,8 @@ fn score_case(dir: &Path, sc: &mut Scorecard) -> anyhow::Result<()> {
                     .collect();
                 let ls: Vec<&Label> = labels.iter().filter(|l| l.held == held).collect();
                 let ps = sc.points.entry(point.name()).or_default().entry(mode.into()).or_default();
-                tally(ps, &recs, &ls, &Match::new(point, meta.rtt_ns));
+                let m = Match { case: meta.case.name.clone(), ..Match::new(point, meta.rtt_ns) };
+                tally(ps, &recs, &ls, &m);
             }
         }
     }
@@ -186,13 +190,15 @@ fn score_case(dir: &Path, sc: &mut Scorecard) -> anyhow::Result<()> {
 pub struct Match {
     offset_ns: u64,
     tolerance_ns: u64,
+    /// The case's name, for the mismatch list.
+    pub case: String,
 }
 
 impl Match {
     pub fn new(point: Point, rtt_ns: u64) -> Match {
         let offset_ns = if point == Point::Receiver { rtt_ns / 2 } else { 0 };
         let coarse = if point == Point::SenderView(View::Coarse) { 10_000_000 } else { 0 };
-        Match { offset_ns, tolerance_ns: 3_000_000 + rtt_ns / 4 + coarse }
+        Match { offset_ns, tolerance_ns: 3_000_000 + rtt_ns / 4 + coarse, case: String::new() }
     }
     /// The label a record ends at: the nearest within the tolerance.
     pub fn find<'a>(&self, v: &Verdict, labels: &[&'a Label]) -> Option<&'a Label> {
@@ -245,6 +251,19 @@ pub fn tally(ps: &mut PointScore, recs: &[&Verdict], labels: &[&Label], m: &Matc
                 Some(l) if l.kind == Kind::Negative => ps.false_stalls += 1,
                 _ => {}
             }
+            if truth != Some(v.cause) {
+                let what = hit.map_or("no label".to_string(), |l| {
+                    format!("{:?} {} ({})", l.kind, l.cause.map_or("-", |c| c.as_str()), l.note)
+                });
+                ps.mismatches.push(format!(
+                    "{} {:?} ends {} named {} {:.2}: truth {what}",
+                    m.case,
+                    v.held,
+                    v.end_ns,
+                    v.cause.as_str(),
+                    v.confidence
+                ));
+            }
         }
         // Calibration: right when it names the truth's cause, or names no stall where nothing
         // known was held; a wait of unknown cause is not scored.
@@ -268,6 +287,19 @@ pub fn tally(ps: &mut PointScore, recs: &[&Verdict], labels: &[&Label], m: &Matc
 
 fn pct(x: Option<f64>) -> String {
     x.map_or("-".into(), |v| format!("{:.1}%", v * 100.0))
+}
+
+/// The mismatched stall records of every point and mode.
+pub fn mismatches(sc: &Scorecard) -> String {
+    let mut s = String::new();
+    for (p, modes) in &sc.points {
+        for (m, ps) in modes {
+            for x in &ps.mismatches {
+                s += &format!("{p} {m}: {x}\n");
+            }
+        }
+    }
+    s
 }
 
 /// The scorecard as text (or markdown tables).

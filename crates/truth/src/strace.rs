@@ -28,8 +28,9 @@ pub fn parse(text: &str, port: u16, client_ip: &str) -> Vec<LogLine> {
     let mut socks: HashMap<(String, String), SockState> = HashMap::new();
     let mut out = Vec::new();
     for line in text.lines() {
-        let mut parts = line.splitn(3, ' ');
-        let (Some(pid), Some(ts), Some(rest)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        // `PID TIME CALL`: strace pads the pid to a width (`665   1795807460.262751 ...`).
+        let Some((pid, rest)) = line.trim_start().split_once(' ') else { continue };
+        let Some((ts, rest)) = rest.trim_start().split_once(' ') else { continue };
         let Some(t_ns) = parse_ts(ts) else { continue };
         let full = if let Some(head) = rest.strip_suffix(" <unfinished ...>") {
             pending.insert(pid.to_string(), Pending { t_ns, head: head.to_string() });
@@ -93,7 +94,9 @@ fn call(
             } else {
                 return None;
             };
-            let value: i64 = args.split_once('[').and_then(|(_, v)| v.split(']').next()?.parse().ok()).unwrap_or(0);
+            // `SOL_TCP, TCP_NODELAY, [1], 4`: the value is the bracket after the option's name.
+            let after = args.split_once(&format!("TCP_{opt}, ")).map_or("", |(_, v)| v);
+            let value: i64 = after.strip_prefix('[').and_then(|v| v.split(']').next()?.parse().ok()).unwrap_or(0);
             if opt == "NODELAY" {
                 st.nodelay = value != 0;
             } else {
@@ -124,7 +127,7 @@ fn call(
 mod tests {
     use super::*;
 
-    const TEXT: &str = r#"101 1700000000.100000 setsockopt(5<TCP:[198.18.0.1:40000->198.18.1.2:8080]>, SOL_TCP, TCP_NODELAY, [1], 4) = 0
+    const TEXT: &str = r#"101   1700000000.100000 setsockopt(5<TCP:[198.18.0.1:40000->198.18.1.2:8080]>, SOL_TCP, TCP_NODELAY, [1], 4) = 0
 101 1700000000.200000 write(5<TCP:[198.18.0.1:40000->198.18.1.2:8080]>, "POST /api HTTP/1.1\r\n"..., 120) = 120
 202 1700000000.200500 sendto(7<TCP:[198.18.1.2:8080->198.18.0.1:40000]>, "HTTP/1.0 200 OK"..., 145, MSG_MORE, NULL, 0 <unfinished ...>
 101 1700000000.200600 write(3</dev/null>, "x", 1) = 1
