@@ -44,6 +44,9 @@ pub fn capture_name(side: Side, view: Option<View>) -> String {
     }
 }
 
+/// The capture in the middle of the path (veth path only).
+pub const MIDDLE: &str = "middle.pcap";
+
 /// Counts of one case's labels, for the progress line.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Counts {
@@ -155,6 +158,11 @@ fn run_case(case: &Case, dir: &Path, i: usize, rec: &Recorder, exe: &Path) -> an
     for (side, point) in [(Side::Client, Point::Client), (Side::Server, Point::Server)] {
         let iface = net.interface(point).context("no interface")?;
         caps.push(Tcpdump::start(&net, point, &iface, &dir.join(capture_name(side, None)))?);
+    }
+    // The middle of the veth path: the router's interface toward the client (before the
+    // FORWARD chain's drops for the client's packets, after them for the server's).
+    if let Some(iface) = net.interface(Point::Router) {
+        caps.push(Tcpdump::start(&net, Point::Router, &iface, &dir.join(MIDDLE))?);
     }
     rec.start(port)?;
     let mut meta = CaseMeta {

@@ -36,6 +36,10 @@ enum Cmd {
         /// Write the scores to the crate's committed baseline (crates/truth/scorecard.json).
         #[arg(long)]
         write_baseline: bool,
+        /// With --write-baseline: keep, for each rate, the lower of the file's and this run's
+        /// (the committed table as the worst of several runs).
+        #[arg(long, requires = "write_baseline")]
+        keep_lower: bool,
         /// Compare with the committed baseline; exit 1 on a regression of more than 2 points.
         #[arg(long)]
         check: bool,
@@ -68,14 +72,21 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             corpus::generate(size, seed, &out, only.as_deref())?;
             Ok(0)
         }
-        Cmd::Score { dir, markdown, write_baseline, check, mismatches } => {
+        Cmd::Score { dir, markdown, write_baseline, keep_lower, check, mismatches } => {
             let sc = score::score(&dir)?;
             print!("{}", score::render(&sc, markdown));
             if mismatches {
                 print!("\nmismatches:\n{}", score::mismatches(&sc));
             }
             if write_baseline {
-                let b = score::Baseline::of(&sc);
+                let mut b = score::Baseline::of(&sc);
+                if keep_lower {
+                    let text = std::fs::read_to_string(baseline_path())
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", baseline_path().display()))?;
+                    let old: score::Baseline = serde_json::from_str(&text)
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", baseline_path().display()))?;
+                    b = old.lower(&b);
+                }
                 std::fs::write(baseline_path(), serde_json::to_string_pretty(&b)? + "\n")?;
                 eprintln!("wrote {}", baseline_path().display());
             }

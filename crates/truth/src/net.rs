@@ -165,6 +165,8 @@ pub struct Veth {
     ns: [String; 3],
     files: [File; 3],
     devs: [String; 2],
+    /// The router's end facing the client (its capture is the middle point).
+    router_dev: String,
 }
 
 /// Client address on both kinds of path.
@@ -215,7 +217,7 @@ impl Veth {
         let [a, b, c] = files;
         let files = [a?, b?, c?];
         owned().inodes.extend(files.iter().filter_map(inode));
-        Ok(Veth { ns, files, devs })
+        Ok(Veth { ns, files, devs, router_dev: rdevs[0].clone() })
     }
 }
 
@@ -283,7 +285,7 @@ impl Net {
         match (self, p) {
             (Net::Veth(v), Point::Client) => Some(v.devs[0].clone()),
             (Net::Veth(v), Point::Server) => Some(v.devs[1].clone()),
-            (Net::Veth(_), Point::Router) => None,
+            (Net::Veth(v), Point::Router) => Some(v.router_dev.clone()),
             (Net::Link(_), Point::Router) => None,
             (Net::Link(_), _) => Some(link::netns::TUN_NAME.to_string()),
         }

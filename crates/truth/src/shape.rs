@@ -188,7 +188,7 @@ pub fn shapes(scale: u32) -> Vec<Shape> {
     // Seed 004: 100,000 bytes then a 1-byte application ACK.
     v.push(shape("bulk-100k-app-ack", Bulk { bytes: 100_000 }, n / 4, &[], &[], (20, 80)));
     // A slow reader: 4 KB receive buffer, reads 1 KB every 20 ms: the window closes.
-    let mut s = shape("slow-reader", Bulk { bytes: 48_000 }, (n / 10).max(2), &[], &[], (10, 50));
+    let mut s = shape("slow-reader", Bulk { bytes: 48_000 }, (n / 25).max(2), &[], &[], (10, 50));
     s.server.rcvbuf = Some(4096);
     s.server.read_pause_ms = 20;
     s.server.read_chunk = 1024;
