@@ -178,6 +178,10 @@ pub(crate) struct Dir {
     /// Ranges of this direction's data the peer selectively acknowledged above snd_una
     /// (RFC 2018), newest last, at most [`MAX_SACKED`]: a resend of bytes in them is spurious.
     pub(crate) sacked: Vec<(u32, u32)>,
+    /// A sub-MSS segment of new data left with nothing in flight sooner than the probe timer
+    /// could have released it after the connection's last packet (see
+    /// `classify::quiet::corked_after_a_pause`).
+    pub(crate) shown_uncorked: bool,
     /// The latest data segment from the peer (what an answer answers).
     pub(crate) peer_last_data: Option<Instant>,
     /// When the third duplicate ACK since the last advance or resend came (RFC 5681 3.2).

@@ -283,6 +283,16 @@ impl FlowAnalyzer {
         }
         let blocks = &seg.sack[..usize::from(seg.sack_blocks.min(4))];
         let first = p.seg.seq;
+        // A packet sooner after the segment than the round trip from the capture point to the
+        // peer (less an eighth) cannot answer it: it answers what came before. If it covers
+        // a resent range, the first transmission had arrived (the resend was spurious).
+        let to_peer = p.path_dir.unwrap_or(Duration::ZERO);
+        if t.since(p.end) < Duration(to_peer.0 - to_peer.0 / 8) {
+            if p.resend != Resend::No && seq_lt(first, seg.ack) {
+                p.acked_before_answer = Some((t, frame));
+            }
+            return;
+        }
         p.answer = Some(crate::classify::PeerAnswer {
             t,
             frame,
@@ -559,6 +569,16 @@ impl FlowAnalyzer {
         let quiet_since = dir.last_data_t.max(dir.last_ack_t).map_or(Duration::ZERO, |q| t.since(q));
         let probe_possible =
             quiet_since >= self.cfg.timers.pto_floor(path.unwrap_or(Duration::ZERO), dir.outstanding.len() == 1);
+        // Small writes sent at once: a sub-MSS segment with nothing in flight sooner than the
+        // probe timer (TCP_RTO_MIN less a jiffy) after the connection's latest data.
+        let since_data = dir.last_data_t.max(dir.peer_last_data).map(|q| t.since(q));
+        if new_data
+            && seg.len < mss
+            && dir.outstanding.is_empty()
+            && since_data.is_some_and(|q| q + self.cfg.timers.jiffy < self.cfg.timers.rto_min)
+        {
+            dir.shown_uncorked = true;
+        }
         if new_data
             && mss_known
             && seg.len < mss
@@ -636,6 +656,7 @@ impl FlowAnalyzer {
                 dir.already_acked(seg.seq, seg.len)
             },
             answer: None,
+            acked_before_answer: None,
             quiet_since: dir.last_data_t.max(dir.last_ack_t).map(|q| t.since(q)),
             dupacks: dir.dupacks,
             sack_seen: dir.sack_in_dupacks,
@@ -664,8 +685,16 @@ impl FlowAnalyzer {
             kernel_cong: dir.kernel_cong,
             kernel_state: dir.kernel_state,
             icmp_frag: dir.icmp_frag,
-            one_direction: peer_packets == 0 && dir.ack_moved,
+            // None of the peer's packets, though it must have sent some: its ACK numbers
+            // moved in the held side's packets, the held side sent data after a SYN with no
+            // SYN-ACK captured, or more data segments than TCP sends without an ACK (RFC 9293
+            // 3.8.6.3: an ACK at least every second full segment).
+            one_direction: peer_packets == 0
+                && (dir.ack_moved
+                    || dir.sum.wire.data_segments >= 10
+                    || (self.hs.syn.is_some() && self.hs.syn_ack.is_none() && dir.sum.wire.data_segments > 0)),
             data_only: self.data_only(),
+            shown_uncorked: dir.shown_uncorked,
             ts_tick: self.ticks.tick(),
             capture_skipped,
         })

@@ -283,6 +283,18 @@ pub fn tally(ps: &mut PointScore, recs: &[&Verdict], labels: &[&Label], m: &Matc
             Some(c) => stall && v.cause == c,
             None => !stall,
         };
+        if !right && !stall && v.confidence >= 0.75 {
+            ps.mismatches.push(format!(
+                "{} {:?} ends {} {:?} {} {:.2}, not a stall: truth {}",
+                m.case,
+                v.held,
+                v.end_ns,
+                v.kind,
+                v.cause.as_str(),
+                v.confidence,
+                truth.map_or("-", |c| c.as_str())
+            ));
+        }
         let b = &mut ps.bands[band(v.confidence)];
         b.0 += 1;
         b.1 += u64::from(right);

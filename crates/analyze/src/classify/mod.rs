@@ -112,8 +112,11 @@ pub(crate) struct GapContext {
     /// The resent range had been acknowledged (cumulatively or by SACK) before the resend:
     /// how. The receiver had the bytes: the resend is spurious (RFC 3708 2).
     pub already_acked: Option<&'static str>,
-    /// The peer's first packet after the segment that ended the gap.
+    /// The peer's first packet after the segment that ended the gap, late enough to answer it.
     pub answer: Option<PeerAnswer>,
+    /// A packet of the peer's, too soon after a resend to answer it, acknowledged the resent
+    /// range: the first transmission had arrived.
+    pub acked_before_answer: Option<(Instant, Evidence)>,
     /// How long the held side had neither sent data nor received an ACK before this segment:
     /// what a loss-probe or retransmission timer measures from.
     pub quiet_since: Option<Duration>,
@@ -155,6 +158,10 @@ pub(crate) struct GapContext {
     pub one_direction: bool,
     /// The capture skipped this sender's data during the gap (see `Dir::unseen_at_gap_start`).
     pub capture_skipped: bool,
+    /// The held side sent a sub-MSS segment with nothing in flight sooner than the probe timer
+    /// after the connection's last packet: it does not hold its small writes (no forgotten
+    /// TCP_CORK, no MSG_MORE left pending).
+    pub shown_uncorked: bool,
     /// The capture holds data segments only (no SYN, no pure ACK): missing ACKs prove nothing.
     pub data_only: bool,
     /// The capture's timestamps come in this tick (10 ms or 1 ms), when coarse.

@@ -48,6 +48,10 @@ pub(super) fn capture_skipped(c: &GapContext, d: &Derived) -> Option<Verdict> {
 
 /// Rule family 4: the writer's own clock.
 pub(super) fn own_clock(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut Ev) -> Option<Verdict> {
+    // Without the peer's packets, whether the sends follow its ACKs cannot be seen.
+    if c.one_direction {
+        return None;
+    }
     let f = c.clock.filter(|f| f.paced())?;
     // A rhythm of a few timestamp ticks is the file's rounding, not the writer's clock.
     if c.ts_tick.is_some_and(|tick| f.period.0 < 5 * tick.0) {
@@ -112,6 +116,7 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut E
     }
     one_direction(c, d)
         .or_else(|| probe_pause(c, d))
+        .or_else(|| corked_after_a_pause(c, d))
         .or_else(|| nothing_held(c, d, ack, ev))
         .unwrap_or_else(|| in_flight(c, d, ack))
 }
@@ -186,6 +191,40 @@ fn probe_pause(c: &GapContext, d: &Derived) -> Option<Verdict> {
             ),
         ))
     }
+}
+
+/// Nothing in flight, a sub-MSS segment after a pause longer than the probe timer's band: a
+/// write after part of the pause, corked or sent with MSG_MORE and released by the probe
+/// timer 200 ms later (tcp(7) TCP_CORK; `tcp_check_probe_timer` arms it at the write,
+/// `tcp_probe0_base`), looks the same as a longer pause, unless the sender has shown it does
+/// not hold its small writes (a sub-MSS segment with nothing in flight sooner than the timer
+/// after the connection's last packet: `Dir::shown_uncorked`). Without the write times, not
+/// named: ambiguous, below 0.5.
+fn corked_after_a_pause(c: &GapContext, d: &Derived) -> Option<Verdict> {
+    let t = &c.timers;
+    let (lo, hi) = t.probe_band(d.path_rtt, c.rtt_from_handshake);
+    let pause = c.turnaround;
+    if c.written.is_some()
+        || c.shown_uncorked
+        || c.snap.out_count > 0
+        || !d.released_small
+        || pause <= hi
+        || pause > t.rto_max
+        || c.held_ttl.map(initial_ttl) == Some(128)
+    {
+        return None;
+    }
+    Some(Verdict::ambiguous(
+        Cause::Application,
+        &[Cause::ProbeTimer],
+        AMBIGUOUS + 0.1,
+        format!(
+            "{} bytes left {pause} after the last data with nothing in flight: {}'s application paused, or wrote \
+             them during the pause with TCP_CORK or MSG_MORE and the probe timer released them {lo}-{hi} later \
+             (tcp_probe0_base); {} never showed it sends small writes at once, so the capture cannot tell",
+            c.seg.len, d.h, d.h
+        ),
+    ))
 }
 
 /// Everything acknowledged during the gap, or nothing in flight: nothing held the data.

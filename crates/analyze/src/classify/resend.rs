@@ -123,6 +123,15 @@ fn not_lost(r: &Resent, ev: &mut Ev) -> Option<Verdict> {
     let (c, len, t) = (r.c, r.c.seg.len, &r.c.timers);
     let how = if let Some(how) = c.already_acked {
         Some(format!("{} had {how} them before the resend", r.d.p))
+    } else if let Some((t, f)) = c.acked_before_answer {
+        ev.add(t, f, format!("{} ACK of the range, sooner than the resend could reach it", r.d.p));
+        Some(format!(
+            "{}'s ACK of them came {} after the resend, sooner than the round trip to {} allows: it acknowledged \
+             the first transmission",
+            r.d.p,
+            t.since(c.end),
+            r.d.p
+        ))
     } else if let Some(a) = c.answer.filter(|a| a.dsack) {
         ev.add(a.t, a.frame, format!("{} D-SACK of the resent range", r.d.p));
         Some(format!("{}'s answer is a D-SACK of them (RFC 2883): it received them twice", r.d.p))

@@ -91,6 +91,15 @@ impl FlowAnalyzer {
         let mut notes = Vec::new();
         for d in [Endpoint::A, Endpoint::B] {
             let (own, peer) = (&self.dirs[d.index()], &self.dirs[d.peer().index()]);
+            if !own.ack_moved && peer.sum.wire.packets == 0 && own.sum.wire.data_segments >= 10 {
+                notes.push(format!(
+                    "the capture holds one direction only: {d:?} sent {} data segments, yet none of {:?}'s packets \
+                     (its ACKs) are in the capture; no wait of {d:?}'s can be shown (its gaps are listed as \
+                     ambiguous)",
+                    own.sum.wire.data_segments,
+                    d.peer()
+                ));
+            }
             if own.ack_moved && peer.sum.wire.packets == 0 {
                 notes.push(format!(
                     "the capture holds one direction only: {d:?}'s ACK numbers advance, so {:?} sent data, yet none of \
