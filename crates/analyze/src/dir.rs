@@ -140,6 +140,8 @@ pub(crate) struct Dir {
     pub(crate) last_syn: Option<(Instant, Evidence, u32)>,
     /// The SYN was sent more than once: its RTT sample is ambiguous (Karn, RFC 6298 3).
     pub(crate) syn_resent: bool,
+    /// The interval between this endpoint's latest two SYNs (RFC 6298 5.5: a timer doubles).
+    pub(crate) syn_interval: Option<Duration>,
     /// Last window field this endpoint advertised (raw, unscaled).
     pub(crate) adv_window: Option<u16>,
     pub(crate) tsvals: VecDeque<(u32, Instant)>,

@@ -253,10 +253,23 @@ impl FlowAnalyzer {
                     dir.syn_resent = true;
                     dir.sum.syn_retransmissions += 1;
                     let what = if seg.flags.ack() { "SYN-ACK" } else { "SYN" };
-                    let st = syn_stall(d, (t0, f0), (t, frame), what, &self.cfg.timers);
-                    self.stalls.push(st);
+                    let interval = t.since(t0);
+                    let prev_interval = dir.syn_interval.replace(interval);
+                    let peer = &self.dirs[d.peer().index()];
+                    // A SYN-ACK sent again right after the peer's SYN was sent again answers
+                    // it (Linux `tcp_check_req` retransmits the SYN-ACK for a duplicate SYN):
+                    // the wait is the SYN's, already counted.
+                    let answers = seg.flags.ack()
+                        && peer.last_syn.is_some_and(|(ts, _, _)| ts > t0 && t.since(ts) <= Duration::from_millis(50));
+                    let context =
+                        crate::classify::SynContext { prev_interval, peer_silent: peer.sum.wire.packets == 0 };
+                    if !answers {
+                        let st = syn_stall(d, (t0, f0), (t, frame), what, &self.cfg.timers, context);
+                        self.stalls.push(st);
+                    }
                 }
             }
+            let dir = &mut self.dirs[d.index()];
             dir.last_syn = Some((t, frame, seg.seq));
             dir.syn_wscale = Some(seg.wscale);
             self.dirs[d.peer().index()].peer_mss_opt = seg.mss;

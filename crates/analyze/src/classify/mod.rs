@@ -429,17 +429,68 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
     }
 }
 
+/// What else bears on a SYN sent again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SynContext {
+    /// The interval before the previous resend of the same SYN, if there was one.
+    pub prev_interval: Option<Duration>,
+    /// None of the peer's packets are in the capture.
+    pub peer_silent: bool,
+}
+
 /// A SYN (or SYN-ACK) sent again: the connection waited for the SYN retransmission timer
-/// (TCP_TIMEOUT_INIT 1 s, doubling: RFC 6298 5.7, Linux `tcp_retransmit_timer` on a SYN_SENT
-/// socket). The resent SYN is the signature.
+/// (TCP_TIMEOUT_INIT 1 s, doubling: RFC 6298 5.5 and 5.7, Linux `tcp_retransmit_timer` on a
+/// SYN_SENT socket, `inet_csk_reqsk_queue_drop_and_put`/`reqsk_timer_handler` for the
+/// SYN-ACK). The resent SYN is the signature. A resend that does not back off (an interval
+/// under 1.5 times the one before) is not that timer: a generator, or a SYN-ACK answering
+/// SYNs sent again that the capture does not hold; a SYN-ACK whose peer never appears in the
+/// capture cannot show whether anybody waited.
 pub(crate) fn syn_stall(
     from: Endpoint,
     prev: (Instant, Evidence),
     now: (Instant, Evidence),
     what: &str,
     timers: &Timers,
+    ctx: SynContext,
 ) -> Stall {
     let length = now.0.since(prev.0);
+    let no_backoff = ctx.prev_interval.is_some_and(|p| length.0 < p.0 + p.0 / 2);
+    if no_backoff || (ctx.peer_silent && what == "SYN-ACK") {
+        let why = if no_backoff {
+            format!(
+                "{} resent its {what} {length} after the previous one, which came {} after the one before: the \
+                 SYN timer doubles (RFC 6298 5.5), so this resend is not it: a generator, or answers to SYNs sent \
+                 again that the capture does not hold",
+                side(from),
+                ctx.prev_interval.unwrap_or(Duration::ZERO)
+            )
+        } else {
+            format!(
+                "{} resent its {what} {length} later, but none of {}'s packets are in the capture: the SYNs it \
+                 answers are not in it, so whether anybody waited cannot be seen",
+                side(from),
+                side(from.peer())
+            )
+        };
+        return Stall {
+            start: prev.0,
+            length,
+            waited: Endpoint::A,
+            held: from,
+            bytes_held: 0,
+            cause: Cause::Unknown,
+            confidence: confidence::AMBIGUOUS - 0.05,
+            evidence: vec![
+                EvidenceItem { t: prev.0, source: prev.1, what: format!("{} {what}", side(from)) },
+                EvidenceItem { t: now.0, source: now.1, what: format!("{} {what} resent", side(from)) },
+            ],
+            ack_delay: None,
+            detail: why,
+            kind: RecordKind::Ambiguous,
+            alternatives: vec![Cause::RetransmissionTimeout],
+            settle: None,
+        };
+    }
     let at_timer = length + timers.jiffy >= Duration(timers.syn_rto.0 / 2) && length <= timers.rto_max;
     Stall {
         start: prev.0,
@@ -457,7 +508,7 @@ pub(crate) fn syn_stall(
         detail: if at_timer {
             format!(
                 "{} resent its {what} {length} later with no answer: the connection waited for the SYN \
-                 retransmission timer (1 s, doubling; RFC 6298 5.7)",
+                 retransmission timer (1 s at first, RFC 6298 5.7; doubling, 5.5)",
                 side(from)
             )
         } else {

@@ -205,3 +205,74 @@ fn a_resend_in_a_one_direction_capture_is_not_a_confident_stall() {
     assert!(r.iter().all(|x| x.kind != RecordKind::Stall), "{r:#?}");
     assert!(r.iter().any(|x| x.detail.contains("packets only")), "{r:#?}");
 }
+
+/// RFC 6298 5.5 / 5.7: the SYN timer starts at 1 s and doubles. A SYN-ACK sent again right
+/// after the client's SYN was sent again answers it (Linux `tcp_check_req`): one connect
+/// stall, the client's, not two; resends at a constant interval are not the timer (a SYN-ACK
+/// reflection answering spoofed SYNs), and a SYN-ACK whose peer is not in the capture shows
+/// no wait (public captures: packetbeat http_minitwit, StopDDoS amp.TCP.syn).
+#[test]
+fn syn_resends_that_answer_or_do_not_back_off_are_not_the_timer() {
+    let mut s = Script::mid_connection();
+    s.raw(0, A, 999, 0, TcpFlags::SYN, 0, 65535, Some(1460));
+    s.raw(100_000, B, 4999, 1000, TcpFlags::SYN | TcpFlags::ACK, 0, 65535, Some(1460));
+    s.raw(1_000 * MS, A, 999, 0, TcpFlags::SYN, 0, 65535, Some(1460));
+    s.raw(1_000 * MS + 20_000, B, 4999, 1000, TcpFlags::SYN | TcpFlags::ACK, 0, 65535, Some(1460));
+    s.raw(1_000 * MS + 200_000, A, 1000, 5000, TcpFlags::ACK, 0, 512, None);
+    let st: Vec<_> = s.records().into_iter().filter(|x| x.kind == RecordKind::Stall).collect();
+    assert_eq!(st.len(), 1, "{st:#?}");
+    assert_eq!((st[0].held, st[0].cause), (A, Cause::RetransmissionTimeout));
+    // B's SYN-ACK every 2 s, A never in the capture.
+    let mut s = Script::mid_connection();
+    for k in 0..6u64 {
+        s.raw(k * 2_000 * MS, B, 4999, 1000, TcpFlags::SYN | TcpFlags::ACK, 0, 65535, Some(1460));
+    }
+    let r = s.records();
+    assert!(r.iter().all(|x| x.kind != RecordKind::Stall), "{r:#?}");
+    // A's SYN resent at a constant 0.5 s: not the timer after the first resend.
+    let mut s = Script::mid_connection();
+    for k in 0..5u64 {
+        s.raw(k * 500 * MS, A, 999, 0, TcpFlags::SYN, 0, 65535, Some(1460));
+    }
+    let r = s.records();
+    assert!(r.iter().skip(1).all(|x| x.kind != RecordKind::Stall && x.detail.contains("doubles")), "{r:#?}");
+}
+
+/// A client with TCP_CORK set and never cleared (tcp(7)): each request leaves ~200 ms after it
+/// was written, after a think time, so the gap is think + 200 ms, past the probe timer's band.
+/// Without the write times a longer pause looks the same: not `application` at a confident
+/// level. A client that shows it sends small writes at once keeps its confident gaps.
+#[test]
+fn a_long_pause_before_a_small_write_may_hide_a_forgotten_cork() {
+    let run = |think_ms: &[f64]| {
+        let mut s = Script::new();
+        let mut t = 1.0;
+        for &th in think_ms {
+            t += th;
+            s.data(t, A, 200).ack(t + 0.1, B, 512).data(t + 0.3, B, 60).ack(t + 0.4, A, 512);
+        }
+        s.records().into_iter().filter(|x| x.held == A).collect::<Vec<_>>()
+    };
+    let corked = run(&[260.0, 290.0, 240.0, 280.0, 250.0, 300.0]);
+    assert!(corked.iter().all(|x| x.confidence < 0.5 && x.alternatives.contains(&Cause::ProbeTimer)), "{corked:#?}");
+    let uncorked = run(&[100.0, 30.0, 260.0, 290.0, 240.0]);
+    let bad: Vec<_> = uncorked.iter().filter(|x| x.length.as_millis_f64() > 200.0 && x.confidence < 0.75).collect();
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// At the sender over a long path, the receiver's late ACK of the first transmission can come
+/// after the resend but sooner than the resend could have reached it: the first transmission
+/// had arrived, the resend was spurious (RFC 3708): not a wait.
+#[test]
+fn an_ack_too_soon_to_answer_the_resend_shows_it_spurious() {
+    let mut s = Script::with_rtt(80);
+    s.data(100.0, A, 40).ack(180.0, B, 512).data(181.0, A, 300);
+    // B's delayed ACK of the 300 bytes is late; A resends at ~2 x SRTT + 200 ms...
+    s.resend(481.0, A, 300);
+    // ...and the ACK of the first transmission arrives 20 ms later (< the 80 ms round trip).
+    s.ack(501.0, B, 512);
+    let r = s.records();
+    let last = r.iter().rev().find(|x| x.held == A).unwrap();
+    assert!(!last.shows_a_wait(), "{r:#?}");
+    assert!(last.detail.contains("first transmission"), "{}", last.detail);
+}
