@@ -365,6 +365,7 @@ impl ExplainSummary {
                 stats.ts_backwards_note(),
                 stats.icmp_note(),
                 stats.wlan_retries_note(),
+                stats.stepped_back_copies_note(),
             ]
             .into_iter()
             .flatten()

@@ -84,8 +84,31 @@ pub struct DecodeStats {
     /// twice over the air, not a TCP retransmission, so only the first copy is decoded (as the
     /// receiver's duplicate detection does, see [`MpduId`]).
     pub wlan_retries: u64,
+    /// Frames stamped earlier than the frame before them that are byte for byte a frame of the
+    /// last [`COPY_LOOKBACK`], with the same timestamp: one frame written twice (merged or
+    /// replayed capture files), not a second packet on the wire. Dropped, counted here.
+    pub stepped_back_copies: u64,
     /// Bytes of the file consumed.
     pub bytes: u64,
+}
+
+/// How many frames back a stepped-back frame is compared with (see
+/// [`DecodeStats::stepped_back_copies`]).
+pub const COPY_LOOKBACK: usize = 256;
+
+/// A hash of a frame's bytes (FxHash's multiply-rotate, 8 bytes at a time): enough to tell
+/// copies from different frames of the same length and time.
+fn frame_hash(data: &[u8]) -> u64 {
+    let mut h: u64 = data.len() as u64;
+    let mut chunks = data.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+        h = (h.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    for &b in chunks.remainder() {
+        h = (h.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    h
 }
 
 impl DecodeStats {
@@ -173,6 +196,20 @@ impl DecodeStats {
         })
     }
 
+    /// "4 frames were copies of earlier frames (same bytes, same timestamp) written again out
+    /// of time order: dropped", or None.
+    pub fn stepped_back_copies_note(&self) -> Option<String> {
+        (self.stepped_back_copies > 0).then(|| {
+            format!(
+                "{} frame{} stamped earlier than the frame before {} byte for byte an earlier frame with the same \
+                 timestamp (a frame written twice, as merged capture files do): dropped, not a retransmission",
+                self.stepped_back_copies,
+                if self.stepped_back_copies == 1 { "" } else { "s" },
+                if self.stepped_back_copies == 1 { "it was" } else { "them were" }
+            )
+        })
+    }
+
     /// "timestamps went back 3 times (largest step 1.250 s); those frames were given the time of
     /// the frame before them", or None.
     pub fn ts_backwards_note(&self) -> Option<String> {
@@ -218,6 +255,8 @@ pub struct Decoder<R: Read> {
     last_ts: Option<u64>,
     /// The last IEEE 802.11 data frames' identities, for MAC-layer retransmissions.
     wlan_recent: std::collections::VecDeque<MpduId>,
+    /// (timestamp, length, hash of the bytes) of the last [`COPY_LOOKBACK`] frames.
+    recent_frames: std::collections::VecDeque<(u64, u32, u64)>,
     /// Fragmented IP datagrams being reassembled.
     defrag: Defrag,
 }
@@ -243,6 +282,7 @@ impl<R: Read> Decoder<R> {
             interfaces_seen: 0,
             last_ts: None,
             wlan_recent: std::collections::VecDeque::new(),
+            recent_frames: std::collections::VecDeque::with_capacity(COPY_LOOKBACK),
             defrag: Defrag::default(),
         })
     }
@@ -265,6 +305,19 @@ impl<R: Read> Decoder<R> {
             // A frame stamped earlier than the one before it (clock steps, several capture
             // queues merged out of order): counted, and given the previous frame's time so the
             // analyser's clock never runs backwards. File order is kept.
+            // A frame written twice: a stepped-back frame identical to a recent one, with the
+            // same timestamp, is that frame again (a second packet on the wire would carry its
+            // own time and, for IPv4, its own ID).
+            let h = frame_hash(p.data);
+            let stepped_back = self.last_ts.is_some_and(|last| p.ts_ns < last);
+            if stepped_back && self.recent_frames.contains(&(p.ts_ns, p.orig_len, h)) {
+                self.stats.stepped_back_copies += 1;
+                continue;
+            }
+            if self.recent_frames.len() == COPY_LOOKBACK {
+                self.recent_frames.pop_front();
+            }
+            self.recent_frames.push_back((p.ts_ns, p.orig_len, h));
             let ts_ns = match self.last_ts {
                 Some(last) if p.ts_ns < last => {
                     self.stats.ts_backwards += 1;

@@ -2,6 +2,8 @@
 //! (RFC 791 3.2 / RFC 6864 4.1 IPv4 ID), and forgetting ended flows (bounded memory).
 //! Every capture is built with `wire::synth` (etherparse frames in a classic pcap).
 
+mod support;
+
 use tcpstall_wire::synth::{self, Pkt as P};
 use tcpstall_wire::{Decoder, EndReason, FlowEvent, FlowFilter, FlowId, FlowLimits};
 use trace::EventKind;
@@ -251,4 +253,38 @@ fn gzip_compressed_captures_read_as_they_are() {
     }
     let mut d = Decoder::new(tcpstall_wire::decompressed(&plain[..]).unwrap(), FlowFilter::default()).unwrap();
     assert!(d.next_event().unwrap().is_some());
+}
+
+/// A frame written twice into a file (merged or replayed capture files: packetbeat's
+/// wsgi_drum.pcap holds 687 such copies): a stepped-back frame identical byte for byte to a
+/// recent one, with the same timestamp, is that frame again, dropped and counted; a stepped-
+/// back frame with other bytes (a real packet stamped out of order) is kept.
+#[test]
+fn a_frame_written_twice_out_of_time_order_is_dropped_and_counted() {
+    use support::eth_tcp4;
+    use tcpstall_wire::write::{Interface, PcapNgWriter};
+    let iface = Interface {
+        name: "eth0".into(),
+        description: String::new(),
+        linktype: tcpstall_wire::linktype::ETHERNET,
+        snaplen: 0,
+    };
+    let a = eth_tcp4(false, 1, 1, false, b"hello", &[]);
+    let b = eth_tcp4(true, 1, 6, false, b"", &[]);
+    let c = eth_tcp4(false, 6, 1, false, b"again", &[]);
+    let mut w = PcapNgWriter::new(Vec::new(), &[iface]).unwrap();
+    for (t_ms, f) in [(10u64, &a), (20, &b), (30, &c), (10, &a), (25, &c)] {
+        w.packet(0, t_ms * 1_000_000, f, f.len() as u32).unwrap();
+    }
+    let file = w.into_inner();
+    let mut dec = tcpstall_wire::Decoder::new(&file[..], tcpstall_wire::FlowFilter::default()).unwrap();
+    let mut n = 0;
+    while dec.next_event().unwrap().is_some() {
+        n += 1;
+    }
+    let stats = dec.stats();
+    assert_eq!(stats.stepped_back_copies, 1, "{stats:?}");
+    assert_eq!(stats.ts_backwards, 1, "the changed copy is kept, stamped back: {stats:?}");
+    assert!(stats.stepped_back_copies_note().unwrap().contains("written twice"));
+    assert!(n >= 3, "{n} events");
 }
