@@ -18,6 +18,7 @@ fn seg(seq: u32, ack: u32, flags: u8, len: u32) -> Segment {
         mss: None,
         ts: Some((1, 1)),
         sack_blocks: 0,
+        sack: [(0, 0); 4],
         wire_len: 66 + len,
         ttl: Some(64),
     }
