@@ -455,21 +455,14 @@ pub(crate) fn syn_stall(
 ) -> Stall {
     let length = now.0.since(prev.0);
     let no_backoff = ctx.prev_interval.is_some_and(|p| length.0 < p.0 + p.0 / 2);
-    if no_backoff || (ctx.peer_silent && what == "SYN-ACK") {
-        let why = if no_backoff {
+    if no_backoff {
+        let why = {
             format!(
                 "{} resent its {what} {length} after the previous one, which came {} after the one before: the \
                  SYN timer doubles (RFC 6298 5.5), so this resend is not it: a generator, or answers to SYNs sent \
                  again that the capture does not hold",
                 side(from),
                 ctx.prev_interval.unwrap_or(Duration::ZERO)
-            )
-        } else {
-            format!(
-                "{} resent its {what} {length} later, but none of {}'s packets are in the capture: the SYNs it \
-                 answers are not in it, so whether anybody waited cannot be seen",
-                side(from),
-                side(from.peer())
             )
         };
         return Stall {
@@ -492,6 +485,9 @@ pub(crate) fn syn_stall(
         };
     }
     let at_timer = length + timers.jiffy >= Duration(timers.syn_rto.0 / 2) && length <= timers.rto_max;
+    // A SYN-ACK whose peer never appears in the capture answers SYNs the capture does not
+    // hold (a one-direction capture, or spoofed SYNs): the timer shows, the wait less surely.
+    let unseen_peer = ctx.peer_silent && what == "SYN-ACK";
     Stall {
         start: prev.0,
         length,
@@ -499,7 +495,11 @@ pub(crate) fn syn_stall(
         held: from,
         bytes_held: 0,
         cause: if at_timer { Cause::RetransmissionTimeout } else { Cause::Unknown },
-        confidence: if at_timer { confidence::SIGNATURE } else { confidence::NO_SIGNATURE },
+        confidence: match (at_timer, unseen_peer) {
+            (true, false) => confidence::SIGNATURE,
+            (true, true) => confidence::SIGNATURE_PARTIAL,
+            _ => confidence::NO_SIGNATURE,
+        },
         evidence: vec![
             EvidenceItem { t: prev.0, source: prev.1, what: format!("{} {what}", side(from)) },
             EvidenceItem { t: now.0, source: now.1, what: format!("{} {what} resent", side(from)) },
@@ -508,8 +508,17 @@ pub(crate) fn syn_stall(
         detail: if at_timer {
             format!(
                 "{} resent its {what} {length} later with no answer: the connection waited for the SYN \
-                 retransmission timer (1 s at first, RFC 6298 5.7; doubling, 5.5)",
-                side(from)
+                 retransmission timer (1 s at first, RFC 6298 5.7; doubling, 5.5){}",
+                side(from),
+                if unseen_peer {
+                    format!(
+                        " [none of {}'s packets are in the capture: the SYN this answers is not in it, so whether \
+                         a client waited (or the SYN was spoofed) cannot be seen]",
+                        side(from.peer())
+                    )
+                } else {
+                    String::new()
+                }
             )
         } else {
             format!("{} resent its {what} {length} later, not at a SYN retransmission timer's interval", side(from))
