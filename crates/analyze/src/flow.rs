@@ -176,7 +176,7 @@ impl FlowAnalyzer {
             // A resend, or data sent with data unacknowledged and no ACK, waits (at most
             // EIFEL_WAIT) for the peer's first answer, which tells whether it was spurious
             // (Eifel, D-SACK) or a loss probe (a SACK above a hole).
-            let awaiting_ack = p.awaits_answer() && t.since(p.end) <= EIFEL_WAIT;
+            let awaiting_ack = p.awaits_answer(t) && t.since(p.end) <= EIFEL_WAIT;
             if (t.since(p.end) > REORDER_WINDOW && !awaiting_ack) || seg.len > 0 {
                 self.flush_pending();
             }
@@ -291,11 +291,22 @@ impl FlowAnalyzer {
     /// the segment that ended the gap (RFC 2018, RFC 2883 4).
     fn note_answer(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence) {
         let Some(p) = self.pending.as_mut() else { return };
-        if p.held.peer() != d || !seg.flags.ack() || p.answer.is_some() || seg.flags.syn() {
+        if p.held.peer() != d || !seg.flags.ack() || seg.flags.syn() {
             return;
         }
         let blocks = &seg.sack[..usize::from(seg.sack_blocks.min(4))];
         let first = p.seg.seq;
+        let dsack = crate::dir::is_dsack(blocks, seg.ack) && blocks.first().is_some_and(|&b| in_block(b, first));
+        if let Some(a) = p.answer.as_mut() {
+            // A D-SACK of a resend can come after the first answer (the ACK of the first
+            // transmission first, or a delayed ACK): still looked for (see `awaits_answer`).
+            if dsack && !a.dsack {
+                a.dsack = true;
+                a.t = t;
+                a.frame = frame;
+            }
+            return;
+        }
         // A packet sooner after the segment than the round trip from the capture point to the
         // peer (less an eighth) cannot answer it: it answers what came before. If it covers
         // a resent range, the first transmission had arrived (the resend was spurious).
@@ -309,7 +320,7 @@ impl FlowAnalyzer {
         p.answer = Some(crate::classify::PeerAnswer {
             t,
             frame,
-            dsack: crate::dir::is_dsack(blocks, seg.ack) && blocks.first().is_some_and(|&b| in_block(b, first)),
+            dsack,
             sacked_above_hole: seq_lt(seg.ack, first) && blocks.iter().any(|&b| in_block(b, first)),
         });
     }
@@ -833,7 +844,7 @@ impl FlowAnalyzer {
     /// trace's clock. For a live watcher whose flow went quiet after a stall.
     pub fn settle(&mut self, now: Instant) {
         if let Some(p) = &self.pending {
-            let awaiting_ack = p.awaits_answer() && now.since(p.end) <= EIFEL_WAIT;
+            let awaiting_ack = p.awaits_answer(now) && now.since(p.end) <= EIFEL_WAIT;
             if now.since(p.end) > REORDER_WINDOW && !awaiting_ack {
                 self.flush_pending();
             }

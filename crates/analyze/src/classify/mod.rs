@@ -184,10 +184,20 @@ pub(crate) struct PeerAnswer {
 impl GapContext {
     /// The classification waits for the peer's first answer: a resend (spurious or not), or
     /// data sent with data unacknowledged and no ACK during the gap (a loss probe or not).
-    pub(crate) fn awaits_answer(&self) -> bool {
+    /// A resend's D-SACK is still looked for until two round trips and 50 ms after it (the
+    /// receiver D-SACKs a duplicate at once, RFC 2883 4, Linux `tcp_dsack_set`; its ACK of the
+    /// first transmission may come first).
+    pub(crate) fn awaits_answer(&self, now: Instant) -> bool {
         let eifel = self.eifel.is_some() && self.spurious.is_none();
         let probe = self.resend != Resend::No || (self.snap.out_count > 0 && self.ack.is_none());
-        self.answer.is_none() && (eifel || probe)
+        let rtt = self.path_rtt.unwrap_or(Duration::ZERO);
+        let dsack_window = Duration(2 * rtt.0) + Duration::from_millis(50);
+        let dsack_pending = self.resend != Resend::No
+            && self.answer.is_some_and(|a| !a.dsack)
+            && self.already_acked.is_none()
+            && self.acked_before_answer.is_none()
+            && now.since(self.end) <= dsack_window;
+        (self.answer.is_none() && (eifel || probe)) || dsack_pending
     }
 }
 

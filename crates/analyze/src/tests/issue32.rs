@@ -277,3 +277,20 @@ fn an_ack_too_soon_to_answer_the_resend_shows_it_spurious() {
     assert!(!last.shows_a_wait(), "{r:#?}");
     assert!(last.detail.contains("first transmission"), "{}", last.detail);
 }
+
+/// RFC 2883 4: the receiver D-SACKs a duplicate at once, but its ACK of the first
+/// transmission (a delayed ACK) can reach the sender first: a D-SACK in a later answer still
+/// shows the resend spurious.
+#[test]
+fn a_dsack_after_the_first_answer_still_shows_a_resend_spurious() {
+    let mut s = Script::with_rtt(20);
+    s.data(50.0, A, 40).ack(70.0, B, 512).data(71.0, A, 300);
+    let (lo, hi) = (s.seq[0] - 300, s.seq[0]);
+    s.resend(300.0, A, 300);
+    s.ack(321.0, B, 512);
+    s.ack(322.0, B, 512);
+    set_sack(&mut s, &[(lo, hi)]);
+    let r = s.records();
+    let last = r.iter().rev().find(|x| x.held == A).unwrap();
+    assert!(!last.shows_a_wait() && last.detail.contains("D-SACK"), "{r:#?}");
+}
