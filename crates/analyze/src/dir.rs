@@ -142,6 +142,8 @@ pub(crate) struct Dir {
     pub(crate) syn_resent: bool,
     /// The interval between this endpoint's latest two SYNs (RFC 6298 5.5: a timer doubles).
     pub(crate) syn_interval: Option<Duration>,
+    /// How many SYN resends in a row did not back off.
+    pub(crate) syn_flat: u32,
     /// Last window field this endpoint advertised (raw, unscaled).
     pub(crate) adv_window: Option<u16>,
     pub(crate) tsvals: VecDeque<(u32, Instant)>,

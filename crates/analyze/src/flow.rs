@@ -255,14 +255,28 @@ impl FlowAnalyzer {
                     let what = if seg.flags.ack() { "SYN-ACK" } else { "SYN" };
                     let interval = t.since(t0);
                     let prev_interval = dir.syn_interval.replace(interval);
+                    // Resends in a row that did not back off (FreeBSD's SYN table starts with
+                    // five equal steps: tcp_syn_backoff in netinet/tcp_timer.c).
+                    let flat = prev_interval.is_some_and(|p| interval.0 < p.0 + p.0 / 2);
+                    dir.syn_flat = if flat { dir.syn_flat + 1 } else { 0 };
+                    let flat_run = dir.syn_flat;
                     let peer = &self.dirs[d.peer().index()];
                     // A SYN-ACK sent again right after the peer's SYN was sent again answers
                     // it (Linux `tcp_check_req` retransmits the SYN-ACK for a duplicate SYN):
                     // the wait is the SYN's, already counted.
                     let answers = seg.flags.ack()
                         && peer.last_syn.is_some_and(|(ts, _, _)| ts > t0 && t.since(ts) <= Duration::from_millis(50));
-                    let context =
-                        crate::classify::SynContext { prev_interval, peer_silent: peer.sum.wire.packets == 0 };
+                    let answered = if seg.flags.ack() {
+                        self.hs.ack.is_some_and(|a| a > t0)
+                    } else {
+                        self.hs.syn_ack.is_some_and(|a| a > t0)
+                    };
+                    let context = crate::classify::SynContext {
+                        prev_interval,
+                        flat_run,
+                        peer_silent: peer.sum.wire.packets == 0,
+                        answered,
+                    };
                     if !answers {
                         let st = syn_stall(d, (t0, f0), (t, frame), what, &self.cfg.timers, context);
                         self.stalls.push(st);

@@ -439,13 +439,28 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
     }
 }
 
+fn ordinal(n: u32) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (1, x) if x != 11 => "st",
+        (2, x) if x != 12 => "nd",
+        (3, x) if x != 13 => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
 /// What else bears on a SYN sent again.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SynContext {
     /// The interval before the previous resend of the same SYN, if there was one.
     pub prev_interval: Option<Duration>,
+    /// Resends in a row, this one included, that did not back off.
+    pub flat_run: u32,
     /// None of the peer's packets are in the capture.
     pub peer_silent: bool,
+    /// The peer answered (a SYN-ACK for a SYN, the handshake's ACK for a SYN-ACK) between the
+    /// previous transmission and this resend.
+    pub answered: bool,
 }
 
 /// A SYN (or SYN-ACK) sent again: the connection waited for the SYN retransmission timer
@@ -464,15 +479,20 @@ pub(crate) fn syn_stall(
     ctx: SynContext,
 ) -> Stall {
     let length = now.0.since(prev.0);
-    let no_backoff = ctx.prev_interval.is_some_and(|p| length.0 < p.0 + p.0 / 2);
+    // More resends in a row without backing off than any stack's SYN timer makes (FreeBSD's
+    // table, `tcp_syn_backoff`, has five equal steps before it doubles; Linux doubles at once,
+    // `tcp_retransmit_timer`): not the timer.
+    let no_backoff = ctx.flat_run > 5;
     if no_backoff {
         let why = {
             format!(
-                "{} resent its {what} {length} after the previous one, which came {} after the one before: the \
-                 SYN timer doubles (RFC 6298 5.5), so this resend is not it: a generator, or answers to SYNs sent \
-                 again that the capture does not hold",
+                "{} resent its {what} {length} after the previous one, which came {} after the one before, the \
+                 {} resend in a row that did not back off: a SYN timer doubles (RFC 6298 5.5; FreeBSD after five \
+                 equal steps), so this resend is not it: a generator, or answers to SYNs sent again that the \
+                 capture does not hold",
                 side(from),
-                ctx.prev_interval.unwrap_or(Duration::ZERO)
+                ctx.prev_interval.unwrap_or(Duration::ZERO),
+                ordinal(ctx.flat_run)
             )
         };
         return Stall {
@@ -495,6 +515,16 @@ pub(crate) fn syn_stall(
         };
     }
     let at_timer = length + timers.jiffy >= Duration(timers.syn_rto.0 / 2) && length <= timers.rto_max;
+    // The first resend at TCP_TIMEOUT_INIT (1 s, RFC 6298 5.7) or the older 3 s (RFC 1122
+    // 4.2.3.1), or a later one that doubled: the timer's own interval. Otherwise a timer of
+    // another stack or a scanner's: named, at a lower confidence.
+    let own_interval = match ctx.prev_interval {
+        None => {
+            let near = |s: u64| length.0.abs_diff(s * 1_000_000_000) <= 2 * timers.jiffy.0;
+            near(1) || near(3)
+        }
+        Some(p) => length.0 >= p.0 + p.0 / 2,
+    };
     // A SYN-ACK whose peer never appears in the capture answers SYNs the capture does not
     // hold (a one-direction capture, or spoofed SYNs): the timer shows, the wait less surely.
     let unseen_peer = ctx.peer_silent && what == "SYN-ACK";
@@ -505,7 +535,7 @@ pub(crate) fn syn_stall(
         held: from,
         bytes_held: 0,
         cause: if at_timer { Cause::RetransmissionTimeout } else { Cause::Unknown },
-        confidence: match (at_timer, unseen_peer) {
+        confidence: match (at_timer, unseen_peer || !own_interval || ctx.answered) {
             (true, false) => confidence::SIGNATURE,
             (true, true) => confidence::SIGNATURE_PARTIAL,
             _ => confidence::NO_SIGNATURE,
@@ -517,10 +547,23 @@ pub(crate) fn syn_stall(
         ack_delay: None,
         detail: if at_timer {
             format!(
-                "{} resent its {what} {length} later with no answer: the connection waited for the SYN \
-                 retransmission timer (1 s at first, RFC 6298 5.7; doubling, 5.5){}",
+                "{} resent its {what} {length} later{}: the connection waited for the SYN retransmission timer \
+                 (1 s at first, RFC 6298 5.7; doubling, 5.5){}{}",
                 side(from),
-                if unseen_peer {
+                if ctx.answered { "" } else { " with no answer" },
+                if own_interval {
+                    String::new()
+                } else {
+                    " [not at Linux's 1 s first interval nor a doubling: another stack's timer, or a scanner's]"
+                        .to_string()
+                },
+                if ctx.answered {
+                    format!(
+                        " [{} had answered the first one before this resend (its SYN-ACK is in the capture): the \
+                         answer was late or lost on its way, which the capture cannot tell apart]",
+                        side(from.peer())
+                    )
+                } else if unseen_peer {
                     format!(
                         " [none of {}'s packets are in the capture: the SYN this answers is not in it, so whether \
                          a client waited (or the SYN was spoofed) cannot be seen]",
