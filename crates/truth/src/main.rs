@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use tcpstall_truth::{corpus, peer, score, shape};
+use tcpstall_truth::{baseline, corpus, peer, score, shape};
 
 #[derive(Parser)]
 #[command(name = "tcpstall-truth", about = "Labelled ground truth for tcpstall's classifier, and its scorecard")]
@@ -79,11 +79,11 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 print!("\nmismatches:\n{}", score::mismatches(&sc));
             }
             if write_baseline {
-                let mut b = score::Baseline::of(&sc);
+                let mut b = baseline::Baseline::of(&sc);
                 if keep_lower {
                     let text = std::fs::read_to_string(baseline_path())
                         .map_err(|e| anyhow::anyhow!("{}: {e}", baseline_path().display()))?;
-                    let old: score::Baseline = serde_json::from_str(&text)
+                    let old: baseline::Baseline = serde_json::from_str(&text)
                         .map_err(|e| anyhow::anyhow!("{}: {e}", baseline_path().display()))?;
                     b = old.lower(&b);
                 }
@@ -93,7 +93,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             if check {
                 let text = std::fs::read_to_string(baseline_path())
                     .map_err(|e| anyhow::anyhow!("{}: {e}", baseline_path().display()))?;
-                let b: score::Baseline = serde_json::from_str(&text)?;
+                let b: baseline::Baseline = serde_json::from_str(&text)?;
                 let bad = b.regressions(&sc, 0.02, 5);
                 for r in &bad {
                     eprintln!("regression: {r}");
