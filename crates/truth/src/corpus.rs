@@ -151,7 +151,8 @@ fn time_limit(case: &Case) -> Duration {
 // long: one case from start to end: path, captures, programs, kernel records, labels, views.
 fn run_case(case: &Case, dir: &Path, i: usize, rec: &Recorder, exe: &Path) -> anyhow::Result<Counts> {
     std::fs::create_dir_all(dir)?;
-    let port = 20_000 + i as u16;
+    // Ports differ between runs too: the eBPF filter is by port, in every namespace.
+    let port = 20_000 + (std::process::id() % 100) as u16 * 300 + i as u16;
     let net = Net::open(case.rtt_ms, &case.loss, case.seed, &format!("{}", i % 100))?;
     let (client, server) = (crate::net::CLIENT_IP, net.server_ip());
     let mut caps = Vec::new();
