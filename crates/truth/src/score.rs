@@ -328,6 +328,15 @@ pub fn tally(ps: &mut PointScore, recs: &[&Verdict], labels: &[&Label], m: &Matc
         if let (true, Some(c)) = (f, l.cause) {
             ps.causes.entry(c.as_str().into()).or_default().found += 1;
         }
+        if let (false, Kind::Wait, Some(c)) = (f, l.kind, l.cause) {
+            let said = recs
+                .iter()
+                .find(|v| m.find(v, labels).is_some_and(|x| std::ptr::eq(x, *l)))
+                .map_or("no record".to_string(), |v| {
+                    format!("{} {} {:.2}", v.kind.as_str(), v.cause.as_str(), v.confidence)
+                });
+            ps.mismatches.push(format!("{} {:?} missed {} at {}: classifier said {said}", m.case, l.held, c.as_str(), l.left_at));
+        }
     }
 }
 
