@@ -335,7 +335,13 @@ pub fn tally(ps: &mut PointScore, recs: &[&Verdict], labels: &[&Label], m: &Matc
                 .map_or("no record".to_string(), |v| {
                     format!("{} {} {:.2}", v.kind.as_str(), v.cause.as_str(), v.confidence)
                 });
-            ps.mismatches.push(format!("{} {:?} missed {} at {}: classifier said {said}", m.case, l.held, c.as_str(), l.left_at));
+            ps.mismatches.push(format!(
+                "{} {:?} missed {} at {}: classifier said {said}",
+                m.case,
+                l.held,
+                c.as_str(),
+                l.left_at
+            ));
         }
     }
 }
