@@ -19,7 +19,8 @@ enum Cmd {
     Corpus {
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        #[arg(long)]
+        /// Where the corpus goes (never committed: captures are large and machine-specific).
+        #[arg(long, default_value = "target/truth-corpus")]
         out: PathBuf,
         #[arg(long, value_enum, default_value = "full")]
         size: shape::Size,
