@@ -48,6 +48,8 @@ enum Cmd {
         #[arg(long)]
         mismatches: bool,
     },
+    /// Label a corpus again from its files (after a change of the labeler), without running it.
+    Relabel { dir: PathBuf },
     /// The workload program (run by `corpus` inside a namespace).
     Peer {
         #[arg(long, value_parser = ["client", "server"])]
@@ -101,6 +103,11 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 }
                 return Ok(i32::from(!bad.is_empty()));
             }
+            Ok(0)
+        }
+        Cmd::Relabel { dir } => {
+            let (cases, waits) = corpus::relabel(&dir)?;
+            eprintln!("relabelled {cases} cases: {waits} waits");
             Ok(0)
         }
         Cmd::Peer { role, addr, case, log } => {
