@@ -151,7 +151,8 @@ fn time_limit(case: &Case) -> Duration {
 // long: one case from start to end: path, captures, programs, kernel records, labels, views.
 fn run_case(case: &Case, dir: &Path, i: usize, rec: &Recorder, exe: &Path) -> anyhow::Result<Counts> {
     std::fs::create_dir_all(dir)?;
-    let port = 20_000 + i as u16;
+    // Ports differ between runs too: the eBPF filter is by port, in every namespace.
+    let port = 20_000 + (std::process::id() % 100) as u16 * 300 + i as u16;
     let net = Net::open(case.rtt_ms, &case.loss, case.seed, &format!("{}", i % 100))?;
     let (client, server) = (crate::net::CLIENT_IP, net.server_ip());
     let mut caps = Vec::new();
@@ -191,21 +192,10 @@ fn run_case(case: &Case, dir: &Path, i: usize, rec: &Recorder, exe: &Path) -> an
     net.stop_programs();
     let kernel = rec.take();
     write_jsonl(&dir.join("kernel.jsonl"), &kernel)?;
-    let conn = |side: Side| -> anyhow::Result<Conn> {
-        let conns = packets::read(&dir.join(capture_name(side, None)))?;
-        packets::the_conn(conns, port).with_context(|| format!("no connection to port {port} in the {side:?} capture"))
-    };
-    let (a, b) = (conn(Side::Client)?, conn(Side::Server)?);
+    let a = conn(dir, Side::Client, port)?;
     meta.rtt_ns = handshake_rtt(&a).unwrap_or(0).max(u64::from(case.rtt_ms) * 1_000_000);
     std::fs::write(&case_file, serde_json::to_string_pretty(&meta)?)?;
-    let mut log: Vec<LogLine> = Vec::new();
-    for l in &logs {
-        if l.exists() {
-            log.extend(read_jsonl::<LogLine>(l)?);
-        }
-    }
-    let labels = labels_of(&a, &b, &log, &kernel, meta.rtt_ns);
-    write_jsonl(&dir.join("truth.jsonl"), &labels)?;
+    let labels = relabel_case(dir)?;
     for side in [Side::Client, Side::Server] {
         let own = if side == Side::Client { client } else { server };
         for v in View::ALL {
@@ -248,6 +238,46 @@ fn run_peers(
     server.wait(Duration::from_secs(10), "the server peer")?;
     std::io::stderr().flush().ok();
     Ok(())
+}
+
+fn conn(dir: &Path, side: Side, port: u16) -> anyhow::Result<Conn> {
+    let conns = packets::read(&dir.join(capture_name(side, None)))?;
+    packets::the_conn(conns, port).with_context(|| format!("no connection to port {port} in the {side:?} capture"))
+}
+
+/// Labels a case from its files (case.json, both captures, the logs, kernel.jsonl) and writes
+/// truth.jsonl: the labeler is pure, so a corpus can be labelled again without running it.
+pub fn relabel_case(dir: &Path) -> anyhow::Result<Vec<Label>> {
+    let text = std::fs::read_to_string(dir.join("case.json")).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
+    let meta: CaseMeta =
+        serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}/case.json: {e}", dir.display()))?;
+    let (a, b) = (conn(dir, Side::Client, meta.port)?, conn(dir, Side::Server, meta.port)?);
+    let mut log: Vec<LogLine> = Vec::new();
+    for name in ["client.log.jsonl", "server.log.jsonl"] {
+        if dir.join(name).exists() {
+            log.extend(read_jsonl::<LogLine>(&dir.join(name))?);
+        }
+    }
+    let kernel: Vec<KernelRec> =
+        if dir.join("kernel.jsonl").exists() { read_jsonl(&dir.join("kernel.jsonl"))? } else { Vec::new() };
+    let labels = labels_of(&a, &b, &log, &kernel, meta.rtt_ns);
+    write_jsonl(&dir.join("truth.jsonl"), &labels)?;
+    Ok(labels)
+}
+
+/// Labels every case under `dir` again; returns (cases, waits).
+pub fn relabel(dir: &Path) -> anyhow::Result<(usize, usize)> {
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("case.json").exists())
+        .collect();
+    cases.sort();
+    let mut waits = 0;
+    for c in &cases {
+        waits += relabel_case(c)?.iter().filter(|l| l.kind == label::Kind::Wait).count();
+    }
+    Ok((cases.len(), waits))
 }
 
 /// SYN -> SYN-ACK at the client: the path's round trip (RFC 6298 3: only from a SYN sent once).

@@ -317,10 +317,18 @@ impl Ctx<'_> {
     }
 
     fn why_held(&self, ws: &[&Write], w_first: u64, t: u64, s: u64, e: u64) -> (Cause, String) {
-        let (una_w, edge_w) = self.peer.at(w_first).unwrap_or((0, u64::MAX));
-        // RFC 9293 3.8.6.2.1 / tcp_snd_wnd_test: the bytes did not fit the peer's window.
-        if edge_w < e {
-            return (Cause::RwndLimited, format!("peer window ended at {edge_w}, the bytes at {e}"));
+        let (una_w, _) = self.peer.at(w_first).unwrap_or((0, u64::MAX));
+        // RFC 9293 3.8.6.2.1 / tcp_snd_wnd_test: the bytes did not fit the peer's window as the
+        // sender knew it just before the last segment from the peer preceding their departure
+        // (the window update that released them, if one did).
+        let i = self.peer.t.partition_point(|&x| x <= t);
+        let before = match i.checked_sub(1).map(|j| self.peer.t[j]) {
+            Some(last) if last > w_first => last - 1,
+            _ => w_first,
+        };
+        let (_, edge) = self.peer.at(before).unwrap_or((0, u64::MAX));
+        if edge < e {
+            return (Cause::RwndLimited, format!("peer window ended at {edge}, the bytes at {e}"));
         }
         let flight = self.sent.iter().filter(|&&(ts, _, b)| ts <= w_first && b > una_w).count() as u32;
         // tcp_cwnd_test: packets in flight >= snd_cwnd (tcp:tcp_probe's report before the write).

@@ -12,6 +12,7 @@
 //! - [`verdicts`]: the classifier through its public API; [`score`]: the scorecard.
 
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
+pub mod baseline;
 pub mod capture;
 pub mod corpus;
 pub mod kernel;

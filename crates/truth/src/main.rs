@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use tcpstall_truth::{corpus, peer, score, shape};
+use tcpstall_truth::{baseline, corpus, peer, score, shape};
 
 #[derive(Parser)]
 #[command(name = "tcpstall-truth", about = "Labelled ground truth for tcpstall's classifier, and its scorecard")]
@@ -19,7 +19,8 @@ enum Cmd {
     Corpus {
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        #[arg(long)]
+        /// Where the corpus goes (never committed: captures are large and machine-specific).
+        #[arg(long, default_value = "target/truth-corpus")]
         out: PathBuf,
         #[arg(long, value_enum, default_value = "full")]
         size: shape::Size,
@@ -47,6 +48,8 @@ enum Cmd {
         #[arg(long)]
         mismatches: bool,
     },
+    /// Label a corpus again from its files (after a change of the labeler), without running it.
+    Relabel { dir: PathBuf },
     /// The workload program (run by `corpus` inside a namespace).
     Peer {
         #[arg(long, value_parser = ["client", "server"])]
@@ -79,11 +82,11 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 print!("\nmismatches:\n{}", score::mismatches(&sc));
             }
             if write_baseline {
-                let mut b = score::Baseline::of(&sc);
+                let mut b = baseline::Baseline::of(&sc);
                 if keep_lower {
                     let text = std::fs::read_to_string(baseline_path())
                         .map_err(|e| anyhow::anyhow!("{}: {e}", baseline_path().display()))?;
-                    let old: score::Baseline = serde_json::from_str(&text)
+                    let old: baseline::Baseline = serde_json::from_str(&text)
                         .map_err(|e| anyhow::anyhow!("{}: {e}", baseline_path().display()))?;
                     b = old.lower(&b);
                 }
@@ -93,13 +96,18 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             if check {
                 let text = std::fs::read_to_string(baseline_path())
                     .map_err(|e| anyhow::anyhow!("{}: {e}", baseline_path().display()))?;
-                let b: score::Baseline = serde_json::from_str(&text)?;
+                let b: baseline::Baseline = serde_json::from_str(&text)?;
                 let bad = b.regressions(&sc, 0.02, 5);
                 for r in &bad {
                     eprintln!("regression: {r}");
                 }
                 return Ok(i32::from(!bad.is_empty()));
             }
+            Ok(0)
+        }
+        Cmd::Relabel { dir } => {
+            let (cases, waits) = corpus::relabel(&dir)?;
+            eprintln!("relabelled {cases} cases: {waits} waits");
             Ok(0)
         }
         Cmd::Peer { role, addr, case, log } => {

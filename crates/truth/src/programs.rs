@@ -18,12 +18,13 @@ use crate::shape::{Case, Loss, Mode, Shape, SideOpts, Size};
 const HTTPPOST: &str = include_str!("../programs/httppost.py");
 
 /// The programs, and whether each is on this machine (its binaries on PATH).
-pub const PROGRAMS: [(&str, &[&str]); 5] = [
+pub const PROGRAMS: [(&str, &[&str]); 6] = [
     ("python-http", &["python3"]),
     ("nginx-curl", &["nginx", "curl"]),
     ("redis", &["redis-server", "redis-cli"]),
     ("mosquitto", &["mosquitto", "mosquitto_pub"]),
     ("nc", &["nc"]),
+    ("ssh", &["sshd", "ssh", "ssh-keygen"]),
 ];
 
 fn on_path(bin: &str) -> bool {
@@ -90,6 +91,72 @@ fn strace(net: &Net, p: Point, out: &Path) -> std::process::Command {
     ])
     .arg(out);
     c
+}
+
+/// OpenSSH: sshd with a generated host key and a key of its own for the client (nothing of the
+/// machine's ssh configuration is used or changed: `-f /dev/null`, every file in the case's
+/// directory), the client running a command that prints a line every 50 ms.
+fn ssh(dir: &Path, ip: &str, port: u16, n: u32) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+    // sshd's privilege separation directory (sshd(8)); created if missing, as the package's
+    // service would.
+    std::fs::create_dir_all("/run/sshd")?;
+    let key = |name: &str| -> anyhow::Result<PathBuf> {
+        let k = dir.join(name);
+        let _ = std::fs::remove_file(&k);
+        let st = std::process::Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(&k)
+            .stdin(Stdio::null())
+            .status()?;
+        if !st.success() {
+            bail!("ssh-keygen failed");
+        }
+        Ok(k)
+    };
+    let host = key("ssh-host-key")?;
+    let user = key("ssh-client-key")?;
+    let auth = dir.join("authorized_keys");
+    std::fs::copy(dir.join("ssh-client-key.pub"), &auth)?;
+    let d = |p: &Path| p.display().to_string();
+    let server = vec![
+        "/usr/sbin/sshd".into(),
+        "-D".into(),
+        "-e".into(),
+        "-f".into(),
+        "/dev/null".into(),
+        "-o".into(),
+        format!("ListenAddress={ip}:{port}"),
+        "-o".into(),
+        format!("HostKey={}", d(&host)),
+        "-o".into(),
+        format!("AuthorizedKeysFile={}", d(&auth)),
+        "-o".into(),
+        "StrictModes=no".into(),
+        "-o".into(),
+        "PermitRootLogin=yes".into(),
+        "-o".into(),
+        "UsePAM=no".into(),
+        "-o".into(),
+        "PidFile=none".into(),
+    ];
+    let client = vec![
+        "ssh".into(),
+        "-F".into(),
+        "/dev/null".into(),
+        "-i".into(),
+        d(&user),
+        "-o".into(),
+        "StrictHostKeyChecking=no".into(),
+        "-o".into(),
+        "UserKnownHostsFile=/dev/null".into(),
+        "-o".into(),
+        "BatchMode=yes".into(),
+        "-p".into(),
+        port.to_string(),
+        format!("root@{ip}"),
+        format!("i=0; while [ $i -lt {n} ]; do echo line $i; sleep 0.05; i=$((i+1)); done"),
+    ];
+    Ok((server, client))
 }
 
 /// Waits until something listens on `port` in the server's namespace (ss(8); no connection is
@@ -189,6 +256,11 @@ pub fn run(case: &Case, net: &Net, addr: SocketAddr, dir: &Path, logs: &[PathBuf
             );
             c.args(["-c", &cmd]);
             client = c;
+        }
+        "ssh" => {
+            let (server_cmd, client_cmd) = ssh(dir, &ip, port, n)?;
+            server.args(server_cmd);
+            client.args(client_cmd);
         }
         other => bail!("{other}: no such program"),
     }

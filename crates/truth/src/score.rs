@@ -79,6 +79,12 @@ pub struct CauseScore {
 }
 
 impl CauseScore {
+    pub fn add(&mut self, o: &CauseScore) {
+        self.truth += o.truth;
+        self.found += o.found;
+        self.named += o.named;
+        self.right += o.right;
+    }
     pub fn precision(&self) -> Option<f64> {
         (self.named > 0).then(|| self.right as f64 / self.named as f64)
     }
@@ -107,6 +113,26 @@ pub struct PointScore {
     pub mismatches: Vec<String>,
 }
 
+impl PointScore {
+    /// Adds another (case, side)'s counts.
+    pub fn add(&mut self, o: PointScore) {
+        for (c, x) in &o.causes {
+            self.causes.entry(c.clone()).or_default().add(x);
+        }
+        self.negatives += o.negatives;
+        self.false_stalls += o.false_stalls;
+        self.unmatched_stalls += o.unmatched_stalls;
+        if self.bands.len() < o.bands.len() {
+            self.bands.resize(o.bands.len(), (0, 0));
+        }
+        for (b, x) in self.bands.iter_mut().zip(&o.bands) {
+            b.0 += x.0;
+            b.1 += x.1;
+        }
+        self.mismatches.extend(o.mismatches);
+    }
+}
+
 /// What the corpus holds.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Composition {
@@ -125,7 +151,12 @@ pub struct Composition {
 pub struct Scorecard {
     pub composition: Composition,
     pub points: BTreeMap<String, BTreeMap<String, PointScore>>,
+    /// The same counts per case: case -> point -> mode -> cause (the baseline's strata).
+    pub cases: BTreeMap<String, Strata>,
 }
+
+/// Point -> mode -> cause -> counts.
+pub type Strata = BTreeMap<String, BTreeMap<String, BTreeMap<String, CauseScore>>>;
 
 /// Scores every case under `dir`.
 pub fn score(dir: &Path) -> anyhow::Result<Scorecard> {
@@ -182,9 +213,15 @@ fn score_case(dir: &Path, sc: &mut Scorecard) -> anyhow::Result<()> {
                     .filter(|v| v.port == meta.port && v.held == held.endpoint())
                     .collect();
                 let ls: Vec<&Label> = labels.iter().filter(|l| l.held == held).collect();
-                let ps = sc.points.entry(point.name()).or_default().entry(mode.into()).or_default();
                 let m = Match { case: meta.case.name.clone(), ..Match::new(point, meta.rtt_ns) };
-                tally(ps, &recs, &ls, &m);
+                let mut one = PointScore::default();
+                tally(&mut one, &recs, &ls, &m);
+                let per_case = sc.cases.entry(meta.case.name.clone()).or_default();
+                let pc = per_case.entry(point.name()).or_default().entry(mode.into()).or_default();
+                for (c, x) in &one.causes {
+                    pc.entry(c.clone()).or_default().add(x);
+                }
+                sc.points.entry(point.name()).or_default().entry(mode.into()).or_default().add(one);
             }
         }
     }
@@ -303,6 +340,21 @@ pub fn tally(ps: &mut PointScore, recs: &[&Verdict], labels: &[&Label], m: &Matc
         if let (true, Some(c)) = (f, l.cause) {
             ps.causes.entry(c.as_str().into()).or_default().found += 1;
         }
+        if let (false, Kind::Wait, Some(c)) = (f, l.kind, l.cause) {
+            let said = recs
+                .iter()
+                .find(|v| m.find(v, labels).is_some_and(|x| std::ptr::eq(x, *l)))
+                .map_or("no record".to_string(), |v| {
+                    format!("{} {} {:.2}", v.kind.as_str(), v.cause.as_str(), v.confidence)
+                });
+            ps.mismatches.push(format!(
+                "{} {:?} missed {} at {}: classifier said {said}",
+                m.case,
+                l.held,
+                c.as_str(),
+                l.left_at
+            ));
+        }
     }
 }
 
@@ -404,131 +456,9 @@ pub fn render(sc: &Scorecard, markdown: bool) -> String {
     s
 }
 
-/// One cause's committed figures: rates and their support.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Rates {
-    pub precision: Option<f64>,
-    pub recall: Option<f64>,
-    /// Stall records naming the cause (precision's support) and waits of it (recall's).
-    pub named: u64,
-    pub truth: u64,
-}
-
-impl Rates {
-    fn of(c: &CauseScore) -> Rates {
-        Rates { precision: c.precision(), recall: c.recall(), named: c.named, truth: c.truth }
-    }
-    /// The lower of two runs' rates (a baseline kept as the worst of several runs).
-    fn lower(self, o: Rates) -> Rates {
-        let min = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(x), Some(y)) => Some(x.min(y)),
-            (x, y) => x.or(y),
-        };
-        Rates {
-            precision: min(self.precision, o.precision),
-            recall: min(self.recall, o.recall),
-            named: self.named.min(o.named),
-            truth: self.truth.min(o.truth),
-        }
-    }
-}
-
-/// The committed baseline: per point, mode and cause, precision and recall with their support.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Baseline {
-    pub points: BTreeMap<String, BTreeMap<String, BTreeMap<String, Rates>>>,
-}
-
-impl Baseline {
-    pub fn of(sc: &Scorecard) -> Baseline {
-        let points = sc
-            .points
-            .iter()
-            .map(|(p, modes)| {
-                let modes = modes
-                    .iter()
-                    .map(|(m, ps)| (m.clone(), ps.causes.iter().map(|(c, x)| (c.clone(), Rates::of(x))).collect()))
-                    .collect();
-                (p.clone(), modes)
-            })
-            .collect();
-        Baseline { points }
-    }
-
-    /// Each rate the lower of this baseline's and `o`'s.
-    pub fn lower(mut self, o: &Baseline) -> Baseline {
-        for (p, modes) in &o.points {
-            for (m, causes) in modes {
-                for (c, r) in causes {
-                    let e = self.points.entry(p.clone()).or_default().entry(m.clone()).or_default();
-                    let v = e.get(c).map_or(*r, |x| x.lower(*r));
-                    e.insert(c.clone(), v);
-                }
-            }
-        }
-        self
-    }
-
-    /// Where `now` falls more than `slack` (0.02 = 2 points) below this baseline, for causes
-    /// with at least `support` labels (recall) or named records (precision) in both.
-    pub fn regressions(&self, now: &Scorecard, slack: f64, support: u64) -> Vec<String> {
-        let mut out = Vec::new();
-        for (p, modes) in &self.points {
-            for (m, causes) in modes {
-                for (c, base) in causes {
-                    let cur = now
-                        .points
-                        .get(p)
-                        .and_then(|x| x.get(m))
-                        .and_then(|x| x.causes.get(c))
-                        .copied()
-                        .unwrap_or_default();
-                    let checks = [
-                        ("precision", base.precision, cur.precision(), base.named.min(cur.named)),
-                        ("recall", base.recall, cur.recall(), base.truth.min(cur.truth)),
-                    ];
-                    for (what, b, n, sup) in checks {
-                        if let (Some(b), Some(n)) = (b, n) {
-                            if sup >= support && n + slack < b {
-                                out.push(format!("{p} {m} {c} {what}: {:.1}% < baseline {:.1}%", n * 100.0, b * 100.0));
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        out
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn card(named: u64, right: u64, truth: u64, found: u64) -> Scorecard {
-        let mut sc = Scorecard::default();
-        let ps = sc.points.entry("sender".into()).or_default().entry("packets".into()).or_default();
-        ps.causes.insert("nagle-delayed-ack".into(), CauseScore { truth, found, named, right });
-        sc
-    }
-
-    #[test]
-    fn a_drop_of_more_than_two_points_with_support_is_a_regression() {
-        let base = Baseline::of(&card(10, 10, 10, 9));
-        assert!(base.regressions(&card(10, 10, 10, 9), 0.02, 5).is_empty());
-        let r = base.regressions(&card(10, 9, 10, 9), 0.02, 5);
-        assert_eq!(r.len(), 1, "{r:?}");
-        assert!(r[0].contains("precision"));
-        // Too few to judge: not compared.
-        assert!(base.regressions(&card(4, 1, 4, 1), 0.02, 5).is_empty());
-    }
-
-    #[test]
-    fn the_lower_of_two_runs_is_kept() {
-        let b = Baseline::of(&card(10, 10, 10, 9)).lower(&Baseline::of(&card(10, 8, 10, 10)));
-        let r = b.points["sender"]["packets"]["nagle-delayed-ack"];
-        assert_eq!((r.precision, r.recall), (Some(0.8), Some(0.9)));
-    }
 
     #[test]
     fn a_record_matches_the_nearest_label_within_the_tolerance() {

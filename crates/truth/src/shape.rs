@@ -206,7 +206,7 @@ pub fn cases(size: Size, seed: u64) -> Vec<Case> {
     let mut out = Vec::new();
     let (scale, rtts): (u32, &[u32]) = match size {
         Size::Small => (40, &[0, 20]),
-        Size::Full => (150, &[0, 20, 80]),
+        Size::Full => (200, &[0, 20, 80]),
     };
     let small_set = [
         "seed001-nagle",

@@ -9,7 +9,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use tcpstall_truth::score::{self, Baseline};
+use tcpstall_truth::baseline::Baseline;
+use tcpstall_truth::score;
 
 fn can_run() -> Result<(), String> {
     if !nix::unistd::geteuid().is_root() {

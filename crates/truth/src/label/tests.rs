@@ -173,3 +173,16 @@ fn a_hold_shorter_than_a_round_trip_and_the_margin_is_short() {
     let r = l.iter().find(|l| l.left_at == 225 * MS).unwrap();
     assert_eq!(r.kind, Kind::Short, "{l:?}");
 }
+
+#[test]
+fn a_window_that_had_opened_before_the_release_is_not_what_held_them() {
+    // The window was full when they were written, an update opened it at 110 ms, and they left
+    // at 150 ms after another ACK: not rwnd-limited (tcp_snd_wnd_test passed at 110 ms).
+    let mut pkts = handshake();
+    let mut zero = b_ack(101, 100);
+    zero.seg.window = 0;
+    pkts.extend([a_data(100, 0, 100), zero, b_ack(110, 100), b_ack(150, 100), a_data(150, 100, 100)]);
+    let d = Direction { writes: vec![w(100, 0, 100), w(102, 100, 100)], at_sender: pkts, ..Default::default() };
+    let r = run(&d).into_iter().find(|l| l.left_at == 150 * MS).unwrap();
+    assert_ne!(r.cause, Some(Cause::RwndLimited), "{r:?}");
+}
