@@ -186,6 +186,8 @@ pub(crate) struct Dir {
     /// could have released it after the connection's last packet (see
     /// `classify::quiet::corked_after_a_pause`).
     pub(crate) shown_uncorked: bool,
+    /// The three smallest data -> ACK samples of this direction (see [`Lows`]).
+    pub(crate) rtt_lows: Lows,
     /// The latest data segment from the peer (what an answer answers).
     pub(crate) peer_last_data: Option<Instant>,
     /// When the third duplicate ACK since the last advance or resend came (RFC 5681 3.2).
@@ -363,5 +365,49 @@ impl Dir {
         } else {
             None
         }
+    }
+}
+
+/// The three smallest of a series of samples: the third is a floor that one or two outliers
+/// (a packet a link delivered early, an ACK matched to the wrong segment) cannot pull down.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Lows([Option<Duration>; 3]);
+
+impl Lows {
+    pub(crate) fn add(&mut self, d: Duration) {
+        let mut v = d;
+        for slot in self.0.iter_mut() {
+            match slot {
+                Some(x) if x.0 <= v.0 => {}
+                Some(x) => std::mem::swap(x, &mut v),
+                None => {
+                    *slot = Some(v);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The third smallest sample, once there are three.
+    pub(crate) fn third(&self) -> Option<Duration> {
+        self.0[2]
+    }
+}
+
+#[cfg(test)]
+mod lows_tests {
+    use super::*;
+
+    #[test]
+    fn the_third_smallest_ignores_two_outliers() {
+        let mut l = Lows::default();
+        for ms in [80, 40, 85, 90, 10, 82, 100] {
+            l.add(Duration::from_millis(ms));
+        }
+        assert_eq!(l.third(), Some(Duration::from_millis(80)));
+        let mut two = Lows::default();
+        two.add(Duration::from_millis(5));
+        two.add(Duration::from_millis(6));
+        assert_eq!(two.third(), None);
     }
 }

@@ -880,14 +880,15 @@ impl FlowAnalyzer {
         let mins =
             |n: u64| self.dirs.iter().filter(move |d| d.sum.rtt_ack.count >= n).filter_map(|d| d.sum.rtt_ack.min());
         let samples = mins(3).max().or_else(|| mins(1).min());
-        // Captured at an endpoint, that endpoint's data ACKs measure the whole path (any one
-        // sample: a delayed ACK only makes it longer); a
+        // Captured at an endpoint, that endpoint's data ACKs measure the whole path (a delayed
+        // ACK only makes a sample longer); a
         // handshake slower than them was slowed by the far host's SYN processing (an embedded
         // stack, a VPN server), not by the path: the smaller is the path's round trip.
         // Elsewhere a direction's samples see only part of the path.
+        // (The third smallest sample: one or two early outliers do not pull it down.)
         let local = match self.capture_point() {
-            CapturePoint::AtA => self.dirs[0].sum.rtt_ack.min(),
-            CapturePoint::AtB => self.dirs[1].sum.rtt_ack.min(),
+            CapturePoint::AtA => self.dirs[0].rtt_lows.third(),
+            CapturePoint::AtB => self.dirs[1].rtt_lows.third(),
             _ => None,
         };
         match (hs, local) {

@@ -26,6 +26,7 @@ pub(super) fn retire_acked(dir: &mut Dir, ack: u32, t: Instant) -> Option<Instan
     }
     if let Some(r) = exact_rtt {
         dir.sum.rtt_ack.add(r);
+        dir.rtt_lows.add(r);
     }
     earliest
 }
