@@ -262,6 +262,8 @@ fn band(c: f64) -> usize {
 }
 
 /// Adds one (case, point, mode, held side) to `ps`.
+// long: one pass over the records (precision, calibration, mismatches) and one over the labels
+// (recall, misses); the two share the matches.
 pub fn tally(ps: &mut PointScore, recs: &[&Verdict], labels: &[&Label], m: &Match) {
     if ps.bands.is_empty() {
         ps.bands = vec![(0, 0); BANDS.len()];
