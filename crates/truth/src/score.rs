@@ -262,6 +262,8 @@ fn band(c: f64) -> usize {
 }
 
 /// Adds one (case, point, mode, held side) to `ps`.
+// long: one pass over the records (precision, calibration, mismatches) and one over the labels
+// (recall, misses); the two share the matches.
 pub fn tally(ps: &mut PointScore, recs: &[&Verdict], labels: &[&Label], m: &Match) {
     if ps.bands.is_empty() {
         ps.bands = vec![(0, 0); BANDS.len()];
@@ -391,15 +393,24 @@ pub fn render(sc: &Scorecard, markdown: bool) -> String {
     );
     let waits: u64 = c.waits.values().sum();
     s += &format!("labelled: {waits} waits, {} negatives ({} short holds not scored)\n", c.negatives, c.short);
-    for (cause, n) in &c.waits {
-        s += &format!("  {cause:<24} {n}\n");
+    if markdown {
+        let per: Vec<String> = c.waits.iter().map(|(cause, n)| format!("{cause} {n}")).collect();
+        s += &format!("waits by truth cause: {}\n", per.join(", "));
+    } else {
+        for (cause, n) in &c.waits {
+            s += &format!("  {cause:<24} {n}\n");
+        }
     }
     for p in Point::ALL {
         let Some(modes) = sc.points.get(&p.name()) else { continue };
         let empty = PointScore::default();
         let (pk, kn) = (modes.get("packets").unwrap_or(&empty), modes.get("kernel").unwrap_or(&empty));
         let causes: BTreeSet<&String> = pk.causes.keys().chain(kn.causes.keys()).collect();
-        s += &format!("\ncapture point: {}\n", p.name());
+        if markdown {
+            s += &format!("\n**capture point: {}**\n\n", p.name());
+        } else {
+            s += &format!("\ncapture point: {}\n", p.name());
+        }
         if markdown {
             s += "| cause | truth waits | packets: stalls named | precision | recall | kernel: stalls named | precision | recall |\n";
             s += "|---|---|---|---|---|---|---|---|\n";
@@ -436,7 +447,8 @@ pub fn render(sc: &Scorecard, markdown: bool) -> String {
                 x.false_stalls, x.negatives, x.unmatched_stalls
             )
         };
-        s += &format!("  packets: {}\n  kernel:  {}\n", neg(pk), neg(kn));
+        let lead = if markdown { "\n- " } else { "  " };
+        s += &format!("{lead}packets: {}\n{}kernel:  {}\n", neg(pk), lead.trim_start_matches('\n'), neg(kn));
         let bands = |x: &PointScore| {
             BANDS
                 .iter()
@@ -451,7 +463,8 @@ pub fn render(sc: &Scorecard, markdown: bool) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        s += &format!("  calibration, packets: {}\n  calibration, kernel:  {}\n", bands(pk), bands(kn));
+        let lead = lead.trim_start_matches('\n');
+        s += &format!("{lead}calibration, packets: {}\n{lead}calibration, kernel:  {}\n", bands(pk), bands(kn));
     }
     s
 }
