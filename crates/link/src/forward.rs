@@ -196,6 +196,13 @@ pub struct ProbeSeen {
     pub write_end: u64,
 }
 
+/// The forwarder's one call into the model: the verdict on a datagram read from the input
+/// device, `buf` = its virtio_net_hdr (`hdr` bytes, 0 without IFF_VNET_HDR) then the IP
+/// packet, stamped `now` (the `model` crate's `one_link` test calls it as the forwarder does).
+pub fn judge(model: &mut DirectionModel, rng: &mut SmallRng, now: u64, buf: &[u8], hdr: usize) -> Verdict {
+    model.on_datagram(now, &buf[..hdr], &buf[hdr..], rng)
+}
+
 struct Pending {
     /// When it is written out: its deadline, or earlier by the receiving stack's share.
     at: u64,
@@ -523,12 +530,7 @@ impl Forwarder {
                 return;
             }
         }
-        let v = if self.io.vnet {
-            let (segs, seg_len, wire) = crate::gso::segments(&buf[..hdr], &buf[hdr..n]);
-            self.io.model.on_packet_segments(now, &buf[hdr..n], segs, seg_len, wire, &mut self.io.rng)
-        } else {
-            self.io.model.on_packet(now, &buf[..n], &mut self.io.rng)
-        };
+        let v = judge(&mut self.io.model, &mut self.io.rng, now, &buf[..n], hdr);
         if let Some((tx, iface_in, _)) = &self.io.capture {
             let _ = tx.send(Record { iface: *iface_in, mono_ns: now, data: buf[hdr..n].to_vec() });
         }

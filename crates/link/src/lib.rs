@@ -1,7 +1,8 @@
 //! Emulated links: two network namespaces joined by TUN devices, packets carried between them
 //! by a userspace forwarder that applies a [`LinkSpec`] with nanosecond deadlines.
 //!
-//! - [`model`]: the link as a pure function (no clock, no OS), unit-tested with explicit times;
+//! - [`model`]: the link as a pure function (no clock, no OS): the `linkmodel` crate, which the
+//!   simulator (`model`) runs too;
 //! - [`netns`]: the namespaces and TUN devices; [`userns`]: root or an unprivileged user namespace;
 //! - [`forward`]: the per-direction forwarder threads; [`capture`]: the pcapng tap;
 //! - [`sweep`]: removal of what a killed run left behind; [`report`]: counters and summary lines;
@@ -11,8 +12,9 @@
 pub mod calibrate;
 pub mod capture;
 pub mod forward;
-pub mod gso;
-pub mod model;
+/// The link model both the forwarder and the simulator run (crates/linkmodel).
+pub use linkmodel as model;
+pub use linkmodel::gso;
 pub mod netns;
 pub mod report;
 pub mod session;
@@ -26,12 +28,12 @@ use std::thread::JoinHandle;
 
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use rand::rngs::SmallRng;
-use rand::SeedableRng;
+use rand::{RngCore, SeedableRng};
 pub use scenario::LinkSpec;
 
 use crate::capture::{Capture, IFACE_CLIENT, IFACE_SERVER};
 use crate::forward::{DirReport, DirectionIo};
-use crate::model::{Dir, LinkModel};
+use crate::model::{Dir, DirectionModel, LinkModel};
 use crate::netns::End;
 pub use crate::report::LinkReport;
 use crate::userns::Privilege;
@@ -281,6 +283,16 @@ struct Shared<'a> {
     calibs: &'a [Arc<forward::Calibration>; 2],
 }
 
+/// The two directions' models and random numbers (index [`Dir::index`]), as the forwarder
+/// threads get them: [`LinkModel::new`] and [`linkmodel::rngs`], as the simulator builds its
+/// link, so that with the same seed both meet the same fates (the `model` crate's `one_link`
+/// test).
+pub fn forwarder_models(spec: &LinkSpec, seed: u64) -> [(DirectionModel, SmallRng); 2] {
+    let [up, down] = LinkModel::new(spec).into_directions();
+    let [r_up, r_down] = linkmodel::rngs(seed);
+    [(up, r_up), (down, r_down)]
+}
+
 /// One thread per direction, each with its half of the model and its own random numbers.
 fn spawn_forwarders(
     spec: &LinkSpec,
@@ -289,20 +301,16 @@ fn spawn_forwarders(
     [client, server]: [&End; 2],
     shared: &Shared<'_>,
 ) -> Result<Vec<ForwarderThread>, LinkError> {
-    let mut seeder = match opts.seed {
-        Some(s) => SmallRng::seed_from_u64(s),
-        None => SmallRng::from_entropy(),
-    };
-    let models = LinkModel::new(spec).into_directions();
+    let seed = opts.seed.unwrap_or_else(|| SmallRng::from_entropy().next_u64());
     let mut threads = Vec::new();
-    for (dir, model) in Dir::BOTH.into_iter().zip(models) {
+    for (dir, (model, rng)) in Dir::BOTH.into_iter().zip(forwarder_models(spec, seed)) {
         let (input, output, iface_in, iface_out) = match dir {
             Dir::Up => (client, server, IFACE_CLIENT, IFACE_SERVER),
             Dir::Down => (server, client, IFACE_SERVER, IFACE_CLIENT),
         };
         let io = DirectionIo {
             model,
-            rng: SmallRng::from_rng(&mut seeder).expect("seeding from a PRNG cannot fail"),
+            rng,
             input: input.tun_shared(),
             output: output.tun_shared(),
             stop: shared.stop.clone(),
