@@ -18,6 +18,7 @@ pub use linkmodel::gso;
 pub mod netns;
 pub mod report;
 pub mod session;
+mod stamp;
 pub mod sweep;
 pub mod userns;
 

@@ -166,6 +166,14 @@ impl LinkReport {
                  the link model: the forwarder fell behind the offered rate)"
             ));
         }
+        let early: u64 = self.dirs.iter().map(|r| r.early).sum();
+        if early > 0 {
+            // docs/link.md "Never early": a bug to count and report, never to emit.
+            out.push(format!(
+                "emulator error: {early} packets would have left before their arrival plus their delay (a bug in the \
+                 forwarder's stamps; each was held to its deadline, none left early)"
+            ));
+        }
         if let Some((p, n)) = &self.capture {
             out.push(format!("capture: {} ({n} packet records, both ends of the link)", p.display()));
         }
@@ -204,6 +212,9 @@ mod tests {
                     compensated: true,
                     wake_min_ns: 20_000,
                     release_early_ns: 3_000,
+                    early: 0,
+                    backdated: 0,
+                    read_while_spinning: 0,
                 },
                 DirReport {
                     counters: down,
@@ -218,6 +229,9 @@ mod tests {
                     compensated: true,
                     wake_min_ns: 20_000,
                     release_early_ns: 3_000,
+                    early: 0,
+                    backdated: 0,
+                    read_while_spinning: 0,
                 },
             ],
             capture: None,
@@ -256,6 +270,9 @@ mod tests {
             compensated: false,
             wake_min_ns: 0,
             release_early_ns: 0,
+            early: 0,
+            backdated: 0,
+            read_while_spinning: 0,
         }
     }
 
@@ -285,5 +302,23 @@ mod tests {
         // The summary names the same drops.
         let lines = r.summary_lines();
         assert!(lines.iter().any(|l| l.contains("write-error 2, device queue 25 (")), "{lines:?}");
+    }
+
+    /// docs/link.md "Never early": a packet that would have left early is counted and said,
+    /// never silently carried; none, no line.
+    #[test]
+    fn a_packet_held_back_as_early_is_an_emulator_error_line() {
+        let up = DirCounters { packets_in: 10, delivered: 10, ..Default::default() };
+        let mut r = LinkReport {
+            spec: "rtt=2ms".parse().unwrap(),
+            dirs: vec![dir(up.clone()), dir(up)],
+            capture: None,
+            device_drops: [Some(0), Some(0)],
+            calibration: Ok(crate::calibrate::CalibrationReport::default()),
+        };
+        assert!(!r.summary_lines().iter().any(|l| l.contains("before their arrival")));
+        r.dirs[1].early = 2;
+        let lines = r.summary_lines();
+        assert!(lines.iter().any(|l| l.starts_with("emulator error: 2 packets would have left before")), "{lines:?}");
     }
 }

@@ -94,10 +94,8 @@ impl Sim {
         let advmss = link.mtu.saturating_sub(40).min(65_495);
         let ts_len = if ts { 12 } else { 0 };
         let mut mss = advmss - ts_len;
-        // A forced MSS still leaves room for the options each segment carries (RFC 6691 2:
-        // "the sender MUST reduce the TCP data length to account for any IP or TCP options
-        // that it is including"; Linux's tcp_current_mss subtracts them from a TCP_MAXSEG
-        // too): no segment is longer than the link's MTU, which drops longer ones.
+        // A forced MSS leaves room for the options (RFC 6691 2: "the sender MUST reduce the TCP
+        // data length" for them; Linux's tcp_current_mss): no segment exceeds the link's MTU.
         if let Some(m) = cfg.mss {
             mss = m.min(advmss - ts_len);
         }
