@@ -83,14 +83,6 @@ pub struct DirReport {
     /// entering the TUN device (its software transmit timestamp, skb_tx_timestamp in
     /// tun_net_xmit) to the forwarder's stamp of it.
     pub wake_ns: u64,
-    /// Whether a packet that woke the forwarder was stamped earlier by the shortest wake-up
-    /// the probes saw (`wake_min_ns`; at most by how long the forwarder had slept), so that its
-    /// delay counts from its arrival.
-    pub compensated: bool,
-    pub wake_min_ns: u64,
-    /// How much before its deadline each packet was written out (the shortest write(2) of
-    /// the probes), if compensating.
-    pub release_early_ns: u64,
     /// Packets that would have left before their arrival plus their delay, held back to it
     /// instead (never emitted early): 0 unless the stamping rule is broken (docs/link.md,
     /// "Never early").
@@ -136,7 +128,7 @@ pub struct DirectionIo {
     pub vnet: bool,
     /// Capture interfaces (where packets enter, where they leave) and the capture channel.
     pub capture: Option<(CaptureTx, u32, u32)>,
-    /// Calibration probes seen, the calibrated overhead and the compensation.
+    /// Calibration probes seen and the calibrated overhead.
     pub calib: Arc<Calibration>,
 }
 
@@ -154,15 +146,10 @@ pub struct Calibration {
     pub ends_ns: AtomicI64,
     /// The measured wake-up of the forwarder by a packet (ns): the median...
     pub wake_ns: AtomicU64,
-    /// ...and the shortest.
-    pub wake_min_ns: AtomicU64,
     /// The probes' median run_delay after a wake-up (ns): a wake-up that waited much longer
-    /// for a CPU found it busy, not idle as the probes did, and is not compensated.
+    /// for a CPU found it busy, not idle as the probes did, and its packet is not counted as
+    /// having paid the probes' wake-up.
     pub run_delay_ns: AtomicU64,
-    /// Write packets out this much before their deadline (never before their arrival).
-    pub release_early_ns: AtomicU64,
-    /// Stamp a packet that woke the forwarder earlier by `wake_min_ns`.
-    pub compensate: AtomicBool,
 }
 
 impl Calibration {
@@ -665,9 +652,6 @@ impl Forwarder {
             write_time: self.write_time,
             ends_ns: calib.measured.load(AtomicOrdering::Relaxed).then(|| calib.ends_ns.load(AtomicOrdering::Relaxed)),
             wake_ns: load(&calib.wake_ns),
-            compensated: false,
-            wake_min_ns: load(&calib.wake_min_ns),
-            release_early_ns: 0,
             early: self.early,
             backdated: self.backdated,
             read_while_spinning: self.read_while_spinning,

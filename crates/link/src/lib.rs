@@ -103,11 +103,6 @@ pub struct LinkOptions {
     /// Measure the path's fixed overhead at start with probes through the link
     /// ([`calibrate`]) and add it to the emulator's printed error.
     pub calibrate: bool,
-    /// Off by default. With `calibrate`, and with the default forwarder and devices (no
-    /// busy-poll, pinning, NAPI or RPS): stamp a packet that woke the forwarder earlier by the shortest wake-up the
-    /// probes saw, and write every packet out earlier by the shortest write(2) they saw (never
-    /// before it arrived), so that the delay felt end to end is closer to the configured one.
-    pub compensate: bool,
     /// The TUN devices' transmit queue (packets the kernel holds for the forwarder, the
     /// tun_struct ring of dev->tx_queue_len); 0 = the kernel's default, 500. Needs root, except
     /// for the default ([`netns::DEFAULT_TXQUEUELEN`], left at 500 without it).
@@ -126,9 +121,6 @@ impl Default for LinkOptions {
             tap: false,
             gso: true,
             calibrate: true,
-            // Off: measured and printed, but with four busy loops on two CPUs a compensated
-            // rtt=4ms link returned round trips 16 us under 4 ms (docs/link.md).
-            compensate: false,
             txqueuelen: netns::DEFAULT_TXQUEUELEN,
         }
     }
@@ -345,13 +337,7 @@ fn calibrate(
     if !opts.calibrate {
         return Err(calibrate::CalibrationError::NotAsked);
     }
-    // The compensation assumes the path the probes measured: a sleeping forwarder woken on an
-    // idle CPU, writing into a plain device. A busy-polling or pinned forwarder, or NAPI/RPS
-    // devices, wake and receive otherwise (the variants' round trips came back up to 25 us
-    // before the configured one): measured and printed, not compensated.
-    let plain =
-        opts.busy_poll_ns == 0 && opts.cpus.is_none() && opts.devices.iter().all(|d| !d.napi && d.rps_mask == 0);
-    calibrate::run(client, server, [&calibs[0], &calibs[1]], opts.compensate && plain)
+    calibrate::run(client, server, [&calibs[0], &calibs[1]])
 }
 
 impl Drop for Link {

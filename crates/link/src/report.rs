@@ -124,20 +124,10 @@ impl LinkReport {
                 let fixed = match (&self.calibration, r.ends_ns) {
                     (Ok(cal), Some(ends)) => {
                         let c = &cal.dirs[d.index()];
-                        let made_up = if r.compensated {
-                            format!(
-                                ", {} of which made up for by stamping such a packet that much earlier; every packet written out \
-                                 {} before its deadline for the receiving stack inside write(2)",
-                                fmt_ns(r.wake_min_ns),
-                                fmt_ns(r.release_early_ns)
-                            )
-                        } else {
-                            String::new()
-                        };
                         format!(
                             " (counting the path beyond a direct one of {}, measured at start by {} probes: each packet's \
                              write(2) into the TUN device, {}{:.1} us at the path's ends, and {} more on a packet that wakes \
-                             the forwarder{made_up})",
+                             the forwarder)",
                             fmt_ns(c.direct_ns),
                             c.probes,
                             if ends < 0 { "-" } else { "+" },
@@ -209,9 +199,6 @@ mod tests {
                     write_time: histogram(),
                     ends_ns: Some(5_000),
                     wake_ns: 30_000,
-                    compensated: true,
-                    wake_min_ns: 20_000,
-                    release_early_ns: 3_000,
                     early: 0,
                     backdated: 0,
                     read_while_spinning: 0,
@@ -226,9 +213,6 @@ mod tests {
                     write_time: histogram(),
                     ends_ns: None,
                     wake_ns: 30_000,
-                    compensated: true,
-                    wake_min_ns: 20_000,
-                    release_early_ns: 3_000,
                     early: 0,
                     backdated: 0,
                     read_while_spinning: 0,
@@ -244,7 +228,7 @@ mod tests {
             lines[1].contains("delay p50 10.000 ms p99 10.000 ms (configured 10.000 ms)")
                 && lines[1].contains("emulator added p50 12.0 us")
                 && lines[1]
-                    .contains("+5.0 us at the path's ends, and 30.0 us more on a packet that wakes the forwarder, 20.0 us of which made up"),
+                    .contains("+5.0 us at the path's ends, and 30.0 us more on a packet that wakes the forwarder)"),
             "{lines:?}"
         );
         assert!(lines[2].contains("server->client") && lines[2].contains("5 pure ACKs"), "{lines:?}");
@@ -267,9 +251,6 @@ mod tests {
             write_time: histogram(),
             ends_ns: None,
             wake_ns: 0,
-            compensated: false,
-            wake_min_ns: 0,
-            release_early_ns: 0,
             early: 0,
             backdated: 0,
             read_while_spinning: 0,
