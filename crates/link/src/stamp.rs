@@ -13,8 +13,8 @@
 //! arrived before that. A stamp earlier than the read is sound only for a moment when the
 //! packet was already queued: the wake-up of a sleep that the input ended (tun_net_xmit queues
 //! the packet, then wakes the reader: drivers/net/tun.c), which the scheduler ran
-//! `run_delay` later (the time the thread waited runnable for a CPU, /proc/<pid>/task/<tid>/
-//! schedstat, Documentation/scheduler/sched-stats.rst). Earlier versions stamped every packet
+//! `run_delay` later (the time the thread waited runnable for a CPU,
+//! `/proc/thread-self/schedstat`, Documentation/scheduler/sched-stats.rst). Earlier versions stamped every packet
 //! of the first batch after any sleep `read_at - run_delay`, with run_delay taken across the
 //! whole sleep: a packet that arrived while the thread waited for a CPU after a timer's
 //! wake-up, or after a preemption just before the sleep was counted as part of the wait, was
