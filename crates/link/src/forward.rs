@@ -181,9 +181,9 @@ pub fn judge(model: &mut DirectionModel, rng: &mut SmallRng, now: u64, buf: &[u8
 }
 
 struct Pending {
-    /// When it is written out: its deadline, or earlier by the receiving stack's share.
+    /// When it is written out: its deadline (later only if it was held back as early).
     at: u64,
-    /// Its deadline.
+    /// Its deadline: its stamp plus its delay, the earliest it may leave.
     due: u64,
     seq: u64,
     arrival: u64,
