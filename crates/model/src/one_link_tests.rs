@@ -163,3 +163,29 @@ fn ack_every_2_up_keeps_the_clients_2nd_and_4th_and_all_of_the_servers_in_both()
     assert_eq!(kept(0), [2, 4], "client's pure ACKs kept (1-based)");
     assert_eq!(kept(1), [1, 2, 3, 4], "server's pure ACKs kept (1-based)");
 }
+
+/// GSO: the forwarder carries a TSO super-packet whole (IFF_VNET_HDR, only on a link without
+/// per-segment decisions) as the segments it stands for (linkmodel::gso: each repeats the
+/// headers, tcp_gso_segment); the simulator sends those segments one by one. The super-packet
+/// leaves when its last segment would: the simulator's last segment arrives at the same time.
+#[test]
+fn a_super_packet_arrives_with_the_last_of_its_segments() {
+    for s in ["rate=20mbit,rtt=4ms", "rate=20mbit,queue=10p,delay-up=1ms,delay-down=3ms", "rtt=2ms"] {
+        let spec: LinkSpec = s.parse().unwrap();
+        let mss = spec.mtu - 20 - TCP_HDR;
+        let mut fwd = link::forwarder_models(&spec, SEED);
+        let mut sim = SimLink::new(&spec, SEED);
+        let mut vnet = vec![0u8; 10];
+        vnet[1] = 1; // VIRTIO_NET_HDR_GSO_TCPV4 (include/uapi/linux/virtio_net.h)
+        vnet[4..6].copy_from_slice(&(mss as u16).to_le_bytes());
+        for (k, t) in [0u64, 100_000, 5_000_000].into_iter().enumerate() {
+            let p = Pkt { t, from: k % 2, payload: 3 * mss };
+            let mut buf = vnet.clone();
+            buf.extend_from_slice(&datagram(p, 0));
+            let (model, rng) = &mut fwd[p.from];
+            let whole = link::forward::judge(model, rng, t, &buf, vnet.len());
+            let last = (0..3).map(|_| sim.send(t, p.from, mss, TCP_HDR)).last().flatten();
+            assert_eq!(whole, Verdict::Deliver { at_ns: last.expect("delivered") }, "{s}: super-packet {k}");
+        }
+    }
+}
