@@ -169,11 +169,16 @@ impl VethPath {
             run(&["ip", "-n", rx, "route", "replace", &format!("{TX_IP}/32"), "dev", &self.rx_dev, "quickack", "1"])?;
         }
         // Pure ACKs (ACK alone, no SYN/FIN/RST, 40-80 bytes: IPv4 + TCP + timestamps and a
-        // few SACK blocks) kept 1 in N: the first rule passes every Nth, the second drops the
-        // rest (iptables-extensions(8): statistic --mode nth).
+        // few SACK blocks) kept 1 in N, the last of each N as the emulated link's ack-every=N
+        // (docs/link.md "ACK thinning, decided once": seed 003's --every 2 --packet 0 -j DROP
+        // drops the first of each two): the first rule passes the Nth, the second drops the
+        // rest. xt_statistic.c nth mode: the counter starts at (N-1) - packet and matches on
+        // wrapping to 0, so `--packet N-1` matches the Nth (checked: N = 2 passed the 2nd,
+        // 4th, 6th and 8th of 8; N = 4 the 4th and 8th).
         let thin = |ns: &str, chain: &str, n: u32| -> Result<(), VethError> {
             let base = ["-p", "tcp", "--tcp-flags", "SYN,FIN,RST,ACK", "ACK", "-m", "length", "--length", "40:80"];
             let every = n.to_string();
+            let last = n.saturating_sub(1).to_string();
             let mut keep = vec!["iptables", "-w", "-A", chain];
             keep.extend_from_slice(&base);
             keep.extend_from_slice(&[
@@ -184,7 +189,7 @@ impl VethPath {
                 "--every",
                 &every,
                 "--packet",
-                "0",
+                &last,
                 "-j",
                 "ACCEPT",
             ]);

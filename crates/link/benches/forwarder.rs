@@ -455,8 +455,7 @@ fn bench_added_delay(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, quick: bool
 }
 
 /// Probes through rtt=20ms against the configured round trip; the emulator's own report of
-/// its lateness (both directions) against what the probes saw beyond veth's round trip; with
-/// and without the compensation of the path's fixed overhead.
+/// its lateness (both directions) against what the probes saw beyond veth's round trip.
 fn rtt20(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, quick: bool) {
     rtt20_at(vc, vs, opts, quick, 20);
 }
@@ -464,61 +463,57 @@ fn rtt20(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, quick: bool) {
 /// [`rtt20`] with another round trip (`--rtt20 N --rtt-ms M`).
 fn rtt20_at(vc: &OwnedFd, vs: &OwnedFd, opts: &LinkOptions, quick: bool, ms: u64) {
     let vbase = rtts(vc.as_fd(), vs.as_fd(), if quick { 300 } else { 1000 });
-    for compensate in [true, false] {
-        let o = LinkOptions { compensate, ..opts.clone() };
-        let link = open(&format!("rtt={ms}ms"), &o);
-        let cal = link.calibration().ok().cloned();
-        let r20 = rtts(link.client().netns(), link.server().netns(), if quick { 100 } else { 300 });
-        let rep = link.finish().unwrap();
-        let late = |p: f64| rep.dirs.iter().map(|d| d.overhead_at(p).unwrap_or(0)).sum::<u64>() as f64 / 1e3;
-        let (p50, p99) = (q(&r20, 0.5) as f64 / 1e3 - ms as f64 * 1e3, q(&r20, 0.99) as f64 / 1e3 - ms as f64 * 1e3);
-        let probe_late = p50 - q(&vbase, 0.5) as f64 / 1e3;
-        // The shortest round trip: a link must never beat its delay (what `compensate` risks).
-        let min = q(&r20, 0.0) as f64 / 1e3 - ms as f64 * 1e3;
+    let link = open(&format!("rtt={ms}ms"), opts);
+    let cal = link.calibration().ok().cloned();
+    let r20 = rtts(link.client().netns(), link.server().netns(), if quick { 100 } else { 300 });
+    let rep = link.finish().unwrap();
+    let late = |p: f64| rep.dirs.iter().map(|d| d.overhead_at(p).unwrap_or(0)).sum::<u64>() as f64 / 1e3;
+    let (p50, p99) = (q(&r20, 0.5) as f64 / 1e3 - ms as f64 * 1e3, q(&r20, 0.99) as f64 / 1e3 - ms as f64 * 1e3);
+    let probe_late = p50 - q(&vbase, 0.5) as f64 / 1e3;
+    // The shortest round trip: a link must never beat its delay (docs/link.md "Never early").
+    let min = q(&r20, 0.0) as f64 / 1e3 - ms as f64 * 1e3;
+    println!(
+        "round trip at rtt={ms}ms, beyond {ms} ms: min {min:+.0} us (never under: {}), p50 +{p50:.0} us, beyond it and veth's own p50 ({:.0} us): +{probe_late:.0} us \
+         (target <= 50: {}), p99 +{p99:.0} us (target <= 150: {}); \
+         printed lateness p50 {:.0} us against the probes' {probe_late:.0} us beyond veth's round trip (target within 20: {})",
+        if min >= 0.0 { "yes" } else { "NO" },
+        q(&vbase, 0.5) as f64 / 1e3,
+        meets(probe_late <= 50.0),
+        meets(p99 <= 150.0),
+        late(0.5),
+        meets((late(0.5) - probe_late).abs() <= 20.0)
+    );
+    for (d, r) in Dir::BOTH.iter().zip(&rep.dirs) {
         println!(
-            "round trip at rtt={ms}ms ({}), beyond {ms} ms: min {min:+.0} us (never under: {}), p50 +{p50:.0} us, beyond it and veth's own p50 ({:.0} us): +{probe_late:.0} us \
-             (target <= 50: {}), p99 +{p99:.0} us (target <= 150: {}); \
-             printed lateness p50 {:.0} us against the probes' {probe_late:.0} us beyond veth's round trip (target within 20: {})",
-            if compensate { "compensated" } else { "not compensated" },
-            if min >= 0.0 { "yes" } else { "NO" },
-            q(&vbase, 0.5) as f64 / 1e3,
-            meets(probe_late <= 50.0),
-            meets(p99 <= 150.0),
-            late(0.5),
-            meets((late(0.5) - probe_late).abs() <= 20.0)
+            "  probes' packets {}: write p50 {:.1} us, run_delay after a wake-up p50 {:.1} us, printed p50 {:.1} us",
+            d.label(),
+            r.write_time.value_at_quantile(0.5) as f64 / 1e3,
+            r.wake_late.value_at_quantile(0.5) as f64 / 1e3,
+            r.overhead_at(0.5).unwrap_or(0) as f64 / 1e3
         );
-        for (d, r) in Dir::BOTH.iter().zip(&rep.dirs) {
+    }
+    if let Some(cal) = cal {
+        for (d, c) in Dir::BOTH.iter().zip(&cal.dirs) {
+            let us = |ns: u64| ns as f64 / 1e3;
             println!(
-                "  probes' packets {}: write p50 {:.1} us, run_delay after a wake-up p50 {:.1} us, printed p50 {:.1} us",
+                "  calibration {}: {} probes; unseen {:.1} us - direct path {:.1} = fixed {:.1} us (wake-up {:.1}, shortest {:.1}, + rest {:.1}; ends {:.1}); send->queue {:.1}, send->read {:.1} (run_delay {:.1}), late {:.1}, write {:.1} (shortest {:.1}), write->recv {:.1}",
                 d.label(),
-                r.write_time.value_at_quantile(0.5) as f64 / 1e3,
-                r.wake_late.value_at_quantile(0.5) as f64 / 1e3,
-                r.overhead_at(0.5).unwrap_or(0) as f64 / 1e3
+                c.probes,
+                us(c.unseen_ns),
+                us(c.direct_ns),
+                us(c.fixed_ns),
+                us(c.wake_ns),
+                us(c.wake_min_ns),
+                us(c.rest_ns),
+                c.ends_ns as f64 / 1e3,
+                us(c.to_queue_ns),
+                us(c.to_read_ns),
+                us(c.run_delay_ns),
+                us(c.late_ns),
+                us(c.write_ns),
+                us(c.write_min_ns),
+                us(c.to_recv_ns)
             );
-        }
-        if let Some(cal) = cal {
-            for (d, c) in Dir::BOTH.iter().zip(&cal.dirs) {
-                let us = |ns: u64| ns as f64 / 1e3;
-                println!(
-                    "  calibration {}: {} probes; unseen {:.1} us - direct path {:.1} = fixed {:.1} us (wake-up {:.1}, shortest {:.1}, + rest {:.1}; ends {:.1}); send->queue {:.1}, send->read {:.1} (run_delay {:.1}), late {:.1}, write {:.1} (shortest {:.1}), write->recv {:.1}",
-                    d.label(),
-                    c.probes,
-                    us(c.unseen_ns),
-                    us(c.direct_ns),
-                    us(c.fixed_ns),
-                    us(c.wake_ns),
-                    us(c.wake_min_ns),
-                    us(c.rest_ns),
-                    c.ends_ns as f64 / 1e3,
-                    us(c.to_queue_ns),
-                    us(c.to_read_ns),
-                    us(c.run_delay_ns),
-                    us(c.late_ns),
-                    us(c.write_ns),
-                    us(c.write_min_ns),
-                    us(c.to_recv_ns)
-                );
-            }
         }
     }
 }

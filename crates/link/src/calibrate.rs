@@ -21,10 +21,10 @@
 //! namespace's loopback (a direct path: sender's stack, receiver's wake-up, as on a veth
 //! pair) gives the part any path has. The medians of the differences are the emulator's
 //! overhead: the report adds it to each packet's lateness (the write(2) of each packet timed
-//! live, the wake-up only to a packet that woke the forwarder). With `compensate` the
-//! forwarder also stamps a packet that woke it earlier by the shortest wake-up seen, and
-//! writes packets out earlier by the shortest write(2) seen, never before they arrived: off
-//! by default, as under load it made round trips shorter than the configured one.
+//! live, the wake-up only to a packet that woke the forwarder). The overhead is measured and
+//! printed, never subtracted: an earlier option that stamped packets earlier by the shortest
+//! wake-up and wrote them out earlier by the shortest write(2) made round trips shorter than
+//! the configured one under load, and it went with the never-early rule (crate::stamp).
 //!
 //! The overhead depends on how deeply the CPUs slept between packets (a vCPU woken from a
 //! long halt costs the most): the probes are spaced like a request/response exchange across
@@ -95,12 +95,9 @@ pub struct DirCalibration {
     /// Of it, the forwarder's wake-up: from the probe entering the TUN device (its software
     /// transmit timestamp) to the forwarder's stamp of it.
     pub wake_ns: u64,
-    /// The shortest wake-up of the probes: what a packet that woke the forwarder is stamped
-    /// earlier by when compensating (a packet is never delivered before its delay counted
-    /// from its arrival, unless it woke the forwarder faster than every probe did).
+    /// The shortest wake-up of the probes.
     pub wake_min_ns: u64,
-    /// The shortest write(2) of the probes: how much before its deadline a packet is written
-    /// out when compensating.
+    /// The shortest write(2) of the probes.
     pub write_min_ns: u64,
     /// Of it, the rest (`fixed_ns - wake_ns`, at least 0): the write into the other device
     /// and the receiving side beyond a direct path's.
@@ -127,8 +124,6 @@ pub struct DirCalibration {
 #[derive(Debug, Clone, Default)]
 pub struct CalibrationReport {
     pub dirs: [DirCalibration; 2],
-    /// Whether a packet that wakes the forwarder is stamped earlier by `wake_min_ns`.
-    pub compensated: bool,
 }
 
 fn median(mut v: Vec<u64>) -> u64 {
@@ -286,18 +281,13 @@ impl Sockets {
 type Ping = (u32, u64, Option<u64>, u64);
 
 /// Measure both directions, then tell the forwarder threads (`calib`, index 0 = up) what was
-/// found, and to compensate if `compensate`.
+/// found.
 ///
 /// The probes are a ping-pong, as a request and its response, or the benchmark's probes: the
 /// client sends (after 300 us asleep), the server's echo thread answers at once, the client
 /// receives; each way is timed on its own (same clock, same process). The direct path is the
 /// same ping-pong over the client namespace's loopback, half its round trip each way.
-pub fn run(
-    client: &End,
-    server: &End,
-    calib: [&Arc<Calibration>; 2],
-    compensate: bool,
-) -> Result<CalibrationReport, CalibrationError> {
+pub fn run(client: &End, server: &End, calib: [&Arc<Calibration>; 2]) -> Result<CalibrationReport, CalibrationError> {
     let socks = Sockets::open(client, server)?;
     let offset = crate::forward::realtime_offset_ns();
     let (to_server, to_client) = (SocketAddr::from((server.ip, PORT)), SocketAddr::from((client.ip, PORT)));
@@ -322,7 +312,7 @@ pub fn run(
             let _ = nix::sys::socket::shutdown(sock.as_raw_fd(), nix::sys::socket::Shutdown::Read);
         }
         let direct = median(direct);
-        let mut report = CalibrationReport { compensated: compensate, ..Default::default() };
+        let mut report = CalibrationReport::default();
         for (d, (cal, sent)) in calib.iter().zip(split_directions(&pings, &echoes)).enumerate() {
             let seen: Vec<ProbeSeen> = cal.seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
             report.dirs[d] = measure_direction(&sent, &seen, direct)?;
@@ -332,7 +322,7 @@ pub fn run(
     for (d, cal) in calib.iter().enumerate() {
         cal.active.store(false, Ordering::Relaxed);
         if let Ok(report) = &result {
-            publish(cal, &report.dirs[d], compensate);
+            publish(cal, &report.dirs[d]);
         }
     }
     result
@@ -463,14 +453,11 @@ fn measure_direction(sent: &[Sent], seen: &[ProbeSeen], direct: u64) -> Result<D
 }
 
 /// Hand one direction's figures to its forwarder thread.
-fn publish(cal: &Calibration, c: &DirCalibration, compensate: bool) {
+fn publish(cal: &Calibration, c: &DirCalibration) {
     cal.wake_ns.store(c.wake_ns, Ordering::Relaxed);
-    cal.wake_min_ns.store(c.wake_min_ns, Ordering::Relaxed);
     cal.ends_ns.store(c.ends_ns, Ordering::Relaxed);
     cal.measured.store(true, Ordering::Relaxed);
-    cal.compensate.store(compensate, Ordering::Relaxed);
     cal.run_delay_ns.store(c.run_delay_ns, Ordering::Relaxed);
-    cal.release_early_ns.store(if compensate { c.write_min_ns } else { 0 }, Ordering::Relaxed);
 }
 
 #[cfg(test)]

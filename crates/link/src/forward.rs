@@ -24,6 +24,7 @@ use rand::rngs::SmallRng;
 
 use crate::capture::{CaptureTx, Record};
 use crate::model::{DirCounters, DirectionModel, DropReason, Verdict};
+use crate::stamp::{RunDelay, WakeUp};
 
 /// Packets read per wake-up before delivering what is due.
 pub const BATCH: usize = 64;
@@ -41,25 +42,6 @@ pub const DEFAULT_PRIORITY: Priority = Priority::Nice(-10);
 pub fn mono_ns() -> u64 {
     let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC");
     t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
-}
-
-/// The calling thread's `run_delay` (ns): time spent runnable but waiting for a CPU, from
-/// /proc/thread-self/schedstat (Documentation/scheduler/sched-stats.rst: "time spent waiting
-/// on a runqueue"). Read before and after a sleep it gives how late the thread ran after the
-/// kernel woke it: the part of a packet's wait the forwarder cannot see by its own clock.
-struct RunDelay(Option<std::fs::File>);
-
-impl RunDelay {
-    fn open() -> RunDelay {
-        RunDelay(std::fs::File::open("/proc/thread-self/schedstat").ok())
-    }
-    fn now(&self) -> Option<u64> {
-        use std::os::unix::fs::FileExt;
-        let f = self.0.as_ref()?;
-        let mut b = [0u8; 96];
-        let n = f.read_at(&mut b, 0).ok()?;
-        std::str::from_utf8(&b[..n]).ok()?.split_whitespace().nth(1)?.parse().ok()
-    }
 }
 
 /// CLOCK_REALTIME minus CLOCK_MONOTONIC, in nanoseconds.
@@ -101,14 +83,14 @@ pub struct DirReport {
     /// entering the TUN device (its software transmit timestamp, skb_tx_timestamp in
     /// tun_net_xmit) to the forwarder's stamp of it.
     pub wake_ns: u64,
-    /// Whether a packet that woke the forwarder was stamped earlier by the shortest wake-up
-    /// the probes saw (`wake_min_ns`; at most by how long the forwarder had slept), so that its
-    /// delay counts from its arrival.
-    pub compensated: bool,
-    pub wake_min_ns: u64,
-    /// How much before its deadline each packet was written out (the shortest write(2) of
-    /// the probes), if compensating.
-    pub release_early_ns: u64,
+    /// Packets that would have left before their arrival plus their delay, held back to it
+    /// instead (never emitted early): 0 unless the stamping rule is broken (docs/link.md,
+    /// "Never early").
+    pub early: u64,
+    /// Packets stamped before their read (the first read after a wake-up by the input).
+    pub backdated: u64,
+    /// Packets read while the thread was spinning before a deadline (not after a sleep).
+    pub read_while_spinning: u64,
 }
 
 impl DirReport {
@@ -146,7 +128,7 @@ pub struct DirectionIo {
     pub vnet: bool,
     /// Capture interfaces (where packets enter, where they leave) and the capture channel.
     pub capture: Option<(CaptureTx, u32, u32)>,
-    /// Calibration probes seen, the calibrated overhead and the compensation.
+    /// Calibration probes seen and the calibrated overhead.
     pub calib: Arc<Calibration>,
 }
 
@@ -164,15 +146,10 @@ pub struct Calibration {
     pub ends_ns: AtomicI64,
     /// The measured wake-up of the forwarder by a packet (ns): the median...
     pub wake_ns: AtomicU64,
-    /// ...and the shortest.
-    pub wake_min_ns: AtomicU64,
     /// The probes' median run_delay after a wake-up (ns): a wake-up that waited much longer
-    /// for a CPU found it busy, not idle as the probes did, and is not compensated.
+    /// for a CPU found it busy, not idle as the probes did, and its packet is not counted as
+    /// having paid the probes' wake-up.
     pub run_delay_ns: AtomicU64,
-    /// Write packets out this much before their deadline (never before their arrival).
-    pub release_early_ns: AtomicU64,
-    /// Stamp a packet that woke the forwarder earlier by `wake_min_ns`.
-    pub compensate: AtomicBool,
 }
 
 impl Calibration {
@@ -196,17 +173,22 @@ pub struct ProbeSeen {
     pub write_end: u64,
 }
 
+/// The forwarder's one call into the model: the verdict on a datagram read from the input
+/// device, `buf` = its virtio_net_hdr (`hdr` bytes, 0 without IFF_VNET_HDR) then the IP
+/// packet, stamped `now` (the `model` crate's `one_link` test calls it as the forwarder does).
+pub fn judge(model: &mut DirectionModel, rng: &mut SmallRng, now: u64, buf: &[u8], hdr: usize) -> Verdict {
+    model.on_datagram(now, &buf[..hdr], &buf[hdr..], rng)
+}
+
 struct Pending {
-    /// When it is written out: its deadline, or earlier by the receiving stack's share.
+    /// When it is written out: its deadline (later only if it was held back as early).
     at: u64,
-    /// Its deadline.
+    /// Its deadline: its stamp plus its delay, the earliest it may leave.
     due: u64,
     seq: u64,
     arrival: u64,
-    /// The calibrated wake-up it paid unseen (it woke the forwarder), and how much of it its
-    /// stamp was moved earlier by.
+    /// The calibrated wake-up it paid unseen (it woke the forwarder).
     unseen: u64,
-    made_up: u64,
     len: usize,
     buf: Vec<u8>,
     /// A calibration probe's sequence number (such packets bypass the model).
@@ -279,8 +261,8 @@ pub fn run_direction(io: DirectionIo) -> Result<DirReport, ForwardError> {
     while !f.io.stopping.load(AtomicOrdering::Relaxed) {
         // 1. Read a batch.
         let got = f.read_batch()?;
-        f.backdate = 0;
-        f.woken = (0, 0);
+        f.wake = None;
+        f.woken = 0;
         // 2. Deliver everything due.
         let now = f.deliver_due();
         if got == BATCH {
@@ -294,8 +276,12 @@ pub fn run_direction(io: DirectionIo) -> Result<DirReport, ForwardError> {
         }
         // 3. Wait for a packet, the next deadline, or stop.
         match f.next_wait(now) {
-            Wait::Spin => std::hint::spin_loop(),
+            Wait::Spin => {
+                f.spinning = true;
+                std::hint::spin_loop()
+            }
             Wait::Sleep(timeout) => {
+                f.spinning = false;
                 if f.sleep(timeout)? {
                     break;
                 }
@@ -427,15 +413,19 @@ struct Forwarder {
     /// The smallest delay the model applies (for the delay histogram).
     base: u64,
     run_delay: RunDelay,
-    /// How late the thread ran after its last wake-up (run_delay across the sleep): packets
-    /// read right after it are stamped that much earlier, when they were there.
-    backdate: u64,
-    /// After a sleep ended by the input: the calibrated wake-up the first packet read paid
-    /// (median) and what it is stamped earlier for (the shortest seen), at most how long the
-    /// thread slept.
-    woken: (u64, u64),
+    /// After a sleep the input ended: how much earlier than its read the first packet read
+    /// may be stamped (crate::stamp; taken by that packet).
+    wake: Option<WakeUp>,
+    /// After a sleep ended by the input on a CPU found idle: the calibrated wake-up the first
+    /// packet read paid (median), at most how long the thread slept.
+    woken: u64,
     last_stamp: u64,
     last_rx: u64,
+    /// The last turn spun (no sleep since): packets read now were read while spinning.
+    spinning: bool,
+    early: u64,
+    backdated: u64,
+    read_while_spinning: u64,
     overload: Overload,
     overhead: Histogram<u64>,
     link_delay: Histogram<u64>,
@@ -459,10 +449,14 @@ impl Forwarder {
             seq: 0,
             base,
             run_delay: RunDelay::open(),
-            backdate: 0,
-            woken: (0, 0),
+            wake: None,
+            woken: 0,
             last_stamp: 0,
             last_rx: 0,
+            spinning: false,
+            early: 0,
+            backdated: 0,
+            read_while_spinning: 0,
             overload,
             overhead: histogram(),
             link_delay: histogram(),
@@ -495,52 +489,40 @@ impl Forwarder {
         Ok(got)
     }
 
-    /// The stamp of a packet read at `read_at`: (stamp, the wake-up it paid unseen, how much
-    /// earlier than `read_at - backdate` it was stamped for it).
-    fn stamp(&mut self, read_at: u64) -> (u64, u64, u64) {
-        // The first packet after a wake-up by the input paid the wake-up: stamped that much
-        // earlier (if asked), never before a packet read earlier (the model's clock does not
-        // go back).
-        let (unseen, early) = std::mem::take(&mut self.woken);
-        let made_up = if self.io.calib.compensate.load(AtomicOrdering::Relaxed) { early } else { 0 };
-        let now = read_at.saturating_sub(self.backdate + made_up).max(self.last_stamp).min(read_at);
-        let made_up = read_at.saturating_sub(self.backdate).saturating_sub(now);
+    /// The stamp of a packet read at `read_at`, never earlier than its arrival (crate::stamp:
+    /// only the first packet after a sleep the input ended is stamped before its read), and the
+    /// calibrated wake-up it paid unseen.
+    fn stamp(&mut self, read_at: u64) -> (u64, u64) {
+        let now = crate::stamp::stamp(read_at, self.wake.take(), self.last_stamp);
         self.last_stamp = now;
-        (now, unseen, made_up)
+        self.backdated += u64::from(now < read_at);
+        self.read_while_spinning += u64::from(self.spinning);
+        (now, std::mem::take(&mut self.woken))
     }
 
     /// One packet read (`buf[..n]`): a calibration probe, or the model's verdict.
     fn admit(&mut self, buf: Vec<u8>, n: usize) {
         let read_at = mono_ns();
-        let (now, unseen, made_up) = self.stamp(read_at);
+        let (now, unseen) = self.stamp(read_at);
         let hdr = self.hdr;
         if self.io.calib.active.load(AtomicOrdering::Relaxed) {
             if let Some(ps) = crate::calibrate::probe_seq(&buf[hdr..n]) {
                 // A calibration probe: past the model, held for the probe delay.
                 let at = now + self.io.model.delay_ns().min(crate::calibrate::PROBE_DELAY_NS);
-                let probe = Some((ps, self.backdate));
-                self.push(Pending { at, due: at, seq: 0, arrival: read_at, unseen, made_up, len: n, buf, probe });
+                let probe = Some((ps, read_at - now));
+                self.push(Pending { at, due: at, seq: 0, arrival: read_at, unseen, len: n, buf, probe });
                 return;
             }
         }
-        let v = if self.io.vnet {
-            let (segs, seg_len, wire) = crate::gso::segments(&buf[..hdr], &buf[hdr..n]);
-            self.io.model.on_packet_segments(now, &buf[hdr..n], segs, seg_len, wire, &mut self.io.rng)
-        } else {
-            self.io.model.on_packet(now, &buf[..n], &mut self.io.rng)
-        };
+        let v = judge(&mut self.io.model, &mut self.io.rng, now, &buf[..n], hdr);
         if let Some((tx, iface_in, _)) = &self.io.capture {
             let _ = tx.send(Record { iface: *iface_in, mono_ns: now, data: buf[hdr..n].to_vec() });
         }
         match v {
             Verdict::Deliver { at_ns } => {
-                // Written out earlier by the shortest write(2) of the probes (the receiving
-                // stack runs inside it, time a link's delay does not include: the packet
-                // reaches the socket at its deadline), never before it arrived; the order is
-                // kept (both bounds grow with arrival order).
-                let early = self.io.calib.release_early_ns.load(AtomicOrdering::Relaxed);
-                let at = at_ns.saturating_sub(early).max(now);
-                self.push(Pending { at, due: at_ns, seq: 0, arrival: now, unseen, made_up, len: n, buf, probe: None });
+                // Written out at its deadline, the stamp plus the model's delay: never before
+                // its arrival plus its delay (crate::stamp).
+                self.push(Pending { at: at_ns, due: at_ns, seq: 0, arrival: now, unseen, len: n, buf, probe: None });
             }
             Verdict::Drop(_) => self.pool.push(buf),
         }
@@ -557,10 +539,18 @@ impl Forwarder {
     fn deliver_due(&mut self) -> u64 {
         let mut now = mono_ns();
         while self.heap.peek().is_some_and(|p| p.at <= now) {
-            let p = self.heap.pop().expect("peeked");
+            let mut p = self.heap.pop().expect("peeked");
             // The packet leaves the link when it is handed to the kernel; what the kernel's
             // receive path does inside write(2) is the peer stack's time, as on a veth pair.
             let sent = mono_ns();
+            if sent < p.due {
+                // Would leave before its arrival plus its delay (the stamp rule or the clock
+                // broke): counted, held to its deadline, never emitted early.
+                self.early += 1;
+                p.at = p.due;
+                self.heap.push(p);
+                continue;
+            }
             let r = nix::unistd::write(self.io.output.as_fd(), &p.buf[..p.len]);
             now = mono_ns();
             match p.probe {
@@ -591,7 +581,7 @@ impl Forwarder {
         let late = sent.saturating_sub(p.at) as i64 - (p.due - p.at) as i64;
         let err = if self.io.calib.measured.load(AtomicOrdering::Relaxed) {
             let ends = self.io.calib.ends_ns.load(AtomicOrdering::Relaxed);
-            late + (now - sent) as i64 + ends + p.unseen as i64 - p.made_up as i64
+            late + (now - sent) as i64 + ends + p.unseen as i64
         } else {
             late
         };
@@ -625,28 +615,26 @@ impl Forwarder {
     /// woke it paid.
     fn sleep(&mut self, timeout: Option<u64>) -> Result<bool, ForwardError> {
         self.overload.before_sleep();
-        let before = self.run_delay.now();
-        let slept_from = mono_ns();
+        let before = crate::stamp::before_sleep(&self.run_delay, mono_ns());
         let (stopped, readable) = wait_readable(self.io.input.as_fd(), self.io.stop.as_fd(), timeout)?;
         if stopped {
             return Ok(true);
         }
         let woke = mono_ns();
+        let slept = crate::stamp::after_sleep(&self.run_delay, &before, woke, readable, timeout);
         self.overload.after_sleep(woke);
-        let slept = woke.saturating_sub(slept_from);
-        if let (Some(a), Some(b)) = (before, self.run_delay.now()) {
-            self.backdate = b.saturating_sub(a);
-            let _ = self.wake_late.record(self.backdate.max(1));
+        self.wake = slept.wake;
+        let run_delay = slept.run_delay.unwrap_or(0);
+        if slept.run_delay.is_some() {
+            let _ = self.wake_late.record(run_delay.max(1));
         }
         // A wake-up by the input, with the CPU found idle as the probes found it (not queued
         // behind another thread for longer than they were).
         let calib = &self.io.calib;
-        let idle_like = self.backdate <= calib.run_delay_ns.load(AtomicOrdering::Relaxed) + 5_000;
+        let idle_like = run_delay <= calib.run_delay_ns.load(AtomicOrdering::Relaxed) + 5_000;
         if readable && idle_like {
-            let slept = slept.saturating_sub(self.backdate);
-            let wake = calib.wake_ns.load(AtomicOrdering::Relaxed);
-            let wake_min = calib.wake_min_ns.load(AtomicOrdering::Relaxed);
-            self.woken = (wake.min(slept), wake_min.min(slept));
+            let slept = woke.saturating_sub(before.from).saturating_sub(run_delay);
+            self.woken = calib.wake_ns.load(AtomicOrdering::Relaxed).min(slept);
         }
         Ok(false)
     }
@@ -664,9 +652,9 @@ impl Forwarder {
             write_time: self.write_time,
             ends_ns: calib.measured.load(AtomicOrdering::Relaxed).then(|| calib.ends_ns.load(AtomicOrdering::Relaxed)),
             wake_ns: load(&calib.wake_ns),
-            compensated: calib.compensate.load(AtomicOrdering::Relaxed),
-            wake_min_ns: load(&calib.wake_min_ns),
-            release_early_ns: load(&calib.release_early_ns),
+            early: self.early,
+            backdated: self.backdated,
+            read_while_spinning: self.read_while_spinning,
         }
     }
 }
@@ -680,7 +668,9 @@ fn wait_readable(
 ) -> Result<(bool, bool), ForwardError> {
     let mut fds = [PollFd::new(fd, PollFlags::POLLIN), PollFd::new(stop, PollFlags::POLLIN)];
     let ts = timeout_ns.map(|ns| TimeSpec::new((ns / 1_000_000_000) as _, (ns % 1_000_000_000) as _));
-    match ppoll(&mut fds, ts, None) {
+    // Every signal blocked during the wait: only the input, the stop event or the timer end
+    // it (crate::stamp relies on it to know what ended the sleep).
+    match ppoll(&mut fds, ts, Some(nix::sys::signal::SigSet::all())) {
         Ok(_) | Err(Errno::EINTR) => {}
         Err(e) => return Err(ForwardError::Poll(e)),
     }

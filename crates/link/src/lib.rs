@@ -1,7 +1,8 @@
 //! Emulated links: two network namespaces joined by TUN devices, packets carried between them
 //! by a userspace forwarder that applies a [`LinkSpec`] with nanosecond deadlines.
 //!
-//! - [`model`]: the link as a pure function (no clock, no OS), unit-tested with explicit times;
+//! - [`model`]: the link as a pure function (no clock, no OS): the `linkmodel` crate, which the
+//!   simulator (`model`) runs too;
 //! - [`netns`]: the namespaces and TUN devices; [`userns`]: root or an unprivileged user namespace;
 //! - [`forward`]: the per-direction forwarder threads; [`capture`]: the pcapng tap;
 //! - [`sweep`]: removal of what a killed run left behind; [`report`]: counters and summary lines;
@@ -11,11 +12,13 @@
 pub mod calibrate;
 pub mod capture;
 pub mod forward;
-pub mod gso;
-pub mod model;
+/// The link model both the forwarder and the simulator run (crates/linkmodel).
+pub use linkmodel as model;
+pub use linkmodel::gso;
 pub mod netns;
 pub mod report;
 pub mod session;
+mod stamp;
 pub mod sweep;
 pub mod userns;
 
@@ -26,12 +29,12 @@ use std::thread::JoinHandle;
 
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use rand::rngs::SmallRng;
-use rand::SeedableRng;
+use rand::{RngCore, SeedableRng};
 pub use scenario::LinkSpec;
 
 use crate::capture::{Capture, IFACE_CLIENT, IFACE_SERVER};
 use crate::forward::{DirReport, DirectionIo};
-use crate::model::{Dir, LinkModel};
+use crate::model::{Dir, DirectionModel, LinkModel};
 use crate::netns::End;
 pub use crate::report::LinkReport;
 use crate::userns::Privilege;
@@ -100,11 +103,6 @@ pub struct LinkOptions {
     /// Measure the path's fixed overhead at start with probes through the link
     /// ([`calibrate`]) and add it to the emulator's printed error.
     pub calibrate: bool,
-    /// Off by default. With `calibrate`, and with the default forwarder and devices (no
-    /// busy-poll, pinning, NAPI or RPS): stamp a packet that woke the forwarder earlier by the shortest wake-up the
-    /// probes saw, and write every packet out earlier by the shortest write(2) they saw (never
-    /// before it arrived), so that the delay felt end to end is closer to the configured one.
-    pub compensate: bool,
     /// The TUN devices' transmit queue (packets the kernel holds for the forwarder, the
     /// tun_struct ring of dev->tx_queue_len); 0 = the kernel's default, 500. Needs root, except
     /// for the default ([`netns::DEFAULT_TXQUEUELEN`], left at 500 without it).
@@ -123,9 +121,6 @@ impl Default for LinkOptions {
             tap: false,
             gso: true,
             calibrate: true,
-            // Off: measured and printed, but with four busy loops on two CPUs a compensated
-            // rtt=4ms link returned round trips 16 us under 4 ms (docs/link.md).
-            compensate: false,
             txqueuelen: netns::DEFAULT_TXQUEUELEN,
         }
     }
@@ -281,6 +276,16 @@ struct Shared<'a> {
     calibs: &'a [Arc<forward::Calibration>; 2],
 }
 
+/// The two directions' models and random numbers (index [`Dir::index`]), as the forwarder
+/// threads get them: [`LinkModel::new`] and [`linkmodel::rngs`], as the simulator builds its
+/// link, so that with the same seed both meet the same fates (the `model` crate's `one_link`
+/// test).
+pub fn forwarder_models(spec: &LinkSpec, seed: u64) -> [(DirectionModel, SmallRng); 2] {
+    let [up, down] = LinkModel::new(spec).into_directions();
+    let [r_up, r_down] = linkmodel::rngs(seed);
+    [(up, r_up), (down, r_down)]
+}
+
 /// One thread per direction, each with its half of the model and its own random numbers.
 fn spawn_forwarders(
     spec: &LinkSpec,
@@ -289,20 +294,16 @@ fn spawn_forwarders(
     [client, server]: [&End; 2],
     shared: &Shared<'_>,
 ) -> Result<Vec<ForwarderThread>, LinkError> {
-    let mut seeder = match opts.seed {
-        Some(s) => SmallRng::seed_from_u64(s),
-        None => SmallRng::from_entropy(),
-    };
-    let models = LinkModel::new(spec).into_directions();
+    let seed = opts.seed.unwrap_or_else(|| SmallRng::from_entropy().next_u64());
     let mut threads = Vec::new();
-    for (dir, model) in Dir::BOTH.into_iter().zip(models) {
+    for (dir, (model, rng)) in Dir::BOTH.into_iter().zip(forwarder_models(spec, seed)) {
         let (input, output, iface_in, iface_out) = match dir {
             Dir::Up => (client, server, IFACE_CLIENT, IFACE_SERVER),
             Dir::Down => (server, client, IFACE_SERVER, IFACE_CLIENT),
         };
         let io = DirectionIo {
             model,
-            rng: SmallRng::from_rng(&mut seeder).expect("seeding from a PRNG cannot fail"),
+            rng,
             input: input.tun_shared(),
             output: output.tun_shared(),
             stop: shared.stop.clone(),
@@ -336,13 +337,7 @@ fn calibrate(
     if !opts.calibrate {
         return Err(calibrate::CalibrationError::NotAsked);
     }
-    // The compensation assumes the path the probes measured: a sleeping forwarder woken on an
-    // idle CPU, writing into a plain device. A busy-polling or pinned forwarder, or NAPI/RPS
-    // devices, wake and receive otherwise (the variants' round trips came back up to 25 us
-    // before the configured one): measured and printed, not compensated.
-    let plain =
-        opts.busy_poll_ns == 0 && opts.cpus.is_none() && opts.devices.iter().all(|d| !d.napi && d.rps_mask == 0);
-    calibrate::run(client, server, [&calibs[0], &calibs[1]], opts.compensate && plain)
+    calibrate::run(client, server, [&calibs[0], &calibs[1]])
 }
 
 impl Drop for Link {

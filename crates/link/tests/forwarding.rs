@@ -231,7 +231,6 @@ fn udp_rtts_lossy(link: &Link, n: usize, tries: u16) -> Vec<Duration> {
 fn calibration_measures_the_path_and_stays_out_of_the_counters() {
     let link = open("rtt=4ms", None);
     let cal = link.calibration().expect("calibrated").clone();
-    assert!(!cal.compensated);
     for d in &cal.dirs {
         assert!(d.probes >= tcpstall_link::calibrate::ROUNDS as usize / 2, "{cal:?}");
         assert!(d.wake_min_ns <= d.wake_ns && d.wake_ns <= d.fixed_ns, "{cal:?}");

@@ -14,11 +14,11 @@
 mod app;
 pub mod experiments;
 pub mod fingerprint;
-mod link;
 pub mod pcap;
 pub mod profile;
 pub mod request;
 mod sim;
+mod sim_link;
 pub mod story;
 mod summary;
 mod tcp;

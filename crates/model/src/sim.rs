@@ -5,13 +5,11 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use rand::rngs::SmallRng;
-use rand::SeedableRng;
 use scenario::{Program, Sample as SampleKind, SideOpts, SideProgram, SockOp, Step, StrategyPair, Workload};
 use trace::{Endpoint, Event, EventKind, Evidence, Segment, TcpFlags};
 
 use crate::app::{compile, App, Compiled, Op, State};
-use crate::link::LinkDir;
+use crate::sim_link::SimLink;
 use crate::tcp::{Action, Counters, Seg, Tcp, TimerId};
 use crate::{ModelError, Outcome, Release, RoundSample, SideEnd, SimConfig};
 
@@ -51,8 +49,7 @@ pub(crate) struct Sim {
     heap: BinaryHeap<Item>,
     eps: [Tcp; 2],
     apps: [App; 2],
-    links: [LinkDir; 2],
-    rng: SmallRng,
+    link: SimLink,
     actions: Vec<Action>,
     trace: Option<Vec<Event>>,
     /// The classifier, fed each segment as it is sent (`SimConfig::classify`).
@@ -95,9 +92,12 @@ impl Sim {
         // advmss = MTU - 40 (IPv4 + TCP headers), capped by the 16-bit MSS option; the sender's
         // mss_cache subtracts the 12-byte timestamps option (tcp_sync_mss, RFC 7323 3).
         let advmss = link.mtu.saturating_sub(40).min(65_495);
-        let mut mss = advmss - if ts { 12 } else { 0 };
+        let ts_len = if ts { 12 } else { 0 };
+        let mut mss = advmss - ts_len;
+        // A forced MSS leaves room for the options (RFC 6691 2: "the sender MUST reduce the TCP
+        // data length" for them; Linux's tcp_current_mss): no segment exceeds the link's MTU.
         if let Some(m) = cfg.mss {
-            mss = m.min(advmss);
+            mss = m.min(advmss - ts_len);
         }
         let mut a = Tcp::new(cfg.client, mss, advmss, ts);
         let mut b = Tcp::new(cfg.server, mss, advmss, ts);
@@ -141,8 +141,7 @@ impl Sim {
             heap: BinaryHeap::new(),
             eps: [a, b],
             apps,
-            links: [LinkDir::new(link, link.delay_up_ns), LinkDir::new(link, link.delay_down_ns)],
-            rng: SmallRng::seed_from_u64(cfg.seed),
+            link: SimLink::new(link, cfg.seed),
             actions: Vec::with_capacity(64),
             trace: cfg.record_trace.then(Vec::new),
             analyzer: cfg.classify.map(analyze::FlowAnalyzer::new),
@@ -214,8 +213,7 @@ impl Sim {
                         };
                         self.record(i, EventKind::Segment(s));
                     }
-                    let pure = seg.len == 0;
-                    if let Some(at) = self.links[i].send(self.now, wire, pure, &mut self.rng) {
+                    if let Some(at) = self.link.send(self.now, i, seg.len, hdr) {
                         self.schedule(at, Ev::Arrive { to: (1 - i) as u8, seg });
                     }
                 }
@@ -233,7 +231,7 @@ impl Sim {
     /// SYN-ACK one way later, ACK after a round trip, when the applications start. It gives a
     /// trace's reader the MSS options and the path's RTT (RFC 9293 3.5).
     fn handshake(&mut self) {
-        let (up, down) = (self.links[0].delay(), self.links[1].delay());
+        let (up, down) = (self.link.delay(0), self.link.delay(1));
         let ts = (self.eps[0].hdr > 20).then_some((0, 0));
         let hs = |flags: u8, seq: u32, ack: u32, mss: Option<u16>, hdr: u32| Segment {
             seq,
@@ -627,7 +625,7 @@ impl Sim {
             stalls: self.analyzer.map(|fa| fa.finish().stalls),
             sides,
             writes: self.writes,
-            dropped: self.links[0].dropped + self.links[1].dropped,
+            dropped: self.link.dropped(),
             events: self.events,
             stream: self.apps[1].endless_reader,
             sample_reads: self.sample_kind == SampleKind::ClientRecv,

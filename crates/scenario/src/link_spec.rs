@@ -52,7 +52,8 @@ pub struct LinkSpec {
     pub loss: f64,
     /// Random loss of pure ACKs only (seed 003's `-m length --length 52 ... DROP`).
     pub ack_loss: f64,
-    /// Keep only every Nth pure ACK (seed 003's `-m statistic --mode nth --every N`).
+    /// Keep one pure ACK in N, the Nth of each N (seed 003's `-m statistic --mode nth --every 2
+    /// --packet 0 -j DROP` drops the first of each two: linkmodel's `AckThinning`).
     pub ack_every: Option<u32>,
     /// The direction(s) `ack_loss` and `ack_every` apply to.
     #[serde(default)]

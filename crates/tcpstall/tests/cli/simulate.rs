@@ -129,10 +129,10 @@ pub(crate) fn pcap_round_trips_through_explain() {
 /// ms/round agrees with them (it was 10 ms/round at p50 0.02 ms: the 200 ms the last message's
 /// tail waits while the pipeline drains was in the wall time). That wait, in the epilogue, is
 /// named in the verdict when it happens: at rounds = 4 the receiver holds an odd full segment
-/// (RFC 1122 4.2.3.2 ACKs every second one) and Nagle (RFC 896) the tail; at rounds = 6 the
+/// (RFC 1122 4.2.3.2 ACKs every second one) and Nagle (RFC 896) the tail; at rounds = 12 the
 /// count is even and nothing waits (crates/model/tests/seeds.rs derives the parity).
 pub(crate) fn depth_2_epilogue_wait_is_named_not_folded_into_ms_per_round() {
-    for (rounds, epilogue) in [("rounds=4", true), ("rounds=6", false)] {
+    for (rounds, epilogue) in [("rounds=4", true), ("rounds=12", false)] {
         let v = json(&[
             "simulate",
             "bulk-ack",

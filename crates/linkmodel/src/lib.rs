@@ -1,20 +1,40 @@
-//! The link, as a pure function of (time, packet, randomness): no clock, no OS.
+//! The emulated link as a pure function of (time, packet, randomness): no clock, no OS. Time
+//! and random numbers are arguments (as smoltcp's `poll(now)`), so the same packets at the same
+//! times with the same seed meet the same fate wherever the model runs. It has two users, which
+//! must not disagree (held by the `model` crate's `one_link` test, for every key of the spec):
+//! - the forwarder (`link::forward`, behind `tcpstall lab --link` and `tcpstall shell`): each
+//!   packet read from a TUN device goes through [`DirectionModel::on_datagram`], stamped with
+//!   CLOCK_MONOTONIC;
+//! - the simulator (`model`, behind `tcpstall simulate --link`): each segment the simulated
+//!   stacks send goes through [`DirectionModel::on_packet_of_kind`] at the simulated time.
+//!
+//! Both build it from `scenario::LinkSpec` with [`LinkModel::new`] and draw their random
+//! numbers from [`rngs`] (one generator per direction, from one seed).
 //!
 //! Each direction is a [`DirectionModel`]: packets pass, in this order,
 //! 1. the MTU check (a packet longer than the link MTU is dropped, as a real link would);
-//! 2. pure-ACK thinning (`ack-every=N`, then `ack-loss=P`), the emulated form of seed 003's
-//!    `iptables ... -m length --length 52 ... -m statistic ... -j DROP` on the receiver's OUTPUT;
+//! 2. pure-ACK thinning (`ack-every=N`, then `ack-loss=P`) in the directions `ack-dir` names,
+//!    the emulated form of seed 003's `iptables ... -m length --length 52 ... -m statistic
+//!    --mode nth --every 2 --packet 0 -j DROP` on the receiver's OUTPUT (phase and direction:
+//!    `AckThinning`);
 //! 3. random loss (`loss=P`), drawn before the queue like netem's loss (sch_netem.c netem_enqueue);
 //! 4. the bottleneck queue: drop-tail when the packets waiting (not yet fully serialised) would
-//!    exceed the limit in packets or bytes;
+//!    exceed the limit in packets or bytes (netem's 1000 packets when a rate has no `queue`);
 //! 5. serialisation at `rate` (a byte-accurate token bucket with no burst: transmission of a
 //!    packet starts when the previous one has left, and lasts exactly bytes*8/rate seconds);
+//!    the bytes are IP bytes, what a TUN device carries (no Ethernet framing);
 //! 6. propagation delay plus uniform jitter; without `reorder` a packet never leaves before the
 //!    one ahead of it (as netem since Linux 3.x does for jitter without reorder: tfifo order).
+//!
+//! [`gso`] says what a GSO super-packet stands for on the wire: its segments.
+
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+pub mod gso;
 
 use std::collections::VecDeque;
 
-use rand::Rng;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use scenario::{AckDir, LinkSpec, QueueLimit};
 
 /// Direction of travel: `Up` is client to server, `Down` server to client.
@@ -151,8 +171,54 @@ impl DirCounters {
     }
 }
 
-fn thins(ack_dir: AckDir, dir: Dir) -> bool {
-    matches!((ack_dir, dir), (AckDir::Both, _) | (AckDir::Up, Dir::Up) | (AckDir::Down, Dir::Down))
+/// Which pure ACKs a direction thins: `ack-every=N`, then `ack-loss=P`, only in the
+/// directions `ack-dir` names (`both` by default; seed 003's rule matched the data receiver's
+/// OUTPUT with `--sport 5001`, i.e. `ack-dir=down` when the client sends).
+///
+/// The phase of `ack-every=N` is decided once, from seed 003's rule
+/// `-m statistic --mode nth --every 2 --packet 0 -j DROP` (docs/seeds.md, docs/link.md):
+/// - xt_statistic's nth mode (net/netfilter/xt_statistic.c `statistic_mt`,
+///   `XT_STATISTIC_MODE_NTH`) keeps a counter, `nval = (oval == every) ? 0 : oval + 1`, and
+///   the packet matches when `nval == 0`; iptables stores `every` as N-1 and starts the counter
+///   at `every - packet` (iptables extensions/libxt_statistic.c `statistic_check`). With
+///   `--packet 0` the counter starts at N-1, so the FIRST packet matches, then the (N+1)th...:
+///   the rule DROPs the first of each N. Checked on Linux 6.18 with 8 datagrams through
+///   OUTPUT: `--every 2 --packet 0 -j DROP` delivered the 2nd, 4th, 6th and 8th; two such
+///   rules stacked, the seed's way to thin further, the 4th and 8th.
+/// - So `ack-every=N` keeps one pure ACK in N, the LAST of each N (the Nth, 2Nth, ...), and
+///   drops the N-1 before it: for N = 2 exactly the seed's rule (of four pure ACKs the 2nd and
+///   4th pass), for N = 2^k exactly k of its rules stacked.
+#[derive(Debug, Clone)]
+struct AckThinning {
+    /// Keep the last of every N pure ACKs (None: no `ack-every`, or not this direction).
+    every: Option<u32>,
+    /// Then drop each pure ACK with this probability (0 if not this direction).
+    loss: f64,
+    /// Pure ACKs this direction has counted for `every`.
+    seen: u64,
+}
+
+impl AckThinning {
+    fn new(spec: &LinkSpec, dir: Dir) -> AckThinning {
+        let here = matches!((spec.ack_dir, dir), (AckDir::Both, _) | (AckDir::Up, Dir::Up) | (AckDir::Down, Dir::Down));
+        AckThinning { every: spec.ack_every.filter(|_| here), loss: if here { spec.ack_loss } else { 0.0 }, seen: 0 }
+    }
+
+    /// The fate of one pure ACK: None if it passes.
+    fn judge<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Option<DropReason> {
+        if let Some(n) = self.every {
+            // xt_statistic nth, seed 003's --every 2 --packet 0 DROP: the first of each N is
+            // dropped; here all but the Nth are (see above).
+            self.seen += 1;
+            if !self.seen.is_multiple_of(u64::from(n)) {
+                return Some(DropReason::AckEvery);
+            }
+        }
+        if self.loss > 0.0 && rng.gen_bool(self.loss) {
+            return Some(DropReason::AckLoss);
+        }
+        None
+    }
 }
 
 /// One direction of the link.
@@ -164,8 +230,7 @@ pub struct DirectionModel {
     rate_bps: Option<u64>,
     queue: Option<QueueLimit>,
     loss: f64,
-    ack_loss: f64,
-    ack_every: Option<u32>,
+    thinning: AckThinning,
     mtu: u32,
     /// When the transmitter is free, in units of ns * rate_bps (exact integer arithmetic: one
     /// byte costs 8e9 of these units, so serialisation never accumulates rounding error).
@@ -176,7 +241,6 @@ pub struct DirectionModel {
     backlog_bytes: u64,
     backlog_segments: u64,
     last_deliver_ns: u64,
-    pure_acks_seen: u64,
     pub counters: DirCounters,
 }
 
@@ -197,15 +261,13 @@ impl DirectionModel {
             rate_bps: spec.rate_bps.filter(|&r| r > 0),
             queue,
             loss: spec.loss,
-            ack_loss: if thins(spec.ack_dir, dir) { spec.ack_loss } else { 0.0 },
-            ack_every: spec.ack_every.filter(|_| thins(spec.ack_dir, dir)),
+            thinning: AckThinning::new(spec, dir),
             mtu: spec.mtu,
             busy_until_scaled: 0,
             backlog: VecDeque::new(),
             backlog_bytes: 0,
             backlog_segments: 0,
             last_deliver_ns: 0,
-            pure_acks_seen: 0,
             counters: DirCounters::default(),
         }
     }
@@ -225,11 +287,19 @@ impl DirectionModel {
         self.on_packet_of_kind(now_ns, packet.len() as u64, kind, rng)
     }
 
+    /// A packet as the forwarder reads it from a TUN device: `vnet` is its `virtio_net_hdr`
+    /// (empty without IFF_VNET_HDR), `packet` the IP packet after it. A GSO super-packet is
+    /// judged as the segments it stands for ([`gso::segments`]), a plain packet as itself.
+    pub fn on_datagram<R: Rng + ?Sized>(&mut self, now_ns: u64, vnet: &[u8], packet: &[u8], rng: &mut R) -> Verdict {
+        let (segments, segment_len, wire_bytes) = gso::segments(vnet, packet);
+        self.on_packet_segments(now_ns, packet, segments, segment_len, wire_bytes, rng)
+    }
+
     /// A GSO super-packet standing for `segments` segments of at most `segment_len` bytes and
     /// `wire_bytes` on the wire in all (crate::gso): the MTU applies to each segment, the rate
     /// and a byte queue to the wire bytes, a packet queue to the segments. Only whole-packet
     /// decisions apply: the link carries super-packets only without loss or ACK thinning.
-    pub fn on_packet_segments<R: Rng + ?Sized>(
+    fn on_packet_segments<R: Rng + ?Sized>(
         &mut self,
         now_ns: u64,
         packet: &[u8],
@@ -292,18 +362,8 @@ impl DirectionModel {
             return Verdict::Drop(DropReason::Mtu);
         }
         if kind == PacketKind::PureAck {
-            // xt_statistic.c statistic_mt, XT_STATISTIC_MODE_NTH: a counter runs 0..every-1 and
-            // one value in each cycle matches. Here the first of every N pure ACKs is kept and
-            // the other N-1 dropped, the same fraction as seed 003's `--every 2 --packet 0`.
-            if let Some(n) = self.ack_every {
-                let i = self.pure_acks_seen;
-                self.pure_acks_seen += 1;
-                if i % u64::from(n) >= 1 {
-                    return Verdict::Drop(DropReason::AckEvery);
-                }
-            }
-            if self.ack_loss > 0.0 && rng.gen_bool(self.ack_loss) {
-                return Verdict::Drop(DropReason::AckLoss);
+            if let Some(r) = self.thinning.judge(rng) {
+                return Verdict::Drop(r);
             }
         }
         if self.loss > 0.0 && rng.gen_bool(self.loss) {
@@ -377,12 +437,25 @@ impl LinkModel {
     pub fn direction(&self, dir: Dir) -> &DirectionModel {
         &self.dirs[dir.index()]
     }
+    pub fn direction_mut(&mut self, dir: Dir) -> &mut DirectionModel {
+        &mut self.dirs[dir.index()]
+    }
     /// Split into the two directions (the forwarder runs each on its own thread).
     pub fn into_directions(self) -> [DirectionModel; 2] {
         self.dirs
     }
 }
 
+/// The random numbers of the two directions (index [`Dir::index`]) from one seed: the first
+/// generator drawn from a generator seeded with `seed` is the client->server direction's, the
+/// second the server->client's. Each direction draws only from its own, so what one direction
+/// does never shifts the other's numbers, whichever order the packets of the two come in (the
+/// forwarder runs a thread per direction; the simulator interleaves them).
+pub fn rngs(seed: u64) -> [SmallRng; 2] {
+    let mut seeder = SmallRng::seed_from_u64(seed);
+    let mut next = || SmallRng::from_rng(&mut seeder).expect("seeding from a PRNG cannot fail");
+    [next(), next()]
+}
+
 #[cfg(test)]
-#[path = "model_tests.rs"]
 mod tests;

@@ -174,18 +174,49 @@ fn ack_loss_drops_only_pure_acks() {
     assert!(within_5_sigma(c.drops_of(DropReason::AckLoss), 10_000, 0.5), "{c:?}");
 }
 
+/// Seed 003's `-m statistic --mode nth --every 2 --packet 0 -j DROP` drops the first of each
+/// 2 (xt_statistic.c statistic_mt, nth mode; iptables libxt_statistic.c starts the counter at
+/// every - packet): `ack-every=N` drops the first N-1 of each N pure ACKs and keeps the Nth,
+/// which for N = 2 is the seed's rule and for N = 4 two of its rules stacked.
 #[test]
-fn ack_every_keeps_one_in_n_like_xt_statistic_nth() {
-    for n in [1u32, 2, 4] {
+fn ack_every_keeps_the_last_of_each_n_like_seed_003s_nth_rule() {
+    for n in [1u32, 2, 3, 4] {
         let mut m = DirectionModel::new(&spec(&format!("ack-every={n}")), Dir::Down);
         let ack = tcp4(0, "A");
-        let kept: Vec<bool> =
-            (0..12).map(|i| matches!(m.on_packet(i, &ack, &mut rng()), Verdict::Deliver { .. })).collect();
-        assert_eq!(kept.iter().filter(|&&k| k).count(), 12 / n as usize, "n={n}");
-        assert!(kept[0], "the first of each group of {n} is kept");
+        let kept: Vec<u64> =
+            (0..12).filter(|&i| matches!(m.on_packet(i, &ack, &mut rng()), Verdict::Deliver { .. })).collect();
+        let want: Vec<u64> = (0..12).filter(|i| (i + 1) % u64::from(n) == 0).collect();
+        assert_eq!(kept, want, "n={n}: kept (0-based) {kept:?}");
+        assert_eq!(m.counters.drops_of(DropReason::AckEvery), 12 - 12 / u64::from(n));
         // Data segments are never counted or thinned.
         assert!(matches!(m.on_packet(99, &tcp4(10, "A"), &mut rng()), Verdict::Deliver { .. }));
     }
+    // The seed's rule on four pure ACKs: the 2nd and 4th pass.
+    let mut m = DirectionModel::new(&spec("ack-every=2"), Dir::Up);
+    let fates: Vec<bool> =
+        (0..4).map(|i| matches!(m.on_packet(i, &tcp4(0, "A"), &mut rng()), Verdict::Deliver { .. })).collect();
+    assert_eq!(fates, [false, true, false, true]);
+}
+
+/// The case: `ack-every=2,ack-dir=up` and four pure ACKs each way. Only the client's
+/// (up) are thinned, the 2nd and 4th kept; the server's four all pass. `ack-loss` follows
+/// `ack-dir` too.
+#[test]
+fn ack_dir_names_the_thinned_direction_for_ack_every_and_ack_loss() {
+    let ack = tcp4(0, "A");
+    let r = &mut rng();
+    let mut m = LinkModel::new(&spec("ack-every=2,ack-dir=up"));
+    let mut kept = |m: &mut LinkModel, dir| -> Vec<u64> {
+        (0..4).filter(|&i| matches!(m.on_packet(i, dir, &ack, r), Verdict::Deliver { .. })).collect()
+    };
+    assert_eq!(kept(&mut m, Dir::Up), [1, 3]);
+    assert_eq!(kept(&mut m, Dir::Down), [0, 1, 2, 3]);
+    let mut m = LinkModel::new(&spec("ack-loss=100%,ack-dir=down"));
+    assert_eq!(kept(&mut m, Dir::Up), [0, 1, 2, 3]);
+    assert_eq!(kept(&mut m, Dir::Down), Vec::<u64>::new());
+    let mut m = LinkModel::new(&spec("ack-every=2"));
+    assert_eq!(kept(&mut m, Dir::Up), [1, 3]);
+    assert_eq!(kept(&mut m, Dir::Down), [1, 3]);
 }
 
 #[test]
@@ -234,5 +265,47 @@ fn ack_dir_down_thins_only_the_data_receivers_acks() {
     }
     let down: usize =
         (0..10).filter(|&i| matches!(m.on_packet(i, Dir::Down, &ack, r), Verdict::Deliver { .. })).count();
-    assert_eq!(down, 1);
+    assert_eq!(down, 0, "the 1000th is the first kept");
+}
+
+/// A datagram read with a virtio_net_hdr of GSO_NONE, or without one, is judged as the plain
+/// packet; a TSO super-packet as its segments (the rate counts each segment's headers).
+#[test]
+fn on_datagram_judges_super_packets_as_their_segments() {
+    let p = tcp4(1448 * 3, "A");
+    let mut tso = vec![0u8; 10];
+    tso[1] = 1; // VIRTIO_NET_HDR_GSO_TCPV4
+    tso[4..6].copy_from_slice(&1448u16.to_le_bytes());
+    // 1 Mbit/s: a byte is 8 us.
+    let mut m = DirectionModel::new(&spec("rate=1mbit,mtu=1500"), Dir::Up);
+    let wire = p.len() as u64 + 2 * 52;
+    assert_eq!(at(m.on_datagram(0, &tso, &p, &mut rng())), wire * 8_000);
+    assert_eq!(m.counters.data_segments_in, 3);
+    let small = tcp4(100, "A");
+    let mut a = DirectionModel::new(&spec("rate=1mbit"), Dir::Up);
+    let mut b = a.clone();
+    assert_eq!(a.on_datagram(0, &[0u8; 10], &small, &mut rng()), b.on_datagram(0, &[], &small, &mut rng()));
+    assert_eq!(at(a.on_datagram(0, &[], &small, &mut rng())), 2 * small.len() as u64 * 8_000);
+}
+
+/// Each direction draws from its own generator: the order the two directions' packets come
+/// in does not change either one's fate.
+#[test]
+fn each_direction_draws_its_own_random_numbers() {
+    let l = spec("loss=30%,jitter=1ms,delay=5ms");
+    let p = tcp4(10, "A");
+    let run = |up_first: bool| {
+        let mut m = LinkModel::new(&l);
+        let mut r = rngs(7);
+        let mut out = [Vec::new(), Vec::new()];
+        for i in 0..200u64 {
+            let order = if up_first { [Dir::Up, Dir::Down] } else { [Dir::Down, Dir::Up] };
+            for d in order {
+                let v = m.on_packet(i * 1000, d, &p, &mut r[d.index()]);
+                out[d.index()].push(v);
+            }
+        }
+        out
+    };
+    assert_eq!(run(true), run(false));
 }
