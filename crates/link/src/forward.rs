@@ -45,21 +45,108 @@ pub fn mono_ns() -> u64 {
 
 /// The calling thread's `run_delay` (ns): time spent runnable but waiting for a CPU, from
 /// /proc/thread-self/schedstat (Documentation/scheduler/sched-stats.rst: "time spent waiting
-/// on a runqueue"). Read before and after a sleep it gives how late the thread ran after the
-/// kernel woke it: the part of a packet's wait the forwarder cannot see by its own clock.
+/// on a runqueue"), with its voluntary and involuntary context switches (getrusage(2),
+/// RUSAGE_THREAD: ru_nvcsw, ru_nivcsw). Read before and after a sleep it gives how late the
+/// thread ran after the kernel woke it, the part of a packet's wait the forwarder cannot see by
+/// its own clock, when the switches say that all of that wait followed the wake-up ([`Slept`]).
 struct RunDelay(Option<std::fs::File>);
+
+/// The scheduler's counts of the calling thread at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct SchedSample {
+    /// Time spent runnable, waiting for a CPU (ns).
+    run_delay: u64,
+    /// Context switches: giving the CPU up (a sleep)...
+    voluntary: u64,
+    /// ...and having it taken (preempted).
+    involuntary: u64,
+}
 
 impl RunDelay {
     fn open() -> RunDelay {
         RunDelay(std::fs::File::open("/proc/thread-self/schedstat").ok())
     }
-    fn now(&self) -> Option<u64> {
+    fn now(&self) -> Option<SchedSample> {
         use std::os::unix::fs::FileExt;
         let f = self.0.as_ref()?;
         let mut b = [0u8; 96];
         let n = f.read_at(&mut b, 0).ok()?;
-        std::str::from_utf8(&b[..n]).ok()?.split_whitespace().nth(1)?.parse().ok()
+        let run_delay = std::str::from_utf8(&b[..n]).ok()?.split_whitespace().nth(1)?.parse().ok()?;
+        let u = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_THREAD).ok()?;
+        let count = |n: libc::c_long| u64::try_from(n).unwrap_or(0);
+        Some(SchedSample {
+            run_delay,
+            voluntary: count(u.voluntary_context_switches()),
+            involuntary: count(u.involuntary_context_switches()),
+        })
     }
+}
+
+/// One sleep in ppoll as the thread saw it (CLOCK_MONOTONIC ns): what the first packet read
+/// after it may be stamped earlier by.
+#[derive(Debug, Clone, Copy)]
+struct Slept {
+    /// Just before ppoll was called (the device had been found empty before that).
+    began: u64,
+    /// ppoll's timeout, if it had one.
+    timeout: Option<u64>,
+    /// When ppoll returned.
+    woke: u64,
+    /// Whether the input was readable when it returned.
+    readable: bool,
+    /// The scheduler's counts before and after.
+    sched: Option<(SchedSample, SchedSample)>,
+}
+
+impl Slept {
+    /// The scheduler's run_delay across the sleep (ns), whatever part of it came when.
+    fn run_delay(&self) -> Option<u64> {
+        self.sched.map(|(a, b)| b.run_delay.saturating_sub(a.run_delay))
+    }
+
+    /// How much earlier than its read the packet that ended the sleep may be stamped: the
+    /// scheduler's run delay, when that is known to be the wait of the wake-up this packet
+    /// caused, so that the packet was there all along. Zero otherwise, as a packet read after a
+    /// wait it did not cause may have arrived at any moment of it, and stamped back by the
+    /// whole wait it would leave before its arrival plus its delay. So, all of:
+    /// - the input was readable;
+    /// - the thread slept (a voluntary switch) and was never preempted (no involuntary one),
+    ///   so all of the delay followed a wake-up. Preempted before it fell asleep (inside ppoll,
+    ///   or reading these counts) the thread waited before the sleep, and a packet arriving
+    ///   meanwhile was read as soon as it ran: stamped back by that wait, a UDP round trip on a
+    ///   loaded host took 10.5 ms on an rtt=20ms link, one direction's delay gone;
+    /// - the wake-up (its return less the delay) came after the sleep began and before the
+    ///   timeout: a thread woken by its timer (to spin to a deadline) that then waited for a
+    ///   CPU reads packets that arrived at any moment of that wait.
+    fn backdate(&self) -> u64 {
+        if self.by_input() {
+            self.run_delay().unwrap_or(0)
+        } else {
+            0
+        }
+    }
+
+    /// Whether the packet read first after the sleep woke the thread (see `backdate`).
+    fn by_input(&self) -> bool {
+        let (Some((a, b)), Some(delay)) = (self.sched, self.run_delay()) else { return false };
+        let slept = b.voluntary > a.voluntary && b.involuntary == a.involuntary;
+        let wake = self.woke.saturating_sub(delay);
+        let before_timer = self.timeout.is_none_or(|t| wake < self.began.saturating_add(t));
+        self.readable && slept && wake >= self.began && before_timer
+    }
+}
+
+/// Where a packet read at `read_at` is placed on the model's clock: earlier by `back` (the
+/// wake-up it paid: [`Slept::backdate`] and the calibrated compensation), never before a packet
+/// read earlier (`last`: the model's clock does not go back) and never before `empty_at`, the
+/// moment before the last read(2) that found the device empty: the packet was not there then,
+/// so it arrived after it, and its delay cannot count from earlier. Returns the stamp and
+/// whether `back` had to be cut at `empty_at` (an error of the wake-up accounting, counted;
+/// never a packet early).
+fn place(read_at: u64, back: u64, empty_at: u64, last: u64) -> (u64, bool) {
+    let wanted = read_at.saturating_sub(back);
+    let floor = empty_at.min(read_at);
+    (wanted.max(floor).max(last).min(read_at), wanted < floor)
 }
 
 /// CLOCK_REALTIME minus CLOCK_MONOTONIC, in nanoseconds.
@@ -109,6 +196,11 @@ pub struct DirReport {
     /// How much before its deadline each packet was written out (the shortest write(2) of
     /// the probes), if compensating.
     pub release_early_ns: u64,
+    /// Packets whose stamp, moved earlier for the wake-up they paid, would have fallen before
+    /// the forwarder last found the device empty, before they can have arrived: stamped at
+    /// that moment instead, so that none leaves before its arrival plus its delay. Not zero
+    /// means the wake-up accounting erred (see `Slept::backdate`).
+    pub stamps_cut: u64,
 }
 
 impl DirReport {
@@ -427,9 +519,14 @@ struct Forwarder {
     /// The smallest delay the model applies (for the delay histogram).
     base: u64,
     run_delay: RunDelay,
-    /// How late the thread ran after its last wake-up (run_delay across the sleep): packets
-    /// read right after it are stamped that much earlier, when they were there.
+    /// How late the thread ran after its last wake-up, when the packet read first after it
+    /// caused that wake-up ([`Slept::backdate`]): that packet is stamped that much earlier.
     backdate: u64,
+    /// The moment before the last read(2) that found the input empty: every packet read since
+    /// arrived after it ([`place`]).
+    empty_at: u64,
+    /// Packets whose stamp, moved earlier for their wake-up, fell before `empty_at`.
+    stamps_cut: u64,
     /// After a sleep ended by the input: the calibrated wake-up the first packet read paid
     /// (median) and what it is stamped earlier for (the shortest seen), at most how long the
     /// thread slept.
@@ -460,6 +557,8 @@ impl Forwarder {
             base,
             run_delay: RunDelay::open(),
             backdate: 0,
+            empty_at: 0,
+            stamps_cut: 0,
             woken: (0, 0),
             last_stamp: 0,
             last_rx: 0,
@@ -477,6 +576,7 @@ impl Forwarder {
         let mut got = 0;
         while got < BATCH {
             let mut buf = self.pool.pop().unwrap_or_else(|| vec![0u8; self.bufsize]);
+            let asked = mono_ns();
             match nix::unistd::read(fd, &mut buf) {
                 Ok(0) => return Err(ForwardError::Closed),
                 Ok(n) if n < self.hdr => self.pool.push(buf),
@@ -485,6 +585,7 @@ impl Forwarder {
                     self.admit(buf, n);
                 }
                 Err(Errno::EAGAIN) => {
+                    self.empty_at = asked;
                     self.pool.push(buf);
                     break;
                 }
@@ -495,30 +596,32 @@ impl Forwarder {
         Ok(got)
     }
 
-    /// The stamp of a packet read at `read_at`: (stamp, the wake-up it paid unseen, how much
-    /// earlier than `read_at - backdate` it was stamped for it).
-    fn stamp(&mut self, read_at: u64) -> (u64, u64, u64) {
+    /// The stamp of a packet read at `read_at`, the wake-up it paid unseen, how much earlier
+    /// than `read_at - backdate` it was stamped for it, and the backdate (see [`Stamp`]).
+    fn stamp(&mut self, read_at: u64) -> Stamp {
         // The first packet after a wake-up by the input paid the wake-up: stamped that much
-        // earlier (if asked), never before a packet read earlier (the model's clock does not
-        // go back).
+        // earlier (if asked), and earlier by the run delay of that wake-up; the packets read
+        // after it in the same batch may have arrived during that delay, so not they.
         let (unseen, early) = std::mem::take(&mut self.woken);
+        let backdate = std::mem::take(&mut self.backdate);
         let made_up = if self.io.calib.compensate.load(AtomicOrdering::Relaxed) { early } else { 0 };
-        let now = read_at.saturating_sub(self.backdate + made_up).max(self.last_stamp).min(read_at);
-        let made_up = read_at.saturating_sub(self.backdate).saturating_sub(now);
-        self.last_stamp = now;
-        (now, unseen, made_up)
+        let (at, cut) = place(read_at, backdate + made_up, self.empty_at, self.last_stamp);
+        self.stamps_cut += u64::from(cut);
+        self.last_stamp = at;
+        let backdate = backdate.min(read_at - at);
+        Stamp { at, unseen, made_up: read_at - at - backdate, backdate }
     }
 
     /// One packet read (`buf[..n]`): a calibration probe, or the model's verdict.
     fn admit(&mut self, buf: Vec<u8>, n: usize) {
         let read_at = mono_ns();
-        let (now, unseen, made_up) = self.stamp(read_at);
+        let Stamp { at: now, unseen, made_up, backdate } = self.stamp(read_at);
         let hdr = self.hdr;
         if self.io.calib.active.load(AtomicOrdering::Relaxed) {
             if let Some(ps) = crate::calibrate::probe_seq(&buf[hdr..n]) {
                 // A calibration probe: past the model, held for the probe delay.
                 let at = now + self.io.model.delay_ns().min(crate::calibrate::PROBE_DELAY_NS);
-                let probe = Some((ps, self.backdate));
+                let probe = Some((ps, backdate));
                 self.push(Pending { at, due: at, seq: 0, arrival: read_at, unseen, made_up, len: n, buf, probe });
                 return;
             }
@@ -626,24 +729,25 @@ impl Forwarder {
     fn sleep(&mut self, timeout: Option<u64>) -> Result<bool, ForwardError> {
         self.overload.before_sleep();
         let before = self.run_delay.now();
-        let slept_from = mono_ns();
+        let began = mono_ns();
         let (stopped, readable) = wait_readable(self.io.input.as_fd(), self.io.stop.as_fd(), timeout)?;
         if stopped {
             return Ok(true);
         }
         let woke = mono_ns();
         self.overload.after_sleep(woke);
-        let slept = woke.saturating_sub(slept_from);
-        if let (Some(a), Some(b)) = (before, self.run_delay.now()) {
-            self.backdate = b.saturating_sub(a);
-            let _ = self.wake_late.record(self.backdate.max(1));
+        let s = Slept { began, timeout, woke, readable, sched: before.zip(self.run_delay.now()) };
+        let delay = s.run_delay().unwrap_or(0);
+        if s.sched.is_some() {
+            let _ = self.wake_late.record(delay.max(1));
         }
+        self.backdate = s.backdate();
         // A wake-up by the input, with the CPU found idle as the probes found it (not queued
         // behind another thread for longer than they were).
         let calib = &self.io.calib;
-        let idle_like = self.backdate <= calib.run_delay_ns.load(AtomicOrdering::Relaxed) + 5_000;
-        if readable && idle_like {
-            let slept = slept.saturating_sub(self.backdate);
+        let idle_like = delay <= calib.run_delay_ns.load(AtomicOrdering::Relaxed) + 5_000;
+        if s.by_input() && idle_like {
+            let slept = woke.saturating_sub(began).saturating_sub(delay);
             let wake = calib.wake_ns.load(AtomicOrdering::Relaxed);
             let wake_min = calib.wake_min_ns.load(AtomicOrdering::Relaxed);
             self.woken = (wake.min(slept), wake_min.min(slept));
@@ -667,8 +771,21 @@ impl Forwarder {
             compensated: calib.compensate.load(AtomicOrdering::Relaxed),
             wake_min_ns: load(&calib.wake_min_ns),
             release_early_ns: load(&calib.release_early_ns),
+            stamps_cut: self.stamps_cut,
         }
     }
+}
+
+/// Where [`Forwarder::stamp`] placed a packet (CLOCK_MONOTONIC ns).
+struct Stamp {
+    /// Its time on the model's clock: its delay counts from it.
+    at: u64,
+    /// The calibrated wake-up it paid unseen (it woke the forwarder)...
+    unseen: u64,
+    /// ...and how much of it the stamp was moved earlier by.
+    made_up: u64,
+    /// How much earlier it was stamped for the run delay of the wake-up it caused.
+    backdate: u64,
 }
 
 /// Sleep until `fd` is readable, `stop` fires or `timeout_ns` passes; returns (stopped,
@@ -696,6 +813,55 @@ fn wait_readable(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn counts(run_delay: u64, voluntary: u64, involuntary: u64) -> SchedSample {
+        SchedSample { run_delay, voluntary, involuntary }
+    }
+
+    /// A sleep from 10 ms to `woke` with `delay` of run delay across it and these switches.
+    fn slept(timeout: Option<u64>, woke: u64, delay: u64, voluntary: u64, involuntary: u64) -> Slept {
+        let before = counts(5 * MS, 100, 7);
+        let after = counts(5 * MS + delay, 100 + voluntary, 7 + involuntary);
+        Slept { began: 10 * MS, timeout, woke, readable: true, sched: Some((before, after)) }
+    }
+
+    /// The run delay moves a packet's stamp back only when that packet caused the wake-up
+    /// and the whole delay followed it.
+    #[test]
+    fn only_a_wake_up_by_the_packet_stamps_it_back_by_the_run_delay() {
+        // Asleep from 10 ms, woken by the input at 15 ms, ran at 17 ms: stamped 2 ms back.
+        assert_eq!(slept(None, 17 * MS, 2 * MS, 1, 0).backdate(), 2 * MS);
+        assert_eq!(slept(Some(8 * MS), 17 * MS, 2 * MS, 1, 0).backdate(), 2 * MS);
+        // Preempted as well: the delay may have come before the sleep (the 10.5 ms round trip
+        // on an rtt=20ms link), so the packet may have arrived at any moment of it.
+        assert_eq!(slept(None, 20 * MS, 9 * MS, 1, 1).backdate(), 0);
+        // Never asleep (preempted on the way into ppoll, the packet there when it ran).
+        assert_eq!(slept(None, 20 * MS, 9 * MS, 0, 1).backdate(), 0);
+        assert_eq!(slept(None, 20 * MS, 9 * MS, 0, 0).backdate(), 0);
+        // Woken by its timer at 12 ms, ran at 20 ms: the packet read came during the wait.
+        assert_eq!(slept(Some(2 * MS), 20 * MS, 8 * MS, 1, 0).backdate(), 0);
+        // A delay longer than the sleep cannot have followed its wake-up.
+        assert_eq!(slept(None, 12 * MS, 3 * MS, 1, 0).backdate(), 0);
+        // Not readable, or no counts: nothing to move.
+        let mut s = slept(None, 17 * MS, 2 * MS, 1, 0);
+        s.readable = false;
+        assert_eq!(s.backdate(), 0);
+        s.readable = true;
+        s.sched = None;
+        assert_eq!(s.backdate(), 0);
+    }
+
+    /// A packet is never stamped before the device was last found empty, nor before the
+    /// packet read before it; a cut is reported.
+    #[test]
+    fn a_stamp_never_falls_before_the_device_was_last_found_empty() {
+        assert_eq!(place(20 * MS, 2 * MS, 10 * MS, 0), (18 * MS, false));
+        assert_eq!(place(20 * MS, 15 * MS, 10 * MS, 0), (10 * MS, true));
+        assert_eq!(place(20 * MS, 2 * MS, 10 * MS, 19 * MS), (19 * MS, false));
+        assert_eq!(place(20 * MS, 0, 25 * MS, 0), (20 * MS, false), "never after its read");
+    }
 
     /// A SCHED_FIFO forwarder is real-time from a wake-up until it has been awake
     /// `FIFO_AWAKE_NS` or overloaded, and real-time again before its next sleep.

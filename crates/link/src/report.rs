@@ -50,6 +50,20 @@ fn fmt_ns(ns: u64) -> String {
     }
 }
 
+/// The line naming a direction's stamps cut at the moment its device was last found empty
+/// (`DirReport::stamps_cut`), if any.
+fn stamps_cut_line(d: Dir, r: &DirReport) -> Option<String> {
+    (r.stamps_cut > 0).then(|| {
+        format!(
+            "emulator error: link {}: {} packets would have been stamped before they can have arrived (the forwarder's \
+             wake-up accounting erred); stamped when the device was last found empty instead, so none left before its \
+             arrival plus its delay",
+            d.label(),
+            r.stamps_cut
+        )
+    })
+}
+
 impl LinkReport {
     pub fn dir(&self, d: Dir) -> Option<&DirReport> {
         self.dirs.get(d.index())
@@ -158,6 +172,7 @@ impl LinkReport {
                     fmt_ns(r.overhead_at(0.99).unwrap_or(0)),
                 ));
             }
+            out.extend(stamps_cut_line(*d, r));
         }
         let lost: u64 = self.device_drops.iter().flatten().sum();
         if lost > 0 {
@@ -204,6 +219,7 @@ mod tests {
                     compensated: true,
                     wake_min_ns: 20_000,
                     release_early_ns: 3_000,
+                    stamps_cut: 0,
                 },
                 DirReport {
                     counters: down,
@@ -218,6 +234,7 @@ mod tests {
                     compensated: true,
                     wake_min_ns: 20_000,
                     release_early_ns: 3_000,
+                    stamps_cut: 0,
                 },
             ],
             capture: None,
@@ -256,6 +273,7 @@ mod tests {
             compensated: false,
             wake_min_ns: 0,
             release_early_ns: 0,
+            stamps_cut: 0,
         }
     }
 
@@ -285,5 +303,12 @@ mod tests {
         // The summary names the same drops.
         let lines = r.summary_lines();
         assert!(lines.iter().any(|l| l.contains("write-error 2, device queue 25 (")), "{lines:?}");
+        assert!(!lines.iter().any(|l| l.contains("stamped before")), "{lines:?}");
+        r.dirs[0].stamps_cut = 2;
+        let lines = r.summary_lines();
+        assert!(
+            lines.iter().any(|l| l.starts_with("emulator error: link client->server: 2 packets would have been stamped before")),
+            "{lines:?}"
+        );
     }
 }
