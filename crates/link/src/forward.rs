@@ -175,8 +175,10 @@ pub struct DirReport {
     pub delay_base_ns: u64,
     /// The configured one-way delay, for reading the histograms.
     pub configured_delay_ns: u64,
-    /// How late the thread ran after each wake-up from its sleep (scheduler run_delay, ns):
-    /// packets read then were stamped that much earlier, so `overhead` includes it.
+    /// How late the thread ran after each wake-up from its sleep (scheduler run_delay, ns): a
+    /// packet that caused the wake-up was stamped that much earlier, so `overhead` includes it
+    /// (`Slept::backdate`); one read after a wait it did not cause is stamped when read, and
+    /// what it waited of that wait is not seen.
     pub wake_late: Histogram<u64>,
     /// How long each write(2) into the other device took (ns): the receiving side's stack
     /// runs inside it (tun_get_user -> netif_receive_skb), up to waking the receiver.
