@@ -58,7 +58,8 @@ struct SchedSample {
     run_delay: u64,
     /// Context switches: giving the CPU up (a sleep)...
     voluntary: u64,
-    /// ...and having it taken (preempted).
+    /// ...and having it taken (preempted). kernel/sched/core.c `__schedule`: a task that
+    /// blocks counts in nvcsw, one switched out while runnable in nivcsw.
     involuntary: u64,
 }
 
