@@ -3,12 +3,11 @@
 //! a killed run leaves nothing the next run does not sweep. Margins are wide: a factor of two
 //! where the measured effect is an order of magnitude.
 
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{exclusive, tcpstall};
+use crate::support::{exclusive, tcpstall, twice};
 
 fn veth(extra: &[&str]) -> Value {
     let out = tcpstall()
@@ -58,37 +57,37 @@ pub(crate) fn route_quickack_and_thinning_move_the_ack_ratio() {
     assert!(thin["link"].as_str().unwrap().contains("iptables rules rx 2 tx 0"), "{}", thin["link"]);
 }
 
-fn leftovers() -> Vec<String> {
-    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.starts_with("tcpstall-veth-")).map(String::from).collect()
-}
-
 /// SIGKILL mid-run leaves the namespaces (a killed process cleans nothing); the next run sweeps
-/// them, with their veth pair and rules, and leaves nothing of its own.
+/// them, with their veth pair and rules, says so, and leaves nothing of its own. Only this
+/// test's runs' namespaces count (other runs on the machine make theirs), and the killed run
+/// stays unreaped until the next starts, so that no other run's sweep takes its namespaces
+/// first; when one wins the moment between, the test tries again (leftovers.rs says how).
 pub(crate) fn a_killed_veth_run_is_swept_by_the_next() {
+    use crate::leftovers::{kill_when, left_by, netns_of, reap_then_run, spawn};
     let _one = exclusive();
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("tcpstall"))
-        .args(["lab", "stream", "--path", "veth", "--thin-acks", "2", "--set", "duration_ms=8000", "-q"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let mine = format!("tcpstall-veth-{pid}-");
-    let t0 = std::time::Instant::now();
-    while !leftovers().iter().any(|n| n.starts_with(&mine)) {
-        assert!(t0.elapsed() < Duration::from_secs(10), "the run never made its namespaces");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert!(leftovers().iter().any(|n| n.starts_with(&mine)), "SIGKILL leaves them for the sweep");
-    let out = tcpstall().args(["lab", "stream", "--path", "veth", "--set", "duration_ms=200", "-q"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("removed"), "the sweep says so");
-    let left = leftovers();
-    assert!(left.is_empty(), "left behind: {left:?}");
+    twice("a killed veth run swept by the next", || {
+        let args = ["lab", "stream", "--path", "veth", "--thin-acks", "2", "--set", "duration_ms=8000", "-q"];
+        let mut child = spawn(&args, false);
+        let killed = child.id();
+        // Killed 500 ms after its namespaces appeared: its rules are in place by then.
+        let seen = std::cell::Cell::new(None);
+        kill_when(&mut child, "lab --path veth", |pid| {
+            let made = netns_of(&[pid]).len() >= 2;
+            let since = seen.get().or(made.then(std::time::Instant::now));
+            seen.set(since);
+            since.is_some_and(|t| t.elapsed() >= Duration::from_millis(500))
+        });
+        let left = netns_of(&[killed]);
+        assert_eq!(left.len(), 2, "SIGKILL leaves them for the sweep: {left:?}");
+        let next = ["lab", "stream", "--path", "veth", "--set", "duration_ms=200", "-q"];
+        let (pid, err) = reap_then_run(child, "the next veth run", &next);
+        let after = left_by(&[killed, pid]);
+        assert!(after.is_empty(), "left behind: {after:?}");
+        if !(err.contains("removed") && left.iter().all(|n| err.contains(n.as_str()))) {
+            return Err(format!("the sweep did not name {left:?} (another run's sweep took them first): {err}"));
+        }
+        Ok(())
+    });
 }
 
 /// `--matrix seed003`'s flags are checked before any namespace exists: one line, non-zero. (Its

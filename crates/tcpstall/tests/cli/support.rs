@@ -101,7 +101,11 @@ pub(crate) fn run(trials: Vec<Trial>) -> ! {
 
 /// Serialises the tests that measure time or load the machine (real sockets, the emulated
 /// link, stalls timed against 30 ms): run side by side in one process they would delay each
-/// other's packets and timers.
+/// other's packets and timers. Also the tests that use system-wide state (named namespaces,
+/// BPF programs on the TCP tracepoints, the leftovers sweep, `watch` on a loopback) hold it
+/// against each other; it does not keep out other processes on the machine, so such a test
+/// looks only at what its own runs made (their pids, their names: leftovers.rs), never at the
+/// whole system.
 pub(crate) fn exclusive() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
