@@ -62,6 +62,12 @@ pub(crate) struct ClockFit {
     /// a few percent; a rhythm made by alternating waits (a sleep, then a stall) is as loose as
     /// its two halves differ.
     pub residual: f64,
+    /// The intervals that end in a send right after an ACK sit apart from those that end in
+    /// another send (their mean deviations from the period differ by more than 2% of it and
+    /// 300 us): the rhythm alternates between two processes, a wait released by the ACK and
+    /// the writer's own pause, as a requester that sleeps between stalled requests does. A
+    /// writer's timer keeps one rhythm, whatever ACKs land before some of its ticks.
+    pub two_rhythms: bool,
     /// Burst starts in the history whose burst held a full-sized segment: no timer of the
     /// sender's stack holds those (a probe or loss-probe timer sends one sub-MSS segment).
     pub full_bursts: u32,
@@ -80,7 +86,7 @@ const TIGHT_RESIDUAL: f64 = 0.06;
 impl ClockFit {
     /// The clock keeps its period tightly (or within 300 us): a timer's, not a rhythm of waits.
     pub(crate) fn tight(&self) -> bool {
-        self.residual <= TIGHT_RESIDUAL || self.residual * self.period.0 as f64 <= 300_000.0
+        !self.two_rhythms && (self.residual <= TIGHT_RESIDUAL || self.residual * self.period.0 as f64 <= 300_000.0)
     }
 
     /// The sender writes on its own clock: the intervals cluster and the sends ignore the ACKs.
@@ -127,6 +133,27 @@ fn spread(v: &mut [u64]) -> u64 {
 }
 
 impl AppClock {
+    /// See [`ClockFit::two_rhythms`]. Interval `i` (from the back) ends at burst start `i`
+    /// (from the back).
+    fn two_rhythms(&self, p: u64) -> bool {
+        let (mut acked, mut free) = (Vec::new(), Vec::new());
+        for (iv, &a) in self.intervals.iter().rev().zip(self.acked.iter().rev()) {
+            let Some(k) = multiple_of(*iv, p) else { continue };
+            let dev = *iv as i64 - (k * p) as i64;
+            if a {
+                acked.push(dev);
+            } else {
+                free.push(dev);
+            }
+        }
+        if acked.len() < 2 || free.len() < 2 {
+            return false;
+        }
+        let mean = |v: &[i64]| v.iter().sum::<i64>() as f64 / v.len() as f64;
+        let split = (mean(&acked) - mean(&free)).abs();
+        split > (0.02 * p as f64).max(300_000.0)
+    }
+
     /// The period the history's intervals keep, when at least FIT_SHARE of them are whole
     /// multiples of it and at least half are one period.
     fn period(&self) -> Option<u64> {
@@ -190,6 +217,7 @@ impl AppClock {
                 Some(ClockFit {
                     period: Duration(p),
                     residual,
+                    two_rhythms: self.two_rhythms(p),
                     in_phase,
                     sends: self.acked.len() as u32,
                     acked: self.acked.iter().filter(|&&a| a).count() as u32,

@@ -304,3 +304,21 @@ fn a_dsack_after_the_first_answer_still_shows_a_resend_spurious() {
     let last = r.iter().rev().find(|x| x.held == A).unwrap();
     assert!(!last.shows_a_wait() && last.detail.contains("D-SACK"), "{r:#?}");
 }
+
+/// The same requester over an 80 ms path, captured at the client: its sends alternate between
+/// 121.5 ms (the round trip, the delayed ACK) and 130 ms (the response's trip and the 50 ms
+/// sleep), 4% either side of their 125.75 ms mean, as tight as a timer's jitter; but the
+/// intervals that end right after an ACK sit apart from the others (`ClockFit::two_rhythms`):
+/// two processes, not one clock. Every request is still Nagle x delayed ACK.
+#[test]
+fn a_sleeping_requester_on_a_long_path_is_not_a_clock() {
+    let mut s = Script::with_rtt(80);
+    let mut t = 200.0;
+    for _ in 0..30 {
+        s.data(t, A, 275).ack(t + 121.5, B, 512).data(t + 121.53, A, 316).data(t + 201.6, B, 100);
+        t += 201.6 + 50.0;
+    }
+    let r = s.records();
+    let nagle = r.iter().filter(|x| x.cause == Cause::NagleDelayedAck && x.kind == RecordKind::Stall).count();
+    assert!(nagle >= 28, "{nagle} Nagle stalls of 30: {r:#?}");
+}
