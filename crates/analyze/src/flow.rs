@@ -724,13 +724,13 @@ impl FlowAnalyzer {
             kernel_state: dir.kernel_state,
             icmp_frag: dir.icmp_frag,
             // None of the peer's packets, though it must have sent some: its ACK numbers
-            // moved in the held side's packets, the held side sent data after a SYN with no
-            // SYN-ACK captured, or more data segments than TCP sends without an ACK (RFC 9293
+            // moved in the held side's packets, the held side sent data after its SYN (or
+            // SYN-ACK) with no handshake packet of the peer's captured, or more data segments than TCP sends without an ACK (RFC 9293
             // 3.8.6.3: an ACK at least every second full segment).
             one_direction: peer_packets == 0
                 && (dir.ack_moved
                     || dir.sum.wire.data_segments >= 10
-                    || (self.hs.syn.is_some() && self.hs.syn_ack.is_none() && dir.sum.wire.data_segments > 0)),
+                    || (dir.last_syn.is_some() && dir.sum.wire.data_segments > 0)),
             data_only: self.data_only(),
             shown_uncorked: dir.shown_uncorked,
             ts_tick: self.ticks.tick(),
