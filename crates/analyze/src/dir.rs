@@ -129,6 +129,8 @@ pub(crate) struct Dir {
     pub(crate) snd_nxt: u32,
     /// One hole (left by a segment beyond snd_nxt) to tell reordering from retransmission.
     pub(crate) hole: Option<(u32, u32)>,
+    /// When the hole opened (the later range was seen).
+    pub(crate) hole_at: Option<Instant>,
     pub(crate) outstanding: VecDeque<Sent>,
     pub(crate) out_bytes: u64,
     pub(crate) out_small: usize,
@@ -289,7 +291,11 @@ pub(crate) struct ResendInfo {
 
 /// Whether a data segment resends sequence space already seen, which range, and when that range
 /// was last sent (see [`Resend`]).
-pub(crate) fn resend_kind(dir: &Dir, seg: &Segment) -> ResendInfo {
+/// A segment that fills a hole opened less than this before was captured out of order (two
+/// queues, a reordering link), not resent: no timer resends that soon.
+pub(crate) const HOLE_REORDER: Duration = Duration::from_millis(1);
+
+pub(crate) fn resend_kind(dir: &Dir, seg: &Segment, t: Instant) -> ResendInfo {
     let none = ResendInfo { kind: Resend::No, prev: None, prev_was_resend: false, tsval: None, unseen: false };
     if !dir.started || !seq_lt(seg.seq, dir.snd_nxt) {
         return none;
@@ -297,6 +303,9 @@ pub(crate) fn resend_kind(dir: &Dir, seg: &Segment) -> ResendInfo {
     let covering =
         dir.outstanding.iter().find(|s| seq_lt(seg.seq, s.end) && seq_le(s.end.wrapping_sub(s.len), seg.seq));
     let kind = if in_hole(dir.hole, seg.seq) {
+        if dir.hole_at.is_some_and(|h| t.since(h) < HOLE_REORDER) {
+            return none;
+        }
         Resend::FillsHole
     } else if covering.is_none() && seq_le(dir.snd_una, seg.seq) {
         return ResendInfo { unseen: true, ..none };

@@ -11,7 +11,8 @@ use crate::writes::WriteRec;
 use crate::{Config, Stall};
 use serde::Serialize;
 use trace::{
-    CapturePoint, Duration, Endpoint, Event, EventKind, Evidence, IcmpError, IcmpKind, Instant, KernelEvent, Segment,
+    CapturePoint, Cause, Duration, Endpoint, Event, EventKind, Evidence, IcmpError, IcmpKind, Instant, KernelEvent,
+    Segment,
 };
 
 pub use crate::dir::DirSummary;
@@ -70,6 +71,24 @@ pub struct FlowAnalyzer {
     same_host: Option<bool>,
     /// The capture's timestamp tick, read from the packets (see [`Ticks`]).
     ticks: Ticks,
+    /// Resends named a loss, still open to a later proof that they were spurious.
+    resent: std::collections::VecDeque<Resent>,
+}
+
+/// Resends named a loss that a later packet may show spurious (see `revisit_resends`), and
+/// how long after the resend (beyond two round trips) such a packet is looked for: phones' and
+/// Wi-Fi hosts' ACKs were seen to arrive up to 2 s late in a burst.
+const MAX_REVISITED: usize = 32;
+const REVISIT_WAIT: Duration = Duration::from_millis(2_000);
+
+#[derive(Debug, Clone, Copy)]
+struct Resent {
+    /// The record in `stalls`.
+    index: usize,
+    held: Endpoint,
+    seq: u32,
+    eifel: Option<(u32, u32)>,
+    until: Instant,
 }
 
 /// Whether every packet's time since the flow's first is a whole number of 10 ms: a capture
@@ -148,6 +167,7 @@ impl FlowAnalyzer {
             d_acked_in_gap: false,
             same_host: None,
             ticks: Ticks::default(),
+            resent: std::collections::VecDeque::new(),
         }
     }
 
@@ -172,6 +192,7 @@ impl FlowAnalyzer {
         };
         let t = ev.t;
         self.note_answer(seg, ev.from, t, ev.evidence);
+        self.revisit_resends(seg, ev.from, t, ev.evidence);
         if let Some(p) = &self.pending {
             // A resend, or data sent with data unacknowledged and no ACK, waits (at most
             // EIFEL_WAIT) for the peer's first answer, which tells whether it was spurious
@@ -204,6 +225,7 @@ impl FlowAnalyzer {
             let dir = &mut self.dirs[d.index()];
             if dir.started && seq_lt(dir.snd_nxt, seg.seq) && seg.seq.wrapping_sub(dir.snd_nxt) < 1 << 30 {
                 dir.hole = Some((dir.snd_nxt, seg.seq));
+                dir.hole_at = Some(t);
                 dir.snd_nxt = seg.seq;
             }
         }
@@ -572,7 +594,7 @@ impl FlowAnalyzer {
         // The round trip between the capture point and `d`: how soon after an ACK seen here a
         // release by it can be seen.
         let back = Duration(path.unwrap_or(Duration::ZERO).0.saturating_sub(path_dir.unwrap_or(Duration::ZERO).0));
-        let rinfo = resend_kind(&self.dirs[d.index()], seg);
+        let rinfo = resend_kind(&self.dirs[d.index()], seg, t);
         let mut resend = rinfo.kind;
         // A resend only the kernel saw: the capture shows new data, `tcp:tcp_retransmit_skb`
         // reported resending it just before (within the capture-to-sender path and 5 ms).
@@ -792,6 +814,7 @@ impl FlowAnalyzer {
         } else if seq_lt(dir.snd_nxt, seg.seq) {
             // Data beyond what was seen: a loss before the capture point, or reordering.
             dir.hole = Some((dir.snd_nxt, seg.seq));
+            dir.hole_at = Some(t);
         }
         if seq_lt(dir.snd_nxt, end) {
             dir.snd_nxt = end;
@@ -954,7 +977,72 @@ impl FlowAnalyzer {
 
     fn flush_pending(&mut self) {
         if let Some(ctx) = self.pending.take() {
-            self.stalls.push(classify(&ctx));
+            let st = classify(&ctx);
+            let named_loss =
+                matches!(st.cause, Cause::RetransmissionTimeout | Cause::TailLossProbe | Cause::FastRetransmit);
+            if st.kind == crate::RecordKind::Stall && named_loss && ctx.resend != Resend::No {
+                if self.resent.len() == MAX_REVISITED {
+                    self.resent.pop_front();
+                }
+                let rtt = ctx.path_rtt.unwrap_or(Duration::ZERO);
+                self.resent.push_back(Resent {
+                    index: self.stalls.len(),
+                    held: ctx.held,
+                    seq: ctx.seg.seq,
+                    eifel: ctx.eifel,
+                    until: Instant(ctx.end.0 + 2 * rtt.0 + REVISIT_WAIT.0),
+                });
+            }
+            self.stalls.push(st);
+        }
+    }
+
+    /// A later packet of the receiver's shows a resend already named a loss was spurious: a
+    /// D-SACK of the range (RFC 2883 4), or an ACK of it echoing the first transmission's
+    /// timestamp (RFC 3522 2), within two round trips and two seconds of the resend (the proof
+    /// can come after another resend of the range, or after an ACK that did not cover it; a
+    /// phone's ACKs can arrive a second late in a burst). The record becomes a gap, saying why.
+    /// (A live watcher has already emitted the record; `explain` gets the revised one.)
+    fn revisit_resends(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence) {
+        if self.resent.is_empty() || !seg.flags.ack() {
+            return;
+        }
+        self.resent.retain(|r| t <= r.until);
+        let blocks = &seg.sack[..usize::from(seg.sack_blocks.min(4))];
+        let dsack = crate::dir::is_dsack(blocks, seg.ack);
+        let mut found = Vec::new();
+        for (i, r) in self.resent.iter().enumerate() {
+            if r.held.peer() != d {
+                continue;
+            }
+            let by_dsack = dsack && blocks.first().is_some_and(|&b| in_block(b, r.seq));
+            let by_echo = seq_lt(r.seq, seg.ack)
+                && matches!((r.eifel, seg.ts), (Some((orig, retx)), Some((_, ecr))) if ecr == orig || seq_lt(ecr, retx));
+            if by_dsack || by_echo {
+                found.push((i, by_dsack));
+            }
+        }
+        for &(i, by_dsack) in found.iter().rev() {
+            let r = self.resent.remove(i).expect("index in range");
+            let Some(st) = self.stalls.get_mut(r.index) else { continue };
+            let p = crate::classify::side(d);
+            let how = if by_dsack {
+                format!("{p}'s later ACK D-SACKs them (RFC 2883): it received them twice")
+            } else {
+                format!("{p}'s later ACK of them echoes the first transmission's timestamp (Eifel, RFC 3522)")
+            };
+            st.evidence.push(crate::EvidenceItem { t, source: frame, what: how.clone() });
+            st.detail = format!(
+                "{} bytes resent, but the receiver already had them: {how}. The resend was spurious (the ACK came \
+                 late or was lost, not the data): nobody waited for these bytes, not a stall [first read as {}]",
+                st.bytes_held,
+                st.cause.as_str()
+            );
+            st.kind = crate::RecordKind::Gap;
+            st.cause = Cause::Application;
+            st.confidence = crate::classify::confidence::GAP_SHOWN - 0.1;
+            st.alternatives.clear();
+            st.settle = None;
         }
     }
 }

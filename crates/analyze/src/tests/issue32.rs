@@ -322,3 +322,32 @@ fn a_sleeping_requester_on_a_long_path_is_not_a_clock() {
     let nagle = r.iter().filter(|x| x.cause == Cause::NagleDelayedAck && x.kind == RecordKind::Stall).count();
     assert!(nagle >= 28, "{nagle} Nagle stalls of 30: {r:#?}");
 }
+
+/// The proof that a resend was spurious can come late: after a second resend of the range, or
+/// after an ACK that did not cover it (phones' ACKs arrive a second late in a burst; nDPI's
+/// alexa-app and wa_video captures). A D-SACK or an ACK echoing the first transmission's
+/// timestamp within two round trips and two seconds of the resend still makes it a gap (RFC
+/// 2883 4, RFC 3522 2). And a segment that fills a hole opened microseconds before was
+/// captured out of order, not resent (nDPI's aerospike capture).
+#[test]
+fn late_proof_of_a_spurious_resend_and_a_hole_filled_at_once() {
+    let mut s = Script::with_rtt(20);
+    s.data(50.0, A, 40).ack(70.0, B, 512).data(71.0, A, 300);
+    let (lo, hi) = (s.seq[0] - 300, s.seq[0]);
+    s.resend(300.0, A, 300).resend(720.0, A, 300);
+    s.ack(1_500.0, B, 512);
+    set_sack(&mut s, &[(lo, hi)]);
+    let r = s.records();
+    let resends: Vec<_> = r.iter().filter(|x| x.held == A && (x.start + x.length).as_nanos() > 200 * MS).collect();
+    assert_eq!(resends.len(), 2, "{r:#?}");
+    assert!(resends.iter().all(|x| !x.shows_a_wait()), "{r:#?}");
+    assert!(resends.iter().any(|x| x.detail.contains("D-SACK")), "{r:#?}");
+    // A FIN seen 9 us before the data it follows: the data fills the hole at once.
+    let mut s = Script::new();
+    s.data(1.0, A, 44).ack(1.1, B, 512);
+    let seq = s.seq[0];
+    s.raw(60_000 * MS, A, seq + 43, s.seq[1], TcpFlags::ACK | TcpFlags::FIN, 0, 512, None);
+    s.raw(60_000 * MS + 9_000, A, seq, s.seq[1], TcpFlags::ACK | TcpFlags::PSH, 43, 512, None);
+    let r = s.records();
+    assert!(r.iter().all(|x| x.cause != Cause::RetransmissionTimeout), "{r:#?}");
+}
