@@ -470,6 +470,7 @@ pub(crate) struct SynContext {
 /// under 1.5 times the one before) is not that timer: a generator, or a SYN-ACK answering
 /// SYNs sent again that the capture does not hold; a SYN-ACK whose peer never appears in the
 /// capture cannot show whether anybody waited.
+// long: one record literal whose confidence and detail say each case of the timer.
 pub(crate) fn syn_stall(
     from: Endpoint,
     prev: (Instant, Evidence),
@@ -484,35 +485,7 @@ pub(crate) fn syn_stall(
     // `tcp_retransmit_timer`): not the timer.
     let no_backoff = ctx.flat_run > 5;
     if no_backoff {
-        let why = {
-            format!(
-                "{} resent its {what} {length} after the previous one, which came {} after the one before, the \
-                 {} resend in a row that did not back off: a SYN timer doubles (RFC 6298 5.5; FreeBSD after five \
-                 equal steps), so this resend is not it: a generator, or answers to SYNs sent again that the \
-                 capture does not hold",
-                side(from),
-                ctx.prev_interval.unwrap_or(Duration::ZERO),
-                ordinal(ctx.flat_run)
-            )
-        };
-        return Stall {
-            start: prev.0,
-            length,
-            waited: Endpoint::A,
-            held: from,
-            bytes_held: 0,
-            cause: Cause::Unknown,
-            confidence: confidence::AMBIGUOUS - 0.05,
-            evidence: vec![
-                EvidenceItem { t: prev.0, source: prev.1, what: format!("{} {what}", side(from)) },
-                EvidenceItem { t: now.0, source: now.1, what: format!("{} {what} resent", side(from)) },
-            ],
-            ack_delay: None,
-            detail: why,
-            kind: RecordKind::Ambiguous,
-            alternatives: vec![Cause::RetransmissionTimeout],
-            settle: None,
-        };
+        return syn_not_the_timer(from, prev, now, what, length, ctx);
     }
     let at_timer = length + timers.jiffy >= Duration(timers.syn_rto.0 / 2) && length <= timers.rto_max;
     // The first resend at TCP_TIMEOUT_INIT (1 s, RFC 6298 5.7) or the older 3 s (RFC 1122
@@ -578,6 +551,47 @@ pub(crate) fn syn_stall(
         },
         kind: if at_timer { RecordKind::Stall } else { RecordKind::Wait },
         alternatives: Vec::new(),
+        settle: None,
+    }
+}
+
+/// More SYN resends in a row that did not back off than any stack's timer makes (see
+/// [`syn_stall`]): a generator, or a SYN-ACK answering SYNs the capture does not hold.
+fn syn_not_the_timer(
+    from: Endpoint,
+    prev: (Instant, Evidence),
+    now: (Instant, Evidence),
+    what: &str,
+    length: Duration,
+    ctx: SynContext,
+) -> Stall {
+    let why = {
+        format!(
+            "{} resent its {what} {length} after the previous one, which came {} after the one before, the \
+             {} resend in a row that did not back off: a SYN timer doubles (RFC 6298 5.5; FreeBSD after five \
+             equal steps), so this resend is not it: a generator, or answers to SYNs sent again that the \
+             capture does not hold",
+            side(from),
+            ctx.prev_interval.unwrap_or(Duration::ZERO),
+            ordinal(ctx.flat_run)
+        )
+    };
+    Stall {
+        start: prev.0,
+        length,
+        waited: Endpoint::A,
+        held: from,
+        bytes_held: 0,
+        cause: Cause::Unknown,
+        confidence: confidence::AMBIGUOUS - 0.05,
+        evidence: vec![
+            EvidenceItem { t: prev.0, source: prev.1, what: format!("{} {what}", side(from)) },
+            EvidenceItem { t: now.0, source: now.1, what: format!("{} {what} resent", side(from)) },
+        ],
+        ack_delay: None,
+        detail: why,
+        kind: RecordKind::Ambiguous,
+        alternatives: vec![Cause::RetransmissionTimeout],
         settle: None,
     }
 }
