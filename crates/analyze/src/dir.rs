@@ -194,6 +194,8 @@ pub(crate) struct Dir {
     pub(crate) peer_last_data: Option<Instant>,
     /// When the third duplicate ACK since the last advance or resend came (RFC 5681 3.2).
     pub(crate) third_dupack: Option<Instant>,
+    /// When the latest duplicate ACK with SACK blocks came.
+    pub(crate) last_sack_dupack: Option<Instant>,
     /// The latest ICMP fragmentation-needed about this sender's segments (RFC 1191, RFC 8201):
     /// time, frame, next-hop MTU.
     pub(crate) icmp_frag: Option<(Instant, Evidence, u32)>,

@@ -286,8 +286,12 @@ impl FlowAnalyzer {
                     // A SYN-ACK sent again right after the peer's SYN was sent again answers
                     // it (Linux `tcp_check_req` retransmits the SYN-ACK for a duplicate SYN):
                     // the wait is the SYN's, already counted.
+                    // (Sooner after that SYN than half the interval since its own previous
+                    // SYN-ACK, and within 200 ms: a timer's resend comes a second or more after.)
                     let answers = seg.flags.ack()
-                        && peer.last_syn.is_some_and(|(ts, _, _)| ts > t0 && t.since(ts) <= Duration::from_millis(50));
+                        && peer.last_syn.is_some_and(|(ts, _, _)| {
+                            ts > t0 && t.since(ts) <= Duration(interval.0 / 2).min(Duration::from_millis(200))
+                        });
                     let answered = if seg.flags.ack() {
                         self.hs.ack.is_some_and(|a| a > t0)
                     } else {
@@ -525,6 +529,7 @@ impl FlowAnalyzer {
         dir.dupacks = 0;
         dir.sack_in_dupacks = false;
         dir.third_dupack = None;
+        dir.last_sack_dupack = None;
         dir.last_ack_t = Some(t);
         let earliest = retire_acked(dir, ack, t);
         // RFC 7323 4.1: RTT from the echoed TSval of an ACK that advances the window.
@@ -721,6 +726,7 @@ impl FlowAnalyzer {
             dupacks: dir.dupacks,
             sack_seen: dir.sack_in_dupacks,
             third_dupack: dir.third_dupack,
+            last_sack_dupack: dir.last_sack_dupack,
             max_flight_segs: dir.sum.max_in_flight_segments as usize,
             lost_before: dir.sum.retransmissions > 0,
             path_rtt: s.path,

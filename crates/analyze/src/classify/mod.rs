@@ -125,6 +125,8 @@ pub(crate) struct GapContext {
     pub dupacks: u32,
     pub sack_seen: bool,
     pub third_dupack: Option<Instant>,
+    /// The latest duplicate ACK with SACK blocks (each can trigger a resend, RFC 6675 5).
+    pub last_sack_dupack: Option<Instant>,
     /// Largest number of segments this sender ever had in flight before the gap, and whether
     /// it resent anything before (a loss may have shrunk the window, RFC 5681 3.1).
     pub max_flight_segs: usize,
@@ -308,9 +310,10 @@ pub(crate) const SETTLE: &str =
 /// than that round trip is impossible (the ACK had not reached the sender). The round trip is
 /// measured on the handshake or on data ACKs, and both include the far host's processing: an
 /// embedded stack can take most of a 1 ms "round trip" to answer a SYN, and a path's delay
-/// varies. So the bound is the round trip less an eighth of it (at least 2 ms): it rejects a
-/// release 71 ms after the ACK on an 88 ms path (zeek's ftp/cwd-navigation), and never one on
-/// a path of a few milliseconds.
+/// varies. So the bound is the smallest round trip seen less a twentieth of it (at least 2
+/// ms): it rejects a release 71 ms after the ACK on an 88 ms path (zeek's ftp/cwd-navigation)
+/// and 63 ms after it where every round trip was 67-76 ms (nDPI's tor), and never one on a path
+/// of a few milliseconds.
 fn ack_info(c: &GapContext, back: Duration) -> Option<AckInfo> {
     let a = c.ack?;
     let raw = a.earliest_sent.map(|s| a.t.since(s));
@@ -322,7 +325,7 @@ fn ack_info(c: &GapContext, back: Duration) -> Option<AckInfo> {
     // The round trip as the capture saw it on the held side's ACKs of the peer's data (the
     // smallest sample): a path whose delay varies can be quicker than on the handshake.
     let seen = c.peer_data_rtt_min.map_or(back, |m| m.min(back));
-    let floor = Duration(seen.0.saturating_sub((seen.0 / 8).max(2_000_000)));
+    let floor = Duration(seen.0.saturating_sub((seen.0 / 20).max(2_000_000)));
     let too_soon = !c.ack_after_release && after < floor && a.t <= c.end;
     // Captured away from the sender, the ACK still has a hop to make, which a kernel tick can
     // defer (ACK_TRIP_TICK).

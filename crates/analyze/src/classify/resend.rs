@@ -209,7 +209,10 @@ fn path_mtu(r: &Resent, ev: &mut Ev) -> Option<Verdict> {
 fn fast_retransmit(r: &Resent) -> Option<Verdict> {
     let (c, d) = (r.c, r.d);
     let prompt = d.back + Duration(d.path_rtt.0 / 4) + Duration::from_millis(2) + c.timers.jiffy;
-    let trigger = c.third_dupack.filter(|t3| *t3 >= r.prev_t && c.end.since(*t3) <= prompt);
+    let trigger = c
+        .third_dupack
+        .filter(|t3| *t3 >= r.prev_t && c.end.since(*t3) <= prompt)
+        .or(c.last_sack_dupack.filter(|ts| c.sack_seen && *ts >= r.prev_t && c.end.since(*ts) <= prompt));
     if !r.enough_dups || (trigger.is_none() && r.kernel_state != Some(CA_RECOVERY)) {
         return None;
     }

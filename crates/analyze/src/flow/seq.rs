@@ -54,6 +54,10 @@ pub(super) fn on_dupack(dir: &mut Dir, seg: &Segment, t: Instant) {
     dir.sack_in_dupacks |= seg.sack_blocks > 0;
     // The ACK that triggers fast retransmit (RFC 5681 3.2: the third; with SACK, RFC
     // 6675 5's DupThresh or a SACK block that shows loss, taken here as the first).
+    // Each SACK dupack can trigger a resend (RFC 6675 5, RACK RFC 8985 6.2): the latest.
+    if seg.sack_blocks > 0 {
+        dir.last_sack_dupack = Some(t);
+    }
     if dir.third_dupack.is_none() && (dir.dupacks == 3 || (dir.sack_in_dupacks && dir.dupacks >= 1)) {
         dir.third_dupack = Some(t);
     }
@@ -70,6 +74,7 @@ pub(super) fn mark_resent(dir: &mut Dir, seg: &Segment, end: u32, t: Instant, fr
         dir.dupacks = 0;
         dir.sack_in_dupacks = false;
         dir.third_dupack = None;
+        dir.last_sack_dupack = None;
     }
     for s in dir.outstanding.iter_mut() {
         if seq_lt(seg.seq, s.end) && seq_lt(s.end.wrapping_sub(s.len), end) {

@@ -351,3 +351,29 @@ fn late_proof_of_a_spurious_resend_and_a_hole_filled_at_once() {
     let r = s.records();
     assert!(r.iter().all(|x| x.cause != Cause::RetransmissionTimeout), "{r:#?}");
 }
+
+/// nDPI captures (hand-checked): a SYN-ACK 120 ms after the client's resent SYN answers it,
+/// not B's timer (a timer's resend comes a second after its last SYN-ACK); a resend 2.5 ms
+/// after a SACK dupack is SACK recovery (RFC 6675 5), however long before the third dupack
+/// came; a release sooner than every round trip the flow showed (63 ms against 67-76 ms) was
+/// not released by that ACK.
+#[test]
+fn hand_checked_handshake_sack_and_physics_cases() {
+    let mut s = Script::mid_connection();
+    s.raw(0, A, 999, 0, TcpFlags::SYN, 0, 65535, Some(1460));
+    s.raw(60 * MS, B, 4999, 1000, TcpFlags::SYN | TcpFlags::ACK, 0, 65535, Some(1460));
+    s.raw(1_000 * MS, A, 999, 0, TcpFlags::SYN, 0, 65535, Some(1460));
+    s.raw(1_120 * MS, B, 4999, 1000, TcpFlags::SYN | TcpFlags::ACK, 0, 65535, Some(1460));
+    let r = s.records();
+    assert!(r.iter().all(|x| x.held == A), "the SYN-ACK answering the resent SYN is no record: {r:#?}");
+    // A release 63 ms after the ACK where the round trip is 67 ms at least.
+    let mut s = Script::with_rtt(67);
+    for k in 0..4 {
+        let t = 100.0 + f64::from(k) * 300.0;
+        s.data(t, A, 20).data(t + 67.0, B, 80).ack(t + 67.5, A, 512);
+    }
+    s.data(1_400.0, A, 20).data(1_467.0, B, 80).ack(1_667.0, A, 512).data(1_730.0, B, 23);
+    let r = s.records();
+    let last = r.last().unwrap();
+    assert!(last.cause != Cause::NagleDelayedAck, "{r:#?}");
+}
