@@ -247,7 +247,7 @@ mod tests {
         assert_eq!((o.doc.flow.as_str(), o.doc.repetitions), (d.key.as_str(), 10));
         assert_eq!(o.doc.exchange, "client 275,316; server 100");
         assert_eq!((o.how.as_str(), o.turns), ("--link rtt=20201us", 2));
-        assert_eq!(o.doc.path_rtt_ns, Some(20_399_716));
+        assert_eq!(o.doc.path_rtt_ns, Some(20_201_956));
         assert_eq!(o.doc.capture_stall_records.len(), d.analysis.stalls.len());
         assert!(o.doc.run.is_none() && o.doc.saved.is_none() && !o.interrupted);
     }
