@@ -690,7 +690,13 @@ fn client(
                 _ => BTreeMap::new(),
             };
             let applied = applied(&sock, opts);
-            sock.shutdown(std::net::Shutdown::Write).map_err(|e| io("shutdown", e))?;
+            // The stream is measured; a receiver that already closed (its read timed out on a
+            // starved host and the connection was reset: ENOTCONN) leaves nothing to signal,
+            // and must not lose the measurement.
+            match sock.shutdown(std::net::Shutdown::Write) {
+                Err(e) if e.raw_os_error() == Some(nix::libc::ENOTCONN) => {}
+                r => r.map_err(|e| io("shutdown", e))?,
+            }
             let side = SideOut { applied, before, after, netstat, holds: None, cpu_ns };
             ClientOut { side, rec: Recorder::with_capacity(0, 0), wall, rounds: writes, stream: Some(h), window_real }
         }
