@@ -170,6 +170,12 @@ impl KernelHandle {
         r.pause();
         Ok(KernelHandle(Arc::new(r), reads))
     }
+
+    /// Another source like this one (its own programs, filter and ring), recording reads when
+    /// this one does: for a row that runs beside others (`schedule`).
+    pub(crate) fn another(&self) -> Result<KernelHandle, KernelOpenError> {
+        Self::open_with_reads(self.1)
+    }
 }
 
 impl std::fmt::Debug for KernelHandle {

@@ -185,12 +185,14 @@ pub(crate) fn run(
             progress(Progress::Start { index: i, total, label: jobs[i].pair.label.clone() });
         }
         // Kernel evidence filters on one row's port and namespace: rows side by side each get
-        // their own source (programs, filter and ring), so none sees another's connection.
+        // their own source (programs, filter and ring), so none sees another's connection, and
+        // each records what the caller's records (reads too, when asked: which rows run side by
+        // side depends on the host's load, what a row records must not).
         let own: Vec<LabOptions> = side_by_side
             .iter()
             .map(|_| match &opts.kernel {
-                crate::KernelEvidence::On(_) => LabOptions {
-                    kernel: match crate::KernelHandle::open() {
+                crate::KernelEvidence::On(h) => LabOptions {
+                    kernel: match h.another() {
                         Ok(h) => crate::KernelEvidence::On(h),
                         Err(e) => crate::KernelEvidence::Unavailable(e.to_string()),
                     },
