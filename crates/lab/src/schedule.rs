@@ -184,10 +184,8 @@ pub(crate) fn run(
         for &i in &side_by_side {
             progress(Progress::Start { index: i, total, label: jobs[i].pair.label.clone() });
         }
-        // Kernel evidence filters on one row's port and namespace: rows side by side each get
-        // their own source (programs, filter and ring), so none sees another's connection, and
-        // each records what the caller's records (reads too, when asked: which rows run side by
-        // side depends on the host's load, what a row records must not).
+        // Kernel evidence filters on one row's port and namespace: rows side by side each get a
+        // source of their own (`another`: what the caller's records, reads too), none sees another's.
         let own: Vec<LabOptions> = side_by_side
             .iter()
             .map(|_| match &opts.kernel {
