@@ -171,11 +171,9 @@ impl KernelHandle {
         Ok(KernelHandle(Arc::new(r), reads))
     }
 
-    /// Another source like this one (its own programs, filter and ring), recording reads when
-    /// this one does: for a row that runs beside others (`schedule`). Which rows run side by
-    /// side depends on the host's load; what a row records must not.
-    pub(crate) fn another(&self) -> Result<KernelHandle, KernelOpenError> {
-        Self::open_with_reads(self.1)
+    /// Whether the rows record the application's reads ([`KernelHandle::open_with_reads`]).
+    pub(crate) fn reads(&self) -> bool {
+        self.1
     }
 }
 
