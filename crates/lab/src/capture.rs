@@ -170,6 +170,11 @@ impl KernelHandle {
         r.pause();
         Ok(KernelHandle(Arc::new(r), reads))
     }
+
+    /// Whether the rows record the application's reads ([`KernelHandle::open_with_reads`]).
+    pub(crate) fn reads(&self) -> bool {
+        self.1
+    }
 }
 
 impl std::fmt::Debug for KernelHandle {

@@ -180,25 +180,11 @@ pub(crate) fn run(
     // starved by other jobs' CPU took for timer-bound still is, if its full run computes.
     let apart = LabOptions { latency_apart: true, ..opts.clone() };
     let mut failed = false;
-    if side_by_side.len() > 1 && !opts.cancel.is_cancelled() {
+    let own = if side_by_side.len() > 1 { own_options(side_by_side.len(), opts, &apart) } else { None };
+    if let Some(own) = own {
         for &i in &side_by_side {
             progress(Progress::Start { index: i, total, label: jobs[i].pair.label.clone() });
         }
-        // Kernel evidence filters on one row's port and namespace: rows side by side each get
-        // their own source (programs, filter and ring), so none sees another's connection.
-        let own: Vec<LabOptions> = side_by_side
-            .iter()
-            .map(|_| match &opts.kernel {
-                crate::KernelEvidence::On(_) => LabOptions {
-                    kernel: match crate::KernelHandle::open() {
-                        Ok(h) => crate::KernelEvidence::On(h),
-                        Err(e) => crate::KernelEvidence::Unavailable(e.to_string()),
-                    },
-                    ..apart.clone()
-                },
-                _ => apart.clone(),
-            })
-            .collect();
         let results: Vec<RowOut> = std::thread::scope(|sc| {
             let hs: Vec<_> = side_by_side
                 .iter()
@@ -232,6 +218,48 @@ pub(crate) fn run(
         out[i] = Some(Outcome::Done(Box::new(r)));
     }
     (out.into_iter().map(|o| o.unwrap_or(Outcome::NotRun { during_cancel: false })).collect(), plan)
+}
+
+/// The options of each of `n` rows side by side: `apart`, with a kernel-evidence source of its
+/// own when the caller has one (kernel evidence filters on one row's port and namespace, so
+/// none sees another's connection), recording what the caller's records, reads too (which rows
+/// run side by side depends on the host's load; what a row records must not). Loading and
+/// relocating the BPF programs takes CPU, seconds a source on a loaded host in a debug build:
+/// they are opened on a thread of their own, and Ctrl-C meanwhile returns None at once (the
+/// thread finishes and drops what it opened). None too when cancelled before.
+fn own_options(n: usize, opts: &LabOptions, apart: &LabOptions) -> Option<Vec<LabOptions>> {
+    use std::sync::mpsc::RecvTimeoutError;
+    if opts.cancel.is_cancelled() {
+        return None;
+    }
+    let crate::KernelEvidence::On(h) = &opts.kernel else { return Some(vec![apart.clone(); n]) };
+    let reads = h.reads();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let opener = move || {
+        let _ = tx.send((0..n).map(|_| crate::KernelHandle::open_with_reads(reads)).collect::<Vec<_>>());
+    };
+    let with = |kernel| LabOptions { kernel, ..apart.clone() };
+    if std::thread::Builder::new().name("tcpstall-kev-open".into()).spawn(opener).is_err() {
+        let why = "no thread to open its kernel-evidence source on".to_string();
+        return Some(vec![with(crate::KernelEvidence::Unavailable(why)); n]);
+    }
+    loop {
+        match rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(sources) => {
+                let each = |r: Result<crate::KernelHandle, crate::KernelOpenError>| match r {
+                    Ok(h) => crate::KernelEvidence::On(h),
+                    Err(e) => crate::KernelEvidence::Unavailable(e.to_string()),
+                };
+                return Some(sources.into_iter().map(|r| with(each(r))).collect());
+            }
+            Err(RecvTimeoutError::Timeout) if opts.cancel.is_cancelled() => return None,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                let why = "opening its kernel-evidence source failed".to_string();
+                return Some(vec![with(crate::KernelEvidence::Unavailable(why)); n]);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

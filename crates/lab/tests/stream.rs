@@ -25,7 +25,11 @@ fn a_streamed_row_is_ordered_and_classified_as_a_whole_row() {
         return;
     };
     let ev = &row.packets;
-    assert!(cap.tcp_packets >= 40_000, "{} packets", cap.tcp_packets);
+    // Every packet of the 20,000 rounds is recorded or counted as dropped: on a loaded host the
+    // reader, waiting for a CPU, lets the ring overflow (seen: 9,763 of 40,007 dropped beside
+    // four busy loops on 2 cores), and the capture says so (PACKET_STATISTICS tp_drops).
+    assert!(cap.tcp_packets + cap.kernel_drops >= 40_000, "{} packets: {cap:?}", cap.tcp_packets);
+    assert!(cap.tcp_packets >= 10_000, "{} packets: {cap:?}", cap.tcp_packets);
     let segs = ev.iter().filter(|e| matches!(e.kind, EventKind::Segment(_))).count() as u64;
     assert_eq!(segs, cap.tcp_packets);
     let (mut frame, mut knum) = (0, 0);

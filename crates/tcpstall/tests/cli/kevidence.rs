@@ -247,3 +247,25 @@ pub(crate) fn kernel_writes_precede_the_packets_that_carry_them() {
     let k = row.capture.as_ref().and_then(|c| c.kernel).expect("capture.kernel");
     assert_eq!(k.lost, 0);
 }
+
+/// Rows that run side by side each get a kernel-evidence source of their own, recording what
+/// the caller's records: reads too, when asked. Which rows run side by side is the probe's
+/// choice and load changes it (on a loaded host seed 001's default row joined starved rows, and
+/// lost the reads `kernel_writes_precede_the_packets_that_carry_them` asks for); seed 000's two
+/// timer-bound rows run side by side on an idle host as on a busy one.
+pub(crate) fn rows_side_by_side_record_the_reads_asked_for() {
+    use trace::{EventKind, KernelEvent};
+    let _one = exclusive();
+    let mut s = scenario::Scenario::builtin("chunked").unwrap();
+    s.apply_sets(&["round=6"]).unwrap();
+    let handle = lab::KernelHandle::open_with_reads(true).expect("kernel evidence as root");
+    let opts =
+        lab::LabOptions { keep_packets: true, kernel: lab::KernelEvidence::On(handle), ..lab::LabOptions::default() };
+    let r = lab::run_scenario(&s, &lab::Placement::loopback(), &opts, &mut |_| {});
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert!(r.link.contains("timer-bound rows side by side: "), "{}", r.link);
+    for row in &r.results {
+        let reads = row.packets.iter().filter(|e| matches!(e.kind, EventKind::Kernel(KernelEvent::Read))).count();
+        assert!(reads > 0, "row {}: no reads recorded ({})", row.strategy, r.link);
+    }
+}

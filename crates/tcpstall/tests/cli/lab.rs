@@ -617,9 +617,15 @@ pub(crate) fn rows_carry_the_classifiers_stalls_from_their_own_packets() {
     assert!(st.len() >= 6, "{} records: {x:#}", st.len());
     for s in &st {
         assert_eq!(s["cause"], "nagle-delayed-ack", "{s:#}");
-        assert!(s["length_ns"].as_u64().unwrap() >= 30_000_000, "{s:#}");
         assert!(!s["evidence"].as_array().unwrap().is_empty(), "{s:#}");
     }
+    // Most wait out the delayed-ACK timer (TCP_DELACK_MIN, 40 ms: include/net/tcp.h). On a
+    // loaded host one may end sooner, by an ACK sent for another reason (the receiving
+    // application's late read, tcp_cleanup_rbuf in net/ipv4/tcp.c, or a timer armed for an
+    // earlier segment; seen: 11.9 ms beside four busy loops): still Nagle holding data until
+    // an ACK, as named.
+    let long = st.iter().filter(|s| s["length_ns"].as_u64().unwrap() >= 30_000_000).count();
+    assert!(long >= 5, "{long} of {} records waited out the timer: {x:#}", st.len());
     let n = row(&r, "nodelay");
     assert!(n["capture"]["tcp_packets"].as_u64().unwrap() > 0, "{n:#}");
     // No mechanism held the nodelay row's data. On a starved host the kernel may resend a tail

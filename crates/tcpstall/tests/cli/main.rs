@@ -52,6 +52,7 @@ fn setup_trials() -> Vec<libtest_mimic::Trial> {
         t!(kevidence::kernel_writes_precede_the_packets_that_carry_them, Root),
         t!(kevidence::a_thinking_nodelay_server_is_application_with_the_kernel_write_time, Root),
         t!(kevidence::a_periodic_nagle_sender_is_nagle_delayed_ack_for_its_real_waits, Root),
+        t!(kevidence::rows_side_by_side_record_the_reads_asked_for, Root),
         t!(advise::a_new_connection_per_request_avoids_seed_001s_stall),
         t!(advise::busy_poll_runs_reads_back_and_reports_its_cpu),
         t!(advise::a_user_written_scenario_file_runs_in_simulate_and_lab),
