@@ -77,9 +77,9 @@ pub struct FlowAnalyzer {
 
 /// Resends named a loss that a later packet may show spurious (see `revisit_resends`), and
 /// how long after the resend (beyond two round trips) such a packet is looked for: phones' and
-/// Wi-Fi hosts' ACKs were seen to arrive up to 2 s late in a burst.
+/// Wi-Fi hosts' ACKs were seen to arrive up to 2.3 s late in a burst (nDPI alexa-app).
 const MAX_REVISITED: usize = 32;
-const REVISIT_WAIT: Duration = Duration::from_millis(2_000);
+const REVISIT_WAIT: Duration = Duration::from_millis(3_000);
 
 #[derive(Debug, Clone, Copy)]
 struct Resent {
@@ -1005,7 +1005,7 @@ impl FlowAnalyzer {
 
     /// A later packet of the receiver's shows a resend already named a loss was spurious: a
     /// D-SACK of the range (RFC 2883 4), or an ACK of it echoing the first transmission's
-    /// timestamp (RFC 3522 2), within two round trips and two seconds of the resend (the proof
+    /// timestamp (RFC 3522 2), within two round trips and three seconds of the resend (the proof
     /// can come after another resend of the range, or after an ACK that did not cover it; a
     /// phone's ACKs can arrive a second late in a burst). The record becomes a gap, saying why.
     /// (A live watcher has already emitted the record; `explain` gets the revised one.)

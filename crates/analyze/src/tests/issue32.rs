@@ -326,7 +326,7 @@ fn a_sleeping_requester_on_a_long_path_is_not_a_clock() {
 /// The proof that a resend was spurious can come late: after a second resend of the range, or
 /// after an ACK that did not cover it (phones' ACKs arrive a second late in a burst; nDPI's
 /// alexa-app and wa_video captures). A D-SACK or an ACK echoing the first transmission's
-/// timestamp within two round trips and two seconds of the resend still makes it a gap (RFC
+/// timestamp within two round trips and three seconds of the resend still makes it a gap (RFC
 /// 2883 4, RFC 3522 2). And a segment that fills a hole opened microseconds before was
 /// captured out of order, not resent (nDPI's aerospike capture).
 #[test]
