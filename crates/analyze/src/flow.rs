@@ -481,6 +481,12 @@ impl FlowAnalyzer {
 
     fn on_ack(&mut self, seg: &Segment, dir_of_acked: Endpoint, t: Instant, frame: Evidence) {
         let di = dir_of_acked.index();
+        // An ACK stamped just after a segment can have released it only where the capture is
+        // near the sender (the round trip between them under the reorder window); far from it,
+        // the ACK had not reached the sender yet (cwd-navigation: 88 ms away, 0.35 ms after).
+        let back =
+            self.path_rtt().zip(self.path_component(dir_of_acked)).map(|(p, d)| Duration(p.0.saturating_sub(d.0)));
+        let near_sender = back.is_none_or(|b| b <= Duration::from_millis(2));
         let dir = &mut self.dirs[di];
         if seg.window == 0 && !seg.flags.syn() && !seg.flags.rst() {
             dir.zero_wnd_in_gap = true;
@@ -493,7 +499,7 @@ impl FlowAnalyzer {
             dir.on_sack(&seg.sack[..usize::from(seg.sack_blocks.min(4))], ack);
         }
         dir.settle_ack_ahead(t);
-        dir.settle_nagle_off(t, Some(ack));
+        dir.settle_nagle_off(t, near_sender.then_some(ack));
         if seq_lt(dir.snd_nxt, ack) && ack.wrapping_sub(dir.snd_nxt) < 1 << 30 {
             // The peer acknowledges bytes not seen yet: either their timestamps were reordered
             // (the data shows up within ACK_AHEAD_WINDOW) or the capture missed them.

@@ -377,3 +377,19 @@ fn hand_checked_handshake_sack_and_physics_cases() {
     let last = r.last().unwrap();
     assert!(last.cause != Cause::NagleDelayedAck, "{r:#?}");
 }
+
+/// Captured at the client, 88 ms from the server (zeek's ftp/cwd-navigation): the server sends
+/// small segments back to back, and the client's ACK of the first is stamped 0.3 ms after the
+/// second. That ACK had not reached the server, so it released nothing: the second segment
+/// shows Nagle off (RFC 9293 3.7.4), and a later Nagle-looking release is the application's.
+#[test]
+fn an_ack_far_from_the_sender_does_not_explain_back_to_back_small_segments() {
+    let mut s = Script::with_rtt(88);
+    s.data(100.0, A, 16);
+    s.data(188.0, B, 71).data(188.3, B, 68);
+    s.ack(188.6, A, 512);
+    s.data(188.9, B, 68).ack(189.2, A, 512);
+    s.data(300.0, A, 20).data(388.0, B, 80).ack(588.0, A, 512).data(676.5, B, 23);
+    let r = s.records();
+    assert!(r.iter().all(|x| x.cause != Cause::NagleDelayedAck), "{r:#?}");
+}
