@@ -141,6 +141,8 @@ struct DataSeen {
     kernel_retx: Option<(Instant, Evidence, u32, u32)>,
     clock: Option<ClockFit>,
     written: Option<WriteRec>,
+    /// How long `d` had neither sent data nor received an ACK before this segment.
+    quiet_since: Option<Duration>,
 }
 
 /// Captures sometimes stamp the ACK that released data a little AFTER the data it released:
@@ -484,9 +486,9 @@ impl FlowAnalyzer {
         // An ACK stamped just after a segment can have released it only where the capture is
         // near the sender (the round trip between them under the reorder window); far from it,
         // the ACK had not reached the sender yet (cwd-navigation: 88 ms away, 0.35 ms after).
-        let back =
-            self.path_rtt().zip(self.path_component(dir_of_acked)).map(|(p, d)| Duration(p.0.saturating_sub(d.0)));
-        let near_sender = back.is_none_or(|b| b <= Duration::from_millis(2));
+        // Asked only while a sign of Nagle off waits to be confirmed.
+        let near_sender = self.dirs[di].nagle_off_candidate.is_none()
+            || self.back(dir_of_acked, self.path_rtt()) <= Duration::from_millis(2);
         let dir = &mut self.dirs[di];
         if seg.window == 0 && !seg.flags.syn() && !seg.flags.rst() {
             dir.zero_wnd_in_gap = true;
@@ -602,9 +604,7 @@ impl FlowAnalyzer {
         let (mss, mss_known) = self.mss(d);
         let path = self.path_rtt();
         let path_dir = self.path_component(d);
-        // The round trip between the capture point and `d`: how soon after an ACK seen here a
-        // release by it can be seen.
-        let back = Duration(path.unwrap_or(Duration::ZERO).0.saturating_sub(path_dir.unwrap_or(Duration::ZERO).0));
+        let back = self.back(d, path);
         let rinfo = resend_kind(&self.dirs[d.index()], seg, t);
         let mut resend = rinfo.kind;
         // A resend only the kernel saw: the capture shows new data, `tcp:tcp_retransmit_skb`
@@ -637,9 +637,9 @@ impl FlowAnalyzer {
         // Not when a timer may have sent it: Linux's tail-loss probe sends new data with data
         // unacknowledged (`tcp_send_loss_probe`, RFC 8985 7.3) once the PTO passed since the
         // last transmission or ACK; that send shows a timer, not Nagle off.
-        let quiet_since = dir.last_data_t.max(dir.last_ack_t).map_or(Duration::ZERO, |q| t.since(q));
-        let probe_possible =
-            quiet_since >= self.cfg.timers.pto_floor(path.unwrap_or(Duration::ZERO), dir.outstanding.len() == 1);
+        let quiet_since = dir.last_data_t.max(dir.last_ack_t).map(|q| t.since(q));
+        let probe_possible = quiet_since.unwrap_or(Duration::ZERO)
+            >= self.cfg.timers.pto_floor(path.unwrap_or(Duration::ZERO), dir.outstanding.len() == 1);
         // Small writes sent at once: a sub-MSS segment with nothing in flight sooner than the
         // probe timer (TCP_RTO_MIN less a jiffy) after the connection's latest data.
         let since_data = dir.last_data_t.max(dir.peer_last_data).map(|q| t.since(q));
@@ -664,7 +664,7 @@ impl FlowAnalyzer {
                 }
             }
         }
-        DataSeen { mss, mss_known, path, path_dir, rinfo, resend, kernel_retx, clock, written }
+        DataSeen { mss, mss_known, path, path_dir, rinfo, resend, kernel_retx, clock, written, quiet_since }
     }
 
     /// The gap this data segment ends, when the connection's data flow paused long enough
@@ -728,7 +728,7 @@ impl FlowAnalyzer {
             },
             answer: None,
             acked_before_answer: None,
-            quiet_since: dir.last_data_t.max(dir.last_ack_t).map(|q| t.since(q)),
+            quiet_since: s.quiet_since,
             dupacks: dir.dupacks,
             sack_seen: dir.sack_in_dupacks,
             third_dupack: dir.third_dupack,
@@ -946,6 +946,13 @@ impl FlowAnalyzer {
 
     /// The part of the path RTT between seeing `d`'s data and seeing the peer's ACK for it at
     /// this capture point (the whole RTT at d's side, ~0 at the peer's side).
+    /// The round trip between the capture point and `d`, given the path's (`path_rtt()`): how
+    /// soon after an ACK seen here a release by `d` can be seen (0 when not known).
+    fn back(&self, d: Endpoint, path: Option<Duration>) -> Duration {
+        let path_dir = self.path_component(d).unwrap_or(Duration::ZERO);
+        Duration(path.unwrap_or(Duration::ZERO).0.saturating_sub(path_dir.0))
+    }
+
     fn path_component(&self, d: Endpoint) -> Option<Duration> {
         let hs = match (self.handshake_rtt(), self.hs.syn, self.hs.syn_ack, self.hs.ack) {
             (Some(_), Some(s), Some(sa), Some(a)) => Some(if d == Endpoint::A { sa.since(s) } else { a.since(sa) }),

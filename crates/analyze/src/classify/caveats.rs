@@ -4,7 +4,7 @@
 use super::confidence::{factor, STALL_MIN};
 use super::{Derived, GapContext, Verdict};
 use crate::RecordKind;
-use trace::{CapturePoint, Cause, Endpoint};
+use trace::{CapturePoint, Cause};
 
 pub(super) fn apply(c: &GapContext, d: &Derived, v: &mut Verdict) {
     let t = &c.timers;
@@ -12,10 +12,7 @@ pub(super) fn apply(c: &GapContext, d: &Derived, v: &mut Verdict) {
     let mut caveats = String::new();
     // A segment lost between its sender and the capture point, then resent by the RTO, looks
     // like new data here: only a capture at the sender (or on the same host) rules that out.
-    let at_sender = matches!(
-        (c.capture_point, c.held),
-        (CapturePoint::SameHost, _) | (CapturePoint::AtA, Endpoint::A) | (CapturePoint::AtB, Endpoint::B)
-    );
+    let at_sender = c.captured_at_held_side();
     if v.cause == Cause::Application
         && c.written.is_none()
         && c.kernel_retx.is_none()

@@ -184,6 +184,15 @@ pub(crate) struct PeerAnswer {
 }
 
 impl GapContext {
+    /// The capture was taken at the held side (or on one host): its sends are seen as they
+    /// leave and the ACKs that reach it as they arrive.
+    pub(crate) fn captured_at_held_side(&self) -> bool {
+        matches!(
+            (self.capture_point, self.held),
+            (CapturePoint::SameHost, _) | (CapturePoint::AtA, Endpoint::A) | (CapturePoint::AtB, Endpoint::B)
+        )
+    }
+
     /// The classification waits for the peer's first answer: a resend (spurious or not), or
     /// data sent with data unacknowledged and no ACK during the gap (a loss probe or not).
     /// A resend's D-SACK is still looked for until two round trips and 50 ms after it (the
@@ -329,11 +338,7 @@ fn ack_info(c: &GapContext, back: Duration) -> Option<AckInfo> {
     let too_soon = !c.ack_after_release && after < floor && a.t <= c.end;
     // Captured away from the sender, the ACK still has a hop to make, which a kernel tick can
     // defer (ACK_TRIP_TICK).
-    let at_sender = matches!(
-        (c.capture_point, c.held),
-        (CapturePoint::SameHost, _) | (CapturePoint::AtA, Endpoint::A) | (CapturePoint::AtB, Endpoint::B)
-    );
-    let slack = RELEASE_SLACK + if at_sender { Duration::ZERO } else { ACK_TRIP_TICK };
+    let slack = RELEASE_SLACK + if c.captured_at_held_side() { Duration::ZERO } else { ACK_TRIP_TICK };
     let released = !too_soon && after <= slack + back;
     Some(AckInfo { ack: a, delay, released, too_soon })
 }
@@ -442,6 +447,14 @@ pub(crate) fn classify(c: &GapContext) -> Stall {
     }
 }
 
+/// A SYN record's evidence: the previous SYN and the one sent again.
+fn syn_evidence(from: Endpoint, prev: (Instant, Evidence), now: (Instant, Evidence), what: &str) -> Vec<EvidenceItem> {
+    vec![
+        EvidenceItem { t: prev.0, source: prev.1, what: format!("{} {what}", side(from)) },
+        EvidenceItem { t: now.0, source: now.1, what: format!("{} {what} resent", side(from)) },
+    ]
+}
+
 fn ordinal(n: u32) -> String {
     let suffix = match (n % 10, n % 100) {
         (1, x) if x != 11 => "st",
@@ -516,10 +529,7 @@ pub(crate) fn syn_stall(
             (true, true) => confidence::SIGNATURE_PARTIAL,
             _ => confidence::NO_SIGNATURE,
         },
-        evidence: vec![
-            EvidenceItem { t: prev.0, source: prev.1, what: format!("{} {what}", side(from)) },
-            EvidenceItem { t: now.0, source: now.1, what: format!("{} {what} resent", side(from)) },
-        ],
+        evidence: syn_evidence(from, prev, now, what),
         ack_delay: None,
         detail: if at_timer {
             format!(
@@ -568,17 +578,15 @@ fn syn_not_the_timer(
     length: Duration,
     ctx: SynContext,
 ) -> Stall {
-    let why = {
-        format!(
-            "{} resent its {what} {length} after the previous one, which came {} after the one before, the \
-             {} resend in a row that did not back off: a SYN timer doubles (RFC 6298 5.5; FreeBSD after five \
-             equal steps), so this resend is not it: a generator, or answers to SYNs sent again that the \
-             capture does not hold",
-            side(from),
-            ctx.prev_interval.unwrap_or(Duration::ZERO),
-            ordinal(ctx.flat_run)
-        )
-    };
+    let why = format!(
+        "{} resent its {what} {length} after the previous one, which came {} after the one before, the {} \
+         resend in a row that did not back off: a SYN timer doubles (RFC 6298 5.5; FreeBSD after five equal \
+         steps), so this resend is not it: a generator, or answers to SYNs sent again that the capture does not \
+         hold",
+        side(from),
+        ctx.prev_interval.unwrap_or(Duration::ZERO),
+        ordinal(ctx.flat_run)
+    );
     Stall {
         start: prev.0,
         length,
@@ -587,10 +595,7 @@ fn syn_not_the_timer(
         bytes_held: 0,
         cause: Cause::Unknown,
         confidence: confidence::AMBIGUOUS - 0.05,
-        evidence: vec![
-            EvidenceItem { t: prev.0, source: prev.1, what: format!("{} {what}", side(from)) },
-            EvidenceItem { t: now.0, source: now.1, what: format!("{} {what} resent", side(from)) },
-        ],
+        evidence: syn_evidence(from, prev, now, what),
         ack_delay: None,
         detail: why,
         kind: RecordKind::Ambiguous,
