@@ -143,11 +143,13 @@ pub fn stale_namespaces(list: &str, alive: impl Fn(u32) -> bool) -> Vec<String> 
 }
 
 fn quiet(args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {}", args[0]))?;
+    output_of(Command::new(args[0]), args)
+}
+
+/// Runs `cmd` (made for `args[0]`) with the rest of `args` to completion: its standard output,
+/// or its standard error as the error.
+fn output_of(mut cmd: Command, args: &[&str]) -> anyhow::Result<String> {
+    let out = cmd.args(&args[1..]).stdin(Stdio::null()).output().with_context(|| format!("cannot run {}", args[0]))?;
     if !out.status.success() {
         bail!("{}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
     }
@@ -341,16 +343,7 @@ impl Net {
 
     /// Runs `args` in the namespace of `p` to completion.
     pub fn run(&self, p: Point, args: &[&str]) -> anyhow::Result<String> {
-        let out = self
-            .command(p, args[0])
-            .args(&args[1..])
-            .stdin(Stdio::null())
-            .output()
-            .with_context(|| format!("cannot run {}", args[0]))?;
-        if !out.status.success() {
-            bail!("{}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        output_of(self.command(p, args[0]), args)
     }
 
     /// The loss rule as iptables rules in the router's FORWARD chain (iptables-extensions(8):
