@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::profile::{NagleRule, Profile};
 
+pub mod experiments;
 mod rows;
 
 /// The shortest delayed-ACK timer, TCP_DELACK_MIN = HZ/25 = 40 ms (include/net/tcp.h), in ms:
@@ -133,7 +134,7 @@ fn after_data_category(n: u32, budget: u32) -> String {
 
 /// Compare a fingerprint with profiles (usually [`Profile::eras`]). Behaviours the model
 /// simulates are predicted by replaying `tcpstall kernel`'s experiments on each profile's model
-/// ([`crate::experiments`]); the others (autocork, dating sysctls, build choices) from the
+/// ([`experiments`]); the others (autocork, dating sysctls, build choices) from the
 /// profile's facts.
 pub fn compare(fp: &Fingerprint, profiles: &[Profile]) -> Comparison {
     let mut b = rows::Rows::new(profiles);
@@ -330,7 +331,7 @@ mod tests {
     fn every_era_is_recognised_from_its_own_replay() {
         let eras = Profile::eras();
         for p in &eras {
-            let mut fp = crate::experiments::replay(p);
+            let mut fp = experiments::replay(p);
             let m = as_measured_on(p);
             fp.sysctls_present = m.sysctls_present;
             fp.sysctls_absent = m.sysctls_absent;

@@ -12,7 +12,6 @@
 
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
 mod app;
-pub mod experiments;
 pub mod fingerprint;
 pub mod pcap;
 pub mod profile;

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::limits::{at_most, check, MAX_BURST_BYTES, MAX_BYTES, MAX_INTERVAL_MS, MAX_WRITES};
 use crate::link_spec::parse_duration_ns;
-use crate::workload::{Program, RoundProgram, Sample, SideProgram, Step};
+use crate::program::{Program, RoundProgram, Sample, SideProgram, Step};
 use crate::ScenarioError;
 
 /// Which end of the connection takes a turn. The client is the side that connects.

@@ -11,6 +11,7 @@ mod exchange;
 mod limits;
 mod link_spec;
 mod overrides;
+mod program;
 mod strategy;
 mod workload;
 
@@ -25,10 +26,9 @@ pub use link_spec::{
     TUN_MAX_MTU,
 };
 pub use overrides::{is_file, matrix_all, LoadError, Matrix, OverrideError, Overrides};
+pub use program::{Program, RoundProgram, Sample, SideProgram, Step};
 pub use strategy::{Call, MessagePlan, Opt, SideOpts, SockOp, StrategyError, StrategyPair};
-pub use workload::{
-    split, BulkAck, Burst, Chunked, MultiWrite, Program, RoundProgram, Rr, Sample, SideProgram, Step, Stream, Workload,
-};
+pub use workload::{split, BulkAck, Burst, Chunked, MultiWrite, Rr, Stream, Workload};
 
 use serde::{Deserialize, Serialize};
 

@@ -4,7 +4,7 @@
 //! `rtt=10ms`, and behind `rtt=10ms,rate=50mbit`. A cell agrees when the stall counts differ by
 //! at most one and the verdict's cause is the same (both from the one classifier's records).
 //! Prints the share of agreeing cells (target >= 95%) and every cell that does not agree.
-//! Then the same for `tcpstall kernel`'s experiments replayed on the model (model::experiments):
+//! Then the same for `tcpstall kernel`'s experiments replayed on the model (model::fingerprint::experiments):
 //! measured behaviours the model reproduces, with this kernel's rules (`linux:here`) and with
 //! the best-matching era, over three fingerprints.
 //!

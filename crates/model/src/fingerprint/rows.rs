@@ -14,7 +14,7 @@ pub(super) struct Rows<'a> {
 
 impl<'a> Rows<'a> {
     pub(super) fn new(profiles: &'a [Profile]) -> Self {
-        Rows { profiles, replays: profiles.iter().map(crate::experiments::replay).collect(), rows: Vec::new() }
+        Rows { profiles, replays: profiles.iter().map(super::experiments::replay).collect(), rows: Vec::new() }
     }
 
     fn row(&mut self, behaviour: &str, rule: &str, measured: String, category: String, pred: Predict, scored: bool) {
@@ -36,7 +36,7 @@ impl<'a> Rows<'a> {
 
 /// How a row's prediction is made.
 enum Predict<'a> {
-    /// Replay the experiment on the profile's model ([`crate::experiments::replay`]) and
+    /// Replay the experiment on the profile's model ([`super::experiments::replay`]) and
     /// classify the replay exactly as the measurement.
     Replay(&'a dyn Fn(&Fingerprint) -> String),
     /// A fact of the profile the model does not simulate.

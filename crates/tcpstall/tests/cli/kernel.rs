@@ -86,7 +86,7 @@ pub(crate) fn fingerprint_twice_gives_the_same_answer() {
 }
 
 /// Issue 13's second agreement figure: `tcpstall kernel`'s experiments replayed on the model
-/// with this kernel's measured rules (`linux:here`, model::experiments) reproduce at least 95 %
+/// with this kernel's measured rules (`linux:here`, model::fingerprint::experiments) reproduce at least 95 %
 /// of the measured behaviours (each row's rule is cited in model::fingerprint), and the table
 /// says so.
 pub(crate) fn model_replays_the_kernel_experiments() {

@@ -1,12 +1,12 @@
 //! `tcpstall kernel`'s experiments (crates/kernel) replayed on the model: the same application
 //! calls, on two endpoints following a profile, over a loopback-like link (5 us each way, the
 //! handshake's RTT sample given). The result is a [`Fingerprint`] of what the model does, which
-//! [`crate::fingerprint::compare`] classifies exactly like a measurement: a profile's prediction
+//! [`super::compare`] classifies exactly like a measurement: a profile's prediction
 //! for each behaviour is what its model does in the experiment, not a reading of its parameters.
 //!
 //! Each function mirrors the kernel crate's function of the same name; keep them in step.
 
-use crate::fingerprint::{Fingerprint, DELAYED_MS};
+use super::{Fingerprint, DELAYED_MS};
 use crate::script::{Script, A, B};
 use crate::Profile;
 
