@@ -12,7 +12,6 @@ fuzz_target!(|data: &[u8]| {
         while flows.len() <= i {
             flows.push(analyze::FlowAnalyzer::new(analyze::Config::default()));
         }
-        flows[i].note_unseen(fe.event.from, fe.unseen_before);
         flows[i].push(&fe.event);
     }
     for f in flows {

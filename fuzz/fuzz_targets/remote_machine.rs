@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
                 for a in actions {
                     if let Action::Start(r) = a {
                         let _ = m.run_ready(r.run, &[1; 32]);
-                        let _ = m.run_finished(Err("fuzz".into()));
+                        let _ = m.run_finished(Err::<_, &str>("fuzz"));
                     }
                 }
             }
