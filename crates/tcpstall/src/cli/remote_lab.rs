@@ -18,7 +18,7 @@ fn resolve(s: &str) -> anyhow::Result<SocketAddr> {
 /// The key shared with the server: --key-file, or none with --insecure-no-auth.
 fn key(r: &RemoteArgs) -> anyhow::Result<remote::Key> {
     Ok(match (&r.key_file, r.insecure_no_auth) {
-        (Some(p), _) => remote::auth::read_key_file(p).map_err(anyhow::Error::msg)?,
+        (Some(p), _) => remote::auth::read_key_file(p)?,
         (None, true) => remote::Key::insecure(),
         (None, false) => bail!("--remote needs --key-file FILE (the server's key), or --insecure-no-auth"),
     })

@@ -9,7 +9,7 @@ use crate::flags::serve::ServeArgs;
 
 pub(crate) fn run(a: ServeArgs) -> anyhow::Result<i32> {
     if let Some(path) = &a.init_key {
-        remote::auth::init_key_file(path).map_err(anyhow::Error::msg)?;
+        remote::auth::init_key_file(path)?;
         eprintln!("tcpstall serve: wrote a new key to {} (mode 0600)", path.display());
         return Ok(0);
     }
@@ -17,7 +17,7 @@ pub(crate) fn run(a: ServeArgs) -> anyhow::Result<i32> {
         bail!("--listen ADDR:PORT is required (e.g. --listen 0.0.0.0:{})", remote::DEFAULT_PORT);
     };
     let key = match (&a.key_file, a.insecure_no_auth) {
-        (Some(p), _) => Some(remote::auth::read_key_file(p).map_err(anyhow::Error::msg)?),
+        (Some(p), _) => Some(remote::auth::read_key_file(p)?),
         (None, true) => None,
         (None, false) => {
             bail!("no key: give --key-file FILE (`tcpstall serve --init-key FILE` writes one), or --insecure-no-auth on a loopback address")
@@ -35,8 +35,7 @@ pub(crate) fn run(a: ServeArgs) -> anyhow::Result<i32> {
                 eprintln!("tcpstall serve: {l}");
             }
         }),
-    })
-    .map_err(anyhow::Error::msg)?;
-    let sig = server.run_until_signalled().map_err(anyhow::Error::msg)?;
+    })?;
+    let sig = server.run_until_signalled()?;
     Ok(sig.map_or(0, |s| 128 + s))
 }
