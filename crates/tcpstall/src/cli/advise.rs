@@ -119,7 +119,7 @@ fn engine(
     } else {
         None
     };
-    let remote = super::remote_lab::session(&args.remote, req.model || link.is_some())?;
+    let remote = super::lab::remote::session(&args.remote, req.model || link.is_some())?;
     if let Some(r) = &remote {
         notes.push(r.placement().link);
     }

@@ -1,4 +1,4 @@
-//! What each command does, one file per command (`explain_pair`, `remote_lab` and `seed003` are
+//! What each command does, one file per command (`explain_pair`, `lab::remote` and `seed003` are
 //! modes of explain and lab; `output`, `htmlreport` and `linkenv` the sinks, the HTML page's
 //! host side and the link environment they share): open the OS sources and sinks (sockets,
 //! captures, namespaces, files), call the libraries with the typed request its flags made
@@ -15,7 +15,6 @@ pub(crate) mod kernel;
 pub(crate) mod lab;
 pub(crate) mod linkenv;
 pub(crate) mod output;
-pub(crate) mod remote_lab;
 pub(crate) mod replay;
 pub(crate) mod scenarios;
 pub(crate) mod seed003;

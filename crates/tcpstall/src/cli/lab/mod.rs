@@ -1,5 +1,7 @@
 //! `tcpstall lab`: run a scenario over real sockets across a matrix of strategies.
 
+pub(crate) mod remote;
+
 use anyhow::{bail, Context};
 use lab::LabOptions;
 use scenario::Scenario;
@@ -19,7 +21,7 @@ pub(crate) fn run(args: LabArgs) -> anyhow::Result<i32> {
     }
     let s = scenario_from(&args)?;
     if args.remote.remote.is_some() {
-        return super::remote_lab::run(&args, &s);
+        return remote::run(&args, &s);
     }
     let mut opts = lab_options(&args)?;
     let veth_path = open_veth(&args, veth, &knobs, &mut opts)?;

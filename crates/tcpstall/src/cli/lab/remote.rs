@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use anyhow::{bail, Context};
 use scenario::Scenario;
 
-use super::output;
+use crate::cli::output;
 use crate::flags::lab::LabArgs;
 use crate::flags::remote::RemoteArgs;
 
@@ -58,13 +58,13 @@ pub(crate) fn run(args: &LabArgs, s: &Scenario) -> anyhow::Result<i32> {
     let sink = output::Sink::open(args.common.output.as_deref())?;
     // As `lab`: the first signal cancels the row in progress, a second ends the process.
     let interrupts = lab::Interrupts::start(opts.cancel.clone()).context("cannot install the Ctrl-C handler")?;
-    let report = super::lab::rows(args, s, |p| remote::client::run_scenario(s, addr, &key, &opts, p));
+    let report = super::rows(args, s, |p| remote::client::run_scenario(s, addr, &key, &opts, p));
     let signal = interrupts.stop();
     let report = report.map_err(|e| anyhow::anyhow!("--remote {target}: {e}"))?;
-    super::lab::write(&report, sink, args.common.format)?;
+    super::write(&report, sink, args.common.format)?;
     output::stall_records(&report, &args.common)?;
     if let Some(e) = report.errors.first() {
         eprintln!("tcpstall: {e}");
     }
-    Ok(super::lab::exit_code(signal, &report))
+    Ok(super::exit_code(signal, &report))
 }
