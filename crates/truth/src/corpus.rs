@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Write as _};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -14,7 +14,7 @@ use crate::capture::Tcpdump;
 use crate::kernel::{KernelRec, Recorder};
 use crate::label::{self, Direction, Label, Params};
 use crate::log::{read_jsonl, write_jsonl, LogLine, Side};
-use crate::net::{disown_child, own_child, Net, Point};
+use crate::net::{Net, Point, Proc};
 use crate::packets::{self, Conn};
 use crate::shape::{Case, Size};
 use crate::views::{self, View};
@@ -100,46 +100,6 @@ pub fn generate(size: Size, seed: u64, out: &Path, only: Option<&str>) -> anyhow
     }
     crate::net::cleanup();
     Ok(())
-}
-
-/// A child process that is killed and reaped when dropped.
-pub struct Proc(pub Option<Child>);
-
-impl Proc {
-    pub fn spawn(mut cmd: std::process::Command) -> anyhow::Result<Proc> {
-        let c = cmd.spawn()?;
-        own_child(c.id());
-        Ok(Proc(Some(c)))
-    }
-    /// Waits up to `limit`; an error names `what` if it fails or takes longer.
-    pub fn wait(&mut self, limit: Duration, what: &str) -> anyhow::Result<()> {
-        let Some(c) = self.0.as_mut() else { return Ok(()) };
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(st) = c.try_wait()? {
-                disown_child(c.id());
-                self.0 = None;
-                if !st.success() {
-                    bail!("{what} exited with {st}");
-                }
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                bail!("{what} did not finish within {} s", limit.as_secs());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-            disown_child(c.id());
-        }
-    }
 }
 
 /// How long a case may take: its requests' think times and stalls, generously.

@@ -13,8 +13,9 @@
 use std::fs::File;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
@@ -412,5 +413,45 @@ mod tests {
         let list = format!("tst-4000000-0a (id: 3)\ntst-4000001-0b\ntst-{me}-0r\ntcpstall-x-1-tx\nother\n");
         let alive = |pid: u32| pid == 4000001;
         assert_eq!(stale_namespaces(&list, alive), vec!["tst-4000000-0a".to_string()]);
+    }
+}
+
+/// A child process that is killed and reaped when dropped.
+pub struct Proc(pub Option<Child>);
+
+impl Proc {
+    pub fn spawn(mut cmd: std::process::Command) -> anyhow::Result<Proc> {
+        let c = cmd.spawn()?;
+        own_child(c.id());
+        Ok(Proc(Some(c)))
+    }
+    /// Waits up to `limit`; an error names `what` if it fails or takes longer.
+    pub fn wait(&mut self, limit: Duration, what: &str) -> anyhow::Result<()> {
+        let Some(c) = self.0.as_mut() else { return Ok(()) };
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(st) = c.try_wait()? {
+                disown_child(c.id());
+                self.0 = None;
+                if !st.success() {
+                    bail!("{what} exited with {st}");
+                }
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("{what} did not finish within {} s", limit.as_secs());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+            disown_child(c.id());
+        }
     }
 }

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::corpus::Proc;
 use crate::log::write_jsonl;
+use crate::net::Proc;
 use crate::net::{Net, Point};
 use crate::shape::{Case, Loss, Mode, Shape, SideOpts, Size};
 
