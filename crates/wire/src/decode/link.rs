@@ -3,7 +3,7 @@
 //! Each function strips one header and says what comes next as a [`Layer`]; the loop in
 //! [`super::decode`] follows the layers with a bounded depth.
 
-use super::{be16, Layer, Skip};
+use super::{be16, llc_snap, Layer, Skip, ETH_IPV4, ETH_IPV6, ETH_MPLS, ETH_PPPOE_SESSION};
 
 /// The first layer of a frame on link type `lt` (LINKTYPE_* values, tcpdump.org/linktypes.html
 /// and libpcap's pcap-linktype(7)). `cut`: the snaplen cut the frame (a trailing FCS the link
@@ -99,11 +99,6 @@ pub(super) fn ppp(proto: u16, d: &[u8]) -> Result<Layer<'_>, Skip> {
     }
 }
 
-pub(super) const ETH_IPV4: u16 = 0x0800;
-pub(super) const ETH_IPV6: u16 = 0x86dd;
-pub(super) const ETH_MPLS: u16 = 0x8847;
-pub(super) const ETH_PPPOE_SESSION: u16 = 0x8864;
-
 /// An Ethernet II frame: destination(6) source(6) EtherType(2) (IEEE 802.3 3.1.1).
 pub(super) fn ethernet(d: &[u8]) -> Result<Layer<'_>, Skip> {
     Ok(Layer::Type(be16(d, 12).ok_or(Skip::Malformed)?, &d[14..]))
@@ -144,19 +139,6 @@ pub(super) fn ethertype(et: u16, d: &[u8]) -> Result<Layer<'_>, Skip> {
         // IEEE 802.3 length field: 802.2 LLC; with SNAP (RFC 1042) the EtherType follows.
         n if n <= 1500 => llc_snap(d),
         _ => Err(Skip::NotTcp), // ARP, PPPoE discovery, LLDP, ...
-    }
-}
-
-/// IEEE 802.2 LLC with a SNAP header (RFC 1042 "Header format"; IEEE 802-2014 10.3): DSAP 0xAA,
-/// SSAP 0xAA, control 0x03 (UI), a 3-byte OUI, then a 2-byte protocol id that is an EtherType.
-/// Other LLC frames (spanning tree, NetBIOS, ...) are not IP. The OUI is not checked: 00-00-00
-/// (RFC 1042) and 00-00-F8 (IEEE 802.1H bridge tunnel) both carry EtherTypes, and a vendor
-/// OUI's protocol id that is not IP's EtherType ends as `NotTcp` anyway.
-pub(super) fn llc_snap(d: &[u8]) -> Result<Layer<'_>, Skip> {
-    match d.get(..3) {
-        Some([0xaa, 0xaa, 0x03]) => Ok(Layer::Type(be16(d, 6).ok_or(Skip::Malformed)?, &d[8..])),
-        Some(_) => Err(Skip::NotTcp),
-        None => Err(Skip::Malformed),
     }
 }
 

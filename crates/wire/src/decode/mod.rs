@@ -239,6 +239,24 @@ pub fn frame_on_loopback(linktype: u32, data: &[u8]) -> bool {
     }
 }
 
+pub(crate) const ETH_IPV4: u16 = 0x0800;
+pub(crate) const ETH_IPV6: u16 = 0x86dd;
+pub(crate) const ETH_MPLS: u16 = 0x8847;
+pub(crate) const ETH_PPPOE_SESSION: u16 = 0x8864;
+
+/// IEEE 802.2 LLC with a SNAP header (RFC 1042 "Header format"; IEEE 802-2014 10.3): DSAP 0xAA,
+/// SSAP 0xAA, control 0x03 (UI), a 3-byte OUI, then a 2-byte protocol id that is an EtherType.
+/// Other LLC frames (spanning tree, NetBIOS, ...) are not IP. The OUI is not checked: 00-00-00
+/// (RFC 1042) and 00-00-F8 (IEEE 802.1H bridge tunnel) both carry EtherTypes, and a vendor
+/// OUI's protocol id that is not IP's EtherType ends as `NotTcp` anyway.
+pub(crate) fn llc_snap(d: &[u8]) -> Result<Layer<'_>, Skip> {
+    match d.get(..3) {
+        Some([0xaa, 0xaa, 0x03]) => Ok(Layer::Type(be16(d, 6).ok_or(Skip::Malformed)?, &d[8..])),
+        Some(_) => Err(Skip::NotTcp),
+        None => Err(Skip::Malformed),
+    }
+}
+
 pub(crate) fn be16(d: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*d.get(at)?, *d.get(at + 1)?]))
 }

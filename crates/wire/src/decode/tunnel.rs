@@ -5,8 +5,8 @@
 //! malformed. Encapsulations this decoder recognises but does not open are `Skip::Inside(kind)`
 //! so the user learns why a capture of tunnelled traffic has no TCP in it.
 
+use super::ETH_MPLS;
 use super::{Layer, Skip};
-use crate::decode::link::ETH_MPLS;
 
 /// The payload of an IP packet whose protocol (IANA "Assigned Internet Protocol Numbers") is
 /// not TCP.

@@ -6,7 +6,7 @@
 //! CF-Poll) are not IP. Protected frames (encrypted with WEP, TKIP or CCMP) are counted apart,
 //! as are A-MSDU aggregates and fragments, which this decoder does not reassemble.
 
-use super::{link::llc_snap, Layer, Skip};
+use super::{llc_snap, Layer, Skip};
 
 /// IEEE 802.11-2020 9.2.4.1.1: the Frame Control field, first octet: protocol version (bits
 /// 0-1), type (bits 2-3), subtype (bits 4-7); second octet: flags.
