@@ -27,9 +27,10 @@
 //! run also catches a CPU-bound row whose probe was starved by other jobs into looking
 //! timer-bound.
 //!
-//! Side by side only on loopback with a private namespace per row (root), with no `--capture FILE` (the file
-//! keeps the rows in order), never for stream rows, and never behind an emulated link (one link
-//! carries every row: rows side by side would share it). Otherwise rows run one at a time.
+//! Side by side only on loopback with a private namespace per row (root), with no `--capture
+//! FILE` (the file keeps the rows in order), never for stream rows, and never behind an
+//! emulated link (one link carries every row: rows side by side would share it). Otherwise
+//! rows run one at a time.
 
 use std::time::Duration;
 
