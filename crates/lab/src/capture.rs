@@ -410,9 +410,9 @@ impl Reader {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new().name(name.into()).spawn(move || {
-            let cpu0 = crate::cpu::thread_cpu_ns();
+            let cpu0 = sys::host::thread_cpu_ns();
             let c = body(&flag)?;
-            let reader_cpu_ns = crate::cpu::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
+            let reader_cpu_ns = sys::host::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
             Ok(Captured { reader_cpu_ns, ..c })
         })?;
         Ok(Reader { stop, thread: Some(thread) })
@@ -552,11 +552,6 @@ impl TapReader {
 
 /// How long a tap's last drain waits for records still in the link writer's channel.
 const TAP_FINAL_WAIT: Duration = Duration::from_millis(20);
-
-/// CLOCK_REALTIME now, in ns: the clock of the kernel's packet stamps (SO_TIMESTAMPNS).
-pub(crate) fn realtime_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
-}
 
 /// Frames that are not a decodable TCP packet of the row's connection.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

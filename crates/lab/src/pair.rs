@@ -371,7 +371,7 @@ pub(crate) struct RoundsCfg<'a> {
 }
 
 fn read_counters(count: Option<&'static str>) -> Option<BTreeMap<String, i64>> {
-    count.and_then(|_| netstat::read_thread().ok())
+    count.and_then(|_| sys::host::netstat_thread().ok())
 }
 
 /// Run a round program on one side: tcp_info before and after the measured rounds, wall time,
@@ -416,8 +416,8 @@ pub(crate) fn run_rounds(
     let before = settle(r.sock, r.side, cancel)?;
     // Counters from here to the end of the measured rounds: warm-up rounds are not counted.
     let ns_before = read_counters(count);
-    let real0 = capture::realtime_ns();
-    let cpu0 = crate::cpu::thread_cpu_ns();
+    let real0 = sys::clock::realtime_ns();
+    let cpu0 = sys::host::thread_cpu_ns();
     let t0 = Instant::now();
     // A round starts where the one before ended (the clock read after its last call): one clock
     // read per socket call and none between rounds. With write stamps the drain between rounds
@@ -437,8 +437,8 @@ pub(crate) fn run_rounds(
         drain(r);
     }
     let t1 = Instant::now();
-    let cpu_ns = crate::cpu::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
-    let real = (real0, capture::realtime_ns());
+    let cpu_ns = sys::host::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
+    let real = (real0, sys::clock::realtime_ns());
     let wall = t1.duration_since(t0);
     if let Sync::WaitForClient(rx, timeout) = &sync {
         // Data the server's last send left in its queue (Nagle) is on the wire only once the
@@ -580,9 +580,9 @@ fn server(
             let mut r = runner(side, &sock, opts, &sbuf, rbuf, lab.io_timeout);
             let b = info(&sock, side)?;
             let ns_before = read_counters(count);
-            let cpu0 = crate::cpu::thread_cpu_ns();
+            let cpu0 = sys::host::thread_cpu_ns();
             r.stream_recv()?;
-            let cpu = crate::cpu::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
+            let cpu = sys::host::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
             let netstat = match (ns_before, read_counters(count), count) {
                 (Some(b), Some(a), Some(prefix)) => netstat::delta(&b, &a, prefix),
                 _ => BTreeMap::new(),
@@ -675,13 +675,13 @@ fn client(
             let mut h = measure::histogram();
             let before = info(&sock, side)?;
             let ns_before = read_counters(count);
-            let real0 = capture::realtime_ns();
-            let cpu0 = crate::cpu::thread_cpu_ns();
+            let real0 = sys::clock::realtime_ns();
+            let cpu0 = sys::host::thread_cpu_ns();
             let t0 = Instant::now();
             let writes = r.stream_send(ws, Duration::from_nanos(*duration_ns), &mut h)?;
             let wall = t0.elapsed();
-            let cpu_ns = crate::cpu::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
-            let window_real = (real0, capture::realtime_ns());
+            let cpu_ns = sys::host::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
+            let window_real = (real0, sys::clock::realtime_ns());
             let after = info(&sock, side)?;
             // Retransmission timeouts while the send queue drains belong to the stream too.
             settle(&sock, side, &lab.cancel)?;

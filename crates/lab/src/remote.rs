@@ -163,7 +163,7 @@ pub fn serve_side(
     let _ = std::io::Read::read(&mut &*sock, &mut b);
     let (frames, capture_note) = finish_capture(capture.0, capture.1);
     Ok(SideRecord {
-        kernel: crate::kernel_release(),
+        kernel: sys::host::kernel_release(),
         applied: o.held,
         before: o.before,
         after: o.after,

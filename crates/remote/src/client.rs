@@ -15,7 +15,7 @@ use crate::auth::{self, Channel, Key, OpenError, Role};
 use crate::clock::{self, Offset, Sample};
 use crate::frame::{self, FrameError};
 use crate::msg::{self, Auth, Challenge, Limits, Malformed, Opening, RunRequest, ToClient, ToServer, MAGIC, VERSION};
-use crate::server::realtime_ns;
+use sys::clock::realtime_ns;
 
 /// The data socket's local port (0 when unknown).
 fn sock_port(sock: &socket2::Socket) -> u16 {
@@ -431,7 +431,7 @@ impl Session {
             tool: "tcpstall".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             schema_version: report::SCHEMA_VERSION,
-            kernel: Some(lab::kernel_release()),
+            kernel: Some(sys::host::kernel_release()),
             profile: None,
             mode: "lab".into(),
             scenario: s.name.clone(),

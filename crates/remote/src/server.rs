@@ -145,11 +145,6 @@ impl Rate {
     }
 }
 
-/// CLOCK_REALTIME in ns (the clock both hosts' offsets are estimated on).
-pub fn realtime_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
-}
-
 impl Server {
     /// Bind, after checking the configuration: no key is refused unless the address is loopback.
     pub fn bind(cfg: ServeConfig) -> Result<Server, ServerError> {
@@ -166,7 +161,7 @@ impl Server {
         let shared = Arc::new(Shared {
             key,
             limits: cfg.limits,
-            kernel: lab::kernel_release(),
+            kernel: sys::host::kernel_release(),
             io_timeout: cfg.io_timeout,
             sessions: AtomicU32::new(0),
             pending: AtomicU32::new(0),
@@ -327,7 +322,7 @@ fn connection(
             Err(FrameError::Timeout) => return Err(ServerError::HandshakeTimeout(sh.limits.handshake_ms)),
             Err(e) => return Err(ServerError::BeforeAuth(e)),
         };
-        match m.on_frame(&f, realtime_ns(), &mut slot) {
+        match m.on_frame(&f, sys::clock::realtime_ns(), &mut slot) {
             Err(e) => {
                 send_end(&mut stream, &e);
                 return Err(ServerError::Refused(e.reason));
@@ -430,7 +425,7 @@ fn session(mut stream: TcpStream, peer: SocketAddr, m: &mut ServerMachine, sh: &
         last = Instant::now();
         match ev {
             Ev::Frame(Err(e)) => break Err(ServerError::ClientGone(e)),
-            Ev::Frame(Ok(f)) => match m.on_frame(&f, realtime_ns(), &mut crate::machine::Unlimited) {
+            Ev::Frame(Ok(f)) => match m.on_frame(&f, sys::clock::realtime_ns(), &mut crate::machine::Unlimited) {
                 Err(e) => {
                     send_end(&mut stream, &e);
                     break Err(ServerError::Refused(e.reason));

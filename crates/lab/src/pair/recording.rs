@@ -84,7 +84,7 @@ pub(super) fn start_capture(
     if !lab.capture {
         return (PacketsOut::Off, None);
     }
-    let origin = capture::realtime_ns();
+    let origin = sys::clock::realtime_ns();
     // The reader classifies the packets as they come and keeps none; but `--capture FILE` on
     // loopback keeps the frames for the file (numbered from its count at the row's end).
     let stream = |linktype: u32| {
