@@ -19,10 +19,9 @@ pub mod netstat;
 
 mod pair;
 mod placement;
-pub mod remote;
-mod result;
 mod schedule;
 pub mod seed003;
+pub mod side;
 pub mod txstamp;
 pub mod verdict;
 pub mod veth;

@@ -19,7 +19,8 @@ use crate::capture::{self, Captured, KernelRecords};
 use crate::exec::{self, Clock, Phase, Runner};
 use crate::measure::{self, Recorder};
 use crate::txstamp::{self, TxLog};
-use crate::{netstat, result, LabError, LabOptions, Placement};
+use crate::side::row as result;
+use crate::{netstat, LabError, LabOptions, Placement};
 
 /// Run one strategy pair on one workload over a fresh connection.
 pub fn run_pair(

@@ -79,7 +79,7 @@ fn ms(ns: u64) -> String {
 /// `origin_ns` the client capture's time 0 (client clock).
 pub fn attribute(
     row: &mut RunResult,
-    server_frames: &[lab::remote::FrameRecord],
+    server_frames: &[lab::side::FrameRecord],
     server_note: &str,
     origin_ns: u64,
     server_port: u16,
@@ -89,8 +89,8 @@ pub fn attribute(
         return;
     }
     let frames: Vec<_> = server_frames.iter().filter_map(|f| f.frame()).collect();
-    let lt = lab::remote::linktype_of(&frames, server_port);
-    let frames = lab::remote::packed(&frames);
+    let lt = lab::side::linktype_of(&frames, server_port);
+    let frames = lab::side::packed(&frames);
     if lab::capture::events(&frames, lt, server_port, 0, 0).0.is_empty() {
         let why = if server_note.is_empty() { "no packets" } else { server_note };
         row.verdict.push_str(&format!("; time by host not split (server host's capture: {why})"));

@@ -368,7 +368,7 @@ fn data(mut stream: TcpStream, token: [u8; 32], sh: &Shared) -> Result<(), Serve
 
 enum Ev {
     Frame(Result<Vec<u8>, FrameError>),
-    RunDone(Box<Result<lab::remote::SideRecord, RunError>>),
+    RunDone(Box<Result<lab::side::SideRecord, RunError>>),
 }
 
 struct Running {
@@ -490,7 +490,7 @@ fn on_actions(
                 let token = auth::random()?;
                 // The capture starts before the client may connect (its SYN).
                 let capture = if req.data_port != 0 {
-                    lab::remote::HostCapture::start(req.data_port, peer.ip().is_loopback())
+                    lab::side::HostCapture::start(req.data_port, peer.ip().is_loopback())
                 } else {
                     Err("the client asked for no capture".into())
                 };
@@ -517,7 +517,7 @@ fn start_run(
     token: [u8; 32],
     sh: &Shared,
     done: mpsc::Sender<Ev>,
-    capture: Result<lab::remote::HostCapture, lab::remote::CaptureError>,
+    capture: Result<lab::side::HostCapture, lab::side::CaptureError>,
 ) -> Result<Running, ServerError> {
     let (dtx, drx) = mpsc::sync_channel::<TcpStream>(1);
     sh.tokens.lock().map_err(|_| ServerError::TokensPoisoned)?.insert(token, dtx);
@@ -545,9 +545,9 @@ fn run_side(
     rounds: &mpsc::Receiver<()>,
     cancel: &lab::Cancel,
     (wait, max_run, io_timeout): (Duration, Duration, Duration),
-    capture: (Result<lab::remote::HostCapture, lab::remote::CaptureError>, usize),
-) -> Result<lab::remote::SideRecord, RunError> {
-    let p = lab::remote::round_program(&req.workload).map_err(|e| RunError::Program(e.to_string()))?;
+    capture: (Result<lab::side::HostCapture, lab::side::CaptureError>, usize),
+) -> Result<lab::side::SideRecord, RunError> {
+    let p = lab::side::round_program(&req.workload).map_err(|e| RunError::Program(e.to_string()))?;
     let stream = data.recv_timeout(wait).map_err(|_| RunError::NoData(wait.as_millis()))?;
     let sock = socket2::Socket::from(stream);
     // The run's time limit: a watchdog cancels it (shutting the data socket down).
@@ -561,7 +561,7 @@ fn run_side(
             c.cancel();
         }
     });
-    let r = lab::remote::serve_side(&p, &req.server, &sock, io_timeout, rounds, cancel, capture);
+    let r = lab::side::serve_side(&p, &req.server, &sock, io_timeout, rounds, cancel, capture);
     drop(stop_tx);
     let _ = dog.join();
     if cut.load(Ordering::SeqCst) {

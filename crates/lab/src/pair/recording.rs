@@ -5,7 +5,8 @@
 use super::{Ns, PacketsOut};
 use crate::capture::rowstream::RowStream;
 use crate::capture::{self, KernelEvidence, KernelRecords, KernelRow, Record, RowCapture, TapReader};
-use crate::{result, LabOptions, Placement};
+use crate::side::row as result;
+use crate::{LabOptions, Placement};
 
 /// The row's kernel evidence, as the server thread recorded it.
 pub(crate) enum KernelOut {

@@ -15,9 +15,7 @@ use serde::{Deserialize, Serialize};
 use socket2::Socket;
 use sys::tcpinfo::TcpInfo;
 
-mod capture;
-pub use capture::{CaptureError, FrameRecord, HostCapture};
-
+use super::{CaptureError, FrameRecord, HostCapture};
 use crate::measure::Recorder;
 use crate::pair::{self, ClientOut, PacketsOut, RoundsCfg, SideOut, Sync};
 use crate::{Cancel, LabError, LabOptions, Placement};
@@ -260,8 +258,8 @@ pub fn assemble(
         Err(why) => PacketsOut::Failed(why.to_string()),
     };
     let lab = LabOptions { keep_packets: true, ..lab.clone() };
-    let trace = crate::result::classified(packets, lab.stall_margin(), cli.0.window_real, lab.keep_packets);
-    crate::result::assemble(&program, pair, place, &lab, srv, cli.0, trace).0
+    let trace = super::row::classified(packets, lab.stall_margin(), cli.0.window_real, lab.keep_packets);
+    super::row::assemble(&program, pair, place, &lab, srv, cli.0, trace).0
 }
 
 #[cfg(test)]
