@@ -2,10 +2,11 @@
 //! comes, or a link's tap) and its kernel evidence, started by the server thread before the
 //! client connects and finished after the rounds.
 
-use super::{Ns, PacketsOut};
+use super::Ns;
 use crate::capture::rowstream::RowStream;
 use crate::capture::{self, KernelEvidence, KernelRecords, KernelRow, Record, RowCapture, TapReader};
 use crate::side::row as result;
+use crate::side::PacketsOut;
 use crate::{LabOptions, Placement};
 
 /// The row's kernel evidence, as the server thread recorded it.
