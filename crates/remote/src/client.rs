@@ -269,7 +269,7 @@ impl Session {
         let server_note = side.capture_note.clone();
         let origin_ns = packets.as_ref().map_or(0, |c| c.origin_ns);
         let mut row = lab::side::assemble(&p, pair, place, lab, side, cli, packets);
-        crate::merge::attribute(&mut row, &server_frames, &server_note, origin_ns, self.addr.port(), self.offset);
+        crate::attribute::attribute(&mut row, &server_frames, &server_note, origin_ns, self.addr.port(), self.offset);
         Ok(row)
     }
 
