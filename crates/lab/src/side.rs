@@ -23,7 +23,7 @@ mod two_hosts;
 pub use capture::{CaptureError, FrameRecord, HostCapture};
 pub(crate) use rounds::{setup_with, RoundsCfg, Sync};
 pub use two_hosts::{
-    assemble, client_side, finish_capture, linktype_of, packed, program_bytes, round_program, serve_side,
+    assemble, client_side, finish_capture, host_events, linktype_of, packed, program_bytes, round_program, serve_side,
     ClientPackets, ClientSide, ProgramError, SideRecord,
 };
 

@@ -73,6 +73,14 @@ pub fn linktype_of(frames: &[sys::packet::Frame], server_port: u16) -> u32 {
     }
 }
 
+/// A host capture's frames as the trace of the connection whose server listens on
+/// `server_port` (in their own link type, [`linktype_of`]): endpoint A is the client, times
+/// are ns since `origin_ns` on the frames' clock.
+pub fn host_events(frames: &[sys::packet::Frame], server_port: u16, origin_ns: u64) -> Vec<trace::Event> {
+    let lt = linktype_of(frames, server_port);
+    crate::capture::events(&packed(frames), lt, server_port, origin_ns, 0).0
+}
+
 /// Stop a capture and keep at most `max_frames` of its frames as records (None: not captured,
 /// with why).
 pub fn finish_capture(c: Result<HostCapture, CaptureError>, max_frames: usize) -> (Vec<FrameRecord>, String) {
