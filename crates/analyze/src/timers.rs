@@ -51,6 +51,16 @@ impl Timers {
         }
     }
 
+    /// A host's timers from its tick rate (`hz`, CONFIG_HZ, as `sys::host::kernel_hz` reads
+    /// it): Linux's constants at that HZ, or HZ=100's coarser tolerance ([`Timers::default`])
+    /// when the tick is unknown or out of range.
+    pub fn of_hz(hz: Option<u32>) -> Timers {
+        match hz {
+            Some(hz) if (24..=10_000).contains(&hz) => Timers::linux(hz as u64),
+            _ => Timers::default(),
+        }
+    }
+
     /// The delayed-ACK band: an ACK this much later than the path explains was held by a
     /// delayed-ACK timer (40 ms on Linux, 100 ms on macOS, 200 ms on Windows, up to 500 ms by
     /// RFC 1122). The lower edge admits a timer armed one jiffy before the data arrived.

@@ -19,25 +19,34 @@
 //!
 //! The capture point is loopback: a packet is recorded once, as it arrives, and leaves and
 //! arrives within microseconds, so both ends' views coincide.
+//!
+//! By job: `ring` (the loopback ring and its reader), `kernel` (the kernel evidence of a row and
+//! the join of its records to the row's sides), `file` (`--capture FILE`), `rowstream` (the
+//! packets and kernel records merged in time order into the classifier); here, what they
+//! share: the frames, the reader thread, a link's tap and the decoding of a row's frames.
 
-use std::io::{self, BufWriter};
-use std::path::{Path, PathBuf};
+use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant as StdInstant};
+use std::time::Duration;
 
 use trace::{Endpoint, Event, EventKind, Evidence, Instant};
 
+mod file;
+mod kernel;
+mod ring;
 pub mod rowstream;
+pub use file::{CaptureFile, CaptureFileError};
+pub use kernel::{kernel_events, KernelEvidence, KernelHandle, KernelOpenError};
+pub(crate) use kernel::{kernel_side, KernelRecords, KernelRow};
+use ring::lo_header;
+pub(crate) use ring::RowCapture;
 use rowstream::RowStream;
-use wire::write::{Interface, PcapNgWriter};
 
 /// Bytes kept per frame: Ethernet (14) + IPv6 (40) or IPv4 with options (60) + TCP with options
 /// (60) fit; payload bytes are not needed (the original length is kept apart).
 pub const SNAPLEN: u32 = 160;
-/// Of those, the ring keeps the bytes from the network header on (it is cooked, SOCK_DGRAM).
-const RING_SNAPLEN: u32 = SNAPLEN - 14;
 
 /// The frames' link type: Ethernet, as `lo` frames them (ARPHRD_LOOPBACK with a zeroed 14-byte
 /// Ethernet header, drivers/net/loopback.c). The cooked ring gives the network header on; the
@@ -45,22 +54,6 @@ const RING_SNAPLEN: u32 = SNAPLEN - 14;
 /// version), so the frames, their lengths and the `--capture` file are those of `tcpdump -i lo`.
 pub const LINKTYPE: u32 = wire::linktype::ETHERNET;
 
-/// Loopback's Ethernet header for a packet starting with `ip`.
-fn lo_header(ip: &[u8]) -> [u8; 14] {
-    let mut h = [0u8; 14];
-    let et: u16 = if ip.first().is_some_and(|b| b >> 4 == 6) { 0x86dd } else { 0x0800 };
-    h[12..].copy_from_slice(&et.to_be_bytes());
-    h
-}
-
-/// The ring: `RING_BLOCKS` blocks of `RING_BLOCK` bytes (about 7,000 small packets each: 32 MB
-/// hold over 200,000 packets, more than the reader's worst delay at loopback rates).
-const RING_BLOCK: u32 = 1 << 20;
-const RING_BLOCKS: u32 = 32;
-/// A block with packets is handed over at the latest this long after its first packet: the
-/// reader sees quiet rows' packets this late at most, and wakes at most this often besides full
-/// blocks.
-const RETIRE_MS: u32 = 4;
 /// The reader's longest sleep without a block: how soon it sees the row end (a wake-up
 /// without a block costs one poll call).
 const STOP_POLL_MS: u16 = 5;
@@ -73,9 +66,6 @@ const STOP_POLL_MS: u16 = 5;
 /// timer's slack. 100 ms is twenty times that (and ten times the kevidence thread's own 10 ms
 /// drain), and holds about 100 ms of events (a few MB at loopback's rates), whatever the rounds.
 pub(crate) const REORDER_MARGIN: Duration = Duration::from_millis(100);
-/// How long the last drain waits for the kernel to retire the block still being filled.
-const FINAL_WAIT: Duration = Duration::from_millis(200);
-
 /// Packets recorded elsewhere for the row: behind `--link` the forwarder's tap (the link
 /// crate's `capture::Tap`, adapted by the caller). Raw IPv4 packets (LINKTYPE_IPV4).
 pub trait PacketTap: Send + Sync {
@@ -108,30 +98,6 @@ impl PartialEq for TapHandle {
 }
 impl Eq for TapHandle {}
 
-/// Kernel evidence for the lab's rows (`LabOptions::kernel`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum KernelEvidence {
-    /// Not asked for.
-    #[default]
-    Off,
-    /// Asked for, not possible here: why, in one line (each row's notes carry it, so the run
-    /// says it once).
-    Unavailable(String),
-    /// The source, shared by the rows (they run one at a time).
-    On(KernelHandle),
-}
-
-/// Why the lab runs without kernel evidence (said once in the report; the rows still run).
-#[derive(Debug, thiserror::Error)]
-pub enum KernelOpenError {
-    /// The programs could not be loaded or attached (kevidence says what is missing).
-    #[error("{0}; the rows run without it")]
-    Unavailable(kevidence::Unavailable),
-    /// The reader thread could not start.
-    #[error("no kernel evidence: reader thread: {0}")]
-    Reader(std::io::Error),
-}
-
 /// Why a row's packet record has nothing to give.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum RecordError {
@@ -141,135 +107,6 @@ pub(crate) enum RecordError {
     Read(std::io::Error),
     #[error("the packet capture thread panicked")]
     Panicked,
-}
-
-/// `--capture FILE`: the first write or flush error (the file's path in its text).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct CaptureFileError(pub String);
-
-/// A shared kernel-evidence source and its reader thread, and whether its rows record reads.
-#[derive(Clone)]
-pub struct KernelHandle(pub Arc<kevidence::Reader>, bool);
-
-impl KernelHandle {
-    /// Load the programs and attach them (filtered to no port until a row starts), without
-    /// reads (`kevidence::Filter::reads`: no rule uses them).
-    pub fn open() -> Result<KernelHandle, KernelOpenError> {
-        Self::open_with_reads(false)
-    }
-
-    /// Like [`KernelHandle::open`]; with `reads`, the rows also record the application's reads.
-    pub fn open_with_reads(reads: bool) -> Result<KernelHandle, KernelOpenError> {
-        // Port 0 matches no TCP socket of interest until a row sets its own.
-        let src = kevidence::Source::open(&kevidence::Filter { ports: vec![0], netns: None, reads })
-            .map_err(KernelOpenError::Unavailable)?;
-        let r = kevidence::Reader::spawn(src).map_err(KernelOpenError::Reader)?;
-        // Loaded and checked, detached until a row records (`KernelRow::start`): between rows,
-        // and in the unrecorded runs CPU-bound rows take their latency from, no program runs.
-        r.pause();
-        Ok(KernelHandle(Arc::new(r), reads))
-    }
-
-    /// Whether the rows record the application's reads ([`KernelHandle::open_with_reads`]).
-    pub(crate) fn reads(&self) -> bool {
-        self.1
-    }
-}
-
-impl std::fmt::Debug for KernelHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "KernelHandle({})", self.0.status())
-    }
-}
-
-impl PartialEq for KernelHandle {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-impl Eq for KernelHandle {}
-
-/// A row's kernel evidence while it runs: the filter is the row's server port (and its
-/// namespace when private), set before the client connects.
-pub(crate) struct KernelRow {
-    handle: KernelHandle,
-    clock: kevidence::ClockMap,
-    /// The reader's counts when the row started (they count from the source's load).
-    counts0: kevidence::ReaderCounts,
-}
-
-/// What the kernel reported for a row.
-#[derive(Debug, Default)]
-pub(crate) struct KernelRecords {
-    pub records: Vec<kevidence::Record>,
-    pub clock: Option<kevidence::ClockMap>,
-    pub counts: kevidence::ReaderCounts,
-    pub status: String,
-}
-
-impl KernelRow {
-    /// Start: the row's port, in the namespace with inode `netns` if given.
-    pub(crate) fn start(
-        handle: &KernelHandle,
-        port: u16,
-        netns: Option<u32>,
-    ) -> Result<KernelRow, kevidence::SourceError> {
-        handle.0.restart(&kevidence::Filter { ports: vec![port], netns, reads: handle.1 })?;
-        handle.0.resume();
-        let counts0 = handle.0.counts();
-        Ok(KernelRow { handle: handle.clone(), clock: kevidence::ClockMap::sample(), counts0 })
-    }
-
-    /// The clock map the row's records are converted with (sampled at its start).
-    pub(crate) fn clock(&self) -> kevidence::ClockMap {
-        self.clock
-    }
-
-    /// The reader the row's records are taken from while it runs.
-    pub(crate) fn reader(&self) -> Arc<kevidence::Reader> {
-        self.handle.0.clone()
-    }
-
-    /// Stop: the programs detached (`kevidence::Reader::pause`), the records so far.
-    pub(crate) fn finish(self) -> KernelRecords {
-        // Records of the row's last packets reach the ring within microseconds.
-        std::thread::sleep(Duration::from_millis(5));
-        self.handle.0.pause();
-        let records = self.handle.0.take();
-        let (a, b) = (self.handle.0.counts(), self.counts0);
-        let counts = kevidence::ReaderCounts {
-            kernel: kevidence::Counts { lost: a.kernel.lost.saturating_sub(b.kernel.lost) },
-            unparsed: a.unparsed.saturating_sub(b.unparsed),
-            overflow: a.overflow.saturating_sub(b.overflow),
-            reader_cpu_ns: a.reader_cpu_ns.saturating_sub(b.reader_cpu_ns),
-        };
-        KernelRecords { records, clock: Some(self.clock), counts, status: self.handle.0.status() }
-    }
-}
-
-/// The kernel's records of the row's connection as trace events (`kevidence::to_events`): the
-/// client (A) is the socket whose remote port is the server's, the server (B) the one whose
-/// local port is; times on the packets' clock (CLOCK_REALTIME) minus `origin_ns`.
-pub fn kernel_events(
-    recs: &[kevidence::Record],
-    clock: &kevidence::ClockMap,
-    server_port: u16,
-    origin_ns: u64,
-) -> Vec<Event> {
-    kevidence::to_events(recs, clock, origin_ns, |r| kernel_side(r, server_port), 1)
-}
-
-/// The side a kernel record of the row belongs to: the client (A) is the socket whose remote
-/// port is the server's, the server (B) the one whose local port is; None for another socket.
-pub(crate) fn kernel_side(r: &kevidence::Record, server_port: u16) -> Option<Endpoint> {
-    if r.local.port() == server_port && r.remote.port() != server_port {
-        Some(Endpoint::B)
-    } else if r.remote.port() == server_port {
-        Some(Endpoint::A)
-    } else {
-        None
-    }
 }
 
 /// One frame of a [`Frames`] buffer.
@@ -410,9 +247,9 @@ impl Reader {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new().name(name.into()).spawn(move || {
-            let cpu0 = crate::cpu::thread_cpu_ns();
+            let cpu0 = sys::host::thread_cpu_ns();
             let c = body(&flag)?;
-            let reader_cpu_ns = crate::cpu::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
+            let reader_cpu_ns = sys::host::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
             Ok(Captured { reader_cpu_ns, ..c })
         })?;
         Ok(Reader { stop, thread: Some(thread) })
@@ -439,9 +276,6 @@ impl Drop for Reader {
     }
 }
 
-/// A running capture on the row's loopback (the reader thread).
-pub(crate) struct RowCapture(Reader);
-
 /// What a capture recorded, and what recording cost in user space.
 #[derive(Debug, Default)]
 pub(crate) struct Captured {
@@ -456,60 +290,6 @@ pub(crate) struct Captured {
     pub reader_cpu_ns: Option<u64>,
     /// Times the reader woke up and found blocks to read.
     pub reader_wakeups: u64,
-}
-
-impl RowCapture {
-    /// Open the capture on `lo` of the calling thread's namespace, for TCP on `port`, and start
-    /// reading into `record`. Fails with EPERM without CAP_NET_RAW.
-    pub(crate) fn start(port: u16, record: Record) -> io::Result<RowCapture> {
-        let lo = nix::net::if_::if_nametoindex("lo").map_err(io::Error::from)?;
-        // The filter also drops outgoing copies on lo, for kernels without PACKET_IGNORE_OUTGOING.
-        let filter = sys::bpf::tcp_l3(&[port], &[], RING_SNAPLEN, Some(lo));
-        let mut ring = sys::ring::Ring::open(lo, &filter, RING_BLOCK, RING_BLOCKS, RETIRE_MS)?;
-        let _ = ring.ignore_outgoing();
-        let reader = Reader::spawn("tcpstall-lab-capture", move |flag| {
-            let mut sink = Sink::new(record);
-            let (mut wakeups, mut read) = (0u64, 0u64);
-            while !flag.load(Ordering::Acquire) {
-                if ring.wait(STOP_POLL_MS)? {
-                    wakeups += 1;
-                    read += ring.drain(|f| sink.frame(f)).0;
-                }
-                // Kernel records are pulled on every wake, block or not (at most STOP_POLL_MS
-                // apart): the reorder margin is above that.
-                sink.advance();
-            }
-            // The last block is handed over when the kernel retires it: wait until every
-            // packet the kernel accepted has been read (or FINAL_WAIT passed).
-            let deadline = StdInstant::now() + FINAL_WAIT;
-            read += ring.drain(|f| sink.frame(f)).0;
-            let mut stats = ring.statistics()?;
-            loop {
-                let missing = stats.packets.saturating_sub(stats.drops).saturating_sub(read);
-                if missing == 0 || StdInstant::now() >= deadline {
-                    break;
-                }
-                if ring.wait(RETIRE_MS as u16 * 2)? {
-                    wakeups += 1;
-                    read += ring.drain(|f| sink.frame(f)).0;
-                }
-                stats = ring.statistics()?;
-            }
-            sink.advance();
-            let stats = Stats { packets: stats.packets, drops: stats.drops };
-            let (frames, stream) = (sink.frames, sink.stream);
-            Ok(Captured { frames, stream, stats, reader_cpu_ns: None, reader_wakeups: wakeups })
-        })?;
-        Ok(RowCapture(reader))
-    }
-
-    /// Stop reading (after one last drain) and return what was captured.
-    pub(crate) fn finish(self) -> Result<Captured, RecordError> {
-        // Packets already on loopback's backlog are in the ring within microseconds of the last
-        // send: a short grace keeps the final ACKs.
-        std::thread::sleep(Duration::from_millis(5));
-        self.0.finish()
-    }
 }
 
 /// Behind a link: the tap's packets drained every `STOP_POLL_MS` into the row's [`Record`]
@@ -552,11 +332,6 @@ impl TapReader {
 
 /// How long a tap's last drain waits for records still in the link writer's channel.
 const TAP_FINAL_WAIT: Duration = Duration::from_millis(20);
-
-/// CLOCK_REALTIME now, in ns: the clock of the kernel's packet stamps (SO_TIMESTAMPNS).
-pub(crate) fn realtime_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
-}
 
 /// Frames that are not a decodable TCP packet of the row's connection.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -611,95 +386,6 @@ pub(crate) fn row_segment(
         Err(_) => skipped.not_tcp += 1,
     }
     None
-}
-
-/// `lab --capture FILE` without `--link`: every row's frames, one pcapng interface per row (each
-/// row has a loopback of its own). Shared by the rows; written as each row ends.
-#[derive(Clone)]
-pub struct CaptureFile {
-    inner: Arc<Mutex<FileInner>>,
-}
-
-struct FileInner {
-    path: PathBuf,
-    w: Option<PcapNgWriter<BufWriter<std::fs::File>>>,
-    interfaces: u32,
-    error: Option<String>,
-}
-
-impl std::fmt::Debug for CaptureFile {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        write!(f, "CaptureFile({})", g.path.display())
-    }
-}
-
-impl PartialEq for CaptureFile {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
-    }
-}
-impl Eq for CaptureFile {}
-
-impl CaptureFile {
-    /// Create (truncate) `path` and write the section header: fails at once, before any row
-    /// runs, when the file cannot be written.
-    pub fn create(path: &Path) -> io::Result<CaptureFile> {
-        let f = std::fs::File::create(path)?;
-        let w = PcapNgWriter::new(BufWriter::with_capacity(1 << 16, f), &[])?;
-        Ok(CaptureFile {
-            inner: Arc::new(Mutex::new(FileInner { path: path.to_path_buf(), w: Some(w), interfaces: 0, error: None })),
-        })
-    }
-
-    /// Append one row's frames on an interface of their own; returns the number of frames
-    /// before them in the file.
-    pub(crate) fn write_row(&self, label: &str, frames: &Frames) -> u64 {
-        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let g = &mut *g;
-        let Some(w) = g.w.as_mut() else { return 0 };
-        let base = w.packets();
-        if g.error.is_some() {
-            return base;
-        }
-        let iface = Interface {
-            name: "lo".into(),
-            description: format!("tcpstall lab row '{label}': loopback of its network namespace, arriving copies"),
-            linktype: LINKTYPE,
-            snaplen: SNAPLEN,
-        };
-        let r = w.add_interface(&iface).and_then(|id| {
-            for f in frames.iter() {
-                w.packet(id, f.ts_ns, f.data, f.orig_len)?;
-            }
-            w.flush()
-        });
-        g.interfaces += 1;
-        if let Err(e) = r {
-            g.error = Some(format!("writing {}: {e}", g.path.display()));
-        }
-        base
-    }
-
-    /// Flush and close; the number of packets written, or the first write error.
-    pub fn finish(&self) -> Result<u64, CaptureFileError> {
-        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let n = g.w.as_ref().map_or(0, |w| w.packets());
-        if let Some(mut w) = g.w.take() {
-            if let Err(e) = w.flush() {
-                let msg = format!("writing {}: {e}", g.path.display());
-                g.error.get_or_insert(msg);
-            }
-        }
-        match g.error.clone() {
-            Some(e) => Err(CaptureFileError(e)),
-            None => Ok(n),
-        }
-    }
-
-    pub fn path(&self) -> PathBuf {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).path.clone()
-    }
 }
 
 #[cfg(test)]

@@ -19,10 +19,9 @@ pub mod netstat;
 
 mod pair;
 mod placement;
-pub mod remote;
-mod result;
 mod schedule;
 pub mod seed003;
+pub mod side;
 pub mod txstamp;
 pub mod verdict;
 pub mod veth;
@@ -202,38 +201,10 @@ impl LabError {
     }
 }
 
-/// The running kernel's release (`uname -r`).
-pub fn kernel_release() -> String {
-    nix::sys::utsname::uname().map(|u| u.release().to_string_lossy().into_owned()).unwrap_or_else(|_| "unknown".into())
-}
-
-/// The running kernel's tick rate (CONFIG_HZ), read as the resolution of
-/// CLOCK_MONOTONIC_COARSE, which advances once per jiffy (kernel/time/timekeeping.c,
-/// `ktime_get_coarse_*`; clock_getres(2) reports it). Every TCP timer rounds to it.
-pub fn kernel_hz() -> Result<u32, HzError> {
-    match nix::time::clock_getres(nix::time::ClockId::CLOCK_MONOTONIC_COARSE) {
-        Ok(ts) if ts.tv_sec() == 0 && ts.tv_nsec() > 0 => Ok((1e9 / ts.tv_nsec() as f64).round() as u32),
-        Ok(_) => Err(HzError::NotATick),
-        Err(e) => Err(HzError::ClockGetres(e)),
-    }
-}
-
-/// Why the kernel's tick rate could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum HzError {
-    #[error("CLOCK_MONOTONIC_COARSE resolution is not one tick")]
-    NotATick,
-    #[error("clock_getres failed: {0}")]
-    ClockGetres(nix::Error),
-}
-
 /// The classifier's timer bands for this kernel: Linux's constants at its HZ, or HZ=100's
 /// coarser tolerance when the tick cannot be read (analyze::Timers::default).
 pub fn kernel_timers() -> analyze::Timers {
-    match kernel_hz() {
-        Ok(hz) if (24..=10_000).contains(&hz) => analyze::Timers::linux(hz as u64),
-        _ => analyze::Timers::default(),
-    }
+    analyze::Timers::of_hz(sys::host::kernel_hz().ok())
 }
 
 /// Run every row of the scenario (its matrix, for each workload variant) and return the report.
@@ -244,7 +215,7 @@ pub fn run_scenario(s: &Scenario, place: &Placement, opts: &LabOptions, progress
     let variants = s.workload.variants();
     let total = variants.len() * s.matrix.len();
     let mut report = Report::new("lab", &s.name, s.workload.params_json(), &place.link);
-    report.kernel = Some(kernel_release());
+    report.kernel = Some(sys::host::kernel_release());
     let mut notes: Vec<String> = Vec::new();
     let jobs: Vec<schedule::Job<'_>> = variants
         .iter()
@@ -397,7 +368,7 @@ mod tests {
     /// the classifier's jiffy follows it (include/net/tcp.h: timers in jiffies).
     #[test]
     fn kernel_hz_is_a_config_hz_choice_and_sets_the_jiffy() {
-        let hz = super::kernel_hz().expect("CLOCK_MONOTONIC_COARSE resolution");
+        let hz = sys::host::kernel_hz().expect("CLOCK_MONOTONIC_COARSE resolution");
         assert!([100, 250, 300, 1000].contains(&hz), "HZ {hz}");
         assert_eq!(super::kernel_timers().jiffy.0, 1_000_000_000 / hz as u64);
     }

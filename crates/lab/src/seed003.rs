@@ -247,7 +247,7 @@ pub fn run_matrix(req: &MatrixRequest, progress: &mut dyn FnMut(Progress<'_>)) -
         mode: "lab",
         scenario: "stream",
         matrix: "seed003",
-        kernel: crate::kernel_release(),
+        kernel: sys::host::kernel_release(),
         duration_s_per_run: req.duration.as_secs_f64(),
         elapsed_s: started.elapsed().as_secs_f64(),
         findings: findings(&out),

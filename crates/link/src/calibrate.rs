@@ -38,48 +38,16 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::forward::{mono_ns, Calibration, ProbeSeen};
 use crate::netns::{run_in, End};
+use crate::probe::{probe, seq_of, Calibration, ProbeSeen, PORT, PROBE_DELAY_NS};
+use sys::clock::mono_ns;
 
-/// The UDP port the probes are sent to and from (in the link's own namespaces, before the
-/// user's commands start).
-pub const PORT: u16 = 47_913;
-/// The longest a probe is held by the forwarder: long enough for the forwarder and the
-/// receiver to fall asleep as they do behind a real delay, short enough to keep link start
-/// quick.
-pub const PROBE_DELAY_NS: u64 = 10_000_000;
 /// Probes per direction (and over loopback).
 pub const ROUNDS: u32 = 10;
 /// Rounds of the ping-pong before the measured ones: at least this many, for at least
 /// `WARMUP_NS`.
 pub const WARMUP_ROUNDS: u32 = 2;
 pub const WARMUP_NS: u64 = 60_000_000;
-const MAGIC: &[u8; 16] = b"tcpstall-calib-1";
-
-/// The sequence number of a calibration probe, if `ip` (an IPv4 packet) is one.
-pub fn probe_seq(ip: &[u8]) -> Option<u32> {
-    if ip.first()? >> 4 != 4 || *ip.get(9)? != 17 {
-        return None;
-    }
-    let l3 = usize::from(ip[0] & 0x0f) * 4;
-    let udp = ip.get(l3..l3 + 8)?;
-    if u16::from_be_bytes([udp[2], udp[3]]) != PORT {
-        return None;
-    }
-    let payload = ip.get(l3 + 8..)?;
-    if payload.get(..MAGIC.len())? != MAGIC {
-        return None;
-    }
-    let s = payload.get(MAGIC.len()..MAGIC.len() + 4)?;
-    Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-}
-
-fn probe(seq: u32) -> Vec<u8> {
-    let mut p = MAGIC.to_vec();
-    p.extend_from_slice(&seq.to_le_bytes());
-    p
-}
-
 /// What the probes of one direction measured (medians, ns).
 #[derive(Debug, Clone, Default)]
 pub struct DirCalibration {
@@ -139,14 +107,6 @@ struct Echoed {
     recv: u64,
     send: u64,
     queued: Option<u64>,
-}
-
-fn seq_of(b: &[u8]) -> Option<u32> {
-    if b.len() < MAGIC.len() + 4 || &b[..MAGIC.len()] != MAGIC {
-        return None;
-    }
-    let s = &b[MAGIC.len()..MAGIC.len() + 4];
-    Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
 }
 
 /// The echo side of the probes' ping-pong, blocked in recv(2) on its own thread as an
@@ -289,7 +249,7 @@ type Ping = (u32, u64, Option<u64>, u64);
 /// same ping-pong over the client namespace's loopback, half its round trip each way.
 pub fn run(client: &End, server: &End, calib: [&Arc<Calibration>; 2]) -> Result<CalibrationReport, CalibrationError> {
     let socks = Sockets::open(client, server)?;
-    let offset = crate::forward::realtime_offset_ns();
+    let offset = sys::clock::realtime_offset_ns();
     let (to_server, to_client) = (SocketAddr::from((server.ip, PORT)), SocketAddr::from((client.ip, PORT)));
     let lo_to_echo = socks.lo_echo[0].local_addr().map_err(io_err)?;
     let lo_to_me = socks.lo[1].local_addr().map_err(io_err)?;
@@ -458,31 +418,4 @@ fn publish(cal: &Calibration, c: &DirCalibration) {
     cal.ends_ns.store(c.ends_ns, Ordering::Relaxed);
     cal.measured.store(true, Ordering::Relaxed);
     cal.run_delay_ns.store(c.run_delay_ns, Ordering::Relaxed);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn udp4(dport: u16, payload: &[u8]) -> Vec<u8> {
-        let mut p = vec![0u8; 28];
-        p[0] = 0x45;
-        p[9] = 17;
-        p[22..24].copy_from_slice(&dport.to_be_bytes());
-        p.extend_from_slice(payload);
-        p
-    }
-
-    #[test]
-    fn probes_are_recognised_by_port_and_magic() {
-        assert_eq!(probe_seq(&udp4(PORT, &probe(7))), Some(7));
-        assert_eq!(probe_seq(&udp4(PORT + 1, &probe(7))), None);
-        assert_eq!(probe_seq(&udp4(PORT, b"tcpstall-calib-2xxxx")), None);
-        assert_eq!(probe_seq(&udp4(PORT, &probe(7)[..10])), None);
-        let mut tcp = udp4(PORT, &probe(7));
-        tcp[9] = 6;
-        assert_eq!(probe_seq(&tcp), None);
-        assert_eq!(probe_seq(&[0x60; 60]), None);
-        assert_eq!(probe_seq(&[]), None);
-    }
 }

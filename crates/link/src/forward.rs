@@ -12,7 +12,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 use hdrhistogram::Histogram;
@@ -23,8 +23,15 @@ use nix::sys::time::TimeSpec;
 use rand::rngs::SmallRng;
 
 use crate::capture::{CaptureTx, Record};
-use crate::model::{DirCounters, DirectionModel, DropReason, Verdict};
+use crate::model::{DirectionModel, DropReason, Verdict};
+use crate::probe::{Calibration, ProbeSeen};
+use crate::report::{histogram, DirReport};
 use crate::stamp::{RunDelay, WakeUp};
+use sys::clock::mono_ns;
+
+mod overload;
+use overload::{apply_priority, Overload};
+pub use overload::{Priority, DEFAULT_PRIORITY, FIFO_AWAKE_NS, OVERLOAD_BATCHES};
 
 /// Packets read per wake-up before delivering what is due.
 pub const BATCH: usize = 64;
@@ -32,82 +39,6 @@ pub const BATCH: usize = 64;
 pub const DEFAULT_SPIN_NS: u64 = 100_000;
 /// How long a thread keeps polling its input after it ran dry, before sleeping.
 pub const DEFAULT_BUSY_POLL_NS: u64 = 0;
-/// Full batches in a row after which a forwarder thread with a raised priority drops to the
-/// workload's (nice 0) until its input runs dry: see `run_direction`.
-pub const OVERLOAD_BATCHES: u32 = 8;
-/// Default scheduling of the forwarder threads.
-pub const DEFAULT_PRIORITY: Priority = Priority::Nice(-10);
-
-/// CLOCK_MONOTONIC in nanoseconds.
-pub fn mono_ns() -> u64 {
-    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC");
-    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
-}
-
-/// CLOCK_REALTIME minus CLOCK_MONOTONIC, in nanoseconds.
-pub fn realtime_offset_ns() -> i128 {
-    let r = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME).expect("CLOCK_REALTIME");
-    let real = i128::from(r.tv_sec()) * 1_000_000_000 + i128::from(r.tv_nsec());
-    real - i128::from(mono_ns())
-}
-
-/// What one direction measured.
-#[derive(Debug, Clone)]
-pub struct DirReport {
-    pub counters: DirCounters,
-    /// The emulator's error as a user's packet feels it end to end (ns): how late the packet
-    /// was written out against its deadline, plus the parts of the path the forwarder cannot
-    /// see by its own clock, measured at link start by probes ([`crate::calibrate`]): the rest
-    /// of the path beyond a direct one (`rest_ns`, every packet) and, for a packet that woke
-    /// the forwarder, its wake-up (`wake_ns`) less what the packet was stamped earlier for it.
-    pub overhead: Histogram<u64>,
-    /// The model's delay for each delivered packet beyond `delay_base_ns`: delivery time
-    /// minus arrival minus the base (ns), i.e. jitter, serialisation and queueing. Recording
-    /// the excess keeps nanosecond resolution for small values (the histogram keeps 3
-    /// significant digits).
-    pub link_delay_excess: Histogram<u64>,
-    /// The smallest delay the model can apply (configured delay minus jitter).
-    pub delay_base_ns: u64,
-    /// The configured one-way delay, for reading the histograms.
-    pub configured_delay_ns: u64,
-    /// How late the thread ran after each wake-up from its sleep (scheduler run_delay, ns):
-    /// packets read then were stamped that much earlier, so `overhead` includes it.
-    pub wake_late: Histogram<u64>,
-    /// How long each write(2) into the other device took (ns): the receiving side's stack
-    /// runs inside it (tun_get_user -> netif_receive_skb), up to waking the receiver.
-    pub write_time: Histogram<u64>,
-    /// The calibrated overhead of the path's ends beyond a direct path (ns; a packet's
-    /// overhead besides its wake-up is its write(2) plus this); None when not measured.
-    pub ends_ns: Option<i64>,
-    /// The calibrated wake-up of the forwarder by a packet's arrival (ns): from the packet
-    /// entering the TUN device (its software transmit timestamp, skb_tx_timestamp in
-    /// tun_net_xmit) to the forwarder's stamp of it.
-    pub wake_ns: u64,
-    /// Packets that would have left before their arrival plus their delay, held back to it
-    /// instead (never emitted early): 0 unless the stamping rule is broken (docs/link.md,
-    /// "Never early").
-    pub early: u64,
-    /// Packets stamped before their read (the first read after a wake-up by the input).
-    pub backdated: u64,
-    /// Packets read while the thread was spinning before a deadline (not after a sleep).
-    pub read_while_spinning: u64,
-}
-
-impl DirReport {
-    /// Quantile of the model's delay (ns).
-    pub fn link_delay_at(&self, q: f64) -> Option<u64> {
-        (!self.link_delay_excess.is_empty()).then(|| self.delay_base_ns + self.link_delay_excess.value_at_quantile(q))
-    }
-    /// Quantile of the emulator's added delay beyond the model (ns).
-    pub fn overhead_at(&self, q: f64) -> Option<u64> {
-        (!self.overhead.is_empty()).then(|| self.overhead.value_at_quantile(q))
-    }
-}
-
-pub(crate) fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 120_000_000_000, 3).expect("histogram bounds")
-}
-
 /// Everything one direction's thread needs.
 pub struct DirectionIo {
     pub model: DirectionModel,
@@ -130,47 +61,6 @@ pub struct DirectionIo {
     pub capture: Option<(CaptureTx, u32, u32)>,
     /// Calibration probes seen and the calibrated overhead.
     pub calib: Arc<Calibration>,
-}
-
-/// Shared between a direction's thread and the calibration at link start (crate::calibrate).
-#[derive(Debug, Default)]
-pub struct Calibration {
-    /// While set, the forwarder looks for calibration probes among the packets it reads.
-    pub active: AtomicBool,
-    /// What the forwarder saw of each probe.
-    pub seen: std::sync::Mutex<Vec<ProbeSeen>>,
-    /// Whether the probes measured the path.
-    pub measured: AtomicBool,
-    /// The measured overhead of the path's ends beyond a direct path (ns, `DirCalibration::
-    /// ends_ns`): a packet's overhead besides its wake-up is its write(2) plus this.
-    pub ends_ns: AtomicI64,
-    /// The measured wake-up of the forwarder by a packet (ns): the median...
-    pub wake_ns: AtomicU64,
-    /// The probes' median run_delay after a wake-up (ns): a wake-up that waited much longer
-    /// for a CPU found it busy, not idle as the probes did, and its packet is not counted as
-    /// having paid the probes' wake-up.
-    pub run_delay_ns: AtomicU64,
-}
-
-impl Calibration {
-    pub fn new() -> Calibration {
-        Calibration::default()
-    }
-}
-
-/// The forwarder's times for one calibration probe (CLOCK_MONOTONIC ns).
-#[derive(Debug, Clone, Copy)]
-pub struct ProbeSeen {
-    pub seq: u32,
-    /// When read(2) returned it.
-    pub read: u64,
-    /// How much earlier it was stamped (scheduler run_delay of the wake-up before).
-    pub backdate: u64,
-    /// Its deadline.
-    pub due: u64,
-    /// write(2) into the other device: called, returned.
-    pub write_start: u64,
-    pub write_end: u64,
 }
 
 /// The forwarder's one call into the model: the verdict on a datagram read from the input
@@ -210,32 +100,6 @@ impl Ord for Pending {
     /// Reversed, so the BinaryHeap (a max-heap) pops the earliest deadline; ties in arrival order.
     fn cmp(&self, o: &Self) -> Ordering {
         (o.at, o.seq).cmp(&(self.at, self.seq))
-    }
-}
-
-/// Scheduling of the forwarder threads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Priority {
-    /// Leave the thread as it is.
-    Normal,
-    /// A nice value (negative needs root).
-    Nice(i32),
-    /// SCHED_FIFO at this priority (needs root); falls back to `Nice(-10)`, then `Normal`.
-    Fifo(i32),
-}
-
-fn apply_priority(p: Priority) {
-    // Best effort: without privilege the forwarder still works, only with later wake-ups.
-    match p {
-        Priority::Normal => {}
-        Priority::Nice(n) => {
-            let _ = sys::sched::set_thread_nice(n);
-        }
-        Priority::Fifo(prio) => {
-            if sys::sched::set_thread_fifo(prio).is_err() {
-                let _ = sys::sched::set_thread_nice(-10);
-            }
-        }
     }
 }
 
@@ -301,95 +165,6 @@ fn setup_thread(io: &DirectionIo) {
         if set.set(cpu).is_ok() {
             let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
         }
-    }
-}
-
-/// Under sustained overload (full batches in a row: a sender outrunning the forwarder) a
-/// forwarder at nice -10 would take the CPU from the receiving application on a machine with
-/// few CPUs, and the packets it writes would be dropped at the receiver's socket (measured
-/// with 64-byte UDP on 2 CPUs: 450k of 680k packets lost there, 90k at the TUN queue). So it
-/// runs at the workload's priority until its input runs dry, then at its own again (a nice
-/// change only, never while latency matters: an idle link never fills a batch).
-///
-/// A SCHED_FIFO forwarder is real-time only from a wake-up until it has been awake
-/// `FIFO_AWAKE_NS`: enough to read, hold and deliver what woke it, and to spin to a deadline.
-/// A thread that stays awake longer (a busy link: deadlines closer together than the spin, or
-/// full batches) would otherwise never leave its CPU to the workload (real-time tasks preempt
-/// every SCHED_OTHER task; only RT throttling, 5%, is left): it goes on at nice -10 and, under
-/// overload, at nice 0, and is made real-time again before its next sleep.
-struct Overload {
-    full_batches: u32,
-    prio: Priority,
-    level: Level,
-    /// When the thread last woke from a sleep (CLOCK_MONOTONIC ns).
-    awake_since: u64,
-}
-
-/// The priority a forwarder thread runs at now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Level {
-    /// The configured one.
-    Own,
-    /// A SCHED_FIFO thread awake too long: SCHED_OTHER at nice -10.
-    Awake,
-    /// Overloaded: SCHED_OTHER at nice 0, the workload's.
-    Workload,
-}
-
-/// How long a SCHED_FIFO forwarder stays real-time after a wake-up.
-pub const FIFO_AWAKE_NS: u64 = 500_000;
-
-impl Overload {
-    fn new(prio: Priority) -> Overload {
-        Overload { full_batches: 0, prio, level: Level::Own, awake_since: mono_ns() }
-    }
-    fn fifo(&self) -> bool {
-        matches!(self.prio, Priority::Fifo(_))
-    }
-    fn demotable(&self) -> bool {
-        matches!(self.prio, Priority::Nice(n) if n < 0) || self.fifo()
-    }
-    fn full_batch(&mut self) {
-        self.full_batches += 1;
-        if self.demotable() && self.level != Level::Workload && self.full_batches >= OVERLOAD_BATCHES {
-            // SCHED_OTHER at nice 0 (a SCHED_FIFO thread would otherwise keep preempting the
-            // receiver on its CPU: 4x fewer packets/s, docs/link.md).
-            if sys::sched::set_thread_other().is_ok() {
-                self.level = Level::Workload;
-            }
-        }
-    }
-    fn ran_dry(&mut self) {
-        self.full_batches = 0;
-        match self.level {
-            // A real-time thread stays at nice -10 until its next sleep (`before_sleep`).
-            Level::Own | Level::Awake => {}
-            Level::Workload if self.fifo() => {
-                let _ = sys::sched::set_thread_nice(-10);
-                self.level = Level::Awake;
-            }
-            Level::Workload => {
-                apply_priority(self.prio);
-                self.level = Level::Own;
-            }
-        }
-    }
-    /// A turn of the loop that did not sleep.
-    fn awake(&mut self, now: u64) {
-        if self.fifo() && self.level == Level::Own && now.saturating_sub(self.awake_since) > FIFO_AWAKE_NS {
-            let _ = sys::sched::set_thread_other();
-            let _ = sys::sched::set_thread_nice(-10);
-            self.level = Level::Awake;
-        }
-    }
-    fn before_sleep(&mut self) {
-        if self.fifo() && self.level != Level::Own {
-            apply_priority(self.prio);
-            self.level = Level::Own;
-        }
-    }
-    fn after_sleep(&mut self, now: u64) {
-        self.awake_since = now;
     }
 }
 
@@ -506,9 +281,9 @@ impl Forwarder {
         let (now, unseen) = self.stamp(read_at);
         let hdr = self.hdr;
         if self.io.calib.active.load(AtomicOrdering::Relaxed) {
-            if let Some(ps) = crate::calibrate::probe_seq(&buf[hdr..n]) {
+            if let Some(ps) = crate::probe::probe_seq(&buf[hdr..n]) {
                 // A calibration probe: past the model, held for the probe delay.
-                let at = now + self.io.model.delay_ns().min(crate::calibrate::PROBE_DELAY_NS);
+                let at = now + self.io.model.delay_ns().min(crate::probe::PROBE_DELAY_NS);
                 let probe = Some((ps, read_at - now));
                 self.push(Pending { at, due: at, seq: 0, arrival: read_at, unseen, len: n, buf, probe });
                 return;
@@ -681,42 +456,4 @@ fn wait_readable(
     }
     let readable = fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN));
     Ok((stopped, readable))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A SCHED_FIFO forwarder is real-time from a wake-up until it has been awake
-    /// `FIFO_AWAKE_NS` or overloaded, and real-time again before its next sleep.
-    #[test]
-    fn a_fifo_forwarder_is_real_time_only_until_awake_too_long_or_overloaded() {
-        std::thread::spawn(|| {
-            apply_priority(Priority::Fifo(1));
-            if !sys::sched::thread_is_fifo().expect("sched_getscheduler") {
-                assert!(!nix::unistd::geteuid().is_root(), "root could not set SCHED_FIFO");
-                return; // without privilege there is no real-time to leave
-            }
-            let fifo = || sys::sched::thread_is_fifo().expect("sched_getscheduler");
-            let mut o = Overload::new(Priority::Fifo(1));
-            let t0 = mono_ns();
-            o.after_sleep(t0);
-            o.awake(t0 + FIFO_AWAKE_NS / 2);
-            assert!(fifo(), "demoted before FIFO_AWAKE_NS");
-            o.awake(t0 + FIFO_AWAKE_NS + 1);
-            assert!(!fifo(), "still real-time after FIFO_AWAKE_NS awake");
-            o.before_sleep();
-            assert!(fifo(), "not real-time again before sleeping");
-            for _ in 0..OVERLOAD_BATCHES {
-                o.full_batch();
-            }
-            assert!(!fifo() && o.level == Level::Workload, "still real-time under overload");
-            o.ran_dry();
-            assert!(!fifo() && o.level == Level::Awake, "real-time again before sleeping");
-            o.before_sleep();
-            assert!(fifo());
-        })
-        .join()
-        .expect("test thread");
-    }
 }

@@ -16,6 +16,7 @@ pub mod forward;
 pub use linkmodel as model;
 pub use linkmodel::gso;
 pub mod netns;
+pub mod probe;
 pub mod report;
 pub mod session;
 mod stamp;
@@ -33,9 +34,10 @@ use rand::{RngCore, SeedableRng};
 pub use scenario::LinkSpec;
 
 use crate::capture::{Capture, IFACE_CLIENT, IFACE_SERVER};
-use crate::forward::{DirReport, DirectionIo};
+use crate::forward::DirectionIo;
 use crate::model::{Dir, DirectionModel, LinkModel};
 use crate::netns::End;
+use crate::report::DirReport;
 pub use crate::report::LinkReport;
 use crate::userns::Privilege;
 
@@ -162,7 +164,7 @@ impl Link {
         );
         let stopping = Arc::new(AtomicBool::new(false));
         let capture = start_capture(spec, capture, opts.tap, gso)?;
-        let calibs = [Arc::new(forward::Calibration::new()), Arc::new(forward::Calibration::new())];
+        let calibs = [Arc::new(probe::Calibration::new()), Arc::new(probe::Calibration::new())];
         let shared =
             Shared { stop: &stop, stopping: &stopping, capture: capture.as_ref().map(|(c, _)| c), calibs: &calibs };
         let threads = spawn_forwarders(spec, opts, gso, [&client, &server], &shared)?;
@@ -263,7 +265,7 @@ fn start_capture(
     // With GSO the tap records the super-packets as the kernel handed them over (a TSO packet
     // of up to 64 KB where the wire would carry MSS segments): said in the file.
     let what = if gso { format!("{spec}; TSO/GSO super-packets recorded whole, as carried") } else { spec.to_string() };
-    let c = Capture::start(capture, forward::realtime_offset_ns(), names, &what)?;
+    let c = Capture::start(capture, sys::clock::realtime_offset_ns(), names, &what)?;
     Ok(Some((c, capture.map(Path::to_path_buf))))
 }
 
@@ -273,7 +275,7 @@ struct Shared<'a> {
     stopping: &'a Arc<AtomicBool>,
     capture: Option<&'a Capture>,
     /// Index 0 = client->server.
-    calibs: &'a [Arc<forward::Calibration>; 2],
+    calibs: &'a [Arc<probe::Calibration>; 2],
 }
 
 /// The two directions' models and random numbers (index [`Dir::index`]), as the forwarder
@@ -332,7 +334,7 @@ fn calibrate(
     opts: &LinkOptions,
     client: &End,
     server: &End,
-    calibs: &[Arc<forward::Calibration>; 2],
+    calibs: &[Arc<probe::Calibration>; 2],
 ) -> Result<calibrate::CalibrationReport, calibrate::CalibrationError> {
     if !opts.calibrate {
         return Err(calibrate::CalibrationError::NotAsked);

@@ -2,8 +2,9 @@
 
 use std::path::PathBuf;
 
-use crate::forward::DirReport;
-use crate::model::{Dir, DropReason};
+use hdrhistogram::Histogram;
+
+use crate::model::{Dir, DirCounters, DropReason};
 use crate::LinkSpec;
 
 /// Counters and delay histograms of both directions.
@@ -21,6 +22,63 @@ pub struct LinkReport {
     /// What the probes at link start measured of the path's fixed overhead (crate::calibrate),
     /// or why it was not measured.
     pub calibration: Result<crate::calibrate::CalibrationReport, crate::calibrate::CalibrationError>,
+}
+
+/// What one direction measured.
+#[derive(Debug, Clone)]
+pub struct DirReport {
+    pub counters: DirCounters,
+    /// The emulator's error as a user's packet feels it end to end (ns): how late the packet
+    /// was written out against its deadline, plus the parts of the path the forwarder cannot
+    /// see by its own clock, measured at link start by probes ([`crate::calibrate`]): the rest
+    /// of the path beyond a direct one (`rest_ns`, every packet) and, for a packet that woke
+    /// the forwarder, its wake-up (`wake_ns`) less what the packet was stamped earlier for it.
+    pub overhead: Histogram<u64>,
+    /// The model's delay for each delivered packet beyond `delay_base_ns`: delivery time
+    /// minus arrival minus the base (ns), i.e. jitter, serialisation and queueing. Recording
+    /// the excess keeps nanosecond resolution for small values (the histogram keeps 3
+    /// significant digits).
+    pub link_delay_excess: Histogram<u64>,
+    /// The smallest delay the model can apply (configured delay minus jitter).
+    pub delay_base_ns: u64,
+    /// The configured one-way delay, for reading the histograms.
+    pub configured_delay_ns: u64,
+    /// How late the thread ran after each wake-up from its sleep (scheduler run_delay, ns):
+    /// packets read then were stamped that much earlier, so `overhead` includes it.
+    pub wake_late: Histogram<u64>,
+    /// How long each write(2) into the other device took (ns): the receiving side's stack
+    /// runs inside it (tun_get_user -> netif_receive_skb), up to waking the receiver.
+    pub write_time: Histogram<u64>,
+    /// The calibrated overhead of the path's ends beyond a direct path (ns; a packet's
+    /// overhead besides its wake-up is its write(2) plus this); None when not measured.
+    pub ends_ns: Option<i64>,
+    /// The calibrated wake-up of the forwarder by a packet's arrival (ns): from the packet
+    /// entering the TUN device (its software transmit timestamp, skb_tx_timestamp in
+    /// tun_net_xmit) to the forwarder's stamp of it.
+    pub wake_ns: u64,
+    /// Packets that would have left before their arrival plus their delay, held back to it
+    /// instead (never emitted early): 0 unless the stamping rule is broken (docs/link.md,
+    /// "Never early").
+    pub early: u64,
+    /// Packets stamped before their read (the first read after a wake-up by the input).
+    pub backdated: u64,
+    /// Packets read while the thread was spinning before a deadline (not after a sleep).
+    pub read_while_spinning: u64,
+}
+
+impl DirReport {
+    /// Quantile of the model's delay (ns).
+    pub fn link_delay_at(&self, q: f64) -> Option<u64> {
+        (!self.link_delay_excess.is_empty()).then(|| self.delay_base_ns + self.link_delay_excess.value_at_quantile(q))
+    }
+    /// Quantile of the emulator's added delay beyond the model (ns).
+    pub fn overhead_at(&self, q: f64) -> Option<u64> {
+        (!self.overhead.is_empty()).then(|| self.overhead.value_at_quantile(q))
+    }
+}
+
+pub(crate) fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 120_000_000_000, 3).expect("histogram bounds")
 }
 
 /// A drop no link spec asks for: the emulator failing ([`LinkReport::unasked_drops`]).
@@ -174,7 +232,6 @@ impl LinkReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forward::histogram;
     use crate::model::DirCounters;
 
     #[test]

@@ -1,6 +1,6 @@
 //! What `tcpstall kernel` measured on a running kernel, what each Linux era profile predicts
 //! for the same experiments, and which profile matches best. Pure: the measurements are made by
-//! crates/kernel; here they are only classified and compared.
+//! crates/fingerprint; here they are only classified and compared.
 //!
 //! Every experiment is classified into a small category ("delayed", "immediate", a count) with
 //! wide margins, so two runs on a loaded machine give the same categories even though the times

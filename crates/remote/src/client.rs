@@ -15,7 +15,7 @@ use crate::auth::{self, Channel, Key, OpenError, Role};
 use crate::clock::{self, Offset, Sample};
 use crate::frame::{self, FrameError};
 use crate::msg::{self, Auth, Challenge, Limits, Malformed, Opening, RunRequest, ToClient, ToServer, MAGIC, VERSION};
-use crate::server::realtime_ns;
+use sys::clock::realtime_ns;
 
 /// The data socket's local port (0 when unknown).
 fn sock_port(sock: &socket2::Socket) -> u16 {
@@ -232,7 +232,7 @@ impl Session {
         place: &Placement,
         lab: &LabOptions,
     ) -> Result<RunResult, ClientError> {
-        let p = lab::remote::round_program(workload).map_err(|e| ClientError::Lab(e.to_string()))?;
+        let p = lab::side::round_program(workload).map_err(|e| ClientError::Lab(e.to_string()))?;
         let run = self.next_run;
         self.next_run += 1;
         let (sock, capture) = self.data_socket(lab)?;
@@ -248,7 +248,7 @@ impl Session {
         let packets = capture.and_then(|c| {
             let point = c.point.clone();
             let origin_ns = c.origin_ns;
-            c.finish().map(|(frames, drops)| lab::remote::ClientPackets {
+            c.finish().map(|(frames, drops)| lab::side::ClientPackets {
                 frames,
                 drops,
                 origin_ns,
@@ -268,8 +268,8 @@ impl Session {
         let server_frames = side.frames.clone();
         let server_note = side.capture_note.clone();
         let origin_ns = packets.as_ref().map_or(0, |c| c.origin_ns);
-        let mut row = lab::remote::assemble(&p, pair, place, lab, side, cli, packets);
-        crate::merge::attribute(&mut row, &server_frames, &server_note, origin_ns, self.addr.port(), self.offset);
+        let mut row = lab::side::assemble(&p, pair, place, lab, side, cli, packets);
+        crate::attribute::attribute(&mut row, &server_frames, &server_note, origin_ns, self.addr.port(), self.offset);
         Ok(row)
     }
 
@@ -279,7 +279,7 @@ impl Session {
     fn data_socket(
         &self,
         lab: &LabOptions,
-    ) -> Result<(socket2::Socket, Result<lab::remote::HostCapture, lab::remote::CaptureError>), ClientError> {
+    ) -> Result<(socket2::Socket, Result<lab::side::HostCapture, lab::side::CaptureError>), ClientError> {
         let sock = socket2::Socket::new(socket2::Domain::for_address(self.addr), socket2::Type::STREAM, None)
             .map_err(io("data socket"))?;
         let any: SocketAddr = match self.addr {
@@ -288,7 +288,7 @@ impl Session {
         };
         sock.bind(&any.into()).map_err(io("data socket bind"))?;
         let capture = if lab.capture {
-            lab::remote::HostCapture::start(sock_port(&sock), self.addr.ip().is_loopback())
+            lab::side::HostCapture::start(sock_port(&sock), self.addr.ip().is_loopback())
         } else {
             Err("packet capture off (--no-capture)".into())
         };
@@ -338,7 +338,7 @@ impl Session {
         pair: &StrategyPair,
         sock: &socket2::Socket,
         lab: &LabOptions,
-    ) -> (Result<lab::remote::ClientSide, lab::LabError>, Result<(), ClientError>) {
+    ) -> (Result<lab::side::ClientSide, lab::LabError>, Result<(), ClientError>) {
         let (tx, rx) = mpsc::channel::<()>();
         let cancel = lab.cancel.clone();
         let io_timeout = lab.io_timeout;
@@ -350,7 +350,7 @@ impl Session {
                 }
                 Ok(())
             });
-            let r = lab::remote::client_side(p, &pair.client, sock, io_timeout, &tx, &cancel);
+            let r = lab::side::client_side(p, &pair.client, sock, io_timeout, &tx, &cancel);
             drop(tx);
             let f = fwd.join().unwrap_or(Err(ClientError::ForwardPanicked));
             (r, f)
@@ -358,7 +358,7 @@ impl Session {
     }
 
     /// The server's record of run `run` (or its reason), within its own run limit.
-    fn server_record(&mut self, run: u32) -> Result<lab::remote::SideRecord, ClientError> {
+    fn server_record(&mut self, run: u32) -> Result<lab::side::SideRecord, ClientError> {
         let wait = Duration::from_secs(self.limits.max_run_secs.min(600)) + self.io_timeout;
         match self.recv(wait)? {
             ToClient::RunDone { run: r, side } if r == run => Ok(*side),
@@ -395,7 +395,7 @@ pub fn run_scenario(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Report, ClientError> {
     for (_, w) in s.workload.variants() {
-        lab::remote::round_program(&w).map_err(|e| ClientError::Lab(e.to_string()))?;
+        lab::side::round_program(&w).map_err(|e| ClientError::Lab(e.to_string()))?;
     }
     let mut session = Session::open(addr, key, opts.io_timeout)?;
     let report = session.run_scenario(s, opts, progress);
@@ -431,7 +431,7 @@ impl Session {
             tool: "tcpstall".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             schema_version: report::SCHEMA_VERSION,
-            kernel: Some(lab::kernel_release()),
+            kernel: Some(sys::host::kernel_release()),
             profile: None,
             mode: "lab".into(),
             scenario: s.name.clone(),

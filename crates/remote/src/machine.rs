@@ -128,7 +128,7 @@ impl ServerMachine {
     }
 
     /// The run is over: its result goes to the client and the session is ready for the next.
-    pub fn run_finished(&mut self, result: Result<lab::remote::SideRecord, impl std::fmt::Display>) -> Vec<u8> {
+    pub fn run_finished(&mut self, result: Result<lab::side::SideRecord, impl std::fmt::Display>) -> Vec<u8> {
         let run = match self.state {
             State::Running { run, .. } => run,
             _ => self.next_run.saturating_sub(1),
@@ -258,8 +258,8 @@ impl ServerMachine {
         for o in [&r.client, &r.server] {
             scenario::SideOpts::new(o.opts().to_vec())?;
         }
-        let p = lab::remote::round_program(&r.workload).map_err(|e| RunRefused::Program(e.to_string()))?;
-        let bytes = lab::remote::program_bytes(&p);
+        let p = lab::side::round_program(&r.workload).map_err(|e| RunRefused::Program(e.to_string()))?;
+        let bytes = lab::side::program_bytes(&p);
         if bytes > self.limits.max_run_bytes {
             return Err(RunRefused::OverLimit { label: r.label.clone(), bytes, max: self.limits.max_run_bytes });
         }

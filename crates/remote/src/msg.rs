@@ -2,7 +2,7 @@
 //! runs only what these types describe (a workload, two strategy lists): there is no message
 //! that carries a command or a path.
 
-use lab::remote::SideRecord;
+use lab::side::SideRecord;
 use scenario::{SideOpts, Workload};
 use serde::{Deserialize, Serialize};
 

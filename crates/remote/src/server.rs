@@ -145,11 +145,6 @@ impl Rate {
     }
 }
 
-/// CLOCK_REALTIME in ns (the clock both hosts' offsets are estimated on).
-pub fn realtime_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
-}
-
 impl Server {
     /// Bind, after checking the configuration: no key is refused unless the address is loopback.
     pub fn bind(cfg: ServeConfig) -> Result<Server, ServerError> {
@@ -166,7 +161,7 @@ impl Server {
         let shared = Arc::new(Shared {
             key,
             limits: cfg.limits,
-            kernel: lab::kernel_release(),
+            kernel: sys::host::kernel_release(),
             io_timeout: cfg.io_timeout,
             sessions: AtomicU32::new(0),
             pending: AtomicU32::new(0),
@@ -327,7 +322,7 @@ fn connection(
             Err(FrameError::Timeout) => return Err(ServerError::HandshakeTimeout(sh.limits.handshake_ms)),
             Err(e) => return Err(ServerError::BeforeAuth(e)),
         };
-        match m.on_frame(&f, realtime_ns(), &mut slot) {
+        match m.on_frame(&f, sys::clock::realtime_ns(), &mut slot) {
             Err(e) => {
                 send_end(&mut stream, &e);
                 return Err(ServerError::Refused(e.reason));
@@ -373,7 +368,7 @@ fn data(mut stream: TcpStream, token: [u8; 32], sh: &Shared) -> Result<(), Serve
 
 enum Ev {
     Frame(Result<Vec<u8>, FrameError>),
-    RunDone(Box<Result<lab::remote::SideRecord, RunError>>),
+    RunDone(Box<Result<lab::side::SideRecord, RunError>>),
 }
 
 struct Running {
@@ -430,7 +425,7 @@ fn session(mut stream: TcpStream, peer: SocketAddr, m: &mut ServerMachine, sh: &
         last = Instant::now();
         match ev {
             Ev::Frame(Err(e)) => break Err(ServerError::ClientGone(e)),
-            Ev::Frame(Ok(f)) => match m.on_frame(&f, realtime_ns(), &mut crate::machine::Unlimited) {
+            Ev::Frame(Ok(f)) => match m.on_frame(&f, sys::clock::realtime_ns(), &mut crate::machine::Unlimited) {
                 Err(e) => {
                     send_end(&mut stream, &e);
                     break Err(ServerError::Refused(e.reason));
@@ -495,7 +490,7 @@ fn on_actions(
                 let token = auth::random()?;
                 // The capture starts before the client may connect (its SYN).
                 let capture = if req.data_port != 0 {
-                    lab::remote::HostCapture::start(req.data_port, peer.ip().is_loopback())
+                    lab::side::HostCapture::start(req.data_port, peer.ip().is_loopback())
                 } else {
                     Err("the client asked for no capture".into())
                 };
@@ -522,7 +517,7 @@ fn start_run(
     token: [u8; 32],
     sh: &Shared,
     done: mpsc::Sender<Ev>,
-    capture: Result<lab::remote::HostCapture, lab::remote::CaptureError>,
+    capture: Result<lab::side::HostCapture, lab::side::CaptureError>,
 ) -> Result<Running, ServerError> {
     let (dtx, drx) = mpsc::sync_channel::<TcpStream>(1);
     sh.tokens.lock().map_err(|_| ServerError::TokensPoisoned)?.insert(token, dtx);
@@ -550,9 +545,9 @@ fn run_side(
     rounds: &mpsc::Receiver<()>,
     cancel: &lab::Cancel,
     (wait, max_run, io_timeout): (Duration, Duration, Duration),
-    capture: (Result<lab::remote::HostCapture, lab::remote::CaptureError>, usize),
-) -> Result<lab::remote::SideRecord, RunError> {
-    let p = lab::remote::round_program(&req.workload).map_err(|e| RunError::Program(e.to_string()))?;
+    capture: (Result<lab::side::HostCapture, lab::side::CaptureError>, usize),
+) -> Result<lab::side::SideRecord, RunError> {
+    let p = lab::side::round_program(&req.workload).map_err(|e| RunError::Program(e.to_string()))?;
     let stream = data.recv_timeout(wait).map_err(|_| RunError::NoData(wait.as_millis()))?;
     let sock = socket2::Socket::from(stream);
     // The run's time limit: a watchdog cancels it (shutting the data socket down).
@@ -566,7 +561,7 @@ fn run_side(
             c.cancel();
         }
     });
-    let r = lab::remote::serve_side(&p, &req.server, &sock, io_timeout, rounds, cancel, capture);
+    let r = lab::side::serve_side(&p, &req.server, &sock, io_timeout, rounds, cancel, capture);
     drop(stop_tx);
     let _ = dog.join();
     if cut.load(Ordering::SeqCst) {

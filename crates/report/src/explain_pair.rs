@@ -1,5 +1,5 @@
 //! `tcpstall explain A B`: two captures of the same connections, one from each end, merged
-//! (crates/remote/src/pair.rs; docs/remote.md). The JSON is docs/json-schema.md's
+//! (crates/remote/src/two_ends.rs; docs/remote.md). The JSON is docs/json-schema.md's
 //! "Explain two captures"; the table is the one users read.
 
 use std::fmt::Write as _;

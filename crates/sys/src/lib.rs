@@ -4,6 +4,8 @@
 #![allow(unsafe_code)]
 
 pub mod bpf;
+pub mod clock;
+pub mod host;
 pub mod packet;
 pub mod process;
 pub mod ring;

@@ -2,10 +2,12 @@
 //! comes, or a link's tap) and its kernel evidence, started by the server thread before the
 //! client connects and finished after the rounds.
 
-use super::{Ns, PacketsOut};
+use super::Ns;
 use crate::capture::rowstream::RowStream;
 use crate::capture::{self, KernelEvidence, KernelRecords, KernelRow, Record, RowCapture, TapReader};
-use crate::{result, LabOptions, Placement};
+use crate::side::row as result;
+use crate::side::PacketsOut;
+use crate::{LabOptions, Placement};
 
 /// The row's kernel evidence, as the server thread recorded it.
 pub(crate) enum KernelOut {
@@ -84,7 +86,7 @@ pub(super) fn start_capture(
     if !lab.capture {
         return (PacketsOut::Off, None);
     }
-    let origin = capture::realtime_ns();
+    let origin = sys::clock::realtime_ns();
     // The reader classifies the packets as they come and keeps none; but `--capture FILE` on
     // loopback keeps the frames for the file (numbered from its count at the row's end).
     let stream = |linktype: u32| {

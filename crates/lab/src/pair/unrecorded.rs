@@ -154,9 +154,9 @@ mod tests {
         let _c = std::net::TcpStream::connect(addr).unwrap();
         let (s, _) = listener.accept().unwrap();
         assert_eq!(s.read_timeout().unwrap(), Some(Duration::from_secs(10)), "inherited from the listener");
-        super::super::setup_with(&s, &SideOpts::none(), "server", None).unwrap();
+        crate::side::setup_with(&s, &SideOpts::none(), "server", None).unwrap();
         assert_eq!((s.read_timeout().unwrap(), s.write_timeout().unwrap()), (None, None));
-        super::super::setup_with(&s, &SideOpts::none(), "server", Some(Duration::from_secs(3))).unwrap();
+        crate::side::setup_with(&s, &SideOpts::none(), "server", Some(Duration::from_secs(3))).unwrap();
         assert_eq!(s.write_timeout().unwrap(), Some(Duration::from_secs(3)));
     }
 }

@@ -1,4 +1,4 @@
-//! `tcpstall kernel`'s experiments (crates/kernel) replayed on the model: the same application
+//! `tcpstall kernel`'s experiments (crates/fingerprint) replayed on the model: the same application
 //! calls, on two endpoints following a profile, over a loopback-like link (5 us each way, the
 //! handshake's RTT sample given). The result is a [`Fingerprint`] of what the model does, which
 //! [`super::compare`] classifies exactly like a measurement: a profile's prediction
@@ -11,7 +11,7 @@ use crate::script::{Script, A, B};
 use crate::Profile;
 
 const MS: u64 = 1_000_000;
-/// The kernel experiments' longest wait for one ACK (kernel::ACK_TIMEOUT).
+/// The kernel experiments' longest wait for one ACK (fingerprint::ACK_TIMEOUT).
 const ACK_TIMEOUT: u64 = 1_500 * MS;
 /// One way on loopback: the model's loopback link (crate::loopback_link).
 const ONE_WAY: u64 = 5_000;
@@ -20,7 +20,7 @@ const MSS_1500: u32 = 1448;
 /// Loopback's own MSS (MTU 65536 minus IPv4, TCP and timestamp headers).
 const MSS_LO: u32 = 65_483;
 
-/// A connected pair over a path `one_way` ns each way; both ends TCP_NODELAY, as kernel::pair.
+/// A connected pair over a path `one_way` ns each way; both ends TCP_NODELAY, as fingerprint::pair.
 fn pair_over(p: &Profile, mss: u32, one_way: u64) -> Script {
     let mut s = Script::pair(p, p, mss).one_way(one_way);
     s.handshake();
@@ -45,7 +45,7 @@ fn wait_acked(s: &mut Script, side: usize, t0: u64) -> Option<f64> {
     s.run_until(t0 + ACK_TIMEOUT, |s| s.acked(side)).map(|t| (t - t0) as f64 / 1e6)
 }
 
-/// kernel::count_quick: one-byte writes, each after the previous was ACKed, until an ACK is
+/// fingerprint::count_quick: one-byte writes, each after the previous was ACKed, until an ACK is
 /// delayed; (quick ACKs counted, the first delayed ACK's delay).
 fn count_quick(s: &mut Script, cap: u32) -> (u32, Option<f64>) {
     let mut n = 0;
@@ -101,7 +101,7 @@ fn quick_and_delack(p: &Profile, fp: &mut Fingerprint) {
     }
     let n = s.eps[B].readable();
     s.read_some(B, n);
-    // A reader blocked in recv (kernel::reader starts it 15 ms before the write).
+    // A reader blocked in recv (fingerprint::reader starts it 15 ms before the write).
     s.auto_read[B] = true;
     sleep(&mut s, 15.0);
     fp.full_psh_read_ms = write_acked(&mut s, A, mss);
@@ -114,7 +114,7 @@ fn quick_and_delack(p: &Profile, fp: &mut Fingerprint) {
     fp.quickacks_after_idle = Some(count_quick(&mut s, 3).0);
 }
 
-/// kernel::delack_max: a 400 ms round trip (200 ms each way), three rounds of 8 one-byte writes
+/// fingerprint::delack_max: a 400 ms round trip (200 ms each way), three rounds of 8 one-byte writes
 /// 2 ms apart (each round ACKed before the next: separate segments within IW 10), then six one-byte writes each after the previous was ACKed; their ACK delays beyond the RTT.
 fn delack_max(p: &Profile) -> Vec<f64> {
     const RTT: u64 = 400 * MS;

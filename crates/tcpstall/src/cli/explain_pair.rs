@@ -1,5 +1,5 @@
 //! `tcpstall explain A B`: two captures of the same connections, one from each end, merged
-//! (crates/remote/src/pair.rs; docs/remote.md).
+//! (crates/remote/src/two_ends.rs; docs/remote.md).
 
 use std::path::Path;
 
@@ -27,10 +27,10 @@ pub(crate) fn run(args: &ExplainArgs, peer: &Path) -> anyhow::Result<i32> {
             bail!("two captures are read from files, not standard input");
         }
         let r = std::fs::File::open(f).with_context(|| format!("cannot open {}", f.display()))?;
-        packets.push(remote::pair::read(r).map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?);
+        packets.push(remote::two_ends::read(r).map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?);
     }
     let cfg = analyze::Config { min_gap: args.min_gap()?, ..analyze::Config::default() };
-    let merged = remote::pair::merge([&packets[0], &packets[1]], cfg);
+    let merged = remote::two_ends::merge([&packets[0], &packets[1]], cfg);
     if merged.is_empty() {
         bail!(
             "{} and {} have no connection in common (the same 4-tuple with packets seen at both ends)",
@@ -38,7 +38,7 @@ pub(crate) fn run(args: &ExplainArgs, peer: &Path) -> anyhow::Result<i32> {
             files[1].display()
         );
     }
-    let doc = remote::pair::document(&merged, files.map(|f| f.display().to_string()));
+    let doc = remote::two_ends::document(&merged, files.map(|f| f.display().to_string()));
     let format = report::Format::from(args.format);
     output::write_bytes(&doc.export(format)?, None)?;
     Ok(0)

@@ -16,7 +16,7 @@ pub(crate) fn header(mode: &str, scenario: &str, link: &str, kernel: String) -> 
         command: report::html::command_line(std::env::args()),
         version: env!("CARGO_PKG_VERSION").into(),
         kernel,
-        host: kernel::proc_kernel("hostname").unwrap_or_else(|| "unknown".into()),
+        host: fingerprint::proc_kernel("hostname").unwrap_or_else(|| "unknown".into()),
         date: report::html::utc_date(secs),
         scenario: scenario.into(),
         link: link.into(),
@@ -25,7 +25,7 @@ pub(crate) fn header(mode: &str, scenario: &str, link: &str, kernel: String) -> 
 
 /// This host's kernel release (`uname -r`).
 pub(crate) fn this_kernel() -> String {
-    kernel::proc_kernel("osrelease").unwrap_or_else(|| "unknown".into())
+    fingerprint::proc_kernel("osrelease").unwrap_or_else(|| "unknown".into())
 }
 
 /// Writes the page and says where, on stderr (stdout may be JSON).

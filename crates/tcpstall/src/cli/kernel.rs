@@ -15,7 +15,7 @@ pub(crate) fn run(args: KernelArgs) -> anyhow::Result<i32> {
     if let Some(p) = &args.output {
         output::check_writable("--output", p)?;
     }
-    let doc = kernel::document(kernel::fingerprint())?;
+    let doc = fingerprint::document(fingerprint::fingerprint())?;
     output::write_bytes(&doc.export(format)?, args.output.as_deref())?;
     Ok(0)
 }
@@ -23,7 +23,7 @@ pub(crate) fn run(args: KernelArgs) -> anyhow::Result<i32> {
 /// The profile `simulate --profile linux:here` uses: this kernel's measured rules (its notes
 /// on stderr).
 pub(crate) fn here_profile() -> Result<model::Profile, model::ModelError> {
-    let (p, notes) = kernel::here_profile()?;
+    let (p, notes) = fingerprint::here_profile()?;
     for n in &notes {
         eprintln!("tcpstall: linux:here: {n}");
     }

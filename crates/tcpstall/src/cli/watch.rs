@@ -38,7 +38,7 @@ pub(crate) fn run(args: WatchArgs) -> anyhow::Result<i32> {
     };
     let (stdout, stderr) = (Box::new(std::io::stdout().lock()), Box::new(std::io::stderr()));
     let out = Outputs { stdout, stderr, mode, pcap, metrics, ifname };
-    let mut live = Live::new(Watcher::new(config(&args, kfeed.is_some())), out, lab::cpu::process_cpu_ns());
+    let mut live = Live::new(Watcher::new(config(&args, kfeed.is_some())), out, sys::host::process_cpu_ns());
     let mut src = Sources { ring, kfeed, started: Instant::now() };
     let failure = src.run(&mut live, &args, &stop).err();
     let end = live.finish(failure.is_none());
@@ -53,7 +53,7 @@ fn config(args: &WatchArgs, kernel: bool) -> ::watch::Config {
     ::watch::Config {
         analyze: analyze::Config {
             min_gap: trace::Duration((args.threshold * 1e6) as u64),
-            timers: lab::kernel_timers(),
+            timers: analyze::Timers::of_hz(sys::host::kernel_hz().ok()),
         },
         linktype: LINKTYPE_RAW,
         idle_ns: (args.idle * 1e9) as u64,
@@ -208,7 +208,7 @@ impl Sources {
         Clock {
             now_unix_ns,
             up_ns: self.started.elapsed().as_nanos() as u64,
-            cpu_ns: lab::cpu::process_cpu_ns(),
+            cpu_ns: sys::host::process_cpu_ns(),
             ring_drops: st.drops,
             ring_freezes: st.freezes,
         }

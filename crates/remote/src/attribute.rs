@@ -79,7 +79,7 @@ fn ms(ns: u64) -> String {
 /// `origin_ns` the client capture's time 0 (client clock).
 pub fn attribute(
     row: &mut RunResult,
-    server_frames: &[lab::remote::FrameRecord],
+    server_frames: &[lab::side::FrameRecord],
     server_note: &str,
     origin_ns: u64,
     server_port: u16,
@@ -89,9 +89,7 @@ pub fn attribute(
         return;
     }
     let frames: Vec<_> = server_frames.iter().filter_map(|f| f.frame()).collect();
-    let lt = lab::remote::linktype_of(&frames, server_port);
-    let frames = lab::remote::packed(&frames);
-    if lab::capture::events(&frames, lt, server_port, 0, 0).0.is_empty() {
+    if lab::side::host_events(&frames, server_port, 0).is_empty() {
         let why = if server_note.is_empty() { "no packets" } else { server_note };
         row.verdict.push_str(&format!("; time by host not split (server host's capture: {why})"));
         return;
@@ -102,7 +100,7 @@ pub fn attribute(
     };
     // Server time t_s = client time + offset: the server's frames onto the client's time base.
     let server_origin = (origin_ns as i128 + off.offset_ns as i128).max(0) as u64;
-    let (server, _) = lab::capture::events(&frames, lt, server_port, server_origin, 0);
+    let server = lab::side::host_events(&frames, server_port, server_origin);
     let mut splits = Vec::new();
     for st in &mut row.stall_records {
         let (s, e) = (st.start.0, st.start.0 + st.length.0);

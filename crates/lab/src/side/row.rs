@@ -5,11 +5,11 @@ use report::{Latency, Measured, PacketCapture, PacketSide, RunResult, TcpSides, 
 use scenario::{Program, StrategyPair};
 use sys::tcpinfo::TcpInfo;
 
+use super::{ClientOut, PacketsOut, SideOut};
 use crate::capture;
 use crate::capture::rowstream::{RowStream, StreamCfg};
 use crate::capture::KernelRecords;
 use crate::measure;
-use crate::pair::{ClientOut, PacketsOut, SideOut};
 use crate::verdict::{self, Corroboration, Records};
 use crate::{LabOptions, Placement};
 

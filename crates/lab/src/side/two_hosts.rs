@@ -10,16 +10,16 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use report::{Applied, RunResult};
-use scenario::{Program, RoundProgram, Sample, SideOpts, Step, StrategyPair, Workload};
+use scenario::{Program, RoundProgram, SideOpts, Step, StrategyPair, Workload};
 use serde::{Deserialize, Serialize};
 use socket2::Socket;
 use sys::tcpinfo::TcpInfo;
 
-mod capture;
-pub use capture::{CaptureError, FrameRecord, HostCapture};
-
-use crate::measure::Recorder;
-use crate::pair::{self, ClientOut, PacketsOut, RoundsCfg, SideOut, Sync};
+use super::rounds::setup;
+use super::{
+    client_rounds, serve_rounds, CaptureError, ClientOut, FrameRecord, HostCapture, PacketsOut, RoundsCfg, SideOut,
+    Sync,
+};
 use crate::{Cancel, LabError, LabOptions, Placement};
 
 /// What the far host measured on its side of a row, returned to the client.
@@ -71,6 +71,14 @@ pub fn linktype_of(frames: &[sys::packet::Frame], server_port: u16) -> u32 {
     } else {
         wire::linktype::ETHERNET
     }
+}
+
+/// A host capture's frames as the trace of the connection whose server listens on
+/// `server_port` (in their own link type, [`linktype_of`]): endpoint A is the client, times
+/// are ns since `origin_ns` on the frames' clock.
+pub fn host_events(frames: &[sys::packet::Frame], server_port: u16, origin_ns: u64) -> Vec<trace::Event> {
+    let lt = linktype_of(frames, server_port);
+    crate::capture::events(&packed(frames), lt, server_port, origin_ns, 0).0
 }
 
 /// Stop a capture and keep at most `max_frames` of its frames as records (None: not captured,
@@ -145,17 +153,9 @@ pub fn serve_side(
 ) -> Result<SideRecord, LabError> {
     let side = "server";
     let _watch = cancel.watch(sock);
-    pair::setup(sock, opts, side, io_timeout)?;
-    let (sbuf, rbuf) = pair::bufs(&p.server, 0);
-    let mut r = pair::runner(side, sock, opts, &sbuf, rbuf, io_timeout);
-    let o = pair::run_rounds(
-        &mut r,
-        &p.server,
-        p,
-        opts,
-        None,
-        RoundsCfg { sync: Sync::WaitForClient(rounds_done, io_timeout), stamps: false, count: Some("server:"), cancel },
-    )?;
+    setup(sock, opts, side, io_timeout)?;
+    let sync = Sync::WaitForClient(rounds_done, io_timeout);
+    let o = serve_rounds(sock, p, opts, io_timeout, RoundsCfg { sync, stamps: false, count: Some("server:"), cancel })?;
     // The client reads the last bytes after its rounds: wait for its close (bounded) so the
     // capture holds the final ACKs.
     let _ = sock.set_read_timeout(Some(Duration::from_secs(2)));
@@ -163,8 +163,8 @@ pub fn serve_side(
     let _ = std::io::Read::read(&mut &*sock, &mut b);
     let (frames, capture_note) = finish_capture(capture.0, capture.1);
     Ok(SideRecord {
-        kernel: crate::kernel_release(),
-        applied: o.held,
+        kernel: sys::host::kernel_release(),
+        applied: o.applied,
         before: o.before,
         after: o.after,
         netstat: o.netstat,
@@ -186,27 +186,11 @@ pub fn client_side(
 ) -> Result<ClientSide, LabError> {
     let side = "client";
     let _watch = cancel.watch(sock);
-    pair::setup(sock, opts, side, io_timeout)?;
-    let (sbuf, rbuf) = pair::bufs(&p.client, 0);
-    let per_round = p.client.round.iter().filter(|s| matches!(s, Step::Recv(_))).count().max(1);
-    let samples = match p.sample {
-        Sample::ClientRound => p.rounds as usize,
-        Sample::ClientRecv => p.rounds as usize * per_round,
-    };
-    let mut rec = Recorder::with_capacity(samples, samples * 4 + 1024);
-    let mut r = pair::runner(side, sock, opts, &sbuf, rbuf, io_timeout);
-    let o = pair::run_rounds(
-        &mut r,
-        &p.client,
-        p,
-        opts,
-        Some(&mut rec),
-        RoundsCfg { sync: Sync::TellServer(rounds_done), stamps: false, count: Some("client:"), cancel },
-    )?;
-    let (wall, window_real) = (o.wall, o.real);
+    setup(sock, opts, side, io_timeout)?;
+    let sync = Sync::TellServer(rounds_done);
+    let cfg = RoundsCfg { sync, stamps: false, count: Some("client:"), cancel };
     // No hold times from a remote row (its writes are not stamped: `stamps: false`).
-    let side = SideOut { holds: None, ..SideOut::from(o) };
-    Ok(ClientSide(ClientOut { side, rec, wall, rounds: u64::from(p.rounds), stream: None, window_real }))
+    Ok(ClientSide(client_rounds(sock, p, opts, io_timeout, cfg)?))
 }
 
 /// One row from the two sides' records, by the lab's own `result::assemble`: latency from the
@@ -260,8 +244,8 @@ pub fn assemble(
         Err(why) => PacketsOut::Failed(why.to_string()),
     };
     let lab = LabOptions { keep_packets: true, ..lab.clone() };
-    let trace = crate::result::classified(packets, lab.stall_margin(), cli.0.window_real, lab.keep_packets);
-    crate::result::assemble(&program, pair, place, &lab, srv, cli.0, trace).0
+    let trace = super::row::classified(packets, lab.stall_margin(), cli.0.window_real, lab.keep_packets);
+    super::row::assemble(&program, pair, place, &lab, srv, cli.0, trace).0
 }
 
 #[cfg(test)]

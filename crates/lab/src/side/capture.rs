@@ -115,7 +115,7 @@ impl HostCapture {
                 CaptureError::Open(e)
             }
         })?;
-        let origin_ns = crate::capture::realtime_ns();
+        let origin_ns = sys::clock::realtime_ns();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()

@@ -148,7 +148,7 @@ fn enter_private_netns() -> io::Result<()> {
 fn run_all(fp: &mut Fingerprint) {
     let before = netstat();
     read_sysctls(fp);
-    match lab::kernel_hz() {
+    match sys::host::kernel_hz() {
         Ok(hz) => fp.hz = Some(hz),
         Err(e) => fp.notes.push(format!("HZ: {e}")),
     }
@@ -203,7 +203,7 @@ fn fp_note(what: &str, e: io::Error) -> String {
 }
 
 fn netstat() -> Option<std::collections::BTreeMap<String, i64>> {
-    lab::netstat::read_thread().ok()
+    sys::host::netstat_thread().ok()
 }
 
 fn counter_delta(

@@ -2,7 +2,7 @@
 //! merged into one verdict per connection. Connections are matched by their 4-tuple, packets by
 //! sequence and acknowledgment numbers, length and flags; the stalls are the one classifier's
 //! (`analyze`) from the client end's packets, and each stall's time is split by host
-//! (merge.rs). NAT between the two capture points (a rewritten 4-tuple) is not matched.
+//! (attribute.rs). NAT between the two capture points (a rewritten 4-tuple) is not matched.
 //!
 //! The clock offset between the two files comes from the packets themselves, as RFC 5905
 //! section 8 does with ping-pongs: a packet from the client seen at both ends gives
@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 
 use trace::{Endpoint, Event, EventKind, Evidence, Instant, TcpFlags};
 
-use crate::merge::{self, Split};
+use crate::attribute::{self, Split};
 
 /// One capture's TCP packets: (time ns, source, destination, segment, frame number).
 pub type Packets = Vec<(u64, SocketAddr, SocketAddr, trace::Segment, u64)>;
@@ -148,7 +148,7 @@ pub fn merge(files: [&Packets; 2], cfg: analyze::Config) -> Vec<Merged> {
         let stalls = analysis
             .stalls()
             .map(|st| {
-                let x = merge::split(&ce, &se, st.start.0, st.start.0 + st.length.0);
+                let x = attribute::split(&ce, &se, st.start.0, st.start.0 + st.length.0);
                 (st.clone(), x)
             })
             .collect();

@@ -1,0 +1,156 @@
+//! The row's kernel evidence: the eBPF source shared by the rows (`kevidence::Reader`), each
+//! row's filter and clock map while it runs, and the join of the kernel's records to the row's
+//! two sides.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use trace::{Endpoint, Event};
+
+/// Kernel evidence for the lab's rows (`LabOptions::kernel`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum KernelEvidence {
+    /// Not asked for.
+    #[default]
+    Off,
+    /// Asked for, not possible here: why, in one line (each row's notes carry it, so the run
+    /// says it once).
+    Unavailable(String),
+    /// The source, shared by the rows (they run one at a time).
+    On(KernelHandle),
+}
+
+/// Why the lab runs without kernel evidence (said once in the report; the rows still run).
+#[derive(Debug, thiserror::Error)]
+pub enum KernelOpenError {
+    /// The programs could not be loaded or attached (kevidence says what is missing).
+    #[error("{0}; the rows run without it")]
+    Unavailable(kevidence::Unavailable),
+    /// The reader thread could not start.
+    #[error("no kernel evidence: reader thread: {0}")]
+    Reader(std::io::Error),
+}
+
+/// A shared kernel-evidence source and its reader thread, and whether its rows record reads.
+#[derive(Clone)]
+pub struct KernelHandle(pub Arc<kevidence::Reader>, bool);
+
+impl KernelHandle {
+    /// Load the programs and attach them (filtered to no port until a row starts), without
+    /// reads (`kevidence::Filter::reads`: no rule uses them).
+    pub fn open() -> Result<KernelHandle, KernelOpenError> {
+        Self::open_with_reads(false)
+    }
+
+    /// Like [`KernelHandle::open`]; with `reads`, the rows also record the application's reads.
+    pub fn open_with_reads(reads: bool) -> Result<KernelHandle, KernelOpenError> {
+        // Port 0 matches no TCP socket of interest until a row sets its own.
+        let src = kevidence::Source::open(&kevidence::Filter { ports: vec![0], netns: None, reads })
+            .map_err(KernelOpenError::Unavailable)?;
+        let r = kevidence::Reader::spawn(src).map_err(KernelOpenError::Reader)?;
+        // Loaded and checked, detached until a row records (`KernelRow::start`): between rows,
+        // and in the unrecorded runs CPU-bound rows take their latency from, no program runs.
+        r.pause();
+        Ok(KernelHandle(Arc::new(r), reads))
+    }
+
+    /// Whether the rows record the application's reads ([`KernelHandle::open_with_reads`]).
+    pub(crate) fn reads(&self) -> bool {
+        self.1
+    }
+}
+
+impl std::fmt::Debug for KernelHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KernelHandle({})", self.0.status())
+    }
+}
+
+impl PartialEq for KernelHandle {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for KernelHandle {}
+
+/// A row's kernel evidence while it runs: the filter is the row's server port (and its
+/// namespace when private), set before the client connects.
+pub(crate) struct KernelRow {
+    handle: KernelHandle,
+    clock: kevidence::ClockMap,
+    /// The reader's counts when the row started (they count from the source's load).
+    counts0: kevidence::ReaderCounts,
+}
+
+/// What the kernel reported for a row.
+#[derive(Debug, Default)]
+pub(crate) struct KernelRecords {
+    pub records: Vec<kevidence::Record>,
+    pub clock: Option<kevidence::ClockMap>,
+    pub counts: kevidence::ReaderCounts,
+    pub status: String,
+}
+
+impl KernelRow {
+    /// Start: the row's port, in the namespace with inode `netns` if given.
+    pub(crate) fn start(
+        handle: &KernelHandle,
+        port: u16,
+        netns: Option<u32>,
+    ) -> Result<KernelRow, kevidence::SourceError> {
+        handle.0.restart(&kevidence::Filter { ports: vec![port], netns, reads: handle.1 })?;
+        handle.0.resume();
+        let counts0 = handle.0.counts();
+        Ok(KernelRow { handle: handle.clone(), clock: kevidence::ClockMap::sample(), counts0 })
+    }
+
+    /// The clock map the row's records are converted with (sampled at its start).
+    pub(crate) fn clock(&self) -> kevidence::ClockMap {
+        self.clock
+    }
+
+    /// The reader the row's records are taken from while it runs.
+    pub(crate) fn reader(&self) -> Arc<kevidence::Reader> {
+        self.handle.0.clone()
+    }
+
+    /// Stop: the programs detached (`kevidence::Reader::pause`), the records so far.
+    pub(crate) fn finish(self) -> KernelRecords {
+        // Records of the row's last packets reach the ring within microseconds.
+        std::thread::sleep(Duration::from_millis(5));
+        self.handle.0.pause();
+        let records = self.handle.0.take();
+        let (a, b) = (self.handle.0.counts(), self.counts0);
+        let counts = kevidence::ReaderCounts {
+            kernel: kevidence::Counts { lost: a.kernel.lost.saturating_sub(b.kernel.lost) },
+            unparsed: a.unparsed.saturating_sub(b.unparsed),
+            overflow: a.overflow.saturating_sub(b.overflow),
+            reader_cpu_ns: a.reader_cpu_ns.saturating_sub(b.reader_cpu_ns),
+        };
+        KernelRecords { records, clock: Some(self.clock), counts, status: self.handle.0.status() }
+    }
+}
+
+/// The kernel's records of the row's connection as trace events (`kevidence::to_events`): the
+/// client (A) is the socket whose remote port is the server's, the server (B) the one whose
+/// local port is; times on the packets' clock (CLOCK_REALTIME) minus `origin_ns`.
+pub fn kernel_events(
+    recs: &[kevidence::Record],
+    clock: &kevidence::ClockMap,
+    server_port: u16,
+    origin_ns: u64,
+) -> Vec<Event> {
+    kevidence::to_events(recs, clock, origin_ns, |r| kernel_side(r, server_port), 1)
+}
+
+/// The side a kernel record of the row belongs to: the client (A) is the socket whose remote
+/// port is the server's, the server (B) the one whose local port is; None for another socket.
+pub(crate) fn kernel_side(r: &kevidence::Record, server_port: u16) -> Option<Endpoint> {
+    if r.local.port() == server_port && r.remote.port() != server_port {
+        Some(Endpoint::B)
+    } else if r.remote.port() == server_port {
+        Some(Endpoint::A)
+    } else {
+        None
+    }
+}
