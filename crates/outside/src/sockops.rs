@@ -86,8 +86,11 @@ impl SockOps {
             .map_err(|e| off(format!("{e}")))?;
         prog.load().map_err(|e| off(format!("loading the program: {e}")))?;
         let fd = std::fs::File::open(cgroup).map_err(|e| FixError::Io(cgroup.display().to_string(), e))?;
-        prog.attach(&fd, CgroupAttachMode::AllowMultiple)
-            .map_err(|e| off(format!("attaching to {}: {e}", cgroup.display())))?;
+        // A BPF link (BPF_LINK_CREATE, Linux 5.7): links to a cgroup always stack with other
+        // programs, and the kernel refuses any flag (kernel/bpf/cgroup.c cgroup_bpf_link_attach),
+        // so the mode is the one that passes none.
+        prog.attach(&fd, CgroupAttachMode::Single)
+            .map_err(|e| off(format!("attaching to {}: {}", cgroup.display(), chain(&e))))?;
         Ok(SockOps { ebpf, cgroup: cgroup.to_path_buf(), options })
     }
 
@@ -97,6 +100,17 @@ impl SockOps {
         let Ok(a) = Array::<_, u64>::try_from(map) else { return (0, 0) };
         (a.get(&0, 0).unwrap_or(0), a.get(&1, 0).unwrap_or(0))
     }
+}
+
+/// An error and its causes, on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s += &format!(": {c}");
+        src = c.source();
+    }
+    s
 }
 
 /// How to deploy it by hand with bpftool (the object written by `tcpstall advise-run
