@@ -31,11 +31,29 @@ fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     let clang = std::env::var("TCPSTALL_CLANG").unwrap_or_else(|_| "clang".into());
     let bpf_args = ["-target", "bpf", "-O2", "-g", "-Wall", "-Werror", "-c", "bpf/sockops.bpf.c"];
-    compile(&clang, &bpf_args, &out.join("sockops.o"), "outside_no_bpf", "the sock_ops program (install clang and libbpf-dev)");
+    compile(
+        &clang,
+        &bpf_args,
+        &out.join("sockops.o"),
+        "outside_no_bpf",
+        "the sock_ops program (install clang and libbpf-dev)",
+    );
     let mut deploy = bpf_args.to_vec();
     deploy.push("-DTCPSTALL_NODELAY=1");
-    compile(&clang, &deploy, &out.join("sockops-nodelay.o"), "outside_no_bpf", "the sock_ops program (install clang and libbpf-dev)");
+    compile(
+        &clang,
+        &deploy,
+        &out.join("sockops-nodelay.o"),
+        "outside_no_bpf",
+        "the sock_ops program (install clang and libbpf-dev)",
+    );
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let shim_args = ["-shared", "-fPIC", "-O2", "-Wall", "-Werror", "shim/nodelay_shim.c", "-ldl"];
-    compile(&cc, &shim_args, &out.join("nodelay_shim.so"), "outside_no_shim", "the LD_PRELOAD shim (install a C compiler)");
+    compile(
+        &cc,
+        &shim_args,
+        &out.join("nodelay_shim.so"),
+        "outside_no_shim",
+        "the LD_PRELOAD shim (install a C compiler)",
+    );
 }

@@ -110,7 +110,9 @@ pub fn run(
         out.rounds = round + 1;
         let p50s: Vec<(Candidate, Vec<u64>)> = live
             .iter()
-            .map(|(c, ts)| (c.clone(), ts.iter().filter_map(|t| crate::requests::quantile(&t.measure.latencies_ns, 0.5)).collect()))
+            .map(|(c, ts)| {
+                (c.clone(), ts.iter().filter_map(|t| crate::requests::quantile(&t.measure.latencies_ns, 0.5)).collect())
+            })
             .collect();
         let per_round = start.elapsed() / out.rounds as u32;
         if cancel.load(Ordering::Relaxed) {

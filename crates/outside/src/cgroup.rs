@@ -29,8 +29,10 @@ pub fn cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
 
 /// The cgroup v2 mount of this system.
 pub fn root() -> Result<PathBuf, FixError> {
-    let mi = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| FixError::Io("/proc/self/mountinfo".into(), e))?;
-    cgroup2_mount(&mi).ok_or_else(|| FixError::Unavailable("no cgroup v2 mounted (cgroup2 in /proc/self/mountinfo)".into()))
+    let mi =
+        std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| FixError::Io("/proc/self/mountinfo".into(), e))?;
+    cgroup2_mount(&mi)
+        .ok_or_else(|| FixError::Unavailable("no cgroup v2 mounted (cgroup2 in /proc/self/mountinfo)".into()))
 }
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
@@ -58,12 +60,7 @@ impl Cgroup {
     /// exec "$@"' sh`, to put in front of the command's own words.
     pub fn wrapper(&self) -> Vec<String> {
         let procs = self.path.join("cgroup.procs");
-        vec![
-            "sh".into(),
-            "-c".into(),
-            format!("echo $$ > '{}' && exec \"$@\"", procs.display()),
-            "sh".into(),
-        ]
+        vec!["sh".into(), "-c".into(), format!("echo $$ > '{}' && exec \"$@\"", procs.display()), "sh".into()]
     }
 
     /// CPU time of every process that ran in it (µs): cpu.stat `usage_usec`, present in every

@@ -46,7 +46,7 @@ pub fn pool(candidate: &Candidate, trials: &[Trial]) -> Option<Row> {
             None => causes.push((s.cause.clone(), 1)),
         }
     }
-    causes.sort_by(|a, b| b.1.cmp(&a.1));
+    causes.sort_by_key(|c| std::cmp::Reverse(c.1));
     let cpu = trials.iter().map(|t| Some(t.server_cpu_us? + t.client_cpu_us?)).sum::<Option<u64>>();
     Some(Row {
         candidate: candidate.clone(),
@@ -119,7 +119,12 @@ mod tests {
             data_segments: 3 * lat_ms.len() as u64,
             pure_acks: lat_ms.len() as u64,
             stalls: vec![
-                crate::requests::StallNote { cause: "nagle-delayed-ack".into(), length_ns: 40_000_000, held: "server", detail: String::new() };
+                crate::requests::StallNote {
+                    cause: "nagle-delayed-ack".into(),
+                    length_ns: 40_000_000,
+                    held: "server",
+                    detail: String::new()
+                };
                 stalls
             ],
         };

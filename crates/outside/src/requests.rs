@@ -158,7 +158,16 @@ mod tests {
 
     #[test]
     fn a_request_runs_from_its_first_byte_to_the_last_byte_of_its_response() {
-        let ps = [p(0, true, 100), p(10, true, 300), p(20, false, 0), p(50, false, 120), p(45_000, false, 170), p(46_000, true, 0), p(100_000, true, 100), p(100_500, false, 290)];
+        let ps = [
+            p(0, true, 100),
+            p(10, true, 300),
+            p(20, false, 0),
+            p(50, false, 120),
+            p(45_000, false, 170),
+            p(46_000, true, 0),
+            p(100_000, true, 100),
+            p(100_500, false, 290),
+        ];
         let refs: Vec<&Packet> = ps.iter().collect();
         assert_eq!(latencies(&refs), vec![45_000, 500]);
     }
@@ -182,7 +191,12 @@ mod tests {
     #[test]
     fn counts_pure_acks_apart_from_handshake_and_data() {
         let mut ps = vec![p(0, true, 10), p(1, false, 0), p(2, false, 20)];
-        ps.push(Packet { t_ns: 3, client_port: 5000, from_client: true, segment: seg(0, TcpFlags::ACK | TcpFlags::FIN) });
+        ps.push(Packet {
+            t_ns: 3,
+            client_port: 5000,
+            from_client: true,
+            segment: seg(0, TcpFlags::ACK | TcpFlags::FIN),
+        });
         let m = measure(&ps, analyze::Config::default());
         assert_eq!((m.packets, m.data_segments, m.pure_acks, m.connections), (4, 2, 1, 1));
         assert_eq!(m.latencies_ns, vec![2]);

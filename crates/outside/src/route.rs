@@ -69,7 +69,18 @@ impl Route {
 /// Pure.
 pub fn parse(line: &str) -> Option<Route> {
     let words: Vec<String> = line.split_whitespace().map(String::from).collect();
-    let types = ["unicast", "local", "broadcast", "multicast", "anycast", "unreachable", "blackhole", "prohibit", "throw", "nat"];
+    let types = [
+        "unicast",
+        "local",
+        "broadcast",
+        "multicast",
+        "anycast",
+        "unreachable",
+        "blackhole",
+        "prohibit",
+        "throw",
+        "nat",
+    ];
     let (kind, dst) = match words.first()? {
         t if types.contains(&t.as_str()) => (t.clone(), words.get(1)?.clone()),
         d => ("unicast".to_string(), d.clone()),
@@ -111,7 +122,8 @@ pub fn lookup(netns: Option<&str>, dst: Ipv4Addr) -> Result<Route, FixError> {
     a.extend(["-4", "route", "show", "table", "all"]);
     let out = tool(&a)?;
     let routes: Vec<Route> = out.lines().filter_map(parse).collect();
-    pick(&routes, dst).ok_or_else(|| FixError::Unavailable(format!("no route to {dst} in {}", netns.unwrap_or("this namespace"))))
+    pick(&routes, dst)
+        .ok_or_else(|| FixError::Unavailable(format!("no route to {dst} in {}", netns.unwrap_or("this namespace"))))
 }
 
 /// `quickack 1` on a route, undone on drop (the route put back as it was).
@@ -137,7 +149,11 @@ impl Quickack {
         // Read back: the metric is on the route now.
         let now = lookup(netns, dst)?;
         if !now.has_quickack() {
-            return Err(FixError::Unavailable(format!("`{}` did not set the metric: {}", q.command, now.words.join(" "))));
+            return Err(FixError::Unavailable(format!(
+                "`{}` did not set the metric: {}",
+                q.command,
+                now.words.join(" ")
+            )));
         }
         Ok(q)
     }

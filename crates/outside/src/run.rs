@@ -167,7 +167,8 @@ fn apply(lab: &Lab, spec: &Spec, cand: &Candidate, cgroups: (&Cgroup, &Cgroup)) 
             h.sockops = Some(SockOps::attach(cg.path(), Options { nodelay: true, delack_max_us: None })?);
         }
         Candidate::Setting(side) => {
-            let s = setting_of(spec, *side).ok_or_else(|| FixError::Input(format!("no {} setting named", side.name())))?;
+            let s =
+                setting_of(spec, *side).ok_or_else(|| FixError::Input(format!("no {} setting named", side.name())))?;
             h._setting = Some(s.apply()?);
         }
         Candidate::AsWritten | Candidate::Shim(_) => {}
@@ -198,7 +199,14 @@ fn last_lines(side: Side) -> String {
     lines[lines.len().saturating_sub(2)..].join(" / ")
 }
 
-fn spawn(lab: &Lab, spec: &Spec, cand: &Candidate, side: Side, cg: &Cgroup, shim: Option<&Shim>) -> Result<Child, FixError> {
+fn spawn(
+    lab: &Lab,
+    spec: &Spec,
+    cand: &Candidate,
+    side: Side,
+    cg: &Cgroup,
+    shim: Option<&Shim>,
+) -> Result<Child, FixError> {
     let user = match side {
         Side::Client => &spec.client,
         Side::Server => &spec.server,
@@ -232,10 +240,17 @@ fn wait_listening(lab: &Lab, spec: &Spec, server: &mut Child) -> Result<(), FixE
             return Ok(());
         }
         if let Ok(Some(st)) = server.try_wait() {
-            return Err(FixError::Input(format!("the server command exited ({st}) before listening on port {}: {}", spec.port, last_lines(Side::Server))));
+            return Err(FixError::Input(format!(
+                "the server command exited ({st}) before listening on port {}: {}",
+                spec.port,
+                last_lines(Side::Server)
+            )));
         }
         if start.elapsed() > spec.timeout {
-            return Err(FixError::Input(format!("nothing listened on port {} within {:?} of the server command's start", spec.port, spec.timeout)));
+            return Err(FixError::Input(format!(
+                "nothing listened on port {} within {:?} of the server command's start",
+                spec.port, spec.timeout
+            )));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -272,12 +287,19 @@ pub fn packets(frames: &[sys::packet::Frame], port: u16, origin_ns: u64) -> Vec<
 }
 
 /// Wait for the client to end, or kill it after the timeout.
-fn wait_client(spec: &Spec, client: &mut Child, cg: &Cgroup, cancel: &std::sync::atomic::AtomicBool) -> Result<(), FixError> {
+fn wait_client(
+    spec: &Spec,
+    client: &mut Child,
+    cg: &Cgroup,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Result<(), FixError> {
     let start = Instant::now();
     loop {
         match client.try_wait() {
             Ok(Some(st)) if st.success() => return Ok(()),
-            Ok(Some(st)) => return Err(FixError::Input(format!("the client command failed ({st}): {}", last_lines(Side::Client)))),
+            Ok(Some(st)) => {
+                return Err(FixError::Input(format!("the client command failed ({st}): {}", last_lines(Side::Client))))
+            }
             _ => {}
         }
         if cancel.load(std::sync::atomic::Ordering::Relaxed) {
@@ -349,7 +371,8 @@ mod tests {
 
     #[test]
     fn the_own_setting_is_the_smallest_change() {
-        let mut v = [Candidate::Shim(Side::Server), Candidate::RouteQuickack(Side::Client), Candidate::Setting(Side::Server)];
+        let mut v =
+            [Candidate::Shim(Side::Server), Candidate::RouteQuickack(Side::Client), Candidate::Setting(Side::Server)];
         v.sort_by_key(Candidate::change_size);
         assert_eq!(v[0], Candidate::Setting(Side::Server));
         assert_eq!(v[2], Candidate::Shim(Side::Server));

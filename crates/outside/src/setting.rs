@@ -114,7 +114,10 @@ mod tests {
 
     #[test]
     fn parses_both_forms_and_refuses_others() {
-        assert_eq!("env:NODELAY=1".parse::<Setting>().unwrap(), Setting::Env { name: "NODELAY".into(), value: "1".into() });
+        assert_eq!(
+            "env:NODELAY=1".parse::<Setting>().unwrap(),
+            Setting::Env { name: "NODELAY".into(), value: "1".into() }
+        );
         assert_eq!(
             "line:/etc/m.conf:set_tcp_nodelay true".parse::<Setting>().unwrap(),
             Setting::Line { file: "/etc/m.conf".into(), line: "set_tcp_nodelay true".into() }

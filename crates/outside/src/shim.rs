@@ -50,11 +50,8 @@ pub fn fit(bytes: &[u8]) -> Fit {
         }
         Some(v)
     };
-    let (phoff, phentsize, phnum) = if wide {
-        (rd(0x20, 8), rd(0x36, 2), rd(0x38, 2))
-    } else {
-        (rd(0x1c, 4), rd(0x2a, 2), rd(0x2c, 2))
-    };
+    let (phoff, phentsize, phnum) =
+        if wide { (rd(0x20, 8), rd(0x36, 2), rd(0x38, 2)) } else { (rd(0x1c, 4), rd(0x2a, 2), rd(0x2c, 2)) };
     let (Some(phoff), Some(size), Some(num)) = (phoff, phentsize, phnum) else { return Fit::NotElf };
     let interp = (0..num).any(|i| rd((phoff + i * size) as usize, 4) == Some(u64::from(PT_INTERP)));
     if interp {
@@ -73,7 +70,7 @@ fn memfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
 pub fn command_program(command: &str, path: &str, exists: impl Fn(&Path) -> bool) -> Option<PathBuf> {
     let word = command
         .split_whitespace()
-        .find(|w| !(w.contains('=') && !w.starts_with('/')) && *w != "exec" && *w != "env")?;
+        .find(|w| (w.starts_with('/') || !w.contains('=')) && *w != "env" && *w != "exec")?;
     if word.contains('/') {
         return Some(PathBuf::from(word));
     }

@@ -77,7 +77,10 @@ pub fn render(o: &Outcome, spec: &Spec, route_of: &dyn Fn(&Candidate) -> Option<
         "  {:<40} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>6}\n",
         "candidate (best first)", "p50 ms", "p99 ms", "stalls", "segs", "packets", "pureACKs", "CPU us", "runs"
     );
-    s += &format!("  {:<40} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8}\n", "", "", "", "/req", "/req", "/req", "/req", "/req");
+    s += &format!(
+        "  {:<40} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8}\n",
+        "", "", "", "/req", "/req", "/req", "/req", "/req"
+    );
     for r in &o.ranked {
         s += &row_line(r);
         s += "\n";
@@ -101,7 +104,12 @@ pub fn render(o: &Outcome, spec: &Spec, route_of: &dyn Fn(&Candidate) -> Option<
             let base = o.ranked.iter().find(|r| r.candidate == Candidate::AsWritten);
             s += &format!("\nFirst choice: {} (p50 {} ms", w.candidate.label(), ms(w.p50_ns));
             if let Some(b) = base {
-                s += &format!(" against {} ms as written; stalls per request {:.2} -> {:.2}", ms(b.p50_ns), b.stalls_per_request, w.stalls_per_request);
+                s += &format!(
+                    " against {} ms as written; stalls per request {:.2} -> {:.2}",
+                    ms(b.p50_ns),
+                    b.stalls_per_request,
+                    w.stalls_per_request
+                );
             }
             s += ")\n";
             if let Some(b) = base {

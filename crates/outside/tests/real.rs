@@ -136,7 +136,9 @@ fn http_server_and_client_as_written_and_with_each_fix() {
     eprintln!("{}", tcpstall_outside::text::render(&out, &s, &|_| None));
     assert!(base.p50_ns > 30_000_000, "as written waits on the delayed ACK: p50 {} ns", base.p50_ns);
     assert!(base.causes.iter().any(|(c, _)| c == "nagle-delayed-ack"), "{:?}", base.causes);
-    for c in [Candidate::RouteQuickack(Side::Client), Candidate::SockOpsNodelay(Side::Server), Candidate::Shim(Side::Server)] {
+    for c in
+        [Candidate::RouteQuickack(Side::Client), Candidate::SockOpsNodelay(Side::Server), Candidate::Shim(Side::Server)]
+    {
         let r = row(c.clone());
         assert!(r.p50_ns < 10_000_000, "{c:?} removes the wait: p50 {} ns", r.p50_ns);
         assert!(r.stalls_per_request < base.stalls_per_request / 4.0, "{c:?}: {} stalls/request", r.stalls_per_request);

@@ -32,7 +32,12 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<i32> {
     // run the lab).
     if matches!(
         cli.command,
-        Command::Lab(_) | Command::Shell(_) | Command::Kernel(_) | Command::Advise(_) | Command::AdviseRun(_) | Command::Replay(_)
+        Command::Lab(_)
+            | Command::Shell(_)
+            | Command::Kernel(_)
+            | Command::Advise(_)
+            | Command::AdviseRun(_)
+            | Command::Replay(_)
     ) {
         if let Some(line) = link::sweep::sweep_all().line() {
             eprintln!("tcpstall: {line}");
