@@ -17,8 +17,8 @@
 //! milliseconds, a timer-bound row's its warm-up and probe rounds of timer waits: seed 001's
 //! `lab multi-write` paid about 1 s for a probe no other row could pay back).
 //!
-//! The rows of such a run also take their latency apart from their evidence
-//! (`LabOptions::latency_apart`) when their recorded run shows them CPU-bound ([`timer_bound`]
+//! Every row, in a run of any shape, also takes its latency apart from its evidence
+//! (`LabOptions::latency_apart`) when its recorded run shows it CPU-bound ([`timer_bound`]
 //! false on the recorded run): such a row runs twice in a row, recorded (stall records,
 //! packets, wire and tcp_info) then unrecorded (latency, ms/round, CPU), because the record's
 //! kernel copy, about 0.3 us per packet, is measurable in rounds of microseconds (`cargo bench
@@ -27,9 +27,10 @@
 //! run also catches a CPU-bound row whose probe was starved by other jobs into looking
 //! timer-bound.
 //!
-//! Only on loopback with a private namespace per row (root), with no `--capture FILE` (the file
-//! keeps the rows in order), never for stream rows, and never behind an emulated link (one link
-//! carries every row: rows side by side would share it). Otherwise rows run one at a time.
+//! Side by side only on loopback with a private namespace per row (root), with no `--capture
+//! FILE` (the file keeps the rows in order), never for stream rows, and never behind an
+//! emulated link (one link carries every row: rows side by side would share it). Otherwise
+//! rows run one at a time.
 
 use std::time::Duration;
 
@@ -174,9 +175,11 @@ pub(crate) fn run(
             TIMER_CPU_SHARE * 100.0
         )
     });
-    // Every row of a probed run takes its latency from an unrecorded run after the recorded one
-    // when the recorded run shows it CPU-bound (`LabOptions::latency_apart`, decided by
-    // `timer_bound` on the recorded run): a timer-bound row is not run twice, and a row a probe
+    // Every row, whatever the run's shape (one row or a matrix, probed or not, `--client` and
+    // `--server` pairs, exchanges, advise's rows), takes its latency from an unrecorded run after
+    // the recorded one when the recorded run shows it CPU-bound (`LabOptions::latency_apart`,
+    // decided by `timer_bound` on the recorded run; `pair::unrecorded` leaves out stream rows
+    // and rows recorded elsewhere): a timer-bound row is not run twice, and a row a probe
     // starved by other jobs' CPU took for timer-bound still is, if its full run computes.
     let apart = LabOptions { latency_apart: true, ..opts.clone() };
     let mut failed = false;
@@ -211,8 +214,7 @@ pub(crate) fn run(
             continue;
         }
         progress(Progress::Start { index: i, total, label: jobs[i].pair.label.clone() });
-        let o = if probed { &apart } else { opts };
-        let r = crate::run_row(&jobs[i].workload, jobs[i].pair, place, o);
+        let r = crate::run_row(&jobs[i].workload, jobs[i].pair, place, &apart);
         progress(Progress::Done { index: i, total });
         failed |= r.is_err();
         out[i] = Some(Outcome::Done(Box::new(r)));

@@ -17,6 +17,7 @@
 mod capture;
 mod decode;
 mod defrag;
+pub mod encode;
 mod error;
 mod flows;
 pub mod synth;

@@ -8,7 +8,10 @@
 //! assert_eq!(&file[..4], &0xa1b2c3d4u32.to_le_bytes());
 //! ```
 
-use etherparse::{icmpv4, IpHeaders, IpNumber, Ipv4Header, PacketBuilder};
+use etherparse::{icmpv4, PacketBuilder};
+use trace::TcpFlags;
+
+use crate::encode::TcpPacket;
 
 /// One TCP packet of the flow `client`:`port` <-> `server`:80 (10.0.0.1 and 10.0.0.2 by
 /// default), from the client when `c2s`.
@@ -63,28 +66,37 @@ impl Pkt {
         Ok(f)
     }
 
-    /// The IPv4 packet alone (for other link types).
+    /// The IPv4 packet alone (for other link types), encoded by [`crate::encode`].
     pub fn ip(&self) -> Result<Vec<u8>, String> {
-        let (s, d, sp, dp) = if self.c2s {
-            (self.client, self.server, self.port, 80)
+        let (src, dst) = if self.c2s {
+            ((self.client, self.port), (self.server, 80))
         } else {
-            (self.server, self.client, 80, self.port)
+            ((self.server, 80), (self.client, self.port))
         };
-        let mut ip = Ipv4Header::new(0, self.ttl, IpNumber::TCP, s, d).map_err(|e| e.to_string())?;
-        ip.identification = self.id;
-        let mut b = PacketBuilder::ip(IpHeaders::Ipv4(ip, Default::default())).tcp(sp, dp, self.seq, self.window);
+        let mut flags = 0;
         for c in self.flags.chars() {
-            b = match c {
-                'S' => b.syn(),
-                'F' => b.fin(),
-                'R' => b.rst(),
-                'P' => b.psh(),
-                'A' => b.ack(self.ack),
+            flags |= match c {
+                'S' => TcpFlags::SYN,
+                'F' => TcpFlags::FIN,
+                'R' => TcpFlags::RST,
+                'P' => TcpFlags::PSH,
+                'A' => TcpFlags::ACK,
                 _ => return Err(format!("unknown TCP flag letter {c:?} (S, A, P, F, R)")),
             };
         }
+        let payload = vec![b'x'; self.len];
+        let p = TcpPacket {
+            seq: self.seq,
+            ack: self.ack,
+            flags: TcpFlags(flags),
+            window: self.window,
+            ip_id: self.id,
+            ttl: self.ttl,
+            payload: &payload,
+            ..TcpPacket::new(src, dst)
+        };
         let mut out = Vec::new();
-        b.write(&mut out, &vec![b'x'; self.len]).map_err(|e| e.to_string())?;
+        p.ipv4(&mut out).map_err(|e| e.to_string())?;
         Ok(out)
     }
 }
