@@ -68,9 +68,8 @@ fn memfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
 /// The executable a shell command starts: its first word after `VAR=value` assignments (and
 /// after `exec`/`env`), found on `path` (PATH's directories). Pure but for `exists`.
 pub fn command_program(command: &str, path: &str, exists: impl Fn(&Path) -> bool) -> Option<PathBuf> {
-    let word = command
-        .split_whitespace()
-        .find(|w| (w.starts_with('/') || !w.contains('=')) && *w != "env" && *w != "exec")?;
+    let word =
+        command.split_whitespace().find(|w| (w.starts_with('/') || !w.contains('=')) && *w != "env" && *w != "exec")?;
     if word.contains('/') {
         return Some(PathBuf::from(word));
     }

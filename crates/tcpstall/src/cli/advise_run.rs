@@ -59,5 +59,10 @@ pub(crate) fn run(args: AdviseRunArgs) -> anyhow::Result<i32> {
     if out.ranked.iter().all(|r| r.candidate != Candidate::AsWritten) {
         anyhow::bail!("the programs as written answered no request: nothing to compare with");
     }
+    // Ctrl-C or SIGTERM: what finished was ranked and printed; the exit says it stopped early
+    // (README: 128 + N; which of the two is not kept by the flag, so Ctrl-C's).
+    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(130);
+    }
     Ok(0)
 }
