@@ -13,7 +13,7 @@
 //!
 //! Each fix is a guard: dropping it undoes the fix. Everything created on the system is named
 //! `tcpstall-outside-<pid>...` (cgroups, the shim's file, a config file's backup) and
-//! [`sweep`] removes what a crashed run left. [`run`] measures the fixes on the real programs
+//! [`sweep()`] removes what a crashed run left. [`run`] and [`ab`] measure the fixes on the real programs
 //! (A/B, interleaved) in the lab's namespaces; [`rank`] and [`text`] rank and print them.
 
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
