@@ -1,7 +1,7 @@
 //! A cgroup (v2) of its own for each side of a run: the sock_ops fix attaches to it, its
 //! `cpu.stat` gives the side's CPU time, and `cgroup.kill` ends every process in it at once.
 //! Named `tcpstall-outside-<pid>-<n>`: removed on drop, and a crash's leftovers (a pid that no
-//! longer runs) are removed by [`crate::sweep`].
+//! longer runs) are removed by [`crate::sweep()`].
 //!
 //! A program is put into it without code of ours in the child: the command runs under
 //! `sh -c 'echo $$ > <cgroup>/cgroup.procs && exec "$@"'`, so the shell joins the cgroup and

@@ -2,7 +2,7 @@
 //! program (`env:NAME=VALUE`), or a line added to its configuration file (`line:FILE:LINE`,
 //! e.g. `line:/etc/mosquitto/mosquitto.conf:set_tcp_nodelay true`). The file is restored on
 //! drop; its original is kept beside it in `$TMPDIR/tcpstall-outside-<pid>-setting` (its path on
-//! the first line) until then, so [`crate::sweep`] restores it after a crash.
+//! the first line) until then, so [`crate::sweep()`] restores it after a crash.
 
 use std::path::{Path, PathBuf};
 
