@@ -7,6 +7,7 @@
 use crate::flags::{Cli, Command};
 
 pub(crate) mod advise;
+pub(crate) mod advise_run;
 pub(crate) mod completions;
 pub(crate) mod explain;
 pub(crate) mod explain_pair;
@@ -31,7 +32,12 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<i32> {
     // run the lab).
     if matches!(
         cli.command,
-        Command::Lab(_) | Command::Shell(_) | Command::Kernel(_) | Command::Advise(_) | Command::Replay(_)
+        Command::Lab(_)
+            | Command::Shell(_)
+            | Command::Kernel(_)
+            | Command::Advise(_)
+            | Command::AdviseRun(_)
+            | Command::Replay(_)
     ) {
         if let Some(line) = link::sweep::sweep_all().line() {
             eprintln!("tcpstall: {line}");
@@ -45,6 +51,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Shell(a) => shell::run(a),
         Command::Kernel(a) => kernel::run(a),
         Command::Advise(a) => advise::run(a),
+        Command::AdviseRun(a) => advise_run::run(a),
         Command::Replay(a) => replay::run(a),
         Command::Watch(a) => watch::run(a),
         Command::Serve(a) => serve::run(a),

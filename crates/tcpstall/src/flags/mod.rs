@@ -8,6 +8,7 @@
 use clap::{Parser, Subcommand};
 
 pub(crate) mod advise;
+pub(crate) mod advise_run;
 pub(crate) mod common;
 pub(crate) mod completions;
 pub(crate) mod explain;
@@ -71,6 +72,8 @@ pub(crate) enum Command {
     Kernel(kernel::KernelArgs),
     /// Which fix, on which side, and how sure: the workload as written against every candidate fix.
     Advise(advise::AdviseArgs),
+    /// Measure fixes applied from outside (route quickack, sock_ops, a shim, a setting) on your own client and server.
+    AdviseRun(advise_run::AdviseRunArgs),
     /// Derive the exchange a captured connection carried, save it, and run it here.
     Replay(replay::ReplayArgs),
     /// Find stalls live on this host (TPACKET_V3 ring, the same classifier as explain).

@@ -3,6 +3,7 @@
 //! with the reason outside CI, and fails under `CI=true`.
 
 mod advise;
+mod advise_run;
 mod explain;
 mod explain_fuzz;
 mod install;
@@ -67,6 +68,8 @@ fn setup_trials() -> Vec<libtest_mimic::Trial> {
         t!(advise::advise_declares_the_tie_and_the_rule_that_chose),
         t!(advise::signals_on_advise_and_replay_keep_the_finished_work),
         t!(install::completions_and_man_page_are_generated_from_clap),
+        t!(advise_run::bad_setting_is_one_line),
+        t!(advise_run::http_server_stall_removed_from_outside, Root, Tool("python3"), Tool("ethtool"), Tool("ss")),
         t!(install::a_missing_tool_is_named_in_one_line, Root, Tool("ip"), Tool("iptables")),
     ]
 }

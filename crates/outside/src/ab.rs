@@ -1,0 +1,135 @@
+//! The A/B loop: every candidate once per round, in an order rotated each round (interleaved,
+//! as advise does, so a drift of the machine spreads over all of them), rounds until the
+//! ranking is settled ([`crate::rank::settled`], at least two rounds), the budget would be
+//! passed by another round, or the caller cancels. A candidate that fails to apply is dropped
+//! with its reason.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::rank::{pool, rank, settled, Row};
+use crate::run::{trial, Candidate, Lab, Side, Spec, Trial};
+use crate::shim::{Fit, Shim};
+
+/// How long to spend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    pub total: Duration,
+    pub max_rounds: usize,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget { total: Duration::from_secs(60), max_rounds: 5 }
+    }
+}
+
+/// The outcome.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub ranked: Vec<Row>,
+    /// Candidates left out, and why (not applicable, failed to apply).
+    pub skipped: Vec<(Candidate, String)>,
+    pub rounds: usize,
+    pub elapsed: Duration,
+    /// Why it stopped: settled, budget, rounds, interrupted.
+    pub stopped: String,
+    /// Sockets the sock_ops program changed, per candidate (its own count).
+    pub sockops_applied: Vec<(Candidate, u64)>,
+}
+
+/// The candidates for a spec: as written, route quickack on either side, sock_ops NODELAY on
+/// either side, the shim on a side whose program it can reach, the settings named.
+pub fn candidates(spec: &Spec) -> (Vec<Candidate>, Vec<(Candidate, String)>) {
+    let mut v = vec![Candidate::AsWritten];
+    let mut skipped = Vec::new();
+    for side in [Side::Server, Side::Client] {
+        v.push(Candidate::RouteQuickack(side));
+        v.push(Candidate::SockOpsNodelay(side));
+        let cmd = if side == Side::Client { &spec.client } else { &spec.server };
+        match crate::shim::fit_command(cmd) {
+            (Fit::Applies, _) => v.push(Candidate::Shim(side)),
+            (f, p) => {
+                let what = p.map_or("its program was not found".to_string(), |p| p.display().to_string());
+                let why = match f {
+                    Fit::Static => "statically linked (no PT_INTERP): LD_PRELOAD is never read",
+                    Fit::Go => "a Go program: its runtime makes the socket calls itself",
+                    _ => "not a dynamically linked ELF program",
+                };
+                skipped.push((Candidate::Shim(side), format!("{what}: {why}")));
+            }
+        }
+        let named = if side == Side::Client { &spec.client_setting } else { &spec.server_setting };
+        if named.is_some() {
+            v.push(Candidate::Setting(side));
+        }
+    }
+    (v, skipped)
+}
+
+/// Measure `cands` on the real programs. `progress(done, total_estimate, eta)` after each run.
+pub fn run(
+    lab: &Lab,
+    spec: &Spec,
+    cands: Vec<Candidate>,
+    budget: Budget,
+    cancel: &AtomicBool,
+    progress: &mut dyn FnMut(usize, usize, Duration),
+) -> Outcome {
+    let start = Instant::now();
+    let shim = Shim::install().ok();
+    let mut out = Outcome::default();
+    let mut live: Vec<(Candidate, Vec<Trial>)> = cands.into_iter().map(|c| (c, Vec::new())).collect();
+    let mut done = 0usize;
+    for round in 0..budget.max_rounds {
+        let n = live.len();
+        for k in 0..n {
+            if cancel.load(Ordering::Relaxed) {
+                break;
+            }
+            let i = (k + round) % n;
+            let c = live[i].0.clone();
+            match trial(lab, spec, &c, shim.as_ref(), cancel) {
+                Ok(t) => {
+                    if let Some(a) = t.sockops_applied {
+                        out.sockops_applied.push((c.clone(), a));
+                    }
+                    live[i].1.push(t);
+                }
+                Err(e) => {
+                    if !cancel.load(Ordering::Relaxed) {
+                        out.skipped.push((c, e.to_string()));
+                    }
+                }
+            }
+            done += 1;
+            let per = start.elapsed() / done as u32;
+            progress(done, n * budget.max_rounds.min(round + 2), per * (n - k - 1) as u32);
+        }
+        live.retain(|(c, t)| !t.is_empty() || !out.skipped.iter().any(|(s, _)| s == c));
+        out.rounds = round + 1;
+        let p50s: Vec<(Candidate, Vec<u64>)> = live
+            .iter()
+            .map(|(c, ts)| {
+                (c.clone(), ts.iter().filter_map(|t| crate::requests::quantile(&t.measure.latencies_ns, 0.5)).collect())
+            })
+            .collect();
+        let per_round = start.elapsed() / out.rounds as u32;
+        if cancel.load(Ordering::Relaxed) {
+            out.stopped = "interrupted: ranked what finished".into();
+            break;
+        }
+        if settled(&p50s) {
+            out.stopped = format!("settled after {} rounds", out.rounds);
+            break;
+        }
+        if start.elapsed() + per_round > budget.total {
+            out.stopped = format!("budget: another round would pass {:?}", budget.total);
+            break;
+        }
+        out.stopped = format!("{} rounds", out.rounds);
+    }
+    out.ranked = rank(live.iter().filter_map(|(c, t)| pool(c, t)).collect());
+    out.elapsed = start.elapsed();
+    out
+}

@@ -1,0 +1,60 @@
+//! Fixes applied from OUTSIDE a program, each undoable (issue 34): for the program that stalls
+//! when its code cannot change (a vendor binary, a broker, a container image).
+//!
+//! - [`route`]: `quickack 1` on the route a side uses (RTAX_QUICKACK, honoured by
+//!   net/ipv4/tcp_input.c tcp_in_quickack_mode: every segment is ACKed at once, no delayed ACK);
+//! - [`sockops`]: a cgroup BPF `sock_ops` program calling bpf_setsockopt(TCP_NODELAY) and/or
+//!   TCP_BPF_DELACK_MAX on every TCP socket of the program's cgroup (net/core/filter.c
+//!   sol_tcp_sockopt lists what bpf_setsockopt may set);
+//! - [`shim`]: an LD_PRELOAD shim that sets TCP_NODELAY on the sockets the program connects or
+//!   accepts, saying when it cannot apply (static binaries, Go: [`shim::fit`]);
+//! - [`setting`]: the program's own setting, when the user names it (a config line, an
+//!   environment variable).
+//!
+//! Each fix is a guard: dropping it undoes the fix. Everything created on the system is named
+//! `tcpstall-outside-<pid>...` (cgroups, the shim's file, a config file's backup) and
+//! [`sweep()`] removes what a crashed run left. [`run`] and [`ab`] measure the fixes on the real programs
+//! (A/B, interleaved) in the lab's namespaces; [`rank`] and [`text`] rank and print them.
+
+#![cfg_attr(not(test), deny(unused_crate_dependencies))]
+pub mod ab;
+pub mod cgroup;
+pub mod rank;
+pub mod requests;
+pub mod route;
+pub mod run;
+pub mod setting;
+pub mod shim;
+pub mod sockops;
+pub mod sweep;
+pub mod text;
+
+pub use sweep::sweep;
+
+/// Why a fix could not be applied or undone, on one line.
+#[derive(Debug, thiserror::Error)]
+pub enum FixError {
+    /// Not possible here, and why (not built, no cgroup v2, not root...).
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("{0}: {1}")]
+    Io(String, #[source] std::io::Error),
+    /// A tool ran and failed: the command and its standard error.
+    #[error("`{0}` failed: {1}")]
+    Tool(String, String),
+    /// The user's input (a setting, a command) is not usable.
+    #[error("{0}")]
+    Input(String),
+}
+
+/// Run a tool, its standard output on success.
+pub(crate) fn tool(args: &[&str]) -> Result<String, FixError> {
+    let out = std::process::Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| FixError::Io(format!("{} (is it installed?)", args[0]), e))?;
+    if !out.status.success() {
+        return Err(FixError::Tool(args.join(" "), String::from_utf8_lossy(&out.stderr).trim().to_string()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}

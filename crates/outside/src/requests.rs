@@ -1,0 +1,204 @@
+//! Each request's latency and the wire's cost, from the packets of a run. Pure: the packets are
+//! handed in, decoded and time-stamped by the capture.
+//!
+//! A request is a run of the client's data segments; its response the server's data segments
+//! that follow, up to the client's next data. Its latency is from the request's first data
+//! segment to the response's last, as the capture point saw them (the server's namespace: a
+//! client-side delay before the request's first byte reached the wire is not in it). Stalls are
+//! the one classifier's (`analyze::analyze_events`), per connection, with endpoint A the client.
+
+use trace::{Endpoint, Event, EventKind, Evidence, Instant, Segment, TcpFlags};
+
+/// One captured packet of the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Packet {
+    /// ns since the run's origin.
+    pub t_ns: u64,
+    /// The client's port: tells connections apart.
+    pub client_port: u16,
+    /// Sent by the client.
+    pub from_client: bool,
+    pub segment: Segment,
+}
+
+/// A stall named by the classifier.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StallNote {
+    pub cause: String,
+    pub length_ns: u64,
+    /// "client" or "server": whose bytes were held.
+    pub held: &'static str,
+    pub detail: String,
+}
+
+/// What one run measured.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Measure {
+    /// Each answered request's latency (ns), in order.
+    pub latencies_ns: Vec<u64>,
+    pub connections: u32,
+    pub packets: u64,
+    pub data_segments: u64,
+    pub pure_acks: u64,
+    /// Records of kind `stall` (a mechanism's signature in the evidence).
+    pub stalls: Vec<StallNote>,
+}
+
+impl Measure {
+    pub fn requests(&self) -> usize {
+        self.latencies_ns.len()
+    }
+
+    /// `x` per answered request (0 without requests).
+    pub fn per_request(&self, x: u64) -> f64 {
+        if self.latencies_ns.is_empty() {
+            0.0
+        } else {
+            x as f64 / self.latencies_ns.len() as f64
+        }
+    }
+}
+
+/// The q-quantile (0..=1) of `v` by nearest rank; None when empty. Pure.
+pub fn quantile(v: &[u64], q: f64) -> Option<u64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    let rank = ((q * s.len() as f64).ceil() as usize).clamp(1, s.len());
+    Some(s[rank - 1])
+}
+
+/// Request latencies of one connection's packets (time order). Pure.
+pub fn latencies(packets: &[&Packet]) -> Vec<u64> {
+    let mut out = Vec::new();
+    // (start of the current request, end of its response so far)
+    let mut cur: Option<(u64, Option<u64>)> = None;
+    for p in packets.iter().filter(|p| p.segment.len > 0) {
+        match (p.from_client, cur) {
+            // The client writes after a response began: that request is done, a new one starts.
+            (true, Some((_, Some(_)))) | (true, None) => {
+                if let Some((s, Some(e))) = cur {
+                    out.push(e - s);
+                }
+                cur = Some((p.t_ns, None));
+            }
+            (true, Some((_, None))) => {}
+            (false, Some((s, _))) => cur = Some((s, Some(p.t_ns))),
+            (false, None) => {}
+        }
+    }
+    if let Some((s, Some(e))) = cur {
+        out.push(e - s);
+    }
+    out
+}
+
+fn is_pure_ack(s: &Segment) -> bool {
+    s.len == 0 && s.flags.has(TcpFlags::ACK) && !s.flags.has(TcpFlags::SYN | TcpFlags::FIN | TcpFlags::RST)
+}
+
+/// Measure a run: latencies, cost and the classifier's stalls, per connection. Pure.
+pub fn measure(packets: &[Packet], cfg: analyze::Config) -> Measure {
+    let mut ports: Vec<u16> = packets.iter().map(|p| p.client_port).collect();
+    ports.sort_unstable();
+    ports.dedup();
+    let mut m = Measure { connections: ports.len() as u32, ..Measure::default() };
+    for port in ports {
+        let mut flow: Vec<&Packet> = packets.iter().filter(|p| p.client_port == port).collect();
+        flow.sort_by_key(|p| p.t_ns);
+        m.latencies_ns.extend(latencies(&flow));
+        m.packets += flow.len() as u64;
+        m.data_segments += flow.iter().filter(|p| p.segment.len > 0).count() as u64;
+        m.pure_acks += flow.iter().filter(|p| is_pure_ack(&p.segment)).count() as u64;
+        let events = flow.iter().enumerate().map(|(i, p)| Event {
+            t: Instant(p.t_ns),
+            from: if p.from_client { Endpoint::A } else { Endpoint::B },
+            kind: EventKind::Segment(p.segment),
+            evidence: Evidence::Frame(i as u64 + 1),
+        });
+        let a = analyze::analyze_events(events, cfg);
+        for s in a.stalls().filter(|s| s.kind == analyze::RecordKind::Stall) {
+            m.stalls.push(StallNote {
+                cause: s.cause.to_string(),
+                length_ns: s.length.0,
+                held: if s.held == Endpoint::A { "client" } else { "server" },
+                detail: s.detail.clone(),
+            });
+        }
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(len: u32, flags: u8) -> Segment {
+        Segment {
+            seq: 0,
+            ack: 0,
+            flags: TcpFlags(flags),
+            len,
+            window: 1000,
+            wscale: None,
+            mss: None,
+            ts: None,
+            sack_blocks: 0,
+            sack: [(0, 0); 4],
+            wire_len: 52 + len,
+            ttl: None,
+        }
+    }
+
+    fn p(t_ns: u64, from_client: bool, len: u32) -> Packet {
+        Packet { t_ns, client_port: 5000, from_client, segment: seg(len, TcpFlags::ACK | TcpFlags::PSH) }
+    }
+
+    #[test]
+    fn a_request_runs_from_its_first_byte_to_the_last_byte_of_its_response() {
+        let ps = [
+            p(0, true, 100),
+            p(10, true, 300),
+            p(20, false, 0),
+            p(50, false, 120),
+            p(45_000, false, 170),
+            p(46_000, true, 0),
+            p(100_000, true, 100),
+            p(100_500, false, 290),
+        ];
+        let refs: Vec<&Packet> = ps.iter().collect();
+        assert_eq!(latencies(&refs), vec![45_000, 500]);
+    }
+
+    #[test]
+    fn an_unanswered_request_is_not_counted() {
+        let ps = [p(0, true, 100), p(5, false, 10), p(100, true, 10)];
+        let refs: Vec<&Packet> = ps.iter().collect();
+        assert_eq!(latencies(&refs), vec![5]);
+    }
+
+    #[test]
+    fn quantiles_by_nearest_rank() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(quantile(&v, 0.5), Some(50));
+        assert_eq!(quantile(&v, 0.99), Some(99));
+        assert_eq!(quantile(&[7], 0.99), Some(7));
+        assert_eq!(quantile(&[], 0.5), None);
+    }
+
+    #[test]
+    fn counts_pure_acks_apart_from_handshake_and_data() {
+        let mut ps = vec![p(0, true, 10), p(1, false, 0), p(2, false, 20)];
+        ps.push(Packet {
+            t_ns: 3,
+            client_port: 5000,
+            from_client: true,
+            segment: seg(0, TcpFlags::ACK | TcpFlags::FIN),
+        });
+        let m = measure(&ps, analyze::Config::default());
+        assert_eq!((m.packets, m.data_segments, m.pure_acks, m.connections), (4, 2, 1, 1));
+        assert_eq!(m.latencies_ns, vec![2]);
+    }
+}

@@ -1,0 +1,380 @@
+//! One run of the user's real programs in the lab's namespaces (`lab::veth::VethPath`: a client
+//! namespace and a server namespace joined by a veth pair), with one candidate fix applied from
+//! outside: the server command starts in its namespace and a cgroup of its own, the packets are
+//! captured in the server's namespace (the lab's `HostCapture`, AF_PACKET on every interface of
+//! that namespace, filtered in the kernel to the server's port), the client command runs to its
+//! end in the other namespace and cgroup, and each request's latency, the wire's cost and the
+//! classifier's stalls come from the packets ([`crate::requests`]). Everything the run creates
+//! (cgroups, the fix) is undone before it returns, whatever happened.
+
+use std::fs::File;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lab::remote::HostCapture;
+
+use crate::cgroup::{Cgroup, PREFIX};
+use crate::requests::{measure, Measure, Packet};
+use crate::setting::Setting;
+use crate::shim::Shim;
+use crate::sockops::{Options, SockOps};
+use crate::FixError;
+
+/// The user's programs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spec {
+    /// Shell commands; `{host}` and `{port}` are replaced by the server's address and port.
+    pub server: String,
+    pub client: String,
+    pub port: u16,
+    /// The program's own setting, when the user names one, per side.
+    pub server_setting: Option<Setting>,
+    pub client_setting: Option<Setting>,
+    /// How long the client may run, and the server take to listen.
+    pub timeout: Duration,
+}
+
+/// A side of the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Side {
+    Client,
+    Server,
+}
+
+impl Side {
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Client => "client",
+            Side::Server => "server",
+        }
+    }
+}
+
+/// A fix applied from outside, or none.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Candidate {
+    AsWritten,
+    RouteQuickack(Side),
+    SockOpsNodelay(Side),
+    Shim(Side),
+    Setting(Side),
+}
+
+impl Candidate {
+    pub fn label(&self) -> String {
+        match self {
+            Candidate::AsWritten => "as written".into(),
+            Candidate::RouteQuickack(s) => format!("{} route quickack 1", s.name()),
+            Candidate::SockOpsNodelay(s) => format!("{} sock_ops TCP_NODELAY", s.name()),
+            Candidate::Shim(s) => format!("{} LD_PRELOAD shim (TCP_NODELAY)", s.name()),
+            Candidate::Setting(s) => format!("{} own setting", s.name()),
+        }
+    }
+
+    /// How small a change it is (smaller first among ties): the program's own setting, then a
+    /// route metric or a cgroup program (no change to the program), then a shim loaded into it.
+    pub fn change_size(&self) -> u8 {
+        match self {
+            Candidate::AsWritten => 0,
+            Candidate::Setting(_) => 1,
+            Candidate::RouteQuickack(_) | Candidate::SockOpsNodelay(_) => 2,
+            Candidate::Shim(_) => 3,
+        }
+    }
+}
+
+/// The lab's two namespaces, with the addresses in them.
+pub struct Lab {
+    path: lab::veth::VethPath,
+    pub client_ns: String,
+    pub server_ns: String,
+    pub client_ip: Ipv4Addr,
+    pub server_ip: Ipv4Addr,
+}
+
+/// The address of `ip -o -4 addr show` text (the first `inet`). Pure.
+pub fn first_inet(text: &str) -> Option<Ipv4Addr> {
+    let mut w = text.split_whitespace();
+    w.by_ref().find(|x| *x == "inet")?;
+    w.next()?.split('/').next()?.parse().ok()
+}
+
+impl Lab {
+    /// The lab's veth path between two fresh namespaces (removed on drop). Needs root.
+    pub fn open() -> Result<Lab, FixError> {
+        let path = lab::veth::VethPath::open(&lab::veth::Knobs::default())
+            .map_err(|e| FixError::Unavailable(format!("the lab's namespaces: {e}")))?;
+        let (c, s) = path.namespaces();
+        let (client_ns, server_ns) = (c.to_string(), s.to_string());
+        let ip = |ns: &str| -> Result<Ipv4Addr, FixError> {
+            let out = crate::tool(&["ip", "-n", ns, "-o", "-4", "addr", "show", "scope", "global"])?;
+            first_inet(&out).ok_or_else(|| FixError::Unavailable(format!("no address in {ns}")))
+        };
+        let (client_ip, server_ip) = (ip(&client_ns)?, ip(&server_ns)?);
+        Ok(Lab { path, client_ns, server_ns, client_ip, server_ip })
+    }
+
+    /// What the path's knobs read back as.
+    pub fn readback(&self) -> &str {
+        &self.path.readback
+    }
+
+    fn ns(&self, side: Side) -> &str {
+        match side {
+            Side::Client => &self.client_ns,
+            Side::Server => &self.server_ns,
+        }
+    }
+
+    fn peer_ip(&self, side: Side) -> Ipv4Addr {
+        match side {
+            Side::Client => self.server_ip,
+            Side::Server => self.client_ip,
+        }
+    }
+}
+
+/// What one run measured.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Trial {
+    pub measure: Measure,
+    /// CPU time of each side's processes (µs; None when cpu.stat was unreadable).
+    pub server_cpu_us: Option<u64>,
+    pub client_cpu_us: Option<u64>,
+    /// Sockets the sock_ops program changed (its own count), when it ran.
+    pub sockops_applied: Option<u64>,
+    pub capture_drops: u64,
+}
+
+/// The fix held for one run; undone when dropped.
+#[derive(Default)]
+struct Held {
+    _route: Option<crate::route::Quickack>,
+    sockops: Option<SockOps>,
+    _setting: Option<crate::setting::Applied>,
+}
+
+fn apply(lab: &Lab, spec: &Spec, cand: &Candidate, cgroups: (&Cgroup, &Cgroup)) -> Result<Held, FixError> {
+    let mut h = Held::default();
+    match cand {
+        Candidate::RouteQuickack(side) => {
+            h._route = Some(crate::route::Quickack::apply(Some(lab.ns(*side)), lab.peer_ip(*side))?);
+        }
+        Candidate::SockOpsNodelay(side) => {
+            let cg = if *side == Side::Client { cgroups.0 } else { cgroups.1 };
+            h.sockops = Some(SockOps::attach(cg.path(), Options { nodelay: true, delack_max_us: None })?);
+        }
+        Candidate::Setting(side) => {
+            let s =
+                setting_of(spec, *side).ok_or_else(|| FixError::Input(format!("no {} setting named", side.name())))?;
+            h._setting = Some(s.apply()?);
+        }
+        Candidate::AsWritten | Candidate::Shim(_) => {}
+    }
+    Ok(h)
+}
+
+fn setting_of(spec: &Spec, side: Side) -> Option<&Setting> {
+    match side {
+        Side::Client => spec.client_setting.as_ref(),
+        Side::Server => spec.server_setting.as_ref(),
+    }
+}
+
+/// The user's command with `{host}` and `{port}` filled in. Pure.
+pub fn fill(command: &str, host: Ipv4Addr, port: u16) -> String {
+    command.replace("{host}", &host.to_string()).replace("{port}", &port.to_string())
+}
+
+/// A log file of ours for a side's standard error.
+fn log_path(side: Side) -> PathBuf {
+    std::env::temp_dir().join(format!("{PREFIX}{}-{}.log", std::process::id(), side.name()))
+}
+
+fn last_lines(side: Side) -> String {
+    let t = std::fs::read_to_string(log_path(side)).unwrap_or_default();
+    let lines: Vec<&str> = t.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(2)..].join(" / ")
+}
+
+fn spawn(
+    lab: &Lab,
+    spec: &Spec,
+    cand: &Candidate,
+    side: Side,
+    cg: &Cgroup,
+    shim: Option<&Shim>,
+) -> Result<Child, FixError> {
+    let user = match side {
+        Side::Client => &spec.client,
+        Side::Server => &spec.server,
+    };
+    let mut words = cg.wrapper();
+    words.extend(["ip", "netns", "exec", lab.ns(side), "sh", "-c"].map(String::from));
+    words.push(fill(user, lab.server_ip, spec.port));
+    let log = log_path(side);
+    let err = File::create(&log).map_err(|e| FixError::Io(log.display().to_string(), e))?;
+    let mut cmd = Command::new(&words[0]);
+    cmd.args(&words[1..]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(err);
+    if *cand == Candidate::Shim(side) {
+        let (k, v) = shim.ok_or_else(|| FixError::Unavailable("the shim is not installed".into()))?.env();
+        cmd.env(k, v);
+    }
+    if *cand == Candidate::Setting(side) {
+        if let Some((k, v)) = setting_of(spec, side).and_then(Setting::env) {
+            cmd.env(k, v);
+        }
+    }
+    cmd.spawn().map_err(|e| FixError::Io(format!("starting the {} command", side.name()), e))
+}
+
+/// Wait until something listens on the server's port in its namespace (`ss -Hltn`).
+fn wait_listening(lab: &Lab, spec: &Spec, server: &mut Child) -> Result<(), FixError> {
+    let start = Instant::now();
+    let filter = format!("sport = :{}", spec.port);
+    loop {
+        let out = crate::tool(&["ip", "netns", "exec", &lab.server_ns, "ss", "-Hltn", &filter])?;
+        if !out.trim().is_empty() {
+            return Ok(());
+        }
+        if let Ok(Some(st)) = server.try_wait() {
+            return Err(FixError::Input(format!(
+                "the server command exited ({st}) before listening on port {}: {}",
+                spec.port,
+                last_lines(Side::Server)
+            )));
+        }
+        if start.elapsed() > spec.timeout {
+            return Err(FixError::Input(format!(
+                "nothing listened on port {} within {:?} of the server command's start",
+                spec.port, spec.timeout
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Start the capture in the server's namespace: a thread enters it (setns(2) applies to the
+/// calling thread) and opens the socket there; the socket stays in that namespace.
+fn start_capture(lab: &Lab, port: u16) -> Result<HostCapture, FixError> {
+    let ns = PathBuf::from(format!("/run/netns/{}", lab.server_ns));
+    std::thread::spawn(move || -> Result<HostCapture, FixError> {
+        let f = File::open(&ns).map_err(|e| FixError::Io(ns.display().to_string(), e))?;
+        nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET)
+            .map_err(|e| FixError::Io(format!("entering {}", ns.display()), e.into()))?;
+        HostCapture::start(port, false).map_err(|e| FixError::Unavailable(format!("capture: {e}")))
+    })
+    .join()
+    .map_err(|_| FixError::Unavailable("the capture thread panicked".into()))?
+}
+
+/// Frames captured in the server's namespace as packets of the run. Pure.
+pub fn packets(frames: &[sys::packet::Frame], port: u16, origin_ns: u64) -> Vec<Packet> {
+    frames
+        .iter()
+        .filter_map(|f| {
+            let p = wire::decode(wire::linktype::RAW, &f.data, f.orig_len).ok()?;
+            let from_client = p.dst.port() == port;
+            if !from_client && p.src.port() != port {
+                return None;
+            }
+            let client_port = if from_client { p.src.port() } else { p.dst.port() };
+            Some(Packet { t_ns: f.ts_ns.saturating_sub(origin_ns), client_port, from_client, segment: p.segment })
+        })
+        .collect()
+}
+
+/// Wait for the client to end, or kill it after the timeout.
+fn wait_client(
+    spec: &Spec,
+    client: &mut Child,
+    cg: &Cgroup,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Result<(), FixError> {
+    let start = Instant::now();
+    loop {
+        match client.try_wait() {
+            Ok(Some(st)) if st.success() => return Ok(()),
+            Ok(Some(st)) => {
+                return Err(FixError::Input(format!("the client command failed ({st}): {}", last_lines(Side::Client))))
+            }
+            _ => {}
+        }
+        if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            cg.kill_all();
+            return Err(FixError::Input("interrupted".into()));
+        }
+        if start.elapsed() > spec.timeout {
+            cg.kill_all();
+            return Err(FixError::Input(format!("the client command ran past {:?}; killed", spec.timeout)));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Run the programs once with `cand` applied, and measure. Every fix and cgroup is undone and
+/// every process killed before it returns.
+pub fn trial(
+    lab: &Lab,
+    spec: &Spec,
+    cand: &Candidate,
+    shim: Option<&Shim>,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Result<Trial, FixError> {
+    let (ccg, scg) = (Cgroup::create()?, Cgroup::create()?);
+    let held = apply(lab, spec, cand, (&ccg, &scg))?;
+    let capture = start_capture(lab, spec.port)?;
+    let mut server = spawn(lab, spec, cand, Side::Server, &scg, shim)?;
+    let outcome = wait_listening(lab, spec, &mut server).and_then(|()| {
+        let mut client = spawn(lab, spec, cand, Side::Client, &ccg, shim)?;
+        let r = wait_client(spec, &mut client, &ccg, cancel);
+        let _ = client.wait();
+        r
+    });
+    let origin = capture.origin_ns;
+    let captured = capture.finish();
+    let t = Trial {
+        server_cpu_us: scg.cpu_usec(),
+        client_cpu_us: ccg.cpu_usec(),
+        sockops_applied: held.sockops.as_ref().map(|s| s.applied().0),
+        ..Trial::default()
+    };
+    scg.kill_all();
+    let _ = server.wait();
+    drop(held);
+    for s in [Side::Client, Side::Server] {
+        let _ = std::fs::remove_file(log_path(s));
+    }
+    outcome?;
+    let (frames, drops) = captured.map_err(|e| FixError::Unavailable(format!("capture: {e}")))?;
+    let m = measure(&packets(&frames, spec.port, origin), analyze::Config::default());
+    Ok(Trial { measure: m, capture_drops: drops, ..t })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fills_host_and_port() {
+        assert_eq!(fill("c --to {host}:{port} -p {port}", "10.0.0.2".parse().unwrap(), 80), "c --to 10.0.0.2:80 -p 80");
+    }
+
+    #[test]
+    fn reads_the_first_inet() {
+        let t = "2: tsv1t    inet 10.203.0.1/24 scope global tsv1t\\       valid_lft forever";
+        assert_eq!(first_inet(t), Some("10.203.0.1".parse().unwrap()));
+        assert_eq!(first_inet("1: lo inet6 ::1/128"), None);
+    }
+
+    #[test]
+    fn the_own_setting_is_the_smallest_change() {
+        let mut v =
+            [Candidate::Shim(Side::Server), Candidate::RouteQuickack(Side::Client), Candidate::Setting(Side::Server)];
+        v.sort_by_key(Candidate::change_size);
+        assert_eq!(v[0], Candidate::Setting(Side::Server));
+        assert_eq!(v[2], Candidate::Shim(Side::Server));
+    }
+}

@@ -1,0 +1,124 @@
+//! A cgroup BPF `sock_ops` program (bpf/sockops.bpf.c) that sets TCP_NODELAY and/or the delayed
+//! ACK's maximum (TCP_BPF_DELACK_MAX) on every TCP socket of a cgroup as it is established
+//! (connect or accept), through bpf_setsockopt (net/core/filter.c sol_tcp_sockopt allows both).
+//! The values are the program's read-only globals, set at load time. Loaded and attached with
+//! `aya` (a BPF link, BPF_LINK_CREATE with BPF_CGROUP_SOCK_OPS); nothing is pinned: dropping
+//! [`SockOps`] closes the link and the program is gone, on exit, Ctrl-C or a crash.
+
+use std::path::{Path, PathBuf};
+
+use aya::maps::Array;
+use aya::programs::links::CgroupAttachMode;
+use aya::{Ebpf, EbpfLoader};
+
+use crate::FixError;
+
+/// The compiled program (empty when clang was missing at build time).
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sockops.o"));
+
+/// The same program with TCP_NODELAY on by default: what `bpftool prog load` takes.
+static NODELAY_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sockops-nodelay.o"));
+
+/// Write the deployable object (TCP_NODELAY on) to `path`.
+pub fn write_nodelay_object(path: &Path) -> Result<(), FixError> {
+    if NODELAY_OBJECT.is_empty() {
+        return Err(FixError::Unavailable("sock_ops: not built (no clang at build time)".into()));
+    }
+    std::fs::write(path, NODELAY_OBJECT).map_err(|e| FixError::Io(path.display().to_string(), e))
+}
+
+const PROGRAM: &str = "tcpstall_sockops";
+
+/// What the program sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Options {
+    pub nodelay: bool,
+    /// The delayed ACK's maximum (µs); None leaves the kernel's (TCP_DELACK_MAX, 200 ms, with
+    /// the ATO starting at TCP_ATO_MIN 40 ms). The kernel keeps it at least TCP_TIMEOUT_MIN
+    /// (2 jiffies) and refuses more than TCP_DELACK_MAX (net/core/filter.c sol_tcp_sockopt).
+    pub delack_max_us: Option<u32>,
+}
+
+impl Options {
+    pub fn label(&self) -> String {
+        let mut v = Vec::new();
+        if self.nodelay {
+            v.push("TCP_NODELAY".to_string());
+        }
+        if let Some(us) = self.delack_max_us {
+            v.push(format!("TCP_BPF_DELACK_MAX {us} us"));
+        }
+        v.join(" + ")
+    }
+}
+
+/// The program attached to a cgroup; detached on drop.
+pub struct SockOps {
+    ebpf: Ebpf,
+    cgroup: PathBuf,
+    pub options: Options,
+}
+
+impl std::fmt::Debug for SockOps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SockOps").field("cgroup", &self.cgroup).field("options", &self.options).finish()
+    }
+}
+
+impl SockOps {
+    /// Load the program with `options` and attach it to the cgroup at `cgroup`.
+    pub fn attach(cgroup: &Path, options: Options) -> Result<SockOps, FixError> {
+        let off = |why: String| FixError::Unavailable(format!("sock_ops: {why}"));
+        if cfg!(outside_no_bpf) || OBJECT.is_empty() {
+            return Err(off("not built (no clang at build time; install clang and libbpf-dev and rebuild)".into()));
+        }
+        let nodelay = u32::from(options.nodelay);
+        let delack = options.delack_max_us.unwrap_or(0);
+        let mut ebpf = EbpfLoader::new()
+            .set_global("nodelay", &nodelay, true)
+            .set_global("delack_max_us", &delack, true)
+            .load(OBJECT)
+            .map_err(|e| off(format!("loading the program: {e} (needs root)")))?;
+        let prog: &mut aya::programs::SockOps = ebpf
+            .program_mut(PROGRAM)
+            .ok_or_else(|| off("the object has no program".into()))?
+            .try_into()
+            .map_err(|e| off(format!("{e}")))?;
+        prog.load().map_err(|e| off(format!("loading the program: {e}")))?;
+        let fd = std::fs::File::open(cgroup).map_err(|e| FixError::Io(cgroup.display().to_string(), e))?;
+        // A BPF link (BPF_LINK_CREATE, Linux 5.7): links to a cgroup always stack with other
+        // programs, and the kernel refuses any flag (kernel/bpf/cgroup.c cgroup_bpf_link_attach),
+        // so the mode is the one that passes none.
+        prog.attach(&fd, CgroupAttachMode::Single)
+            .map_err(|e| off(format!("attaching to {}: {}", cgroup.display(), chain(&e))))?;
+        Ok(SockOps { ebpf, cgroup: cgroup.to_path_buf(), options })
+    }
+
+    /// Sockets changed so far: (TCP_NODELAY set, TCP_BPF_DELACK_MAX set).
+    pub fn applied(&self) -> (u64, u64) {
+        let Some(map) = self.ebpf.map("applied") else { return (0, 0) };
+        let Ok(a) = Array::<_, u64>::try_from(map) else { return (0, 0) };
+        (a.get(&0, 0).unwrap_or(0), a.get(&1, 0).unwrap_or(0))
+    }
+}
+
+/// An error and its causes, on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s += &format!(": {c}");
+        src = c.source();
+    }
+    s
+}
+
+/// How to deploy it by hand with bpftool (the object written by `tcpstall advise-run
+/// --write-sockops FILE`, its globals set there), and how to remove it.
+pub fn deploy_commands(object: &str, cgroup: &str) -> String {
+    format!(
+        "bpftool prog load {object} /sys/fs/bpf/tcpstall_sockops type sockops\n\
+         bpftool cgroup attach {cgroup} sock_ops pinned /sys/fs/bpf/tcpstall_sockops multi\n\
+         # remove: bpftool cgroup detach {cgroup} sock_ops pinned /sys/fs/bpf/tcpstall_sockops && rm /sys/fs/bpf/tcpstall_sockops\n"
+    )
+}

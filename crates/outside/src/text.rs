@@ -1,0 +1,134 @@
+//! The report for people: the ranked table, what was left out, the winner's deployable form and
+//! its measured cost. Pure: everything is handed in.
+
+use crate::ab::Outcome;
+use crate::rank::{winner, Row};
+use crate::route::{networkd_stanza, Route};
+use crate::run::{Candidate, Side, Spec};
+
+fn ms(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1e6)
+}
+
+fn row_line(r: &Row) -> String {
+    let cpu = r.cpu_us_per_request.map_or("-".into(), |c| format!("{c:.0}"));
+    format!(
+        "  {:<40} {:>8} {:>8} {:>7.2} {:>8.2} {:>8.2} {:>8.2} {:>8} {:>4}x{}",
+        r.candidate.label(),
+        ms(r.p50_ns),
+        ms(r.p99_ns),
+        r.stalls_per_request,
+        r.data_segments_per_request,
+        r.packets_per_request,
+        r.pure_acks_per_request,
+        cpu,
+        r.runs,
+        r.requests / r.runs.max(1),
+    )
+}
+
+/// How to deploy `c`, given the route the lab changed for it (route candidates).
+pub fn deploy(c: &Candidate, spec: &Spec, route: Option<&Route>) -> String {
+    match c {
+        Candidate::AsWritten => String::new(),
+        Candidate::RouteQuickack(side) => {
+            let mut s = format!(
+                "On the {} host, `quickack 1` on its route to the {} (here: `{}`):\n  ip route change <that route as `ip route show` prints it> quickack 1\n",
+                side.name(),
+                if *side == Side::Client { "server" } else { "client" },
+                route.map_or("?".into(), |r| r.words.join(" "))
+            );
+            if let Some(r) = route {
+                s += &format!("  e.g. {}\n", r.change_command(None));
+                s += "Kept across reboots with systemd-networkd (the .network file of that interface):\n";
+                s += &networkd_stanza(r).lines().map(|l| format!("  {l}\n")).collect::<String>();
+            }
+            s + "Remove: the same `ip route change` without `quickack 1`.\n"
+        }
+        Candidate::SockOpsNodelay(side) => format!(
+            "A cgroup sock_ops program setting TCP_NODELAY on the {} program's sockets (object: `tcpstall advise-run --write-sockops tcpstall-nodelay.o`; its service's cgroup, e.g. /sys/fs/cgroup/system.slice/<unit>.service):\n{}",
+            side.name(),
+            crate::sockops::deploy_commands("tcpstall-nodelay.o", "<cgroup>")
+                .lines()
+                .map(|l| format!("  {l}\n"))
+                .collect::<String>()
+        ),
+        Candidate::Shim(side) => format!(
+            "Start the {} program with the shim (source: crates/outside/shim/nodelay_shim.c):\n  cc -shared -fPIC -O2 -o /usr/local/lib/tcpstall-nodelay.so nodelay_shim.c -ldl\n  LD_PRELOAD=/usr/local/lib/tcpstall-nodelay.so {}\nRemove: start it without LD_PRELOAD.\n",
+            side.name(),
+            if *side == Side::Client { &spec.client } else { &spec.server }
+        ),
+        Candidate::Setting(side) => {
+            let s = if *side == Side::Client { &spec.client_setting } else { &spec.server_setting };
+            format!("The {} program's own setting: {}\n", side.name(), s.as_ref().map_or("?".into(), |s| s.label()))
+        }
+    }
+}
+
+/// The whole report.
+pub fn render(o: &Outcome, spec: &Spec, route_of: &dyn Fn(&Candidate) -> Option<Route>) -> String {
+    let mut s = format!(
+        "advise-run: {} run(s) of each candidate on the real programs, interleaved ({}; {:.1} s)\n\n",
+        o.rounds,
+        o.stopped,
+        o.elapsed.as_secs_f64()
+    );
+    s += &format!(
+        "  {:<40} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>6}\n",
+        "candidate (best first)", "p50 ms", "p99 ms", "stalls", "segs", "packets", "pureACKs", "CPU us", "runs"
+    );
+    s += &format!(
+        "  {:<40} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8}\n",
+        "", "", "", "/req", "/req", "/req", "/req", "/req"
+    );
+    for r in &o.ranked {
+        s += &row_line(r);
+        s += "\n";
+    }
+    if let Some(base) = o.ranked.iter().find(|r| r.candidate == Candidate::AsWritten) {
+        if !base.causes.is_empty() {
+            let c: Vec<String> = base.causes.iter().map(|(c, n)| format!("{c} x{n}")).collect();
+            s += &format!("\nAs written, the classifier names: {}\n", c.join(", "));
+        }
+    }
+    for (c, why) in &o.skipped {
+        s += &format!("left out: {}: {why}\n", c.label());
+    }
+    for (c, n) in &o.sockops_applied {
+        if *n == 0 {
+            s += &format!("note: {}: the program changed no socket\n", c.label());
+        }
+    }
+    match winner(&o.ranked) {
+        Some(w) => {
+            let base = o.ranked.iter().find(|r| r.candidate == Candidate::AsWritten);
+            s += &format!("\nFirst choice: {} (p50 {} ms", w.candidate.label(), ms(w.p50_ns));
+            if let Some(b) = base {
+                s += &format!(
+                    " against {} ms as written; stalls per request {:.2} -> {:.2}",
+                    ms(b.p50_ns),
+                    b.stalls_per_request,
+                    w.stalls_per_request
+                );
+            }
+            s += ")\n";
+            if let Some(b) = base {
+                s += &format!(
+                    "Its cost, per request: data segments {:.2} (as written {:.2}), packets {:.2} ({:.2}), pure ACKs {:.2} ({:.2}), CPU {} us ({} us)\n",
+                    w.data_segments_per_request,
+                    b.data_segments_per_request,
+                    w.packets_per_request,
+                    b.packets_per_request,
+                    w.pure_acks_per_request,
+                    b.pure_acks_per_request,
+                    w.cpu_us_per_request.map_or("-".into(), |c| format!("{c:.0}")),
+                    b.cpu_us_per_request.map_or("-".into(), |c| format!("{c:.0}")),
+                );
+            }
+            s += "\n";
+            s += &deploy(&w.candidate, spec, route_of(&w.candidate).as_ref());
+        }
+        None => s += "\nNo fix measured apart from the programs as written.\n",
+    }
+    s
+}

@@ -1,0 +1,68 @@
+//! `tcpstall advise-run`: the user's own client and server measured in the lab's namespaces as
+//! written and with each fix applied from outside (crate `outside`), ranked, with the winner's
+//! deployable form and its cost.
+
+use std::io::Write;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use outside::ab::{self, Budget};
+use outside::run::{Candidate, Lab, Side, Spec};
+use outside::setting::Setting;
+
+use crate::flags::advise_run::AdviseRunArgs;
+
+pub(crate) fn run(args: AdviseRunArgs) -> anyhow::Result<i32> {
+    if let Some(p) = &args.write_sockops {
+        outside::sockops::write_nodelay_object(p)?;
+        eprintln!("tcpstall: wrote {} (sock_ops, TCP_NODELAY on)", p.display());
+        return Ok(0);
+    }
+    let parse = |s: &Option<String>| s.as_deref().map(str::parse::<Setting>).transpose();
+    let spec = Spec {
+        server: args.server.unwrap_or_default(),
+        client: args.client.unwrap_or_default(),
+        port: args.port,
+        server_setting: parse(&args.server_setting)?,
+        client_setting: parse(&args.client_setting)?,
+        timeout: Duration::from_secs(args.timeout.max(1)),
+    };
+    if args.port == 0 {
+        anyhow::bail!("--port: the server's port cannot be 0");
+    }
+    if !nix::unistd::geteuid().is_root() {
+        anyhow::bail!("advise-run needs root (namespaces, cgroups, BPF)");
+    }
+    for gone in outside::sweep() {
+        eprintln!("tcpstall: removed {gone}, left by a run that no longer runs");
+    }
+    let cancel = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, cancel.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, cancel.clone())?;
+    let lab = Lab::open()?;
+    let (cands, skipped) = ab::candidates(&spec);
+    let budget = Budget { total: Duration::from_secs(args.budget.max(1)), ..Budget::default() };
+    let mut progress = |done: usize, total: usize, eta: Duration| {
+        eprint!("\rtcpstall: run {done} of about {total}, round ends in ~{:.0} s   ", eta.as_secs_f64());
+        let _ = std::io::stderr().flush();
+    };
+    let mut out = ab::run(&lab, &spec, cands, budget, &cancel, &mut progress);
+    eprintln!();
+    out.skipped.splice(0..0, skipped);
+    let route_of = |c: &Candidate| match c {
+        Candidate::RouteQuickack(Side::Client) => outside::route::lookup(Some(&lab.client_ns), lab.server_ip).ok(),
+        Candidate::RouteQuickack(Side::Server) => outside::route::lookup(Some(&lab.server_ns), lab.client_ip).ok(),
+        _ => None,
+    };
+    print!("{}", outside::text::render(&out, &spec, &route_of));
+    if out.ranked.iter().all(|r| r.candidate != Candidate::AsWritten) {
+        anyhow::bail!("the programs as written answered no request: nothing to compare with");
+    }
+    // Ctrl-C or SIGTERM: what finished was ranked and printed; the exit says it stopped early
+    // (README: 128 + N; which of the two is not kept by the flag, so Ctrl-C's).
+    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(130);
+    }
+    Ok(0)
+}

@@ -1,0 +1,47 @@
+//! `tcpstall advise-run`'s flags and their help.
+
+use std::path::PathBuf;
+
+const EXAMPLES: &str = "\
+Examples:
+  tcpstall advise-run --port 8080 \\
+      --server 'python3 -m http.server --bind {host} {port}' \\
+      --client 'python3 client.py {host} {port}'
+  tcpstall advise-run --port 1883 --server 'mosquitto -c /tmp/m.conf' \\
+      --server-setting 'line:/tmp/m.conf:set_tcp_nodelay true' --client 'python3 mqtt_rr.py {host} {port}'
+
+The server runs in one namespace of the lab's veth path, the client in the other ({host} and
+{port} name the server), each in a cgroup of its own. Candidates, each applied from outside and
+measured A/B interleaved on the real programs: route quickack 1 (either side), a cgroup sock_ops
+program setting TCP_NODELAY (either side), an LD_PRELOAD shim (where the program is dynamically
+linked and not Go), and the program's own setting when named. Needs root. Everything created is
+removed on exit and on Ctrl-C, and swept by the next run after a crash.";
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = EXAMPLES)]
+pub(crate) struct AdviseRunArgs {
+    /// The server's command (a shell command line; {host} and {port} are filled in)
+    #[arg(long, value_name = "COMMAND", required_unless_present = "write_sockops")]
+    pub server: Option<String>,
+    /// The client's command: runs to its end once per run
+    #[arg(long, value_name = "COMMAND", required_unless_present = "write_sockops")]
+    pub client: Option<String>,
+    /// The port the server listens on
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// The server program's own setting: env:NAME=VALUE or line:FILE:LINE (added to FILE, then restored)
+    #[arg(long, value_name = "SETTING")]
+    pub server_setting: Option<String>,
+    /// The client program's own setting: env:NAME=VALUE or line:FILE:LINE
+    #[arg(long, value_name = "SETTING")]
+    pub client_setting: Option<String>,
+    /// Seconds to spend before the first answer (more runs of each candidate with more)
+    #[arg(long, default_value_t = 60)]
+    pub budget: u64,
+    /// Seconds one client run may take (and the server to start listening)
+    #[arg(long, default_value_t = 20)]
+    pub timeout: u64,
+    /// Write the deployable sock_ops object (TCP_NODELAY on) to FILE, for bpftool, and exit
+    #[arg(long, value_name = "FILE")]
+    pub write_sockops: Option<PathBuf>,
+}
