@@ -90,7 +90,7 @@ fn writes_resends_and_windows_of_a_real_connection() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let mut src =
-            Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: true }).expect("kernel evidence");
+            Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: true, owners: false }).expect("kernel evidence");
         assert!(
             src.attached().iter().any(|t| t.name == "tcp_sendmsg_locked"),
             "tcp_sendmsg_locked (Linux 6.12+) should attach on this kernel: {}",
@@ -182,7 +182,7 @@ fn a_missing_tracepoint_is_named_and_the_rest_still_attach() {
     let mut tps: Vec<Tracepoint> = TRACEPOINTS.to_vec();
     tps[0].name = "tcp_sendmsg_locked_not_in_any_kernel";
     let src =
-        Source::open_tracepoints(&Filter { ports: vec![1], netns: None, reads: true }, &tps).expect("the rest attach");
+        Source::open_tracepoints(&Filter { ports: vec![1], netns: None, reads: true, owners: false }, &tps).expect("the rest attach");
     assert_eq!(src.attached().len(), TRACEPOINTS.len() - 1, "{}", src.status());
     let status = src.status();
     assert!(
@@ -201,7 +201,7 @@ fn another_namespace_is_filtered_out_in_the_kernel() {
         let port = listener.local_addr().unwrap().port();
         // The right port, a namespace inode that is not this one.
         let mut src =
-            Source::open(&Filter { ports: vec![port], netns: Some(1), reads: true }).expect("kernel evidence");
+            Source::open(&Filter { ports: vec![port], netns: Some(1), reads: true, owners: false }).expect("kernel evidence");
         let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let (mut s, _) = listener.accept().unwrap();
         c.write_all(b"hello").unwrap();
@@ -222,7 +222,7 @@ fn a_paused_source_runs_nothing_and_resumes() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let mut src =
-            Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: false }).expect("kernel evidence");
+            Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: false, owners: false }).expect("kernel evidence");
         let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let (mut s, _) = listener.accept().unwrap();
         let mut b = [0u8; 5];
@@ -269,7 +269,7 @@ fn window_states_only_near_a_limit_and_reads_only_when_asked() {
     let (bulk, rr, port) = in_netns(|ino| {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let mut src = Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: false }).expect("kernel");
+        let mut src = Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: false, owners: false }).expect("kernel");
         assert!(src.status().ends_with("(reads off)"), "{}", src.status());
         let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
         c.set_nodelay(true).unwrap();
