@@ -14,6 +14,7 @@ pub mod explain_pair;
 mod export;
 pub mod html;
 pub mod kernel;
+pub mod owner;
 mod latency;
 mod merge;
 mod replay;
