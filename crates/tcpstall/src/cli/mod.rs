@@ -15,6 +15,7 @@ pub(crate) mod kernel;
 pub(crate) mod lab;
 pub(crate) mod linkenv;
 pub(crate) mod output;
+pub(crate) mod procsock;
 pub(crate) mod remote_lab;
 pub(crate) mod replay;
 pub(crate) mod scenarios;
