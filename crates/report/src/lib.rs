@@ -22,6 +22,7 @@ pub mod scenarios;
 mod schema;
 pub mod seed003;
 pub mod simulate;
+pub mod sockets;
 pub mod watch;
 pub use document::{Export, ExportError};
 pub use explain_pair::ExplainPairDoc;

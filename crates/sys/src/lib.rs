@@ -5,6 +5,7 @@
 
 pub mod bpf;
 pub mod packet;
+pub mod peersock;
 pub mod process;
 pub mod ring;
 pub mod sched;

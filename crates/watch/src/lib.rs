@@ -14,6 +14,7 @@ mod kernel;
 mod live;
 mod metrics;
 mod recorder;
+pub mod sockets;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;

@@ -23,6 +23,7 @@ pub(crate) mod seed003;
 pub(crate) mod serve;
 pub(crate) mod shell;
 pub(crate) mod simulate;
+pub(crate) mod sockets;
 pub(crate) mod watch;
 
 /// Runs the command; returns the process exit code.
@@ -49,6 +50,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Advise(a) => advise::run(a),
         Command::Replay(a) => replay::run(a),
         Command::Watch(a) => watch::run(a),
+        Command::Sockets(a) => sockets::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Completions(a) => completions::completions(a),
         Command::Man(a) => completions::man(a),

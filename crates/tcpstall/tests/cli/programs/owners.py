@@ -10,7 +10,8 @@
                                     (http.client sets TCP_NODELAY; the body is a file object)
   owners.py nodelay-server PORT     a socketserver that sets TCP_NODELAY on each accepted
                                     socket and answers in the same two writes: no stall
-  owners.py nodelay-client PORT N   its client (TCP_NODELAY, request in two writes)
+  owners.py nodelay-client PORT N [PAUSE_MS]
+                                    its client (TCP_NODELAY, request in two writes)
   a line "ready" on standard output once listening; clients exit when done, servers on SIGTERM.
 """
 import http.client
@@ -19,6 +20,7 @@ import os
 import socket
 import socketserver
 import sys
+import time
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -77,6 +79,7 @@ def main():
         srv.serve_forever()
     elif mode == "nodelay-client":
         n = int(sys.argv[3])
+        pause = float(sys.argv[4]) / 1000 if len(sys.argv) > 4 else 0
         s = socket.create_connection(("127.0.0.1", port))
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for _ in range(n):
@@ -85,6 +88,7 @@ def main():
             got = 0
             while got < 190:
                 got += len(s.recv(4096))
+            time.sleep(pause)
         s.close()
     else:
         sys.exit("unknown mode " + mode)
