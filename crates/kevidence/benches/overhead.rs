@@ -44,7 +44,8 @@ fn round(secs: f64, kernel: bool, pace: u64) -> (u64, f64, u64, u64, u64, u64) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let reader = kernel.then(|| {
-        let src = Source::open(&Filter { ports: vec![port], netns: None, reads: false, owners: false }).expect("kernel evidence");
+        let src = Source::open(&Filter { ports: vec![port], netns: None, reads: false, owners: false })
+            .expect("kernel evidence");
         Reader::spawn(src).expect("reader")
     });
     let stop = Arc::new(AtomicBool::new(false));

@@ -427,7 +427,10 @@ mod tests {
         b[104..111].copy_from_slice(b"python3");
         b[120..124].copy_from_slice(&17u32.to_le_bytes());
         let o = parse(&b).unwrap().owner.unwrap();
-        assert_eq!((o.pid, o.comm(), o.cgroup_id, o.shared_with, o.inherited), (4242, "python3".into(), 77, Some(17), false));
+        assert_eq!(
+            (o.pid, o.comm(), o.cgroup_id, o.shared_with, o.inherited),
+            (4242, "python3".into(), 77, Some(17), false)
+        );
         b[92..96].copy_from_slice(&2u32.to_le_bytes());
         let o = parse(&b).unwrap().owner.unwrap();
         assert_eq!((o.shared_with, o.inherited), (None, true));

@@ -89,8 +89,8 @@ fn writes_resends_and_windows_of_a_real_connection() {
     let recs = in_netns(|ino| {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let mut src =
-            Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: true, owners: false }).expect("kernel evidence");
+        let mut src = Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: true, owners: false })
+            .expect("kernel evidence");
         assert!(
             src.attached().iter().any(|t| t.name == "tcp_sendmsg_locked"),
             "tcp_sendmsg_locked (Linux 6.12+) should attach on this kernel: {}",
@@ -181,8 +181,8 @@ fn writes_resends_and_windows_of_a_real_connection() {
 fn a_missing_tracepoint_is_named_and_the_rest_still_attach() {
     let mut tps: Vec<Tracepoint> = TRACEPOINTS.to_vec();
     tps[0].name = "tcp_sendmsg_locked_not_in_any_kernel";
-    let src =
-        Source::open_tracepoints(&Filter { ports: vec![1], netns: None, reads: true, owners: false }, &tps).expect("the rest attach");
+    let src = Source::open_tracepoints(&Filter { ports: vec![1], netns: None, reads: true, owners: false }, &tps)
+        .expect("the rest attach");
     assert_eq!(src.attached().len(), TRACEPOINTS.len() - 1, "{}", src.status());
     let status = src.status();
     assert!(
@@ -200,8 +200,8 @@ fn another_namespace_is_filtered_out_in_the_kernel() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         // The right port, a namespace inode that is not this one.
-        let mut src =
-            Source::open(&Filter { ports: vec![port], netns: Some(1), reads: true, owners: false }).expect("kernel evidence");
+        let mut src = Source::open(&Filter { ports: vec![port], netns: Some(1), reads: true, owners: false })
+            .expect("kernel evidence");
         let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let (mut s, _) = listener.accept().unwrap();
         c.write_all(b"hello").unwrap();
@@ -221,8 +221,8 @@ fn a_paused_source_runs_nothing_and_resumes() {
         let _stats = Source::enable_run_stats().expect("BPF_ENABLE_STATS");
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let mut src =
-            Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: false, owners: false }).expect("kernel evidence");
+        let mut src = Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: false, owners: false })
+            .expect("kernel evidence");
         let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let (mut s, _) = listener.accept().unwrap();
         let mut b = [0u8; 5];
@@ -269,7 +269,8 @@ fn window_states_only_near_a_limit_and_reads_only_when_asked() {
     let (bulk, rr, port) = in_netns(|ino| {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let mut src = Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: false, owners: false }).expect("kernel");
+        let mut src =
+            Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: false, owners: false }).expect("kernel");
         assert!(src.status().ends_with("(reads off)"), "{}", src.status());
         let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
         c.set_nodelay(true).unwrap();
@@ -334,8 +335,8 @@ fn window_states_only_near_a_limit_and_reads_only_when_asked() {
 // long: one two-process connection, then each socket's records checked.
 fn owners_come_from_the_map_in_every_context() {
     let (recs, port, child) = in_netns(|ino| {
-        let mut src =
-            Source::open(&Filter { ports: vec![], netns: Some(ino), reads: false, owners: true }).expect("kernel evidence");
+        let mut src = Source::open(&Filter { ports: vec![], netns: Some(ino), reads: false, owners: true })
+            .expect("kernel evidence");
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let script = format!(

@@ -52,8 +52,7 @@ impl Owner {
     pub fn matches(&self, f: &OwnerFilter) -> bool {
         (f.pids.is_empty() || f.pids.iter().any(|p| *p == self.pid || self.shared_with.contains(p)))
             && (f.comms.is_empty() || f.comms.iter().any(|c| *c == self.comm))
-            && (f.cgroups.is_empty()
-                || f.cgroups.iter().any(|c| self.cgroup.as_deref().is_some_and(|g| under(g, c))))
+            && (f.cgroups.is_empty() || f.cgroups.iter().any(|c| self.cgroup.as_deref().is_some_and(|g| under(g, c))))
     }
 }
 
@@ -85,7 +84,8 @@ pub fn container_id(cgroup_path: &str) -> Option<String> {
         let b = seg.as_bytes();
         (0..b.len().saturating_sub(63)).find_map(|i| {
             let run = &b[i..i + 64];
-            let bounded = (i == 0 || !b[i - 1].is_ascii_hexdigit()) && b.get(i + 64).is_none_or(|c| !c.is_ascii_hexdigit());
+            let bounded =
+                (i == 0 || !b[i - 1].is_ascii_hexdigit()) && b.get(i + 64).is_none_or(|c| !c.is_ascii_hexdigit());
             (bounded && run.iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c)))
                 .then(|| seg[i..i + 64].to_string())
         })
@@ -108,7 +108,8 @@ mod tests {
         ] {
             assert_eq!(container_id(&p).as_deref(), Some(ID), "{p}");
         }
-        for p in ["/", "/system.slice/nginx.service", "/user.slice/user-0.slice/session-3.scope", &format!("/x/{ID}0")] {
+        for p in ["/", "/system.slice/nginx.service", "/user.slice/user-0.slice/session-3.scope", &format!("/x/{ID}0")]
+        {
             assert_eq!(container_id(p), None, "{p}");
         }
     }

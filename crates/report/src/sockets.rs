@@ -77,7 +77,18 @@ impl SocketsDoc {
     pub fn text(&self) -> String {
         let mut s = format!(
             "{:<22} {:<22} {:<11} {:<22} {:>7} {:>4} {:>8} {:>7} {:>5} {:>5} {:>8} {:<7}\n",
-            "local", "remote", "state", "owner", "nodelay", "cork", "pingpong", "ato ms", "mss", "cwnd", "unacked", "cc"
+            "local",
+            "remote",
+            "state",
+            "owner",
+            "nodelay",
+            "cork",
+            "pingpong",
+            "ato ms",
+            "mss",
+            "cwnd",
+            "unacked",
+            "cc"
         );
         for r in &self.sockets {
             let owner = r.owner.as_ref().map_or("-".into(), Owner::short);

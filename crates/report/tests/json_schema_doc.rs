@@ -281,7 +281,9 @@ fn watch_sample() -> Value {
     let owner = tcpstall_report::owner::Owner {
         pid: 4242,
         comm: "python3".into(),
-        cgroup: Some("/system.slice/docker-3f1c0a9d2b7e4f6a8c5d1e0b9a7f3c2d4e6f8a0b1c3d5e7f9a2b4c6d8e0f1a3b.scope".into()),
+        cgroup: Some(
+            "/system.slice/docker-3f1c0a9d2b7e4f6a8c5d1e0b9a7f3c2d4e6f8a0b1c3d5e7f9a2b4c6d8e0f1a3b.scope".into(),
+        ),
         container: Some("3f1c0a9d2b7e4f6a8c5d1e0b9a7f3c2d4e6f8a0b1c3d5e7f9a2b4c6d8e0f1a3b".into()),
         shared_with: vec![4243],
         source: tcpstall_report::owner::OwnerSource::Kernel,

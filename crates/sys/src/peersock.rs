@@ -53,7 +53,9 @@ fn int_opt(fd: BorrowedFd<'_>, opt: libc::c_int) -> io::Result<libc::c_int> {
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: `fd` is valid for the borrow; `v` and `len` are live locals and the kernel
     // writes at most `len` (= sizeof c_int) bytes into `v`.
-    let rc = unsafe { libc::getsockopt(fd.as_raw_fd(), libc::IPPROTO_TCP, opt, (&mut v as *mut libc::c_int).cast(), &mut len) };
+    let rc = unsafe {
+        libc::getsockopt(fd.as_raw_fd(), libc::IPPROTO_TCP, opt, (&mut v as *mut libc::c_int).cast(), &mut len)
+    };
     if rc == 0 {
         Ok(v)
     } else {

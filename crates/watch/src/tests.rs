@@ -257,10 +257,7 @@ fn each_record_names_the_held_ends_owner_and_the_filter_keeps_one_program() {
     let mut script = nagle_rounds(5000, 0, 3, false);
     script.extend(nagle_rounds(5001, 1, 3, false));
     script.sort_by_key(|p| p.t_us);
-    let recs = [
-        (5000, owner(7, "stalls", "/a")),
-        (5001, owner(8, "other", "/b")),
-    ];
+    let recs = [(5000, owner(7, "stalls", "/a")), (5001, owner(8, "other", "/b"))];
     for (port, o) in recs {
         let client = SocketAddr::from(([10, 0, 0, 1], port));
         let event = trace::KernelEvent::Sendmsg { bytes: 1, seq: 0 };

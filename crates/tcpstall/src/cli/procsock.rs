@@ -182,7 +182,8 @@ impl Owners {
         self.proc_read = Some(Instant::now());
         let holders = socket_holders();
         for s in tcp_sockets() {
-            if let Some(o) = holders.get(&s.inode).and_then(|h| proc_owner(&h.iter().map(|x| x.0).collect::<Vec<_>>())) {
+            if let Some(o) = holders.get(&s.inode).and_then(|h| proc_owner(&h.iter().map(|x| x.0).collect::<Vec<_>>()))
+            {
                 self.by_socket.insert((s.local, s.remote), Arc::new(o));
             }
         }

@@ -206,7 +206,13 @@ impl Sources {
                     Some(raw) => Some(o.of_raw(raw)),
                     None => o.of_socket(e.local, e.remote),
                 });
-                w.kernel_record(KernelRecord { unix_ns: e.unix_ns, local: e.local, remote: e.remote, event: e.event, owner });
+                w.kernel_record(KernelRecord {
+                    unix_ns: e.unix_ns,
+                    local: e.local,
+                    remote: e.remote,
+                    event: e.event,
+                    owner,
+                });
             });
             w.set_kernel_lost(lost);
         }

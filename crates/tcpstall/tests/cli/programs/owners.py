@@ -62,7 +62,7 @@ def main():
     mode, port = sys.argv[1], int(sys.argv[2])
     if mode == "http-server":
         srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        print("ready", flush=True)
+        print("ready", os.getpid(), flush=True)
         srv.serve_forever()
     elif mode == "http-client":
         n, path = int(sys.argv[3]), sys.argv[4]
@@ -75,7 +75,7 @@ def main():
         conn.close()
     elif mode == "nodelay-server":
         srv = Threading(("127.0.0.1", port), NoDelay)
-        print("ready", flush=True)
+        print("ready", os.getpid(), flush=True)
         srv.serve_forever()
     elif mode == "nodelay-client":
         n = int(sys.argv[3])
