@@ -51,7 +51,7 @@ impl Owner {
     /// starting with the one asked (a subtree).
     pub fn matches(&self, f: &OwnerFilter) -> bool {
         (f.pids.is_empty() || f.pids.iter().any(|p| *p == self.pid || self.shared_with.contains(p)))
-            && (f.comms.is_empty() || f.comms.iter().any(|c| *c == self.comm))
+            && (f.comms.is_empty() || f.comms.contains(&self.comm))
             && (f.cgroups.is_empty() || f.cgroups.iter().any(|c| self.cgroup.as_deref().is_some_and(|g| under(g, c))))
     }
 }

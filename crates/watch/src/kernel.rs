@@ -81,7 +81,7 @@ impl KernelJoin {
     pub fn add(&mut self, r: KernelRecord) {
         if let Some(o) = r.owner {
             match self.owners.get(&(r.local, r.remote)) {
-                Some(had) if **had == *o => {}
+                Some(had) if Arc::ptr_eq(had, &o) || **had == *o => {}
                 _ => {
                     self.owners.insert((r.local, r.remote), o);
                 }

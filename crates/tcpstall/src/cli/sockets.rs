@@ -18,7 +18,7 @@ const NOT_AVAILABLE: [&str; 2] = [
     "sockets no process holds a descriptor of (orphans closing, kernel sockets): listed without options",
 ];
 
-fn options(p: &sys::peersock::PeerSocket) -> SocketOptions {
+fn options(p: &::sys::peersock::PeerSocket) -> SocketOptions {
     let i = &p.info;
     let unacked_bytes = match (i.bytes_sent, i.bytes_retrans, i.bytes_acked) {
         (Some(s), Some(r), Some(a)) => Some(s.saturating_sub(r).saturating_sub(a)),
@@ -60,7 +60,9 @@ fn read_all(a: &SocketsArgs, owners: &OwnerFilter) -> Vec<SocketRow> {
             continue;
         }
         let read = match held.first() {
-            Some(&(pid, fd)) => sys::peersock::read_peer(pid, fd).map_err(|e| format!("pidfd_getfd({pid}, {fd}): {e}")),
+            Some(&(pid, fd)) => {
+                ::sys::peersock::read_peer(pid, fd).map_err(|e| format!("pidfd_getfd({pid}, {fd}): {e}"))
+            }
             None => Err("no process holds it".to_string()),
         };
         let (options, unreadable) = match read {
