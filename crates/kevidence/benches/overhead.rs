@@ -44,7 +44,8 @@ fn round(secs: f64, kernel: bool, pace: u64) -> (u64, f64, u64, u64, u64, u64) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let reader = kernel.then(|| {
-        let src = Source::open(&Filter { ports: vec![port], netns: None, reads: false }).expect("kernel evidence");
+        let src = Source::open(&Filter { ports: vec![port], netns: None, reads: false, owners: false })
+            .expect("kernel evidence");
         Reader::spawn(src).expect("reader")
     });
     let stop = Arc::new(AtomicBool::new(false));
@@ -136,7 +137,7 @@ fn main() {
     let args: Vec<f64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let secs = args.first().copied().unwrap_or(2.0);
     let rounds = args.get(1).copied().unwrap_or(5.0).max(1.0) as usize;
-    if let Err(e) = Source::open(&Filter { ports: vec![1], netns: None, reads: false }) {
+    if let Err(e) = Source::open(&Filter { ports: vec![1], netns: None, reads: false, owners: false }) {
         println!("kernel evidence overhead: not measured: {e}");
         return;
     }

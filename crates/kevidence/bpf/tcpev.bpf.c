@@ -6,8 +6,17 @@
 // against the kernel's BTF (no bpf_probe_read_kernel call per field: a tenth of the cost), and
 // bpf_skc_to_tcp_sock gives the tcp_sock. Each program keeps
 // only sockets whose local or remote port is in `ports` (and, when `cfg.netns` is set, whose
-// network namespace has that inode), and writes one fixed 88-byte record to the `events` ring
+// network namespace has that inode), and writes one fixed 128-byte record to the `events` ring
 // buffer. A record that finds the ring full is counted in `lost` (never dropped silently).
+//
+// Owners (cfg.flags & CFG_OWNERS): a socket-to-owner map (`owners`, keyed by the socket's
+// address) is filled in process context only: by the write (tcp_sendmsg_locked runs in the
+// writing task), by connect (CLOSE -> SYN_SENT in tcp_v4_connect/tcp_v6_connect) and by listen
+// (CLOSE -> LISTEN in inet_csk_listen_start, kept per port in `listeners`; a child socket
+// created in softirq, LISTEN -> SYN_RECV in inet_csk_clone_lock, inherits its listener's owner,
+// marked inherited until its own first write). Every record copies its socket's owner from the
+// map, never from the current task: resends and timers run in softirq, where the current task
+// is whoever was interrupted (datadog-agent #3893).
 //
 // Kernel structures are declared with only the fields read, marked preserve_access_index: the
 // loader (aya) relocates every field offset against the running kernel's BTF (CO-RE), so no
@@ -32,6 +41,7 @@ typedef __u32 __wsum;
 #include <bpf/bpf_core_read.h>
 
 // include/uapi/linux/bpf.h
+#define BPF_NOEXIST 1
 #define BPF_MAP_TYPE_ARRAY 2
 #define BPF_MAP_TYPE_PERCPU_ARRAY 6
 #define BPF_MAP_TYPE_RINGBUF 27
@@ -47,6 +57,12 @@ typedef __u32 __wsum;
 #define K_READ 4
 #define K_STATE 5
 #define K_CONG 6
+
+// include/net/tcp_states.h
+#define TCP_SYN_SENT 2
+#define TCP_SYN_RECV 3
+#define TCP_CLOSE 7
+#define TCP_LISTEN 10
 
 // ---- the kernel's structures, only the fields read (names as in the kernel; CO-RE) ----
 // include/linux/ns_common.h
@@ -111,10 +127,12 @@ struct sk_buff {
 } __attribute__((preserve_access_index));
 
 // ---- maps ----
+#define CFG_READS 1 // report reads (tcp_rcv_space_adjust); else that program returns at once
+#define CFG_OWNERS 2 // keep the socket-to-owner map and copy owners into records
 struct config {
 	__u32 netns; // network namespace inode to keep (0: any)
 	__u16 any_port; // 1: no port filter
-	__u16 reads; // 1: report reads (tcp_rcv_space_adjust); 0: that program returns at once
+	__u16 flags; // CFG_READS | CFG_OWNERS
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -134,7 +152,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 24); // 16 MiB: about 170,000 records (96 bytes each with the header)
+	__uint(max_entries, 1 << 24); // 16 MiB: about 120,000 records (136 bytes each with the header)
 } events SEC(".maps");
 
 // [0]: records that found the ring full (the records written are counted by the reader:
@@ -146,6 +164,38 @@ struct {
 	__type(value, __u64);
 } counts SEC(".maps");
 
+// A socket's owner: the process that last wrote on it (or connected, or listened on its port).
+#define OWNER_SHARED 1 // another process wrote on it before: `other_tgid`
+#define OWNER_INHERITED 2 // from the listener, until the socket's own first write
+struct owner {
+	__u32 tgid; // the process (the kernel's tgid: what user space calls a pid)
+	__u32 flags; // OWNER_*
+	__u64 cgroup; // bpf_get_current_cgroup_id(): the cgroup v2 directory's inode number
+	char comm[16]; // the writing thread's command (task->comm)
+	__u32 other_tgid; // with OWNER_SHARED: the previous owner
+	__u32 pad;
+};
+
+#define BPF_MAP_TYPE_LRU_HASH 9
+// Keyed by the socket's address; least recently used first out (a socket that closed without
+// a TCP_CLOSE record, or one of many, ages out).
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct owner);
+} owners SEC(".maps");
+
+// Listening sockets' owners, keyed by network namespace inode << 16 | local port.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct owner);
+} listeners SEC(".maps");
+
+// The layout crates/kevidence/src/record.rs parses: its `layout` test reads every assert below
+// and checks the offset against its own constant of that name (one source, checked both sides).
 struct record {
 	__u64 ts_ns; // bpf_ktime_get_ns(): CLOCK_MONOTONIC
 	__u64 sk; // the socket's address: its identity while it lives
@@ -158,7 +208,30 @@ struct record {
 	__u8 saddr[16]; // local address (IPv4 in the first 4 bytes)
 	__u8 daddr[16]; // remote address
 	__u32 v[8]; // the kind's values
+	__u32 tgid; // the socket's owner (0: unknown), from `owners`
+	__u32 owner_flags; // OWNER_*
+	__u64 cgroup;
+	char comm[16];
+	__u32 other_tgid; // with OWNER_SHARED: the process that wrote before
+	__u32 pad2;
 };
+_Static_assert(sizeof(struct record) == 128, "RECORD_LEN");
+_Static_assert(__builtin_offsetof(struct record, ts_ns) == 0, "TS_NS");
+_Static_assert(__builtin_offsetof(struct record, sk) == 8, "SK");
+_Static_assert(__builtin_offsetof(struct record, kind) == 16, "KIND");
+_Static_assert(__builtin_offsetof(struct record, family) == 17, "FAMILY");
+_Static_assert(__builtin_offsetof(struct record, state) == 18, "STATE");
+_Static_assert(__builtin_offsetof(struct record, pad) == 19, "PAD");
+_Static_assert(__builtin_offsetof(struct record, sport) == 20, "SPORT");
+_Static_assert(__builtin_offsetof(struct record, dport) == 22, "DPORT");
+_Static_assert(__builtin_offsetof(struct record, saddr) == 24, "SADDR");
+_Static_assert(__builtin_offsetof(struct record, daddr) == 40, "DADDR");
+_Static_assert(__builtin_offsetof(struct record, v) == 56, "V");
+_Static_assert(__builtin_offsetof(struct record, tgid) == 88, "TGID");
+_Static_assert(__builtin_offsetof(struct record, owner_flags) == 92, "OWNER_FLAGS");
+_Static_assert(__builtin_offsetof(struct record, cgroup) == 96, "CGROUP");
+_Static_assert(__builtin_offsetof(struct record, comm) == 104, "COMM");
+_Static_assert(__builtin_offsetof(struct record, other_tgid) == 120, "OTHER_TGID");
 
 static __always_inline void count_lost(void)
 {
@@ -168,17 +241,64 @@ static __always_inline void count_lost(void)
 		*n += 1;
 }
 
-// The record for `sk` when the filter keeps it (reserved in the ring), else NULL.
-static __always_inline struct record *start(struct sock *sk, __u8 kind)
+// The owner of the current task, in process context.
+static __always_inline void current_owner(struct owner *o, __u32 tgid)
 {
-	__u32 zero = 0;
-	struct config *c = bpf_map_lookup_elem(&cfg, &zero);
-	if (!c)
-		return 0;
-	__u16 sport = sk->__sk_common.skc_num;
-	__u16 dport = __builtin_bswap16(sk->__sk_common.skc_dport);
+	__builtin_memset(o, 0, sizeof(*o));
+	o->tgid = tgid;
+	o->cgroup = bpf_get_current_cgroup_id();
+	bpf_get_current_comm(o->comm, sizeof(o->comm));
+}
+
+// Process context only (a write, connect): the current task owns `sk`. A socket another
+// process wrote on before is marked shared (a fork, a handed-over fd); one whose owner was
+// inherited from its listener takes its writer's without a mark.
+static __always_inline void claim(struct sock *sk)
+{
+	__u64 key = (__u64)sk;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct owner *o = bpf_map_lookup_elem(&owners, &key);
+	if (o && o->tgid == tgid && !(o->flags & OWNER_INHERITED))
+		return;
+	struct owner n;
+	current_owner(&n, tgid);
+	if (o && o->tgid != tgid && !(o->flags & OWNER_INHERITED)) {
+		n.flags = OWNER_SHARED;
+		n.other_tgid = o->tgid;
+	} else if (o && (o->flags & OWNER_SHARED)) {
+		n.flags = OWNER_SHARED;
+		n.other_tgid = o->other_tgid;
+	}
+	bpf_map_update_elem(&owners, &key, &n, 0);
+}
+
+static __always_inline __u64 listener_key(struct sock *sk)
+{
+	struct net *net = sk->__sk_common.skc_net.net;
+	__u64 ns = net ? net->ns.inum : 0;
+	return ns << 16 | sk->__sk_common.skc_num;
+}
+
+// The record's owner, from the map (in any context).
+static __always_inline void copy_owner(struct record *r)
+{
+	__u64 key = r->sk;
+	struct owner *o = bpf_map_lookup_elem(&owners, &key);
+	if (!o)
+		return;
+	r->tgid = o->tgid;
+	r->owner_flags = o->flags;
+	r->cgroup = o->cgroup;
+	__builtin_memcpy(r->comm, o->comm, sizeof(r->comm));
+	r->other_tgid = o->other_tgid;
+}
+
+// Whether the filter keeps `sk` (ports and network namespace).
+static __always_inline int kept(struct sock *sk, struct config *c)
+{
 	if (!c->any_port) {
-		__u32 sp = sport, dp = dport;
+		__u32 sp = sk->__sk_common.skc_num;
+		__u32 dp = __builtin_bswap16(sk->__sk_common.skc_dport);
 		__u8 *a = bpf_map_lookup_elem(&ports, &sp);
 		__u8 *b = bpf_map_lookup_elem(&ports, &dp);
 		if (!(a && *a) && !(b && *b))
@@ -189,6 +309,21 @@ static __always_inline struct record *start(struct sock *sk, __u8 kind)
 		if (!net || net->ns.inum != c->netns)
 			return 0;
 	}
+	return 1;
+}
+
+// The record for `sk` when the filter keeps it (reserved in the ring), else NULL; with owners
+// on, the owner is copied in (the caller claims `sk` first in process context).
+static __always_inline struct record *start(struct sock *sk, __u8 kind)
+{
+	__u32 zero = 0;
+	struct config *c = bpf_map_lookup_elem(&cfg, &zero);
+	if (!c)
+		return 0;
+	if (!kept(sk, c))
+		return 0;
+	__u16 sport = sk->__sk_common.skc_num;
+	__u16 dport = __builtin_bswap16(sk->__sk_common.skc_dport);
 	unsigned short family = sk->__sk_common.skc_family;
 	if (family != AF_INET && family != AF_INET6)
 		return 0;
@@ -214,6 +349,8 @@ static __always_inline struct record *start(struct sock *sk, __u8 kind)
 		bpf_core_read(r->saddr, 16, &sk->__sk_common.skc_v6_rcv_saddr);
 		bpf_core_read(r->daddr, 16, &sk->__sk_common.skc_v6_daddr);
 	}
+	if (c->flags & CFG_OWNERS)
+		copy_owner(r);
 	return r;
 }
 
@@ -238,6 +375,11 @@ int tcpstall_sendmsg(__u64 *ctx)
 {
 	struct sock *sk = (struct sock *)ctx[0];
 	struct msghdr *msg = (struct msghdr *)ctx[1];
+	// Process context: the writer owns the socket (claimed before the record copies it).
+	__u32 zero = 0;
+	struct config *c = bpf_map_lookup_elem(&cfg, &zero);
+	if (c && (c->flags & CFG_OWNERS) && kept(sk, c))
+		claim(sk);
 	struct record *r = start(sk, K_SENDMSG);
 	if (!r)
 		return 0;
@@ -347,7 +489,7 @@ int tcpstall_read(__u64 *ctx)
 	struct sock *sk = (struct sock *)ctx[0];
 	__u32 zero = 0;
 	struct config *c = bpf_map_lookup_elem(&cfg, &zero);
-	if (!c || !c->reads)
+	if (!c || !(c->flags & CFG_READS))
 		return 0;
 	struct record *r = start(sk, K_READ);
 	if (!r)
@@ -361,17 +503,51 @@ int tcpstall_read(__u64 *ctx)
 
 // TRACE_EVENT(inet_sock_set_state, TP_PROTO(const struct sock *sk, const int oldstate,
 // const int newstate)) (include/trace/events/sock.h): every TCP state change (open, close).
-// v0 = oldstate, v1 = newstate, v2 = write_seq.
+// v0 = oldstate, v1 = newstate. With owners: CLOSE -> SYN_SENT (connect) and CLOSE -> LISTEN
+// (listen) run in the calling task; LISTEN -> SYN_RECV (a child created in softirq) inherits
+// its listener's owner; a socket's TCP_CLOSE record still carries its owner, then the entry goes.
 SEC("tp_btf/inet_sock_set_state")
 int tcpstall_state(__u64 *ctx)
 {
 	struct sock *sk = (struct sock *)ctx[0];
+	int oldstate = (int)ctx[1], newstate = (int)ctx[2];
+	__u32 zero = 0;
+	struct config *c = bpf_map_lookup_elem(&cfg, &zero);
+	int owning = c && (c->flags & CFG_OWNERS) && kept(sk, c);
+	if (owning) {
+		if (oldstate == TCP_CLOSE && newstate == TCP_SYN_SENT) {
+			claim(sk);
+		} else if (oldstate == TCP_CLOSE && newstate == TCP_LISTEN) {
+			__u64 lk = listener_key(sk);
+			struct owner n;
+			current_owner(&n, bpf_get_current_pid_tgid() >> 32);
+			bpf_map_update_elem(&listeners, &lk, &n, 0);
+		} else if (newstate == TCP_SYN_RECV) {
+			__u64 lk = listener_key(sk);
+			struct owner *l = bpf_map_lookup_elem(&listeners, &lk);
+			if (l) {
+				struct owner n = *l;
+				n.flags = OWNER_INHERITED;
+				n.other_tgid = 0;
+				__u64 key = (__u64)sk;
+				bpf_map_update_elem(&owners, &key, &n, BPF_NOEXIST);
+			}
+		}
+	}
 	struct record *r = start(sk, K_STATE);
-	if (!r)
-		return 0;
-	r->v[0] = (__u32)ctx[1];
-	r->v[1] = (__u32)ctx[2];
-	submit(r);
+	if (r) {
+		r->v[0] = (__u32)oldstate;
+		r->v[1] = (__u32)newstate;
+		submit(r);
+	}
+	if (owning && newstate == TCP_CLOSE) {
+		__u64 key = (__u64)sk;
+		bpf_map_delete_elem(&owners, &key);
+		if (oldstate == TCP_LISTEN) {
+			__u64 lk = listener_key(sk);
+			bpf_map_delete_elem(&listeners, &lk);
+		}
+	}
 	return 0;
 }
 

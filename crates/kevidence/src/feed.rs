@@ -9,7 +9,18 @@ use std::os::unix::fs::MetadataExt;
 
 use trace::KernelEvent;
 
-use crate::{ClockMap, Converter, Filter, Reader, Source, Unavailable};
+use crate::{ClockMap, Converter, Filter, RawOwner, Reader, Source, Unavailable};
+
+/// One kernel event of the feed: when (realtime ns), the socket's own address and its peer's,
+/// its owner when the kernel's map knew it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FeedEvent {
+    pub unix_ns: u64,
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    pub owner: Option<RawOwner>,
+    pub event: KernelEvent,
+}
 
 /// Why there is no feed, in one line.
 #[derive(Debug, thiserror::Error)]
@@ -32,10 +43,11 @@ pub struct Feed {
 
 impl Feed {
     /// Attaches to the sockets with `ports` (all when empty) in this process's network
-    /// namespace; with `reads`, also reports their reads.
-    pub fn open(ports: &[u16], reads: bool) -> Result<Feed, FeedError> {
+    /// namespace; with `reads`, also reports their reads; with `owners`, each record carries
+    /// its socket's owner.
+    pub fn open(ports: &[u16], reads: bool, owners: bool) -> Result<Feed, FeedError> {
         let netns = std::fs::metadata("/proc/self/ns/net").ok().map(|m| m.ino() as u32);
-        let src = Source::open(&Filter { ports: ports.to_vec(), netns, reads })?;
+        let src = Source::open(&Filter { ports: ports.to_vec(), netns, reads, owners })?;
         let status = src.status();
         let reader = Reader::spawn(src).map_err(FeedError::Reader)?;
         Ok(Feed { reader, clock: ClockMap::sample(), conv: Converter::new(), status })
@@ -46,14 +58,15 @@ impl Feed {
         &self.status
     }
 
-    /// The records read so far, in the kernel's time order, to `each` as (realtime ns, the
-    /// socket's own address, its peer's, the event); returns the count of records lost so far.
-    pub fn pull(&mut self, mut each: impl FnMut(u64, SocketAddr, SocketAddr, KernelEvent)) -> u64 {
+    /// The records read so far, in the kernel's time order, to `each`; returns the count of
+    /// records lost so far.
+    pub fn pull(&mut self, mut each: impl FnMut(FeedEvent)) -> u64 {
         let mut recs = self.reader.take();
         recs.sort_by_key(|r| r.mono_ns);
         for r in &recs {
             let Some(event) = self.conv.event(r) else { continue };
-            each(self.clock.to_realtime(r.mono_ns), r.local, r.remote, event);
+            let unix_ns = self.clock.to_realtime(r.mono_ns);
+            each(FeedEvent { unix_ns, local: r.local, remote: r.remote, owner: r.owner, event });
         }
         self.reader.counts().lost()
     }

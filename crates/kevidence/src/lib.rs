@@ -7,7 +7,7 @@
 //! The programs (bpf/tcpev.bpf.c) are C compiled by clang at build time and loaded by `aya`
 //! (pure Rust: BTF/CO-RE relocation against /sys/kernel/btf/vmlinux, tracepoint links).
 //! They attach as BTF raw tracepoints (tp_btf, BPF_RAW_TRACEPOINT_OPEN), which need no tracefs. They filter
-//! in the kernel (ports, and optionally one network namespace) and deliver 88-byte records
+//! in the kernel (ports, and optionally one network namespace) and deliver 128-byte records
 //! through a BPF ring buffer (16 MiB, drained every 10 ms without per-record wakeups); a record that finds the ring full is counted, never silently lost.
 //! Nothing is pinned: the programs, links and maps go away with this process's file
 //! descriptors, on exit, Ctrl-C or a crash. [`Source::pause`] detaches the tracepoints and keeps
@@ -33,9 +33,9 @@ use aya::Ebpf;
 mod feed;
 mod reader;
 mod record;
-pub use feed::{Feed, FeedError};
+pub use feed::{Feed, FeedError, FeedEvent};
 pub use reader::{Reader, ReaderCounts, MAX_HELD};
-pub use record::{endpoint, parse, tcp_state_name, to_events, ClockMap, Converter, Kind, Record, RECORD_LEN};
+pub use record::{endpoint, parse, tcp_state_name, to_events, ClockMap, Converter, Kind, RawOwner, Record, RECORD_LEN};
 
 /// The compiled programs (empty when clang was missing at build time).
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/tcpev.o"));
@@ -68,11 +68,14 @@ pub struct Tracepoint {
 /// `reads`: also report the application's reads (`tcp_rcv_space_adjust`); off by default, as no
 /// rule of the classifier uses them and a request/response connection makes one per message
 /// (a third of the records of a 1-byte request/response).
+/// `owners`: keep the kernel's socket-to-owner map (filled in process context: writes, connect,
+/// listen) and copy each record's owner from it ([`Record::owner`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Filter {
     pub ports: Vec<u16>,
     pub netns: Option<u32>,
     pub reads: bool,
+    pub owners: bool,
 }
 
 /// Why there is no kernel evidence, in one line.
@@ -307,9 +310,10 @@ impl Source {
         }
         self.ports_set = f.ports.clone();
         self.reads = f.reads;
-        // struct config { u32 netns; u16 any_port; u16 reads; } as one little-endian u64.
-        let value =
-            u64::from(f.netns.unwrap_or(0)) | (u64::from(f.ports.is_empty()) << 32) | (u64::from(f.reads) << 48);
+        // struct config { u32 netns; u16 any_port; u16 flags; } as one little-endian u64;
+        // flags: CFG_READS 1, CFG_OWNERS 2.
+        let flags = u64::from(f.reads) | (u64::from(f.owners) << 1);
+        let value = u64::from(f.netns.unwrap_or(0)) | (u64::from(f.ports.is_empty()) << 32) | (flags << 48);
         self.cfg.set(0, value, 0).map_err(|e| SourceError::Filter(chain(&e)))
     }
 

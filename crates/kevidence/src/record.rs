@@ -8,7 +8,78 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use trace::{Endpoint, KernelEvent, KernelState};
 
 /// Size of one record (struct record).
-pub const RECORD_LEN: usize = 88;
+pub const RECORD_LEN: usize = 128;
+
+/// The offsets of struct record's fields (bpf/tcpev.bpf.c): the C side asserts each one
+/// (`_Static_assert(__builtin_offsetof(struct record, ts_ns) == 0, "TS_NS")`) and the test
+/// `layout_matches_the_c_asserts` reads those asserts back and compares them with these.
+mod at {
+    pub(super) const TS_NS: usize = 0;
+    pub(super) const SK: usize = 8;
+    pub(super) const KIND: usize = 16;
+    pub(super) const FAMILY: usize = 17;
+    pub(super) const STATE: usize = 18;
+    pub(super) const PAD: usize = 19;
+    pub(super) const SPORT: usize = 20;
+    pub(super) const DPORT: usize = 22;
+    pub(super) const SADDR: usize = 24;
+    pub(super) const DADDR: usize = 40;
+    pub(super) const V: usize = 56;
+    pub(super) const TGID: usize = 88;
+    pub(super) const OWNER_FLAGS: usize = 92;
+    pub(super) const CGROUP: usize = 96;
+    pub(super) const COMM: usize = 104;
+    pub(super) const OTHER_TGID: usize = 120;
+    /// Every offset by the name the C asserts give it.
+    #[cfg(test)]
+    pub(super) const ALL: [(&str, usize); 17] = [
+        ("RECORD_LEN", super::RECORD_LEN),
+        ("OTHER_TGID", OTHER_TGID),
+        ("TS_NS", TS_NS),
+        ("SK", SK),
+        ("KIND", KIND),
+        ("FAMILY", FAMILY),
+        ("STATE", STATE),
+        ("PAD", PAD),
+        ("SPORT", SPORT),
+        ("DPORT", DPORT),
+        ("SADDR", SADDR),
+        ("DADDR", DADDR),
+        ("V", V),
+        ("TGID", TGID),
+        ("OWNER_FLAGS", OWNER_FLAGS),
+        ("CGROUP", CGROUP),
+        ("COMM", COMM),
+    ];
+}
+
+/// struct owner's flags (bpf/tcpev.bpf.c OWNER_*).
+const OWNER_SHARED: u32 = 1;
+const OWNER_INHERITED: u32 = 2;
+
+/// The owner the kernel's socket-to-owner map gave a record (filled in process context: a
+/// write, connect, listen; bpf/tcpev.bpf.c `claim`), whatever task the tracepoint ran in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RawOwner {
+    /// The process (thread group id).
+    pub pid: u32,
+    /// The writing thread's command (task->comm, up to 15 bytes).
+    pub comm: [u8; 16],
+    /// The cgroup v2 id (the inode number of its directory under the cgroup2 mount).
+    pub cgroup_id: u64,
+    /// Another process wrote on the socket before: that one.
+    pub shared_with: Option<u32>,
+    /// From the listening socket (the process that called listen), not yet written on.
+    pub inherited: bool,
+}
+
+impl RawOwner {
+    /// The command as text (up to its NUL).
+    pub fn comm(&self) -> String {
+        let end = self.comm.iter().position(|&b| b == 0).unwrap_or(self.comm.len());
+        String::from_utf8_lossy(&self.comm[..end]).into_owned()
+    }
+}
 
 const AF_INET: u8 = 2;
 const AF_INET6: u8 = 10;
@@ -46,6 +117,9 @@ pub struct Record {
     /// The socket's TCP state when the tracepoint fired (include/net/tcp_states.h).
     pub tcp_state: u8,
     pub kind: Kind,
+    /// The socket's owner, when the map knew it (owners on, and the socket written on,
+    /// connected or accepted since the programs were attached).
+    pub owner: Option<RawOwner>,
 }
 
 /// TCP_ESTABLISHED .. TCP_CLOSE_WAIT etc. (include/net/tcp_states.h), for people.
@@ -97,12 +171,12 @@ pub fn parse(b: &[u8]) -> Option<Record> {
     if b.len() < RECORD_LEN {
         return None;
     }
-    let family = b[17];
+    let family = b[at::FAMILY];
     if family != AF_INET && family != AF_INET6 {
         return None;
     }
-    let v = |i: usize| u32le(b, 56 + 4 * i);
-    let kind = match b[16] {
+    let v = |i: usize| u32le(b, at::V + 4 * i);
+    let kind = match b[at::KIND] {
         1 => {
             Kind::Sendmsg { left: v(0), write_seq: v(1), msg: u64::from(v(2)) | u64::from(v(3)) << 32, size_goal: v(4) }
         }
@@ -118,20 +192,30 @@ pub fn parse(b: &[u8]) -> Option<Record> {
                 rcv_wnd: v(6),
             },
             mss: v(7),
-            ca_state: b[19],
+            ca_state: b[at::PAD],
         },
         4 => Kind::Read { rcv_wnd: v(0) },
         5 => Kind::SetState { old: v(0) as u8, new: v(1) as u8 },
         6 => Kind::Cong { state: v(0) as u8 },
         _ => return None,
     };
+    let pid = u32le(b, at::TGID);
+    let flags = u32le(b, at::OWNER_FLAGS);
+    let owner = (pid != 0).then(|| RawOwner {
+        pid,
+        comm: b[at::COMM..at::COMM + 16].try_into().expect("16 bytes"),
+        cgroup_id: u64le(b, at::CGROUP),
+        shared_with: (flags & OWNER_SHARED != 0).then(|| u32le(b, at::OTHER_TGID)),
+        inherited: flags & OWNER_INHERITED != 0,
+    });
     Some(Record {
-        mono_ns: u64le(b, 0),
-        sk: u64le(b, 8),
-        local: addr(family, &b[24..40], u16le(b, 20)),
-        remote: addr(family, &b[40..56], u16le(b, 22)),
-        tcp_state: b[18],
+        mono_ns: u64le(b, at::TS_NS),
+        sk: u64le(b, at::SK),
+        local: addr(family, &b[at::SADDR..at::SADDR + 16], u16le(b, at::SPORT)),
+        remote: addr(family, &b[at::DADDR..at::DADDR + 16], u16le(b, at::DPORT)),
+        tcp_state: b[at::STATE],
         kind,
+        owner,
     })
 }
 
@@ -312,6 +396,44 @@ mod tests {
         assert_eq!((state.snd_una, state.snd_nxt, state.snd_cwnd, state.ssthresh), (100, 1548, 10, 7));
         assert_eq!((state.snd_wnd, state.srtt_us, state.rcv_wnd, mss, ca_state), (65536, 40, 65483, 32768, 4));
         assert_eq!(Converter::new().event(&r), Some(KernelEvent::State(state)));
+    }
+
+    /// One source for the layout: every `_Static_assert` on struct record in the C file names
+    /// an offset (or the size) this side parses at, and this side has no offset the C lacks.
+    #[test]
+    fn layout_matches_the_c_asserts() {
+        let c = include_str!("../bpf/tcpev.bpf.c");
+        let mut seen = Vec::new();
+        for l in c.lines().filter(|l| l.starts_with("_Static_assert(") && l.contains("struct record")) {
+            let (expr, name) = l.rsplit_once(", \"").expect("an assert with a name");
+            let name = name.trim_end_matches("\");").trim_end_matches('"');
+            let n: usize = expr.rsplit("== ").next().unwrap().trim().parse().expect(l);
+            let ours = at::ALL.iter().find(|(k, _)| *k == name).unwrap_or_else(|| panic!("{name} not in at::ALL"));
+            assert_eq!(ours.1, n, "{name}: C says {n}, Rust {}", ours.1);
+            seen.push(name.to_string());
+        }
+        for (k, _) in at::ALL {
+            assert!(seen.iter().any(|s| s == k), "{k}: no C assert");
+        }
+    }
+
+    #[test]
+    fn an_owner_parses_with_its_command_cgroup_and_sharing() {
+        let mut b = raw(2, AF_INET, 7, [0; 8]);
+        assert_eq!(parse(&b).unwrap().owner, None, "tgid 0: unknown");
+        b[88..92].copy_from_slice(&4242u32.to_le_bytes());
+        b[92..96].copy_from_slice(&1u32.to_le_bytes());
+        b[96..104].copy_from_slice(&77u64.to_le_bytes());
+        b[104..111].copy_from_slice(b"python3");
+        b[120..124].copy_from_slice(&17u32.to_le_bytes());
+        let o = parse(&b).unwrap().owner.unwrap();
+        assert_eq!(
+            (o.pid, o.comm(), o.cgroup_id, o.shared_with, o.inherited),
+            (4242, "python3".into(), 77, Some(17), false)
+        );
+        b[92..96].copy_from_slice(&2u32.to_le_bytes());
+        let o = parse(&b).unwrap().owner.unwrap();
+        assert_eq!((o.shared_with, o.inherited), (None, true));
     }
 
     #[test]

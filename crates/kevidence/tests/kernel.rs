@@ -89,8 +89,8 @@ fn writes_resends_and_windows_of_a_real_connection() {
     let recs = in_netns(|ino| {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let mut src =
-            Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: true }).expect("kernel evidence");
+        let mut src = Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: true, owners: false })
+            .expect("kernel evidence");
         assert!(
             src.attached().iter().any(|t| t.name == "tcp_sendmsg_locked"),
             "tcp_sendmsg_locked (Linux 6.12+) should attach on this kernel: {}",
@@ -181,8 +181,8 @@ fn writes_resends_and_windows_of_a_real_connection() {
 fn a_missing_tracepoint_is_named_and_the_rest_still_attach() {
     let mut tps: Vec<Tracepoint> = TRACEPOINTS.to_vec();
     tps[0].name = "tcp_sendmsg_locked_not_in_any_kernel";
-    let src =
-        Source::open_tracepoints(&Filter { ports: vec![1], netns: None, reads: true }, &tps).expect("the rest attach");
+    let src = Source::open_tracepoints(&Filter { ports: vec![1], netns: None, reads: true, owners: false }, &tps)
+        .expect("the rest attach");
     assert_eq!(src.attached().len(), TRACEPOINTS.len() - 1, "{}", src.status());
     let status = src.status();
     assert!(
@@ -200,8 +200,8 @@ fn another_namespace_is_filtered_out_in_the_kernel() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         // The right port, a namespace inode that is not this one.
-        let mut src =
-            Source::open(&Filter { ports: vec![port], netns: Some(1), reads: true }).expect("kernel evidence");
+        let mut src = Source::open(&Filter { ports: vec![port], netns: Some(1), reads: true, owners: false })
+            .expect("kernel evidence");
         let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let (mut s, _) = listener.accept().unwrap();
         c.write_all(b"hello").unwrap();
@@ -221,8 +221,8 @@ fn a_paused_source_runs_nothing_and_resumes() {
         let _stats = Source::enable_run_stats().expect("BPF_ENABLE_STATS");
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let mut src =
-            Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: false }).expect("kernel evidence");
+        let mut src = Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: false, owners: false })
+            .expect("kernel evidence");
         let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let (mut s, _) = listener.accept().unwrap();
         let mut b = [0u8; 5];
@@ -269,7 +269,8 @@ fn window_states_only_near_a_limit_and_reads_only_when_asked() {
     let (bulk, rr, port) = in_netns(|ino| {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let mut src = Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: false }).expect("kernel");
+        let mut src =
+            Source::open(&Filter { ports: vec![port], netns: Some(ino), reads: false, owners: false }).expect("kernel");
         assert!(src.status().ends_with("(reads off)"), "{}", src.status());
         let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
         c.set_nodelay(true).unwrap();
@@ -326,6 +327,66 @@ fn window_states_only_near_a_limit_and_reads_only_when_asked() {
     );
 }
 
+/// Owners (`Filter::owners`): a client in another process (python3) connects, writes, and its
+/// second write is dropped until resent. Every record of its socket carries its pid and
+/// command, the resend too (it fires in softirq, from the retransmit timer or an ACK: the
+/// current task there is whoever was interrupted); the accepted socket carries this process
+/// (inherited from the listener, then claimed by its own write), and is not marked shared.
+// long: one two-process connection, then each socket's records checked.
+fn owners_come_from_the_map_in_every_context() {
+    let (recs, port, child) = in_netns(|ino| {
+        let mut src = Source::open(&Filter { ports: vec![], netns: Some(ino), reads: false, owners: true })
+            .expect("kernel evidence");
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let script = format!(
+            "import socket,sys\ns=socket.create_connection(('127.0.0.1',{port}))\ns.sendall(b'q'*54)\n\
+             s.recv(1)\ns.sendall(b'w'*500)\ns.recv(1)\ns.close()"
+        );
+        let mut py = Command::new("python3").args(["-c", &script]).spawn().expect("python3");
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = [0u8; 600];
+        s.read_exact(&mut buf[..54]).unwrap();
+        let rule =
+            ["INPUT", "-p", "tcp", "--dport", &port.to_string(), "-m", "length", "--length", "400:65535", "-j", "DROP"];
+        iptables(&[&["-A"], &rule[..]].concat());
+        s.write_all(b"k").unwrap();
+        let mut recs = Vec::new();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(3)
+            && !recs.iter().any(|r: &Record| matches!(r.kind, Kind::Retransmit { .. }))
+        {
+            src.wait(50);
+            src.drain(&mut recs);
+        }
+        iptables(&[&["-D"], &rule[..]].concat());
+        s.read_exact(&mut buf[..500]).unwrap();
+        s.write_all(b"k").unwrap();
+        assert!(py.wait().unwrap().success(), "the python client failed");
+        drop(s);
+        drain_all(&mut src, &mut recs, Duration::from_millis(300));
+        (recs, port, py.id())
+    });
+    let me = std::process::id();
+    let client: Vec<&Record> = recs.iter().filter(|r| r.remote.port() == port).collect();
+    let server: Vec<&Record> = recs.iter().filter(|r| r.local.port() == port && r.remote.port() != 0).collect();
+    assert!(client.iter().any(|r| matches!(r.kind, Kind::Retransmit { .. })), "a resend of the client's: {client:?}");
+    for r in &client {
+        let o = r.owner.unwrap_or_else(|| panic!("a client record without its owner: {r:?}"));
+        assert_eq!(o.pid, child, "the client's record charged to pid {} ({}): {r:?}", o.pid, o.comm());
+        assert!(o.comm().starts_with("python"), "{}", o.comm());
+        assert_eq!(o.shared_with, None);
+    }
+    let written: Vec<&&Record> = server.iter().filter(|r| matches!(r.kind, Kind::Sendmsg { .. })).collect();
+    assert_eq!(written.len(), 2, "{server:?}");
+    for r in &server {
+        let o = r.owner.unwrap_or_else(|| panic!("an accepted socket's record without its owner: {r:?}"));
+        assert_eq!((o.pid, o.shared_with), (me, None), "{r:?}");
+    }
+    assert!(written.iter().all(|r| !r.owner.unwrap().inherited), "claimed by its own writes");
+}
+
 fn main() {
     let _ = SocketAddr::from(([127, 0, 0, 1], 0));
     let args = Arguments::from_args();
@@ -346,6 +407,11 @@ fn main() {
             window_states_only_near_a_limit_and_reads_only_when_asked,
         ),
         needs_root("a_paused_source_runs_nothing_and_resumes", &[], a_paused_source_runs_nothing_and_resumes),
+        needs_root(
+            "owners_come_from_the_map_in_every_context",
+            &["iptables", "python3"],
+            owners_come_from_the_map_in_every_context,
+        ),
         needs_root(
             "another_namespace_is_filtered_out_in_the_kernel",
             &[],

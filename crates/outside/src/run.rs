@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lab::remote::HostCapture;
+use lab::side::HostCapture;
 
 use crate::cgroup::{Cgroup, PREFIX};
 use crate::requests::{measure, Measure, Packet};

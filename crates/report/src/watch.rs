@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 
 use serde::Serialize;
 
+use crate::owner::Owner;
 use crate::ExportError;
 
 /// One line of `watch --format jsonl`: a stall record with its flow and wall-clock time.
@@ -29,6 +30,13 @@ pub struct WatchLine<'a> {
     /// With --kernel: the flow's writes and resends the kernel reported so far.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kernel: Option<FlowKernel>,
+    /// With --kernel, when known: the owner of the socket whose bytes were held (the stall's
+    /// `held` end): the process that stalls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<&'a Owner>,
+    /// The owner of the other end's socket, when it is on this host and known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer_owner: Option<&'a Owner>,
 }
 
 impl WatchLine<'_> {
@@ -73,6 +81,9 @@ pub struct WatchHealth {
     pub flows_tracked: usize,
     pub flows_evicted: u64,
     pub stall_records: u64,
+    /// Stall records left out by `--pid`, `--comm` or `--cgroup` (no socket of their flow had
+    /// such an owner, or its owner was not known).
+    pub stalls_of_other_owners: u64,
     /// Of those, classified when the watch ended (a gap pending at the end).
     pub classified_at_end: u64,
     pub cpu_share_of_one_cpu: f64,
@@ -101,6 +112,8 @@ pub struct WatchFlowRow {
     pub last_unix_ns: u64,
     /// With --kernel: the flow's writes and resends at its last stall.
     pub kernel: Option<FlowKernel>,
+    /// With --kernel: the held end's owner at its last stall, when known.
+    pub owner: Option<Owner>,
 }
 
 impl WatchFlowRow {
@@ -144,12 +157,13 @@ pub fn watch_live_table(h: &WatchHealth, rows: &[WatchFlowRow], up_s: f64, now_u
         "stalls",
         "stall ms",
         "last ago",
-        if kcol { format!(" {:>13}", "kernel w/r") } else { String::new() }
+        if kcol { format!(" {:>13} {:<24}", "kernel w/r", "owner") } else { String::new() }
     );
     for f in rows {
+        let owner = f.owner.as_ref().map_or("-".to_string(), Owner::short);
         let kc = match (kcol, f.kernel) {
-            (true, Some(x)) => format!(" {:>13}", format!("{}/{}", x.writes, x.resends)),
-            (true, None) => format!(" {:>13}", "-"),
+            (true, Some(x)) => format!(" {:>13} {owner:<24}", format!("{}/{}", x.writes, x.resends)),
+            (true, None) => format!(" {:>13} {owner:<24}", "-"),
             _ => String::new(),
         };
         let _ = writeln!(
@@ -225,8 +239,13 @@ impl WatchSummary<'_> {
         for f in rows {
             let _ = writeln!(
                 s,
-                "  {}  {} stalls, {:.0} ms: {}{}",
+                "  {}{}  {} stalls, {:.0} ms: {}{}",
                 f.flow(),
+                f.owner.as_ref().map_or(String::new(), |o| format!(
+                    " {}{}",
+                    o.short(),
+                    o.cgroup.as_ref().map_or(String::new(), |c| format!(" {c}"))
+                )),
                 f.stalls,
                 f.stall_ns as f64 / 1e6,
                 causes_text(&f.causes),
@@ -250,6 +269,7 @@ mod tests {
             causes: [("nagle-delayed-ack", 2)].into_iter().collect(),
             last_unix_ns: 1_000_000_000,
             kernel: Some(FlowKernel { writes: 6, resends: 0 }),
+            owner: None,
         }
     }
 

@@ -278,6 +278,16 @@ fn seed003_sample() -> Value {
 /// record (checked with the lab's document), and the line must stay on one line.
 fn watch_sample() -> Value {
     let st = stall();
+    let owner = tcpstall_report::owner::Owner {
+        pid: 4242,
+        comm: "python3".into(),
+        cgroup: Some(
+            "/system.slice/docker-3f1c0a9d2b7e4f6a8c5d1e0b9a7f3c2d4e6f8a0b1c3d5e7f9a2b4c6d8e0f1a3b.scope".into(),
+        ),
+        container: Some("3f1c0a9d2b7e4f6a8c5d1e0b9a7f3c2d4e6f8a0b1c3d5e7f9a2b4c6d8e0f1a3b".into()),
+        shared_with: vec![4243],
+        source: tcpstall_report::owner::OwnerSource::Kernel,
+    };
     let line = tcpstall_report::watch::WatchLine {
         schema_version: SCHEMA_VERSION,
         kind: "stall",
@@ -288,6 +298,8 @@ fn watch_sample() -> Value {
         start_unix_ns: 1_795_561_879_875_042_608,
         stall: &st,
         kernel: Some(tcpstall_report::watch::FlowKernel { writes: 30, resends: 1 }),
+        owner: Some(&owner),
+        peer_owner: Some(&owner),
     };
     let text = line.to_jsonl().unwrap();
     assert!(!text.contains('\n'), "{text}");

@@ -7,6 +7,7 @@ pub mod bpf;
 pub mod clock;
 pub mod host;
 pub mod packet;
+pub mod peersock;
 pub mod process;
 pub mod ring;
 pub mod sched;

@@ -51,6 +51,9 @@ pub struct TcpInfo {
     /// Since 4.19.
     pub bytes_sent: Option<u64>,
     pub bytes_retrans: Option<u64>,
+    /// Since 4.1 (`tcpi_bytes_acked`, RFC 4898 tcpEStatsAppHCThruOctetsAcked).
+    #[serde(default)]
+    pub bytes_acked: Option<u64>,
 }
 
 fn u32_at(b: &[u8], off: usize) -> Option<u32> {
@@ -94,6 +97,7 @@ impl TcpInfo {
             data_segs_out: u32_at(raw, 156),
             bytes_sent: u64_at(raw, 200),
             bytes_retrans: u64_at(raw, 208),
+            bytes_acked: u64_at(raw, 120),
         })
     }
 

@@ -34,7 +34,7 @@ pub struct Recorder {
 impl Recorder {
     /// Loads and attaches the programs (fails soft: `status` says why not).
     pub fn open() -> Recorder {
-        match Source::open(&Filter { ports: vec![1], netns: None, reads: false }) {
+        match Source::open(&Filter { ports: vec![1], netns: None, reads: false, owners: false }) {
             Ok(src) => {
                 let status = src.status();
                 match Reader::spawn(src) {
@@ -53,7 +53,7 @@ impl Recorder {
     /// Reports the sockets with `port` from now on (records before are discarded).
     pub fn start(&self, port: u16) -> anyhow::Result<()> {
         if let Some(r) = &self.reader {
-            r.restart(&Filter { ports: vec![port], netns: None, reads: false })
+            r.restart(&Filter { ports: vec![port], netns: None, reads: false, owners: false })
                 .map_err(|e| anyhow::anyhow!("kernel evidence filter: {e}"))?;
         }
         Ok(())

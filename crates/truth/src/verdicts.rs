@@ -36,7 +36,7 @@ pub fn classify(path: &Path, kernel: Option<&[KernelRec]>) -> anyhow::Result<Vec
     let mut s = Session::new(Config::default());
     let mut join = KernelJoin::default();
     for r in kernel.unwrap_or(&[]) {
-        join.add(KernelRecord { unix_ns: r.t_ns, local: r.local, remote: r.remote, event: r.event });
+        join.add(KernelRecord { unix_ns: r.t_ns, local: r.local, remote: r.remote, event: r.event, owner: None });
     }
     let mut done = Vec::new();
     let mut kbuf = Vec::new();

@@ -7,7 +7,9 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::sync::Arc;
 
+use report::owner::Owner;
 use report::watch::{FlowKernel, KernelStats};
 use trace::{Endpoint, Event, EventKind, Evidence, KernelEvent};
 use wire::{FlowEvent, FlowId, FlowKey};
@@ -30,6 +32,8 @@ pub struct KernelRecord {
     pub local: SocketAddr,
     pub remote: SocketAddr,
     pub event: KernelEvent,
+    /// The socket's owner, when known (the kernel's socket-to-owner map, or /proc).
+    pub owner: Option<Arc<Owner>>,
 }
 
 struct Pending {
@@ -55,6 +59,8 @@ pub struct KernelJoin {
     waiting: usize,
     pub stats: KernelStats,
     per_flow: HashMap<Pair, FlowKernel>,
+    /// Each socket's latest owner, by (its own address, its peer's).
+    owners: HashMap<Pair, Arc<Owner>>,
     next_evidence: u64,
 }
 
@@ -73,6 +79,14 @@ pub struct Target<'a> {
 impl KernelJoin {
     /// Queues a record for its socket pair.
     pub fn add(&mut self, r: KernelRecord) {
+        if let Some(o) = r.owner {
+            match self.owners.get(&(r.local, r.remote)) {
+                Some(had) if Arc::ptr_eq(had, &o) || **had == *o => {}
+                _ => {
+                    self.owners.insert((r.local, r.remote), o);
+                }
+            }
+        }
         if self.waiting >= MAX_PENDING {
             self.stats.unmatched += 1;
             return;
@@ -140,6 +154,7 @@ impl KernelJoin {
             !q.is_empty()
         });
         self.per_flow.retain(|&(x, y), _| flow_of(x, y));
+        self.owners.retain(|&(x, y), _| flow_of(x, y));
         self.waiting -= gone;
         self.stats.unmatched += gone as u64;
     }
@@ -155,6 +170,11 @@ impl KernelJoin {
         if let Some(q) = self.pending.remove(&pair(key.a, key.b)) {
             self.waiting -= q.len();
         }
+    }
+
+    /// The owner of the socket at `local` talking to `remote`, when known.
+    pub fn owner(&self, local: SocketAddr, remote: SocketAddr) -> Option<&Arc<Owner>> {
+        self.owners.get(&(local, remote))
     }
 
     /// Records waiting for their flow.
@@ -177,6 +197,7 @@ mod tests {
             local: addr(local),
             remote: addr(remote),
             event: KernelEvent::Sendmsg { bytes: 10, seq: 1 },
+            owner: None,
         }
     }
 
@@ -202,6 +223,32 @@ mod tests {
         assert_eq!((out[1].event.t, out[1].event.from), (trace::Instant(2_500), Endpoint::A));
         assert_eq!(j.flow(&key), FlowKernel { writes: 2, resends: 0 });
         assert_eq!((j.stats.events, j.stats.writes), (2, 2));
+    }
+
+    #[test]
+    fn each_socket_keeps_its_latest_owner_until_its_flow_is_gone() {
+        let mut j = KernelJoin::default();
+        let owner = |pid| {
+            Arc::new(Owner {
+                pid,
+                comm: "srv".into(),
+                cgroup: None,
+                container: None,
+                shared_with: vec![],
+                source: report::owner::OwnerSource::Kernel,
+            })
+        };
+        let (s, c) = (addr("10.0.0.2:80"), addr("10.0.0.1:5000"));
+        j.add(KernelRecord { owner: Some(owner(7)), ..write_at(1, "10.0.0.2:80", "10.0.0.1:5000") });
+        j.add(KernelRecord { owner: None, ..write_at(2, "10.0.0.2:80", "10.0.0.1:5000") });
+        assert_eq!(j.owner(s, c).map(|o| o.pid), Some(7), "a record without one keeps the known owner");
+        assert_eq!(j.owner(c, s), None, "the peer's socket is another socket");
+        j.add(KernelRecord { owner: Some(owner(8)), ..write_at(3, "10.0.0.2:80", "10.0.0.1:5000") });
+        assert_eq!(j.owner(s, c).map(|o| o.pid), Some(8));
+        j.tick(10, |_, _| true);
+        assert!(j.owner(s, c).is_some());
+        j.tick(10, |_, _| false);
+        assert_eq!(j.owner(s, c), None);
     }
 
     #[test]

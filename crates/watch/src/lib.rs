@@ -14,11 +14,14 @@ mod kernel;
 mod live;
 mod metrics;
 mod recorder;
+pub mod sockets;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use analyze::{Session, Stall};
+use report::owner::{Owner, OwnerFilter};
 use report::watch::{CauseTotal, FlowKernel, WatchFlowRow, WatchHealth};
 use wire::{EndReason, FlowEnd, FlowEvent, FlowId, FlowKey, FlowLimits, FlowTable, TcpPacket};
 
@@ -49,6 +52,9 @@ pub struct Config {
     pub count: Option<u64>,
     /// Kernel evidence comes ([`Watcher::kernel_record`]).
     pub kernel: bool,
+    /// `--pid`, `--comm`, `--cgroup`: only the stall records of flows one of whose sockets such
+    /// an owner holds (the owners come with the kernel evidence; empty: every record).
+    pub owners: OwnerFilter,
 }
 
 /// One captured frame.
@@ -76,6 +82,10 @@ pub struct Record {
     pub kernel: Option<FlowKernel>,
     /// With [`Config::record`]: the packets to write for it (each packet once per flow).
     pub packets: Vec<Pkt>,
+    /// With kernel evidence, when known: the owner of the held end's socket (the process that
+    /// stalls), and of the other end's when it is on this host.
+    pub owner: Option<Arc<Owner>>,
+    pub peer_owner: Option<Arc<Owner>>,
 }
 
 /// What the watch keeps of a flow alive.
@@ -263,6 +273,18 @@ impl Watcher {
         if self.done() || !stall.shows_a_wait() {
             return false;
         }
+        let (held, other) = match stall.held {
+            trace::Endpoint::A => (key.a, key.b),
+            trace::Endpoint::B => (key.b, key.a),
+        };
+        let owner = self.kernel.as_ref().and_then(|k| k.owner(held, other)).cloned();
+        let peer_owner = self.kernel.as_ref().and_then(|k| k.owner(other, held)).cloned();
+        if !self.cfg.owners.is_empty()
+            && ![&owner, &peer_owner].iter().any(|o| o.as_ref().is_some_and(|o| o.matches(&self.cfg.owners)))
+        {
+            self.health.stalls_of_other_owners += 1;
+            return false;
+        }
         self.health.stall_records += 1;
         let start_unix_ns = self.table.origin_ns().unwrap_or(0) + stall.start.0;
         let cause = stall.cause.as_str();
@@ -278,12 +300,16 @@ impl Watcher {
             causes: BTreeMap::new(),
             last_unix_ns: 0,
             kernel: None,
+            owner: None,
         });
         row.stalls += 1;
         row.stall_ns += stall.length.0;
         *row.causes.entry(cause).or_default() += 1;
         row.last_unix_ns = start_unix_ns + stall.length.0;
         row.kernel = kernel;
+        if owner.is_some() {
+            row.owner = owner.as_deref().cloned();
+        }
         let flow = self.ids.get(&key).and_then(|id| self.flows.get_mut(id));
         let port = flow
             .as_ref()
@@ -295,7 +321,7 @@ impl Watcher {
             _ => Vec::new(),
         };
         self.health.packets_written += packets.len() as u64;
-        out.push(Record { key, stall, start_unix_ns, port, kernel, packets });
+        out.push(Record { key, stall, start_unix_ns, port, kernel, packets, owner, peer_owner });
         true
     }
 

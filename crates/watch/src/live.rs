@@ -148,7 +148,8 @@ impl Live {
         let out = &mut self.out;
         for r in self.recs.drain(..) {
             if let Some(m) = &out.metrics {
-                m.stall(r.stall.cause.as_str(), r.port, r.stall.length.as_secs_f64());
+                let owner = r.owner.as_ref().map(|o| (o.comm.as_str(), o.cgroup.as_deref().unwrap_or("")));
+                m.stall(r.stall.cause.as_str(), r.port, owner, r.stall.length.as_secs_f64());
             }
             if let Some(p) = out.pcap.as_mut() {
                 for pkt in &r.packets {
@@ -166,6 +167,8 @@ impl Live {
                     start_unix_ns: r.start_unix_ns,
                     stall: &r.stall,
                     kernel: r.kernel,
+                    owner: r.owner.as_deref(),
+                    peer_owner: r.peer_owner.as_deref(),
                 };
                 let text = line.to_jsonl()?;
                 // A closed pipe (| head) ends the watch quietly.

@@ -4,6 +4,7 @@
 //! accept loop on a thread of its own). One route, a scrape every few seconds: a plain
 //! HTTP/1.1 answer with `Connection: close` is enough, a web framework would add a runtime.
 
+use std::collections::HashSet;
 use std::io::{BufRead, Write};
 use std::sync::atomic::AtomicU64;
 use std::sync::Mutex;
@@ -22,7 +23,15 @@ struct StallLabels {
     cause: String,
     /// The flow's server port (below the ephemeral range).
     port: u16,
+    /// The held end's owner's command and cgroup path (`unknown` without one; `other` past
+    /// the cap on distinct owners).
+    comm: String,
+    cgroup: String,
 }
+
+/// Distinct (comm, cgroup) label pairs at most by default: a host with thousands of short
+/// lived commands must not make thousands of series (Prometheus keeps each one for hours).
+pub(crate) const MAX_OWNER_LABELS: usize = 100;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PortLabel {
@@ -46,6 +55,11 @@ pub struct Metrics {
     /// With --kernel: kernel events by kind (write, resend, window, other) and records lost.
     kernel: Family<KindLabel, Counter>,
     kernel_lost: Gauge,
+    /// The (comm, cgroup) pairs given a series of their own, and the cap.
+    owner_labels: Mutex<HashSet<(String, String)>>,
+    max_owner_labels: usize,
+    /// Stall records counted under `other` because the cap was reached.
+    folded: Counter,
 }
 
 impl Default for Metrics {
@@ -55,13 +69,33 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Registers the metrics, all at zero.
+    /// Registers the metrics, all at zero (at most [`MAX_OWNER_LABELS`] owners).
     pub fn new() -> Metrics {
+        Self::with_owner_cap(MAX_OWNER_LABELS)
+    }
+
+    /// Registers the metrics; beyond `cap` distinct (comm, cgroup) pairs, stalls are counted
+    /// under comm and cgroup `other`, and counted in `owner_labels_folded`.
+    pub fn with_owner_cap(cap: usize) -> Metrics {
         let mut reg = Registry::with_prefix("tcpstall_watch");
         let stalls = Family::<StallLabels, Counter>::default();
-        reg.register("stalls", "Stall records classified, by cause and server port", stalls.clone());
+        reg.register(
+            "stalls",
+            "Stall records classified, by cause, server port and the held end's owner (comm, cgroup)",
+            stalls.clone(),
+        );
         let stall_seconds = Family::<StallLabels, Counter<f64, AtomicU64>>::default();
-        reg.register("stall_seconds", "Time spent stalled, by cause and server port", stall_seconds.clone());
+        reg.register(
+            "stall_seconds",
+            "Time spent stalled, by cause, server port and the held end's owner (comm, cgroup)",
+            stall_seconds.clone(),
+        );
+        let folded = Counter::default();
+        reg.register(
+            "owner_labels_folded",
+            "Stall records counted under comm and cgroup \"other\": the cap on distinct owner labels was reached",
+            folded.clone(),
+        );
         let lengths = Family::<PortLabel, Histogram>::new_with_constructor(|| {
             Histogram::new([0.01, 0.02, 0.04, 0.05, 0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 5.0].into_iter())
         });
@@ -85,15 +119,46 @@ impl Metrics {
             kernel_lost.clone(),
         );
         let registry = Mutex::new(reg);
-        Metrics { registry, stalls, stall_seconds, lengths, packets, drops, flows, kernel, kernel_lost }
+        Metrics {
+            registry,
+            stalls,
+            stall_seconds,
+            lengths,
+            packets,
+            drops,
+            flows,
+            kernel,
+            kernel_lost,
+            owner_labels: Mutex::new(HashSet::new()),
+            max_owner_labels: cap,
+            folded,
+        }
     }
 
-    /// One stall record of `cause`, `secs` long, on a flow whose server port is `port`.
-    pub fn stall(&self, cause: &str, port: u16, secs: f64) {
-        let l = StallLabels { cause: cause.to_string(), port };
+    /// One stall record of `cause`, `secs` long, on a flow whose server port is `port`, held by
+    /// a socket of `owner` (comm, cgroup path) when known.
+    pub fn stall(&self, cause: &str, port: u16, owner: Option<(&str, &str)>, secs: f64) {
+        let (comm, cgroup) = self.owner_labels(owner);
+        let l = StallLabels { cause: cause.to_string(), port, comm, cgroup };
         self.stalls.get_or_create(&l).inc();
         self.stall_seconds.get_or_create(&l).inc_by(secs);
         self.lengths.get_or_create(&PortLabel { port }).observe(secs);
+    }
+
+    /// The labels for `owner`: its own while under the cap (or already given), else `other`.
+    fn owner_labels(&self, owner: Option<(&str, &str)>) -> (String, String) {
+        let Some((comm, cgroup)) = owner else { return ("unknown".into(), "unknown".into()) };
+        let pair = (comm.to_string(), cgroup.to_string());
+        let mut seen = self.owner_labels.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.contains(&pair) {
+            return pair;
+        }
+        if seen.len() < self.max_owner_labels {
+            seen.insert(pair.clone());
+            return pair;
+        }
+        self.folded.inc();
+        ("other".into(), "other".into())
     }
 
     /// The watch's counts so far (the packet counter only moves up).
@@ -168,17 +233,16 @@ mod tests {
     #[test]
     fn the_exposition_names_every_metric_with_its_labels_and_counts() {
         let m = Metrics::new();
-        m.stall("nagle-delayed-ack", 8080, 0.04);
-        m.stall("nagle-delayed-ack", 8080, 0.04);
+        m.stall("nagle-delayed-ack", 8080, None, 0.04);
+        m.stall("nagle-delayed-ack", 8080, None, 0.04);
         m.health(100, 2, 3);
         m.health(90, 2, 3);
         m.kernel(&KernelStats { events: 7, writes: 4, resends: 1, windows: 1, lost: 5, unmatched: 0 });
         let t = m.render().unwrap();
         for want in [
-            "# HELP tcpstall_watch_stalls Stall records classified, by cause and server port.\n",
             "# TYPE tcpstall_watch_stalls counter\n",
-            "tcpstall_watch_stalls_total{cause=\"nagle-delayed-ack\",port=\"8080\"} 2\n",
-            "tcpstall_watch_stall_seconds_total{cause=\"nagle-delayed-ack\",port=\"8080\"} 0.08\n",
+            "tcpstall_watch_stalls_total{cause=\"nagle-delayed-ack\",port=\"8080\",comm=\"unknown\",cgroup=\"unknown\"} 2\n",
+            "tcpstall_watch_stall_seconds_total{cause=\"nagle-delayed-ack\",port=\"8080\",comm=\"unknown\",cgroup=\"unknown\"} 0.08\n",
             "tcpstall_watch_stall_length_seconds_bucket{le=\"0.04\",port=\"8080\"} 2\n",
             "tcpstall_watch_stall_length_seconds_bucket{le=\"0.02\",port=\"8080\"} 0\n",
             "tcpstall_watch_packets_seen_total 100\n",
@@ -191,6 +255,23 @@ mod tests {
             assert!(t.contains(want), "{want:?} in\n{t}");
         }
         assert!(t.ends_with("# EOF\n"), "{t}");
+    }
+
+    #[test]
+    fn owners_past_the_cap_fold_into_other_and_are_counted() {
+        let m = Metrics::with_owner_cap(2);
+        for (comm, cg) in [("a", "/x"), ("b", "/y"), ("a", "/x"), ("c", "/z"), ("d", "/w")] {
+            m.stall("nagle-delayed-ack", 80, Some((comm, cg)), 0.04);
+        }
+        let t = m.render().unwrap();
+        let l = |comm: &str, cg: &str, n: u32| {
+            format!("tcpstall_watch_stalls_total{{cause=\"nagle-delayed-ack\",port=\"80\",comm=\"{comm}\",cgroup=\"{cg}\"}} {n}\n")
+        };
+        for want in [l("a", "/x", 2), l("b", "/y", 1), l("other", "other", 2)] {
+            assert!(t.contains(&want), "{want:?} in\n{t}");
+        }
+        assert!(!t.contains("comm=\"c\""), "{t}");
+        assert!(t.contains("tcpstall_watch_owner_labels_folded_total 2\n"), "{t}");
     }
 
     #[test]

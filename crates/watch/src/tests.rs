@@ -22,6 +22,7 @@ pub(crate) fn cfg() -> Config {
         ports: Vec::new(),
         count: None,
         kernel: false,
+        owners: OwnerFilter::default(),
     }
 }
 
@@ -215,12 +216,12 @@ fn kernel_records_join_their_flow_and_are_counted() {
     assert!(feed(&mut w, hs).is_empty());
     for (t, bytes) in [(10 * MS - 5, 275), (10 * MS + 1, 316)] {
         let event = trace::KernelEvent::Sendmsg { bytes, seq: 2 };
-        w.kernel_record(KernelRecord { unix_ns: ns(t), local: client, remote: server, event });
+        w.kernel_record(KernelRecord { unix_ns: ns(t), local: client, remote: server, event, owner: None });
     }
     // A record of a connection the capture never shows.
     let stray: SocketAddr = "10.9.9.9:1".parse().unwrap();
     let event = trace::KernelEvent::Sendmsg { bytes: 1, seq: 1 };
-    w.kernel_record(KernelRecord { unix_ns: ns(0), local: stray, remote: server, event });
+    w.kernel_record(KernelRecord { unix_ns: ns(0), local: stray, remote: server, event, owner: None });
     let out = feed(&mut w, rest);
     assert_eq!(out.len(), 1, "{out:#?}");
     assert_eq!(out[0].kernel, Some(FlowKernel { writes: 2, resends: 0 }));
@@ -228,6 +229,52 @@ fn kernel_records_join_their_flow_and_are_counted() {
     w.tick(ns(10_000 * MS), &mut none);
     let k = w.health().kernel.expect("kernel stats");
     assert_eq!((k.events, k.writes, k.unmatched), (2, 2, 1));
+}
+
+fn owner(pid: u32, comm: &str, cgroup: &str) -> Arc<Owner> {
+    Arc::new(Owner {
+        pid,
+        comm: comm.into(),
+        cgroup: Some(cgroup.into()),
+        container: None,
+        shared_with: vec![],
+        source: report::owner::OwnerSource::Kernel,
+    })
+}
+
+/// Two flows to one server: the held end's owner (the client whose Nagle held) is named on
+/// each of its flow's records, the server's as the peer; `--comm` keeps one client's flow only,
+/// and counts the other's records as left out.
+#[test]
+fn each_record_names_the_held_ends_owner_and_the_filter_keeps_one_program() {
+    let cfg = Config {
+        kernel: true,
+        owners: OwnerFilter { comms: vec!["stalls".into()], ..OwnerFilter::default() },
+        ..cfg()
+    };
+    let mut w = Watcher::new(cfg);
+    let server: SocketAddr = "10.0.0.2:80".parse().unwrap();
+    let mut script = nagle_rounds(5000, 0, 3, false);
+    script.extend(nagle_rounds(5001, 1, 3, false));
+    script.sort_by_key(|p| p.t_us);
+    let recs = [(5000, owner(7, "stalls", "/a")), (5001, owner(8, "other", "/b"))];
+    for (port, o) in recs {
+        let client = SocketAddr::from(([10, 0, 0, 1], port));
+        let event = trace::KernelEvent::Sendmsg { bytes: 1, seq: 0 };
+        w.kernel_record(KernelRecord { unix_ns: ns(0), local: client, remote: server, event, owner: Some(o) });
+        let srv = Some(owner(9, "srv", "/s"));
+        w.kernel_record(KernelRecord { unix_ns: ns(0), local: server, remote: client, event, owner: srv });
+    }
+    let mut out = feed(&mut w, &script);
+    w.finish(&mut out);
+    assert_eq!(out.len(), 3, "{out:#?}");
+    for r in &out {
+        assert_eq!(r.key.a.port(), 5000, "{r:?}");
+        assert_eq!(r.owner.as_ref().map(|o| (o.pid, o.comm.as_str())), Some((7, "stalls")));
+        assert_eq!(r.peer_owner.as_ref().map(|o| o.pid), Some(9));
+    }
+    assert_eq!((w.health().stall_records, w.health().stalls_of_other_owners), (3, 3));
+    assert_eq!(w.top(5)[0].owner.as_ref().map(|o| o.pid), Some(7));
 }
 
 #[test]

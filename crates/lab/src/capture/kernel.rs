@@ -45,7 +45,7 @@ impl KernelHandle {
     /// Like [`KernelHandle::open`]; with `reads`, the rows also record the application's reads.
     pub fn open_with_reads(reads: bool) -> Result<KernelHandle, KernelOpenError> {
         // Port 0 matches no TCP socket of interest until a row sets its own.
-        let src = kevidence::Source::open(&kevidence::Filter { ports: vec![0], netns: None, reads })
+        let src = kevidence::Source::open(&kevidence::Filter { ports: vec![0], netns: None, reads, owners: false })
             .map_err(KernelOpenError::Unavailable)?;
         let r = kevidence::Reader::spawn(src).map_err(KernelOpenError::Reader)?;
         // Loaded and checked, detached until a row records (`KernelRow::start`): between rows,
@@ -98,7 +98,7 @@ impl KernelRow {
         port: u16,
         netns: Option<u32>,
     ) -> Result<KernelRow, kevidence::SourceError> {
-        handle.0.restart(&kevidence::Filter { ports: vec![port], netns, reads: handle.1 })?;
+        handle.0.restart(&kevidence::Filter { ports: vec![port], netns, reads: handle.1, owners: false })?;
         handle.0.resume();
         let counts0 = handle.0.counts();
         Ok(KernelRow { handle: handle.clone(), clock: kevidence::ClockMap::sample(), counts0 })

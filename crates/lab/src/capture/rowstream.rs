@@ -332,6 +332,7 @@ mod tests {
             remote: "127.0.0.1:5001".parse().unwrap(),
             tcp_state: 1,
             kind,
+            owner: None,
         }
     }
 

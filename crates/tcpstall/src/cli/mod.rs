@@ -16,12 +16,14 @@ pub(crate) mod kernel;
 pub(crate) mod lab;
 pub(crate) mod linkenv;
 pub(crate) mod output;
+pub(crate) mod procsock;
 pub(crate) mod replay;
 pub(crate) mod scenarios;
 pub(crate) mod seed003;
 pub(crate) mod serve;
 pub(crate) mod shell;
 pub(crate) mod simulate;
+pub(crate) mod sockets;
 pub(crate) mod watch;
 
 /// Runs the command; returns the process exit code.
@@ -54,6 +56,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::AdviseRun(a) => advise_run::run(a),
         Command::Replay(a) => replay::run(a),
         Command::Watch(a) => watch::run(a),
+        Command::Sockets(a) => sockets::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Completions(a) => completions::completions(a),
         Command::Man(a) => completions::man(a),

@@ -17,6 +17,8 @@ use ::watch::{Clock, Frame, KernelRecord, Live, Metrics, Mode, Outputs, Watcher}
 use anyhow::Context;
 use kevidence::Feed;
 
+use crate::cli::procsock::Owners;
+
 use crate::flags::watch::{check, WatchArgs, WatchFormat};
 
 /// Bytes kept of each packet: IPv6 (40) or IPv4 with options (60) plus TCP with options (60).
@@ -39,7 +41,8 @@ pub(crate) fn run(args: WatchArgs) -> anyhow::Result<i32> {
     let (stdout, stderr) = (Box::new(std::io::stdout().lock()), Box::new(std::io::stderr()));
     let out = Outputs { stdout, stderr, mode, pcap, metrics, ifname };
     let mut live = Live::new(Watcher::new(config(&args, kfeed.is_some())), out, sys::host::process_cpu_ns());
-    let mut src = Sources { ring, kfeed, started: Instant::now() };
+    let owners = (kfeed.is_some() && !args.no_owners).then(Owners::new);
+    let mut src = Sources { ring, kfeed, owners, started: Instant::now() };
     let failure = src.run(&mut live, &args, &stop).err();
     let end = live.finish(failure.is_none());
     let failure = failure.or(end.err().map(anyhow::Error::from));
@@ -64,6 +67,7 @@ fn config(args: &WatchArgs, kernel: bool) -> ::watch::Config {
         ports: args.ports.clone(),
         count: args.count,
         kernel,
+        owners: args.owner_filter(),
     }
 }
 
@@ -105,7 +109,7 @@ fn open_kernel(args: &WatchArgs) -> Option<Feed> {
     if !args.kernel {
         return None;
     }
-    match Feed::open(&args.ports, args.kernel_reads) {
+    match Feed::open(&args.ports, args.kernel_reads, !args.no_owners) {
         Ok(k) => {
             eprintln!("tcpstall watch: {}", k.status());
             Some(k)
@@ -156,6 +160,8 @@ fn on_signals() -> anyhow::Result<Arc<AtomicBool>> {
 struct Sources {
     ring: sys::ring::Ring,
     kfeed: Option<Feed>,
+    /// With --kernel (and owners): the kernel's owners as paths, and /proc for the rest.
+    owners: Option<Owners>,
     started: Instant,
 }
 
@@ -194,8 +200,19 @@ impl Sources {
     fn pull_kernel(&mut self, live: &mut Live) {
         if let Some(k) = self.kfeed.as_mut() {
             let w = live.watcher();
-            let lost = k.pull(|unix_ns, local, remote, event| {
-                w.kernel_record(KernelRecord { unix_ns, local, remote, event });
+            let owners = &mut self.owners;
+            let lost = k.pull(|e| {
+                let owner = owners.as_mut().and_then(|o| match &e.owner {
+                    Some(raw) => Some(o.of_raw(raw)),
+                    None => o.of_socket(e.local, e.remote),
+                });
+                w.kernel_record(KernelRecord {
+                    unix_ns: e.unix_ns,
+                    local: e.local,
+                    remote: e.remote,
+                    event: e.event,
+                    owner,
+                });
             });
             w.set_kernel_lost(lost);
         }

@@ -20,6 +20,7 @@ pub(crate) mod scenarios;
 pub(crate) mod serve;
 pub(crate) mod shell;
 pub(crate) mod simulate;
+pub(crate) mod sockets;
 pub(crate) mod veth;
 pub(crate) mod watch;
 
@@ -78,6 +79,8 @@ pub(crate) enum Command {
     Replay(replay::ReplayArgs),
     /// Find stalls live on this host (TPACKET_V3 ring, the same classifier as explain).
     Watch(watch::WatchArgs),
+    /// Live TCP sockets with their owner and what decides stalls: TCP_NODELAY, cork, delayed ACK.
+    Sockets(sockets::SocketsArgs),
     /// Serve the far side of `lab --remote` (authenticated, limited; docs/remote.md).
     Serve(serve::ServeArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to standard output.

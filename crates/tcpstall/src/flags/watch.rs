@@ -13,7 +13,10 @@ Examples:
       an hour of watching leaves a capture of the stalls alone (tcpstall explain reads it)
   tcpstall watch --metrics 127.0.0.1:9464       serve stall counts to Prometheus
   tcpstall watch --port 8080 --kernel           with kernel evidence: each write, resend and
-      window from eBPF on TCP tracepoints joins the packets (root; else one line says why)
+      window from eBPF on TCP tracepoints joins the packets (root; else one line says why),
+      and each stall names the process that stalls (pid, command, cgroup, container)
+  tcpstall watch --kernel --comm nginx --format jsonl
+      the stalls of nginx's flows only
 
 Needs CAP_NET_RAW (root). The kernel filters TCP on the ports and hosts asked and copies
 headers only (128 bytes); a packet the filter drops never reaches user space. Flows are
@@ -83,6 +86,27 @@ pub(crate) struct WatchArgs {
     /// default, as no rule uses them and a request/response flow makes one per message
     #[arg(long, requires = "kernel")]
     pub kernel_reads: bool,
+    /// With --kernel, do not track owners (the socket-to-owner map in the kernel and the
+    /// records' pid, command and cgroup): to measure what owner tracking costs
+    #[arg(long, requires = "kernel")]
+    pub no_owners: bool,
+    /// Only stall records of flows with a socket of this process (repeatable; needs --kernel)
+    #[arg(long = "pid", value_name = "PID", requires = "kernel")]
+    pub pids: Vec<u32>,
+    /// Only stall records of flows with a socket of this command (repeatable; needs --kernel)
+    #[arg(long = "comm", value_name = "NAME", requires = "kernel")]
+    pub comms: Vec<String>,
+    /// Only stall records of flows with a socket of a process in this cgroup v2 path or below
+    /// (repeatable; needs --kernel), e.g. /system.slice/nginx.service
+    #[arg(long = "cgroup", value_name = "PATH", requires = "kernel")]
+    pub cgroups: Vec<String>,
+}
+
+impl WatchArgs {
+    /// `--pid`, `--comm`, `--cgroup`.
+    pub(crate) fn owner_filter(&self) -> report::owner::OwnerFilter {
+        report::owner::OwnerFilter { pids: self.pids.clone(), comms: self.comms.clone(), cgroups: self.cgroups.clone() }
+    }
 }
 
 /// The flags' values: one line each on what is wrong, before anything is opened.
@@ -100,6 +124,12 @@ pub(crate) fn check(args: &WatchArgs) -> anyhow::Result<()> {
     }
     if !(args.idle.is_finite() && args.idle >= 1.0) {
         bail!("--idle {}: expected at least 1 second", args.idle);
+    }
+    if args.no_owners && !args.owner_filter().is_empty() {
+        bail!("--pid, --comm and --cgroup need the owners that --no-owners turns off");
+    }
+    if let Some(c) = args.cgroups.iter().find(|c| !c.starts_with('/')) {
+        bail!("--cgroup {c}: expected a cgroup v2 path from its root, starting with /");
     }
     if args.max_flows == 0 || args.keep_packets == 0 {
         bail!("--max-flows and --keep-packets: expected at least 1");

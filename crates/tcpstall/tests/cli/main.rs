@@ -12,6 +12,7 @@ mod kevidence;
 mod lab;
 mod leftovers;
 mod link;
+mod owners;
 mod remote;
 mod report;
 mod seed003;
@@ -50,6 +51,13 @@ fn setup_trials() -> Vec<libtest_mimic::Trial> {
         t!(kevidence::lab_rows_carry_kernel_evidence_and_no_kernel_turns_it_off, Root),
         t!(kevidence::lab_without_root_says_once_why_there_is_no_kernel_evidence, Root, Tool("setpriv")),
         t!(kevidence::watch_kernel_counts_the_writes_of_the_watched_flow, Root),
+        t!(
+            owners::watch_and_sockets_name_the_program_that_stalls,
+            Root,
+            Tool("python3"),
+            Tool("strace"),
+            Tool("iptables")
+        ),
         t!(kevidence::kernel_writes_precede_the_packets_that_carry_them, Root),
         t!(kevidence::a_thinking_nodelay_server_is_application_with_the_kernel_write_time, Root),
         t!(kevidence::a_periodic_nagle_sender_is_nagle_delayed_ack_for_its_real_waits, Root),
