@@ -8,6 +8,7 @@
 //! packets (no CAP_NET_RAW, `--no-capture`): then its slow samples are reported without a cause.
 
 use analyze::{Stall, StallSummary, Window};
+use report::stats;
 use trace::VerdictKey;
 
 /// The verdict: the comparable key and one line for people.
@@ -27,10 +28,11 @@ pub struct Held {
 }
 
 impl Held {
+
     /// Summarise hold times (ns) against a threshold (µs).
     pub fn from_holds(holds_ns: &[i64], threshold_us: f64) -> Held {
         let long: Vec<f64> = holds_ns.iter().map(|&h| h as f64 / 1000.0).filter(|&h| h > threshold_us).collect();
-        Held { count: long.len() as u64, median_us: median(&long) }
+        Held { count: long.len() as u64, median_us: stats::median(long).unwrap_or(0.0) }
     }
 }
 
@@ -117,7 +119,7 @@ pub fn rounds(
                 format!(
                     "{} slow samples ~{} in {samples} {unit}: cause not named: {why} ({})",
                     slow_ns.len(),
-                    fmt_ms(median(&us)),
+                    fmt_ms(stats::median(us).unwrap_or(0.0)),
                     c.words().join(", ")
                 )
             };
@@ -178,16 +180,6 @@ pub fn stream(records: Records<'_>, f: &StreamFacts, c: &Corroboration) -> (Stal
             Verdict { key: VerdictKey { stalls: false, cause: None }, text: format!("stream ({why}): {tail}") },
         ),
     }
-}
-
-/// Median of a slice (sorted copy); 0 when empty.
-pub fn median(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    s[s.len() / 2]
 }
 
 pub(crate) fn fmt_ms(us: f64) -> String {

@@ -29,15 +29,6 @@ pub struct RunSpec {
     pub call_ns: u64,
 }
 
-fn percentile(sorted: &[u64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    // Nearest rank.
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1] as f64 / 1e3
-}
-
 fn wire_side(s: &SideEnd) -> WireSide {
     WireSide {
         segs_out: s.counters.segs_out,
@@ -183,20 +174,10 @@ fn latency_and_slow_samples(out: &Outcome) -> (Latency, u64, u64) {
         let threshold = st.min_unwaited.unwrap_or(0) + STALL_MARGIN_NS;
         let slow =
             st.hist.iter_recorded().filter(|v| v.value_iterated_to() > threshold).map(|v| v.count_at_value()).sum();
-        return (Latency::from_histogram_ns(&st.hist), slow, threshold);
+        return (Latency::of_histogram_ns(&st.hist), slow, threshold);
     }
-    let mut sorted: Vec<u64> = out.samples.iter().map(|s| s.latency).collect();
-    sorted.sort_unstable();
-    let n = sorted.len();
-    let mean = if n > 0 { sorted.iter().sum::<u64>() as f64 / n as f64 / 1e3 } else { 0.0 };
-    let latency = Latency {
-        p50: percentile(&sorted, 0.50),
-        p90: percentile(&sorted, 0.90),
-        p99: percentile(&sorted, 0.99),
-        p999: percentile(&sorted, 0.999),
-        max: sorted.last().map(|&m| m as f64 / 1e3).unwrap_or(0.0),
-        mean,
-    };
+    let samples: Vec<u64> = out.samples.iter().map(|s| s.latency).collect();
+    let latency = Latency::of_samples_ns(&samples);
     let baseline = out.samples.iter().map(|s| s.latency.saturating_sub(waited(&out.releases, s))).min().unwrap_or(0);
     let threshold = baseline + STALL_MARGIN_NS;
     let slow = out.samples.iter().filter(|s| s.latency > threshold).count() as u64;
@@ -408,11 +389,10 @@ mod tests {
 
     #[test]
     fn nearest_rank_percentiles() {
-        let v: Vec<u64> = (1..=100).map(|i| i * 1000).collect();
-        assert_eq!(percentile(&v, 0.5), 50.0);
-        assert_eq!(percentile(&v, 0.99), 99.0);
-        assert_eq!(percentile(&v, 1.0), 100.0);
-        assert_eq!(percentile(&[], 0.5), 0.0);
+        let v: Vec<u64> = (1..=100).rev().map(|i| i * 1000).collect();
+        let l = Latency::of_samples_ns(&v);
+        assert_eq!((l.p50, l.p99, l.max), (50.0, 99.0, 100.0));
+        assert_eq!(Latency::of_samples_ns(&[]), Latency::default());
     }
 
     /// Slow samples are samples over the baseline + 10 ms (the 30 ms one has no timer wait

@@ -8,20 +8,9 @@ use serde::Serialize;
 
 use crate::{Export, Report, RunResult};
 
-/// A statistic with its 95% confidence interval (same unit as the samples; crates/advise's
-/// bootstrap computes it).
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
-pub struct Interval {
-    pub est: f64,
-    pub lo: f64,
-    pub hi: f64,
-}
-
-impl Interval {
-    pub fn overlaps(&self, o: &Interval) -> bool {
-        self.lo <= o.hi && o.lo <= self.hi
-    }
-}
+/// A statistic with its 95% confidence interval (`crate::stats`; crates/advise's bootstrap
+/// computes it).
+pub use crate::stats::Interval;
 
 /// Where a row's stall count comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]

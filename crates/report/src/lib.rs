@@ -21,6 +21,7 @@ pub mod scenarios;
 mod schema;
 pub mod seed003;
 pub mod simulate;
+pub mod stats;
 pub mod watch;
 pub use document::{Export, ExportError};
 pub use explain_pair::ExplainPairDoc;

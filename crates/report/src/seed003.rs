@@ -57,7 +57,7 @@ pub struct Seed003Row {
 }
 
 /// An estimate and its 95% interval: advise's (one type for both documents).
-pub use crate::advise::Interval;
+pub use crate::stats::Interval;
 
 /// What one run of a row measured.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
