@@ -11,9 +11,6 @@ use trace::VerdictKey;
 
 use crate::{simulate, ModelError, Outcome, Profile, SideEnd, SimConfig};
 
-/// A stall is a sample this far above the no-stall baseline (the lab's default rule).
-pub(crate) const STALL_MARGIN_NS: u64 = 10_000_000;
-
 /// One simulate invocation: which profiles, which link.
 #[derive(Debug, Clone)]
 pub struct RunSpec {
@@ -154,7 +151,7 @@ pub fn classify(out: &Outcome, client: &Profile, server: &Profile) -> Vec<analyz
 /// The classifier's configuration for a run between these profiles: their HZ (the coarser).
 pub(crate) fn classifier_config(client: &Profile, server: &Profile) -> analyze::Config {
     let hz = u64::from(client.timer_hz.min(server.timer_hz).max(1));
-    analyze::Config { min_gap: trace::Duration(STALL_MARGIN_NS), timers: analyze::Timers::linux(hz) }
+    analyze::Config { min_gap: analyze::DEFAULT_MIN_GAP, timers: analyze::Timers::linux(hz) }
 }
 
 /// How long the model's timers held sample `s`: the longest timer release inside it (pure;
@@ -164,14 +161,15 @@ pub(crate) fn waited(releases: &[crate::Release], s: &crate::RoundSample) -> u64
     releases[lo..].iter().take_while(|r| r.t <= s.end).map(|r| r.t - r.since.max(s.start)).max().unwrap_or(0)
 }
 
-/// Latency percentiles and slow samples (more than [`STALL_MARGIN_NS`] above the no-stall
-/// baseline: the smallest sample once the timer waits the model knows about are taken out).
-/// From every sample when the run kept them (nearest rank); else from `Outcome::sample_stats`
-/// (the lab's HdrHistogram, 3 significant digits).
+/// Latency percentiles and slow samples (more than the stall margin,
+/// [`analyze::DEFAULT_MIN_GAP`] as in the lab, above the no-stall baseline: the smallest sample
+/// once the timer waits the model knows about are taken out). From every sample when the run
+/// kept them (`Latency::of_samples_ns`); else from `Outcome::sample_stats` (the lab's
+/// HdrHistogram, 3 significant digits: `Latency::of_histogram_ns`).
 fn latency_and_slow_samples(out: &Outcome) -> (Latency, u64, u64) {
     if (out.samples.len() as u64) < out.sample_stats.count {
         let st = &out.sample_stats;
-        let threshold = st.min_unwaited.unwrap_or(0) + STALL_MARGIN_NS;
+        let threshold = st.min_unwaited.unwrap_or(0) + analyze::DEFAULT_MIN_GAP.0;
         let slow =
             st.hist.iter_recorded().filter(|v| v.value_iterated_to() > threshold).map(|v| v.count_at_value()).sum();
         return (Latency::of_histogram_ns(&st.hist), slow, threshold);
@@ -179,7 +177,7 @@ fn latency_and_slow_samples(out: &Outcome) -> (Latency, u64, u64) {
     let samples: Vec<u64> = out.samples.iter().map(|s| s.latency).collect();
     let latency = Latency::of_samples_ns(&samples);
     let baseline = out.samples.iter().map(|s| s.latency.saturating_sub(waited(&out.releases, s))).min().unwrap_or(0);
-    let threshold = baseline + STALL_MARGIN_NS;
+    let threshold = baseline + analyze::DEFAULT_MIN_GAP.0;
     let slow = out.samples.iter().filter(|s| s.latency > threshold).count() as u64;
     (latency, slow, threshold)
 }

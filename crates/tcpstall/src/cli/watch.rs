@@ -52,7 +52,7 @@ pub(crate) fn run(args: WatchArgs) -> anyhow::Result<i32> {
 fn config(args: &WatchArgs, kernel: bool) -> ::watch::Config {
     ::watch::Config {
         analyze: analyze::Config {
-            min_gap: trace::Duration((args.threshold * 1e6) as u64),
+            min_gap: args.margin.gap(),
             timers: lab::kernel_timers(),
         },
         linktype: LINKTYPE_RAW,
