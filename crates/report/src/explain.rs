@@ -103,10 +103,7 @@ impl<'a> ExplainFlow<'a> {
 
     /// One listed record: its row and the line that explains it.
     fn text_record(j: usize, st: &Stall, s: &mut String) {
-        let held = match st.held {
-            Endpoint::A => "A",
-            Endpoint::B => "B",
-        };
+        let held = st.held.letter();
         let cause = match st.kind {
             RecordKind::Ambiguous => format!("{}?", st.cause.as_str()),
             _ => st.cause.as_str().to_string(),

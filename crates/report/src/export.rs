@@ -73,8 +73,8 @@ pub fn stall_records_text(r: &Report) -> String {
                 i + 1,
                 s.start.0 as f64 / 1e6,
                 s.length.as_millis_f64(),
-                side(s.waited),
-                side(s.held),
+                s.waited.role(),
+                s.held.role(),
                 s.bytes_held,
                 s.cause,
                 s.confidence,
@@ -89,12 +89,6 @@ pub fn stall_records_text(r: &Report) -> String {
     out
 }
 
-fn side(e: trace::Endpoint) -> &'static str {
-    match e {
-        trace::Endpoint::A => "client",
-        trace::Endpoint::B => "server",
-    }
-}
 
 /// What produced the results: "Linux 6.18.0" for the lab, "model linux" for simulate.
 fn host(r: &Report) -> String {

@@ -156,12 +156,6 @@ fn ms(ns: u64) -> f64 {
     (ns as f64 / 1e3).round() / 1e3
 }
 
-fn side(e: Endpoint) -> &'static str {
-    match e {
-        Endpoint::A => "A (client)",
-        Endpoint::B => "B (server)",
-    }
-}
 
 /// The page's data.
 pub fn data(p: &Page) -> ReportData {
@@ -240,8 +234,8 @@ fn stall_rows(flows: &[FlowIn<'_>], l: Limits) -> (Vec<StallRow>, Vec<Ladder>) {
                 flow: fi,
                 start_ms: ms(st.start.0),
                 length_ms: ms(st.length.0),
-                held: side(st.held).into(),
-                waited: side(st.waited).into(),
+                held: st.held.letter_and_role().into(),
+                waited: st.waited.letter_and_role().into(),
                 bytes_held: st.bytes_held,
                 cause: st.cause,
                 confidence: st.confidence,
