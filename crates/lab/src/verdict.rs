@@ -8,6 +8,7 @@
 //! packets (no CAP_NET_RAW, `--no-capture`): then its slow samples are reported without a cause.
 
 use analyze::{Stall, StallSummary, Window};
+use report::cells::ms_words;
 use report::stats;
 use trace::VerdictKey;
 
@@ -57,11 +58,11 @@ impl Corroboration {
         let mut ev = Vec::new();
         for (name, h) in [("client", self.client_held), ("server", self.server_held)] {
             if let Some(h) = h.filter(|h| h.count > 0) {
-                ev.push(format!("{name} writes held ~{} in TCP x{} (SO_TIMESTAMPING)", fmt_ms(h.median_us), h.count));
+                ev.push(format!("{name} writes held ~{} in TCP x{} (SO_TIMESTAMPING)", ms_words(h.median_us), h.count));
             }
         }
         if self.ato_us > 0 {
-            ev.push(format!("tcpi_ato {}", fmt_ms(f64::from(self.ato_us))));
+            ev.push(format!("tcpi_ato {}", ms_words(f64::from(self.ato_us))));
         }
         if let Some(d) = self.delayed_acks {
             ev.push(format!("DelayedACKs +{d}"));
@@ -119,7 +120,7 @@ pub fn rounds(
                 format!(
                     "{} slow samples ~{} in {samples} {unit}: cause not named: {why} ({})",
                     slow_ns.len(),
-                    fmt_ms(stats::median(us).unwrap_or(0.0)),
+                    ms_words(stats::median(us).unwrap_or(0.0)),
                     c.words().join(", ")
                 )
             };
@@ -179,15 +180,6 @@ pub fn stream(records: Records<'_>, f: &StreamFacts, c: &Corroboration) -> (Stal
             StallSummary::default(),
             Verdict { key: VerdictKey { stalls: false, cause: None }, text: format!("stream ({why}): {tail}") },
         ),
-    }
-}
-
-pub(crate) fn fmt_ms(us: f64) -> String {
-    let ms = us / 1000.0;
-    if ms >= 10.0 {
-        format!("{ms:.0} ms")
-    } else {
-        format!("{ms:.1} ms")
     }
 }
 

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::cells::interval_ms_column;
 use crate::{Export, Report, RunResult};
 
 /// A statistic with its 95% confidence interval (`crate::stats`; crates/advise's bootstrap
@@ -89,10 +90,6 @@ pub struct AdviseDoc {
     pub notes: Vec<String>,
 }
 
-fn ms(i: &Interval) -> String {
-    format!("{:.2} [{:.2}-{:.2}]", i.est / 1e3, i.lo / 1e3, i.hi / 1e3)
-}
-
 /// Words to lines of at most `width` columns (a longer word stands alone).
 fn wrap(text: &str, width: usize) -> String {
     let mut out = String::new();
@@ -145,9 +142,9 @@ impl AdviseDoc {
                 if r.tied && self.decision.tie.len() > 1 { "=" } else { " " },
                 r.label,
                 stalls,
-                ms(&r.p50_us),
-                ms(&r.p99_us),
-                ms(&r.p999_us),
+                interval_ms_column(&r.p50_us),
+                interval_ms_column(&r.p99_us),
+                interval_ms_column(&r.p999_us),
                 r.segments_per_message,
                 r.wire_bytes_per_message,
                 r.cpu_us_per_round.map_or("-".to_string(), |c| format!("{c:.1}")),

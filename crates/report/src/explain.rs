@@ -162,7 +162,7 @@ impl crate::Export for ExplainFlow<'_> {
     /// One row per record shown (stalls and waits; every kind with `--app-gaps`), without the
     /// header ([`ExplainFlow::CSV_HEADER`]): a capture's flows stream one after another.
     fn csv(&self) -> Option<String> {
-        use crate::export::csv_field as q;
+        use crate::cells::csv_field as q;
         let mut s = String::new();
         for st in self.shown() {
             s.push_str(&format!(
@@ -187,7 +187,7 @@ impl crate::Export for ExplainFlow<'_> {
 
     /// The same rows as a Markdown table's body (header: [`ExplainFlow::MARKDOWN_HEADER`]).
     fn markdown(&self) -> Option<String> {
-        let cell = |t: &str| t.replace('|', "\\|").replace('\n', " ");
+        let cell = crate::cells::md_cell;
         let mut s = String::new();
         for st in self.shown() {
             s.push_str(&format!(

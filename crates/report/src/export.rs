@@ -2,22 +2,12 @@
 //! `Export for Report` (document.rs), which adds JSON from serde. The table is for people; JSON
 //! is the stable contract; CSV and Markdown are for spreadsheets and documents.
 
+use crate::cells::{aligned, csv_field, md_cell, md_escape, ms_column};
 use crate::{Exporter, Report, RunResult, WireSide};
 
 pub(crate) struct Table;
 pub(crate) struct Csv;
 pub(crate) struct Markdown;
-
-fn ms(us: f64) -> String {
-    let m = us / 1000.0;
-    if m >= 100.0 {
-        format!("{m:.0}")
-    } else if m >= 10.0 {
-        format!("{m:.1}")
-    } else {
-        format!("{m:.2}")
-    }
-}
 
 /// Bytes, short: 1234 -> "1234", 123456 -> "121K", 12345678 -> "11.8M" (binary units, as the
 /// seed's tshark sums were).
@@ -142,33 +132,6 @@ fn params(p: &serde_json::Value) -> String {
     }
 }
 
-/// Lay out rows of cells: the first column left-aligned, the others right-aligned.
-fn layout(rows: &[Vec<String>], sep: &str) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let width: Vec<usize> =
-        (0..cols).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (c, cell) in r.iter().enumerate() {
-            if c > 0 {
-                line.push_str(sep);
-            }
-            let pad = width[c] - cell.chars().count();
-            if c == 0 {
-                line.push_str(cell);
-                line.push_str(&" ".repeat(pad));
-            } else {
-                line.push_str(&" ".repeat(pad));
-                line.push_str(cell);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
 fn wire_cells(w: &WireSide) -> [String; 5] {
     [
         w.segs_out.to_string(),
@@ -201,10 +164,10 @@ impl Exporter for Table {
         for x in &r.results {
             let mut row = vec![
                 label(x),
-                ms(per_round_ms(x)),
-                ms(x.latency_us.p50),
-                ms(x.latency_us.p99),
-                ms(x.latency_us.max),
+                ms_column(per_round_ms(x)),
+                ms_column(x.latency_us.p50),
+                ms_column(x.latency_us.p99),
+                ms_column(x.latency_us.max),
                 stalls_cell(x),
             ];
             row.extend(wire_cells(&x.wire.client));
@@ -212,7 +175,7 @@ impl Exporter for Table {
             rows.push(row);
         }
         // The group headers must not widen their columns: lay out the body, then place them.
-        let body = layout(&rows, "  ");
+        let body = aligned(&rows, "  ");
         let header = group_header(&body);
         out.push_str(&header);
         out.push_str(&body);
@@ -320,15 +283,6 @@ fn group_header(body: &str) -> String {
     line
 }
 
-pub(crate) fn csv_field(s: &str) -> String {
-    // RFC 4180 2.6/2.7: quote fields with commas, quotes or line breaks; double the quotes.
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 impl Exporter for Csv {
     fn export(&self, r: &Report) -> Vec<u8> {
         let mut head: Vec<String> = [
@@ -415,10 +369,6 @@ fn not_measured_note(r: &Report) -> Option<String> {
     ))
 }
 
-fn md_cell(s: &str) -> String {
-    s.replace('|', "\\|")
-}
-
 impl Exporter for Markdown {
     fn export(&self, r: &Report) -> Vec<u8> {
         let host = host(r);
@@ -436,10 +386,10 @@ impl Exporter for Markdown {
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 md_cell(&label(x)),
-                ms(per_round_ms(x)),
-                ms(x.latency_us.p50),
-                ms(x.latency_us.p99),
-                ms(x.latency_us.max),
+                ms_column(per_round_ms(x)),
+                ms_column(x.latency_us.p50),
+                ms_column(x.latency_us.p99),
+                ms_column(x.latency_us.max),
                 stalls_cell(x),
                 c.segs_out,
                 c.data_segs_out,
@@ -453,10 +403,10 @@ impl Exporter for Markdown {
             ));
         }
         if let Some(n) = not_measured_note(r) {
-            out.push_str(&format!("\n{}", md_cell(&n)));
+            out.push_str(&format!("\n{}", md_escape(&n)));
         }
         for e in &r.errors {
-            out.push_str(&format!("\n**Error:** {}\n", md_cell(e)));
+            out.push_str(&format!("\n**Error:** {}\n", md_escape(e)));
         }
         out.into_bytes()
     }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use trace::VerdictKey;
 
 pub mod advise;
+pub mod cells;
 mod document;
 pub mod explain;
 pub mod explain_pair;
