@@ -487,8 +487,8 @@ impl FlowAnalyzer {
         // near the sender (the round trip between them under the reorder window); far from it,
         // the ACK had not reached the sender yet (cwd-navigation: 88 ms away, 0.35 ms after).
         // Asked only while a sign of Nagle off waits to be confirmed.
-        let near_sender = self.dirs[di].nagle_off_candidate.is_none()
-            || self.back(dir_of_acked, self.path_rtt()) <= RELEASE_SLACK;
+        let near_sender =
+            self.dirs[di].nagle_off_candidate.is_none() || self.back(dir_of_acked, self.path_rtt()) <= RELEASE_SLACK;
         let dir = &mut self.dirs[di];
         if seg.window == 0 && !seg.flags.syn() && !seg.flags.rst() {
             dir.zero_wnd_in_gap = true;

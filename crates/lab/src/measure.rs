@@ -6,7 +6,6 @@
 //! is read after each call, never inside it). Stalls are the waits above the threshold, decided
 //! after the run, so the threshold can be derived from what the run measured.
 
-
 /// Waits shorter than this are not kept (a wait this short is never a stall).
 pub const WAIT_FLOOR_NS: u64 = 1_000_000;
 

@@ -270,7 +270,9 @@ fn summarise(row: &Row, r: Runs, rng: &mut rand::rngs::SmallRng) -> Seed003Row {
     };
     let g = |x: f64| x / 1e6;
     // The median of the runs that measured the column (NaN when none did).
-    let med = |f: fn(&Measured) -> f64| stats::median(m.iter().map(f).filter(|x| x.is_finite()).collect()).unwrap_or(f64::NAN);
+    let med = |f: fn(&Measured) -> f64| {
+        stats::median(m.iter().map(f).filter(|x| x.is_finite()).collect()).unwrap_or(f64::NAN)
+    };
     Seed003Row {
         name: row.name.clone(),
         seed_row: row.seed_row,

@@ -29,7 +29,6 @@ pub struct Held {
 }
 
 impl Held {
-
     /// Summarise hold times (ns) against a threshold (µs).
     pub fn from_holds(holds_ns: &[i64], threshold_us: f64) -> Held {
         let long: Vec<f64> = holds_ns.iter().map(|&h| h as f64 / 1000.0).filter(|&h| h > threshold_us).collect();

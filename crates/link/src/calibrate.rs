@@ -422,7 +422,8 @@ fn measure_direction(sent: &[Sent], seen: &[ProbeSeen], direct: u64) -> Result<D
     }
     let wake_min = parts[7].iter().copied().min().unwrap_or(0);
     let write_min = parts[4].iter().copied().min().unwrap_or(0);
-    let [unseen, to_read, run_delay, late, write, to_recv, to_queue, wake] = parts.map(|p| stats::median(p).unwrap_or(0));
+    let [unseen, to_read, run_delay, late, write, to_recv, to_queue, wake] =
+        parts.map(|p| stats::median(p).unwrap_or(0));
     let fixed = unseen.saturating_sub(direct);
     let ends_ns = if ends.is_empty() {
         // No transmit timestamps: no wake-up apart, all but the write.

@@ -103,7 +103,6 @@ fn story(s: &mut String, row: &report::RunResult, out: &Outcome) {
     }
 }
 
-
 /// One event: time since `origin` (ms), side, what happened.
 fn line(e: &Event, origin: u64) -> String {
     let t = (e.t.0 as f64 - origin as f64) / 1e6;

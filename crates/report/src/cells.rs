@@ -143,7 +143,10 @@ mod tests {
 
     #[test]
     fn each_duration_format() {
-        assert_eq!((ms_column(123_456.0), ms_column(12_345.0), ms_column(1_234.0)), ("123".into(), "12.3".into(), "1.23".into()));
+        assert_eq!(
+            (ms_column(123_456.0), ms_column(12_345.0), ms_column(1_234.0)),
+            ("123".into(), "12.3".into(), "1.23".into())
+        );
         assert_eq!((ms_words(40_200.0), ms_words(1_520.0)), ("40 ms".into(), "1.5 ms".into()));
         assert_eq!((ms_1dp(40.25), ns_as_ms_1dp(40_250_000)), ("40.2 ms".into(), "40.2 ms".into()));
         assert_eq!((ms_or_us(1_250_000), ms_or_us(812_500)), ("1.250 ms".into(), "812.5 us".into()));

@@ -81,7 +81,14 @@ impl MergedConnection {
             let held = if st.held == Endpoint::A { "client" } else { "server" };
             let split = x.map_or_else(
                 || "   (its packets are not in both files)".to_string(),
-                |x| format!("{:>8.2} ms {:>7.2} ms {:>9.2} ms", ms_of_ns(x.client_host), ms_of_ns(x.network), ms_of_ns(x.server_host)),
+                |x| {
+                    format!(
+                        "{:>8.2} ms {:>7.2} ms {:>9.2} ms",
+                        ms_of_ns(x.client_host),
+                        ms_of_ns(x.network),
+                        ms_of_ns(x.server_host)
+                    )
+                },
             );
             let _ = writeln!(
                 s,

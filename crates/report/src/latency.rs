@@ -166,7 +166,9 @@ mod tests {
         let mut h = histogram_ns();
         s.iter().for_each(|&v| h.record(v).unwrap());
         let approx = Latency::of_histogram_ns(&h);
-        for (a, e) in [(approx.p50, exact.p50), (approx.p90, exact.p90), (approx.p99, exact.p99), (approx.max, exact.max)] {
+        for (a, e) in
+            [(approx.p50, exact.p50), (approx.p90, exact.p90), (approx.p99, exact.p99), (approx.max, exact.max)]
+        {
             assert!(a >= e && a <= e * 1.001, "{a} vs {e}");
         }
     }

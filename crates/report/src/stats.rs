@@ -51,6 +51,12 @@ impl Ordered for u64 {
     }
 }
 
+impl Ordered for i64 {
+    fn order(&self, other: &Self) -> Ordering {
+        self.cmp(other)
+    }
+}
+
 impl Ordered for f64 {
     fn order(&self, other: &Self) -> Ordering {
         self.total_cmp(other)

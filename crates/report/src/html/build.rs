@@ -153,7 +153,6 @@ pub struct Series {
     pub downsampled: bool,
 }
 
-
 /// The page's data.
 pub fn data(p: &Page) -> ReportData {
     let l = LIMITS;
