@@ -20,5 +20,5 @@ pub use code::{caveat, change_size, snippet, Lang, UnknownLang};
 pub use pool::Pooled;
 pub use rank::{decide, rank, Decision, Rule, Scored, RULES};
 pub use request::{parse_side, source_notes, RequestError};
-pub use session::{conclude, measure, Advice, AdviseError, Ending, FirstRun, Measured, NothingToRank, Request, Runner};
+pub use session::{conclude, measure, Advice, AdviseError, Ending, FirstRun, NothingToRank, Request, Runner, Runs};
 pub use stats::{bootstrap_quantiles, quantile, Interval};

@@ -73,7 +73,7 @@ pub type FirstRun = (RunResult, Vec<trace::Event>);
 
 /// The runs of every candidate, pooled.
 #[derive(Debug)]
-pub struct Measured {
+pub struct Runs {
     pub candidates: Vec<Candidate>,
     pub pooled: Vec<Pooled>,
     pub first: Vec<Option<FirstRun>>,
@@ -86,7 +86,7 @@ pub struct Measured {
     pub failure: Option<String>,
 }
 
-impl Measured {
+impl Runs {
     /// The workload as written has at least one run (else nothing can be ranked against it).
     pub fn as_written_ran(&self) -> bool {
         self.pooled.first().is_some_and(|p| p.rows > 0)
@@ -144,7 +144,7 @@ pub enum NothingToRank {
 pub enum Ending {
     /// Every run finished.
     Complete,
-    /// Stopped by this signal; `msg` says after how many runs ([`Measured::interrupted`]).
+    /// Stopped by this signal; `msg` says after how many runs ([`Runs::interrupted`]).
     Interrupted { signal: i32, msg: String },
     /// A run failed (the message); the runs before it count.
     Failed(String),
@@ -153,8 +153,8 @@ pub enum Ending {
 /// Run every candidate (`req.candidates()`) `req.reps` times, round-robin (repetition r of
 /// every candidate before repetition r + 1 of any, so drift hits all alike), until done,
 /// cancelled or a run fails.
-pub fn measure(req: &Request, candidates: Vec<Candidate>, runner: &mut impl Runner) -> Measured {
-    let mut m = Measured {
+pub fn measure(req: &Request, candidates: Vec<Candidate>, runner: &mut impl Runner) -> Runs {
+    let mut m = Runs {
         pooled: candidates.iter().map(|_| Pooled::default()).collect(),
         first: candidates.iter().map(|_| None).collect(),
         mode: String::from(if req.model { "model" } else { "lab" }),
@@ -174,7 +174,7 @@ pub fn measure(req: &Request, candidates: Vec<Candidate>, runner: &mut impl Runn
 }
 
 /// Candidate `k`'s repetition `rep`: pooled when it finished. False: stop (cancelled, failed).
-fn run_one(req: &Request, runner: &mut impl Runner, m: &mut Measured, k: usize, rep: u32) -> bool {
+fn run_one(req: &Request, runner: &mut impl Runner, m: &mut Runs, k: usize, rep: u32) -> bool {
     let c = &m.candidates[k];
     runner.starting(&c.pair.label);
     let mut one = req.scenario.clone();
@@ -265,7 +265,7 @@ fn score(c: &Candidate, p: &Pooled, messages: usize, rng: &mut rand::rngs::Small
 /// Rank the candidates that ran, decide, and say it: the document `tcpstall advise` prints.
 /// `notes`: the caller's (where the workload came from, the link, an interruption);
 /// `elapsed_s`: the whole command's wall time.
-pub fn conclude(req: &Request, m: Measured, mut notes: Vec<String>, elapsed_s: f64) -> Result<Advice, AdviseError> {
+pub fn conclude(req: &Request, m: Runs, mut notes: Vec<String>, elapsed_s: f64) -> Result<Advice, AdviseError> {
     let s = &req.scenario;
     let exchange = s.workload.as_exchange();
     let messages = exchange.as_ref().map_or(1, |e| e.turns.len()).max(1);
@@ -332,7 +332,7 @@ pub fn conclude(req: &Request, m: Measured, mut notes: Vec<String>, elapsed_s: f
 }
 
 /// The candidates' first runs (those kept), best first. `ran[i]`: the candidate of scored row i.
-fn first_runs_in_rank_order(m: &Measured, ran: &[usize], order: &[usize]) -> Vec<FirstRun> {
+fn first_runs_in_rank_order(m: &Runs, ran: &[usize], order: &[usize]) -> Vec<FirstRun> {
     order.iter().filter_map(|&i| m.first[ran[i]].clone()).collect()
 }
 
@@ -340,10 +340,10 @@ fn first_runs_in_rank_order(m: &Measured, ran: &[usize], order: &[usize]) -> Vec
 mod tests {
     use super::*;
 
-    fn measured(as_written_rows: u32, failure: Option<&str>) -> Measured {
+    fn measured(as_written_rows: u32, failure: Option<&str>) -> Runs {
         let pooled = Pooled { rows: as_written_rows, ..Pooled::default() };
         let failure = failure.map(str::to_string);
-        Measured {
+        Runs {
             candidates: Vec::new(),
             pooled: vec![pooled],
             first: Vec::new(),

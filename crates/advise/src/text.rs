@@ -1,7 +1,8 @@
 //! The words of advise: the recommendation paragraph and the code for the side that changes,
 //! and the notes that say what a figure means here. Pure text from the ranked rows.
 
-use report::advise::{AdviseRow, Interval, StallSource};
+use report::advise::{AdviseRow, StallSource};
+use report::cells::interval_ms_words;
 use scenario::{Opt, Side};
 
 use crate::Lang;
@@ -11,10 +12,6 @@ pub struct View<'a> {
     pub client: &'a [Opt],
     pub server: &'a [Opt],
     pub row: &'a AdviseRow,
-}
-
-fn ms(i: &Interval) -> String {
-    format!("{:.2} ms [95% CI {:.2}-{:.2}]", i.est / 1e3, i.lo / 1e3, i.hi / 1e3)
 }
 
 /// How a fix removes the wait, by strategy.
@@ -74,7 +71,7 @@ pub fn recommend(rows: &[View], lang: Lang, writes_per_msg: impl Fn(Side) -> usi
             "Recommendation: keep the code as written. It ranks first ({}, p99 {}, {:.1} segments per message); \
              no candidate fix does better.",
             stalled(b),
-            ms(&b.p99_us),
+            interval_ms_words(&b.p99_us),
             b.segments_per_message
         );
         return (text, String::new());
@@ -92,8 +89,8 @@ pub fn recommend(rows: &[View], lang: Lang, writes_per_msg: impl Fn(Side) -> usi
         "Recommendation: change the code {}. p99 {} as written -> {} with the fix; {} -> {}; {:.1} -> {:.1} \
          segments per message.",
         what.join(" and "),
-        ms(&b.p99_us),
-        ms(&f.p99_us),
+        interval_ms_words(&b.p99_us),
+        interval_ms_words(&f.p99_us),
         stalled(b),
         stalled(f),
         b.segments_per_message,
@@ -170,6 +167,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use report::advise::Interval;
 
     fn iv(ms: f64) -> Interval {
         Interval { est: ms * 1e3, lo: ms * 0.9e3, hi: ms * 1.1e3 }

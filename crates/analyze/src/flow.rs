@@ -487,8 +487,8 @@ impl FlowAnalyzer {
         // near the sender (the round trip between them under the reorder window); far from it,
         // the ACK had not reached the sender yet (cwd-navigation: 88 ms away, 0.35 ms after).
         // Asked only while a sign of Nagle off waits to be confirmed.
-        let near_sender = self.dirs[di].nagle_off_candidate.is_none()
-            || self.back(dir_of_acked, self.path_rtt()) <= Duration::from_millis(2);
+        let near_sender =
+            self.dirs[di].nagle_off_candidate.is_none() || self.back(dir_of_acked, self.path_rtt()) <= RELEASE_SLACK;
         let dir = &mut self.dirs[di];
         if seg.window == 0 && !seg.flags.syn() && !seg.flags.rst() {
             dir.zero_wnd_in_gap = true;
@@ -559,7 +559,7 @@ impl FlowAnalyzer {
         // An ACK stamped just after the data it released (see REORDER_WINDOW).
         // Only an ACK of the data outstanding before the gap (not of the released
         // segment itself), and only when no ACK during the gap explains the release.
-        let tolerance = Duration::from_millis(2) + p.path_rtt.unwrap_or(Duration::ZERO);
+        let tolerance = RELEASE_SLACK + p.path_rtt.unwrap_or(Duration::ZERO);
         let unexplained = p.ack.is_none_or(|a| p.end.since(a.t) > tolerance);
         let of_old_data = seq_le(ack, p.seg.seq);
         if p.held == dir_of_acked && seen.pure && unexplained && of_old_data && p.snap.out_count > 0 {

@@ -32,11 +32,15 @@ pub use timers::Timers;
 use serde::{Deserialize, Serialize};
 use trace::{Cause, Duration, Endpoint, Event, Evidence, Instant};
 
+/// The stall margin: a gap longer than the path RTT by more than this is a stall (10 ms: far
+/// above loopback and LAN scheduling noise, far below the 40 ms delayed-ACK timer). The one
+/// default of explain's, lab's and watch's `--min-gap`, the model's slow samples and rows.
+pub const DEFAULT_MIN_GAP: Duration = Duration::from_millis(10);
+
 /// Analysis settings. Times are arguments; nothing here reads a clock.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Config {
-    /// A gap shorter than this (plus the path RTT) is not a stall. Default 10 ms: far above
-    /// loopback and LAN scheduling noise, far below the 40 ms delayed-ACK timer.
+    /// A gap shorter than this (plus the path RTT) is not a stall. Default [`DEFAULT_MIN_GAP`].
     pub min_gap: Duration,
     /// Timer constants (HZ-dependent tolerance) the rules match intervals against.
     pub timers: Timers,
@@ -44,7 +48,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { min_gap: Duration::from_millis(10), timers: Timers::default() }
+        Config { min_gap: DEFAULT_MIN_GAP, timers: Timers::default() }
     }
 }
 

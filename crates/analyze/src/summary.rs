@@ -190,10 +190,7 @@ pub fn outside_notes(records: &[Stall], w: Window) -> Option<String> {
             1 => format!("1 wait of {ms:.0} ms"),
             n => format!("{n} waits up to {ms:.0} ms"),
         };
-        let side = match longest.held {
-            trace::Endpoint::A => "client",
-            trace::Endpoint::B => "server",
-        };
+        let side = longest.held.role();
         Some(format!("{when} (not in the samples or ms/round): {what}, the {side}'s data held ({})", longest.cause))
     };
     let tcp = |r: &&Stall| r.kind == RecordKind::Stall;

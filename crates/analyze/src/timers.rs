@@ -10,7 +10,10 @@ use trace::Duration;
 /// Timer constants and the tolerance to match them with.
 /// How soon after the ACK that releases it held data leaves, beyond the round trip between
 /// the capture point and the sender: the ACK's softirq sends at once (`tcp_data_snd_check`
-/// from `tcp_rcv_established`, no timer), so what remains is scheduling. 2 ms.
+/// from `tcp_rcv_established`, no timer), so what remains is scheduling. 2 ms. The one slack
+/// of every "did this ACK release that segment" test: the release window, the zero-window
+/// update, a path-MTU or fast-retransmit resend after its trigger, the writer's clock, and the
+/// flow's "capture near the sender" and late-ACK checks.
 pub(crate) const RELEASE_SLACK: Duration = Duration::from_millis(2);
 
 /// One kernel tick an ACK may spend on its way to the sender after the capture saw it (a veth

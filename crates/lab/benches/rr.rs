@@ -31,6 +31,7 @@
 
 use std::path::{Path, PathBuf};
 
+use report::stats;
 use scenario::{Rr, SideOpts, StrategyPair, Workload};
 use tcpstall_lab::{self as lab, KernelEvidence, KernelHandle, LabOptions, Placement};
 
@@ -102,11 +103,6 @@ fn c_rr(bin: &Path, rounds: u32, mode: &str, pin: Option<(usize, usize)>) -> Run
     Run { rate: it.next().expect("rate"), p99_us: it.next().expect("p99") / 1e3, cpu_ns: it.next().unwrap_or(0.0) }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn verdict(ok: bool) -> &'static str {
     if ok {
         "meets"
@@ -118,9 +114,9 @@ fn verdict(ok: bool) -> &'static str {
 /// Medians of a list of runs.
 fn med(runs: &[Run]) -> Run {
     Run {
-        rate: median(runs.iter().map(|r| r.rate).collect()),
-        p99_us: median(runs.iter().map(|r| r.p99_us).collect()),
-        cpu_ns: median(runs.iter().map(|r| r.cpu_ns).collect()),
+        rate: stats::median(runs.iter().map(|r| r.rate).collect()).unwrap_or(f64::NAN),
+        p99_us: stats::median(runs.iter().map(|r| r.p99_us).collect()).unwrap_or(f64::NAN),
+        cpu_ns: stats::median(runs.iter().map(|r| r.cpu_ns).collect()).unwrap_or(f64::NAN),
     }
 }
 
@@ -138,8 +134,8 @@ struct Row {
 
 /// The median of the per-repeat ratios lab / C (rate, p99): each pair ran back to back.
 fn paired(c: &[Run], l: &[Run]) -> (f64, f64) {
-    let rate = median(c.iter().zip(l).map(|(c, l)| l.rate / c.rate).collect());
-    let p99 = median(c.iter().zip(l).map(|(c, l)| l.p99_us / c.p99_us).collect());
+    let rate = stats::median(c.iter().zip(l).map(|(c, l)| l.rate / c.rate).collect()).unwrap_or(f64::NAN);
+    let p99 = stats::median(c.iter().zip(l).map(|(c, l)| l.p99_us / c.p99_us).collect()).unwrap_or(f64::NAN);
     (rate, p99)
 }
 
@@ -235,7 +231,7 @@ fn measure_row(
             b.push(lab_rr(rounds, strategy, false, pin, kernel).0);
         }
     }
-    let cpu_ratio = median(c.iter().zip(&l).map(|(c, l)| l.cpu_ns / c.cpu_ns).collect());
+    let cpu_ratio = stats::median(c.iter().zip(&l).map(|(c, l)| l.cpu_ns / c.cpu_ns).collect()).unwrap_or(f64::NAN);
     Row { name, c: med(&c), lab: med(&l), ratio: paired(&c, &l), cpu_ratio, recorded: recorded.then(|| med(&b)) }
 }
 

@@ -7,6 +7,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use report::stats;
 use scenario::{SideOpts, StrategyPair, Workload};
 use tcpstall_lab::veth::{Knobs, VethPath};
 use tcpstall_lab::{self as lab, LabOptions};
@@ -41,11 +42,6 @@ fn tcpstall(path: &VethPath, secs: f64) -> f64 {
     r.wire.client.bytes_sent as f64 * 8.0 / r.wall_s
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
     let args: Vec<f64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let secs = args.first().copied().unwrap_or(3.0);
@@ -67,7 +63,7 @@ fn main() {
         }
         t.push(tcpstall(&path, secs));
     }
-    let (i, t) = (median(i), median(t));
+    let (i, t) = (stats::median(i).unwrap_or(f64::NAN), stats::median(t).unwrap_or(f64::NAN));
     println!("stream over a veth pair ({}), {secs} s, median of {reps} alternating runs", path.readback);
     println!("  iperf3:                    {:>7.2} Gbit/s", i / 1e9);
     println!("  tcpstall lab --path veth:  {:>7.2} Gbit/s", t / 1e9);

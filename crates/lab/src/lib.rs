@@ -123,9 +123,10 @@ impl Default for LabOptions {
 pub struct StallThresholdError(pub f64);
 
 impl LabOptions {
-    /// The stall margin this run uses: `stall_threshold`, else [`DEFAULT_STALL_MARGIN`].
+    /// The stall margin this run uses: `stall_threshold`, else the classifier's
+    /// [`analyze::DEFAULT_MIN_GAP`].
     pub fn stall_margin(&self) -> Duration {
-        self.stall_threshold.unwrap_or(DEFAULT_STALL_MARGIN)
+        self.stall_threshold.unwrap_or(Duration::from_nanos(analyze::DEFAULT_MIN_GAP.0))
     }
 
     /// A wait longer than the round trip by more than `ms` milliseconds (more than 0, at most
@@ -154,9 +155,6 @@ impl LabOptions {
         self.capture = false;
     }
 }
-
-/// Default stall margin over the round trip.
-pub const DEFAULT_STALL_MARGIN: Duration = Duration::from_millis(10);
 
 /// Progress of `run_scenario`, for progress bars.
 #[derive(Debug, Clone, PartialEq, Eq)]

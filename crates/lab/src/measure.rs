@@ -6,9 +6,6 @@
 //! is read after each call, never inside it). Stalls are the waits above the threshold, decided
 //! after the run, so the threshold can be derived from what the run measured.
 
-use hdrhistogram::Histogram;
-use report::Latency;
-
 /// Waits shorter than this are not kept (a wait this short is never a stall).
 pub const WAIT_FLOOR_NS: u64 = 1_000_000;
 
@@ -55,29 +52,9 @@ impl Recorder {
     }
 }
 
-/// A histogram of nanosecond values from 1 ns to 1 hour, 3 significant digits.
-pub fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("static histogram bounds are valid")
-}
-
-/// p50/p90/p99/p99.9/max/mean in microseconds.
-pub fn latency(h: &Histogram<u64>) -> Latency {
-    Latency::from_histogram_ns(h)
-}
-
-/// Latency of a list of nanosecond samples.
-pub fn latency_of(samples: &[u64]) -> Latency {
-    latency(&histogram_of(samples))
-}
-
-/// The histogram of a list of nanosecond samples.
-pub fn histogram_of(samples: &[u64]) -> Histogram<u64> {
-    let mut h = histogram();
-    for &s in samples {
-        h.saturating_record(s.max(1));
-    }
-    h
-}
+/// The lab's histogram of nanosecond values (1 ns to 1 hour, 3 significant digits): report's
+/// one definition, for the streams that keep no samples.
+pub use report::histogram_ns as histogram;
 
 /// The stall threshold: `over` above the no-stall baseline. The baseline of a wait for the peer
 /// is one round trip, so it is the connection's minimum RTT as the kernel measured it
@@ -116,17 +93,6 @@ mod tests {
         assert_eq!(r.waits, vec![Wait { sample: 0, ns: 2_000_000 }]);
         assert_eq!(r.waits_lost, 1);
         assert_eq!((sp, wp), (r.samples.as_ptr(), r.waits.as_ptr()));
-    }
-
-    #[test]
-    fn latency_percentiles() {
-        let s: Vec<u64> = (1..=1000).map(|i| i * 1000).collect();
-        let l = latency_of(&s);
-        assert!((l.p50 - 500.0).abs() < 1.0, "{l:?}");
-        assert!((l.p99 - 990.0).abs() < 1.0, "{l:?}");
-        assert!((l.max - 1000.0).abs() < 1.0, "{l:?}");
-        assert!((l.mean - 500.5).abs() < 1.0, "{l:?}");
-        assert_eq!(latency_of(&[]), Latency::default());
     }
 
     /// Every established-connection frame of a kept loopback capture of `tcpstall lab`

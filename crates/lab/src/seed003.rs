@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use rand::SeedableRng;
 use report::seed003::{fmt_ratio, Interval, Seed003Doc, Seed003Row};
+use report::stats;
 use scenario::{SideOpts, StrategyPair, Workload};
 
 use crate::veth::{CpuSnapshot, Knobs, VethPath};
@@ -257,27 +258,21 @@ pub fn run_matrix(req: &MatrixRequest, progress: &mut dyn FnMut(Progress<'_>)) -
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// A row's medians over its runs and the throughput's median with its 95% bootstrap interval
-/// (advise's two-stage bootstrap over runs, in kbit/s, then Gbit/s).
+/// (the two-stage bootstrap over runs of `report::stats`, in kbit/s, then Gbit/s).
 fn summarise(row: &Row, r: Runs, rng: &mut rand::rngs::SmallRng) -> Seed003Row {
     let m = r.measured;
     let runs: Vec<Vec<u64>> = m.iter().map(|x| vec![(x.throughput_bits_per_s / 1e3) as u64]).collect();
     let q = if runs.is_empty() {
-        advise::Interval { est: f64::NAN, lo: f64::NAN, hi: f64::NAN }
+        Interval { est: f64::NAN, lo: f64::NAN, hi: f64::NAN }
     } else {
-        advise::bootstrap_quantiles(&runs, &[0.5], 1000, rng)[0]
+        stats::bootstrap_quantiles(&runs, &[0.5], 1000, rng)[0]
     };
     let g = |x: f64| x / 1e6;
-    let med = |f: fn(&Measured) -> f64| median(m.iter().map(f).collect());
+    // The median of the runs that measured the column (NaN when none did).
+    let med = |f: fn(&Measured) -> f64| {
+        stats::median(m.iter().map(f).filter(|x| x.is_finite()).collect()).unwrap_or(f64::NAN)
+    };
     Seed003Row {
         name: row.name.clone(),
         seed_row: row.seed_row,

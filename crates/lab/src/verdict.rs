@@ -8,6 +8,8 @@
 //! packets (no CAP_NET_RAW, `--no-capture`): then its slow samples are reported without a cause.
 
 use analyze::{Stall, StallSummary, Window};
+use report::cells::ms_words;
+use report::stats;
 use trace::VerdictKey;
 
 /// The verdict: the comparable key and one line for people.
@@ -30,7 +32,7 @@ impl Held {
     /// Summarise hold times (ns) against a threshold (µs).
     pub fn from_holds(holds_ns: &[i64], threshold_us: f64) -> Held {
         let long: Vec<f64> = holds_ns.iter().map(|&h| h as f64 / 1000.0).filter(|&h| h > threshold_us).collect();
-        Held { count: long.len() as u64, median_us: median(&long) }
+        Held { count: long.len() as u64, median_us: stats::median(long).unwrap_or(0.0) }
     }
 }
 
@@ -55,11 +57,11 @@ impl Corroboration {
         let mut ev = Vec::new();
         for (name, h) in [("client", self.client_held), ("server", self.server_held)] {
             if let Some(h) = h.filter(|h| h.count > 0) {
-                ev.push(format!("{name} writes held ~{} in TCP x{} (SO_TIMESTAMPING)", fmt_ms(h.median_us), h.count));
+                ev.push(format!("{name} writes held ~{} in TCP x{} (SO_TIMESTAMPING)", ms_words(h.median_us), h.count));
             }
         }
         if self.ato_us > 0 {
-            ev.push(format!("tcpi_ato {}", fmt_ms(f64::from(self.ato_us))));
+            ev.push(format!("tcpi_ato {}", ms_words(f64::from(self.ato_us))));
         }
         if let Some(d) = self.delayed_acks {
             ev.push(format!("DelayedACKs +{d}"));
@@ -117,7 +119,7 @@ pub fn rounds(
                 format!(
                     "{} slow samples ~{} in {samples} {unit}: cause not named: {why} ({})",
                     slow_ns.len(),
-                    fmt_ms(median(&us)),
+                    ms_words(stats::median(us).unwrap_or(0.0)),
                     c.words().join(", ")
                 )
             };
@@ -177,25 +179,6 @@ pub fn stream(records: Records<'_>, f: &StreamFacts, c: &Corroboration) -> (Stal
             StallSummary::default(),
             Verdict { key: VerdictKey { stalls: false, cause: None }, text: format!("stream ({why}): {tail}") },
         ),
-    }
-}
-
-/// Median of a slice (sorted copy); 0 when empty.
-pub fn median(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    s[s.len() / 2]
-}
-
-pub(crate) fn fmt_ms(us: f64) -> String {
-    let ms = us / 1000.0;
-    if ms >= 10.0 {
-        format!("{ms:.0} ms")
-    } else {
-        format!("{ms:.1} ms")
     }
 }
 

@@ -58,9 +58,6 @@ fn a_streamed_row_is_ordered_and_classified_as_a_whole_row() {
         assert_eq!(k.events, knum);
         assert!(k.writes >= 40_000, "{k:?}");
     }
-    let cfg = analyze::Config {
-        min_gap: trace::Duration::from_nanos(lab::DEFAULT_STALL_MARGIN.as_nanos() as u64),
-        timers: lab::kernel_timers(),
-    };
+    let cfg = analyze::Config { min_gap: analyze::DEFAULT_MIN_GAP, timers: lab::kernel_timers() };
     assert_eq!(analyze::analyze_events(ev.iter().cloned(), cfg), analysis);
 }

@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use report::stats;
 use tcpstall_link::forward::Priority;
 use tcpstall_link::model::Dir;
 use tcpstall_link::netns::{run_in, SERVER_IP};
@@ -313,7 +314,7 @@ fn pps_variants(list: &str, rounds: usize, secs: f64) {
         }
     }
     for (name, r) in list.split(',').zip(&ratios) {
-        println!("median over {rounds} rounds: {name} x{:.2} veth", median(r));
+        println!("median over {rounds} rounds: {name} x{:.2} veth", stats::median(r.to_vec()).unwrap_or(f64::NAN));
     }
 }
 
@@ -530,12 +531,6 @@ struct Samples {
     rtt99: Vec<f64>,
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
 /// `--variants base,napi,busy20,rps1-2,pin1-0,fifo --rounds N`: every variant of the forwarder
 /// (see [`variant`]) measured in each round right after the veth pair, interleaved, so slow
 /// phases of a shared machine hit all of them alike; medians at the end.
@@ -584,19 +579,19 @@ fn compare_variants(list: &str, rounds: usize) {
     }
     println!(
         "medians over {rounds} rounds; veth {:.0}k packets/s, {:.2} Gbit/s",
-        median(&veth_pps) / 1e3,
-        median(&veth_gbps)
+        stats::median(veth_pps.clone()).unwrap_or(f64::NAN) / 1e3,
+        stats::median(veth_gbps.clone()).unwrap_or(f64::NAN)
     );
     println!("| variant | packets/s | x veth | Gbit/s | lateness p99 | rtt excess p50 | rtt excess p99 |");
     for (name, a) in names.iter().zip(&all) {
         println!(
             "| {name} | {:.0}k | {:.2} | {:.2} | {:.1} us | {:.1} us | {:.1} us |",
-            median(&a.pps) / 1e3,
-            median(&a.ratio),
-            median(&a.gbps),
-            median(&a.late99),
-            median(&a.rtt50),
-            median(&a.rtt99)
+            stats::median(a.pps.clone()).unwrap_or(f64::NAN) / 1e3,
+            stats::median(a.ratio.clone()).unwrap_or(f64::NAN),
+            stats::median(a.gbps.clone()).unwrap_or(f64::NAN),
+            stats::median(a.late99.clone()).unwrap_or(f64::NAN),
+            stats::median(a.rtt50.clone()).unwrap_or(f64::NAN),
+            stats::median(a.rtt99.clone()).unwrap_or(f64::NAN)
         );
     }
 }

@@ -38,6 +38,8 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use report::stats;
+
 use crate::netns::{run_in, End};
 use crate::probe::{probe, seq_of, Calibration, ProbeSeen, PORT, PROBE_DELAY_NS};
 use sys::clock::mono_ns;
@@ -92,11 +94,6 @@ pub struct DirCalibration {
 #[derive(Debug, Clone, Default)]
 pub struct CalibrationReport {
     pub dirs: [DirCalibration; 2],
-}
-
-fn median(mut v: Vec<u64>) -> u64 {
-    v.sort_unstable();
-    v.get(v.len() / 2).copied().unwrap_or(0)
 }
 
 /// What the echo side saw of one probe (CLOCK_MONOTONIC ns): when recv(2) returned the
@@ -271,7 +268,7 @@ pub fn run(client: &End, server: &End, calib: [&Arc<Calibration>; 2]) -> Result<
         for sock in [&socks.s_rx, &socks.lo_echo[0]] {
             let _ = nix::sys::socket::shutdown(sock.as_raw_fd(), nix::sys::socket::Shutdown::Read);
         }
-        let direct = median(direct);
+        let direct = stats::median(direct).unwrap_or(0);
         let mut report = CalibrationReport::default();
         for (d, (cal, sent)) in calib.iter().zip(split_directions(&pings, &echoes)).enumerate() {
             let seen: Vec<ProbeSeen> = cal.seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -385,13 +382,14 @@ fn measure_direction(sent: &[Sent], seen: &[ProbeSeen], direct: u64) -> Result<D
     }
     let wake_min = parts[7].iter().copied().min().unwrap_or(0);
     let write_min = parts[4].iter().copied().min().unwrap_or(0);
-    let [unseen, to_read, run_delay, late, write, to_recv, to_queue, wake] = parts.map(median);
+    let [unseen, to_read, run_delay, late, write, to_recv, to_queue, wake] =
+        parts.map(|p| stats::median(p).unwrap_or(0));
     let fixed = unseen.saturating_sub(direct);
     let ends_ns = if ends.is_empty() {
         // No transmit timestamps: no wake-up apart, all but the write.
         fixed as i64 - write as i64
     } else {
-        median(ends) as i64 - direct as i64
+        stats::median(ends).unwrap_or(0) as i64 - direct as i64
     };
     Ok(DirCalibration {
         probes,

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use hdrhistogram::Histogram;
+use report::cells::ms_or_us;
 
 use crate::model::{Dir, DirCounters, DropReason};
 use crate::LinkSpec;
@@ -100,14 +101,6 @@ impl UnaskedDrop {
     }
 }
 
-fn fmt_ns(ns: u64) -> String {
-    if ns >= 1_000_000 {
-        format!("{:.3} ms", ns as f64 / 1e6)
-    } else {
-        format!("{:.1} us", ns as f64 / 1e3)
-    }
-}
-
 impl LinkReport {
     pub fn dir(&self, d: Dir) -> Option<&DirReport> {
         self.dirs.get(d.index())
@@ -186,11 +179,11 @@ impl LinkReport {
                             " (counting the path beyond a direct one of {}, measured at start by {} probes: each packet's \
                              write(2) into the TUN device, {}{:.1} us at the path's ends, and {} more on a packet that wakes \
                              the forwarder)",
-                            fmt_ns(c.direct_ns),
+                            ms_or_us(c.direct_ns),
                             c.probes,
                             if ends < 0 { "-" } else { "+" },
                             ends.unsigned_abs() as f64 / 1e3,
-                            fmt_ns(r.wake_ns),
+                            ms_or_us(r.wake_ns),
                         )
                     }
                     (Err(why), _) => format!(" (not counting the path's fixed overhead: not measured, {why})"),
@@ -199,11 +192,11 @@ impl LinkReport {
                 out.push(format!(
                     "link {}: delay p50 {} p99 {} (configured {}); emulator added p50 {} p99 {} end to end{fixed}",
                     d.label(),
-                    fmt_ns(p50),
-                    fmt_ns(p99),
-                    fmt_ns(r.configured_delay_ns),
-                    fmt_ns(r.overhead_at(0.5).unwrap_or(0)),
-                    fmt_ns(r.overhead_at(0.99).unwrap_or(0)),
+                    ms_or_us(p50),
+                    ms_or_us(p99),
+                    ms_or_us(r.configured_delay_ns),
+                    ms_or_us(r.overhead_at(0.5).unwrap_or(0)),
+                    ms_or_us(r.overhead_at(0.99).unwrap_or(0)),
                 ));
             }
         }

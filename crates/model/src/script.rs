@@ -14,7 +14,8 @@ pub(crate) const B: usize = 1;
 #[cfg(test)]
 const TOL: u64 = 10_000; // 10 us: model times are exact; scripts write them rounded
 
-pub(crate) fn ms(x: f64) -> u64 {
+/// Milliseconds (as the scripts write them) to nanoseconds.
+pub(crate) fn ns_of_ms(x: f64) -> u64 {
     (x * 1e6).round() as u64
 }
 
@@ -152,7 +153,7 @@ impl Script {
     }
 
     pub(crate) fn at(&mut self, t_ms: f64) -> &mut Self {
-        let t = ms(t_ms).max(self.now);
+        let t = ns_of_ms(t_ms).max(self.now);
         while self.step(t).is_some() {}
         self.now = t;
         self
@@ -221,7 +222,7 @@ impl Script {
     /// The next segment on the wire is from `from`, carries `len` bytes, and left at `t_ms`
     /// (within 10 us). Runs the model up to that time first.
     pub(crate) fn expect_segment(&mut self, t_ms: f64, from: usize, len: u32) -> &mut Self {
-        let t = ms(t_ms);
+        let t = ns_of_ms(t_ms);
         if self.now < t + TOL {
             self.at((t + TOL) as f64 / 1e6);
         }
@@ -249,7 +250,7 @@ impl Script {
     #[cfg(test)]
     /// Nothing new goes on the wire before `t_ms`.
     pub(crate) fn expect_nothing_until(&mut self, t_ms: f64) -> &mut Self {
-        let t = ms(t_ms);
+        let t = ns_of_ms(t_ms);
         let end = t.saturating_sub(1);
         if self.now < end {
             self.at(end as f64 / 1e6);

@@ -95,18 +95,11 @@ fn story(s: &mut String, row: &report::RunResult, out: &Outcome) {
         let _ = writeln!(
             s,
             "  => {} data held {:.3} ms, released at +{:.3} ms: {}",
-            side_name(r.side),
+            r.side.role(),
             (r.t - r.since) as f64 / 1e6,
             (r.t - first.start) as f64 / 1e6,
             r.cause.explain()
         );
-    }
-}
-
-fn side_name(e: Endpoint) -> &'static str {
-    match e {
-        Endpoint::A => "client",
-        Endpoint::B => "server",
     }
 }
 
@@ -135,7 +128,7 @@ fn line(e: &Event, origin: u64) -> String {
             }
         }
     };
-    format!("{t:>12.3}  {:<6} {what}", side_name(e.from))
+    format!("{t:>12.3}  {:<6} {what}", e.from.role())
 }
 
 #[cfg(test)]

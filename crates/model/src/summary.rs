@@ -11,9 +11,6 @@ use trace::VerdictKey;
 
 use crate::{simulate, ModelError, Outcome, Profile, SideEnd, SimConfig};
 
-/// A stall is a sample this far above the no-stall baseline (the lab's default rule).
-pub(crate) const STALL_MARGIN_NS: u64 = 10_000_000;
-
 /// One simulate invocation: which profiles, which link.
 #[derive(Debug, Clone)]
 pub struct RunSpec {
@@ -27,15 +24,6 @@ pub struct RunSpec {
     pub timestamps: Option<bool>,
     /// Per-call application cost (SimConfig::call_ns).
     pub call_ns: u64,
-}
-
-fn percentile(sorted: &[u64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    // Nearest rank.
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1] as f64 / 1e3
 }
 
 fn wire_side(s: &SideEnd) -> WireSide {
@@ -163,7 +151,7 @@ pub fn classify(out: &Outcome, client: &Profile, server: &Profile) -> Vec<analyz
 /// The classifier's configuration for a run between these profiles: their HZ (the coarser).
 pub(crate) fn classifier_config(client: &Profile, server: &Profile) -> analyze::Config {
     let hz = u64::from(client.timer_hz.min(server.timer_hz).max(1));
-    analyze::Config { min_gap: trace::Duration(STALL_MARGIN_NS), timers: analyze::Timers::linux(hz) }
+    analyze::Config { min_gap: analyze::DEFAULT_MIN_GAP, timers: analyze::Timers::linux(hz) }
 }
 
 /// How long the model's timers held sample `s`: the longest timer release inside it (pure;
@@ -173,32 +161,23 @@ pub(crate) fn waited(releases: &[crate::Release], s: &crate::RoundSample) -> u64
     releases[lo..].iter().take_while(|r| r.t <= s.end).map(|r| r.t - r.since.max(s.start)).max().unwrap_or(0)
 }
 
-/// Latency percentiles and slow samples (more than [`STALL_MARGIN_NS`] above the no-stall
-/// baseline: the smallest sample once the timer waits the model knows about are taken out).
-/// From every sample when the run kept them (nearest rank); else from `Outcome::sample_stats`
-/// (the lab's HdrHistogram, 3 significant digits).
+/// Latency percentiles and slow samples (more than the stall margin,
+/// [`analyze::DEFAULT_MIN_GAP`] as in the lab, above the no-stall baseline: the smallest sample
+/// once the timer waits the model knows about are taken out). From every sample when the run
+/// kept them (`Latency::of_samples_ns`); else from `Outcome::sample_stats` (the lab's
+/// HdrHistogram, 3 significant digits: `Latency::of_histogram_ns`).
 fn latency_and_slow_samples(out: &Outcome) -> (Latency, u64, u64) {
     if (out.samples.len() as u64) < out.sample_stats.count {
         let st = &out.sample_stats;
-        let threshold = st.min_unwaited.unwrap_or(0) + STALL_MARGIN_NS;
+        let threshold = st.min_unwaited.unwrap_or(0) + analyze::DEFAULT_MIN_GAP.0;
         let slow =
             st.hist.iter_recorded().filter(|v| v.value_iterated_to() > threshold).map(|v| v.count_at_value()).sum();
-        return (Latency::from_histogram_ns(&st.hist), slow, threshold);
+        return (Latency::of_histogram_ns(&st.hist), slow, threshold);
     }
-    let mut sorted: Vec<u64> = out.samples.iter().map(|s| s.latency).collect();
-    sorted.sort_unstable();
-    let n = sorted.len();
-    let mean = if n > 0 { sorted.iter().sum::<u64>() as f64 / n as f64 / 1e3 } else { 0.0 };
-    let latency = Latency {
-        p50: percentile(&sorted, 0.50),
-        p90: percentile(&sorted, 0.90),
-        p99: percentile(&sorted, 0.99),
-        p999: percentile(&sorted, 0.999),
-        max: sorted.last().map(|&m| m as f64 / 1e3).unwrap_or(0.0),
-        mean,
-    };
+    let samples: Vec<u64> = out.samples.iter().map(|s| s.latency).collect();
+    let latency = Latency::of_samples_ns(&samples);
     let baseline = out.samples.iter().map(|s| s.latency.saturating_sub(waited(&out.releases, s))).min().unwrap_or(0);
-    let threshold = baseline + STALL_MARGIN_NS;
+    let threshold = baseline + analyze::DEFAULT_MIN_GAP.0;
     let slow = out.samples.iter().filter(|s| s.latency > threshold).count() as u64;
     (latency, slow, threshold)
 }
@@ -408,11 +387,10 @@ mod tests {
 
     #[test]
     fn nearest_rank_percentiles() {
-        let v: Vec<u64> = (1..=100).map(|i| i * 1000).collect();
-        assert_eq!(percentile(&v, 0.5), 50.0);
-        assert_eq!(percentile(&v, 0.99), 99.0);
-        assert_eq!(percentile(&v, 1.0), 100.0);
-        assert_eq!(percentile(&[], 0.5), 0.0);
+        let v: Vec<u64> = (1..=100).rev().map(|i| i * 1000).collect();
+        let l = Latency::of_samples_ns(&v);
+        assert_eq!((l.p50, l.p99, l.max), (50.0, 99.0, 100.0));
+        assert_eq!(Latency::of_samples_ns(&[]), Latency::default());
     }
 
     /// Slow samples are samples over the baseline + 10 ms (the 30 ms one has no timer wait

@@ -16,6 +16,7 @@
 //! the split between the two network legs and the hosts' edges moves by at most the offset's
 //! error bound. This decides no cause: the cause is the classifier's.
 
+use report::cells::ns_as_ms_1dp;
 use report::RunResult;
 use trace::{Endpoint, Event, EventKind, Segment};
 
@@ -70,10 +71,6 @@ pub fn split(client: &[Event], server: &[Event], s: u64, e: u64) -> Option<Split
     Some(Split { client_host: (t1 - s) + (e - t4), network: (t2 - t1) + (t4 - t3), server_host: t3 - t2 })
 }
 
-fn ms(ns: u64) -> String {
-    format!("{:.1} ms", ns as f64 / 1e6)
-}
-
 /// Add each stall record's split by host to its detail, and the row's median split (or why
 /// there is none) to its verdict. `server_frames` are the server host's packets (its clock),
 /// `origin_ns` the client capture's time 0 (client clock).
@@ -110,9 +107,9 @@ pub fn attribute(
                 if st.held == Endpoint::A { (x.client_host, x.server_host) } else { (x.server_host, x.client_host) };
             st.detail.push_str(&format!(
                 " [time by host: sender ({sender}) {}, network {}, receiver ({receiver}) {}]",
-                ms(snd),
-                ms(x.network),
-                ms(rcv)
+                ns_as_ms_1dp(snd),
+                ns_as_ms_1dp(x.network),
+                ns_as_ms_1dp(rcv)
             ));
             splits.push(Split { client_host: snd, network: x.network, server_host: rcv });
         }
@@ -124,21 +121,17 @@ pub fn attribute(
         row.verdict.push_str("; time by host not split (the stalls' packets are not in the server host's capture)");
         return;
     }
-    let med = |f: fn(&Split) -> u64| {
-        let mut v: Vec<u64> = splits.iter().map(f).collect();
-        v.sort_unstable();
-        v[v.len() / 2]
-    };
+    let med = |f: fn(&Split) -> u64| report::stats::median(splits.iter().map(f).collect()).unwrap_or(0);
     // By role (the splits above are stored as sender, network, receiver): in seed 000 each
     // host is the sender of half the stalls.
     row.verdict.push_str(&format!(
         "; time by host (median of {} of {} stalls, clock offset +- {}): sender host {}, network {}, receiver host {}",
         splits.len(),
         row.stall_records.len(),
-        ms(off.error_ns),
-        ms(med(|x| x.client_host)),
-        ms(med(|x| x.network)),
-        ms(med(|x| x.server_host))
+        ns_as_ms_1dp(off.error_ns),
+        ns_as_ms_1dp(med(|x| x.client_host)),
+        ns_as_ms_1dp(med(|x| x.network)),
+        ns_as_ms_1dp(med(|x| x.server_host))
     ));
 }
 

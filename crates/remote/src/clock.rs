@@ -61,9 +61,8 @@ pub fn estimate(samples: &[Sample]) -> Option<Offset> {
     s.sort_by_key(|x| x.delay_ns());
     let keep = s.len().div_ceil(3);
     let fast = &s[..keep];
-    let mut offs: Vec<i64> = fast.iter().map(Sample::offset_ns).collect();
-    offs.sort_unstable();
-    let offset_ns = offs[offs.len() / 2];
+    let offs: Vec<i64> = fast.iter().map(Sample::offset_ns).collect();
+    let offset_ns = report::stats::median(offs)?;
     Some(Offset { offset_ns, error_ns: fast[0].delay_ns() / 2, used: keep, of: samples.len() })
 }
 

@@ -6,22 +6,12 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::cells::interval_ms_column;
 use crate::{Export, Report, RunResult};
 
-/// A statistic with its 95% confidence interval (same unit as the samples; crates/advise's
-/// bootstrap computes it).
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
-pub struct Interval {
-    pub est: f64,
-    pub lo: f64,
-    pub hi: f64,
-}
-
-impl Interval {
-    pub fn overlaps(&self, o: &Interval) -> bool {
-        self.lo <= o.hi && o.lo <= self.hi
-    }
-}
+/// A statistic with its 95% confidence interval (`crate::stats`; crates/advise's bootstrap
+/// computes it).
+pub use crate::stats::Interval;
 
 /// Where a row's stall count comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -100,10 +90,6 @@ pub struct AdviseDoc {
     pub notes: Vec<String>,
 }
 
-fn ms(i: &Interval) -> String {
-    format!("{:.2} [{:.2}-{:.2}]", i.est / 1e3, i.lo / 1e3, i.hi / 1e3)
-}
-
 /// Words to lines of at most `width` columns (a longer word stands alone).
 fn wrap(text: &str, width: usize) -> String {
     let mut out = String::new();
@@ -156,9 +142,9 @@ impl AdviseDoc {
                 if r.tied && self.decision.tie.len() > 1 { "=" } else { " " },
                 r.label,
                 stalls,
-                ms(&r.p50_us),
-                ms(&r.p99_us),
-                ms(&r.p999_us),
+                interval_ms_column(&r.p50_us),
+                interval_ms_column(&r.p99_us),
+                interval_ms_column(&r.p999_us),
                 r.segments_per_message,
                 r.wire_bytes_per_message,
                 r.cpu_us_per_round.map_or("-".to_string(), |c| format!("{c:.1}")),

@@ -77,15 +77,15 @@ impl Export for crate::Report {
     const COMMAND: &'static str = "lab";
 
     fn table(&self) -> String {
-        String::from_utf8_lossy(&crate::Exporter::export(&crate::export::Table, self)).into_owned()
+        crate::lab_text::table(self)
     }
 
     fn csv(&self) -> Option<String> {
-        Some(String::from_utf8_lossy(&crate::Exporter::export(&crate::export::Csv, self)).into_owned())
+        Some(crate::lab_text::csv(self))
     }
 
     fn markdown(&self) -> Option<String> {
-        Some(String::from_utf8_lossy(&crate::Exporter::export(&crate::export::Markdown, self)).into_owned())
+        Some(crate::lab_text::markdown(self))
     }
 }
 

@@ -103,10 +103,7 @@ impl<'a> ExplainFlow<'a> {
 
     /// One listed record: its row and the line that explains it.
     fn text_record(j: usize, st: &Stall, s: &mut String) {
-        let held = match st.held {
-            Endpoint::A => "A",
-            Endpoint::B => "B",
-        };
+        let held = st.held.letter();
         let cause = match st.kind {
             RecordKind::Ambiguous => format!("{}?", st.cause.as_str()),
             _ => st.cause.as_str().to_string(),
@@ -165,7 +162,7 @@ impl crate::Export for ExplainFlow<'_> {
     /// One row per record shown (stalls and waits; every kind with `--app-gaps`), without the
     /// header ([`ExplainFlow::CSV_HEADER`]): a capture's flows stream one after another.
     fn csv(&self) -> Option<String> {
-        use crate::export::csv_field as q;
+        use crate::cells::csv_field as q;
         let mut s = String::new();
         for st in self.shown() {
             s.push_str(&format!(
@@ -190,7 +187,7 @@ impl crate::Export for ExplainFlow<'_> {
 
     /// The same rows as a Markdown table's body (header: [`ExplainFlow::MARKDOWN_HEADER`]).
     fn markdown(&self) -> Option<String> {
-        let cell = |t: &str| t.replace('|', "\\|").replace('\n', " ");
+        let cell = crate::cells::md_cell;
         let mut s = String::new();
         for st in self.shown() {
             s.push_str(&format!(

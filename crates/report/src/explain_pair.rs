@@ -8,6 +8,7 @@ use analyze::Stall;
 use serde::Serialize;
 use trace::Endpoint;
 
+use crate::cells::ms_of_ns;
 use crate::Export;
 
 /// Every connection seen in both files.
@@ -52,10 +53,6 @@ pub struct TimeByHost {
     pub server_host: u64,
 }
 
-fn ms(ns: u64) -> f64 {
-    ns as f64 / 1e6
-}
-
 impl MergedConnection {
     fn table(&self, s: &mut String) {
         let _ = writeln!(s);
@@ -68,7 +65,7 @@ impl MergedConnection {
             s,
             "  clock offset (server's file - client's file) {:+.3} ms +- {:.3} ms (from packets seen at both ends)",
             self.offset_ns as f64 / 1e6,
-            ms(self.offset_error_ns)
+            ms_of_ns(self.offset_error_ns)
         );
         if self.stalls.is_empty() {
             let _ = writeln!(s, "  no stalls (the classifier, on the client end's packets)");
@@ -84,14 +81,21 @@ impl MergedConnection {
             let held = if st.held == Endpoint::A { "client" } else { "server" };
             let split = x.map_or_else(
                 || "   (its packets are not in both files)".to_string(),
-                |x| format!("{:>8.2} ms {:>7.2} ms {:>9.2} ms", ms(x.client_host), ms(x.network), ms(x.server_host)),
+                |x| {
+                    format!(
+                        "{:>8.2} ms {:>7.2} ms {:>9.2} ms",
+                        ms_of_ns(x.client_host),
+                        ms_of_ns(x.network),
+                        ms_of_ns(x.server_host)
+                    )
+                },
             );
             let _ = writeln!(
                 s,
                 "  {:>4} {:>10.6} {:>8.2} ms  {:<22} {:<6}{split}",
                 i + 1,
                 st.start.0 as f64 / 1e9,
-                ms(st.length.0),
+                ms_of_ns(st.length.0),
                 st.cause.as_str(),
                 held
             );

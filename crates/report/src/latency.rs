@@ -1,4 +1,11 @@
-//! The latency distribution behind `latency_us`, for the HTML report's CDF and histogram.
+//! A row's latency: its percentiles (`latency_us`, [`Latency`]) and the distribution behind
+//! them, for the HTML report's CDF and histogram.
+//!
+//! Every percentile is the nearest-rank quantile of `crate::stats`: exact from the samples
+//! when the row kept them ([`Latency::of_samples_ns`]: the lab's rounds, the model, the
+//! folded rows of `connection = "new"`), and HdrHistogram's value at that rank, to 3
+//! significant digits, when only the histogram was kept ([`Latency::of_histogram_ns`]: the
+//! lab's streams, the model's long runs).
 //!
 //! It rides on [`crate::RunResult`] as a side structure (`latency_dist`, not serialised: the JSON
 //! contract keeps its percentiles only). Both producers fill it from an HdrHistogram with the
@@ -7,6 +14,9 @@
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
+
+use crate::stats::quantile;
+use crate::Latency;
 
 /// Log-spaced histogram bins per decade of latency.
 pub(crate) const BINS_PER_DECADE: u32 = 20;
@@ -29,6 +39,44 @@ pub struct LatencyDist {
 /// A histogram of nanosecond values from 1 ns to 1 hour, 3 significant digits (the lab's).
 pub fn histogram_ns() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("static histogram bounds are valid")
+}
+
+impl Latency {
+    /// Percentiles (µs) of nanosecond samples (any order): nearest rank, the exact maximum
+    /// and mean. All zero for no samples.
+    pub fn of_samples_ns(samples: &[u64]) -> Latency {
+        let mut sorted = samples.to_vec();
+        sorted.sort_unstable();
+        let n = sorted.len();
+        let mean = if n > 0 { sorted.iter().sum::<u64>() as f64 / n as f64 / 1e3 } else { 0.0 };
+        let us = |q: f64| quantile(&sorted, q) as f64 / 1e3;
+        Latency {
+            p50: us(0.50),
+            p90: us(0.90),
+            p99: us(0.99),
+            p999: us(0.999),
+            max: sorted.last().map(|&m| m as f64 / 1e3).unwrap_or(0.0),
+            mean,
+        }
+    }
+
+    /// Percentiles (µs) of a histogram of nanosecond values, when the samples themselves were
+    /// not kept: HdrHistogram's nearest-rank value (the top of its bucket, 3 significant
+    /// digits).
+    pub fn of_histogram_ns(h: &Histogram<u64>) -> Latency {
+        if h.is_empty() {
+            return Latency::default();
+        }
+        let us = |ns: u64| ns as f64 / 1000.0;
+        Latency {
+            p50: us(h.value_at_quantile(0.50)),
+            p90: us(h.value_at_quantile(0.90)),
+            p99: us(h.value_at_quantile(0.99)),
+            p999: us(h.value_at_quantile(0.999)),
+            max: us(h.max()),
+            mean: h.mean() / 1000.0,
+        }
+    }
 }
 
 impl LatencyDist {
@@ -103,5 +151,25 @@ mod tests {
     #[test]
     fn empty_is_empty() {
         assert_eq!(LatencyDist::from_samples_ns([]), LatencyDist::default());
+        assert_eq!(Latency::of_samples_ns(&[]), Latency::default());
+        assert_eq!(Latency::of_histogram_ns(&histogram_ns()), Latency::default());
+    }
+
+    /// Both paths read the same rank: the histogram's answer is the exact one rounded up to
+    /// its bucket (3 significant digits).
+    #[test]
+    fn samples_and_histogram_agree_to_the_histograms_precision() {
+        let s: Vec<u64> = (1..=1000).rev().map(|i| i * 1_001).collect();
+        let exact = Latency::of_samples_ns(&s);
+        assert_eq!((exact.p50, exact.p99, exact.max), (500.5, 990.99, 1001.0));
+        assert!((exact.mean - 501.0005).abs() < 1e-9, "{}", exact.mean);
+        let mut h = histogram_ns();
+        s.iter().for_each(|&v| h.record(v).unwrap());
+        let approx = Latency::of_histogram_ns(&h);
+        for (a, e) in
+            [(approx.p50, exact.p50), (approx.p90, exact.p90), (approx.p99, exact.p99), (approx.max, exact.max)]
+        {
+            assert!(a >= e && a <= e * 1.001, "{a} vs {e}");
+        }
     }
 }

@@ -1,21 +1,25 @@
-//! The result schema shared by `tcpstall lab` and `tcpstall simulate`, and its exporters.
+//! Every command's output: the versioned result schema ([`Report`], [`RunResult`], the row
+//! the lab and the model fill), each command's document behind the one [`Export`] trait (JSON
+//! from serde, the table, CSV and Markdown where a document is rows), the HTML pages, and the
+//! one owner of each printed number: `stats` (quantiles, the median, bootstrap intervals) and
+//! `cells` (CSV fields, Markdown cells, aligned tables, duration formats).
 //!
-//! JSON is the stable contract (documented in docs/json-schema.md). Every exporter turns a
-//! [`Report`] into bytes; the caller decides where they go.
+//! JSON is the stable contract (documented in docs/json-schema.md). Documents render to
+//! strings; the caller decides where they go.
 
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
 use serde::{Deserialize, Serialize};
-use trace::VerdictKey;
 
 pub mod advise;
+pub mod cells;
+mod connections;
 mod document;
 pub mod explain;
 pub mod explain_pair;
-mod export;
 pub mod html;
 pub mod kernel;
+mod lab_text;
 mod latency;
-mod merge;
 pub mod owner;
 mod replay;
 pub mod scenarios;
@@ -23,13 +27,14 @@ mod schema;
 pub mod seed003;
 pub mod simulate;
 pub mod sockets;
+pub mod stats;
 pub mod watch;
+pub use connections::merge_connections;
 pub use document::{Export, ExportError};
 pub use explain_pair::ExplainPairDoc;
-pub use export::{label, stall_records_text};
 pub use kernel::KernelDoc;
+pub use lab_text::{label, stall_records_text};
 pub use latency::{histogram_ns, LatencyDist};
-pub use merge::merge_connections;
 pub use replay::html_flows as replay_html_flows;
 pub use replay::{causes_text, ReplayDoc, ReplayOutput};
 pub use scenarios::ScenariosDoc;
@@ -67,12 +72,3 @@ impl std::str::FromStr for Format {
             .ok_or_else(|| format!("unknown format '{s}' (expected table, json, csv or markdown)"))
     }
 }
-
-/// One exporter per format: returns the bytes to write.
-pub(crate) trait Exporter {
-    fn export(&self, report: &Report) -> Vec<u8>;
-}
-
-/// Placeholder so the workspace builds before the exporters land; VerdictKey is re-exported
-/// because every result carries one.
-pub type Key = VerdictKey;

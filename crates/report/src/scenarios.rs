@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::export::csv_field;
+use crate::cells::{csv_field, md_cell};
 use crate::Export;
 
 /// The catalogue (or one scenario of it), in catalogue order.
@@ -138,7 +138,7 @@ impl Export for ScenariosDoc {
     }
 
     fn markdown(&self) -> Option<String> {
-        let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+        let cell = md_cell;
         let mut out =
             String::from("| scenario | seed | summary | finding | parameters | matrix |\n|---|---|---|---|---|---|\n");
         for s in &self.scenarios {

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::export::csv_field;
+use crate::cells::{csv_field, md_cell};
 use crate::Export;
 
 /// The matrix: one row per knob setting, then the findings.
@@ -57,7 +57,7 @@ pub struct Seed003Row {
 }
 
 /// An estimate and its 95% interval: advise's (one type for both documents).
-pub use crate::advise::Interval;
+pub use crate::stats::Interval;
 
 /// What one run of a row measured.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -231,7 +231,7 @@ impl Export for Seed003Doc {
             let _ = writeln!(
                 s,
                 "| {} | {} | {} | {:.0}% | {:.0}% | {:.2} | {:.2} | {:.2} [{:.2}-{:.2}] | {} | {} |",
-                r.name.replace('|', "\\|"),
+                md_cell(&r.name),
                 fmt_ratio(r.acks_per_data_at_sender),
                 fmt_ratio(r.acks_per_data_at_receiver),
                 100.0 * r.sender_softirq_share,

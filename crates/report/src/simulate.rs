@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::cells::{csv_field, md_cell};
 use crate::{Export, Report, RunResult};
 
 /// "strategy variant": how simulate names a row (its comparison, pcap lines, stall stories).
@@ -131,15 +132,6 @@ impl CompareProfilesDoc {
     }
 }
 
-/// RFC 4180 2.6/2.7: quote fields with commas, quotes or line breaks; double the quotes.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 impl Export for CompareProfilesDoc {
     const COMMAND: &'static str = "simulate --compare-profiles";
 
@@ -191,7 +183,7 @@ impl Export for CompareProfilesDoc {
 
     /// The table's grid as a Markdown table.
     fn markdown(&self) -> Option<String> {
-        let esc = |s: &str| s.replace('|', "\\|");
+        let esc = md_cell;
         let mut out =
             format!("Scenario `{}`: stalls per run and latency p50/max (ms) on each profile.\n\n", self.scenario);
         out.push_str("| strategy |");

@@ -36,6 +36,31 @@ impl Endpoint {
             Endpoint::B => 1,
         }
     }
+
+    /// "A" or "B": the endpoint as the classifier's evidence and explain's tables name it.
+    pub fn letter(self) -> &'static str {
+        match self {
+            Endpoint::A => "A",
+            Endpoint::B => "B",
+        }
+    }
+
+    /// "client" or "server": the endpoint by its role in the lab and the model (the client
+    /// opens the connection, so it is `A`).
+    pub fn role(self) -> &'static str {
+        match self {
+            Endpoint::A => "client",
+            Endpoint::B => "server",
+        }
+    }
+
+    /// "A (client)" or "B (server)": both names, for readers who meet both (the HTML report).
+    pub fn letter_and_role(self) -> &'static str {
+        match self {
+            Endpoint::A => "A (client)",
+            Endpoint::B => "B (server)",
+        }
+    }
 }
 
 /// A TCP sequence (or acknowledgement) number, ordered modulo 2^32 (RFC 9293 3.4: "a < b"

@@ -87,7 +87,7 @@ pub struct Params {
 
 impl Params {
     pub fn new(rtt_ns: u64) -> Params {
-        Params { rtt_ns, margin_ns: 10_000_000, release_ns: 3_000_000 }
+        Params { rtt_ns, margin_ns: analyze::DEFAULT_MIN_GAP.0, release_ns: 3_000_000 }
     }
 }
 

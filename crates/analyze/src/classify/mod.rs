@@ -290,11 +290,9 @@ pub(crate) struct AckInfo {
     pub too_soon: bool,
 }
 
+/// The endpoint's letter in evidence and details ([`Endpoint::letter`]).
 pub(crate) fn side(e: Endpoint) -> &'static str {
-    match e {
-        Endpoint::A => "A",
-        Endpoint::B => "B",
-    }
+    e.letter()
 }
 
 /// The initial TTL a sender most likely used, from the largest TTL seen (each router on the

@@ -25,6 +25,7 @@
 
 use super::confidence::{CONSISTENT, GAP_SHOWN, NO_SIGNATURE, SIGNATURE, SIGNATURE_PARTIAL, WRITES_AND_SIGNATURE};
 use super::{Derived, Ev, GapContext, Resend, Verdict};
+use crate::timers::RELEASE_SLACK;
 use trace::{Cause, Duration, Instant};
 
 /// `enum tcp_ca_state` (include/net/tcp.h): TCP_CA_Recovery, TCP_CA_Loss.
@@ -172,7 +173,7 @@ fn path_mtu(r: &Resent, ev: &mut Ev) -> Option<Verdict> {
     let (c, d, h) = (r.c, r.d, r.d.h);
     let (it, iframe, mtu) = &c.icmp_frag.filter(|(it, _, _)| *it <= c.end)?;
     let since_icmp = *it >= r.prev_t.min(c.start);
-    let released = c.ack.filter(|a| a.t >= c.start && c.end.since(a.t) <= Duration::from_millis(2) + d.back);
+    let released = c.ack.filter(|a| a.t >= c.start && c.end.since(a.t) <= RELEASE_SLACK + d.back);
     if !since_icmp && released.is_none() {
         return None;
     }
@@ -208,7 +209,7 @@ fn path_mtu(r: &Resent, ev: &mut Ev) -> Option<Verdict> {
 /// capture point, a RACK reordering window (RFC 8985 6.2: min_rtt/4), 2 ms and a jiffy.
 fn fast_retransmit(r: &Resent) -> Option<Verdict> {
     let (c, d) = (r.c, r.d);
-    let prompt = d.back + Duration(d.path_rtt.0 / 4) + Duration::from_millis(2) + c.timers.jiffy;
+    let prompt = d.back + Duration(d.path_rtt.0 / 4) + RELEASE_SLACK + c.timers.jiffy;
     let trigger = c
         .third_dupack
         .filter(|t3| *t3 >= r.prev_t && c.end.since(*t3) <= prompt)

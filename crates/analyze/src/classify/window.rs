@@ -6,7 +6,8 @@
 
 use super::confidence::{SIGNATURE, SIGNATURE_PARTIAL, WRITES_AND_SIGNATURE};
 use super::{Derived, Ev, GapContext, Verdict};
-use trace::{Cause, Duration};
+use crate::timers::RELEASE_SLACK;
+use trace::Cause;
 
 /// A zero window whose update released the segment within one capture-to-sender round trip:
 /// the window held it, even when the segment resends a range (the resend waited for the
@@ -14,7 +15,7 @@ use trace::{Cause, Duration};
 /// `tcp_wnd_end`).
 pub(super) fn released_by_update(c: &GapContext, d: &Derived, ev: &mut Ev) -> Option<Verdict> {
     let (wt, _) = c.window_opened?;
-    if !c.zero_window || c.resend == super::Resend::No || c.end.since(wt) > Duration::from_millis(2) + d.back {
+    if !c.zero_window || c.resend == super::Resend::No || c.end.since(wt) > RELEASE_SLACK + d.back {
         return None;
     }
     rule(c, d, ev)
@@ -25,7 +26,7 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ev: &mut Ev) -> Option<Verdict> 
         return None;
     }
     let (h, p) = (d.h, d.p);
-    let upper = Duration::from_millis(2) + d.back;
+    let upper = RELEASE_SLACK + d.back;
     // The kernel's own window state at the last ACK before the release, when reported
     // (`tcp:tcp_probe`: snd_wnd, snd_nxt - snd_una).
     let kernel = c.kernel_state.filter(|(kt, _, _)| *kt <= c.end && *kt >= c.start);
@@ -77,7 +78,7 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ev: &mut Ev) -> Option<Verdict> 
 /// not in the capture); data that left long after the window opened was not held by it.
 fn zero_window(c: &GapContext, d: &Derived, kernel: bool, ev: &mut Ev) -> Option<Verdict> {
     let (h, p) = (d.h, d.p);
-    let upper = Duration::from_millis(2) + d.back;
+    let upper = RELEASE_SLACK + d.back;
     let opened = c.window_opened.filter(|(wt, _)| *wt <= c.end);
     if let Some((wt, _)) = opened {
         if c.end.since(wt) > upper {

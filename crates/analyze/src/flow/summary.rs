@@ -133,10 +133,7 @@ impl FlowAnalyzer {
                 notes.push(format!(
                     "{} acknowledged {} bytes from {d:?} that the capture never saw: the capture missed them \
                      (filtered or overrun), which is not network loss",
-                    match d.peer() {
-                        Endpoint::A => "A",
-                        Endpoint::B => "B",
-                    },
+                    d.peer().letter(),
                     s.acked_unseen_bytes
                 ));
             }

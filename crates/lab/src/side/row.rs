@@ -185,7 +185,7 @@ fn judge(
             };
             let (summary, verdict) = verdict::stream(recs, &facts, corroboration);
             Judged {
-                latency: h.map(measure::latency).unwrap_or_default(),
+                latency: h.map(report::Latency::of_histogram_ns).unwrap_or_default(),
                 slow: h.map_or(0, |h| h.count_between(threshold.max(1), u64::MAX)),
                 dist: h.map(report::LatencyDist::from_histogram_ns).unwrap_or_default(),
                 summary,
@@ -207,11 +207,11 @@ fn judge(
                 _ => None,
             };
             let (summary, verdict) = verdict::rounds(recs, cli.rounds, "rounds", &slow, slow_at, corroboration);
-            let h = measure::histogram_of(&cli.rec.samples);
+            let samples = &cli.rec.samples;
             Judged {
-                latency: measure::latency(&h),
+                latency: report::Latency::of_samples_ns(samples),
                 slow: slow.len() as u64,
-                dist: report::LatencyDist::from_histogram_ns(&h),
+                dist: report::LatencyDist::from_samples_ns(samples.iter().copied()),
                 summary,
                 verdict,
             }

@@ -43,8 +43,8 @@ enum Predict<'a> {
     Fact(&'a dyn Fn(&Profile) -> String),
 }
 
-fn ms(x: Option<f64>) -> String {
-    x.map_or_else(|| "not measured".into(), |v| format!("{v:.1} ms"))
+fn measured_ms(x: Option<f64>) -> String {
+    x.map_or_else(|| "not measured".into(), report::cells::ms_1dp)
 }
 
 fn count(x: Option<u32>) -> String {
@@ -191,7 +191,7 @@ pub(super) fn ack_triggers(b: &mut Rows, fp: &Fingerprint) {
     b.row(
         "two full segments, unread",
         "__tcp_ack_snd_check: > 1 rcv_mss and __tcp_select_window() >= rcv_wnd",
-        ms(fp.two_seg_unread_ms),
+        measured_ms(fp.two_seg_unread_ms),
         ack_category(fp.two_seg_unread_ms),
         // With default buffers the window would not shrink, so the ACK is sent at once (the
         // model assumes large buffers); a small receive buffer (packetdrill's) makes it wait.
@@ -201,7 +201,7 @@ pub(super) fn ack_triggers(b: &mut Rows, fp: &Fingerprint) {
     b.row(
         "two full segments, read",
         "__tcp_cleanup_rbuf: more than one rcv_mss unacknowledged",
-        ms(fp.two_seg_read_ms),
+        measured_ms(fp.two_seg_read_ms),
         ack_category(fp.two_seg_read_ms),
         Predict::Replay(&|f| ack_category(f.two_seg_read_ms)),
         true,
@@ -209,7 +209,7 @@ pub(super) fn ack_triggers(b: &mut Rows, fp: &Fingerprint) {
     b.row(
         "one full segment with PSH, read",
         "tcp_measure_rcv_mss; 4720852ed9af",
-        ms(fp.full_psh_read_ms),
+        measured_ms(fp.full_psh_read_ms),
         ack_category(fp.full_psh_read_ms),
         Predict::Replay(&|f| ack_category(f.full_psh_read_ms)),
         true,

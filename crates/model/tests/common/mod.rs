@@ -3,8 +3,8 @@
 use scenario::{LinkSpec, Opt, Scenario, SideOpts, StrategyPair};
 use tcpstall_model::{loopback_link, Profile};
 
-/// A hold longer than this is a stall in the model's own accounting (summary::STALL_MARGIN_NS).
-pub(crate) const MARGIN_NS: u64 = 10_000_000;
+/// A hold longer than this is a stall in the model's own accounting (the classifier's margin, analyze::DEFAULT_MIN_GAP).
+pub(crate) const MARGIN_NS: u64 = analyze::DEFAULT_MIN_GAP.0;
 
 /// `--matrix all`: the default, then each option on both sides.
 pub(crate) fn matrix_all() -> Vec<StrategyPair> {

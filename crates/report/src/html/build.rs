@@ -6,6 +6,7 @@ use serde::Serialize;
 use trace::{Cause, Endpoint, Event, EventKind};
 
 use super::{FlowIn, Header, Page};
+use crate::cells::ms_of_ns_to_us;
 use crate::{Latency, LatencyDist, RunResult, Wire};
 
 /// How much the page carries at most.
@@ -152,17 +153,6 @@ pub struct Series {
     pub downsampled: bool,
 }
 
-fn ms(ns: u64) -> f64 {
-    (ns as f64 / 1e3).round() / 1e3
-}
-
-fn side(e: Endpoint) -> &'static str {
-    match e {
-        Endpoint::A => "A (client)",
-        Endpoint::B => "B (server)",
-    }
-}
-
 /// The page's data.
 pub fn data(p: &Page) -> ReportData {
     let l = LIMITS;
@@ -238,10 +228,10 @@ fn stall_rows(flows: &[FlowIn<'_>], l: Limits) -> (Vec<StallRow>, Vec<Ladder>) {
             }
             stalls.push(StallRow {
                 flow: fi,
-                start_ms: ms(st.start.0),
-                length_ms: ms(st.length.0),
-                held: side(st.held).into(),
-                waited: side(st.waited).into(),
+                start_ms: ms_of_ns_to_us(st.start.0),
+                length_ms: ms_of_ns_to_us(st.length.0),
+                held: st.held.letter_and_role().into(),
+                waited: st.waited.letter_and_role().into(),
                 bytes_held: st.bytes_held,
                 cause: st.cause,
                 confidence: st.confidence,
@@ -350,7 +340,7 @@ fn ladder_of(stall: usize, flow: usize, st: &Stall, ev: &[Event], rtt_ns: Option
         }
         arrows.push(LadderArrow {
             from: e.from.index() as u8,
-            t_ms: ms(e.t.0 - t0),
+            t_ms: ms_of_ns_to_us(e.t.0 - t0),
             label: seg_label(s),
             frame: match e.evidence {
                 trace::Evidence::Frame(n) | trace::Evidence::Model(n) => Some(n),
@@ -373,16 +363,16 @@ fn ladder_of(stall: usize, flow: usize, st: &Stall, ev: &[Event], rtt_ns: Option
                 EventKind::Icmp(i) => i.describe(),
                 EventKind::Segment(_) => return None,
             };
-            Some((ms(e.t.0 - t0), e.from.index() as u8, text))
+            Some((ms_of_ns_to_us(e.t.0 - t0), e.from.index() as u8, text))
         })
         .take(LIMITS.arrows)
         .collect();
     Ladder {
         stall,
         flow,
-        t0_ms: ms(t0),
-        length_ms: ms(st.length.0),
-        one_way_ms: rtt_ns.map_or(0.0, |r| ms(r / 2)),
+        t0_ms: ms_of_ns_to_us(t0),
+        length_ms: ms_of_ns_to_us(st.length.0),
+        one_way_ms: rtt_ns.map_or(0.0, |r| ms_of_ns_to_us(r / 2)),
         rtt_known: rtt_ns.is_some(),
         captured_at: at.map(|e| e.index() as u8),
         cut: segs.len().saturating_sub(LIMITS.arrows),
@@ -419,7 +409,7 @@ fn series(ev: &[Event], stalls: &[Stall], bins: usize) -> Vec<Series> {
         if s.flags.syn() || isn[d].is_none() {
             isn[d] = Some(if s.flags.syn() { s.seq.wrapping_add(1) } else { s.seq });
         }
-        let t = ms(e.t.0);
+        let t = ms_of_ns_to_us(e.t.0);
         let b = bin(e.t.0);
         if s.len > 0 {
             segments[d] += 1;
@@ -468,7 +458,7 @@ fn series(ev: &[Event], stalls: &[Stall], bins: usize) -> Vec<Series> {
             stalls: stalls
                 .iter()
                 .filter(|s| s.held.index() == d)
-                .map(|s| (ms(s.start.0), ms(s.start.0 + s.length.0), s.cause))
+                .map(|s| (ms_of_ns_to_us(s.start.0), ms_of_ns_to_us(s.start.0 + s.length.0), s.cause))
                 .collect(),
             segments: segments[d],
             downsampled: segments[d] > bins,

@@ -1,6 +1,7 @@
 //! Flags shared by the subcommands: those of every command that runs a scenario (`lab`,
 //! `simulate`: which scenario, its parameter overrides, the strategy matrix, where the report
-//! goes), `--format` (`OutputFormat`, every command that prints results), and `load`, the
+//! goes), `--format` (`OutputFormat`, every command that prints results), `--min-gap`
+//! (`MarginArg`, every command that finds stalls: lab, explain, watch), and `load`, the
 //! workload a scenario name, file or inline exchange names (lab, simulate, advise).
 
 use std::path::PathBuf;
@@ -43,6 +44,37 @@ pub(crate) struct ScenarioArgs {
     /// confidence, evidence); JSON always carries them in `stall_records`
     #[arg(long)]
     pub stalls: bool,
+}
+
+/// The stall margin, one flag for every command that finds stalls (lab, explain, watch):
+/// `--min-gap`, with lab's old `--stall-threshold` and watch's old `--threshold` kept as
+/// aliases. The default is the classifier's (`analyze::DEFAULT_MIN_GAP`).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub(crate) struct MarginArg {
+    /// A wait is a stall when it exceeds the path's round trip by more than MS milliseconds
+    #[arg(
+        long = "min-gap",
+        visible_aliases = ["stall-threshold", "threshold"],
+        value_name = "MS",
+        default_value_t = analyze::DEFAULT_MIN_GAP.0 as f64 / 1e6
+    )]
+    pub min_gap: f64,
+}
+
+impl MarginArg {
+    /// The margin in milliseconds when it lies in `min..=max` (each command's own bounds),
+    /// else one line on what is wrong.
+    pub(crate) fn ms_within(&self, min: f64, max: f64) -> anyhow::Result<f64> {
+        if !(self.min_gap.is_finite() && (min..=max).contains(&self.min_gap)) {
+            bail!("--min-gap {}: expected milliseconds between {min} and {max}", self.min_gap);
+        }
+        Ok(self.min_gap)
+    }
+
+    /// The margin as the classifier's `analyze::Config::min_gap` (checked by `ms_within`).
+    pub(crate) fn gap(&self) -> trace::Duration {
+        trace::Duration((self.min_gap * 1e6) as u64)
+    }
 }
 
 impl ScenarioArgs {

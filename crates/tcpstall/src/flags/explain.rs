@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 
-use super::common::OutputFormat;
+use super::common::{MarginArg, OutputFormat};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -40,9 +40,8 @@ pub(crate) struct ExplainArgs {
     /// Only flows with this port at either end
     #[arg(long, value_name = "N")]
     pub port: Option<u16>,
-    /// A gap is a stall when it exceeds the path RTT by more than MS milliseconds
-    #[arg(long, value_name = "MS", default_value_t = 10.0)]
-    pub min_gap: f64,
+    #[command(flatten)]
+    pub margin: MarginArg,
     /// Output format: the text for people (`text` works too), one JSON document
     /// (docs/json-schema.md, "Explain"), or one CSV/Markdown row per record
     #[arg(long, value_enum, default_value = "table")]
@@ -64,10 +63,8 @@ pub(crate) struct ExplainArgs {
 impl ExplainArgs {
     /// `--min-gap` as the classifier's margin beyond the path RTT.
     pub(crate) fn min_gap(&self) -> anyhow::Result<trace::Duration> {
-        if !(self.min_gap.is_finite() && self.min_gap >= 0.0 && self.min_gap <= 60_000.0) {
-            bail!("--min-gap {}: expected milliseconds between 0 and 60000", self.min_gap);
-        }
-        Ok(trace::Duration((self.min_gap * 1e6) as u64))
+        self.margin.ms_within(0.0, 60_000.0)?;
+        Ok(self.margin.gap())
     }
 }
 

@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use lab::LabOptions;
 use scenario::Scenario;
 
-use super::common::{Matrix, ScenarioArgs};
+use super::common::{MarginArg, Matrix, ScenarioArgs};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -58,9 +58,8 @@ pub(crate) struct LabArgs {
     /// format below and in docs/config.md)
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// A wait is a stall when it exceeds the round trip by more than MS milliseconds [default: 10]
-    #[arg(long, value_name = "MS")]
-    pub stall_threshold: Option<f64>,
+    #[command(flatten)]
+    pub margin: MarginArg,
     /// Server port (default: any free port). Runs in the caller's namespace so tcpdump on the
     /// host sees it; a port in use is an error
     #[arg(long, value_name = "N")]
@@ -159,9 +158,7 @@ pub(crate) fn lab_options(args: &LabArgs) -> anyhow::Result<LabOptions> {
     if args.no_capture && args.capture.is_some() && args.link.is_none() {
         bail!("--capture FILE writes the packets --no-capture turns off: use one or the other");
     }
-    if let Some(ms) = args.stall_threshold {
-        o.set_stall_threshold_ms(ms).map_err(|e| anyhow::anyhow!("--stall-threshold {e}"))?;
-    }
+    o.set_stall_threshold_ms(args.margin.min_gap).map_err(|e| anyhow::anyhow!("--min-gap {e}"))?;
     if let Some(p) = args.port {
         o.set_fixed_port(p);
     }
@@ -230,5 +227,17 @@ mod tests {
         assert!(!o.own_netns);
         assert_eq!(o.port, 8000);
         assert!(lab_options(&parse(&["--stall-threshold", "0"])).is_err());
+    }
+
+    /// One margin flag, its old names kept: the default is the classifier's, exactly.
+    #[test]
+    fn the_margin_is_min_gap_and_its_old_name_still_parses() {
+        let default = lab_options(&parse(&[])).unwrap();
+        assert_eq!(default.stall_margin(), std::time::Duration::from_nanos(analyze::DEFAULT_MIN_GAP.0));
+        assert_eq!(default.stall_margin(), LabOptions::default().stall_margin());
+        for flag in ["--min-gap", "--stall-threshold"] {
+            let o = lab_options(&parse(&[flag, "2.5"])).unwrap();
+            assert_eq!(o.stall_margin(), std::time::Duration::from_micros(2500));
+        }
     }
 }

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 
+use super::common::MarginArg;
+
 const EXAMPLES: &str = "\
 Examples:
   tcpstall watch --port 8080                    stalls of port 8080 on every interface, live
@@ -45,9 +47,8 @@ pub(crate) struct WatchArgs {
     /// Only packets to or from this address (repeatable)
     #[arg(long = "host", value_name = "H")]
     pub hosts: Vec<IpAddr>,
-    /// Shortest wait reported as a stall, ms (the classifier's minimum gap beyond the path RTT)
-    #[arg(long, value_name = "MS", default_value_t = 10.0)]
-    pub threshold: f64,
+    #[command(flatten)]
+    pub margin: MarginArg,
     /// Output: table (live, for people) or jsonl (one stall record per line)
     #[arg(long, value_enum, default_value = "table")]
     pub format: WatchFormat,
@@ -111,9 +112,7 @@ impl WatchArgs {
 
 /// The flags' values: one line each on what is wrong, before anything is opened.
 pub(crate) fn check(args: &WatchArgs) -> anyhow::Result<()> {
-    if !(args.threshold.is_finite() && (1.0..=60_000.0).contains(&args.threshold)) {
-        bail!("--threshold {}: expected milliseconds between 1 and 60000", args.threshold);
-    }
+    args.margin.ms_within(1.0, 60_000.0)?;
     if let Some(d) = args.duration {
         if !(d.is_finite() && d > 0.0) {
             bail!("--duration {d}: expected seconds above 0");

@@ -312,7 +312,9 @@ pub(crate) fn bad_input_is_one_line_and_non_zero() {
     fails_with_one_line(&["lab", "rr", "--set", "size=99999999999"], "--set size");
     fails_with_one_line(&["lab", "--client", "nagle"], "unknown strategy 'nagle'");
     fails_with_one_line(&["lab", "--config", "/nonexistent/tcp_test.conf"], "cannot read /nonexistent/tcp_test.conf");
-    fails_with_one_line(&["lab", "--stall-threshold=0"], "--stall-threshold 0");
+    // --stall-threshold is --min-gap's old name, kept as an alias.
+    fails_with_one_line(&["lab", "--stall-threshold=0"], "--min-gap 0");
+    fails_with_one_line(&["lab", "--min-gap=0"], "--min-gap 0");
 }
 
 pub(crate) fn an_unwritable_output_fails_before_measuring() {

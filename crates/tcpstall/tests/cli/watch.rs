@@ -135,7 +135,8 @@ pub(crate) fn watch_without_cap_net_raw_says_so() {
 /// Bad flags: one line each, before any capture; Ctrl-C ends a watch cleanly with its summary.
 pub(crate) fn watch_bad_flags_and_ctrl_c() {
     for (args, want) in [
-        (&["watch", "--threshold", "0"][..], "--threshold"),
+        (&["watch", "--threshold", "0"][..], "--min-gap 0"),
+        (&["watch", "--min-gap", "0"], "--min-gap 0"),
         (&["watch", "-i", "no-such-if0"], "no such interface"),
         (&["watch", "--duration=0"], "--duration"),
         (&["watch", "--write", "/nonexistent-dir/w.pcapng", "--duration", "1"], "--write"),

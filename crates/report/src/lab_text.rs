@@ -1,23 +1,9 @@
-//! The report's table, CSV and Markdown (hyperfine's shape: one type per format), behind
-//! `Export for Report` (document.rs), which adds JSON from serde. The table is for people; JSON
+//! The lab and simulate report's text forms: the table, CSV and Markdown, one function each,
+//! behind `Export for Report` (document.rs), which adds JSON from serde. The table is for people; JSON
 //! is the stable contract; CSV and Markdown are for spreadsheets and documents.
 
-use crate::{Exporter, Report, RunResult, WireSide};
-
-pub(crate) struct Table;
-pub(crate) struct Csv;
-pub(crate) struct Markdown;
-
-fn ms(us: f64) -> String {
-    let m = us / 1000.0;
-    if m >= 100.0 {
-        format!("{m:.0}")
-    } else if m >= 10.0 {
-        format!("{m:.1}")
-    } else {
-        format!("{m:.2}")
-    }
-}
+use crate::cells::{aligned, csv_field, md_cell, md_escape, ms_column};
+use crate::{Report, RunResult, WireSide};
 
 /// Bytes, short: 1234 -> "1234", 123456 -> "121K", 12345678 -> "11.8M" (binary units, as the
 /// seed's tshark sums were).
@@ -73,8 +59,8 @@ pub fn stall_records_text(r: &Report) -> String {
                 i + 1,
                 s.start.0 as f64 / 1e6,
                 s.length.as_millis_f64(),
-                side(s.waited),
-                side(s.held),
+                s.waited.role(),
+                s.held.role(),
                 s.bytes_held,
                 s.cause,
                 s.confidence,
@@ -87,13 +73,6 @@ pub fn stall_records_text(r: &Report) -> String {
         }
     }
     out
-}
-
-fn side(e: trace::Endpoint) -> &'static str {
-    match e {
-        trace::Endpoint::A => "client",
-        trace::Endpoint::B => "server",
-    }
 }
 
 /// What produced the results: "Linux 6.18.0" for the lab, "model linux" for simulate.
@@ -148,33 +127,6 @@ fn params(p: &serde_json::Value) -> String {
     }
 }
 
-/// Lay out rows of cells: the first column left-aligned, the others right-aligned.
-fn layout(rows: &[Vec<String>], sep: &str) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let width: Vec<usize> =
-        (0..cols).map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0)).collect();
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (c, cell) in r.iter().enumerate() {
-            if c > 0 {
-                line.push_str(sep);
-            }
-            let pad = width[c] - cell.chars().count();
-            if c == 0 {
-                line.push_str(cell);
-                line.push_str(&" ".repeat(pad));
-            } else {
-                line.push_str(&" ".repeat(pad));
-                line.push_str(cell);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
 fn wire_cells(w: &WireSide) -> [String; 5] {
     [
         w.segs_out.to_string(),
@@ -185,47 +137,46 @@ fn wire_cells(w: &WireSide) -> [String; 5] {
     ]
 }
 
-impl Exporter for Table {
-    fn export(&self, r: &Report) -> Vec<u8> {
-        let mut out = format!("{} {}: {} on {} ({})\n", r.tool, r.mode, r.scenario, host(r), r.link);
-        let p = params(&r.params);
-        if !p.is_empty() {
-            out.push_str(&format!("params: {p}\n"));
-        }
-        if r.results.is_empty() {
-            out.push_str("no results\n");
-            return out.into_bytes();
-        }
-        out.push('\n');
-        let mut rows = vec![[
-            "strategy", "ms/round", "p50", "p99", "max", "stalls", "segs", "data", "acks", "bytes", "wire", "segs",
-            "data", "acks", "bytes", "wire",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()];
-        for x in &r.results {
-            let mut row = vec![
-                label(x),
-                ms(per_round_ms(x)),
-                ms(x.latency_us.p50),
-                ms(x.latency_us.p99),
-                ms(x.latency_us.max),
-                stalls_cell(x),
-            ];
-            row.extend(wire_cells(&x.wire.client));
-            row.extend(wire_cells(&x.wire.server));
-            rows.push(row);
-        }
-        // The group headers must not widen their columns: lay out the body, then place them.
-        let body = layout(&rows, "  ");
-        let header = group_header(&body);
-        out.push_str(&header);
-        out.push_str(&body);
-        sections(r, &mut out);
-        footnotes(r, &mut out);
-        out.into_bytes()
+/// The report as the table for people.
+pub(crate) fn table(r: &Report) -> String {
+    let mut out = format!("{} {}: {} on {} ({})\n", r.tool, r.mode, r.scenario, host(r), r.link);
+    let p = params(&r.params);
+    if !p.is_empty() {
+        out.push_str(&format!("params: {p}\n"));
     }
+    if r.results.is_empty() {
+        out.push_str("no results\n");
+        return out;
+    }
+    out.push('\n');
+    let mut rows = vec![[
+        "strategy", "ms/round", "p50", "p99", "max", "stalls", "segs", "data", "acks", "bytes", "wire", "segs", "data",
+        "acks", "bytes", "wire",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()];
+    for x in &r.results {
+        let mut row = vec![
+            label(x),
+            ms_column(per_round_ms(x)),
+            ms_column(x.latency_us.p50),
+            ms_column(x.latency_us.p99),
+            ms_column(x.latency_us.max),
+            stalls_cell(x),
+        ];
+        row.extend(wire_cells(&x.wire.client));
+        row.extend(wire_cells(&x.wire.server));
+        rows.push(row);
+    }
+    // The group headers must not widen their columns: lay out the body, then place them.
+    let body = aligned(&rows, "  ");
+    let header = group_header(&body);
+    out.push_str(&header);
+    out.push_str(&body);
+    sections(r, &mut out);
+    footnotes(r, &mut out);
+    out
 }
 
 /// The table's per-row sections: verdicts, options held (or modelled), CPU cost.
@@ -326,83 +277,72 @@ fn group_header(body: &str) -> String {
     line
 }
 
-pub(crate) fn csv_field(s: &str) -> String {
-    // RFC 4180 2.6/2.7: quote fields with commas, quotes or line breaks; double the quotes.
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-impl Exporter for Csv {
-    fn export(&self, r: &Report) -> Vec<u8> {
-        let mut head: Vec<String> = [
-            "scenario",
-            "strategy",
-            "variant",
-            "client_strategies",
-            "server_strategies",
-            "rounds",
-            "wall_s",
-            "p50_us",
-            "p90_us",
-            "p99_us",
-            "p999_us",
-            "max_us",
-            "mean_us",
-            "stall_count",
-            "slow_samples",
-            "slow_sample_threshold_us",
-            "throughput_bytes_per_s",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        for side in ["client", "server"] {
-            for f in ["segs_out", "data_segs_out", "non_data_segs_out", "bytes_sent", "wire_bytes"] {
-                head.push(format!("{side}_{f}"));
-            }
+/// The report as CSV: one line per row.
+pub(crate) fn csv(r: &Report) -> String {
+    let mut head: Vec<String> = [
+        "scenario",
+        "strategy",
+        "variant",
+        "client_strategies",
+        "server_strategies",
+        "rounds",
+        "wall_s",
+        "p50_us",
+        "p90_us",
+        "p99_us",
+        "p999_us",
+        "max_us",
+        "mean_us",
+        "stall_count",
+        "slow_samples",
+        "slow_sample_threshold_us",
+        "throughput_bytes_per_s",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for side in ["client", "server"] {
+        for f in ["segs_out", "data_segs_out", "non_data_segs_out", "bytes_sent", "wire_bytes"] {
+            head.push(format!("{side}_{f}"));
         }
-        head.extend(["stall".to_string(), "cause".into(), "verdict".into()]);
-        let mut out = head.join(",");
+    }
+    head.extend(["stall".to_string(), "cause".into(), "verdict".into()]);
+    let mut out = head.join(",");
+    out.push('\n');
+    for x in &r.results {
+        let l = &x.latency_us;
+        let mut f: Vec<String> = vec![
+            r.scenario.clone(),
+            x.strategy.clone(),
+            x.variant.clone(),
+            x.client.strategies.join("+"),
+            x.server.strategies.join("+"),
+            x.rounds.to_string(),
+            format!("{:.6}", x.wall_s),
+            format!("{:.1}", l.p50),
+            format!("{:.1}", l.p90),
+            format!("{:.1}", l.p99),
+            format!("{:.1}", l.p999),
+            format!("{:.1}", l.max),
+            format!("{:.1}", l.mean),
+            x.stall_count.map_or(String::new(), |n| n.to_string()),
+            x.slow_samples.to_string(),
+            format!("{:.1}", x.slow_sample_threshold_us),
+            format!("{:.0}", x.throughput_bytes_per_s),
+        ];
+        for w in [&x.wire.client, &x.wire.server] {
+            f.extend(
+                [w.segs_out, w.data_segs_out, w.non_data_segs_out, w.bytes_sent, w.wire_bytes].map(|n| n.to_string()),
+            );
+        }
+        f.push(x.verdict_key.stalls.to_string());
+        f.push(x.verdict_key.cause.map(|c| c.as_str().to_string()).unwrap_or_default());
+        f.push(x.verdict.clone());
+        let line: Vec<String> = f.iter().map(|s| csv_field(s)).collect();
+        out.push_str(&line.join(","));
         out.push('\n');
-        for x in &r.results {
-            let l = &x.latency_us;
-            let mut f: Vec<String> = vec![
-                r.scenario.clone(),
-                x.strategy.clone(),
-                x.variant.clone(),
-                x.client.strategies.join("+"),
-                x.server.strategies.join("+"),
-                x.rounds.to_string(),
-                format!("{:.6}", x.wall_s),
-                format!("{:.1}", l.p50),
-                format!("{:.1}", l.p90),
-                format!("{:.1}", l.p99),
-                format!("{:.1}", l.p999),
-                format!("{:.1}", l.max),
-                format!("{:.1}", l.mean),
-                x.stall_count.map_or(String::new(), |n| n.to_string()),
-                x.slow_samples.to_string(),
-                format!("{:.1}", x.slow_sample_threshold_us),
-                format!("{:.0}", x.throughput_bytes_per_s),
-            ];
-            for w in [&x.wire.client, &x.wire.server] {
-                f.extend(
-                    [w.segs_out, w.data_segs_out, w.non_data_segs_out, w.bytes_sent, w.wire_bytes]
-                        .map(|n| n.to_string()),
-                );
-            }
-            f.push(x.verdict_key.stalls.to_string());
-            f.push(x.verdict_key.cause.map(|c| c.as_str().to_string()).unwrap_or_default());
-            f.push(x.verdict.clone());
-            let line: Vec<String> = f.iter().map(|s| csv_field(s)).collect();
-            out.push_str(&line.join(","));
-            out.push('\n');
-        }
-        out.into_bytes()
     }
+    out
 }
 
 /// The stall count, or `?` when the row has no packets to classify (not measured is not 0).
@@ -421,51 +361,46 @@ fn not_measured_note(r: &Report) -> Option<String> {
     ))
 }
 
-fn md_cell(s: &str) -> String {
-    s.replace('|', "\\|")
-}
-
-impl Exporter for Markdown {
-    fn export(&self, r: &Report) -> Vec<u8> {
-        let host = host(r);
-        let mut out = format!("**{} {}** `{}` on {host} ({})\n\n", r.tool, r.mode, r.scenario, r.link);
-        let p = params(&r.params);
-        if !p.is_empty() {
-            out.push_str(&format!("Parameters: `{p}`\n\n"));
-        }
-        out.push_str(
+/// The report as a Markdown table, its notes and errors.
+pub(crate) fn markdown(r: &Report) -> String {
+    let host = host(r);
+    let mut out = format!("**{} {}** `{}` on {host} ({})\n\n", r.tool, r.mode, r.scenario, r.link);
+    let p = params(&r.params);
+    if !p.is_empty() {
+        out.push_str(&format!("Parameters: `{p}`\n\n"));
+    }
+    out.push_str(
             "| strategy | ms/round | p50 ms | p99 | max | stalls | c→s segs | data | acks | wire B | s→c segs | data | acks | wire B | verdict |\n",
         );
-        out.push_str("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
-        for x in &r.results {
-            let (c, s) = (&x.wire.client, &x.wire.server);
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                md_cell(&label(x)),
-                ms(per_round_ms(x)),
-                ms(x.latency_us.p50),
-                ms(x.latency_us.p99),
-                ms(x.latency_us.max),
-                stalls_cell(x),
-                c.segs_out,
-                c.data_segs_out,
-                c.non_data_segs_out,
-                c.wire_bytes,
-                s.segs_out,
-                s.data_segs_out,
-                s.non_data_segs_out,
-                s.wire_bytes,
-                md_cell(&x.verdict)
-            ));
-        }
-        if let Some(n) = not_measured_note(r) {
-            out.push_str(&format!("\n{}", md_cell(&n)));
-        }
-        for e in &r.errors {
-            out.push_str(&format!("\n**Error:** {}\n", md_cell(e)));
-        }
-        out.into_bytes()
+    out.push_str("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
+    for x in &r.results {
+        let (c, s) = (&x.wire.client, &x.wire.server);
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            md_cell(&label(x)),
+            ms_column(per_round_ms(x)),
+            ms_column(x.latency_us.p50),
+            ms_column(x.latency_us.p99),
+            ms_column(x.latency_us.max),
+            stalls_cell(x),
+            c.segs_out,
+            c.data_segs_out,
+            c.non_data_segs_out,
+            c.wire_bytes,
+            s.segs_out,
+            s.data_segs_out,
+            s.non_data_segs_out,
+            s.wire_bytes,
+            md_cell(&x.verdict)
+        ));
     }
+    if let Some(n) = not_measured_note(r) {
+        out.push_str(&format!("\n{}", md_escape(&n)));
+    }
+    for e in &r.errors {
+        out.push_str(&format!("\n**Error:** {}\n", md_escape(e)));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -6,25 +6,7 @@
 
 use analyze::{verdict, Window};
 
-use crate::{histogram_ns, CpuCost, Latency, LatencyDist, PacketSide, RunResult, WireSide};
-
-impl Latency {
-    /// Percentiles (µs) of a histogram of nanosecond values.
-    pub fn from_histogram_ns(h: &hdrhistogram::Histogram<u64>) -> Latency {
-        if h.is_empty() {
-            return Latency::default();
-        }
-        let us = |ns: u64| ns as f64 / 1000.0;
-        Latency {
-            p50: us(h.value_at_quantile(0.50)),
-            p90: us(h.value_at_quantile(0.90)),
-            p99: us(h.value_at_quantile(0.99)),
-            p999: us(h.value_at_quantile(0.999)),
-            max: us(h.max()),
-            mean: h.mean() / 1000.0,
-        }
-    }
-}
+use crate::{CpuCost, Latency, LatencyDist, PacketSide, RunResult, WireSide};
 
 fn add_wire(a: &mut WireSide, b: &WireSide) {
     a.segs_out += b.segs_out;
@@ -121,12 +103,8 @@ fn add_captures(row: &mut RunResult, later: &[RunResult]) {
 /// Latency from the merged samples, throughput and CPU per round from the merged sums (`cpu`:
 /// client and server CPU in us, None when a connection had none).
 fn derive_rates(row: &mut RunResult, cpu: Option<(f64, f64)>) {
-    let mut h = histogram_ns();
-    for &s in &row.samples_ns {
-        h.saturating_record(s.max(1));
-    }
-    row.latency_us = Latency::from_histogram_ns(&h);
-    row.latency_dist = Some(LatencyDist::from_histogram_ns(&h));
+    row.latency_us = Latency::of_samples_ns(&row.samples_ns);
+    row.latency_dist = Some(LatencyDist::from_samples_ns(row.samples_ns.iter().copied()));
     let payload = row.wire.client.bytes_sent + row.wire.server.bytes_sent;
     row.throughput_bytes_per_s = if row.wall_s > 0.0 { payload as f64 / row.wall_s } else { 0.0 };
     let (rounds, wall_ns) = (row.rounds, row.wall_s * 1e9);
