@@ -41,7 +41,7 @@ enum Cmd {
         /// (the committed table as the worst of several runs).
         #[arg(long, requires = "write_baseline")]
         keep_lower: bool,
-        /// Compare with the committed baseline; exit 1 on a regression of more than 2 points.
+        /// Compare with the committed baseline; exit 1 on a regression of more than 2 points and one wait.
         #[arg(long)]
         check: bool,
         /// Also list every stall record whose cause the truth does not have.

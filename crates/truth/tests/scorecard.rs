@@ -1,8 +1,8 @@
 //! The classifier against ground truth from real programs on the real kernel (issue 32):
 //! generates the `small` corpus (needs root: network namespaces, iptables, tcpdump, eBPF),
 //! scores the classifier on it and fails when any cause's precision or recall, at any capture
-//! point, from packets alone or with kernel evidence, falls more than 2 points below the
-//! committed table (crates/truth/scorecard.json, `score --write-baseline`), for causes with at
+//! point, from packets alone or with kernel evidence, falls more than 2 points (and more than
+//! one labelled wait) below the committed table (crates/truth/scorecard.json, `score --write-baseline`), for causes with at
 //! least 5 labels (recall) or named records (precision) in both. Not root: skipped with the
 //! reason, except under CI=true, where a test that cannot run fails.
 
@@ -55,5 +55,5 @@ fn small_corpus_scorecard_holds_the_committed_baseline() {
     let base: Baseline =
         serde_json::from_str(&std::fs::read_to_string(&path).expect("baseline")).expect("baseline json");
     let bad = base.regressions(&sc, 0.02, 5);
-    assert!(bad.is_empty(), "below the committed scorecard by more than 2 points:\n{}", bad.join("\n"));
+    assert!(bad.is_empty(), "below the committed scorecard by more than 2 points and one wait:\n{}", bad.join("\n"));
 }

@@ -23,10 +23,13 @@ struct StallLabels {
     cause: String,
     /// The flow's server port (below the ephemeral range).
     port: u16,
-    /// The held end's owner's command and cgroup path (`unknown` without one; `other` past
-    /// the cap on distinct owners).
-    comm: String,
-    cgroup: String,
+    /// The held end's owner's command and cgroup path; empty when no owner is known (without
+    /// `--kernel`, or a socket no process was seen on), which Prometheus reads as the label
+    /// being absent (docs: "a label with an empty label value is considered equivalent to a
+    /// label that does not exist"), so no made-up value is reported; `other` past the cap on
+    /// distinct owners.
+    comm: Option<String>,
+    cgroup: Option<String>,
 }
 
 /// Distinct (comm, cgroup) label pairs at most by default: a host with thousands of short
@@ -146,19 +149,19 @@ impl Metrics {
     }
 
     /// The labels for `owner`: its own while under the cap (or already given), else `other`.
-    fn owner_labels(&self, owner: Option<(&str, &str)>) -> (String, String) {
-        let Some((comm, cgroup)) = owner else { return ("unknown".into(), "unknown".into()) };
+    fn owner_labels(&self, owner: Option<(&str, &str)>) -> (Option<String>, Option<String>) {
+        let Some((comm, cgroup)) = owner else { return (None, None) };
         let pair = (comm.to_string(), cgroup.to_string());
         let mut seen = self.owner_labels.lock().unwrap_or_else(|e| e.into_inner());
         if seen.contains(&pair) {
-            return pair;
+            return (Some(pair.0), Some(pair.1));
         }
         if seen.len() < self.max_owner_labels {
             seen.insert(pair.clone());
-            return pair;
+            return (Some(pair.0), Some(pair.1));
         }
         self.folded.inc();
-        ("other".into(), "other".into())
+        (Some("other".into()), Some("other".into()))
     }
 
     /// The watch's counts so far (the packet counter only moves up).
@@ -241,8 +244,8 @@ mod tests {
         let t = m.render().unwrap();
         for want in [
             "# TYPE tcpstall_watch_stalls counter\n",
-            "tcpstall_watch_stalls_total{cause=\"nagle-delayed-ack\",port=\"8080\",comm=\"unknown\",cgroup=\"unknown\"} 2\n",
-            "tcpstall_watch_stall_seconds_total{cause=\"nagle-delayed-ack\",port=\"8080\",comm=\"unknown\",cgroup=\"unknown\"} 0.08\n",
+            "tcpstall_watch_stalls_total{cause=\"nagle-delayed-ack\",port=\"8080\",comm=\"\",cgroup=\"\"} 2\n",
+            "tcpstall_watch_stall_seconds_total{cause=\"nagle-delayed-ack\",port=\"8080\",comm=\"\",cgroup=\"\"} 0.08\n",
             "tcpstall_watch_stall_length_seconds_bucket{le=\"0.04\",port=\"8080\"} 2\n",
             "tcpstall_watch_stall_length_seconds_bucket{le=\"0.02\",port=\"8080\"} 0\n",
             "tcpstall_watch_packets_seen_total 100\n",
