@@ -20,7 +20,7 @@ pub mod session;
 mod stats;
 mod summary;
 mod timers;
-mod writes;
+mod write_log;
 
 pub use classify::confidence::{self, Band};
 pub use flow::{DirSummary, FlowAnalysis, FlowAnalyzer, Handshake};

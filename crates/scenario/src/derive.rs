@@ -9,6 +9,7 @@
 //! period is the shortest repeating sequence of (side, bytes) turns.
 
 use crate::{CallKind, Connection, Exchange, Side, Turn};
+use trace::SeqNum;
 
 mod capture;
 pub use capture::{busiest_flow, derive, CaptureError, Derived};
@@ -19,7 +20,7 @@ pub struct Seg {
     pub t_ns: u64,
     /// Sent by the client (the side that sent the SYN, else the first to send data).
     pub client: bool,
-    pub seq: u32,
+    pub seq: SeqNum,
     pub len: u32,
     pub psh: bool,
 }
@@ -62,22 +63,17 @@ pub struct TimedTurn {
     pub turn: Turn,
 }
 
-/// `a` is at or before `b` in sequence space (RFC 9293 3.4: comparisons are modulo 2^32).
-fn seq_le(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) <= 0
-}
-
 /// Turns from data segments in time order: a turn per run of one direction, a write per PSH
 /// (or the turn's end); bytes at or below the highest sequence already seen are resent, skipped.
 pub fn turns_of(segs: &[Seg]) -> Vec<TimedTurn> {
     let mut out: Vec<TimedTurn> = Vec::new();
-    let mut next: [Option<u32>; 2] = [None, None];
+    let mut next: [Option<SeqNum>; 2] = [None, None];
     let mut pending = 0u32;
     for s in segs.iter().filter(|s| s.len > 0) {
         let d = usize::from(!s.client);
-        let end = s.seq.wrapping_add(s.len);
-        // Resent: ends at or before what this direction already sent (RFC 9293 3.4).
-        if next[d].is_some_and(|n| seq_le(end, n)) {
+        let end = s.seq + s.len;
+        // Resent: ends at or before what this direction already sent (sequence order, RFC 9293 3.4).
+        if next[d].is_some_and(|n| end <= n) {
             continue;
         }
         next[d] = Some(end);
@@ -170,7 +166,7 @@ mod tests {
     use super::*;
 
     fn seg(t: u64, client: bool, seq: u32, len: u32, psh: bool) -> Seg {
-        Seg { t_ns: t, client, seq, len, psh }
+        Seg { t_ns: t, client, seq: SeqNum(seq), len, psh }
     }
 
     /// Seed 001's tcpdump (275 and 24 with PSH, the ACK, then 292), twice, with a 100-byte

@@ -6,20 +6,7 @@ fn seg(t_us: u64, from: Endpoint, seq: u32, ack: u32, len: u32, frame: u64) -> E
     Event {
         t: Instant(t_us * 1000),
         from,
-        kind: EventKind::Segment(Segment {
-            seq,
-            ack,
-            flags: TcpFlags(TcpFlags::ACK),
-            len,
-            window: 1000,
-            wscale: Some(2),
-            mss: None,
-            ts: None,
-            sack_blocks: 0,
-            sack: [(0, 0); 4],
-            wire_len: 66 + len,
-            ttl: None,
-        }),
+        kind: EventKind::Segment(Segment { wscale: Some(2), ..trace::testing::segment(seq, ack, TcpFlags::ACK, len) }),
         evidence: Evidence::Frame(frame),
     }
 }
