@@ -19,6 +19,7 @@ mod pacing;
 pub mod session;
 mod stats;
 mod summary;
+pub mod testing;
 mod timers;
 mod write_log;
 

@@ -22,13 +22,6 @@ fn nagle() -> (Vec<Event>, Vec<Stall>) {
         seg(41_100, Endpoint::B, 500, 130, 0, 5),
     ];
     let st = Stall {
-        start: Instant(1_000_000),
-        length: Duration(40_020_000),
-        waited: Endpoint::B,
-        held: Endpoint::A,
-        bytes_held: 10,
-        cause: Cause::NagleDelayedAck,
-        confidence: 0.9,
         evidence: vec![
             EvidenceItem {
                 t: Instant(1_000_000),
@@ -39,9 +32,7 @@ fn nagle() -> (Vec<Event>, Vec<Stall>) {
         ],
         ack_delay: Some(Duration(40_000_000)),
         detail: "d".into(),
-        kind: analyze::RecordKind::Stall,
-        alternatives: Vec::new(),
-        settle: None,
+        ..analyze::testing::stall(Instant(1_000_000), Duration(40_020_000), Cause::NagleDelayedAck)
     };
     (ev, vec![st])
 }
