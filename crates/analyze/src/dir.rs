@@ -1,9 +1,8 @@
 //! One direction of a connection: what it sent, what is outstanding, what the peer acknowledged.
 
-use crate::classify::Resend;
 use crate::pacing::AppClock;
 use crate::stats::{DurationStats, WireCost};
-use crate::writes::WriteLog;
+use crate::write_log::WriteLog;
 use serde::Serialize;
 use std::collections::VecDeque;
 use trace::{Duration, Evidence, Instant, Segment, SeqNum};
@@ -23,18 +22,17 @@ pub(crate) const MAX_SACKED: usize = 16;
 /// Linux's default MSS when none was negotiated (RFC 9293 3.7.1: 536 for IPv4).
 pub(crate) const DEFAULT_MSS: u32 = 536;
 
-/// RFC 9293 3.4: sequence comparison modulo 2^32 ([`SeqNum`]'s order).
-pub(crate) fn seq_lt(a: u32, b: u32) -> bool {
+/// TCP timestamps (RFC 7323 5.2, PAWS) are ordered as sequence numbers are: modulo 2^32, `a`
+/// before `b` when `b` is ahead by less than 2^31 (the order of [`SeqNum`], whose module says
+/// why it is correct and where it stops being so).
+pub(crate) fn ts_before(a: u32, b: u32) -> bool {
     SeqNum(a) < SeqNum(b)
-}
-pub(crate) fn seq_le(a: u32, b: u32) -> bool {
-    SeqNum(a) <= SeqNum(b)
 }
 
 /// A data segment sent and not yet acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Sent {
-    pub end: u32,
+    pub end: SeqNum,
     pub t: Instant,
     pub frame: Evidence,
     pub len: u32,
@@ -49,6 +47,13 @@ pub(crate) struct Sent {
     pub tsval: Option<u32>,
 }
 
+impl Sent {
+    /// Its first sequence number.
+    pub(crate) fn start(&self) -> SeqNum {
+        self.end - self.len
+    }
+}
+
 /// An ACK from the peer that advanced this direction's `snd_una`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct AckSeen {
@@ -56,7 +61,7 @@ pub(crate) struct AckSeen {
     pub frame: Evidence,
     pub pure: bool,
     /// The acknowledgement number: everything below it is acknowledged.
-    pub ack: u32,
+    pub ack: SeqNum,
     /// Send time of the earliest segment it newly acknowledged (when the peer's delayed-ACK
     /// timer would have been armed: `inet_csk_reset_xmit_timer(ICSK_TIME_DACK)` on the first
     /// unacknowledged segment).
@@ -77,8 +82,8 @@ pub(crate) struct Snapshot {
     /// Peer's advertised window in bytes (scaled), and whether the scale is known: both SYNs
     /// seen (RFC 7323 2.2: with no option on either SYN the window is unscaled, known exactly).
     pub peer_wnd: Option<(u64, bool)>,
-    pub snd_nxt: u32,
-    pub snd_una: u32,
+    pub snd_nxt: SeqNum,
+    pub snd_una: SeqNum,
 }
 
 /// Per-direction summary in the spirit of `tcptrace -l`.
@@ -125,10 +130,10 @@ pub struct DirSummary {
 pub(crate) struct Dir {
     pub(crate) sum: DirSummary,
     pub(crate) started: bool,
-    pub(crate) snd_una: u32,
-    pub(crate) snd_nxt: u32,
+    pub(crate) snd_una: SeqNum,
+    pub(crate) snd_nxt: SeqNum,
     /// One hole (left by a segment beyond snd_nxt) to tell reordering from retransmission.
-    pub(crate) hole: Option<(u32, u32)>,
+    pub(crate) hole: Option<(SeqNum, SeqNum)>,
     /// When the hole opened (the later range was seen).
     pub(crate) hole_at: Option<Instant>,
     pub(crate) outstanding: VecDeque<Sent>,
@@ -139,7 +144,7 @@ pub(crate) struct Dir {
     /// This endpoint's SYN, when seen: its window-scale option (None: no option).
     pub(crate) syn_wscale: Option<Option<u8>>,
     /// This endpoint's latest SYN (time, frame, ISN), for SYN retransmissions.
-    pub(crate) last_syn: Option<(Instant, Evidence, u32)>,
+    pub(crate) last_syn: Option<(Instant, Evidence, SeqNum)>,
     /// The SYN was sent more than once: its RTT sample is ambiguous (Karn, RFC 6298 3).
     pub(crate) syn_resent: bool,
     /// The interval between this endpoint's latest two SYNs (RFC 6298 5.5: a timer doubles).
@@ -167,7 +172,7 @@ pub(crate) struct Dir {
     /// The largest IP TTL / hop limit of this direction's packets (the least decremented).
     pub(crate) max_ttl: Option<u8>,
     /// The peer acknowledged up to here, beyond the data seen so far, at this time.
-    pub(crate) ack_ahead: Option<(u32, Instant)>,
+    pub(crate) ack_ahead: Option<(SeqNum, Instant)>,
     /// This sender showed Nagle off: a sub-MSS segment sent while an earlier sub-MSS segment
     /// was unacknowledged (Linux `tcp_nagle_check` with `tcp_minshall_check` would have held
     /// it; RFC 9293 3.7.4). When, and the frame.
@@ -183,7 +188,7 @@ pub(crate) struct Dir {
     pub(crate) peer_last_seen: Option<Instant>,
     /// Ranges of this direction's data the peer selectively acknowledged above snd_una
     /// (RFC 2018), newest last, at most [`MAX_SACKED`]: a resend of bytes in them is spurious.
-    pub(crate) sacked: Vec<(u32, u32)>,
+    pub(crate) sacked: Vec<(SeqNum, SeqNum)>,
     /// A sub-MSS segment of new data left with nothing in flight sooner than the probe timer
     /// could have released it after the connection's last packet (see
     /// `classify::quiet::corked_after_a_pause`).
@@ -200,7 +205,7 @@ pub(crate) struct Dir {
     /// time, frame, next-hop MTU.
     pub(crate) icmp_frag: Option<(Instant, Evidence, u32)>,
     /// The latest kernel-reported resend (`tcp:tcp_retransmit_skb`): time, source, seq, len.
-    pub(crate) kernel_retx: Option<(Instant, Evidence, u32, u32)>,
+    pub(crate) kernel_retx: Option<(Instant, Evidence, SeqNum, u32)>,
     /// The latest kernel-reported congestion state (`tcp:tcp_cong_state_set`).
     pub(crate) kernel_cong: Option<(Instant, Evidence, u8)>,
     /// The latest kernel-reported window state (`tcp:tcp_probe`).
@@ -210,7 +215,7 @@ pub(crate) struct Dir {
     /// A sub-MSS segment sent while an earlier sub-MSS segment (ending at the seq given) was
     /// unacknowledged, not yet confirmed: an ACK stamped just after it (reordered stamps) would
     /// have released it. Confirmed after REORDER_WINDOW.
-    pub(crate) nagle_off_candidate: Option<(Instant, Evidence, u32)>,
+    pub(crate) nagle_off_candidate: Option<(Instant, Evidence, SeqNum)>,
     /// The window this side advertised before its latest segment (RFC 5681 2 (e): a duplicate
     /// ACK leaves the window unchanged).
     pub(crate) adv_window_prev: Option<u16>,
@@ -222,7 +227,7 @@ pub(crate) struct Dir {
     pub(crate) window_opened: Option<(Instant, Evidence)>,
     /// The first ACK number this side sent, and whether its ACK numbers moved since (it
     /// acknowledged data from its peer).
-    pub(crate) first_ack: Option<u32>,
+    pub(crate) first_ack: Option<SeqNum>,
     pub(crate) ack_moved: bool,
 }
 
@@ -243,9 +248,9 @@ impl Dir {
 
     /// Promotes a candidate old enough to count, and cancels one that an ACK of the earlier
     /// small segment, stamped within the reorder window, explains.
-    pub(crate) fn settle_nagle_off(&mut self, now: Instant, acked_to: Option<u32>) {
+    pub(crate) fn settle_nagle_off(&mut self, now: Instant, acked_to: Option<SeqNum>) {
         if let Some((t, f, small_end)) = self.nagle_off_candidate {
-            if acked_to.is_some_and(|a| seq_le(small_end, a)) && now.since(t) <= NAGLE_REORDER {
+            if acked_to.is_some_and(|a| small_end <= a) && now.since(t) <= NAGLE_REORDER {
                 self.nagle_off_candidate = None;
             } else if now.since(t) > NAGLE_REORDER {
                 self.nagle_off.get_or_insert((t, f));
@@ -257,14 +262,14 @@ impl Dir {
     /// the capture missed them (filtered or overrun): not network loss. Accept the ACK.
     pub(crate) fn settle_ack_ahead(&mut self, now: Instant) {
         let Some((ack, t)) = self.ack_ahead else { return };
-        if !seq_lt(self.snd_nxt, ack) {
+        if self.snd_nxt >= ack {
             self.ack_ahead = None;
         } else if now.since(t) > ACK_AHEAD_WINDOW {
             self.ack_ahead = None;
-            self.sum.acked_unseen_bytes += u64::from(ack.wrapping_sub(self.snd_nxt));
+            self.sum.acked_unseen_bytes += u64::from(ack - self.snd_nxt);
             self.snd_nxt = ack;
             self.hole = None;
-            if seq_lt(self.snd_una, ack) {
+            if self.snd_una < ack {
                 self.snd_una = ack;
                 while let Some(s) = self.outstanding.pop_front() {
                     self.out_bytes -= u64::from(s.len);
@@ -273,6 +278,25 @@ impl Dir {
             }
         }
     }
+}
+
+/// How the segment that ended a gap relates to what was sent before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resend {
+    /// New data.
+    No,
+    /// Resends the oldest unacknowledged range (snd_una): what an RTO or fast retransmit sends.
+    Head,
+    /// Resends the newest outstanding segment while older ones are unacknowledged: a TLP.
+    Tail,
+    /// Resends some other range already seen.
+    Other,
+    /// Fills a hole the capture saw open (a later range arrived first): the range was lost
+    /// between the sender and the capture point.
+    FillsHole,
+    /// New data to the capture, but the kernel reported resending it (`tcp:tcp_retransmit_skb`):
+    /// the first transmission was lost before the capture point.
+    KernelOnly,
 }
 
 /// What the segment that ends a gap resends, if anything.
@@ -299,23 +323,22 @@ pub(crate) const HOLE_REORDER: Duration = Duration::from_millis(1);
 
 pub(crate) fn resend_kind(dir: &Dir, seg: &Segment, t: Instant) -> ResendInfo {
     let none = ResendInfo { kind: Resend::No, prev: None, prev_was_resend: false, tsval: None, unseen: false };
-    if !dir.started || !seq_lt(seg.seq, dir.snd_nxt) {
+    if !dir.started || seg.seq >= dir.snd_nxt {
         return none;
     }
-    let covering =
-        dir.outstanding.iter().find(|s| seq_lt(seg.seq, s.end) && seq_le(s.end.wrapping_sub(s.len), seg.seq));
+    let covering = dir.outstanding.iter().find(|s| seg.seq < s.end && s.start() <= seg.seq);
     let kind = if in_hole(dir.hole, seg.seq) {
         if dir.hole_at.is_some_and(|h| t.since(h) < HOLE_REORDER) {
             return none;
         }
         Resend::FillsHole
-    } else if covering.is_none() && seq_le(dir.snd_una, seg.seq) {
+    } else if covering.is_none() && dir.snd_una <= seg.seq {
         return ResendInfo { unseen: true, ..none };
     } else if seg.seq == dir.snd_una {
         Resend::Head
     } else {
         match dir.outstanding.back() {
-            Some(last) if dir.outstanding.len() >= 2 && seg.seq == last.end.wrapping_sub(last.len) => Resend::Tail,
+            Some(last) if dir.outstanding.len() >= 2 && seg.seq == last.start() => Resend::Tail,
             _ => Resend::Other,
         }
     };
@@ -328,22 +351,20 @@ pub(crate) fn resend_kind(dir: &Dir, seg: &Segment, t: Instant) -> ResendInfo {
     }
 }
 
-pub(crate) fn in_hole(hole: Option<(u32, u32)>, seq: u32) -> bool {
-    hole.is_some_and(|(a, b)| seq_le(a, seq) && seq_lt(seq, b))
+pub(crate) fn in_hole(hole: Option<(SeqNum, SeqNum)>, seq: SeqNum) -> bool {
+    hole.is_some_and(|(a, b)| a <= seq && seq < b)
 }
 
 /// `x` lies in the SACK block `b` (left edge inclusive, right edge exclusive, RFC 2018 3).
-pub(crate) fn in_block(b: (u32, u32), x: u32) -> bool {
-    seq_le(b.0, x) && seq_lt(x, b.1)
+pub(crate) fn in_block(b: (SeqNum, SeqNum), x: SeqNum) -> bool {
+    b.0 <= x && x < b.1
 }
 
 /// RFC 2883 4: the first SACK block reports a duplicate segment (a D-SACK) when it lies below
 /// the cumulative ACK, or inside the second block.
-pub(crate) fn is_dsack(blocks: &[(u32, u32)], ack: u32) -> bool {
+pub(crate) fn is_dsack(blocks: &[(SeqNum, SeqNum)], ack: SeqNum) -> bool {
     match blocks {
-        [first, rest @ ..] => {
-            seq_le(first.1, ack) || rest.first().is_some_and(|s| seq_le(s.0, first.0) && seq_le(first.1, s.1))
-        }
+        [first, rest @ ..] => first.1 <= ack || rest.first().is_some_and(|s| s.0 <= first.0 && first.1 <= s.1),
         [] => false,
     }
 }
@@ -351,11 +372,11 @@ pub(crate) fn is_dsack(blocks: &[(u32, u32)], ack: u32) -> bool {
 impl Dir {
     /// Records the SACK blocks of the peer's ACK `ack` (a D-SACK block is not new
     /// information about what arrived above snd_una) and forgets ranges the ACK covers.
-    pub(crate) fn on_sack(&mut self, blocks: &[(u32, u32)], ack: u32) {
-        self.sacked.retain(|b| seq_lt(ack, b.1));
+    pub(crate) fn on_sack(&mut self, blocks: &[(SeqNum, SeqNum)], ack: SeqNum) {
+        self.sacked.retain(|b| ack < b.1);
         let skip = usize::from(is_dsack(blocks, ack));
         for &b in &blocks[skip..] {
-            if seq_lt(ack, b.1) && seq_lt(b.0, b.1) && !self.sacked.contains(&b) {
+            if ack < b.1 && b.0 < b.1 && !self.sacked.contains(&b) {
                 if self.sacked.len() == MAX_SACKED {
                     self.sacked.remove(0);
                 }
@@ -367,11 +388,11 @@ impl Dir {
     /// Whether the peer had already acknowledged the range `[seq, seq + len)` before it was
     /// sent again: cumulatively, or in a SACK block (RFC 2018; a resend of it is spurious,
     /// RFC 3708 2).
-    pub(crate) fn already_acked(&self, seq: u32, len: u32) -> Option<&'static str> {
-        let end = seq.wrapping_add(len);
-        if len > 0 && seq_le(end, self.snd_una) {
+    pub(crate) fn already_acked(&self, seq: SeqNum, len: u32) -> Option<&'static str> {
+        let end = seq + len;
+        if len > 0 && end <= self.snd_una {
             Some("cumulatively acknowledged")
-        } else if len > 0 && self.sacked.iter().any(|&b| seq_le(b.0, seq) && seq_le(end, b.1)) {
+        } else if len > 0 && self.sacked.iter().any(|&b| b.0 <= seq && end <= b.1) {
             Some("selectively acknowledged (SACK)")
         } else {
             None

@@ -1,18 +1,18 @@
 //! Per-connection state: sequence tracking per direction, RTT samples, the gap detector.
 
-use crate::classify::{classify, syn_stall, GapContext, Resend};
+use crate::classify::{classify, syn_stall, GapContext};
 use crate::dir::{
-    in_block, in_hole, resend_kind, seq_le, seq_lt, AckSeen, Dir, ResendInfo, Sent, Snapshot, DEFAULT_MSS,
+    in_block, in_hole, resend_kind, ts_before, AckSeen, Dir, Resend, ResendInfo, Sent, Snapshot, DEFAULT_MSS,
     MAX_OUTSTANDING, MAX_TSVALS,
 };
 use crate::pacing::ClockFit;
 use crate::timers::RELEASE_SLACK;
-use crate::writes::WriteRec;
+use crate::write_log::WriteRec;
 use crate::{Config, Stall};
 use serde::Serialize;
 use trace::{
     CapturePoint, Cause, Duration, Endpoint, Event, EventKind, Evidence, IcmpError, IcmpKind, Instant, KernelEvent,
-    Segment,
+    Segment, SeqNum,
 };
 
 pub use crate::dir::DirSummary;
@@ -86,7 +86,7 @@ struct Resent {
     /// The record in `stalls`.
     index: usize,
     held: Endpoint,
-    seq: u32,
+    seq: SeqNum,
     eifel: Option<(u32, u32)>,
     until: Instant,
 }
@@ -138,11 +138,22 @@ struct DataSeen {
     path_dir: Option<Duration>,
     rinfo: ResendInfo,
     resend: Resend,
-    kernel_retx: Option<(Instant, Evidence, u32, u32)>,
+    kernel_retx: Option<(Instant, Evidence, SeqNum, u32)>,
     clock: Option<ClockFit>,
     written: Option<WriteRec>,
     /// How long `d` had neither sent data nor received an ACK before this segment.
     quiet_since: Option<Duration>,
+}
+
+/// The largest forward jump of a sender's sequence space read as its own progress: data lost
+/// before the capture point, or acknowledged and never captured. 2^30 is the largest window TCP
+/// allows (RFC 7323 2.3: 65535 << 14), so no sender has more than that in flight; a longer jump
+/// is another connection on the same ports, or garbage, and is not tracked.
+const MAX_SEQ_JUMP: u32 = 1 << 30;
+
+/// `to` is ahead of `from` by less than [`MAX_SEQ_JUMP`] (see `trace::SeqNum` for the order).
+fn plausible_advance(from: SeqNum, to: SeqNum) -> bool {
+    from < to && to - from < MAX_SEQ_JUMP
 }
 
 /// Captures sometimes stamp the ACK that released data a little AFTER the data it released:
@@ -225,7 +236,7 @@ impl FlowAnalyzer {
             // A segment without data whose seq is beyond what was seen: data before it was lost
             // before the capture point (RFC 9293 3.4: seq of an empty segment is snd_nxt).
             let dir = &mut self.dirs[d.index()];
-            if dir.started && seq_lt(dir.snd_nxt, seg.seq) && seg.seq.wrapping_sub(dir.snd_nxt) < 1 << 30 {
+            if dir.started && plausible_advance(dir.snd_nxt, seg.seq) {
                 dir.hole = Some((dir.snd_nxt, seg.seq));
                 dir.hole_at = Some(t);
                 dir.snd_nxt = seg.seq;
@@ -248,10 +259,10 @@ impl FlowAnalyzer {
         match *kind {
             EventKind::Write { bytes, .. } => dir.writes.on_write(ev.t, bytes, None, snd_nxt, ev.evidence),
             EventKind::Kernel(KernelEvent::Sendmsg { bytes, seq }) => {
-                dir.writes.on_write(ev.t, bytes, Some(seq), None, ev.evidence)
+                dir.writes.on_write(ev.t, bytes, Some(SeqNum(seq)), None, ev.evidence)
             }
             EventKind::Kernel(KernelEvent::Retransmit { seq, len }) => {
-                dir.kernel_retx = Some((ev.t, ev.evidence, seq, len));
+                dir.kernel_retx = Some((ev.t, ev.evidence, SeqNum(seq), len));
             }
             EventKind::Kernel(KernelEvent::CongState { state }) => dir.kernel_cong = Some((ev.t, ev.evidence, state)),
             EventKind::Kernel(KernelEvent::State(s)) => dir.kernel_state = Some((ev.t, ev.evidence, s)),
@@ -336,7 +347,7 @@ impl FlowAnalyzer {
         if p.held.peer() != d || !seg.flags.ack() || seg.flags.syn() {
             return;
         }
-        let blocks = &seg.sack[..usize::from(seg.sack_blocks.min(4))];
+        let blocks = seg.sack_ranges();
         let first = p.seg.seq;
         let dsack = crate::dir::is_dsack(blocks, seg.ack) && blocks.first().is_some_and(|&b| in_block(b, first));
         if let Some(a) = p.answer.as_mut() {
@@ -354,7 +365,7 @@ impl FlowAnalyzer {
         // a resent range, the first transmission had arrived (the resend was spurious).
         let to_peer = p.path_dir.unwrap_or(Duration::ZERO);
         if t.since(p.end) < Duration(to_peer.0 - to_peer.0 / 8) {
-            if p.resend != Resend::No && seq_lt(first, seg.ack) {
+            if p.resend != Resend::No && first < seg.ack {
                 p.acked_before_answer = Some((t, frame));
             }
             return;
@@ -363,7 +374,7 @@ impl FlowAnalyzer {
             t,
             frame,
             dsack,
-            sacked_above_hole: seq_lt(seg.ack, first) && blocks.iter().any(|&b| in_block(b, first)),
+            sacked_above_hole: seg.ack < first && blocks.iter().any(|&b| in_block(b, first)),
         });
     }
 
@@ -392,7 +403,7 @@ impl FlowAnalyzer {
             && !seg.flags.syn()
             && !seg.flags.fin()
             && !seg.flags.rst()
-            && (seg.len == 1 || (own.started && seq_lt(seg.seq, own.snd_una)));
+            && (seg.len == 1 || (own.started && seg.seq < own.snd_una));
         let peer = &mut self.dirs[d.peer().index()];
         if probe && peer.zero_since.is_some_and(|(t0, _)| t0 < t) {
             peer.probes_into_zero += 1;
@@ -471,12 +482,12 @@ impl FlowAnalyzer {
 
     fn track_seq(&mut self, seg: &Segment, d: Endpoint, _t: Instant, _ev: Evidence) {
         let dir = &mut self.dirs[d.index()];
-        let end = seg.seq.wrapping_add(seg.seq_space());
+        let end = seg.end();
         if !dir.started || seg.flags.syn() {
             dir.started = true;
             dir.snd_una = seg.seq;
             dir.snd_nxt = end;
-        } else if seq_lt(dir.snd_nxt, end) {
+        } else if dir.snd_nxt < end {
             dir.snd_nxt = end;
         }
     }
@@ -498,26 +509,26 @@ impl FlowAnalyzer {
         }
         let ack = seg.ack;
         if seg.sack_blocks > 0 {
-            dir.on_sack(&seg.sack[..usize::from(seg.sack_blocks.min(4))], ack);
+            dir.on_sack(seg.sack_ranges(), ack);
         }
         dir.settle_ack_ahead(t);
         dir.settle_nagle_off(t, near_sender.then_some(ack));
-        if seq_lt(dir.snd_nxt, ack) && ack.wrapping_sub(dir.snd_nxt) < 1 << 30 {
+        if plausible_advance(dir.snd_nxt, ack) {
             // The peer acknowledges bytes not seen yet: either their timestamps were reordered
             // (the data shows up within ACK_AHEAD_WINDOW) or the capture missed them.
-            if dir.ack_ahead.is_none_or(|(a, _)| seq_lt(a, ack)) {
+            if dir.ack_ahead.is_none_or(|(a, _)| a < ack) {
                 dir.ack_ahead = Some((ack, t));
             }
         }
         if let Some((lo, hi)) = dir.hole {
             // The peer acknowledges across a hole that was never filled: the capture missed
             // those bytes (a filtered or overrun capture), the network delivered them.
-            if seq_le(hi, ack) && seq_le(ack, dir.snd_nxt) {
-                dir.sum.acked_unseen_bytes += u64::from(hi.wrapping_sub(lo));
+            if hi <= ack && ack <= dir.snd_nxt {
+                dir.sum.acked_unseen_bytes += u64::from(hi - lo);
                 dir.hole = None;
             }
         }
-        if seq_lt(dir.snd_una, ack) && seq_le(ack, dir.snd_nxt) {
+        if dir.snd_una < ack && ack <= dir.snd_nxt {
             self.on_advancing_ack(seg, dir_of_acked, t, frame);
         } else if ack == dir.snd_una
             && seg.is_pure_ack()
@@ -552,8 +563,8 @@ impl FlowAnalyzer {
         // than the resend's own carries the original: the range had arrived, the resend was
         // spurious (Linux counts it in TCPSpuriousRtos / undoes with tcp_try_undo_loss).
         if let (Some((orig, retx)), None, Some((_, ecr))) = (p.eifel, p.spurious, seg.ts) {
-            if p.held == dir_of_acked && seq_lt(p.seg.seq, ack) {
-                p.spurious = Some(ecr == orig || seq_lt(ecr, retx));
+            if p.held == dir_of_acked && p.seg.seq < ack {
+                p.spurious = Some(ecr == orig || ts_before(ecr, retx));
             }
         }
         // An ACK stamped just after the data it released (see REORDER_WINDOW).
@@ -561,7 +572,7 @@ impl FlowAnalyzer {
         // segment itself), and only when no ACK during the gap explains the release.
         let tolerance = RELEASE_SLACK + p.path_rtt.unwrap_or(Duration::ZERO);
         let unexplained = p.ack.is_none_or(|a| p.end.since(a.t) > tolerance);
-        let of_old_data = seq_le(ack, p.seg.seq);
+        let of_old_data = ack <= p.seg.seq;
         if p.held == dir_of_acked && seen.pure && unexplained && of_old_data && p.snap.out_count > 0 {
             p.ack = Some(seen);
             p.ack_after_release = true;
@@ -574,7 +585,7 @@ impl FlowAnalyzer {
     /// data and must not end a gap as a "retransmission".
     fn is_keepalive(&self, seg: &Segment, d: Endpoint) -> bool {
         let dir = &self.dirs[d.index()];
-        dir.started && seg.len <= 1 && dir.snd_una == dir.snd_nxt && seg.seq.wrapping_add(1) == dir.snd_una
+        dir.started && seg.len <= 1 && dir.snd_una == dir.snd_nxt && seg.seq + 1 == dir.snd_una
     }
 
     fn on_data(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence) {
@@ -610,10 +621,7 @@ impl FlowAnalyzer {
         // A resend only the kernel saw: the capture shows new data, `tcp:tcp_retransmit_skb`
         // reported resending it just before (within the capture-to-sender path and 5 ms).
         let kernel_retx = self.dirs[d.index()].kernel_retx.filter(|&(kt, _, kseq, klen)| {
-            kt <= t
-                && t.since(kt) <= back + Duration::from_millis(5)
-                && seq_le(kseq, seg.seq)
-                && seq_lt(seg.seq, kseq.wrapping_add(klen.max(1)))
+            kt <= t && t.since(kt) <= back + Duration::from_millis(5) && kseq <= seg.seq && seg.seq < kseq + klen.max(1)
         });
         if resend == Resend::No && kernel_retx.is_some() {
             resend = Resend::KernelOnly;
@@ -690,7 +698,7 @@ impl FlowAnalyzer {
         // (An ACK stamped just before the data it acknowledges, ACK_AHEAD_WINDOW, is
         // reordering, not a skip: the data starts at snd_nxt.)
         let capture_skipped = dir.sum.acked_unseen_bytes > dir.unseen_at_gap_start
-            || (dir.started && seq_lt(dir.snd_nxt, seg.seq) && s.resend == Resend::No);
+            || (dir.started && dir.snd_nxt < seg.seq && s.resend == Resend::No);
         Some(GapContext {
             start: t0,
             start_frame: f0,
@@ -806,7 +814,7 @@ impl FlowAnalyzer {
     /// hole; the outstanding list and the TSvals sent.
     fn track_data_seq(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence, mss: u32) {
         let dir = &mut self.dirs[d.index()];
-        let end = seg.seq.wrapping_add(seg.seq_space());
+        let end = seg.end();
         let small = seg.len < mss;
         dir.settle_ack_ahead(t);
         if !dir.started {
@@ -815,7 +823,7 @@ impl FlowAnalyzer {
             dir.snd_nxt = seg.seq;
         }
         let mut retx = false;
-        if seq_lt(seg.seq, dir.snd_nxt) {
+        if seg.seq < dir.snd_nxt {
             if in_hole(dir.hole, seg.seq) {
                 dir.sum.out_of_order += 1;
                 dir.hole = None;
@@ -823,12 +831,12 @@ impl FlowAnalyzer {
                 retx = true;
                 mark_resent(dir, seg, end, t, frame);
             }
-        } else if seq_lt(dir.snd_nxt, seg.seq) {
+        } else if dir.snd_nxt < seg.seq {
             // Data beyond what was seen: a loss before the capture point, or reordering.
             dir.hole = Some((dir.snd_nxt, seg.seq));
             dir.hole_at = Some(t);
         }
-        if seq_lt(dir.snd_nxt, end) {
+        if dir.snd_nxt < end {
             dir.snd_nxt = end;
             if !retx {
                 if dir.outstanding.len() >= MAX_OUTSTANDING {
@@ -855,7 +863,7 @@ impl FlowAnalyzer {
         dir.sum.max_in_flight_bytes = dir.sum.max_in_flight_bytes.max(dir.out_bytes);
         dir.sum.max_in_flight_segments = dir.sum.max_in_flight_segments.max(dir.outstanding.len() as u64);
         if let Some((v, _)) = seg.ts {
-            if dir.tsvals.back().is_none_or(|&(last, _)| seq_lt(last, v)) {
+            if dir.tsvals.back().is_none_or(|&(last, _)| ts_before(last, v)) {
                 if dir.tsvals.len() >= MAX_TSVALS {
                     dir.tsvals.pop_front();
                 }
@@ -1027,7 +1035,7 @@ impl FlowAnalyzer {
             return;
         }
         self.resent.retain(|r| t <= r.until);
-        let blocks = &seg.sack[..usize::from(seg.sack_blocks.min(4))];
+        let blocks = seg.sack_ranges();
         let dsack = crate::dir::is_dsack(blocks, seg.ack);
         let mut found = Vec::new();
         for (i, r) in self.resent.iter().enumerate() {
@@ -1035,8 +1043,8 @@ impl FlowAnalyzer {
                 continue;
             }
             let by_dsack = dsack && blocks.first().is_some_and(|&b| in_block(b, r.seq));
-            let by_echo = seq_lt(r.seq, seg.ack)
-                && matches!((r.eifel, seg.ts), (Some((orig, retx)), Some((_, ecr))) if ecr == orig || seq_lt(ecr, retx));
+            let by_echo = r.seq < seg.ack
+                && matches!((r.eifel, seg.ts), (Some((orig, retx)), Some((_, ecr))) if ecr == orig || ts_before(ecr, retx));
             if by_dsack || by_echo {
                 found.push((i, by_dsack));
             }

@@ -19,8 +19,9 @@ mod pacing;
 pub mod session;
 mod stats;
 mod summary;
+pub mod testing;
 mod timers;
-mod writes;
+mod write_log;
 
 pub use classify::confidence::{self, Band};
 pub use flow::{DirSummary, FlowAnalysis, FlowAnalyzer, Handshake};

@@ -7,8 +7,11 @@
 //! that flow's analyser, frees it, and hands the [`FlowAnalysis`] to the caller. What the
 //! caller keeps of it (the stall records, a summary, nothing) is its choice.
 
+use std::collections::HashMap;
+use std::io::Read;
+
 use crate::{Config, FlowAnalysis, FlowAnalyzer};
-use wire::{Decoder, EndReason, FlowEnd, FlowEvent, FlowId, FlowKey, WireError};
+use wire::{Decoder, EndReason, FlowEnd, FlowEvent, FlowFilter, FlowId, FlowKey, WireError};
 
 /// Stands for the key of a flow whose addresses the caller could not give (never with the
 /// decoder: a flow's key is known on its first event).
@@ -193,4 +196,79 @@ pub fn run_with_decoder<R: std::io::Read>(
         done(dec, f);
     }
     res
+}
+
+/// The flow of a capture whose records show the most waiting (see [`busiest_flow`]): what
+/// `tcpstall replay` and `tcpstall advise CAPTURE` derive an exchange from, and show beside it.
+#[derive(Debug, Clone)]
+pub struct CapturedFlow {
+    /// The flow ("A <-> B").
+    pub key: String,
+    pub analysis: FlowAnalysis,
+    /// The flow's packets as captured.
+    pub events: Vec<trace::Event>,
+}
+
+impl CapturedFlow {
+    /// When someone waited for TCP (start, end; ns): the spans of its records that show a wait.
+    pub fn tcp_waits(&self) -> Vec<(u64, u64)> {
+        let waits = self.analysis.stalls.iter().filter(|s| s.shows_a_wait());
+        waits.map(|s| (s.start.0, s.start.0 + s.length.0)).collect()
+    }
+
+    /// The path RTT (ns), and whether it came from the handshake.
+    pub fn rtt(&self) -> Option<(u64, bool)> {
+        self.analysis.path_rtt.map(|d| (d.0, self.analysis.path_rtt_from_handshake))
+    }
+}
+
+/// A capture with no flow to pick.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// The capture does not decode (the decoder's message follows).
+    #[error("{file}")]
+    Read {
+        file: String,
+        #[source]
+        source: WireError,
+    },
+    #[error("{0}: no TCP flow (check --flow/--port)")]
+    NoFlow(String),
+}
+
+/// The flow of `input` (named `file` in messages) whose records show the most waiting (the
+/// first seen among equals), analysed as explain does. Memory follows the flows alive plus the
+/// best so far: a flow's packets are dropped when it ends behind the best.
+pub fn busiest_flow(input: impl Read, filter: FlowFilter, file: &str) -> Result<CapturedFlow, CaptureError> {
+    let read = |source| CaptureError::Read { file: file.to_string(), source };
+    let mut dec = Decoder::new(input, filter).map_err(read)?;
+    let mut session = Session::new(Config::default());
+    let mut live: HashMap<FlowId, Vec<trace::Event>> = HashMap::new();
+    let mut best: Option<(u64, Finished, Vec<trace::Event>)> = None;
+    let mut keep = |f: Finished, live: &mut HashMap<FlowId, Vec<trace::Event>>| {
+        let events = live.remove(&f.id).unwrap_or_default();
+        let waited: u64 = f.analysis.stalls.iter().filter(|s| s.shows_a_wait()).map(|s| s.length.0).sum();
+        if best.as_ref().is_none_or(|(w, b, _)| waited > *w || (waited == *w && f.id < b.id)) {
+            best = Some((waited, f, events));
+        }
+    };
+    while let Some(fe) = dec.next_event().map_err(read)? {
+        while let Some(end) = dec.pop_ended() {
+            if let Some(f) = session.end(&end) {
+                keep(f, &mut live);
+            }
+        }
+        session.push(&fe, || dec.flows().key(fe.flow));
+        live.entry(fe.flow).or_default().push(fe.event);
+    }
+    while let Some(end) = dec.pop_ended() {
+        if let Some(f) = session.end(&end) {
+            keep(f, &mut live);
+        }
+    }
+    for f in session.finish_all() {
+        keep(f, &mut live);
+    }
+    let (_, f, events) = best.ok_or_else(|| CaptureError::NoFlow(file.to_string()))?;
+    Ok(CapturedFlow { key: f.key.to_string(), analysis: f.analysis, events })
 }

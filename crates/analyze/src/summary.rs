@@ -210,25 +210,7 @@ mod tests {
     use trace::{Endpoint, Instant};
 
     fn st(cause: Cause, ms: u64) -> Stall {
-        Stall {
-            start: Instant::ZERO,
-            length: Duration::from_millis(ms),
-            waited: Endpoint::B,
-            held: Endpoint::A,
-            bytes_held: 10,
-            cause,
-            confidence: 0.9,
-            evidence: vec![],
-            ack_delay: None,
-            detail: String::new(),
-            kind: match cause {
-                Cause::Application => RecordKind::Gap,
-                Cause::Unknown => RecordKind::Wait,
-                _ => RecordKind::Stall,
-            },
-            alternatives: Vec::new(),
-            settle: None,
-        }
+        crate::testing::stall(Instant::ZERO, Duration::from_millis(ms), cause)
     }
 
     #[test]

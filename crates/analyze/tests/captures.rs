@@ -251,3 +251,24 @@ fn a_capture_without_the_handshake_estimates_and_says_so() {
         assert!(s.detail.contains("MSS estimated") && s.detail.contains("no handshake"), "{}", s.detail);
     }
 }
+
+/// The busiest flow of a capture (what replay derives from): the one whose records show the
+/// most waiting; a filter that keeps no flow and bytes that are no capture are errors naming
+/// the file.
+#[test]
+fn the_busiest_flow_and_its_errors() {
+    use tcpstall_analyze::session::{busiest_flow, CaptureError};
+    let open = |name: &str| {
+        std::fs::File::open(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/captures").join(name))
+            .unwrap()
+    };
+    let c = busiest_flow(open("seed001-default.pcap"), FlowFilter::default(), "s.pcap").unwrap();
+    assert_eq!(c.key, "127.0.0.1:56256 <-> 127.0.0.1:27110");
+    assert!(!c.events.is_empty() && !c.tcp_waits().is_empty());
+    assert!(c.rtt().is_some_and(|(ns, handshake)| ns < 1_000_000 && handshake));
+    let port = FlowFilter { pair: None, port: Some(1) };
+    let e = busiest_flow(open("seed001-default.pcap"), port, "s.pcap").unwrap_err();
+    assert_eq!(e.to_string(), "s.pcap: no TCP flow (check --flow/--port)");
+    let e = busiest_flow(&b"not a capture"[..], FlowFilter::default(), "x.pcap").unwrap_err();
+    assert!(matches!(&e, CaptureError::Read { file, .. } if file == "x.pcap"), "{e:?}");
+}

@@ -84,12 +84,12 @@ fn frame(
     if let Some((val, ecr)) = s.ts {
         opts.push(TcpOptionElement::Timestamp(val, ecr));
     }
-    let mut b = PacketBuilder::ethernet2(smac, dmac).ipv4(src.0, dst.0, 64).tcp(src.1, dst.1, s.seq, s.window);
+    let mut b = PacketBuilder::ethernet2(smac, dmac).ipv4(src.0, dst.0, 64).tcp(src.1, dst.1, s.seq.0, s.window);
     if s.flags.syn() {
         b = b.syn();
     }
     if s.flags.ack() {
-        b = b.ack(s.ack);
+        b = b.ack(s.ack.0);
     }
     if s.flags.psh() {
         b = b.psh();

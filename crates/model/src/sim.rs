@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use scenario::{Program, Sample as SampleKind, SideOpts, SideProgram, SockOp, Step, StrategyPair, Workload};
-use trace::{Endpoint, Event, EventKind, Evidence, Segment, TcpFlags};
+use trace::{Endpoint, Event, EventKind, Evidence, Segment, SeqNum, TcpFlags};
 
 use crate::app::{compile, App, Compiled, Op, State};
 use crate::sim_link::SimLink;
@@ -197,8 +197,8 @@ impl Sim {
                             flags |= TcpFlags::PSH;
                         }
                         let s = Segment {
-                            seq: (seg.seq as u32).wrapping_add(1),
-                            ack: (seg.ack as u32).wrapping_add(1),
+                            seq: SeqNum(seg.seq as u32) + 1,
+                            ack: SeqNum(seg.ack as u32) + 1,
                             flags: TcpFlags(flags),
                             len: seg.len,
                             window: 65535,
@@ -207,7 +207,7 @@ impl Sim {
                             // RFC 7323 3: TSval in ms here; TSecr is not modelled.
                             ts: (hdr > 20).then_some(((self.now / 1_000_000) as u32, 0)),
                             sack_blocks: 0,
-                            sack: [(0, 0); 4],
+                            sack: [(SeqNum(0), SeqNum(0)); 4],
                             wire_len: wire,
                             ttl: None,
                         };
@@ -234,8 +234,8 @@ impl Sim {
         let (up, down) = (self.link.delay(0), self.link.delay(1));
         let ts = (self.eps[0].hdr > 20).then_some((0, 0));
         let hs = |flags: u8, seq: u32, ack: u32, mss: Option<u16>, hdr: u32| Segment {
-            seq,
-            ack,
+            seq: SeqNum(seq),
+            ack: SeqNum(ack),
             flags: TcpFlags(flags),
             len: 0,
             window: 65535,
@@ -243,7 +243,7 @@ impl Sim {
             mss,
             ts,
             sack_blocks: 0,
-            sack: [(0, 0); 4],
+            sack: [(SeqNum(0), SeqNum(0)); 4],
             wire_len: 14 + 20 + hdr,
             ttl: None,
         };

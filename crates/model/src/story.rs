@@ -117,14 +117,7 @@ fn line(e: &Event, origin: u64) -> String {
             if seg.len == 0 {
                 format!("{dir} ACK {}", seg.ack)
             } else {
-                format!(
-                    "{dir} seq {}:{} ({} B) ack {} [{:?}]",
-                    seg.seq,
-                    seg.seq.wrapping_add(seg.len),
-                    seg.len,
-                    seg.ack,
-                    seg.flags
-                )
+                format!("{dir} seq {}:{} ({} B) ack {} [{:?}]", seg.seq, seg.seq + seg.len, seg.len, seg.ack, seg.flags)
             }
         }
     };

@@ -141,18 +141,12 @@ mod experiments {
                 t: Instant((t_ms * MS) as u64),
                 from,
                 kind: EventKind::Segment(Segment {
-                    seq,
-                    ack,
-                    flags: TcpFlags(flags),
-                    len,
                     window: 512,
                     wscale: Some(7),
                     mss,
-                    ts: None,
-                    sack_blocks: 0,
-                    sack: [(0, 0); 4],
                     wire_len: 54 + len,
                     ttl: Some(64),
+                    ..trace::testing::segment(seq, ack, flags, len)
                 }),
                 evidence: Evidence::Frame(n),
             });

@@ -136,20 +136,7 @@ mod tests {
     use super::*;
 
     fn seg(len: u32, flags: u8) -> Segment {
-        Segment {
-            seq: 0,
-            ack: 0,
-            flags: TcpFlags(flags),
-            len,
-            window: 1000,
-            wscale: None,
-            mss: None,
-            ts: None,
-            sack_blocks: 0,
-            sack: [(0, 0); 4],
-            wire_len: 52 + len,
-            ttl: None,
-        }
+        Segment { wire_len: 52 + len, ..trace::testing::segment(0, 0, flags, len) }
     }
 
     fn p(t_ns: u64, from_client: bool, len: u32) -> Packet {

@@ -32,7 +32,7 @@ pub struct Split {
 
 /// A segment's identity across the two captures.
 fn key(from: Endpoint, s: &Segment) -> (Endpoint, u32, u32, u32, u8) {
-    (from, s.seq, s.ack, s.len, s.flags.0)
+    (from, s.seq.0, s.ack.0, s.len, s.flags.0)
 }
 
 fn segs(events: &[Event]) -> Vec<(u64, Endpoint, &Segment)> {
@@ -144,20 +144,7 @@ mod tests {
         Event {
             t: Instant(t),
             from,
-            kind: EventKind::Segment(Segment {
-                seq,
-                ack,
-                flags: TcpFlags(0x10),
-                len,
-                window: 100,
-                wscale: None,
-                mss: None,
-                ts: None,
-                sack_blocks: 0,
-                sack: [(0, 0); 4],
-                wire_len: 66 + len,
-                ttl: None,
-            }),
+            kind: EventKind::Segment(Segment { window: 100, ..trace::testing::segment(seq, ack, TcpFlags::ACK, len) }),
             evidence: Evidence::Frame(1),
         }
     }

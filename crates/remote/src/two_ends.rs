@@ -82,11 +82,12 @@ fn events(p: &[&(u64, SocketAddr, SocketAddr, trace::Segment, u64)], client: Soc
         .collect()
 }
 
-/// A segment's identity: seq, ack, length, flags.
+/// A segment's identity: seq, ack, length, flags, as raw header values (a `BTreeMap` key:
+/// `SeqNum`'s order is not a total order over a whole capture).
 type SegKey = (u32, u32, u32, u8);
 
 fn seg_key(s: &trace::Segment) -> SegKey {
-    (s.seq, s.ack, s.len, s.flags.0)
+    (s.seq.0, s.ack.0, s.len, s.flags.0)
 }
 
 /// The first SYN -> SYN-ACK gap in a capture of one connection (ns), if it holds a handshake.
@@ -204,20 +205,7 @@ mod tests {
     use super::*;
 
     fn seg(seq: u32, ack: u32, len: u32, flags: u8) -> trace::Segment {
-        trace::Segment {
-            seq,
-            ack,
-            flags: TcpFlags(flags),
-            len,
-            window: 1000,
-            wscale: None,
-            mss: None,
-            ts: None,
-            sack_blocks: 0,
-            sack: [(0, 0); 4],
-            wire_len: 66 + len,
-            ttl: None,
-        }
+        trace::testing::segment(seq, ack, flags, len)
     }
 
     /// A handshake 2 ms each way, the server's clock 5 s ahead: the offset is found within the

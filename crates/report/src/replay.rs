@@ -53,11 +53,17 @@ impl Serialize for ReplayOutput {
 }
 
 impl ReplayOutput {
-    /// The document of a flow derived from the capture `file` (scenario::derive), before any
-    /// run: where it will run is behind an emulated link with the capture's RTT when that is
-    /// above 1 ms, else loopback. `version` is the tool's.
-    pub fn derived(version: &'static str, file: String, d: &scenario::derive::Derived) -> ReplayOutput {
-        let fa = &d.analysis;
+    /// The document of a flow derived from the capture `file` (scenario::derive), with the
+    /// flow's analysis (`captured`), before any run: where it will run is behind an emulated
+    /// link with the capture's RTT when that is above 1 ms, else loopback. `version` is the
+    /// tool's.
+    pub fn derived(
+        version: &'static str,
+        file: String,
+        d: &scenario::derive::Derived,
+        captured: &analyze::session::CapturedFlow,
+    ) -> ReplayOutput {
+        let fa = &captured.analysis;
         let doc = ReplayDoc {
             tool: "tcpstall",
             version,
@@ -79,12 +85,14 @@ impl ReplayOutput {
     }
 }
 
-/// `replay --report`'s connections: the captured flow of `capture` and the reproduced run's
-/// (its first row), each with its stall records and packets; and the note comparing their
-/// causes. `how` says where the run ran ("loopback", "--link SPEC").
+/// `replay --report`'s connections: the captured flow of `capture` (derived as `d`, analysed
+/// as `captured`) and the reproduced run's (its first row), each with its stall records and
+/// packets; and the note comparing their causes. `how` says where the run ran ("loopback",
+/// "--link SPEC").
 pub fn html_flows<'a>(
     capture: &str,
-    d: &'a scenario::derive::Derived,
+    d: &scenario::derive::Derived,
+    captured: &'a analyze::session::CapturedFlow,
     run: &'a Report,
     how: &str,
 ) -> (Vec<crate::html::FlowIn<'a>>, String) {
@@ -93,12 +101,12 @@ pub fn html_flows<'a>(
     let mut flows = vec![crate::html::FlowIn {
         label: format!("captured: {capture} flow {}", d.key),
         row: None,
-        stalls: &d.analysis.stalls,
-        events: Some(&d.events),
+        stalls: &captured.analysis.stalls,
+        events: Some(&captured.events),
         events_note: None,
-        rtt_ns: d.analysis.path_rtt.map(|r| r.0),
-        capture_point: format!("{:?}", d.analysis.capture_point),
-        capture_at: match d.analysis.capture_point {
+        rtt_ns: captured.analysis.path_rtt.map(|r| r.0),
+        capture_point: format!("{:?}", captured.analysis.capture_point),
+        capture_at: match captured.analysis.capture_point {
             CapturePoint::AtA => Some(Endpoint::A),
             CapturePoint::AtB => Some(Endpoint::B),
             _ => None,
@@ -122,7 +130,7 @@ pub fn html_flows<'a>(
     let by = |st: &[analyze::Stall]| causes_text(&analyze::StallSummary::of(st.iter().filter(|s| s.shows_a_wait())));
     let note = format!(
         "Cause by cause: the capture {}; the run {} (in {} rounds).",
-        by(&d.analysis.stalls),
+        by(&captured.analysis.stalls),
         row.map_or("none".into(), |r| by(&r.stall_records)),
         row.map_or(0, |r| r.rounds)
     );
@@ -236,19 +244,44 @@ mod tests {
         assert!(o.export(Format::Csv).is_err());
     }
 
+    /// A kept capture's busiest flow (analyze::session) and the exchange derived from it
+    /// (scenario::derive), joined as `tcpstall replay` joins them.
+    fn replayed(name: &str, rounds: Option<u32>) -> (scenario::derive::Derived, analyze::session::CapturedFlow) {
+        let path = format!("{}/../../testdata/captures/{name}", env!("CARGO_MANIFEST_DIR"));
+        let c = analyze::session::busiest_flow(std::fs::File::open(path).unwrap(), Default::default(), name).unwrap();
+        let d = scenario::derive::derive(name, &c.key, &c.events, &c.tcp_waits(), c.rtt(), rounds).unwrap();
+        (d, c)
+    }
+
+    /// Seed 001 as captured: 20 requests of three writes, each answered with 100 bytes; the
+    /// stalls are the classifier's, the RTT the handshake's (loopback: no emulated link).
+    #[test]
+    fn a_capture_becomes_its_exchange() {
+        let (d, c) = replayed("seed001-default.pcap", None);
+        assert_eq!(d.key, "127.0.0.1:56256 <-> 127.0.0.1:27110");
+        assert_eq!((d.reps, d.exchange.inline().as_str()), (20, "client 275,24,292; server 100"));
+        assert_eq!(d.scenario.summary, format!("replayed from seed001-default.pcap ({})", d.key));
+        assert!(d.rtt.is_some_and(|(ns, handshake)| ns < 1_000_000 && handshake));
+        assert_eq!(d.link(), None, "under 1 ms: loopback");
+        assert!(!c.events.is_empty() && !c.analysis.stalls.is_empty());
+        // The path RTT: the smaller of the handshake's (20.40 ms) and the client's own data ACKs
+        // (third smallest: 20.20 ms), captured at the client.
+        let (d, _) = replayed("link20ms-seed001-default.pcapng", Some(3));
+        assert_eq!(d.link().as_deref(), Some("rtt=20201us"));
+        assert_eq!(d.exchange.rounds, 3);
+    }
+
     /// The document of a derived flow: the flow, the exchange, the capture's records that show
     /// a wait; run behind `--link rtt=..` when the capture's RTT is above 1 ms.
     #[test]
     fn the_derived_document_carries_the_capture() {
-        let path = format!("{}/../../testdata/captures/link20ms-seed001-default.pcapng", env!("CARGO_MANIFEST_DIR"));
-        let file = std::fs::File::open(path).unwrap();
-        let d = scenario::derive::derive(file, Default::default(), "l.pcapng", None).unwrap();
-        let o = ReplayOutput::derived("0", "l.pcapng".into(), &d);
+        let (d, c) = replayed("link20ms-seed001-default.pcapng", None);
+        let o = ReplayOutput::derived("0", "l.pcapng".into(), &d, &c);
         assert_eq!((o.doc.flow.as_str(), o.doc.repetitions), (d.key.as_str(), 10));
         assert_eq!(o.doc.exchange, "client 275,316; server 100");
         assert_eq!((o.how.as_str(), o.turns), ("--link rtt=20201us", 2));
         assert_eq!(o.doc.path_rtt_ns, Some(20_201_956));
-        assert_eq!(o.doc.capture_stall_records.len(), d.analysis.stalls.len());
+        assert_eq!(o.doc.capture_stall_records.len(), c.analysis.stalls.len());
         assert!(o.doc.run.is_none() && o.doc.saved.is_none() && !o.interrupted);
     }
 }

@@ -11,7 +11,7 @@ use analyze::{EvidenceItem, FlowAnalyzer, Stall, StallSummary};
 use serde_json::Value;
 use tcpstall_report::explain::{ExplainError, ExplainFlow, ExplainHead};
 use tcpstall_report::*;
-use trace::{Cause, Duration, Endpoint, Evidence, Instant, VerdictKey};
+use trace::{Cause, Duration, Evidence, Instant, VerdictKey};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -61,19 +61,10 @@ fn at<'a>(v: &'a Value, path: &str) -> &'a Value {
 
 fn stall() -> Stall {
     Stall {
-        start: Instant(1),
-        length: Duration(2),
-        waited: Endpoint::B,
-        held: Endpoint::A,
-        bytes_held: 10,
-        cause: Cause::NagleDelayedAck,
-        confidence: 0.9,
         evidence: vec![EvidenceItem { t: Instant(1), source: Evidence::Frame(3), what: "x".into() }],
         ack_delay: Some(Duration(40)),
         detail: "d".into(),
-        kind: analyze::RecordKind::Stall,
-        alternatives: Vec::new(),
-        settle: None,
+        ..analyze::testing::stall(Instant(1), Duration(2), Cause::NagleDelayedAck)
     }
 }
 

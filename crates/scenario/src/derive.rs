@@ -1,5 +1,7 @@
 //! The exchange a captured connection carried (`tcpstall replay`, `tcpstall advise CAPTURE`):
-//! pure, from the flow's data segments, the times TCP made someone wait, and the path RTT.
+//! pure, from the flow's data segments, the times TCP made someone wait, and the path RTT. The
+//! caller picks the flow and analyses it (`analyze::session::busiest_flow`); this module reads
+//! only its packets and those two facts.
 //!
 //! A turn is a run of data segments in one direction; a segment with PSH ends a write (Linux
 //! sets PSH at the end of each send call it transmits whole, net/ipv4/tcp.c `tcp_push()`;
@@ -8,10 +10,63 @@
 //! less the path RTT) when no TCP wait overlaps it and it is at least 1 ms; the conversation's
 //! period is the shortest repeating sequence of (side, bytes) turns.
 
-use crate::{CallKind, Connection, Exchange, Side, Turn};
+use crate::{CallKind, Connection, Exchange, Scenario, ScenarioError, Side, Turn};
+use trace::SeqNum;
 
-mod capture;
-pub use capture::{busiest_flow, derive, CaptureError, Derived};
+/// A captured flow that gives no exchange to replay.
+#[derive(Debug, thiserror::Error)]
+pub enum DeriveError {
+    #[error("{file}: flow {key} carried no data to replay")]
+    NoData { file: String, key: String },
+    /// The derived exchange (with its rounds) does not validate.
+    #[error(transparent)]
+    Invalid(#[from] ScenarioError),
+}
+
+/// What a captured connection becomes.
+#[derive(Debug, Clone)]
+pub struct Derived {
+    /// The flow ("A <-> B").
+    pub key: String,
+    pub scenario: Scenario,
+    pub exchange: Exchange,
+    /// How many times the exchange repeats in the capture.
+    pub reps: usize,
+    /// Path RTT (ns) and whether it came from the handshake.
+    pub rtt: Option<(u64, bool)>,
+}
+
+impl Derived {
+    /// The emulated link to run it behind: the capture's RTT when it is above 1 ms.
+    pub fn link(&self) -> Option<String> {
+        self.rtt.map(|(ns, _)| ns).filter(|&ns| ns > 1_000_000).map(|ns| format!("rtt={}us", ns / 1000))
+    }
+}
+
+/// The exchange of the flow `key` of the capture `file` as a scenario named "replay", run
+/// `rounds` times when given (else the capture's count): from its packets `events`, the spans
+/// in which its records show someone waited for TCP (`tcp_waits`, ns) and its path RTT (ns, and
+/// whether from the handshake).
+pub fn derive(
+    file: &str,
+    key: &str,
+    events: &[trace::Event],
+    tcp_waits: &[(u64, u64)],
+    rtt: Option<(u64, bool)>,
+    rounds: Option<u32>,
+) -> Result<Derived, DeriveError> {
+    let rtt_ns = rtt.map_or(0, |(ns, _)| ns);
+    let Some((mut e, reps)) = derive_exchange(&segments(events), tcp_waits, rtt_ns) else {
+        return Err(DeriveError::NoData { file: file.to_string(), key: key.to_string() });
+    };
+    if let Some(r) = rounds {
+        e.rounds = r;
+    }
+    e.validate()?;
+    let mut s = Scenario::from_exchange("replay", &format!("replayed from {file} ({key})"), e.clone());
+    s.finding = format!("derived by tcpstall replay: {reps} repetitions of {} turn(s)", e.turns.len());
+    Ok(Derived { key: key.to_string(), scenario: s, exchange: e, reps, rtt })
+}
 
 /// One data segment of the flow, as the derivation needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,7 +74,7 @@ pub struct Seg {
     pub t_ns: u64,
     /// Sent by the client (the side that sent the SYN, else the first to send data).
     pub client: bool,
-    pub seq: u32,
+    pub seq: SeqNum,
     pub len: u32,
     pub psh: bool,
 }
@@ -62,22 +117,17 @@ pub struct TimedTurn {
     pub turn: Turn,
 }
 
-/// `a` is at or before `b` in sequence space (RFC 9293 3.4: comparisons are modulo 2^32).
-fn seq_le(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) <= 0
-}
-
 /// Turns from data segments in time order: a turn per run of one direction, a write per PSH
 /// (or the turn's end); bytes at or below the highest sequence already seen are resent, skipped.
 pub fn turns_of(segs: &[Seg]) -> Vec<TimedTurn> {
     let mut out: Vec<TimedTurn> = Vec::new();
-    let mut next: [Option<u32>; 2] = [None, None];
+    let mut next: [Option<SeqNum>; 2] = [None, None];
     let mut pending = 0u32;
     for s in segs.iter().filter(|s| s.len > 0) {
         let d = usize::from(!s.client);
-        let end = s.seq.wrapping_add(s.len);
-        // Resent: ends at or before what this direction already sent (RFC 9293 3.4).
-        if next[d].is_some_and(|n| seq_le(end, n)) {
+        let end = s.seq + s.len;
+        // Resent: ends at or before what this direction already sent (sequence order, RFC 9293 3.4).
+        if next[d].is_some_and(|n| end <= n) {
             continue;
         }
         next[d] = Some(end);
@@ -170,7 +220,7 @@ mod tests {
     use super::*;
 
     fn seg(t: u64, client: bool, seq: u32, len: u32, psh: bool) -> Seg {
-        Seg { t_ns: t, client, seq, len, psh }
+        Seg { t_ns: t, client, seq: SeqNum(seq), len, psh }
     }
 
     /// Seed 001's tcpdump (275 and 24 with PSH, the ACK, then 292), twice, with a 100-byte
@@ -209,6 +259,26 @@ mod tests {
         let turns = turns_of(&segs);
         assert_eq!(turns.len(), 1);
         assert_eq!(turns[0].turn.writes, vec![200, 50]);
+    }
+
+    /// A flow without data, and rounds that do not validate, are errors naming the file.
+    #[test]
+    fn no_data_and_bad_rounds_are_errors_naming_the_file() {
+        use trace::{Endpoint, Event, EventKind, Evidence, Instant, TcpFlags};
+        let ev = |t: u64, from: Endpoint, len: u32| Event {
+            t: Instant(t),
+            from,
+            kind: EventKind::Segment(trace::testing::segment(1, 1, TcpFlags::ACK | TcpFlags::PSH, len)),
+            evidence: Evidence::Frame(t),
+        };
+        let acks = [ev(1, Endpoint::A, 0), ev(2, Endpoint::B, 0)];
+        let e = derive("s.pcap", "a <-> b", &acks, &[], None, None).unwrap_err();
+        assert_eq!(e.to_string(), "s.pcap: flow a <-> b carried no data to replay");
+        let data = [ev(1, Endpoint::A, 10), ev(2, Endpoint::B, 10)];
+        let d = derive("s.pcap", "a <-> b", &data, &[], Some((2_000_000, true)), None).unwrap();
+        assert_eq!((d.exchange.inline().as_str(), d.link().as_deref()), ("client 10; server 10", Some("rtt=2000us")));
+        let e = derive("s.pcap", "a <-> b", &data, &[], None, Some(0)).unwrap_err();
+        assert!(matches!(e, DeriveError::Invalid(_)), "{e:?}");
     }
 
     /// A gap no TCP wait overlaps is think time (less the RTT, whole microseconds); a gap a

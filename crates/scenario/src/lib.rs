@@ -25,7 +25,7 @@ pub use link_spec::{
     parse_duration_ns, AckDir, DurationError, LinkSpec, LinkSpecError, LinkValueError, QueueLimit, MAX_MTU, MIN_MTU,
     TUN_MAX_MTU,
 };
-pub use overrides::{is_file, matrix_all, LoadError, Matrix, OverrideError, Overrides};
+pub use overrides::{is_capture, is_file, matrix_all, LoadError, Matrix, OverrideError, Overrides};
 pub use program::{Program, RoundProgram, Sample, SideProgram, Step};
 pub use strategy::{Call, MessagePlan, Opt, SideOpts, SockOp, StrategyError, StrategyPair};
 pub use workload::{split, BulkAck, Burst, Chunked, MultiWrite, Rr, Stream, Workload};

@@ -143,9 +143,15 @@ pub fn is_file(name: &str) -> bool {
     name.ends_with(".toml") || name.contains('/')
 }
 
+/// A path that names a capture (by its extension) rather than a scenario file: `.pcap`,
+/// `.pcapng`, `.cap`.
+pub fn is_capture(name: &str) -> bool {
+    [".pcap", ".pcapng", ".cap"].iter().any(|ext| name.ends_with(ext))
+}
+
 impl Scenario {
     /// The workload to run: the inline `exchange`, a scenario file (`read` gives its text), or
-    /// a built-in by name (default chunked). A capture's name ([`wire::is_capture`]) is refused
+    /// a built-in by name (default chunked). A capture's name ([`is_capture`]) is refused
     /// with what to run instead.
     pub fn load(
         name: Option<&str>,
@@ -160,7 +166,7 @@ impl Scenario {
             return Ok(Scenario::from_exchange("exchange", &format!("--exchange \"{}\"", e.inline()), e));
         }
         let name = name.unwrap_or("chunked");
-        if wire::is_capture(name) {
+        if is_capture(name) {
             return Err(LoadError::Capture(name.to_string()));
         }
         if is_file(name) {

@@ -11,7 +11,10 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+mod seq;
+pub mod testing;
 mod time;
+pub use seq::SeqNum;
 pub use time::{Duration, Instant};
 
 /// One of the two endpoints of a connection. `A` is the endpoint that opened it (sent the SYN,
@@ -60,18 +63,6 @@ impl Endpoint {
             Endpoint::A => "A (client)",
             Endpoint::B => "B (server)",
         }
-    }
-}
-
-/// A TCP sequence (or acknowledgement) number, ordered modulo 2^32 (RFC 9293 3.4: "a < b"
-/// means b is ahead of a by less than 2^31), as smoltcp's `TcpSeqNumber`. The one definition
-/// of sequence order in tcpstall: wrap-around never misorders two numbers less than 2^31 apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SeqNum(pub u32);
-
-impl PartialOrd for SeqNum {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some((self.0.wrapping_sub(other.0) as i32).cmp(&0))
     }
 }
 
@@ -132,12 +123,13 @@ impl fmt::Debug for TcpFlags {
 
 /// A TCP segment as seen at one observation point.
 ///
-/// Sequence and acknowledgement numbers are the raw 32-bit values from the header; consumers
-/// that need relative numbers subtract the ISN themselves (wrapping arithmetic, RFC 9293 3.4).
+/// Sequence and acknowledgement numbers are the raw 32-bit values from the header, as
+/// [`SeqNum`]s (ordered and subtracted modulo 2^32, RFC 9293 3.4); consumers that need relative
+/// numbers subtract the ISN themselves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Segment {
-    pub seq: u32,
-    pub ack: u32,
+    pub seq: SeqNum,
+    pub ack: SeqNum,
     pub flags: TcpFlags,
     /// Payload bytes (for a TSO/GRO super-packet, the whole super-packet's payload).
     pub len: u32,
@@ -155,7 +147,7 @@ pub struct Segment {
     /// is a D-SACK when it lies below the ACK number or inside the second, RFC 2883 4);
     /// `sack_blocks` of them are valid.
     #[serde(default)]
-    pub sack: [(u32, u32); 4],
+    pub sack: [(SeqNum, SeqNum); 4],
     /// Bytes on the wire for this packet: link + IP + TCP headers + payload, as captured or
     /// estimated.
     pub wire_len: u32,
@@ -175,6 +167,14 @@ impl Segment {
     /// Sequence space consumed: payload plus one for SYN and one for FIN (RFC 9293 3.4).
     pub fn seq_space(&self) -> u32 {
         self.len + u32::from(self.flags.syn()) + u32::from(self.flags.fin())
+    }
+    /// The sequence number after the space this segment consumes (`seq + seq_space`).
+    pub fn end(&self) -> SeqNum {
+        self.seq + self.seq_space()
+    }
+    /// The SACK blocks it carries (at most 4, RFC 2018 3).
+    pub fn sack_ranges(&self) -> &[(SeqNum, SeqNum)] {
+        &self.sack[..usize::from(self.sack_blocks.min(4))]
     }
 }
 
@@ -304,6 +304,13 @@ pub struct Event {
     pub evidence: Evidence,
 }
 
+impl KernelState {
+    /// Bytes sent and not yet acknowledged: `snd_nxt - snd_una` in sequence space.
+    pub fn in_flight(&self) -> u32 {
+        SeqNum(self.snd_nxt) - SeqNum(self.snd_una)
+    }
+}
+
 impl KernelEvent {
     /// One phrase for people, naming the tracepoint's fact ("kernel: sendmsg 54 bytes").
     pub fn describe(&self) -> String {
@@ -314,7 +321,7 @@ impl KernelEvent {
                 "kernel: cwnd {} segments, peer window {} bytes, {} bytes in flight, srtt {} us",
                 s.snd_cwnd,
                 s.snd_wnd,
-                s.snd_nxt.wrapping_sub(s.snd_una),
+                s.in_flight(),
                 s.srtt_us
             ),
             KernelEvent::Read => "kernel: read".to_string(),
@@ -481,20 +488,7 @@ mod tests {
 
     #[test]
     fn pure_ack_excludes_syn_fin_rst_and_data() {
-        let mut s = Segment {
-            seq: 1,
-            ack: 1,
-            flags: TcpFlags(TcpFlags::ACK),
-            len: 0,
-            window: 100,
-            wscale: None,
-            mss: None,
-            ts: None,
-            sack_blocks: 0,
-            sack: [(0, 0); 4],
-            wire_len: 52,
-            ttl: None,
-        };
+        let mut s = Segment { window: 100, wire_len: 52, ..testing::segment(1, 1, TcpFlags::ACK, 0) };
         assert!(s.is_pure_ack());
         s.flags = TcpFlags(TcpFlags::ACK | TcpFlags::FIN);
         assert!(!s.is_pure_ack());
@@ -502,15 +496,6 @@ mod tests {
         s.flags = TcpFlags(TcpFlags::ACK);
         s.len = 10;
         assert!(!s.is_pure_ack());
-    }
-
-    /// RFC 9293 3.4: comparisons are modulo 2^32.
-    #[test]
-    fn sequence_numbers_compare_across_the_wrap() {
-        assert!(SeqNum(u32::MAX - 5) < SeqNum(10));
-        assert!(SeqNum(10) > SeqNum(u32::MAX - 5));
-        assert!(SeqNum(7) <= SeqNum(7) && SeqNum(7) >= SeqNum(7));
-        assert!(SeqNum(1) < SeqNum(1 << 30));
     }
 
     #[test]

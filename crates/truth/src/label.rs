@@ -26,7 +26,7 @@
 //! - in between (held less than a round trip plus the margin): `short`, not scored.
 
 use serde::{Deserialize, Serialize};
-use trace::{Cause, Endpoint};
+use trace::{Cause, Endpoint, SeqNum};
 
 use crate::log::Side;
 use crate::packets::Pkt;
@@ -152,12 +152,12 @@ impl Peer {
 /// Sequence offsets of one side: raw seq - ISN - 1 (RFC 9293 3.4: the SYN takes one).
 #[derive(Debug, Clone, Copy)]
 struct Space {
-    isn: u32,
+    isn: SeqNum,
 }
 
 impl Space {
-    fn off(&self, seq: u32) -> u64 {
-        u64::from(seq.wrapping_sub(self.isn).wrapping_sub(1))
+    fn off(&self, seq: SeqNum) -> u64 {
+        u64::from(seq - (self.isn + 1))
     }
 }
 
@@ -282,7 +282,7 @@ impl Ctx<'_> {
             .d
             .resends
             .iter()
-            .filter(|r| r.seq == x.seg.seq && r.t_ns <= t + 1_000_000 && t.saturating_sub(r.t_ns) < 50_000_000)
+            .filter(|r| SeqNum(r.seq) == x.seg.seq && r.t_ns <= t + 1_000_000 && t.saturating_sub(r.t_ns) < 50_000_000)
             .min_by_key(|r| t.abs_diff(r.t_ns));
         let (cause, note) = match k.map(|r| r.ca_state) {
             Some(4) => (Cause::RetransmissionTimeout, "kernel resend in state Loss".to_string()),

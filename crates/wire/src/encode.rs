@@ -140,7 +140,7 @@ mod tests {
         let mut dec = crate::Decoder::new(&file[..], Default::default()).unwrap();
         let ev = dec.next_event().unwrap().expect("one event");
         let trace::EventKind::Segment(s) = ev.event.kind else { panic!("{:?}", ev.event.kind) };
-        assert_eq!((s.seq, s.ack, s.len, s.window, s.ts), (77, 5, 12, 1000, Some((9, 8))));
+        assert_eq!((s.seq.0, s.ack.0, s.len, s.window, s.ts), (77, 5, 12, 1000, Some((9, 8))));
         assert!(s.flags.psh() && s.flags.ack() && !s.flags.syn());
     }
 

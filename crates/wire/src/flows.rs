@@ -20,7 +20,7 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::net::SocketAddr;
-use trace::{Endpoint, Event, EventKind, Evidence, Instant, Segment};
+use trace::{Endpoint, Event, EventKind, Evidence, Instant, Segment, SeqNum};
 
 /// Index of a flow in the order flows were first seen (0-based). Never reused within a capture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -158,8 +158,8 @@ impl Sig {
         let (tsval, tsecr) = seg.ts.unwrap_or((0, 0));
         Sig {
             ts_ns: now,
-            seq: seg.seq,
-            ack: seg.ack,
+            seq: seg.seq.0,
+            ack: seg.ack.0,
             len: seg.len,
             tsval,
             tsecr,
@@ -186,10 +186,11 @@ struct FlowState {
     /// Window scale from each endpoint's SYN (RFC 7323 2.2); applied only when both sent one.
     wscale: [Option<u8>; 2],
     /// Initial sequence number from each endpoint's SYN.
-    isn: [Option<u32>; 2],
+    isn: [Option<SeqNum>; 2],
     fin: [bool; 2],
-    /// Sequence number of each side's FIN, once seen, and whether the peer acknowledged it.
-    fin_seq: [Option<u32>; 2],
+    /// The sequence number after each side's FIN (what an ACK of the FIN carries), once seen,
+    /// and whether the peer acknowledged it.
+    fin_end: [Option<SeqNum>; 2],
     fin_acked: [bool; 2],
     /// Capture time the connection closed: FIN from both sides or a RST (RFC 9293 3.6, 3.10.7).
     closed_at: Option<u64>,
@@ -450,11 +451,11 @@ impl FlowTable {
         if seg.flags.fin() {
             f.fin[from.index()] = true;
             // The FIN occupies the sequence number after the segment's data (RFC 9293 3.4).
-            f.fin_seq[from.index()] = Some(seg.seq.wrapping_add(seg.len));
+            f.fin_end[from.index()] = Some(seg.seq + seg.len + 1);
         }
         let peer = from.peer().index();
-        if let Some(fs) = f.fin_seq[peer] {
-            if seg.flags.ack() && trace::SeqNum(seg.ack) >= trace::SeqNum(fs.wrapping_add(1)) {
+        if let Some(fin_end) = f.fin_end[peer] {
+            if seg.flags.ack() && seg.ack >= fin_end {
                 f.fin_acked[peer] = true;
             }
         }
@@ -589,7 +590,7 @@ impl FlowTable {
             wscale: [None, None],
             isn: [None, None],
             fin: [false, false],
-            fin_seq: [None, None],
+            fin_end: [None, None],
             fin_acked: [false, false],
             closed_at: None,
             reported: false,
@@ -687,20 +688,7 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     fn pkt(src: SocketAddr, dst: SocketAddr, seq: u32, ack: u32, flags: u8) -> TcpPacket {
-        let segment = Segment {
-            seq,
-            ack,
-            flags: TcpFlags(flags),
-            len: 0,
-            window: 1000,
-            wscale: None,
-            mss: None,
-            ts: None,
-            sack_blocks: 0,
-            sack: [(0, 0); 4],
-            wire_len: 54,
-            ttl: None,
-        };
+        let segment = Segment { wire_len: 54, ..trace::testing::segment(seq, ack, flags, 0) };
         TcpPacket { src, dst, segment, ip_id: None, loopback: false }
     }
 

@@ -492,12 +492,6 @@ fn count_dropped(defrag: &mut Defrag, stats: &mut DecodeStats) {
 /// The gzip member header's first two bytes (RFC 1952 2.3.1: ID1 = 31, ID2 = 139).
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
-/// A path that names a capture (by its extension) rather than a scenario file: `.pcap`,
-/// `.pcapng`, `.cap`.
-pub fn is_capture(name: &str) -> bool {
-    [".pcap", ".pcapng", ".cap"].iter().any(|ext| name.ends_with(ext))
-}
-
 /// A capture as it was saved: `tcpdump -z gzip` and Wireshark write `.pcap.gz` / `.pcapng.gz`,
 /// which Wireshark and tshark read as they are. A stream that starts with gzip's magic is
 /// decompressed on the fly (every member, as `gzip -d` does with concatenated files); any other

@@ -183,7 +183,7 @@ mod tests {
         let ev = dec.next_event().unwrap().expect("one event");
         match ev.event.kind {
             trace::EventKind::Segment(s) => {
-                assert_eq!((s.seq, s.ack, s.len, s.window), (77, 5, 12, 1000));
+                assert_eq!((s.seq.0, s.ack.0, s.len, s.window), (77, 5, 12, 1000));
             }
             k => panic!("{k:?}"),
         }

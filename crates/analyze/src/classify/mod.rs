@@ -41,31 +41,12 @@ mod resend;
 mod window;
 mod writes;
 
-use crate::dir::{AckSeen, Snapshot};
+use crate::dir::{AckSeen, Resend, Snapshot};
 use crate::pacing::ClockFit;
 use crate::timers::{Timers, ACK_TRIP_TICK, RELEASE_SLACK};
-use crate::writes::WriteRec;
+use crate::write_log::WriteRec;
 use crate::{EvidenceItem, RecordKind, Stall};
-use trace::{CapturePoint, Cause, Duration, Endpoint, Evidence, Instant, KernelState, Segment};
-
-/// How the segment that ended a gap relates to what was sent before.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Resend {
-    /// New data.
-    No,
-    /// Resends the oldest unacknowledged range (snd_una): what an RTO or fast retransmit sends.
-    Head,
-    /// Resends the newest outstanding segment while older ones are unacknowledged: a TLP.
-    Tail,
-    /// Resends some other range already seen.
-    Other,
-    /// Fills a hole the capture saw open (a later range arrived first): the range was lost
-    /// between the sender and the capture point.
-    FillsHole,
-    /// New data to the capture, but the kernel reported resending it (`tcp:tcp_retransmit_skb`):
-    /// the first transmission was lost before the capture point.
-    KernelOnly,
-}
+use trace::{CapturePoint, Cause, Duration, Endpoint, Evidence, Instant, KernelState, Segment, SeqNum};
 
 /// What the analyser knows at the end of a gap.
 #[derive(Debug, Clone)]
@@ -150,7 +131,7 @@ pub(crate) struct GapContext {
     /// The write that filled the released segment's first byte, when the trace reports writes.
     pub written: Option<WriteRec>,
     /// Kernel evidence of the held side: its latest resend, congestion state and window state.
-    pub kernel_retx: Option<(Instant, Evidence, u32, u32)>,
+    pub kernel_retx: Option<(Instant, Evidence, SeqNum, u32)>,
     pub kernel_cong: Option<(Instant, Evidence, u8)>,
     pub kernel_state: Option<(Instant, Evidence, KernelState)>,
     /// The latest ICMP fragmentation-needed about the held side's segments.

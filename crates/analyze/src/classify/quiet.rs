@@ -21,8 +21,8 @@
 //! - A capture of one direction shows no ACK at all: **ambiguous**, said once per flow.
 
 use super::confidence::{AMBIGUOUS, GAP_INFERRED, GAP_SHOWN, NO_SIGNATURE, SIGNATURE_PARTIAL};
-use super::{initial_ttl, AckInfo, Derived, Ev, GapContext, Resend, Verdict};
-use crate::dir::seq_le;
+use super::{initial_ttl, AckInfo, Derived, Ev, GapContext, Verdict};
+use crate::dir::Resend;
 use trace::{Cause, Duration};
 
 /// The capture skipped the sender's data during the gap (the peer acknowledged bytes never
@@ -230,7 +230,7 @@ fn corked_after_a_pause(c: &GapContext, d: &Derived) -> Option<Verdict> {
 /// Everything acknowledged during the gap, or nothing in flight: nothing held the data.
 fn nothing_held(c: &GapContext, d: &Derived, ack: Option<AckInfo>, ev: &mut Ev) -> Option<Verdict> {
     let (h, p) = (d.h, d.p);
-    if let Some(a) = ack.filter(|a| seq_le(c.snap.snd_nxt, a.ack.ack) && c.snap.out_count > 0) {
+    if let Some(a) = ack.filter(|a| c.snap.snd_nxt <= a.ack.ack && c.snap.out_count > 0) {
         // Everything in flight was acknowledged during the gap and the data left later than an
         // ACK-released send would (or sooner than the ACK could reach the sender).
         ev.add(a.ack.t, a.ack.frame, format!("{p} ACK of everything {h} had sent"));

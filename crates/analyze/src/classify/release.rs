@@ -22,7 +22,7 @@
 
 use super::confidence::{AMBIGUOUS, CONSISTENT, GAP_INFERRED, SIGNATURE, SIGNATURE_PARTIAL, WRITES_AND_SIGNATURE};
 use super::{AckInfo, Derived, Ev, GapContext, Verdict};
-use crate::dir::{seq_le, seq_lt, AckSeen};
+use crate::dir::AckSeen;
 use crate::timers::{ACK_TRIP_TICK, RELEASE_SLACK};
 use trace::{Cause, Duration};
 
@@ -143,19 +143,17 @@ fn nagle(r: &Release, ev: &mut Ev) -> Option<Verdict> {
     }
     // RFC 896's rule holds a small segment while ANY data is unacknowledged, so only the ACK
     // of everything releases it; a congestion window opens on a partial ACK.
-    (c.snap.out_small == 0 && d.released_small && seq_le(c.snap.snd_nxt, r.ack.ack) && c.nagle_off.is_none()).then(
-        || {
-            Verdict::stall(
-                Cause::NagleDelayedAck,
-                r.base * 0.75,
-                format!(
-                    "only full-sized segments were unacknowledged, yet {} bytes waited for the ACK: classic Nagle \
+    (c.snap.out_small == 0 && d.released_small && c.snap.snd_nxt <= r.ack.ack && c.nagle_off.is_none()).then(|| {
+        Verdict::stall(
+            Cause::NagleDelayedAck,
+            r.base * 0.75,
+            format!(
+                "only full-sized segments were unacknowledged, yet {} bytes waited for the ACK: classic Nagle \
                      without Minshall's rule (RFC 896; Linux would have sent){mss_note}; {delay_txt}",
-                    c.seg.len
-                ),
-            )
-        },
-    )
+                c.seg.len
+            ),
+        )
+    })
 }
 
 /// The kernel's cwnd at the last ACK before the release (`tcp:tcp_probe`) decides the
@@ -163,7 +161,7 @@ fn nagle(r: &Release, ev: &mut Ev) -> Option<Verdict> {
 fn kernel_cwnd(r: &Release, ev: &mut Ev) -> Option<Verdict> {
     let c = r.c;
     let (kt, kf, s) = c.kernel_state.filter(|(kt, _, _)| *kt <= c.end && *kt >= c.start && c.snap.out_count >= 2)?;
-    let flight = s.snd_nxt.wrapping_sub(s.snd_una);
+    let flight = s.in_flight();
     ev.add(kt, kf, format!("kernel: cwnd {} segments, {flight} bytes in flight", s.snd_cwnd));
     Some(if flight / c.mss.max(1) + 1 >= s.snd_cwnd {
         Verdict::stall(
@@ -254,12 +252,12 @@ fn window(r: &Release) -> Option<Verdict> {
 /// writer blocked) or the application did. Evidence against a window verdict.
 fn partial_ack_sent_nothing(r: &Release) -> Option<Verdict> {
     let (c, d) = (r.c, r.d);
-    let first = c.first_ack.filter(|f| f.t < r.ack.t && seq_lt(f.ack, c.snap.snd_nxt))?;
+    let first = c.first_ack.filter(|f| f.t < r.ack.t && f.ack < c.snap.snd_nxt)?;
     let idle = r.ack.t.since(first.t);
     if c.snap.out_count < 2 || idle <= RELEASE_SLACK + ACK_TRIP_TICK + d.back {
         return None;
     }
-    let freed = first.ack.wrapping_sub(c.snap.snd_una);
+    let freed = first.ack - c.snap.snd_una;
     Some(Verdict::ambiguous(
         Cause::Unknown,
         &[Cause::Application],

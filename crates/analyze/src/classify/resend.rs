@@ -24,7 +24,8 @@
 //! capture never saw first a loss, and tells recovery (state 3) from loss (state 4).
 
 use super::confidence::{CONSISTENT, GAP_SHOWN, NO_SIGNATURE, SIGNATURE, SIGNATURE_PARTIAL, WRITES_AND_SIGNATURE};
-use super::{Derived, Ev, GapContext, Resend, Verdict};
+use super::{Derived, Ev, GapContext, Verdict};
+use crate::dir::Resend;
 use crate::timers::RELEASE_SLACK;
 use trace::{Cause, Duration, Instant};
 

@@ -6,6 +6,7 @@
 
 use super::confidence::{SIGNATURE, SIGNATURE_PARTIAL, WRITES_AND_SIGNATURE};
 use super::{Derived, Ev, GapContext, Verdict};
+use crate::dir::Resend;
 use crate::timers::RELEASE_SLACK;
 use trace::Cause;
 
@@ -15,7 +16,7 @@ use trace::Cause;
 /// `tcp_wnd_end`).
 pub(super) fn released_by_update(c: &GapContext, d: &Derived, ev: &mut Ev) -> Option<Verdict> {
     let (wt, _) = c.window_opened?;
-    if !c.zero_window || c.resend == super::Resend::No || c.end.since(wt) > RELEASE_SLACK + d.back {
+    if !c.zero_window || c.resend == Resend::No || c.end.since(wt) > RELEASE_SLACK + d.back {
         return None;
     }
     rule(c, d, ev)
@@ -38,28 +39,24 @@ pub(super) fn rule(c: &GapContext, d: &Derived, ev: &mut Ev) -> Option<Verdict> 
     }
     // The flight by sequence numbers must be the flight the capture saw: a capture that skipped
     // data (sequence numbers far beyond the bytes captured in flight) shows no window at its limit.
-    let seq_flight = u64::from(c.snap.snd_nxt.wrapping_sub(c.snap.snd_una));
+    let seq_flight = u64::from(c.snap.snd_nxt - c.snap.snd_una);
     if seq_flight > c.snap.out_bytes + 2 * u64::from(c.mss) {
         return None;
     }
     let (wnd, _) = c.snap.peer_wnd.unwrap_or((0, true));
-    let in_flight = u64::from(c.snap.snd_nxt.wrapping_sub(c.snap.snd_una));
+    let in_flight = u64::from(c.snap.snd_nxt - c.snap.snd_una);
     // The release must follow the ACK that opened the window.
     let a = c.ack?;
     if c.end.since(a.t) > upper {
         return None;
     }
     if let Some((kt, kf, s)) = kernel {
-        let usable = u64::from(s.snd_wnd).saturating_sub(u64::from(s.snd_nxt.wrapping_sub(s.snd_una)));
+        let usable = u64::from(s.snd_wnd).saturating_sub(u64::from(s.in_flight()));
         if usable >= u64::from(c.seg.len.min(c.mss)) {
             // The kernel saw room in the window: not what held it.
             return None;
         }
-        ev.add(
-            kt,
-            kf,
-            format!("kernel: peer window {} bytes, {} in flight", s.snd_wnd, s.snd_nxt.wrapping_sub(s.snd_una)),
-        );
+        ev.add(kt, kf, format!("kernel: peer window {} bytes, {} in flight", s.snd_wnd, s.in_flight()));
     }
     ev.add(a.t, a.frame, format!("{p} ACK opening the window"));
     Some(Verdict::stall(
@@ -122,7 +119,7 @@ pub(super) fn window_closed(c: &GapContext) -> bool {
     if !known {
         return false;
     }
-    let in_flight = u64::from(c.snap.snd_nxt.wrapping_sub(c.snap.snd_una));
+    let in_flight = u64::from(c.snap.snd_nxt - c.snap.snd_una);
     let usable = wnd.saturating_sub(in_flight);
     usable < u64::from(c.seg.len.min(c.mss))
 }

@@ -3,8 +3,9 @@
 //! before the gap. Without them (a capture), the other families infer it from the packets.
 
 use super::confidence::{CONSISTENT, SIGNATURE, SIGNATURE_PARTIAL, WRITES_AND_SIGNATURE};
-use super::{Derived, Ev, GapContext, Resend, Verdict};
-use crate::writes::WriteRec;
+use super::{Derived, Ev, GapContext, Verdict};
+use crate::dir::Resend;
+use crate::write_log::WriteRec;
 use crate::RecordKind;
 use trace::{Cause, Evidence};
 

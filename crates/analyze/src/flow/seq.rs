@@ -1,17 +1,17 @@
 //! A direction's sequence bookkeeping that needs nothing but its own state: retiring
 //! acknowledged segments, RTT samples, duplicate ACKs, resends.
 
-use crate::dir::{seq_le, seq_lt, Dir};
-use trace::{Evidence, Instant, Segment};
+use crate::dir::{ts_before, Dir};
+use trace::{Evidence, Instant, Segment, SeqNum};
 
 /// Drops the segments `ack` covers from `dir`'s outstanding list; returns when the earliest of
 /// them that was sent once went out, and records the RTT of the one `ack` ends exactly (Karn's
 /// rule, RFC 6298 3: no sample from a resent segment).
-pub(super) fn retire_acked(dir: &mut Dir, ack: u32, t: Instant) -> Option<Instant> {
+pub(super) fn retire_acked(dir: &mut Dir, ack: SeqNum, t: Instant) -> Option<Instant> {
     let mut earliest: Option<Instant> = None;
     let mut exact_rtt = None;
     while let Some(s) = dir.outstanding.front().copied() {
-        if !seq_le(s.end, ack) {
+        if s.end > ack {
             break;
         }
         dir.outstanding.pop_front();
@@ -35,7 +35,7 @@ pub(super) fn retire_acked(dir: &mut Dir, ack: u32, t: Instant) -> Option<Instan
 /// sent; older ones are dropped.
 pub(super) fn rtt_from_echo(dir: &mut Dir, ecr: u32, t: Instant) {
     while let Some(&(v, vt)) = dir.tsvals.front() {
-        if seq_lt(v, ecr) {
+        if ts_before(v, ecr) {
             dir.tsvals.pop_front();
         } else {
             if v == ecr {
@@ -65,7 +65,7 @@ pub(super) fn on_dupack(dir: &mut Dir, seg: &Segment, t: Instant) {
 
 /// A data segment resending `dir`'s sequence space up to `end`: counted, and the outstanding
 /// segments it covers marked resent.
-pub(super) fn mark_resent(dir: &mut Dir, seg: &Segment, end: u32, t: Instant, frame: Evidence) {
+pub(super) fn mark_resent(dir: &mut Dir, seg: &Segment, end: SeqNum, t: Instant, frame: Evidence) {
     dir.sum.retransmissions += 1;
     // Duplicate ACKs count from the head's latest transmission (RFC 5681 3.2): those
     // before a resend of the head did not trigger the next one. Resends of later
@@ -77,7 +77,7 @@ pub(super) fn mark_resent(dir: &mut Dir, seg: &Segment, end: u32, t: Instant, fr
         dir.last_sack_dupack = None;
     }
     for s in dir.outstanding.iter_mut() {
-        if seq_lt(seg.seq, s.end) && seq_lt(s.end.wrapping_sub(s.len), end) {
+        if seg.seq < s.end && s.start() < end {
             s.retx = true;
             s.last_tx = (t, frame);
         }

@@ -9,10 +9,7 @@ use Endpoint::{A, B};
 
 fn set_sack(s: &mut Script, blocks: &[(u32, u32)]) {
     if let EventKind::Segment(seg) = &mut s.ev.last_mut().unwrap().kind {
-        for (i, b) in blocks.iter().enumerate() {
-            seg.sack[i] = *b;
-        }
-        seg.sack_blocks = blocks.len() as u8;
+        *seg = seg.with_sack(blocks);
     }
 }
 

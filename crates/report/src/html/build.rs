@@ -3,7 +3,7 @@
 
 use analyze::Stall;
 use serde::Serialize;
-use trace::{Cause, Endpoint, Event, EventKind};
+use trace::{Cause, Endpoint, Event, EventKind, SeqNum};
 
 use super::{FlowIn, Header, Page};
 use crate::cells::ms_of_ns_to_us;
@@ -392,7 +392,7 @@ fn timer_name(k: trace::TimerKind) -> &'static str {
 
 /// Both directions' time-sequence series, merged into at most `bins` time bins each.
 fn series(ev: &[Event], stalls: &[Stall], bins: usize) -> Vec<Series> {
-    let mut isn: [Option<u32>; 2] = [None, None];
+    let mut isn: [Option<SeqNum>; 2] = [None, None];
     let mut data: [Vec<[f64; 3]>; 2] = [Vec::new(), Vec::new()];
     let mut ack: [Vec<[f64; 2]>; 2] = [Vec::new(), Vec::new()];
     let mut win: [Vec<[f64; 2]>; 2] = [Vec::new(), Vec::new()];
@@ -407,13 +407,13 @@ fn series(ev: &[Event], stalls: &[Stall], bins: usize) -> Vec<Series> {
         let EventKind::Segment(s) = &e.kind else { continue };
         let d = e.from.index();
         if s.flags.syn() || isn[d].is_none() {
-            isn[d] = Some(if s.flags.syn() { s.seq.wrapping_add(1) } else { s.seq });
+            isn[d] = Some(if s.flags.syn() { s.seq + 1 } else { s.seq });
         }
         let t = ms_of_ns_to_us(e.t.0);
         let b = bin(e.t.0);
         if s.len > 0 {
             segments[d] += 1;
-            let lo = f64::from(s.seq.wrapping_sub(isn[d].unwrap_or(s.seq)));
+            let lo = f64::from(s.seq - isn[d].unwrap_or(s.seq));
             let hi = lo + f64::from(s.len);
             match data[d].last_mut() {
                 // Same bin: widen its bar to the lowest and highest byte seen.
@@ -429,7 +429,7 @@ fn series(ev: &[Event], stalls: &[Stall], bins: usize) -> Vec<Series> {
         let p = e.from.peer().index();
         if s.flags.ack() {
             if let Some(i) = isn[p] {
-                let a = s.ack.wrapping_sub(i);
+                let a = s.ack - i;
                 if a < 1 << 31 {
                     let a = f64::from(a);
                     let w = a + f64::from(u32::from(s.window) << s.wscale.unwrap_or(0).min(14));

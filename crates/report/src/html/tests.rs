@@ -6,20 +6,7 @@ fn seg(t_us: u64, from: Endpoint, seq: u32, ack: u32, len: u32, frame: u64) -> E
     Event {
         t: Instant(t_us * 1000),
         from,
-        kind: EventKind::Segment(Segment {
-            seq,
-            ack,
-            flags: TcpFlags(TcpFlags::ACK),
-            len,
-            window: 1000,
-            wscale: Some(2),
-            mss: None,
-            ts: None,
-            sack_blocks: 0,
-            sack: [(0, 0); 4],
-            wire_len: 66 + len,
-            ttl: None,
-        }),
+        kind: EventKind::Segment(Segment { wscale: Some(2), ..trace::testing::segment(seq, ack, TcpFlags::ACK, len) }),
         evidence: Evidence::Frame(frame),
     }
 }
@@ -35,13 +22,6 @@ fn nagle() -> (Vec<Event>, Vec<Stall>) {
         seg(41_100, Endpoint::B, 500, 130, 0, 5),
     ];
     let st = Stall {
-        start: Instant(1_000_000),
-        length: Duration(40_020_000),
-        waited: Endpoint::B,
-        held: Endpoint::A,
-        bytes_held: 10,
-        cause: Cause::NagleDelayedAck,
-        confidence: 0.9,
         evidence: vec![
             EvidenceItem {
                 t: Instant(1_000_000),
@@ -52,9 +32,7 @@ fn nagle() -> (Vec<Event>, Vec<Stall>) {
         ],
         ack_delay: Some(Duration(40_000_000)),
         detail: "d".into(),
-        kind: analyze::RecordKind::Stall,
-        alternatives: Vec::new(),
-        settle: None,
+        ..analyze::testing::stall(Instant(1_000_000), Duration(40_020_000), Cause::NagleDelayedAck)
     };
     (ev, vec![st])
 }

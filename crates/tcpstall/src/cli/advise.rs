@@ -57,11 +57,11 @@ impl advise::Runner for CliRunner {
 fn workload(args: &AdviseArgs) -> anyhow::Result<(Scenario, Option<String>, Vec<String>)> {
     let name = args.scenario.as_deref().or(if args.exchange.is_some() { None } else { Some("multi-write") });
     match name {
-        Some(file) if wire::is_capture(file) => {
+        Some(file) if scenario::is_capture(file) => {
             if args.exchange.is_some() {
                 bail!("--exchange is the workload; drop the capture '{file}'");
             }
-            let d = super::replay::derive(file.as_ref(), args.flow.as_deref(), args.port, None)?;
+            let (d, _) = super::replay::derive(file.as_ref(), args.flow.as_deref(), args.port, None)?;
             let link = args.link.clone().or(d.link());
             let notes = advise::source_notes(Some((file, &d)), link.as_deref());
             Ok((d.scenario, link, notes))

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use analyze::session::CapturedFlow;
 use anyhow::{bail, Context};
 use report::{Export as _, ReplayOutput};
 use scenario::derive::Derived;
@@ -13,19 +14,24 @@ use crate::flags::common::OutputFormat;
 use crate::flags::replay::ReplayArgs;
 
 /// Derive the exchange of one flow of a capture (`tcpstall replay`, `tcpstall advise CAPTURE`):
-/// the file opened here, the rest is scenario::derive.
+/// the file opened here, the flow with the most waiting picked and analysed
+/// (analyze::session::busiest_flow), its exchange derived (scenario::derive); the analysis
+/// comes back beside the exchange.
 pub(crate) fn derive(
     file: &Path,
     flow: Option<&str>,
     port: Option<u16>,
     rounds: Option<u32>,
-) -> anyhow::Result<Derived> {
+) -> anyhow::Result<(Derived, CapturedFlow)> {
     let pair = flow.map(crate::flags::explain::parse_flow).transpose()?;
     let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
     let input =
         wire::decompressed(std::io::BufReader::new(f)).with_context(|| format!("cannot read {}", file.display()))?;
     let name = file.display().to_string();
-    Ok(scenario::derive::derive(input, FlowFilter { pair, port }, &name, rounds)?)
+    let captured = analyze::session::busiest_flow(input, FlowFilter { pair, port }, &name)?;
+    let (waits, rtt) = (captured.tcp_waits(), captured.rtt());
+    let d = scenario::derive::derive(&name, &captured.key, &captured.events, &waits, rtt, rounds)?;
+    Ok((d, captured))
 }
 
 /// Text is printed as it becomes known; the JSON document once at the end.
@@ -48,9 +54,9 @@ pub(crate) fn run(args: ReplayArgs) -> anyhow::Result<i32> {
     if matches!(args.format, OutputFormat::Csv | OutputFormat::Markdown) {
         bail!("--format: replay prints table or json (for the run's rows as CSV or Markdown: --emit FILE, then `tcpstall lab FILE --format csv`)");
     }
-    let d = derive(&args.file, args.flow.as_deref(), args.port, args.rounds)?;
+    let (d, captured) = derive(&args.file, args.flow.as_deref(), args.port, args.rounds)?;
     let json = args.format == OutputFormat::Json;
-    let mut out = ReplayOutput::derived(env!("CARGO_PKG_VERSION"), args.file.display().to_string(), &d);
+    let mut out = ReplayOutput::derived(env!("CARGO_PKG_VERSION"), args.file.display().to_string(), &d, &captured);
     if let Some(p) = &args.emit {
         std::fs::write(p, d.scenario.to_toml()?).with_context(|| format!("cannot write {}", p.display()))?;
         out.doc.saved = Some(p.display().to_string());
@@ -81,7 +87,7 @@ pub(crate) fn run(args: ReplayArgs) -> anyhow::Result<i32> {
     }
     if let (Some(path), Some(run)) = (&args.report, &out.doc.run) {
         // Says where on stderr (htmlreport::write).
-        write_report(path, &args, &d, run, &out.how)?;
+        write_report(path, &args, (&d, &captured), run, &out.how)?;
     }
     if json {
         print(&out, "", true)?;
@@ -120,7 +126,7 @@ fn reproduce(args: &ReplayArgs, d: &Derived) -> anyhow::Result<Result<report::Re
 fn write_report(
     path: &std::path::Path,
     args: &ReplayArgs,
-    d: &Derived,
+    (d, captured): (&Derived, &CapturedFlow),
     run: &report::Report,
     how: &str,
 ) -> anyhow::Result<()> {
@@ -129,7 +135,7 @@ fn write_report(
     let header =
         super::htmlreport::header("replay", &format!("{file} flow {}: {}", d.key, d.exchange.inline()), how, kernel);
     let mut page = super::htmlreport::rows_page(run, header, &[], None, "", None);
-    let (flows, note) = report::replay_html_flows(&file.to_string(), d, run, how);
+    let (flows, note) = report::replay_html_flows(&file.to_string(), d, captured, run, how);
     page.flows = flows;
     page.notes = vec![note];
     super::htmlreport::write(path, &page)

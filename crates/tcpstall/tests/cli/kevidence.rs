@@ -234,7 +234,7 @@ pub(crate) fn kernel_writes_precede_the_packets_that_carry_them() {
         data += 1;
         let w = writes
             .iter()
-            .filter(|w| w.1 == e.from && seg.seq.wrapping_sub(w.2) < w.3)
+            .filter(|w| w.1 == e.from && seg.seq - trace::SeqNum(w.2) < w.3)
             .map(|w| w.0)
             .min()
             .unwrap_or_else(|| panic!("no write covers {:?} at {} ({:?})", e.from, e.t.0, seg));

@@ -8,20 +8,7 @@ const ISN_A: u32 = 1000;
 const ISN_B: u32 = 5000;
 
 fn seg(seq: u32, ack: u32, flags: u8, len: u32) -> Segment {
-    Segment {
-        seq,
-        ack,
-        flags: TcpFlags(flags),
-        len,
-        window: 1000,
-        wscale: None,
-        mss: None,
-        ts: Some((1, 1)),
-        sack_blocks: 0,
-        sack: [(0, 0); 4],
-        wire_len: 66 + len,
-        ttl: Some(64),
-    }
+    Segment { ts: Some((1, 1)), ttl: Some(64), ..trace::testing::segment(seq, ack, flags, len) }
 }
 
 /// A's data at offset `off`, `len` bytes, at `t` ms.

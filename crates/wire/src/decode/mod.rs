@@ -10,7 +10,7 @@
 
 use etherparse::{TcpHeaderSlice, TcpOptionElement};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use trace::{Segment, TcpFlags};
+use trace::{Segment, SeqNum, TcpFlags};
 
 use crate::defrag::Fragment;
 
@@ -448,8 +448,8 @@ fn tcp(ip: &IpHeader<'_>) -> Result<TcpPacket, Skip> {
     let hlen = usize::from(h.data_offset()) * 4;
     let len = ip_payload_len.checked_sub(hlen).ok_or(Skip::Malformed)?;
     let mut seg = Segment {
-        seq: h.sequence_number(),
-        ack: h.acknowledgment_number(),
+        seq: SeqNum(h.sequence_number()),
+        ack: SeqNum(h.acknowledgment_number()),
         flags: TcpFlags(tcp[13]),
         len: u32::try_from(len).map_err(|_| Skip::Malformed)?,
         window: h.window_size(),
@@ -457,7 +457,7 @@ fn tcp(ip: &IpHeader<'_>) -> Result<TcpPacket, Skip> {
         mss: None,
         ts: None,
         sack_blocks: 0,
-        sack: [(0, 0); 4],
+        sack: [(SeqNum(0), SeqNum(0)); 4],
         wire_len: 0,
         ttl: Some(ip.ttl),
     };
@@ -471,10 +471,11 @@ fn tcp(ip: &IpHeader<'_>) -> Result<TcpPacket, Skip> {
             Ok(TcpOptionElement::SelectiveAcknowledgement(first, rest)) => {
                 // RFC 2018 3: each block is (left edge, right edge); the first may be a
                 // D-SACK (RFC 2883 4), so order is kept.
-                seg.sack[0] = first;
+                let block = |(l, r): (u32, u32)| (SeqNum(l), SeqNum(r));
+                seg.sack[0] = block(first);
                 let mut n = 1;
-                for b in rest.iter().flatten() {
-                    seg.sack[n] = *b;
+                for &b in rest.iter().flatten() {
+                    seg.sack[n] = block(b);
                     n += 1;
                 }
                 seg.sack_blocks = n as u8;

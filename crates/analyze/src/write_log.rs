@@ -6,9 +6,8 @@
 //! written" is measured rather than inferred: a gap whose bytes were written before it began is
 //! a wait; one whose bytes were written as they left is the application's. Pure.
 
-use crate::dir::{seq_le, seq_lt};
 use std::collections::VecDeque;
-use trace::{Evidence, Instant};
+use trace::{Evidence, Instant, SeqNum};
 
 /// Writes remembered per direction whose bytes have not all left (memory stays bounded when a
 /// trace reports writes the capture never shows leaving).
@@ -17,8 +16,8 @@ const MAX_WRITES: usize = 4_096;
 /// One write: the sequence space it filled and when.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct WriteRec {
-    pub seq: u32,
-    pub end: u32,
+    pub seq: SeqNum,
+    pub end: SeqNum,
     pub t: Instant,
     pub source: Evidence,
     pub bytes: u32,
@@ -31,7 +30,7 @@ pub(crate) struct WriteRec {
 pub(crate) struct WriteLog {
     pending: VecDeque<WriteRec>,
     /// Where the next write without a sequence number (an application-reported `Write`) starts.
-    next_seq: Option<u32>,
+    next_seq: Option<SeqNum>,
     /// The trace reports this side's writes.
     pub seen: bool,
 }
@@ -44,8 +43,8 @@ impl WriteLog {
         &mut self,
         t: Instant,
         bytes: u32,
-        seq: Option<u32>,
-        snd_nxt: Option<u32>,
+        seq: Option<SeqNum>,
+        snd_nxt: Option<SeqNum>,
         source: Evidence,
     ) {
         let Some(seq) = seq.or(self.next_seq).or(snd_nxt) else { return };
@@ -53,7 +52,7 @@ impl WriteLog {
             return;
         }
         self.seen = true;
-        let end = seq.wrapping_add(bytes);
+        let end = seq + bytes;
         self.next_seq = Some(end);
         if self.pending.len() == MAX_WRITES {
             self.pending.pop_front();
@@ -64,11 +63,11 @@ impl WriteLog {
 
     /// The write that filled byte `seq` (the first byte of a segment leaving now). Writes wholly
     /// below it have left and are forgotten.
-    pub(crate) fn covering(&mut self, seq: u32) -> Option<WriteRec> {
-        while self.pending.front().is_some_and(|w| seq_le(w.end, seq)) {
+    pub(crate) fn covering(&mut self, seq: SeqNum) -> Option<WriteRec> {
+        while self.pending.front().is_some_and(|w| w.end <= seq) {
             self.pending.pop_front();
         }
-        self.pending.front().copied().filter(|w| seq_le(w.seq, seq) && seq_lt(seq, w.end))
+        self.pending.front().copied().filter(|w| w.seq <= seq && seq < w.end)
     }
 }
 
@@ -79,20 +78,20 @@ mod tests {
     #[test]
     fn application_writes_follow_each_other_from_the_first_byte() {
         let mut w = WriteLog::default();
-        w.on_write(Instant(10), 100, None, Some(1001), Evidence::Lab);
-        w.on_write(Instant(20), 50, None, Some(9999), Evidence::Lab);
-        assert_eq!(w.covering(1001).map(|r| r.t), Some(Instant(10)));
-        assert_eq!(w.covering(1120).map(|r| r.t), Some(Instant(20)));
-        assert_eq!(w.covering(1151), None, "not written yet");
+        w.on_write(Instant(10), 100, None, Some(SeqNum(1001)), Evidence::Lab);
+        w.on_write(Instant(20), 50, None, Some(SeqNum(9999)), Evidence::Lab);
+        assert_eq!(w.covering(SeqNum(1001)).map(|r| r.t), Some(Instant(10)));
+        assert_eq!(w.covering(SeqNum(1120)).map(|r| r.t), Some(Instant(20)));
+        assert_eq!(w.covering(SeqNum(1151)), None, "not written yet");
         assert!(w.seen);
     }
 
     #[test]
     fn kernel_writes_carry_their_sequence_number() {
         let mut w = WriteLog::default();
-        w.on_write(Instant(5), 54, Some(u32::MAX - 10), None, Evidence::Kernel(1));
-        let r = w.covering(u32::MAX - 10).unwrap();
+        w.on_write(Instant(5), 54, Some(SeqNum(u32::MAX - 10)), None, Evidence::Kernel(1));
+        let r = w.covering(SeqNum(u32::MAX - 10)).unwrap();
         assert!(r.kernel && r.bytes == 54);
-        assert!(w.covering(40).is_some(), "wraps around 2^32 (RFC 9293 3.4)");
+        assert!(w.covering(SeqNum(40)).is_some(), "wraps around 2^32 (RFC 9293 3.4)");
     }
 }
