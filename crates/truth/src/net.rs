@@ -403,19 +403,6 @@ impl Net {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_dead_runs_namespaces_are_stale() {
-        let me = std::process::id();
-        let list = format!("tst-4000000-0a (id: 3)\ntst-4000001-0b\ntst-{me}-0r\ntcpstall-x-1-tx\nother\n");
-        let alive = |pid: u32| pid == 4000001;
-        assert_eq!(stale_namespaces(&list, alive), vec!["tst-4000000-0a".to_string()]);
-    }
-}
-
 /// A child process that is killed and reaped when dropped.
 pub struct Proc(pub Option<Child>);
 
@@ -453,5 +440,18 @@ impl Drop for Proc {
             let _ = c.wait();
             disown_child(c.id());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_dead_runs_namespaces_are_stale() {
+        let me = std::process::id();
+        let list = format!("tst-4000000-0a (id: 3)\ntst-4000001-0b\ntst-{me}-0r\ntcpstall-x-1-tx\nother\n");
+        let alive = |pid: u32| pid == 4000001;
+        assert_eq!(stale_namespaces(&list, alive), vec!["tst-4000000-0a".to_string()]);
     }
 }

@@ -54,7 +54,10 @@ pub(crate) fn run(args: WatchArgs) -> anyhow::Result<i32> {
 /// The watch's session settings from the flags (the classifier's timers are this kernel's).
 fn config(args: &WatchArgs, kernel: bool) -> ::watch::Config {
     ::watch::Config {
-        analyze: analyze::Config { min_gap: args.margin.gap(), timers: analyze::Timers::of_hz(sys::host::kernel_hz().ok()) },
+        analyze: analyze::Config {
+            min_gap: args.margin.gap(),
+            timers: analyze::Timers::of_hz(sys::host::kernel_hz().ok()),
+        },
         linktype: LINKTYPE_RAW,
         idle_ns: (args.idle * 1e9) as u64,
         max_flows: args.max_flows,

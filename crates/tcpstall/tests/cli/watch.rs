@@ -108,7 +108,8 @@ pub(crate) fn watch_finds_the_stalling_pair_only_and_keeps_its_packets() {
     }
     assert!(err.contains("0 dropped by the ring"), "{err}");
     // No --kernel, no owner: the owner labels are empty, which Prometheus reads as absent.
-    let want = format!("tcpstall_watch_stalls_total{{cause=\"nagle-delayed-ack\",port=\"{p1}\",comm=\"\",cgroup=\"\"}}");
+    let want =
+        format!("tcpstall_watch_stalls_total{{cause=\"nagle-delayed-ack\",port=\"{p1}\",comm=\"\",cgroup=\"\"}}");
     assert!(metrics.starts_with("HTTP/1.1 200") && metrics.contains(&want), "{metrics}");
     assert!(metrics.contains("tcpstall_watch_stall_length_seconds_bucket"), "{metrics}");
     // The flight recorder's capture: explain names the same cause, same count within one.
