@@ -9,8 +9,8 @@
 //! 65535-byte snap length (loopback MTU) are truncated in the file, with their original length
 //! kept.
 
-use etherparse::{PacketBuilder, TcpOptionElement};
 use trace::{Endpoint, Event, EventKind, Segment};
+use wire::encode::{EncodeError, TcpPacket};
 use wire::write::{Interface, PcapNgWriter};
 
 /// The model's invented endpoints.
@@ -50,7 +50,7 @@ pub fn to_pcap(conns: &[&[Event]]) -> Result<Vec<u8>, PcapError> {
             let EventKind::Segment(s) = &e.kind else { continue };
             payload.resize(s.len as usize, 0);
             buf.clear();
-            frame(e.from, client, s, &payload, &mut buf).map_err(|msg| PcapError::Encode { index, msg: msg.0 })?;
+            frame(e.from, client, s, &payload, &mut buf).map_err(|e| PcapError::Encode { index, msg: e.0 })?;
             w.packet(0, offset + e.t.as_nanos(), &buf[..buf.len().min(SNAPLEN)], buf.len() as u32)?;
         }
         offset += last + GAP_NS;
@@ -58,10 +58,7 @@ pub fn to_pcap(conns: &[&[Event]]) -> Result<Vec<u8>, PcapError> {
     Ok(w.into_inner())
 }
 
-/// etherparse's reason a segment could not be built.
-struct FrameError(String);
-
-/// One segment as an Ethernet/IPv4/TCP frame (etherparse) into `out`, sent by `from` on the
+/// One segment as an Ethernet/IPv4/TCP frame (wire's encoder) into `out`, sent by `from` on the
 /// connection of `client`.
 fn frame(
     from: Endpoint,
@@ -69,36 +66,21 @@ fn frame(
     s: &Segment,
     payload: &[u8],
     out: &mut Vec<u8>,
-) -> Result<(), FrameError> {
+) -> Result<(), EncodeError> {
     let (src, dst, smac, dmac) = match from {
         Endpoint::A => (client, SERVER, [2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]),
         Endpoint::B => (SERVER, client, [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1]),
     };
-    let mut opts = Vec::new();
-    if let Some(m) = s.mss {
-        opts.push(TcpOptionElement::MaximumSegmentSize(m));
-    }
-    if let Some(ws) = s.wscale {
-        opts.push(TcpOptionElement::WindowScale(ws));
-    }
-    if let Some((val, ecr)) = s.ts {
-        opts.push(TcpOptionElement::Timestamp(val, ecr));
-    }
-    let mut b = PacketBuilder::ethernet2(smac, dmac).ipv4(src.0, dst.0, 64).tcp(src.1, dst.1, s.seq.0, s.window);
-    if s.flags.syn() {
-        b = b.syn();
-    }
-    if s.flags.ack() {
-        b = b.ack(s.ack.0);
-    }
-    if s.flags.psh() {
-        b = b.psh();
-    }
-    if s.flags.fin() {
-        b = b.fin();
-    }
-    if !opts.is_empty() {
-        b = b.options(&opts).map_err(|x| FrameError(x.to_string()))?;
-    }
-    b.write(out, payload).map_err(|x| FrameError(x.to_string()))
+    let p = TcpPacket {
+        seq: s.seq.0,
+        ack: s.ack.0,
+        flags: s.flags,
+        window: s.window,
+        mss: s.mss,
+        wscale: s.wscale,
+        ts: s.ts,
+        payload,
+        ..TcpPacket::new(src, dst)
+    };
+    p.ethernet(smac, dmac, out)
 }
