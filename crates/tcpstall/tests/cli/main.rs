@@ -13,6 +13,7 @@ mod lab;
 mod leftovers;
 mod link;
 mod owners;
+mod prometheus;
 mod remote;
 mod report;
 mod seed003;
@@ -58,6 +59,7 @@ fn setup_trials() -> Vec<libtest_mimic::Trial> {
             Tool("strace"),
             Tool("iptables")
         ),
+        t!(prometheus::prometheus_answers_stalls_by_cause_and_command, Root, Tool("python3"), Tool("prometheus")),
         t!(kevidence::kernel_writes_precede_the_packets_that_carry_them, Root),
         t!(kevidence::a_thinking_nodelay_server_is_application_with_the_kernel_write_time, Root),
         t!(kevidence::a_periodic_nagle_sender_is_nagle_delayed_ack_for_its_real_waits, Root),
