@@ -107,7 +107,10 @@ pub(crate) fn watch_finds_the_stalling_pair_only_and_keeps_its_packets() {
         assert!(l["start_unix_ns"].as_u64().unwrap() > 1_700_000_000_000_000_000);
     }
     assert!(err.contains("0 dropped by the ring"), "{err}");
-    let want = format!("tcpstall_watch_stalls_total{{cause=\"nagle-delayed-ack\",port=\"{p1}\"}}");
+    // Without --kernel no owner is known: comm and cgroup are "unknown" (docs/watch.md, Owners).
+    let want = format!(
+        "tcpstall_watch_stalls_total{{cause=\"nagle-delayed-ack\",port=\"{p1}\",comm=\"unknown\",cgroup=\"unknown\"}}"
+    );
     assert!(metrics.starts_with("HTTP/1.1 200") && metrics.contains(&want), "{metrics}");
     assert!(metrics.contains("tcpstall_watch_stall_length_seconds_bucket"), "{metrics}");
     // The flight recorder's capture: explain names the same cause, same count within one.
