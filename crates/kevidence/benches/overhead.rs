@@ -10,6 +10,9 @@
 //! round trip). Needs root (eBPF); without it it says so and measures nothing.
 //!
 //!     cargo bench -p tcpstall-kevidence --bench overhead [-- SECONDS_PER_ROUND ROUNDS]
+//!     cargo bench -p tcpstall-kevidence --bench overhead -- owners [SECONDS_PER_ROUND ROUNDS]
+//!
+//! The second measures owner tracking (the socket-to-owner map) against the source without it.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -39,13 +42,18 @@ static PER_PROGRAM: std::sync::Mutex<(Vec<ProgramCost>, u64)> = std::sync::Mutex
 /// One round: `secs` of rr on a fresh connection; with `kernel`, the source attached to its
 /// port; `pace`: round trips per second at most (0: flat out), in bursts of one millisecond's
 /// worth. Returns (round trips, wall s, cpu ns, records read, writes read, records lost).
-// long: one measured round in order (connection, source, paced rr, reading, counting).
 fn round(secs: f64, kernel: bool, pace: u64) -> (u64, f64, u64, u64, u64, u64) {
+    round_with(secs, kernel, false, pace)
+}
+
+/// [`round`], with the socket-to-owner map on or off (`owners`).
+// long: one measured round in order (connection, source, paced rr, reading, counting).
+fn round_with(secs: f64, kernel: bool, owners: bool, pace: u64) -> (u64, f64, u64, u64, u64, u64) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let reader = kernel.then(|| {
-        let src = Source::open(&Filter { ports: vec![port], netns: None, reads: false, owners: false })
-            .expect("kernel evidence");
+        let src =
+            Source::open(&Filter { ports: vec![port], netns: None, reads: false, owners }).expect("kernel evidence");
         Reader::spawn(src).expect("reader")
     });
     let stop = Arc::new(AtomicBool::new(false));
@@ -133,12 +141,85 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// Issue 33: what owner tracking (the socket-to-owner map, `watch --kernel` without
+/// `--no-owners`) adds to the kernel evidence, in alternating rounds of the same run, the source
+/// attached in both: at 100,000 packets/s (50,000 round trips/s, paced) the process's CPU per
+/// round trip, and flat out the round trips per second.
+fn owners_overhead(secs: f64, rounds: usize) {
+    round_with(0.3, true, false, 0);
+    round_with(0.3, true, true, 0);
+    let (mut cpu_off, mut cpu_on, mut rate_off, mut rate_on) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut flat_off, mut flat_on) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        for (owners, cpu, rate) in [(false, &mut cpu_off, &mut rate_off), (true, &mut cpu_on, &mut rate_on)] {
+            let (n, w, c, ..) = round_with(secs, true, owners, 50_000);
+            cpu.push(c as f64 / n as f64);
+            rate.push(2.0 * n as f64 / w);
+        }
+        for (owners, flat) in [(false, &mut flat_off), (true, &mut flat_on)] {
+            let (n, w, ..) = round_with(secs, true, owners, 0);
+            flat.push(n as f64 / w);
+        }
+    }
+    let (off, on) = (median(cpu_off), median(cpu_on));
+    let (rate_off, rate_on) = (median(rate_off), median(rate_on));
+    println!("owner tracking overhead: rr 1 byte on loopback, kernel evidence on, {rounds} alternating rounds of {secs} s, medians");
+    println!(
+        "  paced, owners off: {rate_off:.0} packets/s, {off:.0} ns CPU per round trip ({:.1} % of one CPU)",
+        off * rate_off / 2e7
+    );
+    println!(
+        "  paced, owners on:  {rate_on:.0} packets/s, {on:.0} ns CPU per round trip ({:.1} % of one CPU)",
+        on * rate_on / 2e7
+    );
+    println!(
+        "  owners add {:.0} ns per round trip: {:.2} % of one CPU at 100,000 packets/s",
+        on - off,
+        (on - off) * 50_000.0 / 1e7
+    );
+    let (flat_off, flat_on) = (median(flat_off), median(flat_on));
+    println!(
+        "  flat out: {flat_off:.0} round trips/s without owners, {flat_on:.0} with: ratio {:.3}",
+        flat_on / flat_off
+    );
+    // The kernel's own count of the programs' time (BPF_ENABLE_STATS), which the machine's
+    // other load moves far less than the process's CPU time: per round trip, each mode in
+    // paced rounds of its own.
+    let Ok(_stats) = Source::enable_run_stats() else {
+        println!("  in the kernel: not measured (BPF_ENABLE_STATS refused)");
+        return;
+    };
+    let mut per_rt = [0.0; 2];
+    for (i, owners) in [false, true].into_iter().enumerate() {
+        *PROGRAMS.lock().unwrap() = (0, 0, 0);
+        *PER_PROGRAM.lock().unwrap() = (Vec::new(), 0);
+        for _ in 0..2 {
+            round_with(secs, true, owners, 50_000);
+        }
+        let (_, ns, _) = *PROGRAMS.lock().unwrap();
+        per_rt[i] = ns as f64 / PER_PROGRAM.lock().unwrap().1.max(1) as f64;
+    }
+    println!(
+        "  in the kernel (BPF_ENABLE_STATS, paced): {:.0} ns of BPF per round trip without owners, {:.0} with: \
+         owners add {:.0} ns, {:.2} % of one CPU at 100,000 packets/s",
+        per_rt[0],
+        per_rt[1],
+        per_rt[1] - per_rt[0],
+        (per_rt[1] - per_rt[0]) * 50_000.0 / 1e7
+    );
+}
+
+// long: the measured rounds, then each figure in order (the owners mode is its own function).
 fn main() {
     let args: Vec<f64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let secs = args.first().copied().unwrap_or(2.0);
     let rounds = args.get(1).copied().unwrap_or(5.0).max(1.0) as usize;
     if let Err(e) = Source::open(&Filter { ports: vec![1], netns: None, reads: false, owners: false }) {
         println!("kernel evidence overhead: not measured: {e}");
+        return;
+    }
+    if std::env::args().any(|a| a == "owners") {
+        owners_overhead(secs, rounds);
         return;
     }
     round(0.3, false, 0);

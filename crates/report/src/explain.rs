@@ -10,6 +10,8 @@ use analyze::{DirSummary, FlowAnalysis, RecordKind, Stall, StallSummary};
 use serde::Serialize;
 use trace::{CapturePoint, Duration, Endpoint, Evidence, Instant};
 
+use crate::owner::{FlowOwners, Owner};
+
 mod stream;
 pub use stream::{on_interface, ExplainFlows, ExplainPackets, Interfaces, StreamError};
 
@@ -24,6 +26,10 @@ pub struct ExplainFlow<'a> {
     /// pcapng interface index (0 for pcap): each interface is its own capture point.
     pub interface: u32,
     pub label: String,
+    /// The processes of A and B, when the capture's packet comments name them (ptcpdump's);
+    /// absent otherwise.
+    #[serde(skip_serializing_if = "FlowOwners::is_empty")]
+    pub owners: FlowOwners,
     /// First and last packet (ns since the capture's first packet).
     pub first_ns: u64,
     pub last_ns: u64,
@@ -59,6 +65,7 @@ impl<'a> ExplainFlow<'a> {
             b,
             interface,
             label,
+            owners: FlowOwners::default(),
             first_ns: fa.first.0,
             last_ns: fa.last.0,
             capture_point: fa.capture_point,
@@ -83,6 +90,14 @@ impl<'a> ExplainFlow<'a> {
     fn text_head(&self, s: &mut String) {
         let who = if self.syn_seen { "sent the SYN" } else { "seen first: handshake not captured" };
         s.push_str(&format!("\nflow {}: {} (A = {}, {who})\n", self.flow, self.label, self.a));
+        if !self.owners.is_empty() {
+            let long = |o: &Option<Owner>| o.as_ref().map_or("-".to_string(), Owner::long);
+            s.push_str(&format!(
+                "  processes (the capture's packet comments): A {}; B {}\n",
+                long(&self.owners.a),
+                long(&self.owners.b)
+            ));
+        }
         s.push_str(&format!(
             "  {} .. {} s, path RTT {}, capture point: {}\n",
             Instant(self.first_ns),

@@ -15,6 +15,8 @@ pub enum OwnerSource {
     /// /proc: a process holding the socket's file descriptor (sockets open before the watch
     /// began, or never written on since).
     Proc,
+    /// The capture's packet comments, as ptcpdump writes them (`wire::comment`).
+    Capture,
 }
 
 /// A socket's owner.
@@ -29,6 +31,14 @@ pub struct Owner {
     /// The container id the cgroup path holds (64 hex digits: docker, containerd, CRI-O, podman).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
+    /// The container's name, and the Kubernetes pod (name, namespace) it runs in, when the
+    /// capture's comments say (ptcpdump's `ContainerName`, `PodName`, `PodNamespace`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_namespace: Option<String>,
     /// Other processes that wrote on the socket or hold its descriptor (a fork, a handed-over
     /// fd); 0 for one the kernel saw write but whose pid it no longer has.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -37,6 +47,37 @@ pub struct Owner {
 }
 
 impl Owner {
+    /// The owner of an endpoint whose packets carry ptcpdump's comments: the process, its
+    /// container and pod; the other pids its packets named share the socket.
+    pub fn from_capture(e: &wire::comment::EndpointProcess) -> Owner {
+        let p = &e.process;
+        Owner {
+            pid: p.pid,
+            comm: p.comm().to_string(),
+            cgroup: None,
+            container: p.container_id.clone(),
+            container_name: p.container_name.clone(),
+            pod_name: p.pod_name.clone(),
+            pod_namespace: p.pod_namespace.clone(),
+            shared_with: e.other_pids.clone(),
+            source: OwnerSource::Capture,
+        }
+    }
+
+    /// `comm[pid]`, then the container's name and the pod (`namespace/name`) when known:
+    /// `nginx[77] container web, pod shop/web-0`.
+    pub fn long(&self) -> String {
+        let mut s = self.short();
+        if let Some(c) = self.container_name.as_deref().or(self.container.as_deref()) {
+            s += &format!(" container {c}");
+        }
+        if let Some(p) = &self.pod_name {
+            let ns = self.pod_namespace.as_deref().map_or(String::new(), |n| format!("{n}/"));
+            s += &format!("{}pod {ns}{p}", if s.contains(" container ") { ", " } else { " " });
+        }
+        s
+    }
+
     /// `comm[pid]` with ` (shared with N)` when shared, for the tables.
     pub fn short(&self) -> String {
         let mut s = format!("{}[{}]", self.comm, self.pid);
@@ -53,6 +94,31 @@ impl Owner {
         (f.pids.is_empty() || f.pids.iter().any(|p| *p == self.pid || self.shared_with.contains(p)))
             && (f.comms.is_empty() || f.comms.contains(&self.comm))
             && (f.cgroups.is_empty() || f.cgroups.iter().any(|c| self.cgroup.as_deref().is_some_and(|g| under(g, c))))
+    }
+}
+
+/// The owners of a flow's two endpoints, when the capture names them (ptcpdump's packet
+/// comments, `wire::comment`): A's and B's (the flow's `a` and `b`). A stall's owner is that of
+/// its `held` end.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FlowOwners {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub a: Option<Owner>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub b: Option<Owner>,
+}
+
+impl FlowOwners {
+    /// What the decoder gathered of a flow's packet comments (None: none named a process).
+    pub fn from_capture(p: Option<&wire::comment::FlowProcesses>) -> FlowOwners {
+        FlowOwners {
+            a: p.and_then(|p| p.a.as_ref()).map(Owner::from_capture),
+            b: p.and_then(|p| p.b.as_ref()).map(Owner::from_capture),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.a.is_none() && self.b.is_none()
     }
 }
 
@@ -121,6 +187,9 @@ mod tests {
             comm: "python3".into(),
             cgroup: Some("/tcpstall/a".into()),
             container: None,
+            container_name: None,
+            pod_name: None,
+            pod_namespace: None,
             shared_with: vec![11],
             source: OwnerSource::Kernel,
         };

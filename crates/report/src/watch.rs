@@ -209,8 +209,9 @@ impl WatchSummary<'_> {
             .map(|(c, t)| format!("{c} {} ({:.0} ms)", t.records, t.length_ns as f64 / 1e6))
             .collect();
         let tail = h.classified_at_end;
+        let others = h.stalls_of_other_owners;
         format!(
-            "tcpstall watch: {:.1} s on {}: {} packets, {} dropped by the ring, {} flows ({} evicted), {} stall records{}{}; \
+            "tcpstall watch: {:.1} s on {}: {} packets, {} dropped by the ring, {} flows ({} evicted), {} stall records{}{}{}; \
              {:.1}% of one CPU{}{}",
             self.seconds,
             self.interface,
@@ -221,6 +222,8 @@ impl WatchSummary<'_> {
             h.stall_records,
             if causes.is_empty() { String::new() } else { format!(": {}", causes.join(", ")) },
             if tail > 0 { format!(" ({tail} classified at the end)") } else { String::new() },
+            // --pid/--comm/--cgroup: what they left out.
+            if others > 0 { format!("; {others} of other owners left out") } else { String::new() },
             100.0 * h.cpu_share_of_one_cpu,
             self.written_to
                 .as_ref()

@@ -154,7 +154,19 @@ fn explain_sample() -> Value {
         error: Some(ExplainError { offset_bytes: 1, message: "m".into() }),
     };
     let mut v = serde_json::to_value(&head).unwrap();
-    let flow = ExplainFlow::new(1, "a".into(), "b".into(), 0, "l".into(), &fa);
+    let mut flow = ExplainFlow::new(1, "a".into(), "b".into(), 0, "l".into(), &fa);
+    let owner = |pid| tcpstall_report::owner::Owner {
+        pid,
+        comm: "curl".into(),
+        cgroup: None,
+        container: None,
+        container_name: None,
+        pod_name: None,
+        pod_namespace: None,
+        shared_with: Vec::new(),
+        source: tcpstall_report::owner::OwnerSource::Capture,
+    };
+    flow.owners = tcpstall_report::owner::FlowOwners { a: Some(owner(1)), b: Some(owner(2)) };
     v["flows"] = Value::Array(vec![serde_json::to_value(&flow).unwrap()]);
     v
 }
@@ -276,6 +288,9 @@ fn watch_sample() -> Value {
             "/system.slice/docker-3f1c0a9d2b7e4f6a8c5d1e0b9a7f3c2d4e6f8a0b1c3d5e7f9a2b4c6d8e0f1a3b.scope".into(),
         ),
         container: Some("3f1c0a9d2b7e4f6a8c5d1e0b9a7f3c2d4e6f8a0b1c3d5e7f9a2b4c6d8e0f1a3b".into()),
+        container_name: Some("web".into()),
+        pod_name: Some("web-0".into()),
+        pod_namespace: Some("shop".into()),
         shared_with: vec![4243],
         source: tcpstall_report::owner::OwnerSource::Kernel,
     };
@@ -297,6 +312,55 @@ fn watch_sample() -> Value {
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["stall"], serde_json::to_value(&st).unwrap());
     v
+}
+
+/// `sockets --format json`: one socket, every optional part present.
+fn sockets_sample() -> Value {
+    use tcpstall_report::sockets::{SocketOptions, SocketRow, SocketsDoc};
+    let owner = tcpstall_report::owner::Owner {
+        pid: 7,
+        comm: "python3".into(),
+        cgroup: Some("/a".into()),
+        container: None,
+        container_name: None,
+        pod_name: None,
+        pod_namespace: None,
+        shared_with: Vec::new(),
+        source: tcpstall_report::owner::OwnerSource::Proc,
+    };
+    let options = SocketOptions {
+        nodelay: false,
+        cork: false,
+        pingpong: true,
+        ato_us: 40000,
+        mss: 1448,
+        cwnd: 10,
+        unacked_segments: 1,
+        unacked_bytes: Some(150),
+        small_in_flight: true,
+        notsent_lowat: 0,
+        notsent_bytes: 0,
+        congestion: "cubic".into(),
+        data_segs_in: 3,
+        data_segs_out: 4,
+    };
+    // Both `options` and `unreadable`, for the check (a real row has one or the other).
+    let row = SocketRow {
+        local: "127.0.0.1:8080".parse().unwrap(),
+        remote: "127.0.0.1:45000".parse().unwrap(),
+        state: "ESTABLISHED",
+        owner: Some(owner),
+        options: Some(options),
+        unreadable: Some("u".into()),
+        risks: vec!["Nagle on".into()],
+    };
+    let doc = SocketsDoc {
+        schema_version: SCHEMA_VERSION,
+        method: "m".into(),
+        not_available: vec!["n".into()],
+        sockets: vec![row],
+    };
+    serde_json::to_value(&doc).unwrap()
 }
 
 /// `advise --format json`: every field populated (a lab row, with its CPU and its causes).
@@ -368,6 +432,7 @@ fn every_serialised_field_is_documented_and_every_documented_field_serialised() 
         ("kernel:", kernel_sample()),
         ("seed003:", seed003_sample()),
         ("advise:", advise_sample()),
+        ("sockets:", sockets_sample()),
     ];
     let watch = watch_sample();
     let docs = documented();

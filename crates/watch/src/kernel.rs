@@ -234,6 +234,9 @@ mod tests {
                 comm: "srv".into(),
                 cgroup: None,
                 container: None,
+                container_name: None,
+                pod_name: None,
+                pod_namespace: None,
                 shared_with: vec![],
                 source: report::owner::OwnerSource::Kernel,
             })

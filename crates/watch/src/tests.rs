@@ -237,6 +237,9 @@ fn owner(pid: u32, comm: &str, cgroup: &str) -> Arc<Owner> {
         comm: comm.into(),
         cgroup: Some(cgroup.into()),
         container: None,
+        container_name: None,
+        pod_name: None,
+        pod_namespace: None,
         shared_with: vec![],
         source: report::owner::OwnerSource::Kernel,
     })

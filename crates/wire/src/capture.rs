@@ -40,6 +40,69 @@ pub struct Packet<'a> {
     pub orig_len: u32,
     /// Byte offset of the record in the file.
     pub offset: u64,
+    /// The options of an Enhanced Packet Block (empty for other records).
+    pub options: EpbOptions<'a>,
+}
+
+/// The options of an Enhanced Packet Block (pcapng draft section 4.3: after the packet data,
+/// padded to 32 bits; each option a code u16, a length u16 and the value padded to 32 bits,
+/// section 3.5), in the section's byte order.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EpbOptions<'a> {
+    bytes: &'a [u8],
+    big_endian: bool,
+}
+
+/// The direction an Enhanced Packet Block's `epb_flags` give (pcapng draft 4.3.1, bits 0-1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// 00: not given (or no flags).
+    Unknown,
+    /// 01.
+    Inbound,
+    /// 10.
+    Outbound,
+}
+
+impl<'a> EpbOptions<'a> {
+    /// (code, value) of each option up to `opt_endofopt` (code 0) or the end.
+    fn each(self) -> impl Iterator<Item = (u16, &'a [u8])> {
+        let (b, be) = (self.bytes, self.big_endian);
+        let mut i = 0;
+        std::iter::from_fn(move || {
+            if i + 4 > b.len() {
+                return None;
+            }
+            let (code, len) = (u16_at(b, i, be), usize::from(u16_at(b, i + 2, be)));
+            if code == 0 || i + 4 + len > b.len() {
+                return None;
+            }
+            let v = &b[i + 4..i + 4 + len];
+            i += 4 + len.div_ceil(4) * 4;
+            Some((code, v))
+        })
+    }
+
+    /// The `opt_comment`s (code 1, UTF-8; pcapng draft 3.5), in order; a comment that is not
+    /// UTF-8 is skipped.
+    pub fn comments(self) -> impl Iterator<Item = &'a str> {
+        self.each().filter(|(c, _)| *c == 1).filter_map(|(_, v)| std::str::from_utf8(v).ok())
+    }
+
+    /// Whether there are options at all (a packet without them costs nothing more).
+    pub fn is_empty(self) -> bool {
+        self.bytes.len() < 4
+    }
+
+    /// The direction in `epb_flags` (option 2, 32 bits).
+    pub fn direction(self) -> Direction {
+        let be = self.big_endian;
+        match self.each().find(|(c, v)| *c == 2 && v.len() == 4).map(|(_, v)| u32_at(v, 0, be) & 3) {
+            Some(1) => Direction::Inbound,
+            Some(2) => Direction::Outbound,
+            _ => Direction::Unknown,
+        }
+    }
 }
 
 /// The container format detected from the first four bytes.
@@ -95,6 +158,8 @@ pub struct CaptureReader<R: Read> {
     /// pcap: the single linktype; pcapng: per-interface descriptions of the current section.
     interfaces: Vec<Interface>,
     buf: Vec<u8>,
+    /// Where the last Enhanced Packet Block's options are in `buf` (start, end).
+    opts: (usize, usize),
     frame: u64,
     done: bool,
 }
@@ -144,6 +209,7 @@ impl<R: Read> CaptureReader<R> {
             big_endian: false,
             interfaces: Vec::new(),
             buf: Vec::new(),
+            opts: (0, 0),
             frame: 0,
             done: false,
         };
@@ -196,6 +262,7 @@ impl<R: Read> CaptureReader<R> {
         if self.done {
             return Ok(None);
         }
+        self.opts = (0, 0);
         let r = match self.format {
             Format::Pcap { .. } => self.next_pcap(),
             Format::PcapNg => self.next_pcapng(),
@@ -212,6 +279,7 @@ impl<R: Read> CaptureReader<R> {
                     data: &self.buf[start..start + len],
                     orig_len,
                     offset,
+                    options: EpbOptions { bytes: &self.buf[self.opts.0..self.opts.1], big_endian: self.big_endian },
                 }))
             }
             Ok(None) => {
@@ -482,20 +550,15 @@ impl<R: Read> CaptureReader<R> {
         // length of this packet in bytes in bits 5-8 (0 = not given: the interface's if_fcslen).
         let mut fcs_len = iface.fcs_len;
         if btype == 6 {
-            let mut i = data_at + (caplen as usize).div_ceil(4) * 4;
-            while i + 4 <= b.len() {
-                let (code, olen) = (u16_at(b, i, be), usize::from(u16_at(b, i + 2, be)));
-                if code == 0 || i + 4 + olen > b.len() {
-                    break;
+            let at = (data_at + (caplen as usize).div_ceil(4) * 4).min(b.len());
+            let opts = EpbOptions { bytes: &b[at..], big_endian: be };
+            if let Some((_, v)) = opts.each().find(|(c, v)| *c == 2 && v.len() == 4) {
+                let from_flags = (u32_at(v, 0, be) >> 5) & 0x0f;
+                if from_flags != 0 {
+                    fcs_len = from_flags;
                 }
-                if code == 2 && olen == 4 {
-                    let from_flags = (u32_at(b, i + 4, be) >> 5) & 0x0f;
-                    if from_flags != 0 {
-                        fcs_len = from_flags;
-                    }
-                }
-                i += 4 + olen.div_ceil(4) * 4;
             }
+            self.opts = (at, b.len());
         }
         let (len, orig) = strip_fcs(caplen, orig.max(caplen), fcs_len);
         Ok((data_at, len as usize, ts_ns, (iface.linktype, if_id as u32), orig, start))

@@ -15,6 +15,7 @@
 
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
 mod capture;
+pub mod comment;
 mod decode;
 mod defrag;
 pub mod encode;
@@ -23,13 +24,14 @@ mod flows;
 pub mod synth;
 pub mod write;
 
-pub use capture::{loopback_name, pcap_linktype, CaptureReader, Format, Packet, MAX_PACKET};
+pub use capture::{loopback_name, pcap_linktype, CaptureReader, Direction, EpbOptions, Format, Packet, MAX_PACKET};
 pub use decode::{
     decode, decode_any, frame_on_loopback, linktype, wlan_mpdu, Decoded, IcmpPacket, MpduId, Skip, TcpPacket, MAX_DEPTH,
 };
 pub use error::WireError;
 pub use flows::{EndReason, FlowEnd, FlowEvent, FlowFilter, FlowId, FlowKey, FlowLimits, FlowTable};
 
+use comment::{FlowProcesses, PacketProcess};
 use decode::{decode_datagram, decode_frame, Frame};
 use defrag::{Defrag, Fragment};
 use std::collections::BTreeMap;
@@ -260,6 +262,12 @@ pub struct Decoder<R: Read> {
     recent_frames: std::collections::VecDeque<(u64, u32, u64)>,
     /// Fragmented IP datagrams being reassembled.
     defrag: Defrag,
+    /// The processes packet comments named (ptcpdump's, [`comment`]), by flow: only flows whose
+    /// packets carry such comments have an entry.
+    processes: std::collections::HashMap<FlowId, FlowProcesses>,
+    /// Those of the flows [`Decoder::pop_ended`] handed out since the last event (the caller
+    /// finishes them before asking for the next event).
+    retired: Vec<(FlowId, FlowProcesses)>,
 }
 
 /// 802.11 frames remembered for duplicate detection: a retry follows its original within a few
@@ -285,6 +293,8 @@ impl<R: Read> Decoder<R> {
             wlan_recent: std::collections::VecDeque::new(),
             recent_frames: std::collections::VecDeque::with_capacity(COPY_LOOKBACK),
             defrag: Defrag::default(),
+            processes: Default::default(),
+            retired: Vec::new(),
         })
     }
 
@@ -295,6 +305,7 @@ impl<R: Read> Decoder<R> {
     /// The next event of a kept flow; `Ok(None)` at the end; an error ends the stream (events
     /// returned before it stay valid).
     pub fn next_event(&mut self) -> Result<Option<FlowEvent>, WireError> {
+        self.retired.clear();
         loop {
             let Some(p) = self.reader.next_packet()? else {
                 self.flows.end_of_input();
@@ -334,6 +345,12 @@ impl<R: Read> Decoder<R> {
                 count_dropped(&mut self.defrag, &mut self.stats);
             }
             let (ts, frame, iface, lt) = (ts_ns, p.frame, p.interface, p.linktype);
+            // ptcpdump's comments: the process of the socket that sent it (received it, inbound).
+            let process = if p.options.is_empty() {
+                None
+            } else {
+                PacketProcess::parse(p.options.comments()).map(|pp| (pp, p.options.direction() == Direction::Inbound))
+            };
             let cut = p.data.len() < p.orig_len as usize;
             if let Some((id, retry)) = wlan_mpdu(lt, p.data, cut) {
                 if retry && self.wlan_recent.contains(&id) {
@@ -360,7 +377,7 @@ impl<R: Read> Decoder<R> {
                     }
                 }
             };
-            if let Some(ev) = self.record(decoded, ts, frame, iface, lt) {
+            if let Some(ev) = self.record(decoded, ts, frame, iface, lt, process) {
                 return Ok(Some(ev));
             }
         }
@@ -374,6 +391,7 @@ impl<R: Read> Decoder<R> {
         frame: u64,
         iface: u32,
         lt: u32,
+        process: Option<(PacketProcess, bool)>,
     ) -> Option<FlowEvent> {
         match decoded {
             Ok(Decoded::Tcp(mut tcp)) => {
@@ -389,6 +407,12 @@ impl<R: Read> Decoder<R> {
                     _ => {}
                 }
                 let ev = self.flows.event(&tcp, ts, frame, iface)?;
+                if let Some((pp, inbound)) = process {
+                    // The comment names the local end: the sender, or the receiver of an
+                    // inbound packet.
+                    let a = (ev.event.from == trace::Endpoint::A) != inbound;
+                    self.processes.entry(ev.flow).or_default().note(a, pp);
+                }
                 self.stats.tcp_packets += 1;
                 self.interfaces_seen = self.interfaces_seen.max(iface + 1);
                 return Some(ev);
@@ -452,7 +476,17 @@ impl<R: Read> Decoder<R> {
     /// call: none of its events come any more, so its analysis can be finished and freed. Flows
     /// still alive at the end of the capture are not reported: the caller finishes them.
     pub fn pop_ended(&mut self) -> Option<FlowEnd> {
-        self.flows.pop_ended()
+        let end = self.flows.pop_ended()?;
+        if let Some(p) = self.processes.remove(&end.flow) {
+            self.retired.push((end.flow, p));
+        }
+        Some(end)
+    }
+
+    /// The processes the packet comments of flow `id` named (ptcpdump's, see [`comment`]):
+    /// for a flow alive, or one [`Decoder::pop_ended`] handed out since the last event.
+    pub fn processes(&self, id: FlowId) -> Option<&FlowProcesses> {
+        self.processes.get(&id).or_else(|| self.retired.iter().find(|(f, _)| *f == id).map(|(_, p)| p))
     }
 }
 

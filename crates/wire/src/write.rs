@@ -9,9 +9,11 @@ use std::borrow::Cow;
 use std::io::{self, Write};
 use std::time::Duration;
 
-use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
 use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
 use pcap_file::DataLink;
+
+use crate::Direction;
 
 /// A capture point: one Interface Description Block.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +73,22 @@ impl<W: Write> PcapNgWriter<W> {
     /// One packet on interface `iface` at `ts_ns` (nanoseconds since the Unix epoch), `data` as
     /// captured, `orig_len` its length on the wire (at least `data.len()`).
     pub fn packet(&mut self, iface: u32, ts_ns: u64, data: &[u8], orig_len: u32) -> io::Result<()> {
+        self.packet_with(iface, ts_ns, data, orig_len, &[], Direction::Unknown)
+    }
+
+    /// [`PcapNgWriter::packet`] with `opt_comment`s (pcapng draft section 3.5: option 1, one
+    /// per string, in order) and the direction in `epb_flags` (section 4.3.1: option 2, bits
+    /// 0-1; none written for [`Direction::Unknown`]): what ptcpdump writes (see
+    /// [`crate::comment`]).
+    pub fn packet_with(
+        &mut self,
+        iface: u32,
+        ts_ns: u64,
+        data: &[u8],
+        orig_len: u32,
+        comments: &[&str],
+        direction: Direction,
+    ) -> io::Result<()> {
         if iface >= self.interfaces {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -82,7 +100,15 @@ impl<W: Write> PcapNgWriter<W> {
             timestamp: Duration::from_nanos(ts_ns),
             original_len: orig_len.max(data.len() as u32),
             data: Cow::Borrowed(data),
-            options: vec![],
+            options: comments
+                .iter()
+                .map(|c| EnhancedPacketOption::Comment(Cow::Borrowed(*c)))
+                .chain(match direction {
+                    Direction::Unknown => None,
+                    Direction::Inbound => Some(EnhancedPacketOption::Flags(1)),
+                    Direction::Outbound => Some(EnhancedPacketOption::Flags(2)),
+                })
+                .collect(),
         };
         self.w.write_pcapng_block(epb).map_err(to_io)?;
         self.packets += 1;

@@ -12,6 +12,7 @@ use trace::Event;
 
 use super::{ExplainFlow, ExplainHead, ExplainSummary};
 use crate::html::{FlowIn, Header, Page};
+use crate::owner::FlowOwners;
 use crate::{Export, ExportError, Format};
 
 /// Rendering or reading back the flows failed.
@@ -85,7 +86,7 @@ impl<S: Read + Write + Seek> ExplainFlows<S> {
 
     /// One finished flow, labelled without the capture interface, with it, or both while the
     /// decoder cannot tell yet.
-    pub fn push(&mut self, f: &Finished, on: Interfaces) -> Result<(), StreamError> {
+    pub fn push(&mut self, f: &Finished, on: Interfaces, owners: &FlowOwners) -> Result<(), StreamError> {
         let key = &f.key;
         let labelled = format!("{key}{}", on_interface(key.interface, on.name));
         let (plain, labelled) = match (on.several, on.may_add) {
@@ -103,6 +104,7 @@ impl<S: Read + Write + Seek> ExplainFlows<S> {
                 &f.analysis,
             );
             flow.app_gaps = self.app_gaps;
+            flow.owners = owners.clone();
             let bytes = match self.format {
                 Format::Json => serde_json::to_vec(&flow)?,
                 format => flow.export(format)?,
@@ -268,7 +270,7 @@ mod tests {
         let mut flows = ExplainFlows::new(tempfile::SpooledTempFile::new(1024), Format::Table, true);
         let mut wanted = ExplainSummary::default().text();
         for id in (0..300u32).rev() {
-            flows.push(&finished(id, 1000 + id as u16), on).unwrap();
+            flows.push(&finished(id, 1000 + id as u16), on, &Default::default()).unwrap();
         }
         for id in 0..300u32 {
             let fa = finished(id, 1000 + id as u16);
@@ -291,7 +293,7 @@ mod tests {
         let on = Interfaces { several: false, may_add: true, name: Some("eth0") };
         for (several, label) in [(false, "flow 1: 10.0.0.1:1000 <-> 10.0.0.1:80 "), (true, "on interface 1 (eth0)")] {
             let mut flows = ExplainFlows::new(std::io::Cursor::new(Vec::new()), Format::Table, false);
-            flows.push(&finished(0, 1000), on).unwrap();
+            flows.push(&finished(0, 1000), on, &Default::default()).unwrap();
             let mut out = Vec::new();
             flows.write(&mut out, several, &ExplainSummary::default(), &head(&0)).unwrap();
             let text = String::from_utf8(out).unwrap();

@@ -7,6 +7,7 @@ use std::io::Write as _;
 use analyze::{session, Config};
 use anyhow::{bail, Context};
 use report::explain::{ExplainFlows, ExplainHead, ExplainPackets, ExplainSummary, Interfaces};
+use report::owner::FlowOwners;
 use tempfile::SpooledTempFile;
 use wire::{Decoder, FlowFilter, WireError};
 
@@ -113,7 +114,9 @@ fn analyse<R: std::io::Read>(
                 name: dec.interface_name(f.key.interface),
             };
             if spool_error.is_none() {
-                spool_error = flows.push(&f, on).err();
+                // The processes ptcpdump's packet comments name (none in most captures).
+                let owners = FlowOwners::from_capture(dec.processes(f.id));
+                spool_error = flows.push(&f, on, &owners).err();
             }
             packets.borrow_mut().finished(f);
         },

@@ -301,3 +301,81 @@ pub(crate) fn explain_without_decodable_tcp_says_why_and_exits_1() {
     assert!(text.contains("5 frames, 1 TCP packets in 1 flows"), "{text}");
     assert!(text.contains("2 packets inside IPComp (RFC 3173), not decoded"), "{text}");
 }
+
+/// `capture` rewritten as pcapng by tcpstall's writer, each packet with the comments ptcpdump
+/// would write on the host of its sender (`a` for A's packets, `b` for B's; A sent the first).
+fn with_ptcpdump_comments(capture: &std::path::Path, a: &[&str], b: &[&str]) -> Vec<u8> {
+    let bytes = std::fs::read(capture).unwrap();
+    let mut r = wire::CaptureReader::new(&bytes[..]).unwrap();
+    let mut out: Option<wire::write::PcapNgWriter<Vec<u8>>> = None;
+    let mut first = None;
+    while let Some(p) = r.next_packet().unwrap() {
+        let w = out.get_or_insert_with(|| {
+            let iface = wire::write::Interface {
+                name: "eth0".into(),
+                description: "rewritten".into(),
+                linktype: p.linktype,
+                snaplen: 0,
+            };
+            wire::write::PcapNgWriter::new(Vec::new(), &[iface]).unwrap()
+        });
+        let src = wire::decode(p.linktype, p.data, p.orig_len).unwrap().src;
+        let from_a = *first.get_or_insert(src) == src;
+        let comments = if from_a { a } else { b };
+        w.packet_with(0, p.ts_ns, p.data, p.orig_len, comments, wire::Direction::Outbound).unwrap();
+    }
+    out.unwrap().into_inner()
+}
+
+/// Issue 33 item 3: a capture whose packets carry ptcpdump's comments names each end's
+/// process, container and pod (JSON `owners`, the text's `processes` line), and its stalls are
+/// the same records as the capture's without them.
+pub(crate) fn explain_names_the_processes_of_ptcpdumps_comments() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = ["PID: 4100\nCmd: /usr/bin/python3\nArgs: python3 client.py", "ThreadId: 4101\nThreadName: python3"];
+    let b = [
+        "PID: 7700\nCmd: /usr/sbin/nginx\nArgs: nginx: worker process",
+        "ContainerName: /web\nContainerId: 3f1c0a9d2b7e\nContainerImage: nginx:1.25\nContainerLabels: {}",
+        "PodName: web-0\nPodNamespace: shop\nPodUID: 1-2\nPodLabels: {}\nPodAnnotations: {}",
+    ];
+    let plain = capture("seed001-default.pcap");
+    let commented = dir.path().join("commented.pcapng");
+    std::fs::write(&commented, with_ptcpdump_comments(&plain, &a, &b)).unwrap();
+    let json = |f: &std::path::Path| {
+        let out = tcpstall().args(["explain", "--format", "json"]).arg(f).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let (with, without) = (json(&commented), json(&plain));
+    let flow = &with["flows"][0];
+    let owners = &flow["owners"];
+    assert_eq!(owners["a"], serde_json::json!({"pid": 4100, "comm": "python3", "source": "capture"}), "{owners}");
+    assert_eq!(
+        owners["b"],
+        serde_json::json!({"pid": 7700, "comm": "nginx", "container": "3f1c0a9d2b7e", "container_name": "web",
+            "pod_name": "web-0", "pod_namespace": "shop", "source": "capture"}),
+        "{owners}"
+    );
+    assert!(without["flows"][0].get("owners").is_none(), "no comments, no owners");
+    assert_eq!(flow["stalls"], without["flows"][0]["stalls"], "the same stall records");
+    assert!(flow["stalls"].as_array().unwrap().iter().all(|s| s["held"] == "A"), "python3's end held");
+    let text = tcpstall().arg("explain").arg(&commented).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(
+            "processes (the capture's packet comments): A python3[4100]; B nginx[7700] container web, pod shop/web-0"
+        ),
+        "{text}"
+    );
+}
+
+/// The same on the capture ptcpdump itself wrote (testdata/ptcpdump): curl is A's process,
+/// named on the packets it received (inbound) as on those it sent.
+pub(crate) fn explain_reads_a_capture_ptcpdump_wrote() {
+    let f = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/ptcpdump/curl-thread.pcapng");
+    let out = tcpstall().args(["explain", "--format", "json"]).arg(&f).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let owners = &v["flows"][0]["owners"];
+    assert_eq!(owners, &serde_json::json!({"a": {"pid": 122868, "comm": "curl", "source": "capture"}}));
+}

@@ -13,6 +13,7 @@ mod lab;
 mod leftovers;
 mod link;
 mod owners;
+mod prometheus;
 mod remote;
 mod report;
 mod seed003;
@@ -58,6 +59,7 @@ fn setup_trials() -> Vec<libtest_mimic::Trial> {
             Tool("strace"),
             Tool("iptables")
         ),
+        t!(prometheus::prometheus_answers_stalls_by_cause_and_command, Root, Tool("python3"), Tool("prometheus")),
         t!(kevidence::kernel_writes_precede_the_packets_that_carry_them, Root),
         t!(kevidence::a_thinking_nodelay_server_is_application_with_the_kernel_write_time, Root),
         t!(kevidence::a_periodic_nagle_sender_is_nagle_delayed_ack_for_its_real_waits, Root),
@@ -90,6 +92,8 @@ fn capture_trials() -> Vec<libtest_mimic::Trial> {
         t!(explain::explain_csv_and_markdown_list_the_same_records_as_json),
         t!(explain::explain_fixed_strategy_shows_no_stalls),
         t!(explain::explain_port_filter_and_flow_filter),
+        t!(explain::explain_names_the_processes_of_ptcpdumps_comments),
+        t!(explain::explain_reads_a_capture_ptcpdump_wrote),
         t!(explain::explain_plot_says_to_use_report),
         t!(explain::explain_truncated_file_prints_the_valid_prefix_and_fails),
         t!(explain::explain_not_a_capture_is_a_one_line_error),

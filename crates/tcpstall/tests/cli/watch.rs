@@ -107,7 +107,8 @@ pub(crate) fn watch_finds_the_stalling_pair_only_and_keeps_its_packets() {
         assert!(l["start_unix_ns"].as_u64().unwrap() > 1_700_000_000_000_000_000);
     }
     assert!(err.contains("0 dropped by the ring"), "{err}");
-    // No --kernel, no owner: the owner labels are empty, which Prometheus reads as absent.
+    // Without --kernel no owner is known: comm and cgroup are empty, which Prometheus reads as
+    // absent (docs/watch.md, Owners).
     let want =
         format!("tcpstall_watch_stalls_total{{cause=\"nagle-delayed-ack\",port=\"{p1}\",comm=\"\",cgroup=\"\"}}");
     assert!(metrics.starts_with("HTTP/1.1 200") && metrics.contains(&want), "{metrics}");
