@@ -141,7 +141,10 @@ fn run_pair_once(
             capture::REORDER_MARGIN.as_millis()
         ));
     }
-    let (row, analysis) = result::assemble(&program, pair, place, opts, srv, cli, trace);
+    let (mut row, analysis) = result::assemble(&program, pair, place, opts, srv, cli, trace);
+    // Both sides ran on this process's threads (unnamed: the process's command).
+    let me = own_owner();
+    row.owners = report::owner::FlowOwners { a: me.clone(), b: me };
     Ok((row, analysis, notes))
 }
 
@@ -346,4 +349,21 @@ fn client(
     };
     let _ = done.send(());
     Ok(out)
+}
+
+/// This process as the owner of a local row's sockets (pid, command and cgroup from /proc).
+fn own_owner() -> Option<report::owner::Owner> {
+    let pid = std::process::id();
+    let cgroup = sys::host::cgroup_of(pid);
+    Some(report::owner::Owner {
+        pid,
+        comm: sys::host::comm(pid)?,
+        container: cgroup.as_deref().and_then(report::owner::container_id),
+        container_name: None,
+        pod_name: None,
+        pod_namespace: None,
+        cgroup,
+        shared_with: Vec::new(),
+        source: report::owner::OwnerSource::Lab,
+    })
 }

@@ -458,6 +458,7 @@ mod tests {
             latency_dist: None,
             packets: Vec::new(),
             samples_ns: Vec::new(),
+            owners: Default::default(),
         };
         Report {
             tool: "tcpstall".into(),

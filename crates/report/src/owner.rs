@@ -2,10 +2,10 @@
 //! cgroup path and the container id the path holds, and whether another process shares the
 //! socket (docs/json-schema.md "Owner"). Pure: the caller reads /proc and the kernel's map.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where an owner was learnt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OwnerSource {
     /// The kernel's socket-to-owner map, filled in process context (a write, connect, listen).
@@ -17,31 +17,34 @@ pub enum OwnerSource {
     Proc,
     /// The capture's packet comments, as ptcpdump writes them (`wire::comment`).
     Capture,
+    /// The lab's own process: its threads ran both sides of the row (`tcpstall lab`, advise's
+    /// and replay's rows).
+    Lab,
 }
 
 /// A socket's owner.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Owner {
     pub pid: u32,
     /// The command (the writing thread's, from the kernel; the process's, from /proc).
     pub comm: String,
     /// The cgroup v2 path (`/system.slice/nginx.service`), when known.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<String>,
     /// The container id the cgroup path holds (64 hex digits: docker, containerd, CRI-O, podman).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
     /// The container's name, and the Kubernetes pod (name, namespace) it runs in, when the
     /// capture's comments say (ptcpdump's `ContainerName`, `PodName`, `PodNamespace`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_name: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_name: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_namespace: Option<String>,
     /// Other processes that wrote on the socket or hold its descriptor (a fork, a handed-over
     /// fd); 0 for one the kernel saw write but whose pid it no longer has.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shared_with: Vec<u32>,
     pub source: OwnerSource,
 }
@@ -100,11 +103,11 @@ impl Owner {
 /// The owners of a flow's two endpoints, when the capture names them (ptcpdump's packet
 /// comments, `wire::comment`): A's and B's (the flow's `a` and `b`). A stall's owner is that of
 /// its `held` end.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlowOwners {
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub a: Option<Owner>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub b: Option<Owner>,
 }
 

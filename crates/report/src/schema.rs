@@ -99,6 +99,11 @@ pub struct RunResult {
     /// advise` bootstraps its confidence intervals from them). Not in the JSON: the quantiles are.
     #[serde(skip)]
     pub samples_ns: Vec<u64>,
+    /// The processes that ran the client (`a`) and the server (`b`) sockets, as every command
+    /// names an owner (docs/json-schema.md "Owner"): the lab's own process for a local row
+    /// (source `lab`); absent where not known (the far host's side of a remote row, the model).
+    #[serde(default, skip_serializing_if = "crate::owner::FlowOwners::is_empty")]
+    pub owners: crate::owner::FlowOwners,
 }
 
 /// Options a side asked for and what held when read back.
@@ -324,6 +329,7 @@ impl From<Measured> for RunResult {
             latency_dist: m.latency_dist,
             packets: m.packets,
             samples_ns: m.samples_ns,
+            owners: crate::owner::FlowOwners::default(),
         }
     }
 }

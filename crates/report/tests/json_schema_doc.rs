@@ -116,6 +116,20 @@ fn lab_sample() -> Value {
         latency_dist: None,
         packets: Vec::new(),
         samples_ns: Vec::new(),
+        owners: tcpstall_report::owner::FlowOwners {
+            a: Some(tcpstall_report::owner::Owner {
+                pid: 1,
+                comm: "tcpstall".into(),
+                cgroup: Some("/user.slice".into()),
+                container: None,
+                container_name: None,
+                pod_name: None,
+                pod_namespace: None,
+                shared_with: Vec::new(),
+                source: tcpstall_report::owner::OwnerSource::Lab,
+            }),
+            b: None,
+        },
     };
     let r = Report {
         tool: "tcpstall".into(),

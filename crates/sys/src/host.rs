@@ -1,5 +1,6 @@
 //! Facts about the running host, read the same way by every command: the kernel's release and
-//! tick rate, CPU time, and the TcpExt counters of the calling thread's network namespace.
+//! tick rate, CPU time, the TcpExt counters of the calling thread's network namespace, and a
+//! process's command and cgroup (/proc).
 
 use std::collections::BTreeMap;
 
@@ -73,6 +74,17 @@ pub fn parse_netstat(text: &str) -> BTreeMap<String, i64> {
 /// `/proc/thread-self/net`.
 pub fn netstat_thread() -> std::io::Result<BTreeMap<String, i64>> {
     Ok(parse_netstat(&std::fs::read_to_string("/proc/thread-self/net/netstat")?))
+}
+
+/// /proc/PID/comm, without its newline (the kernel's `task->comm`, 15 bytes at most).
+pub fn comm(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|s| s.trim_end().to_string())
+}
+
+/// The process's cgroup v2 path (/proc/PID/cgroup's `0::` line, cgroups(7)).
+pub fn cgroup_of(pid: u32) -> Option<String> {
+    let t = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    t.lines().find_map(|l| l.strip_prefix("0::")).map(str::to_string)
 }
 
 #[cfg(test)]

@@ -94,24 +94,13 @@ pub(crate) fn socket_holders() -> HashMap<u64, Vec<(u32, i32)>> {
     out
 }
 
-/// /proc/PID/comm, without its newline.
-pub(crate) fn comm(pid: u32) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|s| s.trim_end().to_string())
-}
-
-/// The process's cgroup v2 path (/proc/PID/cgroup's `0::` line).
-pub(crate) fn cgroup_of(pid: u32) -> Option<String> {
-    let t = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    t.lines().find_map(|l| l.strip_prefix("0::")).map(str::to_string)
-}
-
 /// The owner of a socket held by `pids` (the first one; the rest share it), from /proc.
 pub(crate) fn proc_owner(pids: &[u32]) -> Option<Owner> {
     let (&pid, rest) = pids.split_first()?;
-    let cgroup = cgroup_of(pid);
+    let cgroup = sys::host::cgroup_of(pid);
     Some(Owner {
         pid,
-        comm: comm(pid).unwrap_or_default(),
+        comm: sys::host::comm(pid).unwrap_or_default(),
         container: cgroup.as_deref().and_then(container_id),
         container_name: None,
         pod_name: None,

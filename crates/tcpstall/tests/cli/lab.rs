@@ -236,6 +236,14 @@ pub(crate) fn json_contract_has_the_documented_fields() {
         }
     }
     assert_eq!(x["rounds"], 50);
+    // Both sockets are the lab's own process's (issue 33: every command names an owner the
+    // same way): its pid, its command, source `lab`.
+    for end in ["a", "b"] {
+        let o = &x["owners"][end];
+        assert!(o["pid"].as_u64().is_some_and(|p| p > 1), "owners.{end}: {x:#}");
+        assert_eq!(o["comm"], "tcpstall", "owners.{end}");
+        assert_eq!(o["source"], "lab", "owners.{end}");
+    }
     // 1-byte request/response: the reply piggybacks the ACK, one data segment per message.
     payload_is(x, 50);
 }

@@ -80,9 +80,10 @@ fn jsonl_writes_a_line_per_record_counts_it_in_the_metrics_and_keeps_its_packets
     assert_eq!(lines[0]["interface"], "if1");
     assert_eq!(lines[0]["flow"], "10.0.0.1:5000-10.0.0.2:80");
     assert_eq!(lines[0]["stall"]["cause"], "nagle-delayed-ack");
-    assert!(m.render().unwrap().contains(
-        "tcpstall_watch_stalls_total{cause=\"nagle-delayed-ack\",port=\"80\",comm=\"\",cgroup=\"\"} 3\n"
-    ));
+    assert!(m
+        .render()
+        .unwrap()
+        .contains("tcpstall_watch_stalls_total{cause=\"nagle-delayed-ack\",port=\"80\",comm=\"\",cgroup=\"\"} 3\n"));
     let mut capture = wire::CaptureReader::new(std::io::Cursor::new(r.pcap.0.borrow().clone())).unwrap();
     let mut written = 0;
     while capture.next_packet().unwrap().is_some() {
