@@ -177,6 +177,8 @@ pub(crate) struct Dir {
     /// was unacknowledged (Linux `tcp_nagle_check` with `tcp_minshall_check` would have held
     /// it; RFC 9293 3.7.4). When, and the frame.
     pub(crate) nagle_off: Option<(Instant, Evidence)>,
+    /// The segments that showed it (see [`NagleOffShown`]), for the endpoint's summary.
+    pub(crate) nagle_off_shown: Option<NagleOffShown>,
     /// The writer's own clock, if it keeps one (see pacing.rs).
     pub(crate) clock: AppClock,
     /// The writer's writes, when the trace reports them (lab, model, kernel evidence).
@@ -216,6 +218,8 @@ pub(crate) struct Dir {
     /// unacknowledged, not yet confirmed: an ACK stamped just after it (reordered stamps) would
     /// have released it. Confirmed after REORDER_WINDOW.
     pub(crate) nagle_off_candidate: Option<(Instant, Evidence, SeqNum)>,
+    /// The candidate's segments (promoted with it to `nagle_off_shown`).
+    pub(crate) nagle_off_candidate_shown: Option<NagleOffShown>,
     /// The window this side advertised before its latest segment (RFC 5681 2 (e): a duplicate
     /// ACK leaves the window unchanged).
     pub(crate) adv_window_prev: Option<u16>,
@@ -237,6 +241,45 @@ pub(crate) struct Dir {
 /// unseen after it were missed by the capture.
 pub(crate) const ACK_AHEAD_WINDOW: Duration = Duration::from_millis(2);
 
+/// The segments that showed a sender's Nagle off (the classifier's decision, `Dir::nagle_off`):
+/// a sub-MSS segment of new data sent while an earlier sub-MSS segment was unacknowledged, with
+/// no loss probe possible (RFC 9293 3.7.4; Linux `tcp_nagle_check` with `tcp_minshall_check`
+/// would have held it).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct NagleOffShown {
+    /// When the small segment was sent, and its frame.
+    pub at: Instant,
+    pub frame: Evidence,
+    pub bytes: u32,
+    /// The earlier sub-MSS segment still unacknowledged then: its frame and size.
+    pub unacked_frame: Evidence,
+    pub unacked_bytes: u32,
+}
+
+impl NagleOffShown {
+    /// "segment of 12 bytes (frame 9) at 0.004 s sent while 95 bytes (frame 7) were
+    /// unacknowledged", times from `first` (the flow's first packet).
+    pub fn describe(&self, first: Instant) -> String {
+        format!(
+            "segment of {} bytes ({}) at {:.3} s sent while the {} bytes of {} were unacknowledged",
+            self.bytes,
+            evidence_name(self.frame),
+            self.at.since(first).0 as f64 / 1e9,
+            self.unacked_bytes,
+            evidence_name(self.unacked_frame),
+        )
+    }
+}
+
+fn evidence_name(e: Evidence) -> String {
+    match e {
+        Evidence::Frame(n) => format!("frame {n}"),
+        Evidence::Model(n) => format!("model step {n}"),
+        Evidence::Lab => "the lab's measure".into(),
+        Evidence::Kernel(n) => format!("kernel event {n}"),
+    }
+}
+
 impl Dir {
     /// When this sender showed Nagle off, as known at `now` (a candidate counts once no ACK
     /// stamped right after it can have released it).
@@ -252,9 +295,13 @@ impl Dir {
         if let Some((t, f, small_end)) = self.nagle_off_candidate {
             if acked_to.is_some_and(|a| small_end <= a) && now.since(t) <= NAGLE_REORDER {
                 self.nagle_off_candidate = None;
+                self.nagle_off_candidate_shown = None;
             } else if now.since(t) > NAGLE_REORDER {
                 self.nagle_off.get_or_insert((t, f));
                 self.nagle_off_candidate = None;
+                if self.nagle_off_shown.is_none() {
+                    self.nagle_off_shown = self.nagle_off_candidate_shown.take();
+                }
             }
         }
     }

@@ -175,6 +175,10 @@ fn replay_sample(lab: &Value) -> Value {
         path_rtt_from_handshake: true,
         capture_stall_summary: StallSummary::default(),
         capture_stall_records: vec![stall()],
+        as_written: "client:nodelay".into(),
+        shown_options: vec!["client: TCP_NODELAY shown on by the capture: ...".into()],
+        think_ms: vec![tcpstall_report::ThinkMs { median_ms: 1.0, min_ms: 0.5, max_ms: 2.0, samples: 3 }],
+        dropped: vec!["turn 1 (client): sizes 175..176 bytes".into()],
         saved: None,
         run: Some(serde_json::from_value(lab.clone()).expect("the lab document reads back as a Report")),
     };
