@@ -71,6 +71,8 @@ fn seed_001() -> Request {
         lang: Lang::C,
         seed: 1,
         keep_first: true,
+        separate_replies: Vec::new(),
+        budget_s: None,
     }
 }
 

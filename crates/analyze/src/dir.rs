@@ -216,8 +216,8 @@ pub(crate) struct Dir {
     pub(crate) fin_seen: bool,
     /// A sub-MSS segment sent while an earlier sub-MSS segment (ending at the seq given) was
     /// unacknowledged, not yet confirmed: an ACK stamped just after it (reordered stamps) would
-    /// have released it. Confirmed after REORDER_WINDOW.
-    pub(crate) nagle_off_candidate: Option<(Instant, Evidence, SeqNum)>,
+    /// have released it. Confirmed after REORDER_WINDOW. Then the end of the candidate itself.
+    pub(crate) nagle_off_candidate: Option<(Instant, Evidence, SeqNum, SeqNum)>,
     /// The candidate's segments (promoted with it to `nagle_off_shown`).
     pub(crate) nagle_off_candidate_shown: Option<NagleOffShown>,
     /// The window this side advertised before its latest segment (RFC 5681 2 (e): a duplicate
@@ -285,15 +285,17 @@ impl Dir {
     /// stamped right after it can have released it).
     pub(crate) fn nagle_off_at(&self, now: Instant) -> Option<(Instant, Evidence)> {
         self.nagle_off.or_else(|| {
-            self.nagle_off_candidate.filter(|(t, _, _)| now.since(*t) > NAGLE_REORDER).map(|(t, f, _)| (t, f))
+            self.nagle_off_candidate.filter(|(t, _, _, _)| now.since(*t) > NAGLE_REORDER).map(|(t, f, _, _)| (t, f))
         })
     }
 
     /// Promotes a candidate old enough to count, and cancels one that an ACK of the earlier
     /// small segment, stamped within the reorder window, explains.
     pub(crate) fn settle_nagle_off(&mut self, now: Instant, acked_to: Option<SeqNum>) {
-        if let Some((t, f, small_end)) = self.nagle_off_candidate {
-            if acked_to.is_some_and(|a| small_end <= a) && now.since(t) <= NAGLE_REORDER {
+        if let Some((t, f, small_end, own_end)) = self.nagle_off_candidate {
+            // An ACK that also covers the candidate itself was sent after the candidate reached
+            // the peer: it cannot be the one that released it (a cumulative ACK, RFC 9293 3.4).
+            if acked_to.is_some_and(|a| small_end <= a && a < own_end) && now.since(t) <= NAGLE_REORDER {
                 self.nagle_off_candidate = None;
                 self.nagle_off_candidate_shown = None;
             } else if now.since(t) > NAGLE_REORDER {

@@ -683,7 +683,7 @@ impl FlowAnalyzer {
         {
             if let Some(small) = dir.outstanding.iter().rev().find(|s| s.small) {
                 if dir.nagle_off_candidate.is_none() {
-                    dir.nagle_off_candidate = Some((t, frame, small.end));
+                    dir.nagle_off_candidate = Some((t, frame, small.end, seg.seq + seg.len));
                     dir.nagle_off_candidate_shown = Some(crate::dir::NagleOffShown {
                         at: t,
                         frame,

@@ -11,6 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod advise;
+pub mod advise_run;
 pub mod cells;
 mod connections;
 mod document;

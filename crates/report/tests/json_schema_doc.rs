@@ -303,6 +303,45 @@ fn watch_sample() -> Value {
     v
 }
 
+/// `advise-run --format json`: every field populated (a row with its causes and CPU, a
+/// candidate left out, a winner).
+fn advise_run_sample() -> Value {
+    use tcpstall_report::advise_run::{AdviseRunDoc, AdviseRunRow, AdviseRunWinner, CauseN, LeftOut};
+    let row = AdviseRunRow {
+        rank: 1,
+        label: "client route quickack 1".into(),
+        change_size: 2,
+        tier: 0,
+        runs: 3,
+        requests: 30,
+        p50_ms: 0.4,
+        p99_ms: 0.9,
+        stalls_per_request: 0.0,
+        causes: vec![CauseN { cause: "nagle-delayed-ack".into(), count: 1 }],
+        data_segments_per_request: 4.0,
+        packets_per_request: 8.0,
+        pure_acks_per_request: 4.0,
+        cpu_ms_per_request: Some(0.2),
+    };
+    let doc = AdviseRunDoc {
+        tool: "tcpstall",
+        version: "0",
+        schema_version: SCHEMA_VERSION,
+        mode: "advise-run",
+        server_command: "python3 s.py".into(),
+        client_command: "python3 c.py".into(),
+        port: 8080,
+        passes: 3,
+        stopped: "settled".into(),
+        elapsed_s: 12.5,
+        ranking: vec![row],
+        left_out: vec![LeftOut { label: "server LD_PRELOAD shim (TCP_NODELAY)".into(), reason: "static".into() }],
+        winner: Some(AdviseRunWinner { label: "client route quickack 1".into(), deploy: "ip route change ...".into() }),
+        text: String::new(),
+    };
+    serde_json::to_value(&doc).unwrap()
+}
+
 /// `advise --format json`: every field populated (a lab row, with its CPU and its causes).
 fn advise_sample() -> Value {
     use tcpstall_report::advise::{AdviseDecision, AdviseDoc, AdviseRow, Interval, StallSource};
@@ -372,6 +411,7 @@ fn every_serialised_field_is_documented_and_every_documented_field_serialised() 
         ("kernel:", kernel_sample()),
         ("seed003:", seed003_sample()),
         ("advise:", advise_sample()),
+        ("advise_run:", advise_run_sample()),
     ];
     let watch = watch_sample();
     let docs = documented();

@@ -75,9 +75,6 @@ pub struct Derived {
     pub kept: Vec<String>,
     /// What the smallest exchange dropped of the capture (jitter, repetitions, a partial one).
     pub dropped: Vec<String>,
-    /// Sides whose several writes in a turn are separate replies (each answers one of the
-    /// peer's writes): gathering them is not a change the program can make.
-    pub separate_replies: Vec<Side>,
 }
 
 impl Derived {
@@ -135,7 +132,6 @@ pub fn derive(file: &str, key: &str, c: Capture<'_>, rounds: Option<u32>) -> Res
         thinks: p.thinks,
         kept,
         dropped: p.dropped,
-        separate_replies: p.separate_replies,
     })
 }
 
@@ -289,7 +285,6 @@ pub struct Period {
     pub reps: usize,
     pub thinks: Vec<ThinkSpread>,
     pub dropped: Vec<String>,
-    pub separate_replies: Vec<Side>,
 }
 
 /// A new connection's receiver ACKs its first segments at once (quick-ACK mode: Linux
@@ -351,27 +346,10 @@ pub fn period_of(turns: &[Turn]) -> Option<Period> {
             "{reps} repetitions of {p} turn(s) in the capture{tail}: the replica runs the period as rounds"
         ));
     }
-    let separate_replies = separate_replies(&template);
     let warmup = warmup_rounds(&template);
     let exchange =
         Exchange { turns: template, rounds: reps.clamp(1, 100) as u32, warmup, connection: Connection::Reuse };
-    Some(Period { exchange, reps, thinks, dropped, separate_replies })
-}
-
-/// Sides whose several writes in a turn answer as many writes of the peer's turn before it
-/// (pipelined requests answered one by one: each write is a reply to a message read
-/// separately), so gathering them needs the program to hold its replies back.
-pub fn separate_replies(turns: &[Turn]) -> Vec<Side> {
-    // The period's first turn opens the conversation: it answers nothing.
-    let mut sides = Vec::new();
-    for w in turns.windows(2) {
-        let (prev, t) = (&w[0], &w[1]);
-        if t.writes.len() >= 2 && prev.side != t.side && prev.writes.len() >= t.writes.len() && !sides.contains(&t.side)
-        {
-            sides.push(t.side);
-        }
-    }
-    sides
+    Some(Period { exchange, reps, thinks, dropped })
 }
 
 /// The exchange of one period and how many times it repeats (see [`period_of`]).
@@ -536,17 +514,5 @@ mod tests {
         assert_eq!(warmup_rounds(&seed1.turns), 17, "the client receives one segment a round");
         let both = Exchange::parse_inline("client 100,100,100,100; server 100,100,100,100").unwrap();
         assert_eq!(warmup_rounds(&both.turns), 5);
-    }
-
-    /// A turn of several writes answering as many writes of the peer (pipelined requests
-    /// answered one by one) is separate replies; a reply of several writes to one request is not.
-    #[test]
-    fn replies_to_pipelined_requests_are_separate() {
-        let pipelined = [turn(Side::Client, &[40, 40, 40], 0), turn(Side::Server, &[4, 4, 4], 0)];
-        assert_eq!(separate_replies(&pipelined), vec![Side::Server]);
-        let seed1 = Exchange::parse_inline("client 275,24,292; server 100").unwrap();
-        assert!(separate_replies(&seed1.turns).is_empty());
-        let http = [turn(Side::Client, &[150, 175], 0), turn(Side::Server, &[200, 90, 10], 0)];
-        assert!(separate_replies(&http).is_empty());
     }
 }
