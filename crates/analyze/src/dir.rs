@@ -216,10 +216,13 @@ pub(crate) struct Dir {
     pub(crate) fin_seen: bool,
     /// A sub-MSS segment sent while an earlier sub-MSS segment (ending at the seq given) was
     /// unacknowledged, not yet confirmed: an ACK stamped just after it (reordered stamps) would
-    /// have released it. Confirmed after REORDER_WINDOW. Then the end of the candidate itself.
-    pub(crate) nagle_off_candidate: Option<(Instant, Evidence, SeqNum, SeqNum)>,
-    /// The candidate's segments (promoted with it to `nagle_off_shown`).
-    pub(crate) nagle_off_candidate_shown: Option<NagleOffShown>,
+    /// have released it. Confirmed after REORDER_WINDOW.
+    pub(crate) nagle_off_candidate: Option<(Instant, Evidence, SeqNum)>,
+    /// The first sign of Nagle off for the endpoint's summary, not yet confirmed, with the end
+    /// of the earlier small segment and of the segment itself: cancelled only by an ACK of the
+    /// earlier one that does not also cover the segment itself, stamped within the reorder
+    /// window (an ACK covering the segment was sent after it arrived: it released nothing).
+    pub(crate) nagle_off_candidate_shown: Option<(NagleOffShown, SeqNum, SeqNum)>,
     /// The window this side advertised before its latest segment (RFC 5681 2 (e): a duplicate
     /// ACK leaves the window unchanged).
     pub(crate) adv_window_prev: Option<u16>,
@@ -281,29 +284,40 @@ fn evidence_name(e: Evidence) -> String {
 }
 
 impl Dir {
+    /// The summary's sign of Nagle off, as known at `now` (see `nagle_off_candidate_shown`).
+    pub(crate) fn nagle_off_shown_at(&self, now: Instant) -> Option<NagleOffShown> {
+        self.nagle_off_shown
+            .or_else(|| self.nagle_off_candidate_shown.filter(|(s, _, _)| now.since(s.at) > NAGLE_REORDER).map(|c| c.0))
+    }
+
     /// When this sender showed Nagle off, as known at `now` (a candidate counts once no ACK
     /// stamped right after it can have released it).
     pub(crate) fn nagle_off_at(&self, now: Instant) -> Option<(Instant, Evidence)> {
         self.nagle_off.or_else(|| {
-            self.nagle_off_candidate.filter(|(t, _, _, _)| now.since(*t) > NAGLE_REORDER).map(|(t, f, _, _)| (t, f))
+            self.nagle_off_candidate.filter(|(t, _, _)| now.since(*t) > NAGLE_REORDER).map(|(t, f, _)| (t, f))
         })
     }
 
     /// Promotes a candidate old enough to count, and cancels one that an ACK of the earlier
     /// small segment, stamped within the reorder window, explains.
     pub(crate) fn settle_nagle_off(&mut self, now: Instant, acked_to: Option<SeqNum>) {
-        if let Some((t, f, small_end, own_end)) = self.nagle_off_candidate {
-            // An ACK that also covers the candidate itself was sent after the candidate reached
-            // the peer: it cannot be the one that released it (a cumulative ACK, RFC 9293 3.4).
-            if acked_to.is_some_and(|a| small_end <= a && a < own_end) && now.since(t) <= NAGLE_REORDER {
+        if let Some((t, f, small_end)) = self.nagle_off_candidate {
+            if acked_to.is_some_and(|a| small_end <= a) && now.since(t) <= NAGLE_REORDER {
                 self.nagle_off_candidate = None;
-                self.nagle_off_candidate_shown = None;
             } else if now.since(t) > NAGLE_REORDER {
                 self.nagle_off.get_or_insert((t, f));
                 self.nagle_off_candidate = None;
-                if self.nagle_off_shown.is_none() {
-                    self.nagle_off_shown = self.nagle_off_candidate_shown.take();
-                }
+            }
+        }
+        // The summary's sign: an ACK that also covers the segment itself was sent after the
+        // segment reached the peer, so it cannot have released it (cumulative ACK, RFC 9293
+        // 3.4). The verdicts keep the stricter test above.
+        if let Some((sh, small_end, own_end)) = self.nagle_off_candidate_shown {
+            if now.since(sh.at) > NAGLE_REORDER {
+                self.nagle_off_shown.get_or_insert(sh);
+                self.nagle_off_candidate_shown = None;
+            } else if acked_to.is_some_and(|a| small_end <= a && a < own_end) {
+                self.nagle_off_candidate_shown = None;
             }
         }
     }

@@ -683,14 +683,17 @@ impl FlowAnalyzer {
         {
             if let Some(small) = dir.outstanding.iter().rev().find(|s| s.small) {
                 if dir.nagle_off_candidate.is_none() {
-                    dir.nagle_off_candidate = Some((t, frame, small.end, seg.seq + seg.len));
-                    dir.nagle_off_candidate_shown = Some(crate::dir::NagleOffShown {
+                    dir.nagle_off_candidate = Some((t, frame, small.end));
+                }
+                if dir.nagle_off_shown.is_none() && dir.nagle_off_candidate_shown.is_none() {
+                    let shown = crate::dir::NagleOffShown {
                         at: t,
                         frame,
                         bytes: seg.len,
                         unacked_frame: small.frame,
                         unacked_bytes: small.len,
-                    });
+                    };
+                    dir.nagle_off_candidate_shown = Some((shown, small.end, seg.seq + seg.len));
                 }
             }
         }

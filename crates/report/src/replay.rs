@@ -333,4 +333,29 @@ mod tests {
         assert_eq!(o.doc.capture_stall_records.len(), c.analysis.stalls.len());
         assert!(o.doc.run.is_none() && o.doc.saved.is_none() && !o.interrupted);
     }
+
+    /// Issue 34: what the capture shows of each side's options is the classifier's decision
+    /// (analyze `ShownOptions`: a sub-MSS segment sent while an earlier one was unacknowledged,
+    /// no loss probe possible; RFC 9293 3.7.4, Linux tcp_nagle_check) and the replica keeps it:
+    /// http.client sets TCP_NODELAY (its body left with the header unacknowledged), http.server
+    /// does not; seed 001 with nodelay shows it, as written does not.
+    #[test]
+    fn the_replica_keeps_the_nodelay_the_capture_shows() {
+        let (d, _) = replayed("http-client-post.pcap", None);
+        assert_eq!(d.as_written().label, "client:nodelay");
+        assert_eq!(d.kept.len(), 1, "{:?}", d.kept);
+        assert!(
+            d.kept[0].starts_with("client: TCP_NODELAY shown on by the capture: segment of 332 bytes"),
+            "{:?}",
+            d.kept
+        );
+        let (d, c) = replayed("seed001-nodelay.pcap", None);
+        assert_eq!(d.as_written().label, "client:nodelay");
+        let o = ReplayOutput::derived("0", "s.pcap".into(), &d, &c);
+        assert!(o.derived_text().contains("runs as written with: client:nodelay"), "{}", o.derived_text());
+        for quiet in ["seed001-default.pcap", "seed000-default.pcap"] {
+            let (d, _) = replayed(quiet, None);
+            assert_eq!(d.as_written().label, "default", "{quiet}: {:?}", d.kept);
+        }
+    }
 }

@@ -21,10 +21,9 @@ impl FlowAnalyzer {
         let notes = self.notes();
         let shown = [Endpoint::A, Endpoint::B].map(|d| {
             let dir = &self.dirs[d.index()];
-            // A candidate old enough at the flow's last packet counts (Dir::nagle_off_at).
-            let pending = dir.nagle_off_at(self.last).and(dir.nagle_off_candidate_shown);
+            // A sign old enough at the flow's last packet counts.
             crate::ShownOptions {
-                nagle_off: dir.nagle_off_shown.or(pending),
+                nagle_off: dir.nagle_off_shown_at(self.last),
                 held_coalescing: self
                     .stalls
                     .iter()
