@@ -46,9 +46,6 @@ fn on(side: Side, opts: &[Opt]) -> StrategyPair {
 /// side quick-ACK (re-armed after every recv, and once); and the pairs seed 001 tried (the
 /// sender's nodelay or cork with the receiver's quick-ACK). `only`: the side the user owns.
 pub fn candidates(s: &Scenario, only: Option<Side>, lab: bool) -> Vec<Candidate> {
-    let cost = |p: &StrategyPair| -> u32 {
-        p.client.opts().iter().chain(p.server.opts()).map(|o| crate::change_size(*o)).sum()
-    };
     let mut pairs = vec![StrategyPair::new(SideOpts::none(), SideOpts::none())];
     let send = senders(s);
     let both_send = send.len() == 2;
@@ -110,8 +107,16 @@ pub fn candidates(s: &Scenario, only: Option<Side>, lab: bool) -> Vec<Candidate>
             }
         }
     }
-    // A change the workload already runs with as written (a capture showed it) is no candidate.
-    let base = s.matrix.first().filter(|b| !(b.client.is_empty() && b.server.is_empty()));
+    let cost = |p: &StrategyPair| -> u32 {
+        p.client.opts().iter().chain(p.server.opts()).map(|o| crate::change_size(*o)).sum()
+    };
+    distinct_new(pairs, s.matrix.first()).into_iter().map(|pair| Candidate { change: cost(&pair), pair }).collect()
+}
+
+/// `pairs` without repeats, and without a change the workload already runs with as written
+/// (`base`: what a capture showed).
+fn distinct_new(pairs: Vec<StrategyPair>, base: Option<&StrategyPair>) -> Vec<StrategyPair> {
+    let base = base.filter(|b| !(b.client.is_empty() && b.server.is_empty()));
     let already = |p: &StrategyPair| {
         base.is_some_and(|b| {
             !(p.client.is_empty() && p.server.is_empty())
@@ -128,7 +133,6 @@ pub fn candidates(s: &Scenario, only: Option<Side>, lab: bool) -> Vec<Candidate>
             seen.push(p.label.clone());
             new
         })
-        .map(|pair| Candidate { change: cost(&pair), pair })
         .collect()
 }
 
