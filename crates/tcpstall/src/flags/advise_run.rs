@@ -46,8 +46,7 @@ pub(crate) struct AdviseRunArgs {
     /// Write the deployable sock_ops object (TCP_NODELAY on) to FILE, for bpftool, and exit
     #[arg(long, value_name = "FILE")]
     pub write_sockops: Option<PathBuf>,
-    /// Output format: table (the report for people) or json (the versioned document,
-    /// docs/json-schema.md "Advise-run")
+    /// Output format: table, or json (the versioned document, docs/json-schema.md)
     #[arg(long, value_enum, default_value = "table")]
     pub format: OutputFormat,
 }
