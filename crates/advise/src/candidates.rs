@@ -12,9 +12,23 @@ pub struct Candidate {
 
 /// Sides that send several writes per message (where gathering applies), from the exchange
 /// form of the workload; both when the workload is not a conversation or no turn has several.
+/// A side that runs with TCP_NODELAY as written (a capture showed its Nagle off) sends its
+/// writes at once: Nagle holds none of them (RFC 9293 3.7.4, Linux `tcp_nagle_check`), so it is
+/// no sender to fix, unless every multi-write side is.
 fn senders(s: &Scenario) -> Vec<Side> {
+    let nodelay = |side: Side| {
+        s.matrix.first().is_some_and(|b| if side == Side::Client { &b.client } else { &b.server }.has(Opt::Nodelay))
+    };
     match s.workload.as_exchange() {
-        Some(e) if !e.multi_write_sides().is_empty() => e.multi_write_sides(),
+        Some(e) if !e.multi_write_sides().is_empty() => {
+            let all = e.multi_write_sides();
+            let held: Vec<Side> = all.iter().copied().filter(|&side| !nodelay(side)).collect();
+            if held.is_empty() {
+                all
+            } else {
+                held
+            }
+        }
         _ => vec![Side::Client, Side::Server],
     }
 }
@@ -32,9 +46,6 @@ fn on(side: Side, opts: &[Opt]) -> StrategyPair {
 /// side quick-ACK (re-armed after every recv, and once); and the pairs seed 001 tried (the
 /// sender's nodelay or cork with the receiver's quick-ACK). `only`: the side the user owns.
 pub fn candidates(s: &Scenario, only: Option<Side>, lab: bool) -> Vec<Candidate> {
-    let cost = |p: &StrategyPair| -> u32 {
-        p.client.opts().iter().chain(p.server.opts()).map(|o| crate::change_size(*o)).sum()
-    };
     let mut pairs = vec![StrategyPair::new(SideOpts::none(), SideOpts::none())];
     let send = senders(s);
     let both_send = send.len() == 2;
@@ -96,15 +107,32 @@ pub fn candidates(s: &Scenario, only: Option<Side>, lab: bool) -> Vec<Candidate>
             }
         }
     }
+    let cost = |p: &StrategyPair| -> u32 {
+        p.client.opts().iter().chain(p.server.opts()).map(|o| crate::change_size(*o)).sum()
+    };
+    distinct_new(pairs, s.matrix.first()).into_iter().map(|pair| Candidate { change: cost(&pair), pair }).collect()
+}
+
+/// `pairs` without repeats, and without a change the workload already runs with as written
+/// (`base`: what a capture showed).
+fn distinct_new(pairs: Vec<StrategyPair>, base: Option<&StrategyPair>) -> Vec<StrategyPair> {
+    let base = base.filter(|b| !(b.client.is_empty() && b.server.is_empty()));
+    let already = |p: &StrategyPair| {
+        base.is_some_and(|b| {
+            !(p.client.is_empty() && p.server.is_empty())
+                && p.client.opts().iter().all(|o| b.client.has(*o))
+                && p.server.opts().iter().all(|o| b.server.has(*o))
+        })
+    };
     let mut seen = Vec::new();
     pairs
         .into_iter()
+        .filter(|p| !already(p))
         .filter(|p| {
             let new = !seen.contains(&p.label);
             seen.push(p.label.clone());
             new
         })
-        .map(|pair| Candidate { change: cost(&pair), pair })
         .collect()
 }
 
@@ -149,5 +177,29 @@ mod tests {
         assert!(labels.contains(&"client:quickack-each server:quickack-each".to_string()), "{labels:?}");
         assert!(labels.contains(&"client:writev".to_string()), "{labels:?}");
         assert_eq!(labels.len(), 9, "{labels:?}");
+    }
+
+    /// Issue 34: a client the capture showed with Nagle off runs with TCP_NODELAY as written,
+    /// so client nodelay is no candidate; the server's fixes are.
+    #[test]
+    fn a_change_already_shown_is_no_candidate() {
+        let mut s = Scenario::from_exchange(
+            "replay",
+            "",
+            scenario::Exchange::parse_inline("client 150,175; server 200,90").unwrap(),
+        );
+        s.matrix = vec![StrategyPair::new(SideOpts::new(vec![Opt::Nodelay]).unwrap(), SideOpts::none())];
+        let labels: Vec<String> = candidates(&s, None, false).into_iter().map(|c| c.pair.label).collect();
+        assert!(!labels.iter().any(|l| l == "client:nodelay"), "{labels:?}");
+        assert!(
+            labels.iter().any(|l| l == "server:nodelay") && labels.iter().any(|l| l == "server:writev"),
+            "{labels:?}"
+        );
+        assert!(!labels.iter().any(|l| l.contains("client:writev") || l.contains("client:cork")), "{labels:?}");
+        let merged = crate::session::on_top_of(
+            &StrategyPair::new(SideOpts::none(), SideOpts::new(vec![Opt::Writev]).unwrap()),
+            s.matrix.first(),
+        );
+        assert_eq!(merged.label, "client:nodelay server:writev");
     }
 }

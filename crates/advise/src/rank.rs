@@ -9,14 +9,17 @@
 //!   of it, **tie** (a loopback p99 of a hundred rounds moves by hundreds of microseconds from
 //!   run to run on a shared machine; what advise ranks is whether the tens of milliseconds are
 //!   gone). The first such group is the declared tie of the decision.
-//! - Among tied candidates, the smallest change first, by [`RULES`] in order: no busy-poll
-//!   unless it alone removes the wait; fewest sides changed (as written, then one side, then
+//! - Among tied candidates, the smallest change first, by [`RULES`] in order: a change the
+//!   program can make before one it cannot (gathering writes the capture shows are separate
+//!   replies: [`Scored::impractical`]); no busy-poll unless it alone removes the wait; fewest sides changed (as written, then one side, then
 //!   both); a gathered write (writev, one buffer) before a socket option or send flag; a
 //!   portable change before a Linux/FreeBSD-only one (MSG_MORE) before a Linux-only one
 //!   (TCP_CORK, TCP_QUICKACK, busy-poll); then less CPU per round (buckets of 1.5x: noise
 //!   between runs does not reorder), fewer segments on the wire (buckets of 5%), the code
 //!   change's size, the p99 estimate and the label, so the order is total and the same input
 //!   always gives the same order.
+//! - A change the program cannot make is never first: like busy-poll below, it never ranks
+//!   above a practical candidate of the same stall tier, even with a lower p99.
 //! - busy-poll saves the reader's wake-up, never a TCP stall, and burns a CPU while it waits:
 //!   a busy-poll candidate never ranks above a candidate without it in the same stall tier,
 //!   even with a lower p99. It can come first only when it alone removes the wait.
@@ -65,6 +68,9 @@ pub struct Scored {
     pub cpu_us_per_round: Option<f64>,
     /// The size of the code change (crate::code::change_size); 0 for the workload as written.
     pub change: u32,
+    /// A change the program cannot make: gathering into one write the writes a capture shows
+    /// are separate replies (scenario::derive::separate_replies).
+    pub impractical: bool,
 }
 
 impl Scored {
@@ -138,6 +144,8 @@ pub fn portability(o: Opt) -> u8 {
 pub enum Rule {
     /// No other candidate ties with the chosen one.
     Alone,
+    /// A change the program can make before one it cannot.
+    Practical,
     /// A busy-poll candidate only when it alone removes the wait.
     NoBusyPoll,
     /// As written, then one side, then both.
@@ -159,7 +167,8 @@ pub enum Rule {
 }
 
 /// The ordered rules, as documented.
-pub const RULES: [Rule; 9] = [
+pub const RULES: [Rule; 10] = [
+    Rule::Practical,
     Rule::NoBusyPoll,
     Rule::FewestSides,
     Rule::GatheredWrite,
@@ -175,6 +184,7 @@ impl Rule {
     pub fn as_str(self) -> &'static str {
         match self {
             Rule::Alone => "alone",
+            Rule::Practical => "practical",
             Rule::NoBusyPoll => "no-busy-poll",
             Rule::FewestSides => "fewest-sides",
             Rule::GatheredWrite => "gathered-write",
@@ -203,6 +213,7 @@ fn compare(a: &Scored, b: &Scored) -> (std::cmp::Ordering, Rule) {
     let cpu = |s: &Scored| s.cpu_us_per_round.map_or(i64::MIN, |c| bucket(c, CPU_BUCKET_RATIO));
     for rule in RULES {
         let o = match rule {
+            Rule::Practical => a.impractical.cmp(&b.impractical),
             Rule::NoBusyPoll => a.busy_poll().cmp(&b.busy_poll()),
             Rule::FewestSides => a.sides().cmp(&b.sides()),
             Rule::GatheredWrite => a.kind().cmp(&b.kind()),
@@ -264,6 +275,9 @@ impl Decision {
             [] => String::new(),
         };
         let why = match self.rule {
+            Rule::Practical => "the program can make it (the capture shows the writes the other gathers are \
+                                separate replies)"
+                .to_string(),
             Rule::NoBusyPoll => "it does not spin a CPU (busy-poll saves a wake-up, never a stall, so it is chosen \
                                  only when it alone removes the wait)"
                 .to_string(),
@@ -314,19 +328,21 @@ pub fn decide(c: &[Scored]) -> Decision {
         let mut block: Vec<usize> = left.iter().copied().take_while(|&i| same(i)).collect();
         left.drain(..block.len());
         while !block.is_empty() {
-            // The anchor: the lowest p99 without busy-poll when there is one (busy-poll never
-            // outranks a candidate without it in the same tier), else the lowest p99.
+            // The anchor: the lowest p99 without busy-poll and practical when there is one
+            // (neither busy-poll nor a change the program cannot make outranks a plain candidate
+            // in the same tier), else the lowest p99.
+            let plain = |i: usize| !c[i].busy_poll() && !c[i].impractical;
             let lowest = |only_plain: bool| {
                 block
                     .iter()
                     .copied()
-                    .filter(|&i| !only_plain || !c[i].busy_poll())
+                    .filter(|&i| !only_plain || plain(i))
                     .min_by(|&a, &b| c[a].p99.est.total_cmp(&c[b].p99.est).then(c[a].label.cmp(&c[b].label)))
             };
             let anchor = lowest(true).or_else(|| lowest(false)).expect("not empty");
             let (mut group, rest): (Vec<usize>, Vec<usize>) = block
                 .iter()
-                .partition(|&&i| p99_tied(&c[i], &c[anchor]) || (c[i].busy_poll() && c[i].p99.est < c[anchor].p99.est));
+                .partition(|&&i| p99_tied(&c[i], &c[anchor]) || (!plain(i) && c[i].p99.est < c[anchor].p99.est));
             group.sort_by(|&a, &b| compare(&c[a], &c[b]).0);
             if tie.is_none() {
                 tie = Some(group.clone());

@@ -43,6 +43,9 @@ pub fn source_notes(derived: Option<(&str, &scenario::derive::Derived)>, link: O
         })
         .into_iter()
         .collect();
+    if let Some((_, d)) = derived {
+        notes.extend(d.kept.iter().map(|k| format!("{k}: the workload runs so as written")));
+    }
     notes.extend(link.map(|l| format!("runs behind an emulated link: {l}")));
     notes
 }
@@ -77,6 +80,8 @@ mod tests {
             lang: Lang::C,
             seed: 1,
             keep_first: false,
+            separate_replies: Vec::new(),
+            budget_s: None,
         }
         .with_overrides(sets)
     }

@@ -6,7 +6,7 @@
 use rand::SeedableRng;
 use report::advise::{AdviseDecision, AdviseDoc, AdviseRow, Interval, StallSource};
 use report::{Report, RunResult};
-use scenario::{Scenario, Side};
+use scenario::{Scenario, Side, SideOpts, StrategyPair};
 
 use crate::pool::Pooled;
 use crate::text::{self, View};
@@ -31,6 +31,12 @@ pub struct Request {
     pub seed: u64,
     /// Keep each candidate's first run with its packets (the HTML report).
     pub keep_first: bool,
+    /// Sides whose writes the capture shows are separate replies: gathering them is a change
+    /// the program cannot make (scenario::derive::separate_replies).
+    pub separate_replies: Vec<Side>,
+    /// Stop starting runs once another round-robin pass would end past this (seconds from the
+    /// start, as the runner's clock tells: [`Runner::elapsed_s`]); None: run `reps` passes.
+    pub budget_s: Option<f64>,
 }
 
 impl Request {
@@ -66,6 +72,16 @@ pub trait Runner {
     fn starting(&mut self, _label: &str) {}
     /// A run finished and was counted (progress).
     fn finished(&mut self) {}
+    /// Seconds since the session started (the caller's clock: the budget's).
+    fn elapsed_s(&self) -> f64 {
+        0.0
+    }
+    /// Whether `run` takes a scenario of several strategy rows and reports one result per row
+    /// in the matrix's order (the lab: timer-bound rows wait side by side, crates/lab
+    /// schedule.rs); else each candidate is run alone.
+    fn runs_rows_together(&self) -> bool {
+        false
+    }
 }
 
 /// A candidate's first run and its packets (for the HTML report).
@@ -84,6 +100,8 @@ pub struct Runs {
     pub total: u64,
     /// The error that stopped the runs: "LABEL (run N of M): ERROR".
     pub failure: Option<String>,
+    /// Why the session ran fewer passes than `reps` (the ranking separated, the budget).
+    pub stopped: Option<String>,
 }
 
 impl Runs {
@@ -126,6 +144,7 @@ impl Runs {
             notes.push(msg.clone());
         }
         notes.extend(self.stopped_early());
+        notes.extend(self.stopped.clone());
         Ok((ending, notes))
     }
 }
@@ -150,9 +169,14 @@ pub enum Ending {
     Failed(String),
 }
 
-/// Run every candidate (`req.candidates()`) `req.reps` times, round-robin (repetition r of
-/// every candidate before repetition r + 1 of any, so drift hits all alike), until done,
-/// cancelled or a run fails.
+/// Passes every candidate runs before the ranking may be called separated.
+pub const MIN_REPS: u32 = 2;
+
+/// Run every candidate (`req.candidates()`) up to `req.reps` times, round-robin (repetition r
+/// of every candidate before repetition r + 1 of any, so drift hits all alike), until done,
+/// cancelled or a run fails; adaptive: after [`MIN_REPS`] passes, stop once a pass leaves the
+/// decision's top group as the pass before left it ([`separated`]), or when another pass would
+/// end past the budget (its length the mean pass so far).
 pub fn measure(req: &Request, candidates: Vec<Candidate>, runner: &mut impl Runner) -> Runs {
     let mut m = Runs {
         pooled: candidates.iter().map(|_| Pooled::default()).collect(),
@@ -161,16 +185,97 @@ pub fn measure(req: &Request, candidates: Vec<Candidate>, runner: &mut impl Runn
         done: 0,
         total: u64::from(req.reps) * candidates.len() as u64,
         failure: None,
+        stopped: None,
         candidates,
     };
+    let mut top: Option<Vec<String>> = None;
     for rep in 0..req.reps {
-        for k in 0..m.candidates.len() {
-            if runner.cancelled() || !run_one(req, runner, &mut m, k, rep) {
-                return m;
-            }
+        let ok = if runner.runs_rows_together() {
+            !runner.cancelled() && run_pass(req, runner, &mut m, rep)
+        } else {
+            (0..m.candidates.len()).all(|k| !runner.cancelled() && run_one(req, runner, &mut m, k, rep))
+        };
+        if !ok {
+            return m;
+        }
+        let passes = rep + 1;
+        if passes == req.reps {
+            break;
+        }
+        let now = top_group(req, &m);
+        if passes >= MIN_REPS && top.as_ref() == Some(&now) {
+            m.stopped = Some(format!(
+                "stopped after {passes} runs per candidate of up to {}: the ranking's first place and its tie \
+                 held from one pass to the next",
+                req.reps
+            ));
+            break;
+        }
+        top = Some(now);
+        let elapsed = runner.elapsed_s();
+        if let Some(b) = req.budget_s.filter(|&b| elapsed + elapsed / f64::from(passes) > b) {
+            m.stopped = Some(format!(
+                "stopped after {passes} runs per candidate of up to {}: another pass would end past the budget of \
+                 {b:.0} s (--budget for more)",
+                req.reps
+            ));
+            break;
         }
     }
     m
+}
+
+/// The labels of the decision's top group (the declared tie) on the runs so far: what
+/// [`measure`] watches to call the ranking separated.
+fn top_group(req: &Request, m: &Runs) -> Vec<String> {
+    let messages = req.scenario.workload.as_exchange().map_or(1, |e| e.turns.len()).max(1);
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(req.seed);
+    let ran: Vec<usize> = (0..m.candidates.len()).filter(|&k| m.pooled[k].rows > 0).collect();
+    let scored: Vec<crate::Scored> =
+        ran.iter().map(|&k| score(req, &m.candidates[k], &m.pooled[k], messages, &mut rng).0).collect();
+    crate::decide(&scored).tie.iter().map(|&i| scored[i].label.clone()).collect()
+}
+
+/// `pair` on top of the options the workload runs with as written (its matrix's first pair: a
+/// capture's shown options); the pair alone when they do not combine.
+pub fn on_top_of(pair: &StrategyPair, base: Option<&StrategyPair>) -> StrategyPair {
+    let Some(b) = base else { return pair.clone() };
+    let join = |a: &SideOpts, b: &SideOpts| SideOpts::new(a.opts().iter().chain(b.opts()).copied().collect());
+    match (join(&pair.client, &b.client), join(&pair.server, &b.server)) {
+        (Ok(c), Ok(s)) => StrategyPair::new(c, s),
+        _ => pair.clone(),
+    }
+}
+
+/// One pass: every candidate as one row of one scenario, run together (the lab runs the rows
+/// that wait on timers side by side). False: stop (cancelled, failed).
+fn run_pass(req: &Request, runner: &mut impl Runner, m: &mut Runs, rep: u32) -> bool {
+    let base = req.scenario.matrix.first();
+    let mut all = req.scenario.clone();
+    all.matrix = m.candidates.iter().map(|c| on_top_of(&c.pair, base)).collect();
+    runner.starting(&format!("{} candidates side by side", m.candidates.len()));
+    let keep = req.keep_first && rep == 0;
+    let (report, _) = runner.run(&all, rep, keep);
+    if runner.cancelled() {
+        return false;
+    }
+    if let Some(e) = report.errors.first() {
+        m.failure = Some(format!("run {} of {}: {e}", rep + 1, req.reps));
+        return false;
+    }
+    m.mode.clone_from(&report.mode);
+    for (k, r) in report.results.iter().enumerate().take(m.candidates.len()) {
+        m.pooled[k].add(r, &report.mode);
+        if keep {
+            let mut r = r.clone();
+            let events = std::mem::take(&mut r.packets);
+            r.strategy.clone_from(&m.candidates[k].pair.label);
+            m.first[k] = Some((r, events));
+        }
+        runner.finished();
+        m.done += 1;
+    }
+    true
 }
 
 /// Candidate `k`'s repetition `rep`: pooled when it finished. False: stop (cancelled, failed).
@@ -178,7 +283,7 @@ fn run_one(req: &Request, runner: &mut impl Runner, m: &mut Runs, k: usize, rep:
     let c = &m.candidates[k];
     runner.starting(&c.pair.label);
     let mut one = req.scenario.clone();
-    one.matrix = vec![c.pair.clone()];
+    one.matrix = vec![on_top_of(&c.pair, req.scenario.matrix.first())];
     let keep = req.keep_first && rep == 0;
     let (report, trace) = runner.run(&one, rep, keep);
     if runner.cancelled() {
@@ -223,7 +328,13 @@ pub struct Advice {
 }
 
 /// One candidate scored: the ranking's input and the row printed.
-fn score(c: &Candidate, p: &Pooled, messages: usize, rng: &mut rand::rngs::SmallRng) -> (crate::Scored, AdviseRow) {
+fn score(
+    req: &Request,
+    c: &Candidate,
+    p: &Pooled,
+    messages: usize,
+    rng: &mut rand::rngs::SmallRng,
+) -> (crate::Scored, AdviseRow) {
     let q = crate::bootstrap_quantiles(&p.runs, &[0.5, 0.99, 0.999], 1000, rng);
     let us = |i: Interval| Interval { est: i.est / 1e3, lo: i.lo / 1e3, hi: i.hi / 1e3 };
     let scored = crate::Scored {
@@ -237,6 +348,10 @@ fn score(c: &Candidate, p: &Pooled, messages: usize, rng: &mut rand::rngs::Small
         segs_per_round: p.per_round(p.segs),
         bytes_per_round: p.per_round(p.wire_bytes),
         change: c.change,
+        impractical: req.separate_replies.iter().any(|&side| {
+            let o = if side == Side::Client { &c.pair.client } else { &c.pair.server };
+            o.has(scenario::Opt::Writev) || o.has(scenario::Opt::Buffer)
+        }),
     };
     let names = |o: &[scenario::Opt]| o.iter().map(|o| o.as_str().to_string()).collect();
     let row = AdviseRow {
@@ -273,7 +388,7 @@ pub fn conclude(req: &Request, m: Runs, mut notes: Vec<String>, elapsed_s: f64) 
     // A candidate never run (the run stopped before it) has no figures to rank.
     let ran: Vec<usize> = (0..m.candidates.len()).filter(|&k| m.pooled[k].rows > 0).collect();
     let (scored, mut rows): (Vec<_>, Vec<_>) =
-        ran.iter().map(|&k| score(&m.candidates[k], &m.pooled[k], messages, &mut rng)).unzip();
+        ran.iter().map(|&k| score(req, &m.candidates[k], &m.pooled[k], messages, &mut rng)).unzip();
     let decided = crate::decide(&scored);
     for (pos, &i) in decided.order.iter().enumerate() {
         rows[i].rank = pos + 1;
@@ -351,6 +466,7 @@ mod tests {
             done: 3,
             total: 10,
             failure,
+            stopped: None,
         }
     }
 

@@ -15,6 +15,10 @@ struct ModelRunner {
     fail_at: Option<usize>,
     started: Vec<String>,
     finished: usize,
+    /// The test's clock: seconds each finished run takes.
+    secs_per_run: f64,
+    /// Run a pass's candidates as rows of one scenario.
+    together: bool,
 }
 
 impl ModelRunner {
@@ -29,7 +33,15 @@ impl ModelRunner {
             timestamps: None,
             call_ns: 2_000,
         };
-        ModelRunner { spec, cancel_after: None, fail_at: None, started: Vec::new(), finished: 0 }
+        ModelRunner {
+            spec,
+            cancel_after: None,
+            fail_at: None,
+            started: Vec::new(),
+            finished: 0,
+            secs_per_run: 0.0,
+            together: false,
+        }
     }
 }
 
@@ -52,6 +64,46 @@ impl Runner for ModelRunner {
     fn finished(&mut self) {
         self.finished += 1;
     }
+    fn elapsed_s(&self) -> f64 {
+        self.finished as f64 * self.secs_per_run
+    }
+    fn runs_rows_together(&self) -> bool {
+        self.together
+    }
+}
+
+/// Issue 34's budget: passes stop once the decision's top group holds from one pass to the
+/// next (after two), or when another pass would end past the budget; a pass's candidates run
+/// as rows of one scenario (the lab's side by side) pool the same figures.
+#[test]
+fn passes_stop_when_the_ranking_holds_or_the_budget_would_be_passed() {
+    let mut req = seed_001();
+    req.reps = 5;
+    let mut r = ModelRunner::new();
+    let n = req.candidates().len() as u64;
+    let m = measure(&req, req.candidates(), &mut r);
+    assert_eq!(m.done, 2 * n, "the model is deterministic: the top holds after two passes");
+    assert!(m.stopped.as_deref().unwrap_or("").contains("held from one pass to the next"), "{:?}", m.stopped);
+    let (_, notes) = m.ending(None).unwrap();
+    assert!(notes.iter().any(|n| n.starts_with("stopped after 2 runs per candidate of up to 5")), "{notes:?}");
+    // A pass of 10 s a run: one pass fits a budget of 1.5 passes, a second would not.
+    req.budget_s = Some(15.0 * n as f64);
+    let mut r = ModelRunner { secs_per_run: 10.0, ..ModelRunner::new() };
+    let m = measure(&req, req.candidates(), &mut r);
+    assert_eq!(m.done, n);
+    assert!(m.stopped.as_deref().unwrap_or("").contains("past the budget"), "{:?}", m.stopped);
+    // Together: one run per pass, the same pooled rows and decision.
+    req.budget_s = None;
+    let mut a = ModelRunner::new();
+    let mut b = ModelRunner { together: true, ..ModelRunner::new() };
+    let (ma, mb) = (measure(&req, req.candidates(), &mut a), measure(&req, req.candidates(), &mut b));
+    assert_eq!(b.started.len(), 2, "{:?}", b.started);
+    assert_eq!(ma.done, mb.done);
+    let rows = |m: &tcpstall_advise::Runs| m.pooled.iter().map(|p| (p.rows, p.stalls)).collect::<Vec<_>>();
+    assert_eq!(rows(&ma), rows(&mb));
+    let da = conclude(&req, ma, Vec::new(), 1.0).unwrap();
+    let db = conclude(&req, mb, Vec::new(), 1.0).unwrap();
+    assert_eq!(da.doc.decision.chosen, db.doc.decision.chosen);
 }
 
 fn seed_001() -> Request {
@@ -71,6 +123,8 @@ fn seed_001() -> Request {
         lang: Lang::C,
         seed: 1,
         keep_first: true,
+        separate_replies: Vec::new(),
+        budget_s: None,
     }
 }
 

@@ -177,6 +177,8 @@ pub(crate) struct Dir {
     /// was unacknowledged (Linux `tcp_nagle_check` with `tcp_minshall_check` would have held
     /// it; RFC 9293 3.7.4). When, and the frame.
     pub(crate) nagle_off: Option<(Instant, Evidence)>,
+    /// The segments that showed it (see [`NagleOffShown`]), for the endpoint's summary.
+    pub(crate) nagle_off_shown: Option<NagleOffShown>,
     /// The writer's own clock, if it keeps one (see pacing.rs).
     pub(crate) clock: AppClock,
     /// The writer's writes, when the trace reports them (lab, model, kernel evidence).
@@ -216,6 +218,11 @@ pub(crate) struct Dir {
     /// unacknowledged, not yet confirmed: an ACK stamped just after it (reordered stamps) would
     /// have released it. Confirmed after REORDER_WINDOW.
     pub(crate) nagle_off_candidate: Option<(Instant, Evidence, SeqNum)>,
+    /// The first sign of Nagle off for the endpoint's summary, not yet confirmed, with the end
+    /// of the earlier small segment and of the segment itself: cancelled only by an ACK of the
+    /// earlier one that does not also cover the segment itself, stamped within the reorder
+    /// window (an ACK covering the segment was sent after it arrived: it released nothing).
+    pub(crate) nagle_off_candidate_shown: Option<(NagleOffShown, SeqNum, SeqNum)>,
     /// The window this side advertised before its latest segment (RFC 5681 2 (e): a duplicate
     /// ACK leaves the window unchanged).
     pub(crate) adv_window_prev: Option<u16>,
@@ -237,7 +244,52 @@ pub(crate) struct Dir {
 /// unseen after it were missed by the capture.
 pub(crate) const ACK_AHEAD_WINDOW: Duration = Duration::from_millis(2);
 
+/// The segments that showed a sender's Nagle off (the classifier's decision, `Dir::nagle_off`):
+/// a sub-MSS segment of new data sent while an earlier sub-MSS segment was unacknowledged, with
+/// no loss probe possible (RFC 9293 3.7.4; Linux `tcp_nagle_check` with `tcp_minshall_check`
+/// would have held it).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct NagleOffShown {
+    /// When the small segment was sent, and its frame.
+    pub at: Instant,
+    pub frame: Evidence,
+    pub bytes: u32,
+    /// The earlier sub-MSS segment still unacknowledged then: its frame and size.
+    pub unacked_frame: Evidence,
+    pub unacked_bytes: u32,
+}
+
+impl NagleOffShown {
+    /// "segment of 12 bytes (frame 9) at 0.004 s sent while 95 bytes (frame 7) were
+    /// unacknowledged", times from `first` (the flow's first packet).
+    pub fn describe(&self, first: Instant) -> String {
+        format!(
+            "segment of {} bytes ({}) at {:.3} s sent while the {} bytes of {} were unacknowledged",
+            self.bytes,
+            evidence_name(self.frame),
+            self.at.since(first).0 as f64 / 1e9,
+            self.unacked_bytes,
+            evidence_name(self.unacked_frame),
+        )
+    }
+}
+
+fn evidence_name(e: Evidence) -> String {
+    match e {
+        Evidence::Frame(n) => format!("frame {n}"),
+        Evidence::Model(n) => format!("model step {n}"),
+        Evidence::Lab => "the lab's measure".into(),
+        Evidence::Kernel(n) => format!("kernel event {n}"),
+    }
+}
+
 impl Dir {
+    /// The summary's sign of Nagle off, as known at `now` (see `nagle_off_candidate_shown`).
+    pub(crate) fn nagle_off_shown_at(&self, now: Instant) -> Option<NagleOffShown> {
+        self.nagle_off_shown
+            .or_else(|| self.nagle_off_candidate_shown.filter(|(s, _, _)| now.since(s.at) > NAGLE_REORDER).map(|c| c.0))
+    }
+
     /// When this sender showed Nagle off, as known at `now` (a candidate counts once no ACK
     /// stamped right after it can have released it).
     pub(crate) fn nagle_off_at(&self, now: Instant) -> Option<(Instant, Evidence)> {
@@ -255,6 +307,17 @@ impl Dir {
             } else if now.since(t) > NAGLE_REORDER {
                 self.nagle_off.get_or_insert((t, f));
                 self.nagle_off_candidate = None;
+            }
+        }
+        // The summary's sign: an ACK that also covers the segment itself was sent after the
+        // segment reached the peer, so it cannot have released it (cumulative ACK, RFC 9293
+        // 3.4). The verdicts keep the stricter test above.
+        if let Some((sh, small_end, own_end)) = self.nagle_off_candidate_shown {
+            if now.since(sh.at) > NAGLE_REORDER {
+                self.nagle_off_shown.get_or_insert(sh);
+                self.nagle_off_candidate_shown = None;
+            } else if acked_to.is_some_and(|a| small_end <= a && a < own_end) {
+                self.nagle_off_candidate_shown = None;
             }
         }
     }

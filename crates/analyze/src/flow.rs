@@ -48,6 +48,21 @@ pub struct FlowAnalysis {
     pub dirs: [DirSummary; 2],
     pub stalls: Vec<Stall>,
     pub notes: Vec<String>,
+    /// What each endpoint's packets show of its socket options (index 0 = A, 1 = B): the
+    /// classifier's decisions, for the derivation of a replica (not in explain's output).
+    #[serde(skip)]
+    pub shown: [ShownOptions; 2],
+}
+
+/// What one endpoint's packets show of its sending options, as the classifier decided them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ShownOptions {
+    /// Nagle shown off (TCP_NODELAY): the first segments that showed it (`Dir::nagle_off`).
+    pub nagle_off: Option<crate::dir::NagleOffShown>,
+    /// Held coalescing shown (TCP_CORK or MSG_MORE): the first record of this endpoint's data
+    /// held with nothing in flight until the probe timer released it (`Cause::ProbeTimer`:
+    /// Linux `tcp_probe_timer`; Nagle never holds with nothing in flight, RFC 9293 3.7.4).
+    pub held_coalescing: Option<Stall>,
 }
 
 /// Streaming analyser of one connection.
@@ -669,6 +684,16 @@ impl FlowAnalyzer {
             if let Some(small) = dir.outstanding.iter().rev().find(|s| s.small) {
                 if dir.nagle_off_candidate.is_none() {
                     dir.nagle_off_candidate = Some((t, frame, small.end));
+                }
+                if dir.nagle_off_shown.is_none() && dir.nagle_off_candidate_shown.is_none() {
+                    let shown = crate::dir::NagleOffShown {
+                        at: t,
+                        frame,
+                        bytes: seg.len,
+                        unacked_frame: small.frame,
+                        unacked_bytes: small.len,
+                    };
+                    dir.nagle_off_candidate_shown = Some((shown, small.end, seg.seq + seg.len));
                 }
             }
         }

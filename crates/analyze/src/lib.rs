@@ -24,7 +24,8 @@ mod timers;
 mod write_log;
 
 pub use classify::confidence::{self, Band};
-pub use flow::{DirSummary, FlowAnalysis, FlowAnalyzer, Handshake};
+pub use dir::NagleOffShown;
+pub use flow::{DirSummary, FlowAnalysis, FlowAnalyzer, Handshake, ShownOptions};
 pub use session::{Finished, Session};
 pub use stats::{DurationStats, WireCost};
 pub use summary::{outside_notes, verdict, CauseCount, StallSummary, Window};

@@ -216,6 +216,23 @@ impl CapturedFlow {
         waits.map(|s| (s.start.0, s.start.0 + s.length.0)).collect()
     }
 
+    /// What each endpoint's packets showed of its options (index 0 = A), in words: Nagle off
+    /// (the segments that showed it), held coalescing (the record of the probe timer's release).
+    pub fn shown_evidence(&self) -> [(Option<String>, Option<String>); 2] {
+        let first = self.analysis.first;
+        self.analysis.shown.clone().map(|s| {
+            let held = s.held_coalescing.map(|st| {
+                format!(
+                    "{} bytes held {:.0} ms from {:.3} s until the probe timer sent them with nothing in flight",
+                    st.bytes_held,
+                    st.length.0 as f64 / 1e6,
+                    st.start.since(first).0 as f64 / 1e9
+                )
+            });
+            (s.nagle_off.map(|n| n.describe(first)), held)
+        })
+    }
+
     /// The path RTT (ns), and whether it came from the handshake.
     pub fn rtt(&self) -> Option<(u64, bool)> {
         self.analysis.path_rtt.map(|d| (d.0, self.analysis.path_rtt_from_handshake))

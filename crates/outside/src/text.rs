@@ -132,3 +132,57 @@ pub fn render(o: &Outcome, spec: &Spec, route_of: &dyn Fn(&Candidate) -> Option<
     }
     s
 }
+
+/// The outcome as advise-run's versioned document (`--format json`, docs/json-schema.md):
+/// the same figures as [`render`] (which it carries as its table), times in ms. `version` is
+/// the tool's.
+pub fn doc(
+    o: &Outcome,
+    spec: &Spec,
+    route_of: &dyn Fn(&Candidate) -> Option<Route>,
+    version: &'static str,
+) -> report::advise_run::AdviseRunDoc {
+    use report::advise_run::{AdviseRunDoc, AdviseRunRow, AdviseRunWinner, CauseN, LeftOut};
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let ranking = o
+        .ranked
+        .iter()
+        .enumerate()
+        .map(|(i, r)| AdviseRunRow {
+            rank: i as u64 + 1,
+            label: r.candidate.label(),
+            change_size: u64::from(r.candidate.change_size()),
+            tier: r.tier as u64,
+            runs: r.runs as u64,
+            requests: r.requests as u64,
+            p50_ms: ms(r.p50_ns),
+            p99_ms: ms(r.p99_ns),
+            stalls_per_request: r.stalls_per_request,
+            causes: r.causes.iter().map(|(c, n)| CauseN { cause: c.clone(), count: *n as u64 }).collect(),
+            data_segments_per_request: r.data_segments_per_request,
+            packets_per_request: r.packets_per_request,
+            pure_acks_per_request: r.pure_acks_per_request,
+            cpu_ms_per_request: r.cpu_us_per_request.map(|c| c / 1e3),
+        })
+        .collect();
+    let winner = winner(&o.ranked).map(|w| AdviseRunWinner {
+        label: w.candidate.label(),
+        deploy: deploy(&w.candidate, spec, route_of(&w.candidate).as_ref()),
+    });
+    AdviseRunDoc {
+        tool: "tcpstall",
+        version,
+        schema_version: report::SCHEMA_VERSION,
+        mode: "advise-run",
+        server_command: spec.server.clone(),
+        client_command: spec.client.clone(),
+        port: spec.port,
+        passes: o.rounds as u64,
+        stopped: o.stopped.clone(),
+        elapsed_s: o.elapsed.as_secs_f64(),
+        ranking,
+        left_out: o.skipped.iter().map(|(c, why)| LeftOut { label: c.label(), reason: why.clone() }).collect(),
+        winner,
+        text: render(o, spec, route_of),
+    }
+}

@@ -11,6 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod advise;
+pub mod advise_run;
 pub mod cells;
 mod connections;
 mod document;
@@ -36,7 +37,7 @@ pub use kernel::KernelDoc;
 pub use lab_text::{label, stall_records_text};
 pub use latency::{histogram_ns, LatencyDist};
 pub use replay::html_flows as replay_html_flows;
-pub use replay::{causes_text, ReplayDoc, ReplayOutput};
+pub use replay::{causes_text, ReplayDoc, ReplayOutput, ThinkMs};
 pub use scenarios::ScenariosDoc;
 pub use schema::*;
 pub use seed003::Seed003Doc;

@@ -27,10 +27,29 @@ pub struct ReplayDoc {
     pub capture_stall_summary: analyze::StallSummary,
     /// The flow's records, all kinds (the stall records' schema).
     pub capture_stall_records: Vec<analyze::Stall>,
+    /// The strategy the replica runs as written: what the capture showed of each side's options
+    /// ("client:nodelay"; "default" when it showed none).
+    pub as_written: String,
+    /// What the replica keeps of what the capture shows, with the evidence.
+    pub shown_options: Vec<String>,
+    /// Per turn of the period, its think times in the capture (ms): median, min, max.
+    pub think_ms: Vec<ThinkMs>,
+    /// What the smallest exchange dropped of the capture (size and think-time jitter, the
+    /// repetitions, a partial one).
+    pub dropped: Vec<String>,
     /// Where `--emit` saved the exchange; null without it.
     pub saved: Option<String>,
     /// The run that reproduced it; null with `--no-run` or when interrupted.
     pub run: Option<Report>,
+}
+
+/// One turn's think times in the capture (ms).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ThinkMs {
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    pub samples: u64,
 }
 
 /// `tcpstall replay`'s output: the document (its JSON is the document's, unchanged) and what
@@ -77,6 +96,19 @@ impl ReplayOutput {
             path_rtt_from_handshake: fa.path_rtt_from_handshake,
             capture_stall_summary: analyze::StallSummary::of(fa.stalls.iter().filter(|s| s.shows_a_wait())),
             capture_stall_records: fa.stalls.clone(),
+            as_written: d.as_written().label.clone(),
+            shown_options: d.kept.clone(),
+            think_ms: d
+                .thinks
+                .iter()
+                .map(|t| ThinkMs {
+                    median_ms: t.median_ns as f64 / 1e6,
+                    min_ms: t.min_ns as f64 / 1e6,
+                    max_ms: t.max_ns as f64 / 1e6,
+                    samples: t.samples as u64,
+                })
+                .collect(),
+            dropped: d.dropped.clone(),
             saved: None,
             run: None,
         };
@@ -161,6 +193,15 @@ impl ReplayOutput {
             None => "  path RTT: unknown (no handshake in the capture)\n".into(),
         };
         s += &format!("  capture's stalls: {}\n", causes_text(&d.capture_stall_summary));
+        for k in &d.shown_options {
+            s += &format!("  kept: {k}\n");
+        }
+        if d.as_written != "default" {
+            s += &format!("  runs as written with: {}\n", d.as_written);
+        }
+        for k in &d.dropped {
+            s += &format!("  dropped: {k}\n");
+        }
         if let Some(p) = &d.saved {
             s += &format!("  saved: {p} (edit it, then `tcpstall advise {p}`)\n");
         }
@@ -222,6 +263,10 @@ mod tests {
             path_rtt_from_handshake: true,
             capture_stall_summary: analyze::StallSummary::default(),
             capture_stall_records: Vec::new(),
+            as_written: "default".into(),
+            shown_options: Vec::new(),
+            think_ms: Vec::new(),
+            dropped: Vec::new(),
             saved: Some("m.toml".into()),
             run: None,
         };
@@ -249,7 +294,11 @@ mod tests {
     fn replayed(name: &str, rounds: Option<u32>) -> (scenario::derive::Derived, analyze::session::CapturedFlow) {
         let path = format!("{}/../../testdata/captures/{name}", env!("CARGO_MANIFEST_DIR"));
         let c = analyze::session::busiest_flow(std::fs::File::open(path).unwrap(), Default::default(), name).unwrap();
-        let d = scenario::derive::derive(name, &c.key, &c.events, &c.tcp_waits(), c.rtt(), rounds).unwrap();
+        let shown =
+            c.shown_evidence().map(|(nodelay, held_coalescing)| scenario::derive::Shown { nodelay, held_coalescing });
+        let cap =
+            scenario::derive::Capture { events: &c.events, tcp_waits: &c.tcp_waits(), rtt: c.rtt(), shown: &shown };
+        let d = scenario::derive::derive(name, &c.key, cap, rounds).unwrap();
         (d, c)
     }
 
@@ -283,5 +332,30 @@ mod tests {
         assert_eq!(o.doc.path_rtt_ns, Some(20_201_956));
         assert_eq!(o.doc.capture_stall_records.len(), c.analysis.stalls.len());
         assert!(o.doc.run.is_none() && o.doc.saved.is_none() && !o.interrupted);
+    }
+
+    /// Issue 34: what the capture shows of each side's options is the classifier's decision
+    /// (analyze `ShownOptions`: a sub-MSS segment sent while an earlier one was unacknowledged,
+    /// no loss probe possible; RFC 9293 3.7.4, Linux tcp_nagle_check) and the replica keeps it:
+    /// http.client sets TCP_NODELAY (its body left with the header unacknowledged), http.server
+    /// does not; seed 001 with nodelay shows it, as written does not.
+    #[test]
+    fn the_replica_keeps_the_nodelay_the_capture_shows() {
+        let (d, _) = replayed("http-client-post.pcap", None);
+        assert_eq!(d.as_written().label, "client:nodelay");
+        assert_eq!(d.kept.len(), 1, "{:?}", d.kept);
+        assert!(
+            d.kept[0].starts_with("client: TCP_NODELAY shown on by the capture: segment of 332 bytes"),
+            "{:?}",
+            d.kept
+        );
+        let (d, c) = replayed("seed001-nodelay.pcap", None);
+        assert_eq!(d.as_written().label, "client:nodelay");
+        let o = ReplayOutput::derived("0", "s.pcap".into(), &d, &c);
+        assert!(o.derived_text().contains("runs as written with: client:nodelay"), "{}", o.derived_text());
+        for quiet in ["seed001-default.pcap", "seed000-default.pcap"] {
+            let (d, _) = replayed(quiet, None);
+            assert_eq!(d.as_written().label, "default", "{quiet}: {:?}", d.kept);
+        }
     }
 }

@@ -201,6 +201,10 @@ fn replay_sample(lab: &Value) -> Value {
         path_rtt_from_handshake: true,
         capture_stall_summary: StallSummary::default(),
         capture_stall_records: vec![stall()],
+        as_written: "client:nodelay".into(),
+        shown_options: vec!["client: TCP_NODELAY shown on by the capture: ...".into()],
+        think_ms: vec![tcpstall_report::ThinkMs { median_ms: 1.0, min_ms: 0.5, max_ms: 2.0, samples: 3 }],
+        dropped: vec!["turn 1 (client): sizes 175..176 bytes".into()],
         saved: None,
         run: Some(serde_json::from_value(lab.clone()).expect("the lab document reads back as a Report")),
     };
@@ -377,6 +381,45 @@ fn sockets_sample() -> Value {
     serde_json::to_value(&doc).unwrap()
 }
 
+/// `advise-run --format json`: every field populated (a row with its causes and CPU, a
+/// candidate left out, a winner).
+fn advise_run_sample() -> Value {
+    use tcpstall_report::advise_run::{AdviseRunDoc, AdviseRunRow, AdviseRunWinner, CauseN, LeftOut};
+    let row = AdviseRunRow {
+        rank: 1,
+        label: "client route quickack 1".into(),
+        change_size: 2,
+        tier: 0,
+        runs: 3,
+        requests: 30,
+        p50_ms: 0.4,
+        p99_ms: 0.9,
+        stalls_per_request: 0.0,
+        causes: vec![CauseN { cause: "nagle-delayed-ack".into(), count: 1 }],
+        data_segments_per_request: 4.0,
+        packets_per_request: 8.0,
+        pure_acks_per_request: 4.0,
+        cpu_ms_per_request: Some(0.2),
+    };
+    let doc = AdviseRunDoc {
+        tool: "tcpstall",
+        version: "0",
+        schema_version: SCHEMA_VERSION,
+        mode: "advise-run",
+        server_command: "python3 s.py".into(),
+        client_command: "python3 c.py".into(),
+        port: 8080,
+        passes: 3,
+        stopped: "settled".into(),
+        elapsed_s: 12.5,
+        ranking: vec![row],
+        left_out: vec![LeftOut { label: "server LD_PRELOAD shim (TCP_NODELAY)".into(), reason: "static".into() }],
+        winner: Some(AdviseRunWinner { label: "client route quickack 1".into(), deploy: "ip route change ...".into() }),
+        text: String::new(),
+    };
+    serde_json::to_value(&doc).unwrap()
+}
+
 /// `advise --format json`: every field populated (a lab row, with its CPU and its causes).
 fn advise_sample() -> Value {
     use tcpstall_report::advise::{AdviseDecision, AdviseDoc, AdviseRow, Interval, StallSource};
@@ -447,6 +490,7 @@ fn every_serialised_field_is_documented_and_every_documented_field_serialised() 
         ("seed003:", seed003_sample()),
         ("advise:", advise_sample()),
         ("sockets:", sockets_sample()),
+        ("advise_run:", advise_run_sample()),
     ];
     let watch = watch_sample();
     let docs = documented();

@@ -31,7 +31,29 @@ fn s(label: &str, stalls: u64, p99: (f64, f64, f64), segs: f64) -> Scored {
         bytes_per_round: segs * 100.0,
         cpu_us_per_round: None,
         change,
+        impractical: false,
     }
+}
+
+/// Issue 34, mosquitto: the broker's writes are separate replies, so gathering them is not a
+/// change it can make; even with a lower p99 it is not first: server nodelay (tied on stalls)
+/// is, by rule practical.
+#[test]
+fn a_change_the_program_cannot_make_is_not_first() {
+    let mut writev = s("server:writev", 0, (80.0, 70.0, 90.0), 2.0);
+    writev.impractical = true;
+    let c = vec![
+        s("default", 100, (40_000.0, 39_000.0, 41_000.0), 3.0),
+        writev,
+        s("server:nodelay", 0, (3_000.0, 2_800.0, 3_200.0), 4.0),
+    ];
+    assert_eq!(order(&c), ["server:nodelay", "server:writev", "default"]);
+    let (t, rule) = tie(&c);
+    assert_eq!((t, rule), (vec!["server:nodelay", "server:writev"], Rule::Practical));
+    assert!(decide(&c).reason(&c).contains("separate replies"));
+    // A practical writev still wins its tie.
+    let c = vec![s("server:writev", 0, (80.0, 70.0, 90.0), 2.0), s("server:nodelay", 0, (90.0, 70.0, 95.0), 4.0)];
+    assert_eq!(order(&c)[0], "server:writev");
 }
 
 fn order(c: &[Scored]) -> Vec<&str> {

@@ -19,6 +19,18 @@ impl FlowAnalyzer {
         let path = self.path_rtt();
         let capture_note = self.capture_note(cp);
         let notes = self.notes();
+        let shown = [Endpoint::A, Endpoint::B].map(|d| {
+            let dir = &self.dirs[d.index()];
+            // A sign old enough at the flow's last packet counts.
+            crate::ShownOptions {
+                nagle_off: dir.nagle_off_shown_at(self.last),
+                held_coalescing: self
+                    .stalls
+                    .iter()
+                    .find(|s| s.held == d && s.cause == trace::Cause::ProbeTimer && s.shows_a_wait())
+                    .cloned(),
+            }
+        });
         FlowAnalysis {
             first: self.first.unwrap_or(Instant::ZERO),
             last: self.last,
@@ -30,6 +42,7 @@ impl FlowAnalyzer {
             dirs: [self.dirs[0].sum.clone(), self.dirs[1].sum.clone()],
             stalls: self.stalls,
             notes,
+            shown,
         }
     }
 

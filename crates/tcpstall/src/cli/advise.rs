@@ -25,6 +25,7 @@ struct CliRunner {
     engine: Engine,
     opts: lab::LabOptions,
     bar: ProgressBar,
+    started: Instant,
 }
 
 impl advise::Runner for CliRunner {
@@ -49,6 +50,14 @@ impl advise::Runner for CliRunner {
     }
     fn finished(&mut self) {
         self.bar.inc(1);
+    }
+    fn elapsed_s(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+    fn runs_rows_together(&self) -> bool {
+        // The lab runs a pass's candidates as rows of one scenario: those that only wait on
+        // timers wait side by side (crates/lab schedule.rs).
+        matches!(self.engine, Engine::Lab(_))
     }
 }
 
@@ -84,7 +93,15 @@ fn request(args: &AdviseArgs) -> anyhow::Result<(advise::Request, Option<String>
         bail!("--format: advise prints table or json");
     }
     let own = advise::parse_side(&args.side)?;
-    let (scenario, link, notes) = workload(args)?;
+    let (scenario, link, mut notes) = workload(args)?;
+    let separate_replies =
+        args.separate_replies.iter().map(|s| advise::parse_side(s)).collect::<Result<Vec<_>, _>>()?;
+    notes.extend(separate_replies.iter().map(|s| {
+        format!(
+            "{}: its writes are separate replies (--separate-replies): gathering them ranks after any fix it can make",
+            s.as_str()
+        )
+    }));
     let req = advise::Request {
         scenario,
         rounds: args.rounds,
@@ -95,6 +112,8 @@ fn request(args: &AdviseArgs) -> anyhow::Result<(advise::Request, Option<String>
         lang,
         seed: args.seed,
         keep_first: args.report.is_some(),
+        separate_replies,
+        budget_s: (args.budget > 0).then_some(args.budget as f64),
     }
     .with_overrides(&args.sets)?;
     if let Some(p) = &args.report {
@@ -136,11 +155,18 @@ pub(crate) fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     let engine = engine(&args, &req, link.as_deref(), &mut notes)?;
     let cands = req.candidates();
     let bar = output::progress_bar(u64::from(req.reps) * cands.len() as u64, args.quiet);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(&format!(
+            "{{spinner}} [{{elapsed}}] {{bar:30}} {{pos}}/{{len}} runs, about {{eta}} left{} {{msg}}",
+            req.budget_s.map_or(String::new(), |b| format!(" (budget {b:.0} s)"))
+        ))
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
     let mut opts = lab::LabOptions::default();
     if let Engine::Lab(env) = &engine {
         opts.tap = env.tap();
     }
-    let mut runner = CliRunner { engine, opts, bar };
+    let mut runner = CliRunner { engine, opts, bar, started };
     // Ctrl-C, SIGTERM: the run in progress stops (lab: its sockets are shut down), the runs
     // finished are ranked and printed, exit 128 + the signal (as `lab`).
     let interrupts = super::lab::Interrupts::start(runner.opts.cancel.clone());

@@ -28,6 +28,9 @@ pub(crate) fn run(args: AdviseRunArgs) -> anyhow::Result<i32> {
         client_setting: parse(&args.client_setting)?,
         timeout: Duration::from_secs(args.timeout.max(1)),
     };
+    if !matches!(args.format, crate::flags::common::OutputFormat::Table | crate::flags::common::OutputFormat::Json) {
+        anyhow::bail!("--format: advise-run prints table or json");
+    }
     if args.port == 0 {
         anyhow::bail!("--port: the server's port cannot be 0");
     }
@@ -55,7 +58,11 @@ pub(crate) fn run(args: AdviseRunArgs) -> anyhow::Result<i32> {
         Candidate::RouteQuickack(Side::Server) => outside::route::lookup(Some(&lab.server_ns), lab.client_ip).ok(),
         _ => None,
     };
-    print!("{}", outside::text::render(&out, &spec, &route_of));
+    let doc = outside::text::doc(&out, &spec, &route_of, env!("CARGO_PKG_VERSION"));
+    {
+        use report::Export as _;
+        std::io::stdout().lock().write_all(&doc.export(args.format.into())?)?;
+    }
     if out.ranked.iter().all(|r| r.candidate != Candidate::AsWritten) {
         anyhow::bail!("the programs as written answered no request: nothing to compare with");
     }

@@ -30,7 +30,11 @@ pub(crate) fn derive(
     let name = file.display().to_string();
     let captured = analyze::session::busiest_flow(input, FlowFilter { pair, port }, &name)?;
     let (waits, rtt) = (captured.tcp_waits(), captured.rtt());
-    let d = scenario::derive::derive(&name, &captured.key, &captured.events, &waits, rtt, rounds)?;
+    let shown = captured
+        .shown_evidence()
+        .map(|(nodelay, held_coalescing)| scenario::derive::Shown { nodelay, held_coalescing });
+    let cap = scenario::derive::Capture { events: &captured.events, tcp_waits: &waits, rtt, shown: &shown };
+    let d = scenario::derive::derive(&name, &captured.key, cap, rounds)?;
     Ok((d, captured))
 }
 

@@ -53,9 +53,20 @@ pub(crate) struct AdviseArgs {
     /// Measured rounds per run (each candidate runs --reps times)
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub rounds: u32,
-    /// Runs per candidate, interleaved round-robin with the other candidates
+    /// Runs per candidate at most, interleaved round-robin with the other candidates; fewer
+    /// once the ranking's first place holds from one pass to the next (after 2), or when the
+    /// next pass would end past --budget
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub reps: u32,
+    /// The side whose several writes are separate replies the program cannot gather (a broker's
+    /// delivery and its acknowledgement): writev or one buffer there ranks after any fix of the
+    /// same stall tier it can make (repeatable)
+    #[arg(long = "separate-replies", value_name = "client|server")]
+    pub separate_replies: Vec<String>,
+    /// Seconds to spend measuring: no pass of the candidates starts that would end past it
+    /// (0: no budget, every --reps pass runs)
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub budget: u64,
     /// Run on the model (crates/model) instead of real sockets
     #[arg(long)]
     pub model: bool,

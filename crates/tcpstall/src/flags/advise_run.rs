@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use super::common::OutputFormat;
+
 const EXAMPLES: &str = "\
 Examples:
   tcpstall advise-run --port 8080 \\
@@ -44,4 +46,7 @@ pub(crate) struct AdviseRunArgs {
     /// Write the deployable sock_ops object (TCP_NODELAY on) to FILE, for bpftool, and exit
     #[arg(long, value_name = "FILE")]
     pub write_sockops: Option<PathBuf>,
+    /// Output format: table, or json (the versioned document, docs/json-schema.md)
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: OutputFormat,
 }

@@ -60,3 +60,28 @@ pub(crate) fn http_server_stall_removed_from_outside() {
     let b = std::fs::read(&obj).unwrap();
     assert!(b.starts_with(b"\x7fELF") && b[18] == 247, "an eBPF ELF object (EM_BPF 247)");
 }
+
+/// `--format json`: the versioned document (docs/json-schema.md, "Advise-run"): every
+/// candidate with its p50/p99 in ms, stalls and cost per request; as written stalls on the
+/// classifier's nagle-delayed-ack records.
+pub(crate) fn advise_run_json_is_the_versioned_document() {
+    let out = tcpstall()
+        .args(["advise-run", "--port", "8080", "--budget", "20", "--format", "json"])
+        .args(["--server", &format!("python3 {} {{host}} {{port}}", program("http_server.py"))])
+        .args(["--client", &format!("python3 {} {{host}} {{port}} 6", program("http_client.py"))])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!((v["mode"].as_str(), v["port"].as_u64()), (Some("advise-run"), Some(8080)), "{v:#}");
+    let rows = v["ranking"].as_array().unwrap();
+    let base = rows.iter().find(|r| r["label"] == "as written").expect("as written ran");
+    assert!(base["p50_ms"].as_f64().unwrap() >= 20.0, "the stall (~40 ms) as written: {v:#}");
+    assert_eq!(base["causes"][0]["cause"], "nagle-delayed-ack", "{v:#}");
+    assert!(rows.iter().all(|r| r["packets_per_request"].as_f64().unwrap() > 0.0), "{v:#}");
+    let w = &v["winner"];
+    assert!(w["deploy"].as_str().unwrap().to_lowercase().contains("remove"), "how to remove it: {v:#}");
+    let best = rows.iter().find(|r| r["label"] == w["label"]).unwrap();
+    assert!(best["p50_ms"].as_f64().unwrap() < 5.0, "{v:#}");
+    assert!(leftovers().is_empty(), "{:?}", leftovers());
+}
