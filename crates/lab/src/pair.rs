@@ -133,8 +133,7 @@ fn run_pair_once(
     if let PacketsOut::Captured { kernel: k, .. } = &mut packets {
         *k = kernel;
     }
-    let margin = opts.stall_margin();
-    let trace = result::classified(packets, margin, cli.window_real, opts.keep_packets);
+    let trace = result::classified(packets, opts.stall_margin(), cli.window_real, opts.keep_packets);
     if let Some(late) = trace.0.as_ref().map(|t| t.late).filter(|&n| n > 0) {
         notes.push(format!(
             "{late} packet or kernel events reached the classifier after later ones (the capture reader fell behind by more than {} ms): they were classified out of order",
@@ -142,9 +141,7 @@ fn run_pair_once(
         ));
     }
     let (mut row, analysis) = result::assemble(&program, pair, place, opts, srv, cli, trace);
-    // Both sides ran on this process's threads (unnamed: the process's command).
-    let me = own_owner();
-    row.owners = report::owner::FlowOwners { a: me.clone(), b: me };
+    row.owners = local_owners();
     Ok((row, analysis, notes))
 }
 
@@ -351,7 +348,14 @@ fn client(
     Ok(out)
 }
 
-/// This process as the owner of a local row's sockets (pid, command and cgroup from /proc).
+/// A local row's owners: both sides ran on this process's threads (unnamed: the process's
+/// command), so both sockets are this process's (pid, command and cgroup from /proc).
+fn local_owners() -> report::owner::FlowOwners {
+    let me = own_owner();
+    report::owner::FlowOwners { a: me.clone(), b: me }
+}
+
+/// This process as an owner.
 fn own_owner() -> Option<report::owner::Owner> {
     let pid = std::process::id();
     let cgroup = sys::host::cgroup_of(pid);

@@ -1,22 +1,20 @@
 //! The report for people: the ranked table, what was left out, the winner's deployable form and
 //! its measured cost. Pure: everything is handed in.
 
+use report::cells::ms_of_ns;
+
 use crate::ab::Outcome;
 use crate::rank::{winner, Row};
 use crate::route::{networkd_stanza, Route};
 use crate::run::{Candidate, Side, Spec};
-
-fn ms(ns: u64) -> String {
-    format!("{:.1}", ns as f64 / 1e6)
-}
 
 fn row_line(r: &Row) -> String {
     let cpu = r.cpu_us_per_request.map_or("-".into(), |c| format!("{c:.0}"));
     format!(
         "  {:<40} {:>8} {:>8} {:>7.2} {:>8.2} {:>8.2} {:>8.2} {:>8} {:>4}x{}",
         r.candidate.label(),
-        ms(r.p50_ns),
-        ms(r.p99_ns),
+        format!("{:.1}", ms_of_ns(r.p50_ns)),
+        format!("{:.1}", ms_of_ns(r.p99_ns)),
         r.stalls_per_request,
         r.data_segments_per_request,
         r.packets_per_request,
@@ -102,11 +100,11 @@ pub fn render(o: &Outcome, spec: &Spec, route_of: &dyn Fn(&Candidate) -> Option<
     match winner(&o.ranked) {
         Some(w) => {
             let base = o.ranked.iter().find(|r| r.candidate == Candidate::AsWritten);
-            s += &format!("\nFirst choice: {} (p50 {} ms", w.candidate.label(), ms(w.p50_ns));
+            s += &format!("\nFirst choice: {} (p50 {:.1} ms", w.candidate.label(), ms_of_ns(w.p50_ns));
             if let Some(b) = base {
                 s += &format!(
-                    " against {} ms as written; stalls per request {:.2} -> {:.2}",
-                    ms(b.p50_ns),
+                    " against {:.1} ms as written; stalls per request {:.2} -> {:.2}",
+                    ms_of_ns(b.p50_ns),
                     b.stalls_per_request,
                     w.stalls_per_request
                 );
@@ -143,7 +141,6 @@ pub fn doc(
     version: &'static str,
 ) -> report::advise_run::AdviseRunDoc {
     use report::advise_run::{AdviseRunDoc, AdviseRunRow, AdviseRunWinner, CauseN, LeftOut};
-    let ms = |ns: u64| ns as f64 / 1e6;
     let ranking = o
         .ranked
         .iter()
@@ -155,8 +152,8 @@ pub fn doc(
             tier: r.tier as u64,
             runs: r.runs as u64,
             requests: r.requests as u64,
-            p50_ms: ms(r.p50_ns),
-            p99_ms: ms(r.p99_ns),
+            p50_ms: ms_of_ns(r.p50_ns),
+            p99_ms: ms_of_ns(r.p99_ns),
             stalls_per_request: r.stalls_per_request,
             causes: r.causes.iter().map(|(c, n)| CauseN { cause: c.clone(), count: *n as u64 }).collect(),
             data_segments_per_request: r.data_segments_per_request,
