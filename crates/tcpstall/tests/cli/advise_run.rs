@@ -8,18 +8,32 @@ fn program(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../outside/programs").join(name).display().to_string()
 }
 
-/// Our leftovers: cgroups and files named tcpstall-outside-<pid>-*.
-fn leftovers() -> Vec<String> {
+/// What the run of process `pid` left: cgroups and files named tcpstall-outside-<pid>-* (the
+/// other advise-run tests run beside this one: theirs are not this run's).
+fn leftovers(pid: u32) -> Vec<String> {
+    let mine = format!("tcpstall-outside-{pid}-");
     let mut v = Vec::new();
     for dir in ["/sys/fs/cgroup/unified", "/sys/fs/cgroup", "/tmp"] {
         for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             let n = e.file_name().to_string_lossy().to_string();
-            if n.starts_with("tcpstall-outside-") && !n.starts_with("tcpstall-outside-test") {
+            if n.starts_with(&mine) {
                 v.push(format!("{dir}/{n}"));
             }
         }
     }
     v
+}
+
+/// The tcpstall binary as a std Command (its pid is wanted: `run`).
+fn bin() -> std::process::Command {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("tcpstall"))
+}
+
+/// Runs `cmd` to its end with its output captured; also returns its pid.
+fn run(cmd: &mut std::process::Command) -> (std::process::Output, u32) {
+    let child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    (child.wait_with_output().unwrap(), pid)
 }
 
 /// A setting that is neither form is one line on stderr and exit 2, before anything runs.
@@ -38,12 +52,10 @@ pub(crate) fn bad_setting_is_one_line() {
 /// a fix from outside with its cost, the deployable form; nothing left behind; the sock_ops
 /// object for bpftool is a BPF ELF object.
 pub(crate) fn http_server_stall_removed_from_outside() {
-    let out = tcpstall()
+    let (out, pid) = run(bin()
         .args(["advise-run", "--port", "8080", "--budget", "40"])
         .args(["--server", &format!("python3 {} {{host}} {{port}}", program("http_server.py"))])
-        .args(["--client", &format!("python3 {} {{host}} {{port}} 10", program("http_client.py"))])
-        .output()
-        .unwrap();
+        .args(["--client", &format!("python3 {} {{host}} {{port}} 10", program("http_client.py"))]));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("the classifier names: nagle-delayed-ack"), "{text}");
@@ -52,7 +64,7 @@ pub(crate) fn http_server_stall_removed_from_outside() {
     for c in ["client route quickack 1", "server sock_ops TCP_NODELAY", "server LD_PRELOAD shim"] {
         assert!(text.contains(c), "{c}: {text}");
     }
-    assert!(leftovers().is_empty(), "{:?}", leftovers());
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
     let dir = tempfile::tempdir().unwrap();
     let obj = dir.path().join("nodelay.o");
     let st = tcpstall().args(["advise-run", "--write-sockops"]).arg(&obj).output().unwrap();
@@ -65,12 +77,10 @@ pub(crate) fn http_server_stall_removed_from_outside() {
 /// candidate with its p50/p99 in ms, stalls and cost per request; as written stalls on the
 /// classifier's nagle-delayed-ack records.
 pub(crate) fn advise_run_json_is_the_versioned_document() {
-    let out = tcpstall()
+    let (out, pid) = run(bin()
         .args(["advise-run", "--port", "8080", "--budget", "20", "--format", "json"])
         .args(["--server", &format!("python3 {} {{host}} {{port}}", program("http_server.py"))])
-        .args(["--client", &format!("python3 {} {{host}} {{port}} 6", program("http_client.py"))])
-        .output()
-        .unwrap();
+        .args(["--client", &format!("python3 {} {{host}} {{port}} 6", program("http_client.py"))]));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
     assert_eq!((v["mode"].as_str(), v["port"].as_u64()), (Some("advise-run"), Some(8080)), "{v:#}");
@@ -83,5 +93,5 @@ pub(crate) fn advise_run_json_is_the_versioned_document() {
     assert!(w["deploy"].as_str().unwrap().to_lowercase().contains("remove"), "how to remove it: {v:#}");
     let best = rows.iter().find(|r| r["label"] == w["label"]).unwrap();
     assert!(best["p50_ms"].as_f64().unwrap() < 5.0, "{v:#}");
-    assert!(leftovers().is_empty(), "{:?}", leftovers());
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
 }
