@@ -175,7 +175,7 @@ pub const MIN_REPS: u32 = 2;
 /// Run every candidate (`req.candidates()`) up to `req.reps` times, round-robin (repetition r
 /// of every candidate before repetition r + 1 of any, so drift hits all alike), until done,
 /// cancelled or a run fails; adaptive: after [`MIN_REPS`] passes, stop once a pass leaves the
-/// decision's top group as the pass before left it ([`separated`]), or when another pass would
+/// decision's top group as the pass before left it (`top_group`), or when another pass would
 /// end past the budget (its length the mean pass so far).
 pub fn measure(req: &Request, candidates: Vec<Candidate>, runner: &mut impl Runner) -> Runs {
     let mut m = Runs {

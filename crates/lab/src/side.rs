@@ -1,7 +1,7 @@
 //! One side of a row, run by the same code whether the other side is a thread of this process
 //! (`pair.rs`) or another host (`tcpstall serve` and `lab --remote`, crates/remote): its rounds
-//! on a connected socket ([`serve_rounds`], [`client_rounds`]; a stream's [`stream_server`],
-//! [`stream_client`]), what it measured ([`SideOut`], [`ClientOut`], [`PacketsOut`]), and the
+//! on a connected socket (`serve_rounds`, `client_rounds`; a stream's `stream_server`,
+//! `stream_client`), what it measured (`SideOut`, `ClientOut`, `PacketsOut`), and the
 //! row made from both sides' records (`row`).
 //!
 //! `two_hosts` holds what a row whose sides run on two hosts needs besides (the far side's

@@ -72,7 +72,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Registers the metrics, all at zero (at most [`MAX_OWNER_LABELS`] owners).
+    /// Registers the metrics, all at zero (at most `MAX_OWNER_LABELS` owners).
     pub fn new() -> Metrics {
         Self::with_owner_cap(MAX_OWNER_LABELS)
     }
