@@ -177,14 +177,25 @@ fn may_load() -> bool {
 }
 
 impl Source {
-    /// Load the programs, set the filter and attach every tracepoint this kernel has.
+    /// Load the programs, set the filter and attach every tracepoint this kernel has, with a
+    /// ring buffer of [`RING_BYTES`].
     pub fn open(filter: &Filter) -> Result<Source, Unavailable> {
-        Self::open_tracepoints(filter, &TRACEPOINTS)
+        Self::open_tracepoints(filter, &TRACEPOINTS, RING_BYTES)
     }
 
-    /// Like [`Source::open`] with another list of tracepoints (a name this kernel lacks is
-    /// skipped and reported; tests use it to provoke that path).
-    pub fn open_tracepoints(filter: &Filter, tracepoints: &[Tracepoint]) -> Result<Source, Unavailable> {
+    /// Like [`Source::open`] with a ring buffer of `ring_bytes` (a power of two, a multiple of
+    /// the page size: `ringbuf_map_alloc` in kernel/bpf/ringbuf.c refuses others).
+    pub fn open_with_ring(filter: &Filter, ring_bytes: u32) -> Result<Source, Unavailable> {
+        Self::open_tracepoints(filter, &TRACEPOINTS, ring_bytes)
+    }
+
+    /// Like [`Source::open_with_ring`] with another list of tracepoints (a name this kernel
+    /// lacks is skipped and reported; tests use it to provoke that path).
+    pub fn open_tracepoints(
+        filter: &Filter,
+        tracepoints: &[Tracepoint],
+        ring_bytes: u32,
+    ) -> Result<Source, Unavailable> {
         // The caller says what still works (watch: the packets; lab: the rows).
         let off = |why: String| Unavailable(format!("no kernel evidence: {why}"));
         if cfg!(kevidence_no_bpf) || OBJECT.is_empty() {
@@ -209,6 +220,7 @@ impl Source {
         );
         let mut ebpf = aya::EbpfLoader::new()
             .btf(Some(btf))
+            .set_max_entries("events", ring_bytes)
             .load(OBJECT)
             .map_err(|e| off(format!("the kernel refused the programs: {}", chain(&e))))?;
         let map = |ebpf: &mut Ebpf, name: &str| {
@@ -438,6 +450,10 @@ impl Source {
         (n, bad)
     }
 }
+
+/// The ring buffer's size by default (the watch's: a host's traffic, read every 10 ms): 16 MiB,
+/// about 120,000 records. The C object declares the same.
+pub const RING_BYTES: u32 = 1 << 24;
 
 /// The running kernel's BTF, parsed once per process and shared by every source: the kernel's
 /// types do not change while it runs, and each parse of /sys/kernel/btf/vmlinux costs tens of

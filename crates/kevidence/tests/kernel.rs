@@ -181,8 +181,12 @@ fn writes_resends_and_windows_of_a_real_connection() {
 fn a_missing_tracepoint_is_named_and_the_rest_still_attach() {
     let mut tps: Vec<Tracepoint> = TRACEPOINTS.to_vec();
     tps[0].name = "tcp_sendmsg_locked_not_in_any_kernel";
-    let src = Source::open_tracepoints(&Filter { ports: vec![1], netns: None, reads: true, owners: false }, &tps)
-        .expect("the rest attach");
+    let src = Source::open_tracepoints(
+        &Filter { ports: vec![1], netns: None, reads: true, owners: false },
+        &tps,
+        kevidence::RING_BYTES,
+    )
+    .expect("the rest attach");
     assert_eq!(src.attached().len(), TRACEPOINTS.len() - 1, "{}", src.status());
     let status = src.status();
     assert!(

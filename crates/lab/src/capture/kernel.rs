@@ -35,6 +35,13 @@ pub enum KernelOpenError {
 #[derive(Clone)]
 pub struct KernelHandle(pub Arc<kevidence::Reader>, bool);
 
+/// A row's kernel-evidence ring: 4 MiB, about 30,000 records, read every 10 ms: 200 ms of a
+/// CPU-bound rr row's writes at 70,000 round trips a second. Sized to a row, not to a host (the
+/// watch keeps `kevidence::RING_BYTES`): rows run side by side each open a source, and at 16 MiB
+/// each `tcpstall lab` peaked at 216 MB of RSS, at 4 MiB at 142 MB. A record the ring could not
+/// hold is counted and said in the row's notes, never silently missing.
+const ROW_RING_BYTES: u32 = 1 << 22;
+
 impl KernelHandle {
     /// Load the programs and attach them (filtered to no port until a row starts), without
     /// reads (`kevidence::Filter::reads`: no rule uses them).
@@ -45,8 +52,8 @@ impl KernelHandle {
     /// Like [`KernelHandle::open`]; with `reads`, the rows also record the application's reads.
     pub fn open_with_reads(reads: bool) -> Result<KernelHandle, KernelOpenError> {
         // Port 0 matches no TCP socket of interest until a row sets its own.
-        let src = kevidence::Source::open(&kevidence::Filter { ports: vec![0], netns: None, reads, owners: false })
-            .map_err(KernelOpenError::Unavailable)?;
+        let filter = kevidence::Filter { ports: vec![0], netns: None, reads, owners: false };
+        let src = kevidence::Source::open_with_ring(&filter, ROW_RING_BYTES).map_err(KernelOpenError::Unavailable)?;
         let r = kevidence::Reader::spawn(src).map_err(KernelOpenError::Reader)?;
         // Loaded and checked, detached until a row records (`KernelRow::start`): between rows,
         // and in the unrecorded runs CPU-bound rows take their latency from, no program runs.
