@@ -184,7 +184,7 @@ fn a_missing_tracepoint_is_named_and_the_rest_still_attach() {
     let src = Source::open_tracepoints(
         &Filter { ports: vec![1], netns: None, reads: true, owners: false },
         &tps,
-        kevidence::RING_BYTES,
+        tcpstall_kevidence::RING_BYTES,
     )
     .expect("the rest attach");
     assert_eq!(src.attached().len(), TRACEPOINTS.len() - 1, "{}", src.status());
