@@ -358,16 +358,6 @@ fn local_owners() -> report::owner::FlowOwners {
 /// This process as an owner.
 fn own_owner() -> Option<report::owner::Owner> {
     let pid = std::process::id();
-    let cgroup = sys::host::cgroup_of(pid);
-    Some(report::owner::Owner {
-        pid,
-        comm: sys::host::comm(pid)?,
-        container: cgroup.as_deref().and_then(report::owner::container_id),
-        container_name: None,
-        pod_name: None,
-        pod_namespace: None,
-        cgroup,
-        shared_with: Vec::new(),
-        source: report::owner::OwnerSource::Lab,
-    })
+    let (comm, cgroup) = (sys::host::comm(pid)?, sys::host::cgroup_of(pid));
+    Some(report::owner::Owner::of_process(pid, comm, cgroup, Vec::new(), report::owner::OwnerSource::Lab))
 }

@@ -50,6 +50,30 @@ pub struct Owner {
 }
 
 impl Owner {
+    /// A process's owner from what the caller read of it (/proc, or the kernel's map): its
+    /// command and cgroup v2 path, the container id that path holds ([`container_id`]), the
+    /// other pids that share the socket; nothing of a container's name or pod (only a capture's
+    /// comments say those).
+    pub fn of_process(
+        pid: u32,
+        comm: String,
+        cgroup: Option<String>,
+        shared_with: Vec<u32>,
+        source: OwnerSource,
+    ) -> Owner {
+        Owner {
+            pid,
+            comm,
+            container: cgroup.as_deref().and_then(container_id),
+            container_name: None,
+            pod_name: None,
+            pod_namespace: None,
+            cgroup,
+            shared_with,
+            source,
+        }
+    }
+
     /// The owner of an endpoint whose packets carry ptcpdump's comments: the process, its
     /// container and pod; the other pids its packets named share the socket.
     pub fn from_capture(e: &wire::comment::EndpointProcess) -> Owner {

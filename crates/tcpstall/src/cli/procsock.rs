@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use report::owner::{container_id, Owner, OwnerSource};
+use report::owner::{Owner, OwnerSource};
 
 /// One line of /proc/net/tcp or tcp6.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,18 +97,8 @@ pub(crate) fn socket_holders() -> HashMap<u64, Vec<(u32, i32)>> {
 /// The owner of a socket held by `pids` (the first one; the rest share it), from /proc.
 pub(crate) fn proc_owner(pids: &[u32]) -> Option<Owner> {
     let (&pid, rest) = pids.split_first()?;
-    let cgroup = sys::host::cgroup_of(pid);
-    Some(Owner {
-        pid,
-        comm: sys::host::comm(pid).unwrap_or_default(),
-        container: cgroup.as_deref().and_then(container_id),
-        container_name: None,
-        pod_name: None,
-        pod_namespace: None,
-        cgroup,
-        shared_with: rest.to_vec(),
-        source: OwnerSource::Proc,
-    })
+    let comm = sys::host::comm(pid).unwrap_or_default();
+    Some(Owner::of_process(pid, comm, sys::host::cgroup_of(pid), rest.to_vec(), OwnerSource::Proc))
 }
 
 /// Where the cgroup v2 hierarchy is mounted (/proc/self/mountinfo: `/sys/fs/cgroup` on a
@@ -190,17 +180,9 @@ impl Owners {
             self.read_cgroups();
         }
         let cgroup = self.cgroups.get(&raw.cgroup_id).cloned();
-        let o = Arc::new(Owner {
-            pid: raw.pid,
-            comm: raw.comm(),
-            container: cgroup.as_deref().and_then(container_id),
-            container_name: None,
-            pod_name: None,
-            pod_namespace: None,
-            cgroup,
-            shared_with: raw.shared_with.into_iter().collect(),
-            source: if raw.inherited { OwnerSource::Listener } else { OwnerSource::Kernel },
-        });
+        let source = if raw.inherited { OwnerSource::Listener } else { OwnerSource::Kernel };
+        let shared = raw.shared_with.into_iter().collect();
+        let o = Arc::new(Owner::of_process(raw.pid, raw.comm(), cgroup, shared, source));
         self.interned.insert(*raw, o.clone());
         o
     }
