@@ -276,7 +276,7 @@ fn main() {
     match &kernel {
         KernelEvidence::On(h) => println!("{} (attached only while a row records)", h.0.status()),
         KernelEvidence::Unavailable(why) => println!("{why}"),
-        KernelEvidence::Off => {}
+        KernelEvidence::Off | KernelEvidence::Opening(_) => {}
     }
     let stats0 = match &kernel {
         KernelEvidence::On(h) => h.0.run_stats(),

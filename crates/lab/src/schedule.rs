@@ -222,46 +222,32 @@ pub(crate) fn run(
     (out.into_iter().map(|o| o.unwrap_or(Outcome::NotRun { during_cancel: false })).collect(), plan)
 }
 
-/// The options of each of `n` rows side by side: `apart`, with a kernel-evidence source of its
-/// own when the caller has one (kernel evidence filters on one row's port and namespace, so
-/// none sees another's connection), recording what the caller's records, reads too (which rows
-/// run side by side depends on the host's load; what a row records must not). Loading and
-/// relocating the BPF programs takes CPU, seconds a source on a loaded host in a debug build:
-/// they are opened on a thread of their own, and Ctrl-C meanwhile returns None at once (the
-/// thread finishes and drops what it opened). None too when cancelled before.
+/// The options of each of `n` rows side by side: `apart`, each row with a kernel-evidence source
+/// of its own when the caller has one (kernel evidence filters on one row's port and namespace,
+/// so none sees another's connection), recording what the caller's records, reads too (which
+/// rows run side by side depends on the host's load; what a row records must not). The first
+/// row takes the caller's source (the rows alone run after these, one at a time); the other
+/// `n - 1` are opened each on a thread of its own, side by side (loading and relocating the BPF
+/// programs takes CPU: tens of milliseconds a source here, seconds on a loaded host in a debug
+/// build), and Ctrl-C meanwhile returns None at once (the threads finish and drop what they
+/// opened). None too when cancelled before.
 fn own_options(n: usize, opts: &LabOptions, apart: &LabOptions) -> Option<Vec<LabOptions>> {
-    use std::sync::mpsc::RecvTimeoutError;
     if opts.cancel.is_cancelled() {
         return None;
     }
-    let crate::KernelEvidence::On(h) = &opts.kernel else { return Some(vec![apart.clone(); n]) };
-    let reads = h.reads();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let opener = move || {
-        let _ = tx.send((0..n).map(|_| crate::KernelHandle::open_with_reads(reads)).collect::<Vec<_>>());
+    let crate::KernelEvidence::On(h) = opts.kernel.ready(&opts.cancel) else {
+        return (!opts.cancel.is_cancelled()).then(|| vec![apart.clone(); n]);
     };
-    let with = |kernel| LabOptions { kernel, ..apart.clone() };
-    if std::thread::Builder::new().name("tcpstall-kev-open".into()).spawn(opener).is_err() {
-        let why = "no thread to open its kernel-evidence source on".to_string();
-        return Some(vec![with(crate::KernelEvidence::Unavailable(why)); n]);
-    }
-    loop {
-        match rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(sources) => {
-                let each = |r: Result<crate::KernelHandle, crate::KernelOpenError>| match r {
-                    Ok(h) => crate::KernelEvidence::On(h),
-                    Err(e) => crate::KernelEvidence::Unavailable(e.to_string()),
-                };
-                return Some(sources.into_iter().map(|r| with(each(r))).collect());
-            }
-            Err(RecvTimeoutError::Timeout) if opts.cancel.is_cancelled() => return None,
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                let why = "opening its kernel-evidence source failed".to_string();
-                return Some(vec![with(crate::KernelEvidence::Unavailable(why)); n]);
-            }
+    let others: Vec<crate::KernelEvidence> = (1..n).map(|_| crate::KernelEvidence::opening(h.reads())).collect();
+    let mut rows = vec![LabOptions { kernel: crate::KernelEvidence::On(h), ..apart.clone() }];
+    for k in others {
+        let kernel = k.ready(&opts.cancel);
+        if opts.cancel.is_cancelled() {
+            return None;
         }
+        rows.push(LabOptions { kernel, ..apart.clone() });
     }
+    Some(rows)
 }
 
 #[cfg(test)]

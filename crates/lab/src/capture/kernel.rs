@@ -2,7 +2,8 @@
 //! row's filter and clock map while it runs, and the join of the kernel's records to the row's
 //! two sides.
 
-use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use trace::{Endpoint, Event};
@@ -18,7 +19,90 @@ pub enum KernelEvidence {
     Unavailable(String),
     /// The source, shared by the rows (they run one at a time).
     On(KernelHandle),
+    /// Being opened on a thread of its own ([`KernelEvidence::opening`]): the first row that
+    /// records waits for it ([`KernelEvidence::ready`]).
+    Opening(Opening),
 }
+
+/// A kernel-evidence source being opened on a thread of its own. Parsing the kernel's BTF and
+/// loading the programs takes 0.2-0.3 s of CPU on this class of host (more in a debug build):
+/// `tcpstall lab` starts it before its probes, which record nothing, so the first recorded row
+/// finds it open instead of waiting for it.
+#[derive(Clone)]
+pub struct Opening(Arc<OpeningInner>);
+
+struct OpeningInner {
+    rx: Mutex<Option<Receiver<Result<KernelHandle, KernelOpenError>>>>,
+    done: OnceLock<KernelEvidence>,
+}
+
+impl KernelEvidence {
+    /// Start opening a source ([`KernelHandle::open_with_reads`]) on a thread of its own; the
+    /// rows that record wait for it. A thread that cannot start makes it `Unavailable`.
+    pub fn opening(reads: bool) -> KernelEvidence {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let open = move || {
+            let _ = tx.send(KernelHandle::open_with_reads(reads));
+        };
+        match std::thread::Builder::new().name("tcpstall-kev-open".into()).spawn(open) {
+            Ok(_) => KernelEvidence::Opening(Opening(Arc::new(OpeningInner {
+                rx: Mutex::new(Some(rx)),
+                done: OnceLock::new(),
+            }))),
+            Err(e) => KernelEvidence::Unavailable(format!("no kernel evidence: opener thread: {e}")),
+        }
+    }
+
+    /// The evidence to record with: an opening source once open (`On`, or `Unavailable` with
+    /// why), waiting for it; the others as they are. Cancelled while waiting: `Unavailable`
+    /// (the opener finishes and drops what it opened), so that Ctrl-C never waits for BPF
+    /// loading.
+    pub fn ready(&self, cancel: &crate::Cancel) -> KernelEvidence {
+        let KernelEvidence::Opening(o) = self else { return self.clone() };
+        if let Some(k) = o.0.done.get() {
+            return k.clone();
+        }
+        // One waiter receives; the others wait on the lock, then find `done` set.
+        let mut rx = o.0.rx.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(k) = o.0.done.get() {
+            return k.clone();
+        }
+        let Some(r) = rx.as_ref() else {
+            return KernelEvidence::Unavailable("no kernel evidence: its opener failed".into());
+        };
+        let got = loop {
+            match r.recv_timeout(Duration::from_millis(20)) {
+                Ok(Ok(h)) => break KernelEvidence::On(h),
+                Ok(Err(e)) => break KernelEvidence::Unavailable(e.to_string()),
+                Err(RecvTimeoutError::Timeout) if cancel.is_cancelled() => {
+                    return KernelEvidence::Unavailable("no kernel evidence: cancelled while opening it".into());
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    break KernelEvidence::Unavailable("no kernel evidence: opening it failed".into())
+                }
+            }
+        };
+        *rx = None;
+        o.0.done.get_or_init(|| got).clone()
+    }
+}
+
+impl std::fmt::Debug for Opening {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.done.get() {
+            Some(k) => write!(f, "Opening(done: {k:?})"),
+            None => write!(f, "Opening(pending)"),
+        }
+    }
+}
+
+impl PartialEq for Opening {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for Opening {}
 
 /// Why the lab runs without kernel evidence (said once in the report; the rows still run).
 #[derive(Debug, thiserror::Error)]

@@ -19,8 +19,8 @@ pub(crate) enum KernelOut {
 /// Start the row's kernel evidence (`LabOptions::kernel`) for the server's port, in the calling
 /// thread's namespace (the server's) when it is the row's own.
 pub(super) fn start_kernel(lab: &LabOptions, ns: &Ns, port: u16) -> (KernelOut, Option<KernelRow>) {
-    match &lab.kernel {
-        KernelEvidence::Off => (KernelOut::Off, None),
+    match &lab.kernel.ready(&lab.cancel) {
+        KernelEvidence::Off | KernelEvidence::Opening(_) => (KernelOut::Off, None),
         KernelEvidence::Unavailable(why) => (KernelOut::Unavailable(why.clone()), None),
         KernelEvidence::On(h) => {
             // The namespace's inode (its identity: `ns.inum`, what the programs compare).

@@ -39,10 +39,11 @@ pub(crate) fn run(args: LabArgs) -> anyhow::Result<i32> {
         env.placement = p.placement(&format!("{}; {}", knobs.label(), p.readback));
     }
     opts.tap = env.tap();
-    // Kernel evidence (after the link is up: the source starts a reader thread).
+    // Kernel evidence (after the link is up: the source starts a reader thread), opened on a
+    // thread of its own while the rows' probes run (they record nothing): the first recorded
+    // row waits for it if it is not open yet.
     if opts.capture && !args.no_kernel {
-        opts.kernel = lab::KernelHandle::open()
-            .map_or_else(|e| lab::KernelEvidence::Unavailable(e.to_string()), lab::KernelEvidence::On);
+        opts.kernel = lab::KernelEvidence::opening(false);
     }
     // The link is up (it may need a single-threaded process): now the signal thread may start.
     // Ctrl-C is listened to from here to the last line of output (`exit_status` stops it).
