@@ -28,7 +28,7 @@ pub mod veth;
 
 pub use cancel::{Cancel, Interrupts};
 pub use capture::{CaptureFile, CaptureFileError, KernelEvidence, KernelHandle, KernelOpenError, PacketTap, TapHandle};
-pub use pair::{run_pair, run_pair_analysed};
+pub use pair::{run_pair, run_pair_analysed, run_pair_noted};
 pub use placement::Placement;
 
 use std::net::IpAddr;

@@ -62,7 +62,7 @@ struct Ready {
 mod recording;
 mod unrecorded;
 use recording::{start_capture, start_kernel, KernelOut};
-pub(crate) use unrecorded::run_pair_noted;
+pub use unrecorded::run_pair_noted;
 
 fn run_pair_once(
     workload: &Workload,

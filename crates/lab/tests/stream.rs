@@ -1,6 +1,7 @@
 //! A row's packets and kernel records classified as the row runs (issue 25), on a real row:
 //! the events kept for the report come in the whole-row path's order (time, packets before
-//! kernel events at the same nanosecond, frame and kernel numbers in order), none late, and the
+//! kernel events at the same nanosecond, frame and kernel numbers in order) except those the
+//! row's notes count as late (a reader starved on a loaded host: said, never silent), and the
 //! classifier's analysis is the one a whole-row pass over those events makes. Needs root (a
 //! private namespace, AF_PACKET, eBPF); without it the row records nothing and the test says so.
 
@@ -19,7 +20,16 @@ fn a_streamed_row_is_ordered_and_classified_as_a_whole_row() {
     let side = SideOpts::parse_list("default").expect("strategy");
     let pair = StrategyPair::new(side.clone(), side);
     let opts = LabOptions { keep_packets: true, kernel, ..LabOptions::default() };
-    let (row, analysis) = lab::run_pair_analysed(&w, &pair, &Placement::loopback(), &opts).expect("rr row");
+    let (row, analysis, notes) = lab::run_pair_noted(&w, &pair, &Placement::loopback(), &opts).expect("rr row");
+    // Events the capture reader delivered later than the reorder margin (a starved reader on a
+    // loaded host) are classified out of order, counted and said in the row's notes: the
+    // promise is order or a count of what broke it, never silence.
+    let late: u64 = notes
+        .iter()
+        .find(|n| n.contains("reached the classifier after later ones"))
+        .and_then(|n| n.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    let mut out_of_order = 0u64;
     let (Some(cap), Some(analysis)) = (row.capture.as_ref(), analysis) else {
         eprintln!("skipped: the row recorded no packets (needs root)");
         return;
@@ -47,8 +57,10 @@ fn a_streamed_row_is_ordered_and_classified_as_a_whole_row() {
         }
         if on && i > 0 {
             let p = &ev[i - 1];
-            assert!(p.t <= e.t, "event {i} at {:?} after {:?}", e.t, p.t);
-            if p.t == e.t {
+            if p.t > e.t {
+                out_of_order += 1;
+                assert!(out_of_order <= late, "event {i} at {:?} after {:?}, {late} said late: {notes:?}", e.t, p.t);
+            } else if p.t == e.t {
                 assert!(!(matches!(p.evidence, Evidence::Kernel(_)) && matches!(e.evidence, Evidence::Frame(_))));
             }
         }

@@ -17,7 +17,7 @@ use crate::{LabError, LabOptions, Placement};
 /// time right after, unrecorded, and the row's
 /// latency, time and CPU are that run's (`apply_unrecorded`); the evidence stays the
 /// recorded run's.
-pub(crate) fn run_pair_noted(
+pub fn run_pair_noted(
     workload: &Workload,
     pair: &StrategyPair,
     place: &Placement,

@@ -63,14 +63,19 @@ pub(crate) fn watch_kernel_counts_the_writes_of_the_watched_flow() {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let mport = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let watch = Command::new(assert_cmd::cargo::cargo_bin("tcpstall"))
+    let mut watch = Command::new(assert_cmd::cargo::cargo_bin("tcpstall"))
         .args(["watch", "-i", "lo", "--port", &port.to_string(), "--kernel", "--format", "jsonl", "--duration", "8"])
         .args(["--metrics", &format!("127.0.0.1:{mport}")])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // The watch says its kernel evidence is attached before it reads: wait for that line (a
+    // fixed 1.5 s missed the first writes when loading the programs took longer on a loaded
+    // host), then give its packet ring a moment.
+    let (lines, stderr_all) = stderr_lines(watch.stderr.take().unwrap());
+    let first = lines.recv_timeout(Duration::from_secs(60)).expect("the watch's first line");
+    std::thread::sleep(Duration::from_millis(300));
     let srv = std::thread::spawn(move || {
         let (mut s, _) = l.accept().unwrap();
         s.set_nodelay(true).unwrap();
@@ -107,12 +112,9 @@ pub(crate) fn watch_kernel_counts_the_writes_of_the_watched_flow() {
         .unwrap_or_else(|| panic!("{metrics}"));
     assert!(other <= 2, "no reads without --kernel-reads: {other} other events");
     let out = watch.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = format!("{first}\n{}", stderr_all.join().unwrap());
     assert!(out.status.success(), "{err}");
-    assert!(
-        err.lines().next().is_some_and(|l| l == "tcpstall watch: kernel evidence: 5 of 5 tracepoints (reads off)"),
-        "{err}"
-    );
+    assert_eq!(first, "tcpstall watch: kernel evidence: 5 of 5 tracepoints (reads off)", "{err}");
     let summary = err.lines().find(|l| l.contains("kernel evidence:") && l.contains("events")).expect(&err);
     let writes: u64 = summary
         .split(" writes,")
@@ -268,4 +270,23 @@ pub(crate) fn rows_side_by_side_record_the_reads_asked_for() {
         let reads = row.packets.iter().filter(|e| matches!(e.kind, EventKind::Kernel(KernelEvent::Read))).count();
         assert!(reads > 0, "row {}: no reads recorded ({})", row.strategy, r.link);
     }
+}
+
+/// A child's stderr read on a thread: each line as it comes (the first on the channel), and
+/// all lines after the first joined when it ends.
+fn stderr_lines(e: std::process::ChildStderr) -> (std::sync::mpsc::Receiver<String>, std::thread::JoinHandle<String>) {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        let mut rest = Vec::new();
+        for (i, l) in std::io::BufReader::new(e).lines().map_while(Result::ok).enumerate() {
+            if i == 0 {
+                let _ = tx.send(l);
+            } else {
+                rest.push(l);
+            }
+        }
+        rest.join("\n")
+    });
+    (rx, h)
 }
