@@ -173,12 +173,9 @@ pub(crate) struct Dir {
     pub(crate) max_ttl: Option<u8>,
     /// The peer acknowledged up to here, beyond the data seen so far, at this time.
     pub(crate) ack_ahead: Option<(SeqNum, Instant)>,
-    /// This sender showed Nagle off: a sub-MSS segment sent while an earlier sub-MSS segment
-    /// was unacknowledged (Linux `tcp_nagle_check` with `tcp_minshall_check` would have held
-    /// it; RFC 9293 3.7.4). When, and the frame.
-    pub(crate) nagle_off: Option<(Instant, Evidence)>,
-    /// The segments that showed it (see [`NagleOffShown`]), for the endpoint's summary.
-    pub(crate) nagle_off_shown: Option<NagleOffShown>,
+    /// This sender showed Nagle off (see [`NagleOffShown`]): the segments that showed it, for
+    /// the verdicts and the endpoint's summary alike.
+    pub(crate) nagle_off: Option<NagleOffShown>,
     /// The writer's own clock, if it keeps one (see pacing.rs).
     pub(crate) clock: AppClock,
     /// The writer's writes, when the trace reports them (lab, model, kernel evidence).
@@ -214,15 +211,10 @@ pub(crate) struct Dir {
     pub(crate) kernel_state: Option<(Instant, Evidence, trace::KernelState)>,
     /// This sender's FIN was seen: it has nothing more to send.
     pub(crate) fin_seen: bool,
-    /// A sub-MSS segment sent while an earlier sub-MSS segment (ending at the seq given) was
-    /// unacknowledged, not yet confirmed: an ACK stamped just after it (reordered stamps) would
-    /// have released it. Confirmed after REORDER_WINDOW.
-    pub(crate) nagle_off_candidate: Option<(Instant, Evidence, SeqNum)>,
-    /// The first sign of Nagle off for the endpoint's summary, not yet confirmed, with the end
-    /// of the earlier small segment and of the segment itself: cancelled only by an ACK of the
-    /// earlier one that does not also cover the segment itself, stamped within the reorder
-    /// window (an ACK covering the segment was sent after it arrived: it released nothing).
-    pub(crate) nagle_off_candidate_shown: Option<(NagleOffShown, SeqNum, SeqNum)>,
+    /// A sign of Nagle off not yet confirmed (see [`NagleOffCandidate`]).
+    pub(crate) nagle_off_candidate: Option<NagleOffCandidate>,
+    /// This sender's IPv4 identification as a packet counter (see [`IdCounter`]).
+    pub(crate) ip_ids: IdCounter,
     /// The window this side advertised before its latest segment (RFC 5681 2 (e): a duplicate
     /// ACK leaves the window unchanged).
     pub(crate) adv_window_prev: Option<u16>,
@@ -274,6 +266,68 @@ impl NagleOffShown {
     }
 }
 
+/// A sign of Nagle off not yet confirmed: the segments, the end of the earlier small segment and
+/// of the segment itself (an ACK of the earlier one that does not also cover the segment itself,
+/// stamped within [`NAGLE_REORDER`] after it, may have released it: reordered stamps), and the
+/// IP ID the peer's next packet must carry when the peer's IDs count its packets (see
+/// [`IdCounter`]): another ID means the capture missed a packet of the peer's around the sign,
+/// perhaps the ACK that released the segment (a capture that drops packets shows a held
+/// segment as one sent with another unacknowledged).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct NagleOffCandidate {
+    pub shown: NagleOffShown,
+    pub small_end: SeqNum,
+    pub own_end: SeqNum,
+    pub peer_next_id: Option<u16>,
+}
+
+impl NagleOffCandidate {
+    /// Past the reorder window, and the peer's next ID (if asked for) seen as expected.
+    pub(crate) fn counts_at(&self, now: Instant) -> bool {
+        now.since(self.shown.at) > NAGLE_REORDER && self.peer_next_id.is_none()
+    }
+}
+
+/// Steps between a sender's single-segment packets seen before its IPv4 IDs are taken to count
+/// its packets.
+const ID_STEPS: u32 = 4;
+
+/// A sender's IPv4 identification as a packet counter. Linux numbers a connected TCP socket's
+/// packets consecutively, pure ACKs included (`ip_select_ident_segs`, include/net/ip.h:
+/// `inet_id += segs`; a GSO super-packet takes one ID per segment). Where at least [`ID_STEPS`]
+/// steps from a single-segment packet to the next were seen and four in five of them were +1
+/// (a capture that misses packets makes the others), the next packet's ID is known, and another
+/// ID reveals a packet the capture missed (or, from a host-wide counter on a quiet host, one of
+/// another flow's: either way the capture cannot show that no ACK came between). Random IDs,
+/// zero IDs, a byte-swapped counter and IPv6 never count: no claim.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub(crate) struct IdCounter {
+    last: Option<u16>,
+    /// The last packet was a single segment (at most one MSS of payload).
+    single: bool,
+    steps: u32,
+    ones: u32,
+}
+
+impl IdCounter {
+    /// A packet with IP ID `id`, `single` when it carried at most one MSS.
+    pub(crate) fn on_packet(&mut self, id: Option<u16>, single: bool) {
+        // After a super-packet the step is its segment count, not known here: not counted.
+        if let (Some(i), Some(l), true) = (id, self.last, self.single) {
+            self.steps += 1;
+            self.ones += u32::from(i.wrapping_sub(l) == 1);
+        }
+        self.last = id;
+        self.single = single;
+    }
+
+    /// The ID the sender's next packet must carry, when its IDs count its packets.
+    pub(crate) fn next(&self) -> Option<u16> {
+        let counts = self.steps >= ID_STEPS && self.ones * 5 >= self.steps * 4;
+        self.last.filter(|_| counts && self.single).map(|l| l.wrapping_add(1))
+    }
+}
+
 fn evidence_name(e: Evidence) -> String {
     match e {
         Evidence::Frame(n) => format!("frame {n}"),
@@ -284,43 +338,45 @@ fn evidence_name(e: Evidence) -> String {
 }
 
 impl Dir {
-    /// The summary's sign of Nagle off, as known at `now` (see `nagle_off_candidate_shown`).
-    pub(crate) fn nagle_off_shown_at(&self, now: Instant) -> Option<NagleOffShown> {
-        self.nagle_off_shown
-            .or_else(|| self.nagle_off_candidate_shown.filter(|(s, _, _)| now.since(s.at) > NAGLE_REORDER).map(|c| c.0))
+    /// When and how this sender showed Nagle off, as known at `now`: a candidate counts once no
+    /// ACK stamped right after it can have released it and the peer's IP IDs, where they count
+    /// packets, show no packet the capture missed. The one rule behind the verdicts
+    /// (`classify::Context::nagle_off`) and what a capture shows (`FlowAnalysis::shown`).
+    pub(crate) fn nagle_off_at(&self, now: Instant) -> Option<NagleOffShown> {
+        self.nagle_off.or_else(|| self.nagle_off_candidate.filter(|c| c.counts_at(now)).map(|c| c.shown))
     }
 
-    /// When this sender showed Nagle off, as known at `now` (a candidate counts once no ACK
-    /// stamped right after it can have released it).
-    pub(crate) fn nagle_off_at(&self, now: Instant) -> Option<(Instant, Evidence)> {
-        self.nagle_off.or_else(|| {
-            self.nagle_off_candidate.filter(|(t, _, _)| now.since(*t) > NAGLE_REORDER).map(|(t, f, _)| (t, f))
-        })
-    }
-
-    /// Promotes a candidate old enough to count, and cancels one that an ACK of the earlier
-    /// small segment, stamped within the reorder window, explains.
+    /// Confirms a candidate that counts (see [`NagleOffCandidate::counts_at`]), and cancels one
+    /// that an ACK of the earlier small segment, stamped within the reorder window, may have
+    /// released. An ACK that also covers the segment itself was sent after the segment reached
+    /// the peer (a cumulative ACK, RFC 9293 3.4): it cannot have released it, and cancels
+    /// nothing. `acked_to`: the ACK, None when it cannot have reached the sender yet (captured
+    /// far from it).
     pub(crate) fn settle_nagle_off(&mut self, now: Instant, acked_to: Option<SeqNum>) {
-        if let Some((t, f, small_end)) = self.nagle_off_candidate {
-            if acked_to.is_some_and(|a| small_end <= a) && now.since(t) <= NAGLE_REORDER {
-                self.nagle_off_candidate = None;
-            } else if now.since(t) > NAGLE_REORDER {
-                self.nagle_off.get_or_insert((t, f));
-                self.nagle_off_candidate = None;
-            }
-        }
-        // The summary's sign: an ACK that also covers the segment itself was sent after the
-        // segment reached the peer, so it cannot have released it (cumulative ACK, RFC 9293
-        // 3.4). The verdicts keep the stricter test above.
-        if let Some((sh, small_end, own_end)) = self.nagle_off_candidate_shown {
-            if now.since(sh.at) > NAGLE_REORDER {
-                self.nagle_off_shown.get_or_insert(sh);
-                self.nagle_off_candidate_shown = None;
-            } else if acked_to.is_some_and(|a| small_end <= a && a < own_end) {
-                self.nagle_off_candidate_shown = None;
-            }
+        let Some(c) = self.nagle_off_candidate else { return };
+        if c.counts_at(now) {
+            self.nagle_off.get_or_insert(c.shown);
+            self.nagle_off_candidate = None;
+        } else if now.since(c.shown.at) <= NAGLE_REORDER && acked_to.is_some_and(|a| c.small_end <= a && a < c.own_end)
+        {
+            self.nagle_off_candidate = None;
         }
     }
+
+    /// The peer sent a packet with IP ID `id`: a candidate waiting for the peer's next ID keeps
+    /// its sign if it is the one expected, and loses it if not (the capture missed a packet of
+    /// the peer's since the sign, or just before it: it may have been the ACK that released the
+    /// segment).
+    pub(crate) fn check_peer_id(&mut self, id: Option<u16>) {
+        let Some(c) = &mut self.nagle_off_candidate else { return };
+        let Some(want) = c.peer_next_id else { return };
+        if id == Some(want) {
+            c.peer_next_id = None;
+        } else {
+            self.nagle_off_candidate = None;
+        }
+    }
+
     /// Bytes the peer acknowledged that the capture never showed within [`ACK_AHEAD_WINDOW`]:
     /// the capture missed them (filtered or overrun): not network loss. Accept the ACK.
     pub(crate) fn settle_ack_ahead(&mut self, now: Instant) {

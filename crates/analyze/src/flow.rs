@@ -394,6 +394,11 @@ impl FlowAnalyzer {
     }
 
     fn account(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence) {
+        // The peer's sign of Nagle off waits for this packet's IP ID; then this sender's
+        // counter takes it (a SYN's payload aside, at most one MSS is one segment).
+        self.dirs[d.peer().index()].check_peer_id(seg.ip_id);
+        let single = seg.len <= self.mss(d).0;
+        self.dirs[d.index()].ip_ids.on_packet(seg.ip_id, single);
         if let Some(ttl) = seg.ttl {
             let m = &mut self.dirs[d.index()].max_ttl;
             *m = Some(m.map_or(ttl, |x| x.max(ttl)));
@@ -642,6 +647,9 @@ impl FlowAnalyzer {
             resend = Resend::KernelOnly;
         }
         let new_data = resend == Resend::No;
+        // The ID the peer's next packet must carry, when its IDs count its packets: another one
+        // shows a packet of the peer's the capture missed (see `Dir::check_peer_id`).
+        let peer_next_id = self.dirs[d.peer().index()].ip_ids.next();
         let dir = &mut self.dirs[d.index()];
         dir.settle_nagle_off(t, None);
         // The writer's clock, judged before this send joins it (pacing.rs).
@@ -683,9 +691,6 @@ impl FlowAnalyzer {
         {
             if let Some(small) = dir.outstanding.iter().rev().find(|s| s.small) {
                 if dir.nagle_off_candidate.is_none() {
-                    dir.nagle_off_candidate = Some((t, frame, small.end));
-                }
-                if dir.nagle_off_shown.is_none() && dir.nagle_off_candidate_shown.is_none() {
                     let shown = crate::dir::NagleOffShown {
                         at: t,
                         frame,
@@ -693,7 +698,12 @@ impl FlowAnalyzer {
                         unacked_frame: small.frame,
                         unacked_bytes: small.len,
                     };
-                    dir.nagle_off_candidate_shown = Some((shown, small.end, seg.seq + seg.len));
+                    dir.nagle_off_candidate = Some(crate::dir::NagleOffCandidate {
+                        shown,
+                        small_end: small.end,
+                        own_end: seg.seq + seg.len,
+                        peer_next_id,
+                    });
                 }
             }
         }
@@ -783,7 +793,7 @@ impl FlowAnalyzer {
             super_packets: dir.sum.super_packets > 0,
             timers: self.cfg.timers,
             min_gap: self.cfg.min_gap,
-            nagle_off: dir.nagle_off_at(t),
+            nagle_off: dir.nagle_off_at(t).map(|s| (s.at, s.frame)),
             clock: s.clock,
             written: s.written,
             kernel_retx: s.kernel_retx,

@@ -135,6 +135,7 @@ impl Script {
 use Endpoint::{A, B};
 
 mod issue32;
+mod nagle_off;
 mod traffic;
 
 #[test]
@@ -536,6 +537,7 @@ fn random_segments_never_panic_and_records_are_well_formed() {
                     sack: Default::default(),
                     wire_len: 60,
                     ttl: None,
+                    ip_id: None,
                 }),
                 evidence: Evidence::Frame(n + 1),
             });

@@ -210,6 +210,7 @@ impl Sim {
                             sack: [(SeqNum(0), SeqNum(0)); 4],
                             wire_len: wire,
                             ttl: None,
+                            ip_id: None,
                         };
                         self.record(i, EventKind::Segment(s));
                     }
@@ -246,6 +247,7 @@ impl Sim {
             sack: [(SeqNum(0), SeqNum(0)); 4],
             wire_len: 14 + 20 + hdr,
             ttl: None,
+            ip_id: None,
         };
         let (mss_a, mss_b) = (self.eps[0].advmss as u16, self.eps[1].advmss as u16);
         let opt = if self.eps[0].hdr > 20 { 40 } else { 28 };

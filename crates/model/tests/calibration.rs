@@ -146,6 +146,7 @@ mod experiments {
                     mss,
                     wire_len: 54 + len,
                     ttl: Some(64),
+                    ip_id: None,
                     ..trace::testing::segment(seq, ack, flags, len)
                 }),
                 evidence: Evidence::Frame(n),

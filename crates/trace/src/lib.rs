@@ -155,6 +155,12 @@ pub struct Segment {
     /// not known (the model's segments).
     #[serde(default)]
     pub ttl: Option<u8>,
+    /// IPv4 identification (RFC 791 3.1) as captured; None for IPv6 and the model's segments.
+    /// Linux numbers a connected TCP socket's packets consecutively (`ip_select_ident_segs`,
+    /// include/net/ip.h: `inet_id += segs`), so a sender's IDs can show a packet the capture
+    /// missed.
+    #[serde(default)]
+    pub ip_id: Option<u16>,
 }
 
 impl Segment {

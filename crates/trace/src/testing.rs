@@ -20,6 +20,7 @@ pub fn segment(seq: u32, ack: u32, flags: u8, len: u32) -> Segment {
         sack: [(SeqNum(0), SeqNum(0)); 4],
         wire_len: 66 + len,
         ttl: None,
+        ip_id: None,
     }
 }
 

@@ -165,12 +165,12 @@ impl Sig {
             tsecr,
             peer_seen,
             window: seg.window,
-            ip_id: p.ip_id.unwrap_or(0),
+            ip_id: p.segment.ip_id.unwrap_or(0),
             flags: seg.flags.0,
             sack_blocks: seg.sack_blocks,
             from_a: from == Endpoint::A,
             used: true,
-            id_usable: p.ip_id.is_some_and(|id| id != 0),
+            id_usable: p.segment.ip_id.is_some_and(|id| id != 0),
             has_ts: seg.ts.is_some(),
         }
     }
@@ -689,7 +689,7 @@ mod tests {
 
     fn pkt(src: SocketAddr, dst: SocketAddr, seq: u32, ack: u32, flags: u8) -> TcpPacket {
         let segment = Segment { wire_len: 54, ..trace::testing::segment(seq, ack, flags, 0) };
-        TcpPacket { src, dst, segment, ip_id: None, loopback: false }
+        TcpPacket { src, dst, segment, loopback: false }
     }
 
     fn addr(i: u32) -> SocketAddr {

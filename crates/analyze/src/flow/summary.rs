@@ -23,7 +23,7 @@ impl FlowAnalyzer {
             let dir = &self.dirs[d.index()];
             // A sign old enough at the flow's last packet counts.
             crate::ShownOptions {
-                nagle_off: dir.nagle_off_shown_at(self.last),
+                nagle_off: dir.nagle_off_at(self.last),
                 held_coalescing: self
                     .stalls
                     .iter()

@@ -89,11 +89,8 @@ pub mod linktype {
 pub struct TcpPacket {
     pub src: SocketAddr,
     pub dst: SocketAddr,
+    /// The segment; its `ip_id` is the IPv4 identification (RFC 791 3.1), None for IPv6.
     pub segment: Segment,
-    /// IPv4 identification (RFC 791 3.1); None for IPv6. Linux numbers a connected socket's
-    /// packets consecutively (`ip_select_ident_segs`), so a jump reveals a packet lost before
-    /// the capture point.
-    pub ip_id: Option<u16>,
     /// The frame's link header says it was captured on a loopback interface: BSD loopback
     /// encapsulation (link types NULL and LOOP), a Linux cooked header whose ARPHRD type is
     /// ARPHRD_LOOPBACK, or an Ethernet header with both MAC addresses zero (Linux `lo`, whose
@@ -460,6 +457,7 @@ fn tcp(ip: &IpHeader<'_>) -> Result<TcpPacket, Skip> {
         sack: [(SeqNum(0), SeqNum(0)); 4],
         wire_len: 0,
         ttl: Some(ip.ttl),
+        ip_id: ip.id,
     };
     // Options (RFC 9293 3.2; MSS RFC 9293 3.7.1, window scale and timestamps RFC 7323, SACK
     // RFC 2018). A malformed option ends option parsing; the segment is still usable.
@@ -488,7 +486,6 @@ fn tcp(ip: &IpHeader<'_>) -> Result<TcpPacket, Skip> {
         src: SocketAddr::new(ip.src, h.source_port()),
         dst: SocketAddr::new(ip.dst, h.destination_port()),
         segment: seg,
-        ip_id: ip.id,
         loopback: false,
     })
 }
