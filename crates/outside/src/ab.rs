@@ -36,6 +36,29 @@ pub struct Outcome {
     pub stopped: String,
     /// Sockets the sock_ops program changed, per candidate (its own count).
     pub sockops_applied: Vec<(Candidate, u64)>,
+    /// The delayed-ACK maximum the kernel took (µs), when the DELACK_MAX candidate ran.
+    pub delack_max_us: Option<u64>,
+}
+
+/// The causes whose wait is the peer's delayed-ACK timer (the classifier's release rule,
+/// analyze/src/classify/release.rs: an ACK delayed by the peer, net/ipv4/tcp_timer.c
+/// tcp_delack_timer, released the held data).
+pub const DELAYED_ACK_CAUSES: [&str; 2] = ["nagle-delayed-ack", "delayed-ack"];
+
+/// The side whose delayed ACK a shorter maximum (TCP_BPF_DELACK_MAX) would shorten: the peer
+/// of the side whose writes the classifier found held for a delayed ACK most often; `Err` with
+/// the reason when none was. Pure.
+pub fn delack_side(stalls: &[crate::requests::StallNote]) -> Result<Side, String> {
+    let held =
+        |side: &str| stalls.iter().filter(|s| s.held == side && DELAYED_ACK_CAUSES.contains(&s.cause.as_str())).count();
+    let (client, server) = (held("client"), held("server"));
+    if client + server == 0 {
+        return Err("as written, no write waited for a delayed ACK (the classifier's nagle-delayed-ack or \
+                    delayed-ack): no delayed ACK to shorten"
+            .into());
+    }
+    // The server's writes held: the client delays its ACKs.
+    Ok(if server >= client { Side::Client } else { Side::Server })
 }
 
 /// The candidates for a spec: as written, route quickack on either side, sock_ops NODELAY on
@@ -81,9 +104,13 @@ pub fn run(
     let mut out = Outcome::default();
     let mut live: Vec<(Candidate, Vec<Trial>)> = cands.into_iter().map(|c| (c, Vec::new())).collect();
     let mut done = 0usize;
+    // The DELACK_MAX candidate's side comes from the first run as written (round 0 runs in
+    // list order, "as written" first): it joins the end of round 0's list.
+    let mut delack_pending = live.iter().any(|(c, _)| *c == Candidate::AsWritten);
     for round in 0..budget.max_rounds {
-        let n = live.len();
-        for k in 0..n {
+        let mut k = 0;
+        while k < live.len() {
+            let n = live.len();
             if cancel.load(Ordering::Relaxed) {
                 break;
             }
@@ -94,17 +121,34 @@ pub fn run(
                     if let Some(a) = t.sockops_applied {
                         out.sockops_applied.push((c.clone(), a));
                     }
+                    out.delack_max_us = out.delack_max_us.or(t.delack_max_us);
+                    if delack_pending && c == Candidate::AsWritten {
+                        delack_pending = false;
+                        match delack_side(&t.measure.stalls) {
+                            Ok(side) => live.push((Candidate::SockOpsDelackMax(side), Vec::new())),
+                            Err(why) => out.skipped.push((Candidate::SockOpsDelackMax(Side::Client), why)),
+                        }
+                    }
                     live[i].1.push(t);
                 }
                 Err(e) => {
                     if !cancel.load(Ordering::Relaxed) {
-                        out.skipped.push((c, e.to_string()));
+                        out.skipped.push((c.clone(), e.to_string()));
                     }
                 }
             }
+            if delack_pending && c == Candidate::AsWritten {
+                delack_pending = false;
+                out.skipped.push((
+                    Candidate::SockOpsDelackMax(Side::Client),
+                    "the first run as written failed: which side delays its ACKs is not known".into(),
+                ));
+            }
             done += 1;
             let per = start.elapsed() / done as u32;
+            let n = live.len();
             progress(done, n * budget.max_rounds.min(round + 2), per * (n - k - 1) as u32);
+            k += 1;
         }
         live.retain(|(c, t)| !t.is_empty() || !out.skipped.iter().any(|(s, _)| s == c));
         out.rounds = round + 1;
@@ -132,4 +176,26 @@ pub fn run(
     out.ranked = rank(live.iter().filter_map(|(c, t)| pool(c, t)).collect());
     out.elapsed = start.elapsed();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::requests::StallNote;
+
+    fn stall(cause: &str, held: &'static str) -> StallNote {
+        StallNote { cause: cause.into(), length_ns: 40_000_000, held, detail: String::new() }
+    }
+
+    /// The held writes' peer delays its ACKs (net/ipv4/tcp_timer.c tcp_delack_timer): the
+    /// server's writes held for nagle-delayed-ack -> the client's delayed ACK is capped.
+    #[test]
+    fn delack_goes_to_the_peer_of_the_held_writes() {
+        let s = [stall("nagle-delayed-ack", "server"), stall("nagle-delayed-ack", "server")];
+        assert_eq!(delack_side(&s), Ok(Side::Client));
+        let s = [stall("delayed-ack", "client"), stall("retransmission-timeout", "server")];
+        assert_eq!(delack_side(&s), Ok(Side::Server));
+        assert!(delack_side(&[stall("retransmission-timeout", "server")]).unwrap_err().contains("no delayed ACK"));
+        assert!(delack_side(&[]).is_err());
+    }
 }

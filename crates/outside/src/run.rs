@@ -58,6 +58,9 @@ pub enum Candidate {
     AsWritten,
     RouteQuickack(Side),
     SockOpsNodelay(Side),
+    /// The delayed ACK's maximum at the kernel's minimum ([`crate::sockops::DELACK_MAX_ASK_US`]),
+    /// on the side that delays its ACKs: the peer of the side whose writes were held.
+    SockOpsDelackMax(Side),
     Shim(Side),
     Setting(Side),
 }
@@ -68,6 +71,7 @@ impl Candidate {
             Candidate::AsWritten => "as written".into(),
             Candidate::RouteQuickack(s) => format!("{} route quickack 1", s.name()),
             Candidate::SockOpsNodelay(s) => format!("{} sock_ops TCP_NODELAY", s.name()),
+            Candidate::SockOpsDelackMax(s) => format!("{} sock_ops TCP_BPF_DELACK_MAX", s.name()),
             Candidate::Shim(s) => format!("{} LD_PRELOAD shim (TCP_NODELAY)", s.name()),
             Candidate::Setting(s) => format!("{} own setting", s.name()),
         }
@@ -79,7 +83,7 @@ impl Candidate {
         match self {
             Candidate::AsWritten => 0,
             Candidate::Setting(_) => 1,
-            Candidate::RouteQuickack(_) | Candidate::SockOpsNodelay(_) => 2,
+            Candidate::RouteQuickack(_) | Candidate::SockOpsNodelay(_) | Candidate::SockOpsDelackMax(_) => 2,
             Candidate::Shim(_) => 3,
         }
     }
@@ -145,6 +149,8 @@ pub struct Trial {
     pub client_cpu_us: Option<u64>,
     /// Sockets the sock_ops program changed (its own count), when it ran.
     pub sockops_applied: Option<u64>,
+    /// The delayed-ACK maximum the kernel took (µs), when the program set one.
+    pub delack_max_us: Option<u64>,
     pub capture_drops: u64,
 }
 
@@ -165,6 +171,11 @@ fn apply(lab: &Lab, spec: &Spec, cand: &Candidate, cgroups: (&Cgroup, &Cgroup)) 
         Candidate::SockOpsNodelay(side) => {
             let cg = if *side == Side::Client { cgroups.0 } else { cgroups.1 };
             h.sockops = Some(SockOps::attach(cg.path(), Options { nodelay: true, delack_max_us: None })?);
+        }
+        Candidate::SockOpsDelackMax(side) => {
+            let cg = if *side == Side::Client { cgroups.0 } else { cgroups.1 };
+            let o = Options { nodelay: false, delack_max_us: Some(crate::sockops::DELACK_MAX_ASK_US) };
+            h.sockops = Some(SockOps::attach(cg.path(), o)?);
         }
         Candidate::Setting(side) => {
             let s =
@@ -338,7 +349,15 @@ pub fn trial(
     let t = Trial {
         server_cpu_us: scg.cpu_usec(),
         client_cpu_us: ccg.cpu_usec(),
-        sockops_applied: held.sockops.as_ref().map(|s| s.applied().0),
+        sockops_applied: held.sockops.as_ref().map(|s| {
+            let (nodelay, delack) = s.applied();
+            if s.options.nodelay {
+                nodelay
+            } else {
+                delack
+            }
+        }),
+        delack_max_us: held.sockops.as_ref().and_then(SockOps::delack_max_taken_us),
         ..Trial::default()
     };
     scg.kill_all();

@@ -51,6 +51,14 @@ pub fn deploy(c: &Candidate, spec: &Spec, route: Option<&Route>) -> String {
                 .map(|l| format!("  {l}\n"))
                 .collect::<String>()
         ),
+        Candidate::SockOpsDelackMax(side) => format!(
+            "A cgroup sock_ops program capping the {} program's delayed ACK (TCP_BPF_DELACK_MAX at the kernel's minimum, 2 jiffies; net/core/filter.c bpf_sol_tcp_setsockopt) on its sockets (object: `tcpstall advise-run --write-sockops-delack tcpstall-delack.o`; its service's cgroup, e.g. /sys/fs/cgroup/system.slice/<unit>.service):\n{}",
+            side.name(),
+            crate::sockops::deploy_commands("tcpstall-delack.o", "<cgroup>")
+                .lines()
+                .map(|l| format!("  {l}\n"))
+                .collect::<String>()
+        ),
         Candidate::Shim(side) => format!(
             "Start the {} program with the shim (source: crates/outside/shim/nodelay_shim.c):\n  cc -shared -fPIC -O2 -o /usr/local/lib/tcpstall-nodelay.so nodelay_shim.c -ldl\n  LD_PRELOAD=/usr/local/lib/tcpstall-nodelay.so {}\nRemove: start it without LD_PRELOAD.\n",
             side.name(),
@@ -91,6 +99,13 @@ pub fn render(o: &Outcome, spec: &Spec, route_of: &dyn Fn(&Candidate) -> Option<
     }
     for (c, why) in &o.skipped {
         s += &format!("left out: {}: {why}\n", c.label());
+    }
+    if let Some(us) = o.delack_max_us {
+        s += &format!(
+            "note: TCP_BPF_DELACK_MAX: the kernel took {:.1} ms (asked {:.1} ms, doubled until at least 2 jiffies, TCP_TIMEOUT_MIN)\n",
+            us as f64 / 1e3,
+            f64::from(crate::sockops::DELACK_MAX_ASK_US) / 1e3
+        );
     }
     for (c, n) in &o.sockops_applied {
         if *n == 0 {

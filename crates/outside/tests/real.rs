@@ -7,7 +7,8 @@
 //! - route quickack: the route carries the metric while applied and is put back after;
 //! - advise-run's loop on Python's http.server with http.client POSTing a file body: as written
 //!   the classifier names Nagle x delayed ACK stalls; client route quickack, server sock_ops
-//!   NODELAY and the server shim each remove them, with their cost measured;
+//!   NODELAY and the server shim each remove them, with their cost measured; the client's
+//!   delayed ACK capped (sock_ops TCP_BPF_DELACK_MAX) shortens them;
 //! - on mosquitto with its default `set_tcp_nodelay false`, the first choice is its own setting,
 //!   measured on mosquitto itself, and the config file is restored.
 
@@ -88,6 +89,29 @@ fn sockops_sets_nodelay_on_a_real_program() {
     let prog = SockOps::attach(cg.path(), Options { nodelay: false, delack_max_us: Some(5_000) }).expect("attach");
     assert_eq!(probe(&cg, None), "connected=0 accepted=0");
     assert_eq!(prog.applied(), (0, 2));
+    drop(prog);
+    // Asked at 2 ms: net/core/filter.c bpf_sol_tcp_setsockopt (TCP_BPF_DELACK_MAX) refuses
+    // less than TCP_TIMEOUT_MIN, 2 jiffies (include/net/tcp.h), so the program doubles the ask
+    // until the kernel takes it: the first of 2, 4, 8, 16 ms that is at least 2 jiffies.
+    let ask = tcpstall_outside::sockops::DELACK_MAX_ASK_US;
+    let prog = SockOps::attach(cg.path(), Options { nodelay: false, delack_max_us: Some(ask) }).expect("attach");
+    assert_eq!(probe(&cg, None), "connected=0 accepted=0");
+    assert_eq!(prog.applied(), (0, 2));
+    let taken = prog.delack_max_taken_us().expect("the kernel took a value");
+    match kernel_hz() {
+        Some(hz) => {
+            let two_jiffies = 2_000_000 / hz;
+            let want = (0..5).map(|i| u64::from(ask) << i).find(|us| us.div_ceil(1_000_000 / hz) >= 2).unwrap();
+            assert_eq!(taken, want, "HZ={hz}: 2 jiffies = {two_jiffies} us");
+        }
+        None => assert!([2_000, 4_000, 8_000, 16_000, 32_000].contains(&taken), "{taken}"),
+    }
+}
+
+/// CONFIG_HZ from /proc/config.gz, when the kernel has it.
+fn kernel_hz() -> Option<u64> {
+    let out = Command::new("sh").args(["-c", "zcat /proc/config.gz | grep '^CONFIG_HZ='"]).output().ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().strip_prefix("CONFIG_HZ=")?.parse().ok()
 }
 
 fn shim_sets_nodelay_on_a_real_program() {
@@ -144,6 +168,12 @@ fn http_server_and_client_as_written_and_with_each_fix() {
         assert!(r.stalls_per_request < base.stalls_per_request / 4.0, "{c:?}: {} stalls/request", r.stalls_per_request);
         assert!(r.packets_per_request > 0.0 && r.data_segments_per_request > 0.0 && r.cpu_us_per_request.is_some());
     }
+    // The client's delayed ACK capped at 2 jiffies (TCP_BPF_DELACK_MAX; tcp_send_delayed_ack
+    // takes min(ato, icsk_delack_max)): the server's held body waits that, not TCP_ATO_MIN's
+    // 40 ms. Added by the loop from the first run as written (the server's writes were held).
+    let d = row(Candidate::SockOpsDelackMax(Side::Client));
+    assert!(d.p50_ns < base.p50_ns / 2, "DELACK_MAX shortens the wait: p50 {} ns against {}", d.p50_ns, base.p50_ns);
+    assert!(out.delack_max_us.is_some_and(|us| us >= 2_000), "{:?}", out.delack_max_us);
     // NODELAY on the server sends the body at once: the client's ACK of the header rides on
     // its next request instead of going alone, so fewer pure ACKs than as written.
     assert!(row(Candidate::SockOpsNodelay(Side::Server)).pure_acks_per_request < base.pure_acks_per_request);

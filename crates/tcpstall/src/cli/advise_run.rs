@@ -15,8 +15,13 @@ use crate::flags::advise_run::AdviseRunArgs;
 
 pub(crate) fn run(args: AdviseRunArgs) -> anyhow::Result<i32> {
     if let Some(p) = &args.write_sockops {
-        outside::sockops::write_nodelay_object(p)?;
+        outside::sockops::write_object(p, false)?;
         eprintln!("tcpstall: wrote {} (sock_ops, TCP_NODELAY on)", p.display());
+        return Ok(0);
+    }
+    if let Some(p) = &args.write_sockops_delack {
+        outside::sockops::write_object(p, true)?;
+        eprintln!("tcpstall: wrote {} (sock_ops, TCP_BPF_DELACK_MAX at the kernel's minimum)", p.display());
         return Ok(0);
     }
     let parse = |s: &Option<String>| s.as_deref().map(str::parse::<Setting>).transpose();

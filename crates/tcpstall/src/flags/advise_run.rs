@@ -15,7 +15,9 @@ Examples:
 The server runs in one namespace of the lab's veth path, the client in the other ({host} and
 {port} name the server), each in a cgroup of its own. Candidates, each applied from outside and
 measured A/B interleaved on the real programs: route quickack 1 (either side), a cgroup sock_ops
-program setting TCP_NODELAY (either side), an LD_PRELOAD shim (where the program is dynamically
+program setting TCP_NODELAY (either side), a cgroup sock_ops program capping the delayed ACK
+(TCP_BPF_DELACK_MAX at the kernel's minimum, 2 jiffies) on the side whose ACKs the held writes
+waited for (found by the first run as written), an LD_PRELOAD shim (where the program is dynamically
 linked and not Go), and the program's own setting when named. Needs root. Everything created is
 removed on exit and on Ctrl-C, and swept by the next run after a crash.";
 
@@ -23,10 +25,10 @@ removed on exit and on Ctrl-C, and swept by the next run after a crash.";
 #[command(after_help = EXAMPLES)]
 pub(crate) struct AdviseRunArgs {
     /// The server's command (a shell command line; {host} and {port} are filled in)
-    #[arg(long, value_name = "COMMAND", required_unless_present = "write_sockops")]
+    #[arg(long, value_name = "COMMAND", required_unless_present_any = ["write_sockops", "write_sockops_delack"])]
     pub server: Option<String>,
     /// The client's command: runs to its end once per run
-    #[arg(long, value_name = "COMMAND", required_unless_present = "write_sockops")]
+    #[arg(long, value_name = "COMMAND", required_unless_present_any = ["write_sockops", "write_sockops_delack"])]
     pub client: Option<String>,
     /// The port the server listens on
     #[arg(long, default_value_t = 8080)]
@@ -46,6 +48,10 @@ pub(crate) struct AdviseRunArgs {
     /// Write the deployable sock_ops object (TCP_NODELAY on) to FILE, for bpftool, and exit
     #[arg(long, value_name = "FILE")]
     pub write_sockops: Option<PathBuf>,
+    /// Write the deployable sock_ops object capping the delayed ACK (TCP_BPF_DELACK_MAX at the
+    /// kernel's minimum, 2 jiffies) to FILE, for bpftool, and exit
+    #[arg(long, value_name = "FILE")]
+    pub write_sockops_delack: Option<PathBuf>,
     /// Output format: table, or json (the versioned document, docs/json-schema.md)
     #[arg(long, value_enum, default_value = "table")]
     pub format: OutputFormat,

@@ -61,7 +61,14 @@ pub(crate) fn http_server_stall_removed_from_outside() {
     assert!(text.contains("the classifier names: nagle-delayed-ack"), "{text}");
     assert!(text.contains("First choice: "), "{text}");
     assert!(text.contains("Its cost, per request: data segments"), "{text}");
-    for c in ["client route quickack 1", "server sock_ops TCP_NODELAY", "server LD_PRELOAD shim"] {
+    // The client's delayed ACK capped (TCP_BPF_DELACK_MAX, net/core/filter.c
+    // bpf_sol_tcp_setsockopt): offered on the client, whose ACKs the server's held body waits for.
+    for c in [
+        "client route quickack 1",
+        "server sock_ops TCP_NODELAY",
+        "server LD_PRELOAD shim",
+        "client sock_ops TCP_BPF_DELACK_MAX",
+    ] {
         assert!(text.contains(c), "{c}: {text}");
     }
     assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
@@ -71,6 +78,11 @@ pub(crate) fn http_server_stall_removed_from_outside() {
     assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
     let b = std::fs::read(&obj).unwrap();
     assert!(b.starts_with(b"\x7fELF") && b[18] == 247, "an eBPF ELF object (EM_BPF 247)");
+    let obj = dir.path().join("delack.o");
+    let st = tcpstall().args(["advise-run", "--write-sockops-delack"]).arg(&obj).output().unwrap();
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    let d = std::fs::read(&obj).unwrap();
+    assert!(d.starts_with(b"\x7fELF") && d[18] == 247 && d != b, "another eBPF ELF object");
 }
 
 /// `--format json`: the versioned document (docs/json-schema.md, "Advise-run"): every
