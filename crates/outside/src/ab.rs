@@ -90,6 +90,28 @@ pub fn candidates(spec: &Spec) -> (Vec<Candidate>, Vec<(Candidate, String)>) {
     (v, skipped)
 }
 
+/// Each candidate's runs' p50s.
+fn run_p50s(live: &[(Candidate, Vec<Trial>)]) -> Vec<(Candidate, Vec<u64>)> {
+    live.iter()
+        .map(|(c, ts)| {
+            (c.clone(), ts.iter().filter_map(|t| crate::requests::quantile(&t.measure.latencies_ns, 0.5)).collect())
+        })
+        .collect()
+}
+
+/// After the first run as written (`first`, None when it failed): the DELACK_MAX candidate
+/// on the side [`delack_side`] names joins the list, or is left out with the reason.
+fn place_delack(first: Option<&Trial>, live: &mut Vec<(Candidate, Vec<Trial>)>, out: &mut Outcome) {
+    let side = first.map_or_else(
+        || Err("the first run as written failed: which side delays its ACKs is not known".to_string()),
+        |t| delack_side(&t.measure.stalls),
+    );
+    match side {
+        Ok(side) => live.push((Candidate::SockOpsDelackMax(side), Vec::new())),
+        Err(why) => out.skipped.push((Candidate::SockOpsDelackMax(Side::Client), why)),
+    }
+}
+
 /// Measure `cands` on the real programs. `progress(done, total_estimate, eta)` after each run.
 pub fn run(
     lab: &Lab,
@@ -116,33 +138,21 @@ pub fn run(
             }
             let i = (k + round) % n;
             let c = live[i].0.clone();
-            match trial(lab, spec, &c, shim.as_ref(), cancel) {
+            let res = trial(lab, spec, &c, shim.as_ref(), cancel);
+            if delack_pending && c == Candidate::AsWritten {
+                delack_pending = false;
+                place_delack(res.as_ref().ok(), &mut live, &mut out);
+            }
+            match res {
                 Ok(t) => {
                     if let Some(a) = t.sockops_applied {
                         out.sockops_applied.push((c.clone(), a));
                     }
                     out.delack_max_us = out.delack_max_us.or(t.delack_max_us);
-                    if delack_pending && c == Candidate::AsWritten {
-                        delack_pending = false;
-                        match delack_side(&t.measure.stalls) {
-                            Ok(side) => live.push((Candidate::SockOpsDelackMax(side), Vec::new())),
-                            Err(why) => out.skipped.push((Candidate::SockOpsDelackMax(Side::Client), why)),
-                        }
-                    }
                     live[i].1.push(t);
                 }
-                Err(e) => {
-                    if !cancel.load(Ordering::Relaxed) {
-                        out.skipped.push((c.clone(), e.to_string()));
-                    }
-                }
-            }
-            if delack_pending && c == Candidate::AsWritten {
-                delack_pending = false;
-                out.skipped.push((
-                    Candidate::SockOpsDelackMax(Side::Client),
-                    "the first run as written failed: which side delays its ACKs is not known".into(),
-                ));
+                Err(e) if !cancel.load(Ordering::Relaxed) => out.skipped.push((c.clone(), e.to_string())),
+                Err(_) => {}
             }
             done += 1;
             let per = start.elapsed() / done as u32;
@@ -152,12 +162,7 @@ pub fn run(
         }
         live.retain(|(c, t)| !t.is_empty() || !out.skipped.iter().any(|(s, _)| s == c));
         out.rounds = round + 1;
-        let p50s: Vec<(Candidate, Vec<u64>)> = live
-            .iter()
-            .map(|(c, ts)| {
-                (c.clone(), ts.iter().filter_map(|t| crate::requests::quantile(&t.measure.latencies_ns, 0.5)).collect())
-            })
-            .collect();
+        let p50s = run_p50s(&live);
         let per_round = start.elapsed() / out.rounds as u32;
         if cancel.load(Ordering::Relaxed) {
             out.stopped = "interrupted: ranked what finished".into();
