@@ -38,6 +38,9 @@ pub struct Outcome {
     pub sockops_applied: Vec<(Candidate, u64)>,
     /// The delayed-ACK maximum the kernel took (µs), when the DELACK_MAX candidate ran.
     pub delack_max_us: Option<u64>,
+    /// The command of the process listening on the server's port (ss), from the first run
+    /// that named it.
+    pub server_listener: Option<String>,
 }
 
 /// The causes whose wait is the peer's delayed-ACK timer (the classifier's release rule,
@@ -149,6 +152,9 @@ pub fn run(
                         out.sockops_applied.push((c.clone(), a));
                     }
                     out.delack_max_us = out.delack_max_us.or(t.delack_max_us);
+                    if out.server_listener.is_none() {
+                        out.server_listener = t.listener.as_ref().map(|l| l.1.clone());
+                    }
                     live[i].1.push(t);
                 }
                 Err(e) if !cancel.load(Ordering::Relaxed) => out.skipped.push((c.clone(), e.to_string())),

@@ -23,7 +23,7 @@ use crate::sockops::{Options, SockOps};
 use crate::FixError;
 
 /// The user's programs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Spec {
     /// Shell commands; `{host}` and `{port}` are replaced by the server's address and port.
     pub server: String,
@@ -32,6 +32,10 @@ pub struct Spec {
     /// The program's own setting, when the user names one, per side.
     pub server_setting: Option<Setting>,
     pub client_setting: Option<Setting>,
+    /// The program a side runs, when the user names it (a wrapper or a container hides it):
+    /// for the proxy line of the deployable form ([`crate::proxy`]).
+    pub server_program: Option<String>,
+    pub client_program: Option<String>,
     /// How long the client may run, and the server take to listen.
     pub timeout: Duration,
 }
@@ -151,6 +155,8 @@ pub struct Trial {
     pub sockops_applied: Option<u64>,
     /// The delayed-ACK maximum the kernel took (µs), when the program set one.
     pub delack_max_us: Option<u64>,
+    /// The process listening on the server's port (pid, command), when ss named it.
+    pub listener: Option<(u32, String)>,
     pub capture_drops: u64,
 }
 
@@ -241,14 +247,35 @@ fn spawn(
     cmd.spawn().map_err(|e| FixError::Io(format!("starting the {} command", side.name()), e))
 }
 
-/// Wait until something listens on the server's port in its namespace (`ss -Hltn`).
-fn wait_listening(lab: &Lab, spec: &Spec, server: &mut Child) -> Result<(), FixError> {
+/// The first process `ss -p` names on a socket line (`users:(("nginx",pid=12,fd=6),...)`):
+/// its pid and command (the kernel's comm: the executable's name, 15 bytes at most). Pure.
+pub fn ss_user(line: &str) -> Option<(u32, String)> {
+    let rest = &line[line.find("users:((\"")? + 9..];
+    let (comm, rest) = rest.split_once('"')?;
+    let pid = rest.strip_prefix(",pid=")?.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()?;
+    Some((pid, comm.to_string()))
+}
+
+/// Wait until something listens on the server's port in its namespace (`ss -Hltnp`): the
+/// listening process (pid, command), when ss names it.
+fn wait_listening(lab: &Lab, spec: &Spec, server: &mut Child) -> Result<Option<(u32, String)>, FixError> {
     let start = Instant::now();
     let filter = format!("sport = :{}", spec.port);
     loop {
-        let out = crate::tool(&["ip", "netns", "exec", &lab.server_ns, "ss", "-Hltn", &filter])?;
+        let out = crate::tool(&["ip", "netns", "exec", &lab.server_ns, "ss", "-Hltnp", &filter])?;
         if !out.trim().is_empty() {
-            return Ok(());
+            // ss names the process from /proc/<pid>/fd: a socket listed before its process is
+            // scanned has no name yet; ask a few more times.
+            let mut user = out.lines().find_map(ss_user);
+            for _ in 0..10 {
+                if user.is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+                let again = crate::tool(&["ip", "netns", "exec", &lab.server_ns, "ss", "-Hltnp", &filter])?;
+                user = again.lines().find_map(ss_user);
+            }
+            return Ok(user);
         }
         if let Ok(Some(st)) = server.try_wait() {
             return Err(FixError::Input(format!(
@@ -338,7 +365,9 @@ pub fn trial(
     let held = apply(lab, spec, cand, (&ccg, &scg))?;
     let capture = start_capture(lab, spec.port)?;
     let mut server = spawn(lab, spec, cand, Side::Server, &scg, shim)?;
-    let outcome = wait_listening(lab, spec, &mut server).and_then(|()| {
+    let mut listener = None;
+    let outcome = wait_listening(lab, spec, &mut server).and_then(|l| {
+        listener = l;
         let mut client = spawn(lab, spec, cand, Side::Client, &ccg, shim)?;
         let r = wait_client(spec, &mut client, &ccg, cancel);
         let _ = client.wait();
@@ -358,6 +387,7 @@ pub fn trial(
             }
         }),
         delack_max_us: held.sockops.as_ref().and_then(SockOps::delack_max_taken_us),
+        listener,
         ..Trial::default()
     };
     scg.kill_all();
@@ -379,6 +409,13 @@ mod tests {
     #[test]
     fn fills_host_and_port() {
         assert_eq!(fill("c --to {host}:{port} -p {port}", "10.0.0.2".parse().unwrap(), 80), "c --to 10.0.0.2:80 -p 80");
+    }
+
+    #[test]
+    fn reads_the_listening_process_from_ss() {
+        let l = "LISTEN 0 511 0.0.0.0:8080 0.0.0.0:* users:((\"nginx\",pid=4242,fd=6),(\"nginx\",pid=4241,fd=6))";
+        assert_eq!(ss_user(l), Some((4242, "nginx".to_string())));
+        assert_eq!(ss_user("LISTEN 0 5 0.0.0.0:8080 0.0.0.0:*"), None);
     }
 
     #[test]

@@ -25,8 +25,31 @@ fn row_line(r: &Row) -> String {
     )
 }
 
-/// How to deploy `c`, given the route the lab changed for it (route candidates).
-pub fn deploy(c: &Candidate, spec: &Spec, route: Option<&Route>) -> String {
+/// How to deploy `c`, given the route the lab changed for it (route candidates). A
+/// TCP_NODELAY fix on a side that runs a proxy also gets the proxy's own line
+/// ([`crate::proxy`]), or the sentence saying why there is none: the program is the one the
+/// user names, else the server's listening process (`listener`, ss), else the command's
+/// executable.
+pub fn deploy(c: &Candidate, spec: &Spec, route: Option<&Route>, listener: Option<&str>) -> String {
+    let form = deploy_form(c, spec, route);
+    match c {
+        Candidate::SockOpsNodelay(side) | Candidate::Shim(side) => {
+            let (cmd, named) = match side {
+                Side::Client => (&spec.client, spec.client_program.as_deref()),
+                Side::Server => (&spec.server, spec.server_program.as_deref()),
+            };
+            let program = match (named, side) {
+                (Some(n), _) => Some((n, "named")),
+                (None, Side::Server) => listener.map(|l| (l, "the process listening on the port")),
+                (None, Side::Client) => None,
+            };
+            form + &crate::proxy::note(side.name(), cmd, program)
+        }
+        _ => form,
+    }
+}
+
+fn deploy_form(c: &Candidate, spec: &Spec, route: Option<&Route>) -> String {
     match c {
         Candidate::AsWritten => String::new(),
         Candidate::RouteQuickack(side) => {
@@ -139,7 +162,7 @@ pub fn render(o: &Outcome, spec: &Spec, route_of: &dyn Fn(&Candidate) -> Option<
                 );
             }
             s += "\n";
-            s += &deploy(&w.candidate, spec, route_of(&w.candidate).as_ref());
+            s += &deploy(&w.candidate, spec, route_of(&w.candidate).as_ref(), o.server_listener.as_deref());
         }
         None => s += "\nNo fix measured apart from the programs as written.\n",
     }
@@ -179,7 +202,7 @@ pub fn doc(
         .collect();
     let winner = winner(&o.ranked).map(|w| AdviseRunWinner {
         label: w.candidate.label(),
-        deploy: deploy(&w.candidate, spec, route_of(&w.candidate).as_ref()),
+        deploy: deploy(&w.candidate, spec, route_of(&w.candidate).as_ref(), o.server_listener.as_deref()),
     });
     AdviseRunDoc {
         tool: "tcpstall",

@@ -136,7 +136,7 @@ fn route_quickack_is_set_and_put_back() {
 }
 
 fn spec(server: String, client: String, port: u16) -> Spec {
-    Spec { server, client, port, server_setting: None, client_setting: None, timeout: Duration::from_secs(20) }
+    Spec { server, client, port, timeout: Duration::from_secs(20), ..Spec::default() }
 }
 
 fn http_server_and_client_as_written_and_with_each_fix() {
@@ -206,6 +206,62 @@ fn mosquitto_first_choice_is_its_own_setting() {
     assert!(w.stalls_per_request < 0.1);
 }
 
+/// nginx proxying to a backend that streams its reply (programs/stream_server.py), unbuffered (`proxy_buffering off`: each piece of the
+/// backend's reply forwarded as it comes) with `tcp_nodelay off`: nginx writes the reply's
+/// header and body in two writes, Nagle on. The server's TCP_NODELAY fix, found by the listening
+/// process (nginx, not the command's first word), prints nginx's own line (`tcp_nodelay on;`,
+/// ngx_http_core_module); the shell command's first word would have said python3. The line
+/// itself, measured on nginx as its own setting (in the server block, over the http block's
+/// `off`), removes the stall: nginx sets TCP_NODELAY for unbuffered proxying when it is on.
+fn nginx_nodelay_fix_prints_the_nginx_line() {
+    let _g = LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("tcpstall-outside-test-{}-nginx", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("nginx.conf");
+    let d = dir.display();
+    std::fs::write(
+        &conf,
+        format!(
+            "daemon off; master_process off; pid {d}/nginx.pid; error_log {d}/error.log;\n\
+             events {{}}\n\
+             http {{ access_log off; tcp_nodelay off; client_body_temp_path {d}/b; proxy_temp_path {d}/p;\n\
+             fastcgi_temp_path {d}/f; uwsgi_temp_path {d}/u; scgi_temp_path {d}/s;\n\
+             server {{ listen 8080; include {d}/extra.conf; location / {{ proxy_pass http://127.0.0.1:9000; proxy_buffering off;\n\
+             proxy_http_version 1.1; }} }} }}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("extra.conf"), "").unwrap();
+    let lab = Lab::open().expect("lab");
+    let mut s = spec(
+        format!(
+            "python3 {} 127.0.0.1 9000 & until ss -Hltn 'sport = :9000' | grep -q .; do sleep 0.05; done; exec nginx -c {}",
+            program("stream_server.py"),
+            conf.display()
+        ),
+        format!("python3 {} {{host}} {{port}} 10", program("http_client.py")),
+        8080,
+    );
+    s.server_setting = Some(format!("line:{d}/extra.conf:tcp_nodelay on;").parse().unwrap());
+    let cands = vec![Candidate::AsWritten, Candidate::SockOpsNodelay(Side::Server), Candidate::Setting(Side::Server)];
+    let out = ab::run(&lab, &s, cands, Budget::default(), &AtomicBool::new(false), &mut |_, _, _| {});
+    let text = tcpstall_outside::text::render(&out, &s, &|_| None);
+    eprintln!("{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.server_listener.as_deref(), Some("nginx"), "ss names the listening nginx");
+    let row = |c: Candidate| out.ranked.iter().find(|r| r.candidate == c).unwrap_or_else(|| panic!("{c:?} measured"));
+    let base = row(Candidate::AsWritten);
+    assert!(base.p50_ns > 30_000_000, "nginx unbuffered with tcp_nodelay off waits: p50 {} ns", base.p50_ns);
+    for c in [Candidate::SockOpsNodelay(Side::Server), Candidate::Setting(Side::Server)] {
+        assert!(row(c.clone()).p50_ns < 10_000_000, "{c:?}: p50 {} ns", row(c.clone()).p50_ns);
+    }
+    let deploy = tcpstall_outside::text::deploy(&Candidate::SockOpsNodelay(Side::Server), &s, None, Some("nginx"));
+    assert!(deploy.contains("  tcp_nodelay on;\n"), "{deploy}");
+    assert!(!deploy.contains("No proxy line"), "{deploy}");
+    let by_command = tcpstall_outside::text::deploy(&Candidate::SockOpsNodelay(Side::Server), &s, None, None);
+    assert!(by_command.contains("No proxy line: the server runs `python3`"), "{by_command}");
+}
+
 fn main() {
     let args = Arguments::from_args();
     let trials = vec![
@@ -221,6 +277,11 @@ fn main() {
             "mosquitto_first_choice_is_its_own_setting",
             &["mosquitto", "python3", "ip", "ss", "ethtool"],
             mosquitto_first_choice_is_its_own_setting,
+        ),
+        needs_root(
+            "nginx_nodelay_fix_prints_the_nginx_line",
+            &["nginx", "python3", "ip", "ss", "ethtool"],
+            nginx_nodelay_fix_prints_the_nginx_line,
         ),
     ];
     libtest_mimic::run(&args, trials).exit();

@@ -31,6 +31,8 @@ pub(crate) fn run(args: AdviseRunArgs) -> anyhow::Result<i32> {
         port: args.port,
         server_setting: parse(&args.server_setting)?,
         client_setting: parse(&args.client_setting)?,
+        server_program: args.server_program.clone(),
+        client_program: args.client_program.clone(),
         timeout: Duration::from_secs(args.timeout.max(1)),
     };
     if !matches!(args.format, crate::flags::common::OutputFormat::Table | crate::flags::common::OutputFormat::Json) {

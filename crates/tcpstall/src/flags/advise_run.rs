@@ -19,7 +19,11 @@ program setting TCP_NODELAY (either side), a cgroup sock_ops program capping the
 (TCP_BPF_DELACK_MAX at the kernel's minimum, 2 jiffies) on the side whose ACKs the held writes
 waited for (found by the first run as written), an LD_PRELOAD shim (where the program is dynamically
 linked and not Go), and the program's own setting when named. Needs root. Everything created is
-removed on exit and on Ctrl-C, and swept by the next run after a crash.";
+removed on exit and on Ctrl-C, and swept by the next run after a crash.
+
+When the first choice sets TCP_NODELAY on a side that runs HAProxy or nginx (the command's
+executable, or --server-program/--client-program), its deployable form adds the proxy's own
+line: `option http-no-delay` (HAProxy), `tcp_nodelay on;` (nginx).";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
@@ -39,6 +43,13 @@ pub(crate) struct AdviseRunArgs {
     /// The client program's own setting: env:NAME=VALUE or line:FILE:LINE
     #[arg(long, value_name = "SETTING")]
     pub client_setting: Option<String>,
+    /// The program the server command runs, when a wrapper script or a container hides it
+    /// (haproxy, nginx: the deployable form of a TCP_NODELAY fix then adds its own line)
+    #[arg(long, value_name = "NAME")]
+    pub server_program: Option<String>,
+    /// The program the client command runs, when a wrapper hides it
+    #[arg(long, value_name = "NAME")]
+    pub client_program: Option<String>,
     /// Seconds to spend before the first answer (more runs of each candidate with more)
     #[arg(long, default_value_t = 60)]
     pub budget: u64,
