@@ -64,12 +64,22 @@ pub fn delack_side(stalls: &[crate::requests::StallNote]) -> Result<Side, String
     Ok(if server >= client { Side::Client } else { Side::Server })
 }
 
+/// Why the server's candidates are left out with an existing server.
+pub const NOT_OURS: &str =
+    "an existing server (--server-addr): the server and its host are not ours to change; only the client's side is measured";
+
 /// The candidates for a spec: as written, route quickack on either side, sock_ops NODELAY on
 /// either side, the shim on a side whose program it can reach, the settings named.
 pub fn candidates(spec: &Spec) -> (Vec<Candidate>, Vec<(Candidate, String)>) {
     let mut v = vec![Candidate::AsWritten];
     let mut skipped = Vec::new();
     for side in [Side::Server, Side::Client] {
+        if side == Side::Server && spec.server_addr.is_some() {
+            for c in [Candidate::RouteQuickack(side), Candidate::SockOpsNodelay(side), Candidate::Shim(side)] {
+                skipped.push((c, NOT_OURS.into()));
+            }
+            continue;
+        }
         v.push(Candidate::RouteQuickack(side));
         v.push(Candidate::SockOpsNodelay(side));
         let cmd = if side == Side::Client { &spec.client } else { &spec.server };
@@ -104,12 +114,15 @@ fn run_p50s(live: &[(Candidate, Vec<Trial>)]) -> Vec<(Candidate, Vec<u64>)> {
 
 /// After the first run as written (`first`, None when it failed): the DELACK_MAX candidate
 /// on the side [`delack_side`] names joins the list, or is left out with the reason.
-fn place_delack(first: Option<&Trial>, live: &mut Vec<(Candidate, Vec<Trial>)>, out: &mut Outcome) {
+fn place_delack(first: Option<&Trial>, spec: &Spec, live: &mut Vec<(Candidate, Vec<Trial>)>, out: &mut Outcome) {
     let side = first.map_or_else(
         || Err("the first run as written failed: which side delays its ACKs is not known".to_string()),
         |t| delack_side(&t.measure.stalls),
     );
     match side {
+        Ok(Side::Server) if spec.server_addr.is_some() => {
+            out.skipped.push((Candidate::SockOpsDelackMax(Side::Server), NOT_OURS.into()))
+        }
         Ok(side) => live.push((Candidate::SockOpsDelackMax(side), Vec::new())),
         Err(why) => out.skipped.push((Candidate::SockOpsDelackMax(Side::Client), why)),
     }
@@ -144,7 +157,7 @@ pub fn run(
             let res = trial(lab, spec, &c, shim.as_ref(), cancel);
             if delack_pending && c == Candidate::AsWritten {
                 delack_pending = false;
-                place_delack(res.as_ref().ok(), &mut live, &mut out);
+                place_delack(res.as_ref().ok(), spec, &mut live, &mut out);
             }
             match res {
                 Ok(t) => {

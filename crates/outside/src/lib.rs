@@ -29,6 +29,7 @@ pub mod shim;
 pub mod sockops;
 pub mod sweep;
 pub mod text;
+pub mod uplink;
 
 pub use sweep::sweep;
 

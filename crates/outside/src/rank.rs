@@ -47,7 +47,8 @@ pub fn pool(candidate: &Candidate, trials: &[Trial]) -> Option<Row> {
         }
     }
     causes.sort_by_key(|c| std::cmp::Reverse(c.1));
-    let cpu = trials.iter().map(|t| Some(t.server_cpu_us? + t.client_cpu_us?)).sum::<Option<u64>>();
+    // Both programs' CPU; the client's alone with an existing server (not ours to measure).
+    let cpu = trials.iter().map(|t| Some(t.server_cpu_us.unwrap_or(0) + t.client_cpu_us?)).sum::<Option<u64>>();
     Some(Row {
         candidate: candidate.clone(),
         runs: trials.len(),

@@ -36,6 +36,9 @@ pub struct Spec {
     /// for the proxy line of the deployable form ([`crate::proxy`]).
     pub server_program: Option<String>,
     pub client_program: Option<String>,
+    /// An existing server (not ours): no server command; the client reaches it out of its
+    /// namespace through the host ([`crate::uplink`]); `port` is its port.
+    pub server_addr: Option<std::net::SocketAddrV4>,
     /// How long the client may run, and the server take to listen.
     pub timeout: Duration,
 }
@@ -95,6 +98,8 @@ impl Candidate {
 
 /// The lab's two namespaces, with the addresses in them.
 pub struct Lab {
+    /// With an existing server: the client namespace's way out through the host.
+    pub uplink: Option<crate::uplink::Uplink>,
     path: lab::veth::VethPath,
     pub client_ns: String,
     pub server_ns: String,
@@ -121,7 +126,28 @@ impl Lab {
             first_inet(&out).ok_or_else(|| FixError::Unavailable(format!("no address in {ns}")))
         };
         let (client_ip, server_ip) = (ip(&client_ns)?, ip(&server_ns)?);
-        Ok(Lab { path, client_ns, server_ns, client_ip, server_ip })
+        Ok(Lab { uplink: None, path, client_ns, server_ns, client_ip, server_ip })
+    }
+
+    /// The lab's namespaces with the client's routed out through the host to an existing
+    /// server at `server` ([`crate::uplink`]; the server's namespace stays unused). Needs root.
+    pub fn open_to(server: Ipv4Addr) -> Result<Lab, FixError> {
+        let mut lab = Lab::open()?;
+        let up = crate::uplink::Uplink::open(&lab.client_ns, server)?;
+        lab.client_ip = up.ns_ip;
+        lab.server_ip = server;
+        lab.uplink = Some(up);
+        Ok(lab)
+    }
+
+    /// Where the packets are captured: the server's namespace, or the client's with an
+    /// existing server.
+    pub fn capture_ns(&self) -> &str {
+        if self.uplink.is_some() {
+            &self.client_ns
+        } else {
+            &self.server_ns
+        }
     }
 
     /// What the path's knobs read back as.
@@ -297,7 +323,7 @@ fn wait_listening(lab: &Lab, spec: &Spec, server: &mut Child) -> Result<Option<(
 /// Start the capture in the server's namespace: a thread enters it (setns(2) applies to the
 /// calling thread) and opens the socket there; the socket stays in that namespace.
 fn start_capture(lab: &Lab, port: u16) -> Result<HostCapture, FixError> {
-    let ns = PathBuf::from(format!("/run/netns/{}", lab.server_ns));
+    let ns = PathBuf::from(format!("/run/netns/{}", lab.capture_ns()));
     std::thread::spawn(move || -> Result<HostCapture, FixError> {
         let f = File::open(&ns).map_err(|e| FixError::Io(ns.display().to_string(), e))?;
         nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET)
@@ -364,10 +390,16 @@ pub fn trial(
     let (ccg, scg) = (Cgroup::create()?, Cgroup::create()?);
     let held = apply(lab, spec, cand, (&ccg, &scg))?;
     let capture = start_capture(lab, spec.port)?;
-    let mut server = spawn(lab, spec, cand, Side::Server, &scg, shim)?;
+    let mut server = match spec.server_addr {
+        None => Some(spawn(lab, spec, cand, Side::Server, &scg, shim)?),
+        Some(_) => None,
+    };
     let mut listener = None;
-    let outcome = wait_listening(lab, spec, &mut server).and_then(|l| {
-        listener = l;
+    let ready = match server.as_mut() {
+        Some(s) => wait_listening(lab, spec, s).map(|l| listener = l),
+        None => Ok(()),
+    };
+    let outcome = ready.and_then(|()| {
         let mut client = spawn(lab, spec, cand, Side::Client, &ccg, shim)?;
         let r = wait_client(spec, &mut client, &ccg, cancel);
         let _ = client.wait();
@@ -376,7 +408,7 @@ pub fn trial(
     let origin = capture.origin_ns;
     let captured = capture.finish();
     let t = Trial {
-        server_cpu_us: scg.cpu_usec(),
+        server_cpu_us: server.as_ref().and_then(|_| scg.cpu_usec()),
         client_cpu_us: ccg.cpu_usec(),
         sockops_applied: held.sockops.as_ref().map(|s| {
             let (nodelay, delack) = s.applied();
@@ -391,7 +423,9 @@ pub fn trial(
         ..Trial::default()
     };
     scg.kill_all();
-    let _ = server.wait();
+    if let Some(s) = server.as_mut() {
+        let _ = s.wait();
+    }
     drop(held);
     for s in [Side::Client, Side::Server] {
         let _ = std::fs::remove_file(log_path(s));

@@ -102,6 +102,11 @@ pub fn render(o: &Outcome, spec: &Spec, route_of: &dyn Fn(&Candidate) -> Option<
         o.stopped,
         o.elapsed.as_secs_f64()
     );
+    if let Some(a) = spec.server_addr {
+        s += &format!(
+            "Existing server {a} (not ours): only the client's side is changed; packets captured in the client's namespace, CPU is the client's.\n\n"
+        );
+    }
     s += &format!(
         "  {:<40} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>6}\n",
         "candidate (best first)", "p50 ms", "p99 ms", "stalls", "segs", "packets", "pureACKs", "CPU us", "runs"

@@ -262,6 +262,130 @@ fn nginx_nodelay_fix_prints_the_nginx_line() {
     assert!(by_command.contains("No proxy line: the server runs `python3`"), "{by_command}");
 }
 
+/// A host elsewhere, for the existing-server test: a namespace of its own joined to this host
+/// by a veth pair (10.206.x.0/30), removed on drop (the lab's sweep removes it after a crash:
+/// `tcpstall-outside-<pid>-remote`).
+struct Remote {
+    ns: String,
+    host_dev: String,
+    ip: std::net::Ipv4Addr,
+}
+
+impl Remote {
+    fn open() -> Remote {
+        let pid = std::process::id();
+        let n = pid % 16_384;
+        let (c, d) = ((n / 64) as u8, (n % 64 * 4) as u8);
+        let r = Remote {
+            ns: format!("tcpstall-outside-{pid}-remote"),
+            host_dev: format!("tsr{pid}h"),
+            ip: std::net::Ipv4Addr::new(10, 206, c, d + 2),
+        };
+        let host_ip = std::net::Ipv4Addr::new(10, 206, c, d + 1);
+        let sh = |cmd: String| {
+            let out = Command::new("sh").args(["-c", &cmd]).output().unwrap();
+            assert!(out.status.success(), "{cmd}: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        sh(format!("ip netns add {}", r.ns));
+        sh(format!("ip link add {} type veth peer name eth0 netns {}", r.host_dev, r.ns));
+        sh(format!("ip addr add {host_ip}/30 dev {} && ip link set {} up", r.host_dev, r.host_dev));
+        sh(format!(
+            "ip -n {} addr add {}/30 dev eth0 && ip -n {} link set eth0 up && ip -n {} link set lo up",
+            r.ns, r.ip, r.ns, r.ns
+        ));
+        r
+    }
+
+    fn forwarding(&self) -> String {
+        std::fs::read_to_string(format!("/proc/sys/net/ipv4/conf/{}/forwarding", self.host_dev)).unwrap().trim().into()
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
+    }
+}
+
+/// Our iptables rules (tagged with this process's comment), in any table.
+fn our_rules() -> Vec<String> {
+    let tag = format!("tcpstall-outside-{}-uplink", std::process::id());
+    ["nat", "filter"]
+        .iter()
+        .flat_map(|t| {
+            let out = Command::new("iptables").args(["-w", "-t", t, "-S"]).output().unwrap();
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| l.contains(&tag))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// An existing server on another host (`--server-addr`): http.server in a namespace this host
+/// routes to. The client, in the lab's namespace, reaches it through this host, forwarded
+/// (net/ipv4/route.c ip_route_input_slow checks the input device's forwarding: ours, and the
+/// device the replies come in on) and masqueraded. As written the server's body waits for the
+/// client's delayed ACK; the client's route quickack removes the wait, the client's DELACK_MAX
+/// shortens it; the server's candidates are left out (not ours). Everything is undone after:
+/// the rules, the forwarding the run turned on.
+fn existing_server_is_reached_through_the_host() {
+    let _g = LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let remote = Remote::open();
+    assert_eq!(remote.forwarding(), "0");
+    let port = 8081;
+    let mut server = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &remote.ns,
+            "python3",
+            &program("http_server.py"),
+            &remote.ip.to_string(),
+            &port.to_string(),
+        ])
+        .spawn()
+        .unwrap();
+    let listening = || {
+        let o =
+            Command::new("ip").args(["netns", "exec", &remote.ns, "ss", "-Hltn", &format!("sport = :{port}")]).output();
+        o.is_ok_and(|o| !o.stdout.is_empty())
+    };
+    for _ in 0..200 {
+        if listening() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut s = spec(String::new(), format!("python3 {} {{host}} {{port}} 10", program("http_client.py")), port);
+    s.server_addr = Some(std::net::SocketAddrV4::new(remote.ip, port));
+    let lab = Lab::open_to(remote.ip).expect("lab with an uplink");
+    assert!(!lab.uplink.as_ref().unwrap().local, "the server is on another host");
+    assert_eq!(remote.forwarding(), "1", "forwarding on where the replies come in");
+    assert_eq!(our_rules().len(), 3, "MASQUERADE and two FORWARD ACCEPTs: {:?}", our_rules());
+    let (cands, skipped) = ab::candidates(&s);
+    let mut out = ab::run(&lab, &s, cands, Budget::default(), &AtomicBool::new(false), &mut |_, _, _| {});
+    out.skipped.splice(0..0, skipped);
+    eprintln!("{}", tcpstall_outside::text::render(&out, &s, &|_| None));
+    drop(lab);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(our_rules().is_empty(), "rules removed: {:?}", our_rules());
+    assert_eq!(remote.forwarding(), "0", "forwarding put back");
+    let row = |c: Candidate| out.ranked.iter().find(|r| r.candidate == c).unwrap_or_else(|| panic!("{c:?} measured"));
+    let base = row(Candidate::AsWritten);
+    assert!(base.p50_ns > 30_000_000, "as written waits on the delayed ACK: p50 {} ns", base.p50_ns);
+    assert!(row(Candidate::RouteQuickack(Side::Client)).p50_ns < 10_000_000);
+    assert!(row(Candidate::SockOpsDelackMax(Side::Client)).p50_ns < base.p50_ns / 2);
+    for c in
+        [Candidate::RouteQuickack(Side::Server), Candidate::SockOpsNodelay(Side::Server), Candidate::Shim(Side::Server)]
+    {
+        assert!(out.ranked.iter().all(|r| r.candidate != c), "{c:?} not run");
+        assert!(out.skipped.iter().any(|(s, why)| *s == c && why.contains("not ours")), "{c:?}: {:?}", out.skipped);
+    }
+}
+
 fn main() {
     let args = Arguments::from_args();
     let trials = vec![
@@ -282,6 +406,11 @@ fn main() {
             "nginx_nodelay_fix_prints_the_nginx_line",
             &["nginx", "python3", "ip", "ss", "ethtool"],
             nginx_nodelay_fix_prints_the_nginx_line,
+        ),
+        needs_root(
+            "existing_server_is_reached_through_the_host",
+            &["python3", "ip", "ss", "ethtool", "iptables"],
+            existing_server_is_reached_through_the_host,
         ),
     ];
     libtest_mimic::run(&args, trials).exit();

@@ -11,6 +11,7 @@ Examples:
       --client 'python3 client.py {host} {port}'
   tcpstall advise-run --port 1883 --server 'mosquitto -c /tmp/m.conf' \\
       --server-setting 'line:/tmp/m.conf:set_tcp_nodelay true' --client 'python3 mqtt_rr.py {host} {port}'
+  tcpstall advise-run --server-addr 192.0.2.10:8080 --client 'python3 client.py {host} {port}'
 
 The server runs in one namespace of the lab's veth path, the client in the other ({host} and
 {port} name the server), each in a cgroup of its own. Candidates, each applied from outside and
@@ -21,6 +22,10 @@ waited for (found by the first run as written), an LD_PRELOAD shim (where the pr
 linked and not Go), and the program's own setting when named. Needs root. Everything created is
 removed on exit and on Ctrl-C, and swept by the next run after a crash.
 
+With --server-addr there is no server command: the server is not ours, so only the client's
+candidates run and the server's are listed as left out; the packets are captured in the
+client's namespace and the CPU is the client's.
+
 When the first choice sets TCP_NODELAY on a side that runs HAProxy or nginx (the command's
 executable, or --server-program/--client-program), its deployable form adds the proxy's own
 line: `option http-no-delay` (HAProxy), `tcp_nodelay on;` (nginx).";
@@ -29,8 +34,17 @@ line: `option http-no-delay` (HAProxy), `tcp_nodelay on;` (nginx).";
 #[command(after_help = EXAMPLES)]
 pub(crate) struct AdviseRunArgs {
     /// The server's command (a shell command line; {host} and {port} are filled in)
-    #[arg(long, value_name = "COMMAND", required_unless_present_any = ["write_sockops", "write_sockops_delack"])]
+    #[arg(
+        long,
+        value_name = "COMMAND",
+        required_unless_present_any = ["write_sockops", "write_sockops_delack", "server_addr"]
+    )]
     pub server: Option<String>,
+    /// An existing server instead of a server command (IPv4 HOST:PORT, a name resolved here):
+    /// the client reaches it out of the lab's namespace through this host (routed, and
+    /// masqueraded when it is not on this host); only the client's side is changed
+    #[arg(long, value_name = "HOST:PORT", conflicts_with_all = ["server", "server_setting", "server_program", "port"])]
+    pub server_addr: Option<String>,
     /// The client's command: runs to its end once per run
     #[arg(long, value_name = "COMMAND", required_unless_present_any = ["write_sockops", "write_sockops_delack"])]
     pub client: Option<String>,

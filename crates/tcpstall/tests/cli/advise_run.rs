@@ -48,6 +48,24 @@ pub(crate) fn bad_setting_is_one_line() {
     assert!(err.contains("env:NAME=VALUE or line:FILE:LINE"), "{err}");
 }
 
+/// `--server-addr` that is no IPv4 HOST:PORT, or given with a server command: one line, exit 2,
+/// before anything runs.
+pub(crate) fn bad_server_addr_is_one_line() {
+    for args in [
+        vec!["advise-run", "--server-addr", "no-port-here", "--client", "true"],
+        vec!["advise-run", "--server-addr", "[::1]:80", "--client", "true"],
+        vec!["advise-run", "--server-addr", "192.0.2.1:80", "--server", "true", "--client", "true"],
+    ] {
+        let out = tcpstall().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--server-addr") || err.contains("--server"), "{args:?}: {err}");
+        if !args.contains(&"--server") {
+            assert_eq!(err.trim().lines().count(), 1, "{err}");
+        }
+    }
+}
+
 /// On http.server with http.client POSTing a file body: the stall as written, its removal by
 /// a fix from outside with its cost, the deployable form; nothing left behind; the sock_ops
 /// object for bpftool is a BPF ELF object.
