@@ -41,6 +41,8 @@ pub struct Outcome {
     /// The command of the process listening on the server's port (ss), from the first run
     /// that named it.
     pub server_listener: Option<String>,
+    /// The emulated link between the namespaces (`--link`), when there was one.
+    pub link: Option<String>,
 }
 
 /// The causes whose wait is the peer's delayed-ACK timer (the classifier's release rule,
@@ -139,7 +141,7 @@ pub fn run(
 ) -> Outcome {
     let start = Instant::now();
     let shim = Shim::install().ok();
-    let mut out = Outcome::default();
+    let mut out = Outcome { link: lab.link(), ..Outcome::default() };
     let mut live: Vec<(Candidate, Vec<Trial>)> = cands.into_iter().map(|c| (c, Vec::new())).collect();
     let mut done = 0usize;
     // The DELACK_MAX candidate's side comes from the first run as written (round 0 runs in

@@ -29,6 +29,8 @@ pub struct Row {
     /// Both sides' CPU time per request (µs).
     pub cpu_us_per_request: Option<f64>,
     pub tier: usize,
+    /// The spawned programs (client `a`, server `b`), from the first run that found each.
+    pub owners: report::owner::FlowOwners,
 }
 
 /// Pool one candidate's runs (None when none answered a request).
@@ -63,6 +65,10 @@ pub fn pool(candidate: &Candidate, trials: &[Trial]) -> Option<Row> {
         pure_acks_per_request: sum(&|t| t.measure.pure_acks),
         cpu_us_per_request: cpu.map(|c| c as f64 / n as f64),
         tier: 0,
+        owners: report::owner::FlowOwners {
+            a: trials.iter().find_map(|t| t.owners.a.clone()),
+            b: trials.iter().find_map(|t| t.owners.b.clone()),
+        },
     })
 }
 

@@ -96,11 +96,19 @@ impl Candidate {
     }
 }
 
+/// What joins the two namespaces: the lab's veth pair, or its emulated link (`--link`).
+enum Path {
+    Veth(lab::veth::VethPath),
+    Link(Box<link::Link>),
+}
+
 /// The lab's two namespaces, with the addresses in them.
 pub struct Lab {
     /// With an existing server: the client namespace's way out through the host.
     pub uplink: Option<crate::uplink::Uplink>,
-    path: lab::veth::VethPath,
+    path: Path,
+    /// Each side's namespace: a name of iproute2's (the veth path) or a namespace file's path
+    /// (the emulated link's: [`crate::in_netns`]).
     pub client_ns: String,
     pub server_ns: String,
     pub client_ip: Ipv4Addr,
@@ -126,7 +134,19 @@ impl Lab {
             first_inet(&out).ok_or_else(|| FixError::Unavailable(format!("no address in {ns}")))
         };
         let (client_ip, server_ip) = (ip(&client_ns)?, ip(&server_ns)?);
-        Ok(Lab { uplink: None, path, client_ns, server_ns, client_ip, server_ip })
+        Ok(Lab { uplink: None, path: Path::Veth(path), client_ns, server_ns, client_ip, server_ip })
+    }
+
+    /// The two namespaces behind the lab's emulated link (`lab --link SPEC`: TUN devices and a
+    /// forwarder applying the spec; crates/link), instead of the veth pair. The namespaces are
+    /// unnamed and live as long as this process. Needs root here (cgroups, BPF).
+    pub fn open_link(spec: &link::LinkSpec) -> Result<Lab, FixError> {
+        let l = link::Link::open_with(spec, None, &link::LinkOptions::default())
+            .map_err(|e| FixError::Unavailable(format!("the emulated link: {e}")))?;
+        let (client_ns, server_ns) =
+            (l.client().netns_path().display().to_string(), l.server().netns_path().display().to_string());
+        let (client_ip, server_ip) = (l.client().ip, l.server().ip);
+        Ok(Lab { uplink: None, path: Path::Link(Box::new(l)), client_ns, server_ns, client_ip, server_ip })
     }
 
     /// The lab's namespaces with the client's routed out through the host to an existing
@@ -150,9 +170,20 @@ impl Lab {
         }
     }
 
-    /// What the path's knobs read back as.
-    pub fn readback(&self) -> &str {
-        &self.path.readback
+    /// What the path's knobs read back as, or the link's spec.
+    pub fn readback(&self) -> String {
+        match &self.path {
+            Path::Veth(v) => v.readback.clone(),
+            Path::Link(l) => format!("emulated link {}", l.spec()),
+        }
+    }
+
+    /// The emulated link's spec, when the namespaces are behind one.
+    pub fn link(&self) -> Option<String> {
+        match &self.path {
+            Path::Veth(_) => None,
+            Path::Link(l) => Some(l.spec().to_string()),
+        }
     }
 
     fn ns(&self, side: Side) -> &str {
@@ -183,6 +214,10 @@ pub struct Trial {
     pub delack_max_us: Option<u64>,
     /// The process listening on the server's port (pid, command), when ss named it.
     pub listener: Option<(u32, String)>,
+    /// The spawned programs: the client's (the process whose socket connected to the server's
+    /// port) as `a`, the server's (the listening process) as `b`; comm and cgroup from ss and
+    /// /proc (source `proc`).
+    pub owners: report::owner::FlowOwners,
     pub capture_drops: u64,
 }
 
@@ -255,7 +290,8 @@ fn spawn(
         Side::Server => &spec.server,
     };
     let mut words = cg.wrapper();
-    words.extend(["ip", "netns", "exec", lab.ns(side), "sh", "-c"].map(String::from));
+    words.extend(crate::in_netns(lab.ns(side)));
+    words.extend(["sh", "-c"].map(String::from));
     words.push(fill(user, lab.server_ip, spec.port));
     let log = log_path(side);
     let err = File::create(&log).map_err(|e| FixError::Io(log.display().to_string(), e))?;
@@ -282,13 +318,20 @@ pub fn ss_user(line: &str) -> Option<(u32, String)> {
     Some((pid, comm.to_string()))
 }
 
+/// `ss -Hltnp FILTER` in the server's namespace.
+fn ss(lab: &Lab, filter: &str) -> Result<String, FixError> {
+    let mut a = crate::in_netns(&lab.server_ns);
+    a.extend(["ss", "-Hltnp", filter].map(String::from));
+    crate::tool(&a.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
 /// Wait until something listens on the server's port in its namespace (`ss -Hltnp`): the
 /// listening process (pid, command), when ss names it.
 fn wait_listening(lab: &Lab, spec: &Spec, server: &mut Child) -> Result<Option<(u32, String)>, FixError> {
     let start = Instant::now();
     let filter = format!("sport = :{}", spec.port);
     loop {
-        let out = crate::tool(&["ip", "netns", "exec", &lab.server_ns, "ss", "-Hltnp", &filter])?;
+        let out = ss(lab, &filter)?;
         if !out.trim().is_empty() {
             // ss names the process from /proc/<pid>/fd: a socket listed before its process is
             // scanned has no name yet; ask a few more times.
@@ -298,7 +341,7 @@ fn wait_listening(lab: &Lab, spec: &Spec, server: &mut Child) -> Result<Option<(
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(20));
-                let again = crate::tool(&["ip", "netns", "exec", &lab.server_ns, "ss", "-Hltnp", &filter])?;
+                let again = ss(lab, &filter)?;
                 user = again.lines().find_map(ss_user);
             }
             return Ok(user);
@@ -323,7 +366,7 @@ fn wait_listening(lab: &Lab, spec: &Spec, server: &mut Child) -> Result<Option<(
 /// Start the capture in the server's namespace: a thread enters it (setns(2) applies to the
 /// calling thread) and opens the socket there; the socket stays in that namespace.
 fn start_capture(lab: &Lab, port: u16) -> Result<HostCapture, FixError> {
-    let ns = PathBuf::from(format!("/run/netns/{}", lab.capture_ns()));
+    let ns = crate::netns_file(lab.capture_ns());
     std::thread::spawn(move || -> Result<HostCapture, FixError> {
         let f = File::open(&ns).map_err(|e| FixError::Io(ns.display().to_string(), e))?;
         nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET)
@@ -350,15 +393,36 @@ pub fn packets(frames: &[sys::packet::Frame], port: u16, origin_ns: u64) -> Vec<
         .collect()
 }
 
-/// Wait for the client to end, or kill it after the timeout.
+/// The process whose socket in the client's namespace is connected to the server's port
+/// (`ss -Htnp`), when ss names one.
+fn client_process(lab: &Lab, port: u16) -> Option<(u32, String)> {
+    let mut a = crate::in_netns(&lab.client_ns);
+    a.extend(["ss", "-Htnp", &format!("dport = :{port}")].map(String::from));
+    crate::tool(&a.iter().map(String::as_str).collect::<Vec<_>>()).ok()?.lines().find_map(ss_user)
+}
+
+/// A spawned program's owner record (comm from ss, cgroup from /proc).
+fn owner_of((pid, comm): (u32, String)) -> report::owner::Owner {
+    report::owner::Owner::of_process(pid, comm, sys::host::cgroup_of(pid), Vec::new(), report::owner::OwnerSource::Proc)
+}
+
+/// Wait for the client to end, or kill it after the timeout; the client's process is looked
+/// up (ss, every 50 ms until found) while it runs.
 fn wait_client(
+    lab: &Lab,
     spec: &Spec,
     client: &mut Child,
     cg: &Cgroup,
     cancel: &std::sync::atomic::AtomicBool,
+    owner: &mut Option<report::owner::Owner>,
 ) -> Result<(), FixError> {
     let start = Instant::now();
+    let mut looked = start;
     loop {
+        if owner.is_none() && (looked == start || looked.elapsed() >= Duration::from_millis(50)) {
+            looked = Instant::now();
+            *owner = client_process(lab, spec.port).map(owner_of);
+        }
         match client.try_wait() {
             Ok(Some(st)) if st.success() => return Ok(()),
             Ok(Some(st)) => {
@@ -395,13 +459,15 @@ pub fn trial(
         Some(_) => None,
     };
     let mut listener = None;
+    let mut owners = report::owner::FlowOwners::default();
     let ready = match server.as_mut() {
         Some(s) => wait_listening(lab, spec, s).map(|l| listener = l),
         None => Ok(()),
     };
+    owners.b = listener.clone().map(owner_of);
     let outcome = ready.and_then(|()| {
         let mut client = spawn(lab, spec, cand, Side::Client, &ccg, shim)?;
-        let r = wait_client(spec, &mut client, &ccg, cancel);
+        let r = wait_client(lab, spec, &mut client, &ccg, cancel, &mut owners.a);
         let _ = client.wait();
         r
     });
@@ -420,6 +486,7 @@ pub fn trial(
         }),
         delack_max_us: held.sockops.as_ref().and_then(SockOps::delack_max_taken_us),
         listener,
+        owners,
         ..Trial::default()
     };
     scg.kill_all();

@@ -94,35 +94,27 @@ fn deploy_form(c: &Candidate, spec: &Spec, route: Option<&Route>) -> String {
     }
 }
 
-/// The whole report.
-pub fn render(o: &Outcome, spec: &Spec, route_of: &dyn Fn(&Candidate) -> Option<Route>) -> String {
-    let mut s = format!(
-        "advise-run: {} run(s) of each candidate on the real programs, interleaved ({}; {:.1} s)\n\n",
-        o.rounds,
-        o.stopped,
-        o.elapsed.as_secs_f64()
-    );
-    if let Some(a) = spec.server_addr {
-        s += &format!(
-            "Existing server {a} (not ours): only the client's side is changed; packets captured in the client's namespace, CPU is the client's.\n\n"
-        );
-    }
-    s += &format!(
-        "  {:<40} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>6}\n",
-        "candidate (best first)", "p50 ms", "p99 ms", "stalls", "segs", "packets", "pureACKs", "CPU us", "runs"
-    );
-    s += &format!(
-        "  {:<40} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8}\n",
-        "", "", "", "/req", "/req", "/req", "/req", "/req"
-    );
-    for r in &o.ranked {
-        s += &row_line(r);
-        s += "\n";
-    }
+/// What the table does not show: the classifier's causes as written, the programs, what was
+/// left out, what the sock_ops program did.
+fn notes(o: &Outcome, spec: &Spec) -> String {
+    let mut s = String::new();
     if let Some(base) = o.ranked.iter().find(|r| r.candidate == Candidate::AsWritten) {
         if !base.causes.is_empty() {
             let c: Vec<String> = base.causes.iter().map(|(c, n)| format!("{c} x{n}")).collect();
             s += &format!("\nAs written, the classifier names: {}\n", c.join(", "));
+        }
+    }
+    if let Some(base) = o.ranked.iter().find(|r| r.candidate == Candidate::AsWritten) {
+        let who = |o: &Option<report::owner::Owner>| {
+            o.as_ref().map(|o| format!("`{}` (pid {}, cgroup {})", o.comm, o.pid, o.cgroup.as_deref().unwrap_or("?")))
+        };
+        let (a, b) = (who(&base.owners.a), who(&base.owners.b));
+        if a.is_some() || b.is_some() {
+            s += &format!(
+                "The programs (as written): client {}, server {}\n",
+                a.unwrap_or_else(|| "not found".into()),
+                b.unwrap_or_else(|| if spec.server_addr.is_some() { "not ours".into() } else { "not found".into() })
+            );
         }
     }
     for (c, why) in &o.skipped {
@@ -140,6 +132,38 @@ pub fn render(o: &Outcome, spec: &Spec, route_of: &dyn Fn(&Candidate) -> Option<
             s += &format!("note: {}: the program changed no socket\n", c.label());
         }
     }
+    s
+}
+
+/// The whole report.
+pub fn render(o: &Outcome, spec: &Spec, route_of: &dyn Fn(&Candidate) -> Option<Route>) -> String {
+    let mut s = format!(
+        "advise-run: {} run(s) of each candidate on the real programs, interleaved ({}; {:.1} s)\n\n",
+        o.rounds,
+        o.stopped,
+        o.elapsed.as_secs_f64()
+    );
+    if let Some(l) = &o.link {
+        s += &format!("Behind the emulated link {l} (between the client's and the server's namespaces).\n\n");
+    }
+    if let Some(a) = spec.server_addr {
+        s += &format!(
+            "Existing server {a} (not ours): only the client's side is changed; packets captured in the client's namespace, CPU is the client's.\n\n"
+        );
+    }
+    s += &format!(
+        "  {:<40} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>6}\n",
+        "candidate (best first)", "p50 ms", "p99 ms", "stalls", "segs", "packets", "pureACKs", "CPU us", "runs"
+    );
+    s += &format!(
+        "  {:<40} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8}\n",
+        "", "", "", "/req", "/req", "/req", "/req", "/req"
+    );
+    for r in &o.ranked {
+        s += &row_line(r);
+        s += "\n";
+    }
+    s += &notes(o, spec);
     match winner(&o.ranked) {
         Some(w) => {
             let base = o.ranked.iter().find(|r| r.candidate == Candidate::AsWritten);
@@ -203,6 +227,7 @@ pub fn doc(
             packets_per_request: r.packets_per_request,
             pure_acks_per_request: r.pure_acks_per_request,
             cpu_ms_per_request: r.cpu_us_per_request.map(|c| c / 1e3),
+            owners: r.owners.clone(),
         })
         .collect();
     let winner = winner(&o.ranked).map(|w| AdviseRunWinner {
@@ -217,6 +242,9 @@ pub fn doc(
         server_command: spec.server.clone(),
         client_command: spec.client.clone(),
         port: spec.port,
+        server_addr: spec.server_addr.map(|a| a.to_string()),
+        link: o.link.clone(),
+        delack_max_us: o.delack_max_us,
         passes: o.rounds as u64,
         stopped: o.stopped.clone(),
         elapsed_s: o.elapsed.as_secs_f64(),

@@ -40,6 +40,12 @@ pub(crate) fn run(args: AdviseRunArgs) -> anyhow::Result<i32> {
     }
     let parse = |s: &Option<String>| s.as_deref().map(str::parse::<Setting>).transpose();
     let server_addr = args.server_addr.as_deref().map(server_address).transpose()?;
+    let link = args
+        .link
+        .as_deref()
+        .map(str::parse::<link::LinkSpec>)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--link: {e}"))?;
     let spec = Spec {
         server: args.server.unwrap_or_default(),
         client: args.client.unwrap_or_default(),
@@ -66,9 +72,10 @@ pub(crate) fn run(args: AdviseRunArgs) -> anyhow::Result<i32> {
     let cancel = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, cancel.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, cancel.clone())?;
-    let lab = match spec.server_addr {
-        Some(a) => Lab::open_to(*a.ip())?,
-        None => Lab::open()?,
+    let lab = match (spec.server_addr, &link) {
+        (Some(a), _) => Lab::open_to(*a.ip())?,
+        (None, Some(l)) => Lab::open_link(l)?,
+        (None, None) => Lab::open()?,
     };
     let (cands, skipped) = ab::candidates(&spec);
     let budget = Budget { total: Duration::from_secs(args.budget.max(1)), ..Budget::default() };

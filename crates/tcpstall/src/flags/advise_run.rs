@@ -12,6 +12,8 @@ Examples:
   tcpstall advise-run --port 1883 --server 'mosquitto -c /tmp/m.conf' \\
       --server-setting 'line:/tmp/m.conf:set_tcp_nodelay true' --client 'python3 mqtt_rr.py {host} {port}'
   tcpstall advise-run --server-addr 192.0.2.10:8080 --client 'python3 client.py {host} {port}'
+  tcpstall advise-run --link rtt=20ms,mtu=1500 --port 8080 \\
+      --server 'python3 server.py {host} {port}' --client 'python3 client.py {host} {port}'
 
 The server runs in one namespace of the lab's veth path, the client in the other ({host} and
 {port} name the server), each in a cgroup of its own. Candidates, each applied from outside and
@@ -48,6 +50,10 @@ pub(crate) struct AdviseRunArgs {
     /// The client's command: runs to its end once per run
     #[arg(long, value_name = "COMMAND", required_unless_present_any = ["write_sockops", "write_sockops_delack"])]
     pub client: Option<String>,
+    /// Run behind the lab's emulated link between the two namespaces (as `lab --link`; see
+    /// `tcpstall shell --help` for SPEC), instead of the direct veth pair
+    #[arg(long, value_name = "SPEC", conflicts_with = "server_addr")]
+    pub link: Option<String>,
     /// The port the server listens on
     #[arg(long, default_value_t = 8080)]
     pub port: u16,

@@ -123,5 +123,40 @@ pub(crate) fn advise_run_json_is_the_versioned_document() {
     assert!(w["deploy"].as_str().unwrap().to_lowercase().contains("remove"), "how to remove it: {v:#}");
     let best = rows.iter().find(|r| r["label"] == w["label"]).unwrap();
     assert!(best["p50_ms"].as_f64().unwrap() < 5.0, "{v:#}");
+    assert!(v["server_addr"].is_null() && v["link"].is_null(), "{v:#}");
+    // The spawned programs, found by ss (the connected and the listening socket) in the
+    // cgroups this run made for each side.
+    let cg = format!("/tcpstall-outside-{pid}-");
+    for end in ["a", "b"] {
+        let o = &base["owners"][end];
+        assert_eq!(o["comm"], "python3", "{end}: {v:#}");
+        assert!(o["cgroup"].as_str().is_some_and(|c| c.starts_with(&cg)), "{end}: {v:#}");
+        assert_eq!(o["source"], "proc", "{v:#}");
+    }
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+}
+
+/// `--link SPEC` (as `lab --link`): the programs in the emulated link's namespaces, 20 ms of
+/// round trip between them. As written the server's body waits for the client's delayed ACK
+/// (TCP_ATO_MIN, 40 ms: tcp_send_delayed_ack bounds it by max(srtt, TCP_DELACK_MIN), still 40
+/// ms) and then for the ACK to cross the link; with the client's route quickack only the
+/// crossing is left, the link's 20 ms, seen at the server's end.
+pub(crate) fn advise_run_behind_an_emulated_link() {
+    let (out, pid) = run(bin()
+        .args(["advise-run", "--port", "8080", "--budget", "40", "--format", "json", "--link", "rtt=20ms,mtu=1500"])
+        .args(["--server", &format!("python3 {} {{host}} {{port}}", program("http_server.py"))])
+        .args(["--client", &format!("python3 {} {{host}} {{port}} 6", program("http_client.py"))]));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(v["link"], "rtt=20ms,mtu=1500", "{v:#}");
+    let rows = v["ranking"].as_array().unwrap();
+    let p50 = |label: &str| {
+        rows.iter().find(|r| r["label"] == label).unwrap_or_else(|| panic!("{label}: {v:#}"))["p50_ms"]
+            .as_f64()
+            .unwrap()
+    };
+    let (base, quick) = (p50("as written"), p50("client route quickack 1"));
+    assert!(quick >= 15.0, "the link's round trip is there: {quick} ms");
+    assert!(base - quick >= 25.0, "the delayed ACK's wait removed: {base} -> {quick} ms");
     assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
 }
