@@ -386,6 +386,33 @@ fn existing_server_is_reached_through_the_host() {
     }
 }
 
+/// What a crashed `--server-addr` run left on the host (its tagged iptables rule, the
+/// forwarding it turned on, with the state file holding the value before) is undone by the
+/// next run's sweep; a live run's is not touched.
+fn a_dead_runs_uplink_is_swept() {
+    let _g = LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let remote = Remote::open();
+    let dead = {
+        let mut c = Command::new("true").spawn().unwrap();
+        let pid = c.id();
+        c.wait().unwrap();
+        pid
+    };
+    let comment = format!("tcpstall-outside-{dead}-uplink");
+    let rule = ["-t", "nat", "-A", "POSTROUTING", "-s", "10.205.255.254/32", "-m", "comment", "--comment", &comment];
+    assert!(Command::new("iptables").arg("-w").args(rule).status().unwrap().success());
+    let state = std::env::temp_dir().join(format!("tcpstall-outside-{dead}-forwarding-{}", remote.host_dev));
+    std::fs::write(&state, "0").unwrap();
+    std::fs::write(format!("/proc/sys/net/ipv4/conf/{}/forwarding", remote.host_dev), "1").unwrap();
+    let gone = tcpstall_outside::sweep();
+    let listed = |pat: &str| gone.iter().any(|g| g.contains(pat));
+    assert!(listed(&comment) && listed(&format!("forwarding on {}", remote.host_dev)), "{gone:?}");
+    let nat = Command::new("iptables").args(["-w", "-t", "nat", "-S"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&nat.stdout).contains(&comment), "the rule is removed");
+    assert_eq!(remote.forwarding(), "0", "forwarding put back");
+    assert!(!state.exists());
+}
+
 fn main() {
     let args = Arguments::from_args();
     let trials = vec![
@@ -412,6 +439,7 @@ fn main() {
             &["python3", "ip", "ss", "ethtool", "iptables"],
             existing_server_is_reached_through_the_host,
         ),
+        needs_root("a_dead_runs_uplink_is_swept", &["iptables", "ip"], a_dead_runs_uplink_is_swept),
     ];
     libtest_mimic::run(&args, trials).exit();
 }
