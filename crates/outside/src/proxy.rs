@@ -71,7 +71,11 @@ pub fn note(side: &str, command: &str, program: Option<(&str, &str)>) -> String 
         None => (command_name(command), "the command's executable"),
     };
     match name.and_then(Proxy::of_name) {
-        Some(p) => p.lines().to_string(),
+        Some(p) => format!(
+            "{}Not measured here: --{side}-setting 'line:<its config file>:<the line>' measures it on the program itself. \
+             The fix above reaches every program in the {side}'s cgroup (a backend it starts too), the line only the proxy's own sockets.\n",
+            p.lines()
+        ),
         None => format!(
             "No proxy line: the {side} runs `{}` ({how}), not haproxy or nginx; --{side}-program names the program a wrapper or a container hides.\n",
             name.unwrap_or("?")

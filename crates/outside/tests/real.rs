@@ -262,6 +262,52 @@ fn nginx_nodelay_fix_prints_the_nginx_line() {
     assert!(by_command.contains("No proxy line: the server runs `python3`"), "{by_command}");
 }
 
+/// HAProxy in HTTP mode in front of a backend that streams its reply (programs/stream_server.py,
+/// Python's http.server: Nagle on). HAProxy reuses its backend connection (`http-reuse safe`),
+/// so the backend's body, written 5 ms after its header, waits on the loopback hop for
+/// HAProxy's delayed ACK of the header (Nagle x delayed ACK, RFC 896 / RFC 1122 4.2.3.2): the
+/// captured hop shows the wait (p50 ~44 ms) but no stall of its own. The server's sock_ops
+/// TCP_NODELAY reaches the backend (same cgroup) and removes it; HAProxy's own `option
+/// http-no-delay` (its MSG_MORE aggregation off), measured on haproxy as its own setting, does
+/// not: the hold is not HAProxy's. The TCP_NODELAY fix's deployable form names HAProxy's line
+/// (found by the listening process) and says it was not measured.
+fn haproxy_as_written_and_with_its_own_line() {
+    let _g = LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("tcpstall-outside-test-{}-haproxy", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("haproxy.cfg");
+    std::fs::write(
+        &conf,
+        "defaults\n  mode http\n  timeout connect 5s\n  timeout client 30s\n  timeout server 30s\n\
+         frontend f\n  bind :8080\n  default_backend b\n\
+         backend b\n  server s1 127.0.0.1:9000\n",
+    )
+    .unwrap();
+    let lab = Lab::open().expect("lab");
+    let mut s = spec(
+        format!(
+            "python3 {} 127.0.0.1 9000 & until ss -Hltn 'sport = :9000' | grep -q .; do sleep 0.05; done; exec haproxy -db -f {}",
+            program("stream_server.py"),
+            conf.display()
+        ),
+        format!("python3 {} {{host}} {{port}} 10", program("http_client.py")),
+        8080,
+    );
+    s.server_setting = Some(format!("line:{}:  option http-no-delay", conf.display()).parse().unwrap());
+    let cands = vec![Candidate::AsWritten, Candidate::SockOpsNodelay(Side::Server), Candidate::Setting(Side::Server)];
+    let out = ab::run(&lab, &s, cands, Budget::default(), &AtomicBool::new(false), &mut |_, _, _| {});
+    eprintln!("{}", tcpstall_outside::text::render(&out, &s, &|_| None));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.server_listener.as_deref(), Some("haproxy"), "ss names the listening haproxy");
+    let row = |c: Candidate| out.ranked.iter().find(|r| r.candidate == c).unwrap_or_else(|| panic!("{c:?} measured"));
+    let base = row(Candidate::AsWritten).p50_ns;
+    assert!(base > 30_000_000, "the backend's body waits for HAProxy's delayed ACK: p50 {base} ns");
+    assert!(row(Candidate::SockOpsNodelay(Side::Server)).p50_ns < 15_000_000, "NODELAY reaches the backend");
+    assert!(row(Candidate::Setting(Side::Server)).p50_ns > 30_000_000, "http-no-delay is not that hold's fix");
+    let deploy = tcpstall_outside::text::deploy(&Candidate::SockOpsNodelay(Side::Server), &s, None, Some("haproxy"));
+    assert!(deploy.contains("  option http-no-delay\n") && deploy.contains("Not measured here"), "{deploy}");
+}
+
 /// A host elsewhere, for the existing-server test: a namespace of its own joined to this host
 /// by a veth pair (10.206.x.0/30), removed on drop (the lab's sweep removes it after a crash:
 /// `tcpstall-outside-<pid>-remote`).
@@ -440,6 +486,11 @@ fn main() {
             existing_server_is_reached_through_the_host,
         ),
         needs_root("a_dead_runs_uplink_is_swept", &["iptables", "ip"], a_dead_runs_uplink_is_swept),
+        needs_root(
+            "haproxy_as_written_and_with_its_own_line",
+            &["haproxy", "python3", "ip", "ss", "ethtool"],
+            haproxy_as_written_and_with_its_own_line,
+        ),
     ];
     libtest_mimic::run(&args, trials).exit();
 }
