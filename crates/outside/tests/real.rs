@@ -349,6 +349,10 @@ impl Remote {
 
 impl Drop for Remote {
     fn drop(&mut self) {
+        // The pair first, at once: a namespace's devices go with it only when the kernel's
+        // cleanup work runs (net/core/net_namespace.c cleanup_net), after `ip netns del`
+        // returns, and the next test makes a device of the same name.
+        let _ = Command::new("ip").args(["link", "del", &self.host_dev]).status();
         let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
     }
 }
