@@ -28,9 +28,10 @@ With --server-addr there is no server command: the server is not ours, so only t
 candidates run and the server's are listed as left out; the packets are captured in the
 client's namespace and the CPU is the client's.
 
-When the first choice sets TCP_NODELAY on a side that runs HAProxy or nginx (the command's
-executable, or --server-program/--client-program), its deployable form adds the proxy's own
-line: `option http-no-delay` (HAProxy), `tcp_nodelay on;` (nginx).";
+When the first choice sets TCP_NODELAY on a side that runs HAProxy or nginx (named with
+--server-program/--client-program, else the process listening on the port, else the command's
+executable), its deployable form adds the proxy's own line, `option http-no-delay` (HAProxy) or
+`tcp_nodelay on;` (nginx), saying it was not measured: --server-setting measures it.";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXAMPLES)]
