@@ -47,6 +47,15 @@ fn main() {
         "outside_no_bpf",
         "the sock_ops program (install clang and libbpf-dev)",
     );
+    let mut delack = bpf_args.to_vec();
+    delack.push("-DTCPSTALL_DELACK_MAX_US=2000");
+    compile(
+        &clang,
+        &delack,
+        &out.join("sockops-delack.o"),
+        "outside_no_bpf",
+        "the sock_ops program (install clang and libbpf-dev)",
+    );
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let shim_args = ["-shared", "-fPIC", "-O2", "-Wall", "-Werror", "shim/nodelay_shim.c", "-ldl"];
     compile(

@@ -10,7 +10,19 @@
 // Setting TCP_NODELAY from sock_ops goes through __tcp_sock_set_nodelay, as setsockopt does.
 //
 // The values are read-only globals (`volatile const`, .rodata) that the loader (aya) sets
-// before loading: 0 leaves the option alone. `applied` counts the sockets changed.
+// before loading: 0 leaves the option alone. `applied` counts the sockets changed (slot 0
+// TCP_NODELAY, slot 1 TCP_BPF_DELACK_MAX) and keeps the delayed-ACK maximum the kernel took
+// (slot 2, µs).
+//
+// TCP_BPF_DELACK_MAX: net/core/filter.c bpf_sol_tcp_setsockopt converts the value with
+// usecs_to_jiffies (rounding up) and refuses, with -EINVAL, less than TCP_TIMEOUT_MIN (2
+// jiffies, include/net/tcp.h) or more than TCP_DELACK_MAX (HZ/5, 200 ms); the value is then
+// icsk_delack_max, the cap tcp_send_delayed_ack (net/ipv4/tcp_output.c) puts on the ATO,
+// which otherwise starts at TCP_ATO_MIN = HZ/25 = 40 ms. The jiffy is the kernel's (CONFIG_HZ,
+// not visible here), so the asked value is doubled until the kernel takes it, at most 4 times:
+// 2 ms asks give 2 ms at HZ=1000, 8 ms at HZ=250, 6.7 ms at HZ=300, 20 ms at HZ=100 -- the
+// kernel's minimum, 2 jiffies, at each (the first power-of-two multiple of the ask that is
+// at least 2 jiffies).
 //
 // Built by build.rs: clang -target bpf -O2 -g.
 
@@ -46,15 +58,25 @@ struct bpf_sock_ops {
 #ifndef TCPSTALL_NODELAY
 #define TCPSTALL_NODELAY 0
 #endif
+#ifndef TCPSTALL_DELACK_MAX_US
+#define TCPSTALL_DELACK_MAX_US 0
+#endif
 volatile const __u32 nodelay = TCPSTALL_NODELAY;
-volatile const __u32 delack_max_us = 0;
+volatile const __u32 delack_max_us = TCPSTALL_DELACK_MAX_US;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, __u64);
 } applied SEC(".maps");
+
+static void keep(__u32 slot, __u64 v)
+{
+	__u64 *n = bpf_map_lookup_elem(&applied, &slot);
+	if (n)
+		*n = v;
+}
 
 static void count(__u32 slot)
 {
@@ -76,8 +98,14 @@ int tcpstall_sockops(struct bpf_sock_ops *skops)
 	}
 	if (delack_max_us) {
 		int us = delack_max_us;
-		if (bpf_setsockopt(skops, SOL_TCP, TCP_BPF_DELACK_MAX, &us, sizeof(us)) == 0)
-			count(1);
+		// Doubled until at least TCP_TIMEOUT_MIN at this kernel's HZ (above).
+		for (int i = 0; i < 5; i++, us *= 2) {
+			if (bpf_setsockopt(skops, SOL_TCP, TCP_BPF_DELACK_MAX, &us, sizeof(us)) == 0) {
+				count(1);
+				keep(2, us);
+				break;
+			}
+		}
 	}
 	return 1;
 }

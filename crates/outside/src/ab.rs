@@ -36,7 +36,39 @@ pub struct Outcome {
     pub stopped: String,
     /// Sockets the sock_ops program changed, per candidate (its own count).
     pub sockops_applied: Vec<(Candidate, u64)>,
+    /// The delayed-ACK maximum the kernel took (µs), when the DELACK_MAX candidate ran.
+    pub delack_max_us: Option<u64>,
+    /// The command of the process listening on the server's port (ss), from the first run
+    /// that named it.
+    pub server_listener: Option<String>,
+    /// The emulated link between the namespaces (`--link`), when there was one.
+    pub link: Option<String>,
 }
+
+/// The causes whose wait is the peer's delayed-ACK timer (the classifier's release rule,
+/// analyze/src/classify/release.rs: an ACK delayed by the peer, net/ipv4/tcp_timer.c
+/// tcp_delack_timer, released the held data).
+pub const DELAYED_ACK_CAUSES: [&str; 2] = ["nagle-delayed-ack", "delayed-ack"];
+
+/// The side whose delayed ACK a shorter maximum (TCP_BPF_DELACK_MAX) would shorten: the peer
+/// of the side whose writes the classifier found held for a delayed ACK most often; `Err` with
+/// the reason when none was. Pure.
+pub fn delack_side(stalls: &[crate::requests::StallNote]) -> Result<Side, String> {
+    let held =
+        |side: &str| stalls.iter().filter(|s| s.held == side && DELAYED_ACK_CAUSES.contains(&s.cause.as_str())).count();
+    let (client, server) = (held("client"), held("server"));
+    if client + server == 0 {
+        return Err("as written, no write waited for a delayed ACK (the classifier's nagle-delayed-ack or \
+                    delayed-ack): no delayed ACK to shorten"
+            .into());
+    }
+    // The server's writes held: the client delays its ACKs.
+    Ok(if server >= client { Side::Client } else { Side::Server })
+}
+
+/// Why the server's candidates are left out with an existing server.
+pub const NOT_OURS: &str =
+    "an existing server (--server-addr): the server and its host are not ours to change; only the client's side is measured";
 
 /// The candidates for a spec: as written, route quickack on either side, sock_ops NODELAY on
 /// either side, the shim on a side whose program it can reach, the settings named.
@@ -44,6 +76,12 @@ pub fn candidates(spec: &Spec) -> (Vec<Candidate>, Vec<(Candidate, String)>) {
     let mut v = vec![Candidate::AsWritten];
     let mut skipped = Vec::new();
     for side in [Side::Server, Side::Client] {
+        if side == Side::Server && spec.server_addr.is_some() {
+            for c in [Candidate::RouteQuickack(side), Candidate::SockOpsNodelay(side), Candidate::Shim(side)] {
+                skipped.push((c, NOT_OURS.into()));
+            }
+            continue;
+        }
         v.push(Candidate::RouteQuickack(side));
         v.push(Candidate::SockOpsNodelay(side));
         let cmd = if side == Side::Client { &spec.client } else { &spec.server };
@@ -67,6 +105,31 @@ pub fn candidates(spec: &Spec) -> (Vec<Candidate>, Vec<(Candidate, String)>) {
     (v, skipped)
 }
 
+/// Each candidate's runs' p50s.
+fn run_p50s(live: &[(Candidate, Vec<Trial>)]) -> Vec<(Candidate, Vec<u64>)> {
+    live.iter()
+        .map(|(c, ts)| {
+            (c.clone(), ts.iter().filter_map(|t| crate::requests::quantile(&t.measure.latencies_ns, 0.5)).collect())
+        })
+        .collect()
+}
+
+/// After the first run as written (`first`, None when it failed): the DELACK_MAX candidate
+/// on the side [`delack_side`] names joins the list, or is left out with the reason.
+fn place_delack(first: Option<&Trial>, spec: &Spec, live: &mut Vec<(Candidate, Vec<Trial>)>, out: &mut Outcome) {
+    let side = first.map_or_else(
+        || Err("the first run as written failed: which side delays its ACKs is not known".to_string()),
+        |t| delack_side(&t.measure.stalls),
+    );
+    match side {
+        Ok(Side::Server) if spec.server_addr.is_some() => {
+            out.skipped.push((Candidate::SockOpsDelackMax(Side::Server), NOT_OURS.into()))
+        }
+        Ok(side) => live.push((Candidate::SockOpsDelackMax(side), Vec::new())),
+        Err(why) => out.skipped.push((Candidate::SockOpsDelackMax(Side::Client), why)),
+    }
+}
+
 /// Measure `cands` on the real programs. `progress(done, total_estimate, eta)` after each run.
 pub fn run(
     lab: &Lab,
@@ -78,42 +141,49 @@ pub fn run(
 ) -> Outcome {
     let start = Instant::now();
     let shim = Shim::install().ok();
-    let mut out = Outcome::default();
+    let mut out = Outcome { link: lab.link(), ..Outcome::default() };
     let mut live: Vec<(Candidate, Vec<Trial>)> = cands.into_iter().map(|c| (c, Vec::new())).collect();
     let mut done = 0usize;
+    // The DELACK_MAX candidate's side comes from the first run as written (round 0 runs in
+    // list order, "as written" first): it joins the end of round 0's list.
+    let mut delack_pending = live.iter().any(|(c, _)| *c == Candidate::AsWritten);
     for round in 0..budget.max_rounds {
-        let n = live.len();
-        for k in 0..n {
+        let mut k = 0;
+        while k < live.len() {
+            let n = live.len();
             if cancel.load(Ordering::Relaxed) {
                 break;
             }
             let i = (k + round) % n;
             let c = live[i].0.clone();
-            match trial(lab, spec, &c, shim.as_ref(), cancel) {
+            let res = trial(lab, spec, &c, shim.as_ref(), cancel);
+            if delack_pending && c == Candidate::AsWritten {
+                delack_pending = false;
+                place_delack(res.as_ref().ok(), spec, &mut live, &mut out);
+            }
+            match res {
                 Ok(t) => {
                     if let Some(a) = t.sockops_applied {
                         out.sockops_applied.push((c.clone(), a));
                     }
+                    out.delack_max_us = out.delack_max_us.or(t.delack_max_us);
+                    if out.server_listener.is_none() {
+                        out.server_listener = t.listener.as_ref().map(|l| l.1.clone());
+                    }
                     live[i].1.push(t);
                 }
-                Err(e) => {
-                    if !cancel.load(Ordering::Relaxed) {
-                        out.skipped.push((c, e.to_string()));
-                    }
-                }
+                Err(e) if !cancel.load(Ordering::Relaxed) => out.skipped.push((c.clone(), e.to_string())),
+                Err(_) => {}
             }
             done += 1;
             let per = start.elapsed() / done as u32;
+            let n = live.len();
             progress(done, n * budget.max_rounds.min(round + 2), per * (n - k - 1) as u32);
+            k += 1;
         }
         live.retain(|(c, t)| !t.is_empty() || !out.skipped.iter().any(|(s, _)| s == c));
         out.rounds = round + 1;
-        let p50s: Vec<(Candidate, Vec<u64>)> = live
-            .iter()
-            .map(|(c, ts)| {
-                (c.clone(), ts.iter().filter_map(|t| crate::requests::quantile(&t.measure.latencies_ns, 0.5)).collect())
-            })
-            .collect();
+        let p50s = run_p50s(&live);
         let per_round = start.elapsed() / out.rounds as u32;
         if cancel.load(Ordering::Relaxed) {
             out.stopped = "interrupted: ranked what finished".into();
@@ -132,4 +202,26 @@ pub fn run(
     out.ranked = rank(live.iter().filter_map(|(c, t)| pool(c, t)).collect());
     out.elapsed = start.elapsed();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::requests::StallNote;
+
+    fn stall(cause: &str, held: &'static str) -> StallNote {
+        StallNote { cause: cause.into(), length_ns: 40_000_000, held, detail: String::new() }
+    }
+
+    /// The held writes' peer delays its ACKs (net/ipv4/tcp_timer.c tcp_delack_timer): the
+    /// server's writes held for nagle-delayed-ack -> the client's delayed ACK is capped.
+    #[test]
+    fn delack_goes_to_the_peer_of_the_held_writes() {
+        let s = [stall("nagle-delayed-ack", "server"), stall("nagle-delayed-ack", "server")];
+        assert_eq!(delack_side(&s), Ok(Side::Client));
+        let s = [stall("delayed-ack", "client"), stall("retransmission-timeout", "server")];
+        assert_eq!(delack_side(&s), Ok(Side::Server));
+        assert!(delack_side(&[stall("retransmission-timeout", "server")]).unwrap_err().contains("no delayed ACK"));
+        assert!(delack_side(&[]).is_err());
+    }
 }

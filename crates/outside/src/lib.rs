@@ -19,6 +19,7 @@
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
 pub mod ab;
 pub mod cgroup;
+pub mod proxy;
 pub mod rank;
 pub mod requests;
 pub mod route;
@@ -28,10 +29,21 @@ pub mod shim;
 pub mod sockops;
 pub mod sweep;
 pub mod text;
+pub mod uplink;
 
 pub use sweep::sweep;
 
 /// Why a fix could not be applied or undone, on one line.
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn names_and_paths_of_namespaces() {
+        assert_eq!(super::in_netns("tcpstall-veth-1-tx"), ["ip", "netns", "exec", "tcpstall-veth-1-tx"]);
+        assert_eq!(super::in_netns("/proc/9/fd/7"), ["nsenter", "--net=/proc/9/fd/7"]);
+        assert_eq!(super::netns_file("a"), std::path::PathBuf::from("/run/netns/a"));
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum FixError {
     /// Not possible here, and why (not built, no cgroup v2, not root...).
@@ -45,6 +57,27 @@ pub enum FixError {
     /// The user's input (a setting, a command) is not usable.
     #[error("{0}")]
     Input(String),
+}
+
+/// The words that run a command inside network namespace `ns`: a name of iproute2's
+/// (/run/netns/NAME: `ip netns exec NAME`), or the path of a namespace file (starting with `/`:
+/// the emulated link's namespaces are unnamed, `/proc/<pid>/fd/<n>`: `nsenter --net=PATH`).
+/// Pure.
+pub fn in_netns(ns: &str) -> Vec<String> {
+    if ns.starts_with('/') {
+        vec!["nsenter".into(), format!("--net={ns}")]
+    } else {
+        ["ip", "netns", "exec", ns].map(String::from).to_vec()
+    }
+}
+
+/// The namespace's file (for setns(2)): the path itself, or iproute2's /run/netns/NAME. Pure.
+pub fn netns_file(ns: &str) -> std::path::PathBuf {
+    if ns.starts_with('/') {
+        ns.into()
+    } else {
+        std::path::Path::new("/run/netns").join(ns)
+    }
 }
 
 /// Run a tool, its standard output on success.

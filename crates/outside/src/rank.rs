@@ -29,6 +29,8 @@ pub struct Row {
     /// Both sides' CPU time per request (µs).
     pub cpu_us_per_request: Option<f64>,
     pub tier: usize,
+    /// The spawned programs (client `a`, server `b`), from the first run that found each.
+    pub owners: report::owner::FlowOwners,
 }
 
 /// Pool one candidate's runs (None when none answered a request).
@@ -47,7 +49,8 @@ pub fn pool(candidate: &Candidate, trials: &[Trial]) -> Option<Row> {
         }
     }
     causes.sort_by_key(|c| std::cmp::Reverse(c.1));
-    let cpu = trials.iter().map(|t| Some(t.server_cpu_us? + t.client_cpu_us?)).sum::<Option<u64>>();
+    // Both programs' CPU; the client's alone with an existing server (not ours to measure).
+    let cpu = trials.iter().map(|t| Some(t.server_cpu_us.unwrap_or(0) + t.client_cpu_us?)).sum::<Option<u64>>();
     Some(Row {
         candidate: candidate.clone(),
         runs: trials.len(),
@@ -62,6 +65,10 @@ pub fn pool(candidate: &Candidate, trials: &[Trial]) -> Option<Row> {
         pure_acks_per_request: sum(&|t| t.measure.pure_acks),
         cpu_us_per_request: cpu.map(|c| c as f64 / n as f64),
         tier: 0,
+        owners: report::owner::FlowOwners {
+            a: trials.iter().find_map(|t| t.owners.a.clone()),
+            b: trials.iter().find_map(|t| t.owners.b.clone()),
+        },
     })
 }
 

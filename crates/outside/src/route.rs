@@ -109,18 +109,28 @@ pub fn pick(routes: &[Route], dst: Ipv4Addr) -> Option<Route> {
     best("local", &["local"]).or_else(|| best("main", &["unicast", "local"]))
 }
 
-fn ip_args(netns: Option<&str>) -> Vec<&str> {
+/// `ip`, run in `netns` (a name or a namespace file's path: [`crate::in_netns`]).
+fn ip_args(netns: Option<&str>) -> Vec<String> {
     match netns {
-        Some(n) => vec!["ip", "-n", n],
-        None => vec!["ip"],
+        Some(n) if n.starts_with('/') => {
+            let mut v = crate::in_netns(n);
+            v.push("ip".into());
+            v
+        }
+        Some(n) => ["ip", "-n", n].map(String::from).to_vec(),
+        None => vec!["ip".into()],
     }
+}
+
+fn run_ip(netns: Option<&str>, args: &[&str]) -> Result<String, FixError> {
+    let mut a = ip_args(netns);
+    a.extend(args.iter().map(|s| s.to_string()));
+    tool(&a.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 /// The route to `dst` in `netns` (None: this namespace), as the kernel has it now.
 pub fn lookup(netns: Option<&str>, dst: Ipv4Addr) -> Result<Route, FixError> {
-    let mut a = ip_args(netns);
-    a.extend(["-4", "route", "show", "table", "all"]);
-    let out = tool(&a)?;
+    let out = run_ip(netns, &["-4", "route", "show", "table", "all"])?;
     let routes: Vec<Route> = out.lines().filter_map(parse).collect();
     pick(&routes, dst)
         .ok_or_else(|| FixError::Unavailable(format!("no route to {dst} in {}", netns.unwrap_or("this namespace"))))
@@ -139,11 +149,10 @@ impl Quickack {
     /// Set `quickack 1` on the route `netns` uses to reach `dst`.
     pub fn apply(netns: Option<&str>, dst: Ipv4Addr) -> Result<Quickack, FixError> {
         let before = lookup(netns, dst)?;
-        let mut a = ip_args(netns);
-        a.extend(["route", "change"]);
+        let mut a = vec!["route", "change"];
         let with = before.with_quickack();
         a.extend(with.iter().map(String::as_str));
-        tool(&a)?;
+        run_ip(netns, &a)?;
         let command = before.change_command(netns);
         let q = Quickack { netns: netns.map(String::from), before, command };
         // Read back: the metric is on the route now.
@@ -164,10 +173,9 @@ impl Quickack {
 
     /// Put the route back as it was.
     pub fn undo(&self) -> Result<(), FixError> {
-        let mut a = ip_args(self.netns.as_deref());
-        a.extend(["route", "change"]);
+        let mut a = vec!["route", "change"];
         a.extend(self.before.words.iter().map(String::as_str));
-        tool(&a).map(|_| ())
+        run_ip(self.netns.as_deref(), &a).map(|_| ())
     }
 }
 

@@ -23,7 +23,7 @@ use crate::sockops::{Options, SockOps};
 use crate::FixError;
 
 /// The user's programs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Spec {
     /// Shell commands; `{host}` and `{port}` are replaced by the server's address and port.
     pub server: String,
@@ -32,6 +32,13 @@ pub struct Spec {
     /// The program's own setting, when the user names one, per side.
     pub server_setting: Option<Setting>,
     pub client_setting: Option<Setting>,
+    /// The program a side runs, when the user names it (a wrapper or a container hides it):
+    /// for the proxy line of the deployable form ([`crate::proxy`]).
+    pub server_program: Option<String>,
+    pub client_program: Option<String>,
+    /// An existing server (not ours): no server command; the client reaches it out of its
+    /// namespace through the host ([`crate::uplink`]); `port` is its port.
+    pub server_addr: Option<std::net::SocketAddrV4>,
     /// How long the client may run, and the server take to listen.
     pub timeout: Duration,
 }
@@ -58,6 +65,9 @@ pub enum Candidate {
     AsWritten,
     RouteQuickack(Side),
     SockOpsNodelay(Side),
+    /// The delayed ACK's maximum at the kernel's minimum ([`crate::sockops::DELACK_MAX_ASK_US`]),
+    /// on the side that delays its ACKs: the peer of the side whose writes were held.
+    SockOpsDelackMax(Side),
     Shim(Side),
     Setting(Side),
 }
@@ -68,6 +78,7 @@ impl Candidate {
             Candidate::AsWritten => "as written".into(),
             Candidate::RouteQuickack(s) => format!("{} route quickack 1", s.name()),
             Candidate::SockOpsNodelay(s) => format!("{} sock_ops TCP_NODELAY", s.name()),
+            Candidate::SockOpsDelackMax(s) => format!("{} sock_ops TCP_BPF_DELACK_MAX", s.name()),
             Candidate::Shim(s) => format!("{} LD_PRELOAD shim (TCP_NODELAY)", s.name()),
             Candidate::Setting(s) => format!("{} own setting", s.name()),
         }
@@ -79,15 +90,25 @@ impl Candidate {
         match self {
             Candidate::AsWritten => 0,
             Candidate::Setting(_) => 1,
-            Candidate::RouteQuickack(_) | Candidate::SockOpsNodelay(_) => 2,
+            Candidate::RouteQuickack(_) | Candidate::SockOpsNodelay(_) | Candidate::SockOpsDelackMax(_) => 2,
             Candidate::Shim(_) => 3,
         }
     }
 }
 
+/// What joins the two namespaces: the lab's veth pair, or its emulated link (`--link`).
+enum Path {
+    Veth(lab::veth::VethPath),
+    Link(Box<link::Link>),
+}
+
 /// The lab's two namespaces, with the addresses in them.
 pub struct Lab {
-    path: lab::veth::VethPath,
+    /// With an existing server: the client namespace's way out through the host.
+    pub uplink: Option<crate::uplink::Uplink>,
+    path: Path,
+    /// Each side's namespace: a name of iproute2's (the veth path) or a namespace file's path
+    /// (the emulated link's: [`crate::in_netns`]).
     pub client_ns: String,
     pub server_ns: String,
     pub client_ip: Ipv4Addr,
@@ -113,12 +134,56 @@ impl Lab {
             first_inet(&out).ok_or_else(|| FixError::Unavailable(format!("no address in {ns}")))
         };
         let (client_ip, server_ip) = (ip(&client_ns)?, ip(&server_ns)?);
-        Ok(Lab { path, client_ns, server_ns, client_ip, server_ip })
+        Ok(Lab { uplink: None, path: Path::Veth(path), client_ns, server_ns, client_ip, server_ip })
     }
 
-    /// What the path's knobs read back as.
-    pub fn readback(&self) -> &str {
-        &self.path.readback
+    /// The two namespaces behind the lab's emulated link (`lab --link SPEC`: TUN devices and a
+    /// forwarder applying the spec; crates/link), instead of the veth pair. The namespaces are
+    /// unnamed and live as long as this process. Needs root here (cgroups, BPF).
+    pub fn open_link(spec: &link::LinkSpec) -> Result<Lab, FixError> {
+        let l = link::Link::open_with(spec, None, &link::LinkOptions::default())
+            .map_err(|e| FixError::Unavailable(format!("the emulated link: {e}")))?;
+        let (client_ns, server_ns) =
+            (l.client().netns_path().display().to_string(), l.server().netns_path().display().to_string());
+        let (client_ip, server_ip) = (l.client().ip, l.server().ip);
+        Ok(Lab { uplink: None, path: Path::Link(Box::new(l)), client_ns, server_ns, client_ip, server_ip })
+    }
+
+    /// The lab's namespaces with the client's routed out through the host to an existing
+    /// server at `server` ([`crate::uplink`]; the server's namespace stays unused). Needs root.
+    pub fn open_to(server: Ipv4Addr) -> Result<Lab, FixError> {
+        let mut lab = Lab::open()?;
+        let up = crate::uplink::Uplink::open(&lab.client_ns, server)?;
+        lab.client_ip = up.ns_ip;
+        lab.server_ip = server;
+        lab.uplink = Some(up);
+        Ok(lab)
+    }
+
+    /// Where the packets are captured: the server's namespace, or the client's with an
+    /// existing server.
+    pub fn capture_ns(&self) -> &str {
+        if self.uplink.is_some() {
+            &self.client_ns
+        } else {
+            &self.server_ns
+        }
+    }
+
+    /// What the path's knobs read back as, or the link's spec.
+    pub fn readback(&self) -> String {
+        match &self.path {
+            Path::Veth(v) => v.readback.clone(),
+            Path::Link(l) => format!("emulated link {}", l.spec()),
+        }
+    }
+
+    /// The emulated link's spec, when the namespaces are behind one.
+    pub fn link(&self) -> Option<String> {
+        match &self.path {
+            Path::Veth(_) => None,
+            Path::Link(l) => Some(l.spec().to_string()),
+        }
     }
 
     fn ns(&self, side: Side) -> &str {
@@ -145,6 +210,14 @@ pub struct Trial {
     pub client_cpu_us: Option<u64>,
     /// Sockets the sock_ops program changed (its own count), when it ran.
     pub sockops_applied: Option<u64>,
+    /// The delayed-ACK maximum the kernel took (µs), when the program set one.
+    pub delack_max_us: Option<u64>,
+    /// The process listening on the server's port (pid, command), when ss named it.
+    pub listener: Option<(u32, String)>,
+    /// The spawned programs: the client's (the process whose socket connected to the server's
+    /// port) as `a`, the server's (the listening process) as `b`; comm and cgroup from ss and
+    /// /proc (source `proc`).
+    pub owners: report::owner::FlowOwners,
     pub capture_drops: u64,
 }
 
@@ -165,6 +238,11 @@ fn apply(lab: &Lab, spec: &Spec, cand: &Candidate, cgroups: (&Cgroup, &Cgroup)) 
         Candidate::SockOpsNodelay(side) => {
             let cg = if *side == Side::Client { cgroups.0 } else { cgroups.1 };
             h.sockops = Some(SockOps::attach(cg.path(), Options { nodelay: true, delack_max_us: None })?);
+        }
+        Candidate::SockOpsDelackMax(side) => {
+            let cg = if *side == Side::Client { cgroups.0 } else { cgroups.1 };
+            let o = Options { nodelay: false, delack_max_us: Some(crate::sockops::DELACK_MAX_ASK_US) };
+            h.sockops = Some(SockOps::attach(cg.path(), o)?);
         }
         Candidate::Setting(side) => {
             let s =
@@ -212,7 +290,8 @@ fn spawn(
         Side::Server => &spec.server,
     };
     let mut words = cg.wrapper();
-    words.extend(["ip", "netns", "exec", lab.ns(side), "sh", "-c"].map(String::from));
+    words.extend(crate::in_netns(lab.ns(side)));
+    words.extend(["sh", "-c"].map(String::from));
     words.push(fill(user, lab.server_ip, spec.port));
     let log = log_path(side);
     let err = File::create(&log).map_err(|e| FixError::Io(log.display().to_string(), e))?;
@@ -230,14 +309,42 @@ fn spawn(
     cmd.spawn().map_err(|e| FixError::Io(format!("starting the {} command", side.name()), e))
 }
 
-/// Wait until something listens on the server's port in its namespace (`ss -Hltn`).
-fn wait_listening(lab: &Lab, spec: &Spec, server: &mut Child) -> Result<(), FixError> {
+/// The first process `ss -p` names on a socket line (`users:(("nginx",pid=12,fd=6),...)`):
+/// its pid and command (the kernel's comm: the executable's name, 15 bytes at most). Pure.
+pub fn ss_user(line: &str) -> Option<(u32, String)> {
+    let rest = &line[line.find("users:((\"")? + 9..];
+    let (comm, rest) = rest.split_once('"')?;
+    let pid = rest.strip_prefix(",pid=")?.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()?;
+    Some((pid, comm.to_string()))
+}
+
+/// `ss -Hltnp FILTER` in the server's namespace.
+fn ss(lab: &Lab, filter: &str) -> Result<String, FixError> {
+    let mut a = crate::in_netns(&lab.server_ns);
+    a.extend(["ss", "-Hltnp", filter].map(String::from));
+    crate::tool(&a.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// Wait until something listens on the server's port in its namespace (`ss -Hltnp`): the
+/// listening process (pid, command), when ss names it.
+fn wait_listening(lab: &Lab, spec: &Spec, server: &mut Child) -> Result<Option<(u32, String)>, FixError> {
     let start = Instant::now();
     let filter = format!("sport = :{}", spec.port);
     loop {
-        let out = crate::tool(&["ip", "netns", "exec", &lab.server_ns, "ss", "-Hltn", &filter])?;
+        let out = ss(lab, &filter)?;
         if !out.trim().is_empty() {
-            return Ok(());
+            // ss names the process from /proc/<pid>/fd: a socket listed before its process is
+            // scanned has no name yet; ask a few more times.
+            let mut user = out.lines().find_map(ss_user);
+            for _ in 0..10 {
+                if user.is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+                let again = ss(lab, &filter)?;
+                user = again.lines().find_map(ss_user);
+            }
+            return Ok(user);
         }
         if let Ok(Some(st)) = server.try_wait() {
             return Err(FixError::Input(format!(
@@ -259,7 +366,7 @@ fn wait_listening(lab: &Lab, spec: &Spec, server: &mut Child) -> Result<(), FixE
 /// Start the capture in the server's namespace: a thread enters it (setns(2) applies to the
 /// calling thread) and opens the socket there; the socket stays in that namespace.
 fn start_capture(lab: &Lab, port: u16) -> Result<HostCapture, FixError> {
-    let ns = PathBuf::from(format!("/run/netns/{}", lab.server_ns));
+    let ns = crate::netns_file(lab.capture_ns());
     std::thread::spawn(move || -> Result<HostCapture, FixError> {
         let f = File::open(&ns).map_err(|e| FixError::Io(ns.display().to_string(), e))?;
         nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET)
@@ -286,15 +393,36 @@ pub fn packets(frames: &[sys::packet::Frame], port: u16, origin_ns: u64) -> Vec<
         .collect()
 }
 
-/// Wait for the client to end, or kill it after the timeout.
+/// The process whose socket in the client's namespace is connected to the server's port
+/// (`ss -Htnp`), when ss names one.
+fn client_process(lab: &Lab, port: u16) -> Option<(u32, String)> {
+    let mut a = crate::in_netns(&lab.client_ns);
+    a.extend(["ss", "-Htnp", &format!("dport = :{port}")].map(String::from));
+    crate::tool(&a.iter().map(String::as_str).collect::<Vec<_>>()).ok()?.lines().find_map(ss_user)
+}
+
+/// A spawned program's owner record (comm from ss, cgroup from /proc).
+fn owner_of((pid, comm): (u32, String)) -> report::owner::Owner {
+    report::owner::Owner::of_process(pid, comm, sys::host::cgroup_of(pid), Vec::new(), report::owner::OwnerSource::Proc)
+}
+
+/// Wait for the client to end, or kill it after the timeout; the client's process is looked
+/// up (ss, every 50 ms until found) while it runs.
 fn wait_client(
+    lab: &Lab,
     spec: &Spec,
     client: &mut Child,
     cg: &Cgroup,
     cancel: &std::sync::atomic::AtomicBool,
+    owner: &mut Option<report::owner::Owner>,
 ) -> Result<(), FixError> {
     let start = Instant::now();
+    let mut looked = start;
     loop {
+        if owner.is_none() && (looked == start || looked.elapsed() >= Duration::from_millis(50)) {
+            looked = Instant::now();
+            *owner = client_process(lab, spec.port).map(owner_of);
+        }
         match client.try_wait() {
             Ok(Some(st)) if st.success() => return Ok(()),
             Ok(Some(st)) => {
@@ -326,23 +454,45 @@ pub fn trial(
     let (ccg, scg) = (Cgroup::create()?, Cgroup::create()?);
     let held = apply(lab, spec, cand, (&ccg, &scg))?;
     let capture = start_capture(lab, spec.port)?;
-    let mut server = spawn(lab, spec, cand, Side::Server, &scg, shim)?;
-    let outcome = wait_listening(lab, spec, &mut server).and_then(|()| {
+    let mut server = match spec.server_addr {
+        None => Some(spawn(lab, spec, cand, Side::Server, &scg, shim)?),
+        Some(_) => None,
+    };
+    let mut listener = None;
+    let mut owners = report::owner::FlowOwners::default();
+    let ready = match server.as_mut() {
+        Some(s) => wait_listening(lab, spec, s).map(|l| listener = l),
+        None => Ok(()),
+    };
+    owners.b = listener.clone().map(owner_of);
+    let outcome = ready.and_then(|()| {
         let mut client = spawn(lab, spec, cand, Side::Client, &ccg, shim)?;
-        let r = wait_client(spec, &mut client, &ccg, cancel);
+        let r = wait_client(lab, spec, &mut client, &ccg, cancel, &mut owners.a);
         let _ = client.wait();
         r
     });
     let origin = capture.origin_ns;
     let captured = capture.finish();
     let t = Trial {
-        server_cpu_us: scg.cpu_usec(),
+        server_cpu_us: server.as_ref().and_then(|_| scg.cpu_usec()),
         client_cpu_us: ccg.cpu_usec(),
-        sockops_applied: held.sockops.as_ref().map(|s| s.applied().0),
+        sockops_applied: held.sockops.as_ref().map(|s| {
+            let (nodelay, delack) = s.applied();
+            if s.options.nodelay {
+                nodelay
+            } else {
+                delack
+            }
+        }),
+        delack_max_us: held.sockops.as_ref().and_then(SockOps::delack_max_taken_us),
+        listener,
+        owners,
         ..Trial::default()
     };
     scg.kill_all();
-    let _ = server.wait();
+    if let Some(s) = server.as_mut() {
+        let _ = s.wait();
+    }
     drop(held);
     for s in [Side::Client, Side::Server] {
         let _ = std::fs::remove_file(log_path(s));
@@ -360,6 +510,13 @@ mod tests {
     #[test]
     fn fills_host_and_port() {
         assert_eq!(fill("c --to {host}:{port} -p {port}", "10.0.0.2".parse().unwrap(), 80), "c --to 10.0.0.2:80 -p 80");
+    }
+
+    #[test]
+    fn reads_the_listening_process_from_ss() {
+        let l = "LISTEN 0 511 0.0.0.0:8080 0.0.0.0:* users:((\"nginx\",pid=4242,fd=6),(\"nginx\",pid=4241,fd=6))";
+        assert_eq!(ss_user(l), Some((4242, "nginx".to_string())));
+        assert_eq!(ss_user("LISTEN 0 5 0.0.0.0:8080 0.0.0.0:*"), None);
     }
 
     #[test]

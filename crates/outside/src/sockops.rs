@@ -19,12 +19,26 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/so
 /// The same program with TCP_NODELAY on by default: what `bpftool prog load` takes.
 static NODELAY_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sockops-nodelay.o"));
 
-/// Write the deployable object (TCP_NODELAY on) to `path`.
-pub fn write_nodelay_object(path: &Path) -> Result<(), FixError> {
-    if NODELAY_OBJECT.is_empty() {
+/// The same program with TCP_BPF_DELACK_MAX asked at [`DELACK_MAX_ASK_US`] by default.
+static DELACK_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sockops-delack.o"));
+
+/// The delayed-ACK maximum the program asks for (µs): 2 ms, doubled by the program until the
+/// kernel takes it (bpf/sockops.bpf.c), so the kernel's minimum at its HZ: TCP_TIMEOUT_MIN, 2
+/// jiffies (include/net/tcp.h; net/core/filter.c bpf_sol_tcp_setsockopt refuses less), 2 ms
+/// at HZ=1000, 8 ms at HZ=250. Why the minimum: the held write waits the whole timer, so each
+/// jiffy of it is latency; what a short timer costs, ACKs that no longer ride on a reply
+/// slower than it, is measured (pure ACKs per request) and printed. The kernel's own
+/// TCP_DELACK_MIN is HZ/25 = 40 ms, the very stall, so no help as a value.
+pub const DELACK_MAX_ASK_US: u32 = 2_000;
+
+/// Write a deployable object to `path`: TCP_NODELAY on, or (`delack`) TCP_BPF_DELACK_MAX at
+/// the kernel's minimum.
+pub fn write_object(path: &Path, delack: bool) -> Result<(), FixError> {
+    let obj = if delack { DELACK_OBJECT } else { NODELAY_OBJECT };
+    if obj.is_empty() {
         return Err(FixError::Unavailable("sock_ops: not built (no clang at build time)".into()));
     }
-    std::fs::write(path, NODELAY_OBJECT).map_err(|e| FixError::Io(path.display().to_string(), e))
+    std::fs::write(path, obj).map_err(|e| FixError::Io(path.display().to_string(), e))
 }
 
 const PROGRAM: &str = "tcpstall_sockops";
@@ -96,9 +110,18 @@ impl SockOps {
 
     /// Sockets changed so far: (TCP_NODELAY set, TCP_BPF_DELACK_MAX set).
     pub fn applied(&self) -> (u64, u64) {
-        let Some(map) = self.ebpf.map("applied") else { return (0, 0) };
-        let Ok(a) = Array::<_, u64>::try_from(map) else { return (0, 0) };
-        (a.get(&0, 0).unwrap_or(0), a.get(&1, 0).unwrap_or(0))
+        (self.slot(0), self.slot(1))
+    }
+
+    /// The delayed-ACK maximum the kernel took (µs), once a socket took one.
+    pub fn delack_max_taken_us(&self) -> Option<u64> {
+        Some(self.slot(2)).filter(|v| *v > 0)
+    }
+
+    fn slot(&self, i: u32) -> u64 {
+        let Some(map) = self.ebpf.map("applied") else { return 0 };
+        let Ok(a) = Array::<_, u64>::try_from(map) else { return 0 };
+        a.get(&i, 0).unwrap_or(0)
     }
 }
 

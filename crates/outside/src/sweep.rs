@@ -1,6 +1,7 @@
 //! What a crashed run left behind, removed by the next run: cgroups named
 //! `tcpstall-outside-<pid>-<n>` and files `$TMPDIR/tcpstall-outside-<pid>-*` whose pid no longer
-//! runs (a config file changed by a setting is restored from its backup first). The lab's
+//! runs (a config file changed by a setting is restored from its backup first), the uplink's
+//! iptables rules and forwarding ([`crate::uplink`]). The lab's
 //! namespaces have their own sweep (`link::sweep`). A BPF program needs none: nothing is pinned,
 //! the kernel drops it with the crashed process's file descriptors.
 
@@ -12,12 +13,17 @@ pub fn owner(name: &str) -> Option<u32> {
 }
 
 fn dead(pid: u32) -> bool {
-    pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    pid != std::process::id() && !alive(pid)
+}
+
+/// Whether a process runs (this one included).
+pub(crate) fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// Remove what dead runs left; returns what was removed, for a note.
 pub fn sweep() -> Vec<String> {
-    let mut gone = Vec::new();
+    let mut gone = crate::uplink::sweep(dead);
     if let Ok(root) = crate::cgroup::root() {
         for e in std::fs::read_dir(&root).into_iter().flatten().flatten() {
             let name = e.file_name().to_string_lossy().to_string();
@@ -29,7 +35,7 @@ pub fn sweep() -> Vec<String> {
     }
     for e in std::fs::read_dir(std::env::temp_dir()).into_iter().flatten().flatten() {
         let name = e.file_name().to_string_lossy().to_string();
-        if owner(&name).is_some_and(dead) {
+        if owner(&name).is_some_and(dead) && !name.contains("-forwarding-") {
             if name.ends_with("-setting") {
                 crate::setting::restore_backup(&e.path());
             } else {

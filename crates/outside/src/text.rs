@@ -25,8 +25,31 @@ fn row_line(r: &Row) -> String {
     )
 }
 
-/// How to deploy `c`, given the route the lab changed for it (route candidates).
-pub fn deploy(c: &Candidate, spec: &Spec, route: Option<&Route>) -> String {
+/// How to deploy `c`, given the route the lab changed for it (route candidates). A
+/// TCP_NODELAY fix on a side that runs a proxy also gets the proxy's own line
+/// ([`crate::proxy`]), or the sentence saying why there is none: the program is the one the
+/// user names, else the server's listening process (`listener`, ss), else the command's
+/// executable.
+pub fn deploy(c: &Candidate, spec: &Spec, route: Option<&Route>, listener: Option<&str>) -> String {
+    let form = deploy_form(c, spec, route);
+    match c {
+        Candidate::SockOpsNodelay(side) | Candidate::Shim(side) => {
+            let (cmd, named) = match side {
+                Side::Client => (&spec.client, spec.client_program.as_deref()),
+                Side::Server => (&spec.server, spec.server_program.as_deref()),
+            };
+            let program = match (named, side) {
+                (Some(n), _) => Some((n, "named")),
+                (None, Side::Server) => listener.map(|l| (l, "the process listening on the port")),
+                (None, Side::Client) => None,
+            };
+            form + &crate::proxy::note(side.name(), cmd, program)
+        }
+        _ => form,
+    }
+}
+
+fn deploy_form(c: &Candidate, spec: &Spec, route: Option<&Route>) -> String {
     match c {
         Candidate::AsWritten => String::new(),
         Candidate::RouteQuickack(side) => {
@@ -51,6 +74,14 @@ pub fn deploy(c: &Candidate, spec: &Spec, route: Option<&Route>) -> String {
                 .map(|l| format!("  {l}\n"))
                 .collect::<String>()
         ),
+        Candidate::SockOpsDelackMax(side) => format!(
+            "A cgroup sock_ops program capping the {} program's delayed ACK (TCP_BPF_DELACK_MAX at the kernel's minimum, 2 jiffies; net/core/filter.c bpf_sol_tcp_setsockopt) on its sockets (object: `tcpstall advise-run --write-sockops-delack tcpstall-delack.o`; its service's cgroup, e.g. /sys/fs/cgroup/system.slice/<unit>.service):\n{}",
+            side.name(),
+            crate::sockops::deploy_commands("tcpstall-delack.o", "<cgroup>")
+                .lines()
+                .map(|l| format!("  {l}\n"))
+                .collect::<String>()
+        ),
         Candidate::Shim(side) => format!(
             "Start the {} program with the shim (source: crates/outside/shim/nodelay_shim.c):\n  cc -shared -fPIC -O2 -o /usr/local/lib/tcpstall-nodelay.so nodelay_shim.c -ldl\n  LD_PRELOAD=/usr/local/lib/tcpstall-nodelay.so {}\nRemove: start it without LD_PRELOAD.\n",
             side.name(),
@@ -63,6 +94,47 @@ pub fn deploy(c: &Candidate, spec: &Spec, route: Option<&Route>) -> String {
     }
 }
 
+/// What the table does not show: the classifier's causes as written, the programs, what was
+/// left out, what the sock_ops program did.
+fn notes(o: &Outcome, spec: &Spec) -> String {
+    let mut s = String::new();
+    if let Some(base) = o.ranked.iter().find(|r| r.candidate == Candidate::AsWritten) {
+        if !base.causes.is_empty() {
+            let c: Vec<String> = base.causes.iter().map(|(c, n)| format!("{c} x{n}")).collect();
+            s += &format!("\nAs written, the classifier names: {}\n", c.join(", "));
+        }
+    }
+    if let Some(base) = o.ranked.iter().find(|r| r.candidate == Candidate::AsWritten) {
+        let who = |o: &Option<report::owner::Owner>| {
+            o.as_ref().map(|o| format!("`{}` (pid {}, cgroup {})", o.comm, o.pid, o.cgroup.as_deref().unwrap_or("?")))
+        };
+        let (a, b) = (who(&base.owners.a), who(&base.owners.b));
+        if a.is_some() || b.is_some() {
+            s += &format!(
+                "The programs (as written): client {}, server {}\n",
+                a.unwrap_or_else(|| "not found".into()),
+                b.unwrap_or_else(|| if spec.server_addr.is_some() { "not ours".into() } else { "not found".into() })
+            );
+        }
+    }
+    for (c, why) in &o.skipped {
+        s += &format!("left out: {}: {why}\n", c.label());
+    }
+    if let Some(us) = o.delack_max_us {
+        s += &format!(
+            "note: TCP_BPF_DELACK_MAX: the kernel took {:.1} ms (asked {:.1} ms, doubled until at least 2 jiffies, TCP_TIMEOUT_MIN)\n",
+            us as f64 / 1e3,
+            f64::from(crate::sockops::DELACK_MAX_ASK_US) / 1e3
+        );
+    }
+    for (c, n) in &o.sockops_applied {
+        if *n == 0 {
+            s += &format!("note: {}: the program changed no socket\n", c.label());
+        }
+    }
+    s
+}
+
 /// The whole report.
 pub fn render(o: &Outcome, spec: &Spec, route_of: &dyn Fn(&Candidate) -> Option<Route>) -> String {
     let mut s = format!(
@@ -71,6 +143,14 @@ pub fn render(o: &Outcome, spec: &Spec, route_of: &dyn Fn(&Candidate) -> Option<
         o.stopped,
         o.elapsed.as_secs_f64()
     );
+    if let Some(l) = &o.link {
+        s += &format!("Behind the emulated link {l} (between the client's and the server's namespaces).\n\n");
+    }
+    if let Some(a) = spec.server_addr {
+        s += &format!(
+            "Existing server {a} (not ours): only the client's side is changed; packets captured in the client's namespace, CPU is the client's.\n\n"
+        );
+    }
     s += &format!(
         "  {:<40} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>6}\n",
         "candidate (best first)", "p50 ms", "p99 ms", "stalls", "segs", "packets", "pureACKs", "CPU us", "runs"
@@ -83,20 +163,7 @@ pub fn render(o: &Outcome, spec: &Spec, route_of: &dyn Fn(&Candidate) -> Option<
         s += &row_line(r);
         s += "\n";
     }
-    if let Some(base) = o.ranked.iter().find(|r| r.candidate == Candidate::AsWritten) {
-        if !base.causes.is_empty() {
-            let c: Vec<String> = base.causes.iter().map(|(c, n)| format!("{c} x{n}")).collect();
-            s += &format!("\nAs written, the classifier names: {}\n", c.join(", "));
-        }
-    }
-    for (c, why) in &o.skipped {
-        s += &format!("left out: {}: {why}\n", c.label());
-    }
-    for (c, n) in &o.sockops_applied {
-        if *n == 0 {
-            s += &format!("note: {}: the program changed no socket\n", c.label());
-        }
-    }
+    s += &notes(o, spec);
     match winner(&o.ranked) {
         Some(w) => {
             let base = o.ranked.iter().find(|r| r.candidate == Candidate::AsWritten);
@@ -124,7 +191,7 @@ pub fn render(o: &Outcome, spec: &Spec, route_of: &dyn Fn(&Candidate) -> Option<
                 );
             }
             s += "\n";
-            s += &deploy(&w.candidate, spec, route_of(&w.candidate).as_ref());
+            s += &deploy(&w.candidate, spec, route_of(&w.candidate).as_ref(), o.server_listener.as_deref());
         }
         None => s += "\nNo fix measured apart from the programs as written.\n",
     }
@@ -160,11 +227,12 @@ pub fn doc(
             packets_per_request: r.packets_per_request,
             pure_acks_per_request: r.pure_acks_per_request,
             cpu_ms_per_request: r.cpu_us_per_request.map(|c| c / 1e3),
+            owners: r.owners.clone(),
         })
         .collect();
     let winner = winner(&o.ranked).map(|w| AdviseRunWinner {
         label: w.candidate.label(),
-        deploy: deploy(&w.candidate, spec, route_of(&w.candidate).as_ref()),
+        deploy: deploy(&w.candidate, spec, route_of(&w.candidate).as_ref(), o.server_listener.as_deref()),
     });
     AdviseRunDoc {
         tool: "tcpstall",
@@ -174,6 +242,9 @@ pub fn doc(
         server_command: spec.server.clone(),
         client_command: spec.client.clone(),
         port: spec.port,
+        server_addr: spec.server_addr.map(|a| a.to_string()),
+        link: o.link.clone(),
+        delack_max_us: o.delack_max_us,
         passes: o.rounds as u64,
         stopped: o.stopped.clone(),
         elapsed_s: o.elapsed.as_secs_f64(),

@@ -18,6 +18,14 @@ pub struct AdviseRunDoc {
     pub server_command: String,
     pub client_command: String,
     pub port: u16,
+    /// `--server-addr`: an existing server (no server command; only the client's side
+    /// changed); null otherwise.
+    pub server_addr: Option<String>,
+    /// `--link`: the emulated link between the namespaces; null on the direct veth path.
+    pub link: Option<String>,
+    /// The delayed-ACK maximum the kernel took for the DELACK_MAX candidate (µs); null when it
+    /// did not run.
+    pub delack_max_us: Option<u64>,
     /// Passes of every candidate run, interleaved.
     pub passes: u64,
     /// Why the passes stopped (settled, budget, rounds, interrupted).
@@ -54,8 +62,12 @@ pub struct AdviseRunRow {
     pub data_segments_per_request: f64,
     pub packets_per_request: f64,
     pub pure_acks_per_request: f64,
-    /// Both sides' CPU per request (ms); null when not measured.
+    /// Both sides' CPU per request (ms; the client's alone with an existing server); null when
+    /// not measured.
     pub cpu_ms_per_request: Option<f64>,
+    /// The spawned programs: `a` the client's, `b` the server's (absent when not found, or
+    /// not ours).
+    pub owners: crate::owner::FlowOwners,
 }
 
 #[derive(Debug, Clone, Serialize)]

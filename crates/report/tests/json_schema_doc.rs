@@ -400,6 +400,22 @@ fn advise_run_sample() -> Value {
         packets_per_request: 8.0,
         pure_acks_per_request: 4.0,
         cpu_ms_per_request: Some(0.2),
+        owners: tcpstall_report::owner::FlowOwners {
+            a: Some(tcpstall_report::owner::Owner::of_process(
+                7,
+                "python3".into(),
+                Some("/tcpstall-outside-1-0".into()),
+                Vec::new(),
+                tcpstall_report::owner::OwnerSource::Proc,
+            )),
+            b: Some(tcpstall_report::owner::Owner::of_process(
+                8,
+                "nginx".into(),
+                Some("/tcpstall-outside-1-1".into()),
+                Vec::new(),
+                tcpstall_report::owner::OwnerSource::Proc,
+            )),
+        },
     };
     let doc = AdviseRunDoc {
         tool: "tcpstall",
@@ -409,6 +425,9 @@ fn advise_run_sample() -> Value {
         server_command: "python3 s.py".into(),
         client_command: "python3 c.py".into(),
         port: 8080,
+        server_addr: Some("192.0.2.10:8080".into()),
+        link: Some("rtt=20ms,mtu=1500".into()),
+        delack_max_us: Some(8000),
         passes: 3,
         stopped: "settled".into(),
         elapsed_s: 12.5,

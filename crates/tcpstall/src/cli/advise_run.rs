@@ -13,25 +13,54 @@ use outside::setting::Setting;
 
 use crate::flags::advise_run::AdviseRunArgs;
 
+/// `--server-addr HOST:PORT` as an IPv4 address (a name resolved here, its first IPv4 address).
+fn server_address(s: &str) -> anyhow::Result<std::net::SocketAddrV4> {
+    use std::net::ToSocketAddrs as _;
+    let bad = |why: String| anyhow::anyhow!("--server-addr {s}: {why} (an IPv4 HOST:PORT, e.g. 192.0.2.10:8080)");
+    let addrs = s.to_socket_addrs().map_err(|e| bad(e.to_string()))?;
+    addrs
+        .filter_map(|a| match a {
+            std::net::SocketAddr::V4(v4) => Some(v4),
+            std::net::SocketAddr::V6(_) => None,
+        })
+        .next()
+        .ok_or_else(|| bad("no IPv4 address".into()))
+}
+
 pub(crate) fn run(args: AdviseRunArgs) -> anyhow::Result<i32> {
     if let Some(p) = &args.write_sockops {
-        outside::sockops::write_nodelay_object(p)?;
+        outside::sockops::write_object(p, false)?;
         eprintln!("tcpstall: wrote {} (sock_ops, TCP_NODELAY on)", p.display());
         return Ok(0);
     }
+    if let Some(p) = &args.write_sockops_delack {
+        outside::sockops::write_object(p, true)?;
+        eprintln!("tcpstall: wrote {} (sock_ops, TCP_BPF_DELACK_MAX at the kernel's minimum)", p.display());
+        return Ok(0);
+    }
     let parse = |s: &Option<String>| s.as_deref().map(str::parse::<Setting>).transpose();
+    let server_addr = args.server_addr.as_deref().map(server_address).transpose()?;
+    let link = args
+        .link
+        .as_deref()
+        .map(str::parse::<link::LinkSpec>)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--link: {e}"))?;
     let spec = Spec {
         server: args.server.unwrap_or_default(),
         client: args.client.unwrap_or_default(),
-        port: args.port,
+        port: server_addr.map_or(args.port, |a| a.port()),
         server_setting: parse(&args.server_setting)?,
         client_setting: parse(&args.client_setting)?,
+        server_program: args.server_program.clone(),
+        client_program: args.client_program.clone(),
+        server_addr,
         timeout: Duration::from_secs(args.timeout.max(1)),
     };
     if !matches!(args.format, crate::flags::common::OutputFormat::Table | crate::flags::common::OutputFormat::Json) {
         anyhow::bail!("--format: advise-run prints table or json");
     }
-    if args.port == 0 {
+    if spec.port == 0 {
         anyhow::bail!("--port: the server's port cannot be 0");
     }
     if !nix::unistd::geteuid().is_root() {
@@ -43,7 +72,11 @@ pub(crate) fn run(args: AdviseRunArgs) -> anyhow::Result<i32> {
     let cancel = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, cancel.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, cancel.clone())?;
-    let lab = Lab::open()?;
+    let lab = match (spec.server_addr, &link) {
+        (Some(a), _) => Lab::open_to(*a.ip())?,
+        (None, Some(l)) => Lab::open_link(l)?,
+        (None, None) => Lab::open()?,
+    };
     let (cands, skipped) = ab::candidates(&spec);
     let budget = Budget { total: Duration::from_secs(args.budget.max(1)), ..Budget::default() };
     let mut progress = |done: usize, total: usize, eta: Duration| {

@@ -48,6 +48,24 @@ pub(crate) fn bad_setting_is_one_line() {
     assert!(err.contains("env:NAME=VALUE or line:FILE:LINE"), "{err}");
 }
 
+/// `--server-addr` that is no IPv4 HOST:PORT, or given with a server command: one line, exit 2,
+/// before anything runs.
+pub(crate) fn bad_server_addr_is_one_line() {
+    for args in [
+        vec!["advise-run", "--server-addr", "no-port-here", "--client", "true"],
+        vec!["advise-run", "--server-addr", "[::1]:80", "--client", "true"],
+        vec!["advise-run", "--server-addr", "192.0.2.1:80", "--server", "true", "--client", "true"],
+    ] {
+        let out = tcpstall().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--server-addr") || err.contains("--server"), "{args:?}: {err}");
+        if !args.contains(&"--server") {
+            assert_eq!(err.trim().lines().count(), 1, "{err}");
+        }
+    }
+}
+
 /// On http.server with http.client POSTing a file body: the stall as written, its removal by
 /// a fix from outside with its cost, the deployable form; nothing left behind; the sock_ops
 /// object for bpftool is a BPF ELF object.
@@ -61,7 +79,14 @@ pub(crate) fn http_server_stall_removed_from_outside() {
     assert!(text.contains("the classifier names: nagle-delayed-ack"), "{text}");
     assert!(text.contains("First choice: "), "{text}");
     assert!(text.contains("Its cost, per request: data segments"), "{text}");
-    for c in ["client route quickack 1", "server sock_ops TCP_NODELAY", "server LD_PRELOAD shim"] {
+    // The client's delayed ACK capped (TCP_BPF_DELACK_MAX, net/core/filter.c
+    // bpf_sol_tcp_setsockopt): offered on the client, whose ACKs the server's held body waits for.
+    for c in [
+        "client route quickack 1",
+        "server sock_ops TCP_NODELAY",
+        "server LD_PRELOAD shim",
+        "client sock_ops TCP_BPF_DELACK_MAX",
+    ] {
         assert!(text.contains(c), "{c}: {text}");
     }
     assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
@@ -71,6 +96,11 @@ pub(crate) fn http_server_stall_removed_from_outside() {
     assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
     let b = std::fs::read(&obj).unwrap();
     assert!(b.starts_with(b"\x7fELF") && b[18] == 247, "an eBPF ELF object (EM_BPF 247)");
+    let obj = dir.path().join("delack.o");
+    let st = tcpstall().args(["advise-run", "--write-sockops-delack"]).arg(&obj).output().unwrap();
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    let d = std::fs::read(&obj).unwrap();
+    assert!(d.starts_with(b"\x7fELF") && d[18] == 247 && d != b, "another eBPF ELF object");
 }
 
 /// `--format json`: the versioned document (docs/json-schema.md, "Advise-run"): every
@@ -93,5 +123,40 @@ pub(crate) fn advise_run_json_is_the_versioned_document() {
     assert!(w["deploy"].as_str().unwrap().to_lowercase().contains("remove"), "how to remove it: {v:#}");
     let best = rows.iter().find(|r| r["label"] == w["label"]).unwrap();
     assert!(best["p50_ms"].as_f64().unwrap() < 5.0, "{v:#}");
+    assert!(v["server_addr"].is_null() && v["link"].is_null(), "{v:#}");
+    // The spawned programs, found by ss (the connected and the listening socket) in the
+    // cgroups this run made for each side.
+    let cg = format!("/tcpstall-outside-{pid}-");
+    for end in ["a", "b"] {
+        let o = &base["owners"][end];
+        assert_eq!(o["comm"], "python3", "{end}: {v:#}");
+        assert!(o["cgroup"].as_str().is_some_and(|c| c.starts_with(&cg)), "{end}: {v:#}");
+        assert_eq!(o["source"], "proc", "{v:#}");
+    }
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+}
+
+/// `--link SPEC` (as `lab --link`): the programs in the emulated link's namespaces, 20 ms of
+/// round trip between them. As written the server's body waits for the client's delayed ACK
+/// (TCP_ATO_MIN, 40 ms: tcp_send_delayed_ack bounds it by max(srtt, TCP_DELACK_MIN), still 40
+/// ms) and then for the ACK to cross the link; with the client's route quickack only the
+/// crossing is left, the link's 20 ms, seen at the server's end.
+pub(crate) fn advise_run_behind_an_emulated_link() {
+    let (out, pid) = run(bin()
+        .args(["advise-run", "--port", "8080", "--budget", "40", "--format", "json", "--link", "rtt=20ms,mtu=1500"])
+        .args(["--server", &format!("python3 {} {{host}} {{port}}", program("http_server.py"))])
+        .args(["--client", &format!("python3 {} {{host}} {{port}} 6", program("http_client.py"))]));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(v["link"], "rtt=20ms,mtu=1500", "{v:#}");
+    let rows = v["ranking"].as_array().unwrap();
+    let p50 = |label: &str| {
+        rows.iter().find(|r| r["label"] == label).unwrap_or_else(|| panic!("{label}: {v:#}"))["p50_ms"]
+            .as_f64()
+            .unwrap()
+    };
+    let (base, quick) = (p50("as written"), p50("client route quickack 1"));
+    assert!(quick >= 15.0, "the link's round trip is there: {quick} ms");
+    assert!(base - quick >= 25.0, "the delayed ACK's wait removed: {base} -> {quick} ms");
     assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
 }
