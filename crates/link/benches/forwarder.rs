@@ -271,6 +271,16 @@ fn main() {
         return;
     }
     let quick = std::env::args().any(|a| a == "--quick");
+    // `--cpu-latency-0`: for the whole run (veth and emulator alike), ask the idle CPUs not to
+    // halt (a PM QoS request of 0 us through /dev/cpu_dma_latency, held while the file is
+    // open: cpuidle then polls instead of halting the vCPU), to see what the halted vCPUs'
+    // wake-ups cost each path.
+    let _qos = std::env::args().any(|a| a == "--cpu-latency-0").then(|| {
+        let mut f = std::fs::OpenOptions::new().write(true).open("/dev/cpu_dma_latency").expect("/dev/cpu_dma_latency");
+        f.write_all(&0i32.to_ne_bytes()).expect("PM QoS request");
+        println!("idle CPUs asked not to halt (/dev/cpu_dma_latency = 0 us) for this run");
+        f
+    });
     let rounds = || arg_value("--rounds").map_or(3, |r| r.parse().expect("--rounds N"));
     if let Some(list) = arg_value("--variants") {
         compare_variants(&list, rounds());
