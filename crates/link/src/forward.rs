@@ -30,8 +30,11 @@ use crate::stamp::{RunDelay, WakeUp};
 use sys::clock::mono_ns;
 
 mod overload;
+mod spin;
 use overload::{apply_priority, Overload};
 pub use overload::{Priority, DEFAULT_PRIORITY, FIFO_AWAKE_NS, OVERLOAD_BATCHES};
+use spin::Spin;
+pub use spin::DEFAULT_MAX_SPIN_NS;
 
 /// Packets read per wake-up before delivering what is due.
 pub const BATCH: usize = 64;
@@ -51,6 +54,9 @@ pub struct DirectionIo {
     pub stopping: Arc<AtomicBool>,
     pub mtu: u32,
     pub spin_ns: u64,
+    /// The longest the spin grows to when the timer wakes the thread later than `spin_ns`
+    /// (forward::spin); at most `spin_ns`: a fixed spin.
+    pub spin_max_ns: u64,
     pub priority: Priority,
     pub busy_poll_ns: u64,
     /// Pin the thread to this CPU.
@@ -188,6 +194,10 @@ struct Forwarder {
     /// The smallest delay the model applies (for the delay histogram).
     base: u64,
     run_delay: RunDelay,
+    /// The readings after the last sleep, which the next one may start from (crate::stamp).
+    settled: Option<crate::stamp::Settled>,
+    /// How long before a deadline the thread spins (follows the timer's oversleep).
+    spin: Spin,
     /// After a sleep the input ended: how much earlier than its read the first packet read
     /// may be stamped (crate::stamp; taken by that packet).
     wake: Option<WakeUp>,
@@ -205,6 +215,7 @@ struct Forwarder {
     overhead: Histogram<u64>,
     link_delay: Histogram<u64>,
     wake_late: Histogram<u64>,
+    timer_late: Histogram<u64>,
     write_time: Histogram<u64>,
 }
 
@@ -215,6 +226,7 @@ impl Forwarder {
         let bufsize = if io.vnet { 65_536 + hdr + 256 } else { io.mtu as usize + 256 };
         let base = io.model.delay_ns().saturating_sub(io.model.jitter_ns());
         let overload = Overload::new(io.priority);
+        let spin = Spin::new(io.spin_ns, io.spin_max_ns);
         Forwarder {
             io,
             hdr,
@@ -224,6 +236,8 @@ impl Forwarder {
             seq: 0,
             base,
             run_delay: RunDelay::open(),
+            settled: None,
+            spin,
             wake: None,
             woken: 0,
             last_stamp: 0,
@@ -236,6 +250,7 @@ impl Forwarder {
             overhead: histogram(),
             link_delay: histogram(),
             wake_late: histogram(),
+            timer_late: histogram(),
             write_time: histogram(),
         }
     }
@@ -380,8 +395,8 @@ impl Forwarder {
         match self.heap.peek() {
             None => Wait::Sleep(None),
             // Spin: poll the device and the clock until the deadline.
-            Some(p) if p.at.saturating_sub(now) <= self.io.spin_ns => Wait::Spin,
-            Some(p) => Wait::Sleep(Some(p.at.saturating_sub(now) - self.io.spin_ns)),
+            Some(p) if p.at.saturating_sub(now) <= self.spin.ns() => Wait::Spin,
+            Some(p) => Wait::Sleep(Some(p.at.saturating_sub(now) - self.spin.ns())),
         }
     }
 
@@ -390,15 +405,25 @@ impl Forwarder {
     /// woke it paid.
     fn sleep(&mut self, timeout: Option<u64>) -> Result<bool, ForwardError> {
         self.overload.before_sleep();
-        let before = crate::stamp::before_sleep(&self.run_delay, mono_ns());
+        let before = crate::stamp::before_sleep(&self.run_delay, mono_ns(), self.settled.take());
         let (stopped, readable) = wait_readable(self.io.input.as_fd(), self.io.stop.as_fd(), timeout)?;
         if stopped {
             return Ok(true);
         }
         let woke = mono_ns();
         let slept = crate::stamp::after_sleep(&self.run_delay, &before, woke, readable, timeout);
+        if let (false, Some(t)) = (readable, timeout) {
+            // The timer ended it: how late the kernel woke the thread, without the time it then
+            // waited for a CPU other work held (the spin covers the first: a halted vCPU's
+            // wake-up; spinning longer against the second would only take the CPU from that
+            // work, the workload's included).
+            let over = woke.saturating_sub(before.from + t).saturating_sub(slept.run_delay.unwrap_or(0));
+            self.spin.timer_woke(over);
+            let _ = self.timer_late.record(over.max(1));
+        }
         self.overload.after_sleep(woke);
         self.wake = slept.wake;
+        self.settled = slept.settled;
         let run_delay = slept.run_delay.unwrap_or(0);
         if slept.run_delay.is_some() {
             let _ = self.wake_late.record(run_delay.max(1));
@@ -424,6 +449,8 @@ impl Forwarder {
             delay_base_ns: self.base,
             configured_delay_ns: self.io.model.delay_ns(),
             wake_late: self.wake_late,
+            timer_late: self.timer_late,
+            spin_ns: self.spin.ns(),
             write_time: self.write_time,
             ends_ns: calib.measured.load(AtomicOrdering::Relaxed).then(|| calib.ends_ns.load(AtomicOrdering::Relaxed)),
             wake_ns: load(&calib.wake_ns),

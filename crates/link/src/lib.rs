@@ -83,8 +83,11 @@ fn describe_exec_error(err: &std::io::Error) -> String {
 /// bench's `--variants` compares them, docs/link.md has the numbers).
 #[derive(Debug, Clone)]
 pub struct LinkOptions {
-    /// Spin this long before a deadline instead of sleeping.
+    /// Spin this long before a deadline instead of sleeping...
     pub spin_ns: u64,
+    /// ...or longer, up to this, when the timer wakes the forwarder later than that (a quiet
+    /// VM's halted vCPUs: `forward::spin`); at most `spin_ns` keeps the spin fixed.
+    pub spin_max_ns: u64,
     /// Seed of the loss/jitter random numbers; None = from the OS.
     pub seed: Option<u64>,
     /// Scheduling of the forwarder threads.
@@ -115,6 +118,7 @@ impl Default for LinkOptions {
     fn default() -> Self {
         LinkOptions {
             spin_ns: forward::DEFAULT_SPIN_NS,
+            spin_max_ns: forward::DEFAULT_MAX_SPIN_NS,
             seed: None,
             priority: forward::DEFAULT_PRIORITY,
             busy_poll_ns: forward::DEFAULT_BUSY_POLL_NS,
@@ -312,6 +316,7 @@ fn spawn_forwarders(
             stopping: shared.stopping.clone(),
             mtu: spec.mtu,
             spin_ns: opts.spin_ns,
+            spin_max_ns: opts.spin_max_ns,
             priority: opts.priority,
             busy_poll_ns: opts.busy_poll_ns,
             cpu: opts.cpus.map(|c| c[dir.index()]),

@@ -47,6 +47,12 @@ pub struct DirReport {
     /// How late the thread ran after each wake-up from its sleep (scheduler run_delay, ns):
     /// packets read then were stamped that much earlier, so `overhead` includes it.
     pub wake_late: Histogram<u64>,
+    /// How late the timer woke the thread after each sleep it ended, less the time it then
+    /// waited for a CPU (ns, counted from before ppoll): the spin before a deadline follows it
+    /// (`forward::spin`).
+    pub timer_late: Histogram<u64>,
+    /// The spin before a deadline when the thread stopped (ns).
+    pub spin_ns: u64,
     /// How long each write(2) into the other device took (ns): the receiving side's stack
     /// runs inside it (tun_get_user -> netif_receive_skb), up to waking the receiver.
     pub write_time: Histogram<u64>,
@@ -246,6 +252,8 @@ mod tests {
                     delay_base_ns: 10_000_000,
                     configured_delay_ns: 10_000_000,
                     wake_late: histogram(),
+                    timer_late: histogram(),
+                    spin_ns: 100_000,
                     write_time: histogram(),
                     ends_ns: Some(5_000),
                     wake_ns: 30_000,
@@ -260,6 +268,8 @@ mod tests {
                     delay_base_ns: 10_000_000,
                     configured_delay_ns: 10_000_000,
                     wake_late: histogram(),
+                    timer_late: histogram(),
+                    spin_ns: 100_000,
                     write_time: histogram(),
                     ends_ns: None,
                     wake_ns: 30_000,
@@ -298,6 +308,8 @@ mod tests {
             delay_base_ns: 1_000_000,
             configured_delay_ns: 1_000_000,
             wake_late: histogram(),
+            timer_late: histogram(),
+            spin_ns: 100_000,
             write_time: histogram(),
             ends_ns: None,
             wake_ns: 0,

@@ -84,22 +84,50 @@ pub(crate) struct Slept {
     pub(crate) run_delay: Option<u64>,
     /// Set when the first packet read may be stamped earlier than its read (see the module).
     pub(crate) wake: Option<WakeUp>,
+    /// What the next sleep may start from without reading schedstat.
+    pub(crate) settled: Option<Settled>,
+}
+
+/// The readings after a sleep that no preemption followed: run_delay as it was when the
+/// switches were read. While the thread has not switched out since (the same switches), its
+/// run_delay cannot have grown (a thread waits on a runqueue only after a switch out: a sleep
+/// or a preemption), so the next sleep starts from these without reading schedstat again: one
+/// read of /proc less per sleep (2.8 us here under load, against 1 us for getrusage).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Settled {
+    switches: Switches,
+    run_delay: u64,
 }
 
 /// Read just before sleeping, as late as possible: the time, then the context switches, then
-/// the run delay (so a preemption after the time is read shows in the switches).
-pub(crate) fn before_sleep(rd: &RunDelay, now: u64) -> Before {
+/// the run delay (so a preemption after the time is read shows in the switches). The run delay
+/// is `settled`'s if the switches have not moved since it was read.
+pub(crate) fn before_sleep(rd: &RunDelay, now: u64, settled: Option<Settled>) -> Before {
     let switches = switches();
-    Before { from: now, switches, run_delay: rd.now() }
+    let run_delay = match (settled, switches) {
+        (Some(st), Some(sw)) if st.switches == sw => Some(st.run_delay),
+        _ => rd.now(),
+    };
+    Before { from: now, switches, run_delay }
 }
 
 /// Read just after a sleep (ppoll returned at `woke`, the input `readable`, after asking for
 /// at most `timeout` ns): the run delay, then the context switches.
 pub(crate) fn after_sleep(rd: &RunDelay, b: &Before, woke: u64, readable: bool, timeout: Option<u64>) -> Slept {
-    let run_delay = rd.now().zip(b.run_delay).map(|(a, z)| a.saturating_sub(z));
+    let now = rd.now();
+    let run_delay = now.zip(b.run_delay).map(|(a, z)| a.saturating_sub(z));
     let after = switches();
-    let wake = judge_wake(b.from, woke, readable, timeout, b.switches.zip(after), run_delay);
-    Slept { run_delay, wake }
+    let sw = b.switches.zip(after);
+    let wake = judge_wake(b.from, woke, readable, timeout, sw, run_delay);
+    Slept { run_delay, wake, settled: settle(sw, now) }
+}
+
+/// The readings after a sleep as the next sleep may start from them: only if the thread slept
+/// once and was not preempted, so that no wait fell between the run delay's reading and the
+/// switches' (the run delay is read first: a preemption between the two shows in the switches).
+fn settle(switches: Option<(Switches, Switches)>, run_delay: Option<u64>) -> Option<Settled> {
+    let ((v0, i0), (v1, i1)) = switches?;
+    (v1 == v0 + 1 && i1 == i0).then_some(Settled { switches: (v1, i1), run_delay: run_delay? })
 }
 
 /// The rule (pure): whether the first packet read after this sleep may be stamped earlier
@@ -169,6 +197,31 @@ mod tests {
         assert_eq!(stamp(10_000, wake, 0), 9_000);
         assert_eq!(stamp(20_000, wake, 18_000), 18_000);
         assert_eq!(stamp(20_000, None, 25_000), 20_000);
+    }
+
+    /// The next sleep starts from the readings after the last one only when the thread slept
+    /// once without preemption and has not switched out since.
+    #[test]
+    fn a_settled_run_delay_is_reused_only_while_the_switches_stand_still() {
+        assert_eq!(settle(SW, Some(500)), Some(Settled { switches: (11, 3), run_delay: 500 }));
+        // Preempted, slept twice or nothing read: the next sleep reads schedstat.
+        assert_eq!(settle(Some(((10, 3), (11, 4))), Some(500)), None);
+        assert_eq!(settle(Some(((10, 3), (12, 3))), Some(500)), None);
+        assert_eq!(settle(SW, None), None);
+        assert_eq!(settle(None, Some(500)), None);
+        std::thread::spawn(|| {
+            let rd = RunDelay::open();
+            let Some(now) = switches() else { return };
+            // The switches stand still: the settled run delay is taken as it is.
+            let same = Settled { switches: now, run_delay: 7 };
+            assert_eq!(before_sleep(&rd, 0, Some(same)).run_delay, Some(7));
+            // They moved (a sleep since): schedstat is read again.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            let read = before_sleep(&rd, 0, Some(same)).run_delay;
+            assert!(read != Some(7) || rd.now().is_none(), "a stale run delay was reused");
+        })
+        .join()
+        .unwrap();
     }
 
     /// The readings work on this kernel: a sleep of 1 ms shows one voluntary switch.
