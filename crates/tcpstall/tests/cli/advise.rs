@@ -547,10 +547,19 @@ pub(crate) fn advise_on_a_captured_http_post_changes_the_server_only_within_a_mi
     assert!(text.contains("runs as written with: client:nodelay"), "{text}");
     assert!(text.contains("dropped: turn 1 (client): think times"), "{text}");
     assert!(!text.contains("server: TCP_NODELAY"), "http.server leaves Nagle on: {text}");
-    let t0 = Instant::now();
-    let v = run_json(&["advise", cap, "--format", "json", "--quiet"]);
-    let took = t0.elapsed();
-    assert!(took < Duration::from_secs(75), "advise took {took:?} (budget 60 s): {v:#}");
+    // The replica runs on real sockets: on a host loaded far past its CPUs a late server write
+    // can miss the client's delayed ACK and the exchange as written not stall in that run
+    // (advise then rightly says nothing needs fixing); such a run is measured once more.
+    let v = twice("advise on the capture stalls as written", || {
+        let t0 = Instant::now();
+        let v = run_json(&["advise", cap, "--format", "json", "--quiet"]);
+        let took = t0.elapsed();
+        assert!(took < Duration::from_secs(75), "advise took {took:?} (budget 60 s): {v:#}");
+        if v["as_written_stalls"] == false {
+            return Err(format!("the replica as written did not stall in this run: {}", v["decision"]["reason"]));
+        }
+        Ok(v)
+    });
     let best = &v["ranking"][0];
     assert_eq!(best["client"].as_array().unwrap().len(), 0, "a change on the server only: {v:#}");
     assert!(!best["server"].as_array().unwrap().is_empty(), "{v:#}");
