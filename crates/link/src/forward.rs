@@ -417,9 +417,12 @@ impl Forwarder {
             // waited for a CPU other work held (the spin covers the first: a halted vCPU's
             // wake-up; spinning longer against the second would only take the CPU from that
             // work, the workload's included).
-            let over = woke.saturating_sub(before.from + t).saturating_sub(slept.run_delay.unwrap_or(0));
-            self.spin.timer_woke(over);
-            let _ = self.timer_late.record(over.max(1));
+            // Without schedstat the CPU wait cannot be taken out: the spin is left as it is.
+            if let Some(waited) = slept.run_delay {
+                let over = woke.saturating_sub(before.from + t).saturating_sub(waited);
+                self.spin.timer_woke(over);
+                let _ = self.timer_late.record(over.max(1));
+            }
         }
         self.overload.after_sleep(woke);
         self.wake = slept.wake;

@@ -20,9 +20,10 @@
 // icsk_delack_max, the cap tcp_send_delayed_ack (net/ipv4/tcp_output.c) puts on the ATO,
 // which otherwise starts at TCP_ATO_MIN = HZ/25 = 40 ms. The jiffy is the kernel's (CONFIG_HZ,
 // not visible here), so the asked value is doubled until the kernel takes it, at most 4 times:
-// 2 ms asks give 2 ms at HZ=1000, 8 ms at HZ=250, 6.7 ms at HZ=300, 20 ms at HZ=100 -- the
-// kernel's minimum, 2 jiffies, at each (the first power-of-two multiple of the ask that is
-// at least 2 jiffies).
+// the first power-of-two multiple of the ask that is more than 1 jiffy, which the kernel
+// rounds up to 2 jiffies, its minimum: 2 ms at HZ=1000, 8 ms at HZ=250, 4 ms asked and 6.7 ms
+// held at HZ=300, 16 ms asked and 20 ms held at HZ=100. Slot 2 keeps the accepted ask; user
+// space rounds it to the jiffies the kernel holds (sockops.rs, kernel_delack_us).
 //
 // Built by build.rs: clang -target bpf -O2 -g.
 

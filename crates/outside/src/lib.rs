@@ -87,7 +87,10 @@ pub(crate) fn tool(args: &[&str]) -> Result<String, FixError> {
         .output()
         .map_err(|e| FixError::Io(format!("{} (is it installed?)", args[0]), e))?;
     if !out.status.success() {
-        return Err(FixError::Tool(args.join(" "), String::from_utf8_lossy(&out.stderr).trim().to_string()));
+        // One line: iptables, for one, adds a blank line and "Try `iptables -h'" to its error.
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first = err.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("no message").to_string();
+        return Err(FixError::Tool(args.join(" "), first));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -113,9 +113,13 @@ impl SockOps {
         (self.slot(0), self.slot(1))
     }
 
-    /// The delayed-ACK maximum the kernel took (µs), once a socket took one.
+    /// The delayed-ACK maximum the kernel holds (µs), once a socket took one: the value asked
+    /// for and accepted (slot 2), rounded up to whole jiffies as the kernel stores it
+    /// (`usecs_to_jiffies` in bpf_sol_tcp_setsockopt, net/core/filter.c) at this kernel's HZ
+    /// (`sys::host::kernel_hz`); the accepted ask itself when HZ cannot be read.
     pub fn delack_max_taken_us(&self) -> Option<u64> {
-        Some(self.slot(2)).filter(|v| *v > 0)
+        let asked = Some(self.slot(2)).filter(|v| *v > 0)?;
+        Some(sys::host::kernel_hz().map_or(asked, |hz| kernel_delack_us(asked, hz)))
     }
 
     fn slot(&self, i: u32) -> u64 {
@@ -144,4 +148,26 @@ pub fn deploy_commands(object: &str, cgroup: &str) -> String {
          bpftool cgroup attach {cgroup} sock_ops pinned /sys/fs/bpf/tcpstall_sockops multi\n\
          # remove: bpftool cgroup detach {cgroup} sock_ops pinned /sys/fs/bpf/tcpstall_sockops && rm /sys/fs/bpf/tcpstall_sockops\n"
     )
+}
+
+/// What the kernel holds for an accepted TCP_BPF_DELACK_MAX of `asked_us` at `hz`: whole
+/// jiffies, rounded up (`usecs_to_jiffies`, include/linux/jiffies.h), in µs. Pure.
+pub fn kernel_delack_us(asked_us: u64, hz: u32) -> u64 {
+    let hz = u64::from(hz.max(1));
+    (asked_us * hz).div_ceil(1_000_000) * 1_000_000 / hz
+}
+
+#[cfg(test)]
+mod delack_tests {
+    /// bpf_sol_tcp_setsockopt (net/core/filter.c): usecs_to_jiffies rounds up; the kernel holds
+    /// whole jiffies.
+    #[test]
+    fn the_kernel_holds_whole_jiffies() {
+        assert_eq!(super::kernel_delack_us(2_000, 1000), 2_000);
+        assert_eq!(super::kernel_delack_us(8_000, 250), 8_000);
+        // HZ=300: 4 ms is 1.2 jiffies, accepted as 2 (6.67 ms).
+        assert_eq!(super::kernel_delack_us(4_000, 300), 6_666);
+        // HZ=100: 16 ms is 1.6 jiffies, accepted as 2 (20 ms).
+        assert_eq!(super::kernel_delack_us(16_000, 100), 20_000);
+    }
 }

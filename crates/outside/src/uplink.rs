@@ -64,6 +64,11 @@ fn tag(pid: u32) -> String {
 impl Uplink {
     /// Join `netns` to the host and route it to `server`.
     pub fn open(netns: &str, server: Ipv4Addr) -> Result<Uplink, FixError> {
+        if server.is_unspecified() || server.is_broadcast() || server.is_multicast() {
+            return Err(FixError::Input(format!(
+                "--server-addr {server}: not a server's address (unspecified, broadcast or multicast)"
+            )));
+        }
         if server.is_loopback() {
             return Err(FixError::Input(format!(
                 "--server-addr {server}: the host's loopback is not reachable from the lab's namespace; give an address the server listens on that is not loopback (one of `ip -4 addr`)"
@@ -91,8 +96,9 @@ impl Uplink {
             let ns = ns_ip.to_string();
             for rule in [
                 vec!["-t", "nat", "-A", "POSTROUTING", "-s", &ns, "-j", "MASQUERADE"],
-                vec!["-t", "filter", "-A", "FORWARD", "-s", &ns, "-j", "ACCEPT"],
-                vec!["-t", "filter", "-A", "FORWARD", "-d", &ns, "-j", "ACCEPT"],
+                // Inserted first: a FORWARD chain ending in DROP or REJECT must not hide them.
+                vec!["-t", "filter", "-I", "FORWARD", "1", "-s", &ns, "-j", "ACCEPT"],
+                vec!["-t", "filter", "-I", "FORWARD", "1", "-d", &ns, "-j", "ACCEPT"],
             ] {
                 let mut r: Vec<String> = rule.iter().map(|s| s.to_string()).collect();
                 r.extend(["-m", "comment", "--comment", &t].map(String::from));
@@ -106,11 +112,34 @@ impl Uplink {
     }
 }
 
+/// The words that delete a rule added with `-A CHAIN ...` or `-I CHAIN 1 ...`: `-D CHAIN ...`.
+fn delete_rule(r: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(r.len());
+    let mut it = r.iter().peekable();
+    while let Some(w) = it.next() {
+        match w.as_str() {
+            "-A" => out.push("-D".to_string()),
+            "-I" => {
+                out.push("-D".to_string());
+                if let Some(chain) = it.next() {
+                    out.push(chain.clone());
+                }
+                // The position, if any.
+                if it.peek().is_some_and(|p| p.parse::<u32>().is_ok()) {
+                    it.next();
+                }
+            }
+            _ => out.push(w.clone()),
+        }
+    }
+    out
+}
+
 impl Drop for Uplink {
     fn drop(&mut self) {
         for r in self.rules.iter().rev() {
             let mut a = vec!["iptables".to_string(), "-w".into()];
-            a.extend(r.iter().map(|w| if w == "-A" { "-D".to_string() } else { w.clone() }));
+            a.extend(delete_rule(r));
             let _ = tool(&a.iter().map(String::as_str).collect::<Vec<_>>());
         }
         self.forwarding = None;
@@ -222,6 +251,19 @@ pub fn rule_owner(line: &str) -> Option<u32> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_inserted_or_appended_rule_is_deleted_without_its_position() {
+        let w = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            super::delete_rule(&w(&["-t", "filter", "-I", "FORWARD", "1", "-s", "10.0.0.1", "-j", "ACCEPT"])),
+            w(&["-t", "filter", "-D", "FORWARD", "-s", "10.0.0.1", "-j", "ACCEPT"])
+        );
+        assert_eq!(
+            super::delete_rule(&w(&["-t", "nat", "-A", "POSTROUTING", "-j", "MASQUERADE"])),
+            w(&["-t", "nat", "-D", "POSTROUTING", "-j", "MASQUERADE"])
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -61,13 +61,11 @@ pub(crate) fn run(args: AdviseRunArgs) -> anyhow::Result<i32> {
         anyhow::bail!("--format: advise-run prints table or json");
     }
     if spec.port == 0 {
-        anyhow::bail!("--port: the server's port cannot be 0");
+        let flag = if args.server_addr.is_some() { "--server-addr" } else { "--port" };
+        anyhow::bail!("{flag}: the server's port cannot be 0");
     }
     if !nix::unistd::geteuid().is_root() {
         anyhow::bail!("advise-run needs root (namespaces, cgroups, BPF)");
-    }
-    for gone in outside::sweep() {
-        eprintln!("tcpstall: removed {gone}, left by a run that no longer runs");
     }
     let cancel = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, cancel.clone())?;

@@ -44,6 +44,13 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<i32> {
         if let Some(line) = link::sweep::sweep_all().line() {
             eprintln!("tcpstall: {line}");
         }
+        // And what a killed advise-run left (outside::sweep): its uplink's iptables rules and
+        // the forwarding it turned on host-wide must not wait for the next advise-run.
+        if nix::unistd::geteuid().is_root() {
+            for gone in outside::sweep() {
+                eprintln!("tcpstall: removed {gone}, left by a run that no longer runs");
+            }
+        }
     }
     match cli.command {
         Command::Lab(a) => lab::run(a),

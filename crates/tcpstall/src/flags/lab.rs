@@ -87,6 +87,11 @@ pub(crate) struct LabArgs {
     /// the others alone after them; the table's header says which
     #[arg(long)]
     pub one_at_a_time: bool,
+    /// Pin each row's client and server threads to these CPUs (sched_setaffinity), e.g.
+    /// `--pin 0,1`: the rows run one at a time (pinned rows side by side would share the
+    /// CPUs). `taskset -c N tcpstall lab ...` pins the whole process instead
+    #[arg(long, value_name = "CLIENT_CPU,SERVER_CPU", value_parser = parse_pin)]
+    pub pin: Option<(usize, usize)>,
     /// Time each write's stay inside TCP (SO_TIMESTAMPING SCHED minus write time) and name the
     /// side that held data in the verdict. Off by default: it changes what it measures (on
     /// 6.18 TCP_QUICKACK after each recv stops helping when TX timestamps are on)
@@ -148,6 +153,13 @@ pub(crate) fn seed003_scenario(args: &LabArgs) -> anyhow::Result<Option<Scenario
     Ok(Some(s))
 }
 
+/// `--pin CLIENT_CPU,SERVER_CPU`: two CPU numbers.
+fn parse_pin(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("'{s}': expected two CPU numbers, CLIENT_CPU,SERVER_CPU (e.g. 0,1)");
+    let (c, v) = s.split_once(',').ok_or_else(bad)?;
+    Ok((c.trim().parse().map_err(|_| bad())?, v.trim().parse().map_err(|_| bad())?))
+}
+
 pub(crate) fn lab_options(args: &LabArgs) -> anyhow::Result<LabOptions> {
     let mut o = LabOptions {
         tx_timestamps: args.tx_timestamps,
@@ -159,6 +171,18 @@ pub(crate) fn lab_options(args: &LabArgs) -> anyhow::Result<LabOptions> {
         bail!("--capture FILE writes the packets --no-capture turns off: use one or the other");
     }
     o.set_stall_threshold_ms(args.margin.min_gap).map_err(|e| anyhow::anyhow!("--min-gap {e}"))?;
+    if let Some((c, s)) = args.pin {
+        // Fail before any row runs on a CPU this process may not use (offline, or outside a
+        // cpuset or a `taskset` around it).
+        let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+            .map_err(|e| anyhow::anyhow!("--pin: reading this process's CPUs: {e}"))?;
+        for cpu in [c, s] {
+            if !allowed.is_set(cpu).unwrap_or(false) {
+                bail!("--pin: CPU {cpu} is not one this process may run on (see `taskset -p $$` or nproc)");
+            }
+        }
+        o.pin = Some((c, s));
+    }
     if let Some(p) = args.port {
         o.set_fixed_port(p);
     }
@@ -178,6 +202,18 @@ mod tests {
             crate::flags::Command::Lab(a) => a,
             _ => panic!("not lab"),
         }
+    }
+
+    #[test]
+    fn pin_takes_two_cpus_this_process_may_use() {
+        assert_eq!(parse_pin("0,1"), Ok((0, 1)));
+        assert_eq!(parse_pin(" 1 , 0 "), Ok((1, 0)));
+        for bad in ["0", "0,x", ",1", "0;1", "-1,0"] {
+            assert!(parse_pin(bad).unwrap_err().contains("two CPU numbers"), "{bad}");
+        }
+        assert_eq!(lab_options(&parse(&["rr", "--pin", "0,0"])).unwrap().pin, Some((0, 0)));
+        let e = lab_options(&parse(&["rr", "--pin", "0,4095"])).unwrap_err().to_string();
+        assert!(e.contains("CPU 4095 is not one this process may run on"), "{e}");
     }
 
     #[test]
