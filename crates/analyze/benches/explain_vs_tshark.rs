@@ -79,11 +79,12 @@ struct End {
     ip_id: u16,
 }
 
-/// Writes one long loopback connection of `n` packets, as `tcpstall lab` captures it: the
-/// handshake (MSS, window scale, timestamps), then rounds of a 100-byte request, the server's
-/// pure ACK, a 200-byte reply and the client's pure ACK, 20 us apart; every 100th round the
-/// request goes in two writes and the second waits for the delayed ACK (Nagle, RFC 896, held
-/// behind a 40 ms delayed ACK, RFC 9293 3.8.6.3 / Linux TCP_DELACK_MIN); then FIN both ways.
+/// Writes one long loopback connection of `n` packets, as `tcpstall lab rr` captures it (about
+/// 100 bytes a record in pcapng, as the 100 MB lab capture): the handshake (MSS,
+/// window scale, timestamps), then rounds of a 1-byte request, the server's pure ACK, a 1-byte
+/// reply and the client's pure ACK, 20 us apart; every 100th round the request goes in two
+/// writes and the second waits for the delayed ACK (Nagle, RFC 896, held behind a 40 ms
+/// delayed ACK, RFC 9293 3.8.6.3 / Linux TCP_DELACK_MIN); then FIN both ways.
 fn one_flow(out: &mut Out, n: u64) -> std::io::Result<()> {
     let mut c = End { addr: ([127, 0, 0, 1], 40_000), nxt: 1_000, ip_id: 1 };
     let mut s = End { addr: ([127, 0, 0, 1], 5_000), nxt: 900_000, ip_id: 1 };
@@ -120,18 +121,18 @@ fn one_flow(out: &mut Out, n: u64) -> std::io::Result<()> {
     while out.written + 8 < n {
         t_us += 20;
         if round % 100 == 99 {
-            send(out, t_us, &mut c, &s, f(psh | ack), 100, false)?;
+            send(out, t_us, &mut c, &s, f(psh | ack), 1, false)?;
             t_us += 40_000;
             send(out, t_us, &mut s, &c, f(ack), 0, false)?;
             t_us += 20;
-            send(out, t_us, &mut c, &s, f(psh | ack), 24, false)?;
+            send(out, t_us, &mut c, &s, f(psh | ack), 1, false)?;
         } else {
-            send(out, t_us, &mut c, &s, f(psh | ack), 100, false)?;
+            send(out, t_us, &mut c, &s, f(psh | ack), 1, false)?;
         }
         t_us += 20;
         send(out, t_us, &mut s, &c, f(ack), 0, false)?;
         t_us += 20;
-        send(out, t_us, &mut s, &c, f(psh | ack), 200, false)?;
+        send(out, t_us, &mut s, &c, f(psh | ack), 1, false)?;
         t_us += 20;
         send(out, t_us, &mut c, &s, f(ack), 0, false)?;
         round += 1;
