@@ -205,6 +205,8 @@ fn children_cpu() -> f64 {
 
 /// One run: wall time, CPU time (s).
 type Run = (f64, f64);
+/// The best run of a program, with the load average at it.
+type Best = Option<(Run, String)>;
 
 /// Wall and CPU time of one run of `c` (stdout and stderr to /dev/null); None when it failed.
 fn time(mut c: Command) -> Option<Run> {
@@ -230,9 +232,9 @@ fn in_process(path: &Path) -> (u64, usize, f64) {
 
 /// Best of `RUNS` of (a) the binary's `explain FILE`, (b) tshark, alternating; each best (by
 /// wall time) with the load average at its run.
-fn compare(bin: Option<&Path>, path: &Path) -> (Option<(Run, String)>, Option<(Run, String)>) {
+fn compare(bin: Option<&Path>, path: &Path) -> (Best, Best) {
     let _ = std::fs::read(path); // page cache
-    let best = |b: &mut Option<(Run, String)>, t: Option<Run>| {
+    let best = |b: &mut Best, t: Option<Run>| {
         if let Some(t) = t {
             if b.as_ref().is_none_or(|(x, _)| t.0 < x.0) {
                 *b = Some((t, load()));
