@@ -139,21 +139,12 @@ pub fn pcapng(if_name: &str, linktype: u32, frames: &[(u64, Vec<u8>)]) -> Result
 /// A classic pcap file (little-endian, snaplen 65535) of the given link type and records
 /// (ts_sec, ts_frac, frame); `nanos` selects the nanosecond magic (frac in ns, else us).
 pub fn classic_pcap(nanos: bool, linktype: u32, records: &[(u32, u32, Vec<u8>)]) -> Vec<u8> {
-    let mut f = Vec::new();
-    f.extend_from_slice(&(if nanos { 0xa1b23c4du32 } else { 0xa1b2c3d4 }).to_le_bytes());
-    f.extend_from_slice(&2u16.to_le_bytes());
-    f.extend_from_slice(&4u16.to_le_bytes());
-    f.extend_from_slice(&[0; 8]);
-    f.extend_from_slice(&65535u32.to_le_bytes());
-    f.extend_from_slice(&linktype.to_le_bytes());
+    // Writing to a Vec cannot fail.
+    let mut w = crate::write::PcapWriter::new(Vec::new(), linktype, nanos).expect("in memory");
     for (s, frac, d) in records {
-        f.extend_from_slice(&s.to_le_bytes());
-        f.extend_from_slice(&frac.to_le_bytes());
-        f.extend_from_slice(&(d.len() as u32).to_le_bytes());
-        f.extend_from_slice(&(d.len() as u32).to_le_bytes());
-        f.extend_from_slice(d);
+        w.record(*s, *frac, d, d.len() as u32).expect("in memory");
     }
-    f
+    w.into_inner()
 }
 
 /// The packets as an Ethernet pcap with microsecond timestamps.

@@ -1,4 +1,6 @@
-//! The pcapng writer of tcpstall: what `lab --capture` and the link emulator's tap write.
+//! The capture writers of tcpstall: pcapng ([`PcapNgWriter`]) is what `lab --capture` and the
+//! link emulator's tap write; classic pcap ([`PcapWriter`]) is for the tests' and benchmarks'
+//! synthetic captures that must be read as tcpdump's own files are.
 //!
 //! One Interface Description Block per capture point (section 4.2 of the pcapng draft,
 //! draft-ietf-opsawg-pcapng), each with `if_tsresol = 9` (nanosecond timestamps), then one
@@ -133,6 +135,59 @@ impl<W: Write> PcapNgWriter<W> {
     }
 }
 
+/// Writes a classic pcap file (draft-ietf-opsawg-pcap: a 24-byte file header, then a 16-byte
+/// record header per packet), little-endian, version 2.4, snaplen 65535, through `pcap-file`'s
+/// writer.
+pub struct PcapWriter<W: Write> {
+    w: pcap_file::pcap::PcapWriter<W>,
+    nanos: bool,
+}
+
+impl<W: Write> PcapWriter<W> {
+    /// Writes the file header: link type `linktype` (LINKTYPE_*), timestamps in nanoseconds
+    /// (magic a1b23c4d) when `nanos`, else microseconds (a1b2c3d4).
+    pub fn new(out: W, linktype: u32, nanos: bool) -> io::Result<Self> {
+        use pcap_file::{pcap::PcapHeader, Endianness, TsResolution};
+        let header = PcapHeader {
+            datalink: DataLink::from(linktype),
+            ts_resolution: if nanos { TsResolution::NanoSecond } else { TsResolution::MicroSecond },
+            endianness: Endianness::Little,
+            ..PcapHeader::default()
+        };
+        Ok(PcapWriter { w: pcap_file::pcap::PcapWriter::with_header(out, header).map_err(to_io)?, nanos })
+    }
+
+    /// One record as it is stored: seconds, the fraction of a second in the file's unit
+    /// (microseconds, or nanoseconds for a nanosecond file), the bytes captured and the
+    /// length on the wire. Written as given, unchecked (a test may want a record a reader must
+    /// refuse).
+    pub fn record(&mut self, ts_sec: u32, ts_frac: u32, data: &[u8], orig_len: u32) -> io::Result<()> {
+        let raw = pcap_file::pcap::RawPcapPacket {
+            ts_sec,
+            ts_frac,
+            incl_len: data.len() as u32,
+            orig_len,
+            data: Cow::Borrowed(data),
+        };
+        self.w.write_raw_packet(&raw).map(|_| ()).map_err(to_io)
+    }
+
+    /// One packet at `ts_ns` (nanoseconds since the Unix epoch; cut to microseconds in a
+    /// microsecond file), `data` as captured, `orig_len` its length on the wire (at least
+    /// `data.len()`).
+    pub fn packet(&mut self, ts_ns: u64, data: &[u8], orig_len: u32) -> io::Result<()> {
+        let sec = u32::try_from(ts_ns / 1_000_000_000).map_err(|_| {
+            io::Error::new(io::ErrorKind::InvalidInput, "timestamp beyond 2106: pcap holds 32-bit seconds")
+        })?;
+        let ns = (ts_ns % 1_000_000_000) as u32;
+        self.record(sec, if self.nanos { ns } else { ns / 1000 }, data, orig_len.max(data.len() as u32))
+    }
+
+    pub fn into_inner(self) -> W {
+        self.w.into_writer()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +214,21 @@ mod tests {
         assert_eq!(p.ts_ns - t0, 1, "nanosecond resolution");
         assert_eq!(r.interface_name(0), Some("lo"));
         assert!(r.next_packet().unwrap().is_none());
+    }
+
+    #[test]
+    fn pcap_reads_back_in_either_unit() {
+        for nanos in [false, true] {
+            let mut w = PcapWriter::new(Vec::new(), linktype::ETHERNET, nanos).unwrap();
+            w.packet(1_700_000_000_123_456_789, &[1u8; 60], 1514).unwrap();
+            let bytes = w.into_inner();
+            let magic: u32 = if nanos { 0xa1b23c4d } else { 0xa1b2c3d4 };
+            assert_eq!(&bytes[..4], &magic.to_le_bytes());
+            let mut r = CaptureReader::new(&bytes[..]).unwrap();
+            let p = r.next_packet().unwrap().unwrap();
+            assert_eq!((p.linktype, p.orig_len, p.data.len()), (linktype::ETHERNET, 1514, 60));
+            let want = if nanos { 1_700_000_000_123_456_789 } else { 1_700_000_000_123_456_000 };
+            assert_eq!(p.ts_ns, want);
+        }
     }
 }
