@@ -393,12 +393,16 @@ impl FlowAnalyzer {
         });
     }
 
-    fn account(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence) {
-        // The peer's sign of Nagle off waits for this packet's IP ID; then this sender's
-        // counter takes it (a SYN's payload aside, at most one MSS is one segment).
+    /// The peer's sign of Nagle off waits for this packet's IP ID; then this sender's counter
+    /// takes it (at most one MSS is one segment: `dir::IdCounter`).
+    fn note_ip_id(&mut self, seg: &Segment, d: Endpoint) {
         self.dirs[d.peer().index()].check_peer_id(seg.ip_id);
         let single = seg.len <= self.mss(d).0;
         self.dirs[d.index()].ip_ids.on_packet(seg.ip_id, single);
+    }
+
+    fn account(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence) {
+        self.note_ip_id(seg, d);
         if let Some(ttl) = seg.ttl {
             let m = &mut self.dirs[d.index()].max_ttl;
             *m = Some(m.map_or(ttl, |x| x.max(ttl)));

@@ -54,6 +54,9 @@ pub struct LabOptions {
     pub lo_mtu: Option<u32>,
     /// A peer silent this long is an error.
     pub io_timeout: Duration,
+    /// The row's packet ring on loopback is small (`capture::ring`): rows the schedule found
+    /// waiting on timers, a few hundred packets a second, side by side.
+    pub small_ring: bool,
     /// Time every write's stay inside TCP with SO_TIMESTAMPING (SCHED stamps, drained between
     /// rounds) and use it as evidence of which side held data. Off by default because it
     /// disturbs what it measures: on Linux 6.18, with TX timestamps enabled, TCP_QUICKACK set
@@ -102,6 +105,7 @@ impl Default for LabOptions {
             own_netns: true,
             lo_mtu: Some(1500),
             io_timeout: Duration::from_secs(10),
+            small_ring: false,
             tx_timestamps: false,
             capture: true,
             capture_file: None,

@@ -63,6 +63,7 @@ mod recording;
 mod unrecorded;
 use recording::{start_capture, start_kernel, KernelOut};
 pub use unrecorded::run_pair_noted;
+pub(crate) use unrecorded::{finish, run_recorded, Recorded};
 
 fn run_pair_once(
     workload: &Workload,

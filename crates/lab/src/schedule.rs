@@ -9,8 +9,10 @@
 //! warm-up as configured, no packet record; all probes side by side, their numbers discarded).
 //! A row is *timer-bound* when its probe's p50 round is at least [`TIMER_P50`] and the two
 //! threads' CPU time was under [`TIMER_CPU_SHARE`] of the probe's wall time: it spent its
-//! time waiting for the kernel. Then the timer-bound rows run in full side by side, and after
-//! them the other rows one at a time, alone. The report lists the rows in the matrix's order.
+//! time waiting for the kernel. Then the timer-bound rows run in full side by side, with the
+//! other rows' recorded runs one at a time beside them (what those record is counted, not
+//! timed), and after them the other rows' unrecorded runs one at a time, alone: their latency
+//! ([`beside`]). The report lists the rows in the matrix's order.
 //! Side by side pays only with two timer-bound rows or more: as soon as fewer than two rows
 //! can still be timer-bound (the probes finished timer-bound plus those still running), the
 //! probes still running are stopped and every row runs alone (a CPU-bound row's probe takes
@@ -169,7 +171,7 @@ pub(crate) fn run(
     let plan = (side_by_side.len() > 1).then(|| {
         let names: Vec<&str> = side_by_side.iter().map(|&i| jobs[i].label.as_str()).collect();
         format!(
-            "timer-bound rows side by side: {} (probe: {PROBE_ROUNDS} rounds, p50 >= {} ms at < {:.0}% CPU); the others alone",
+            "timer-bound rows side by side: {} (probe: {PROBE_ROUNDS} rounds, p50 >= {} ms at < {:.0}% CPU); the others alone (their evidence recorded beside them)",
             names.join(", "),
             TIMER_P50.as_millis(),
             TIMER_CPU_SHARE * 100.0
@@ -184,11 +186,14 @@ pub(crate) fn run(
     let apart = LabOptions { latency_apart: true, ..opts.clone() };
     let mut failed = false;
     let own = if side_by_side.len() > 1 { own_options(side_by_side.len(), opts, &apart) } else { None };
+    // The other rows' recorded runs, made beside the timer-bound rows (see `beside`).
+    let mut recorded: Vec<Option<Result<crate::pair::Recorded, LabError>>> = (0..total).map(|_| None).collect();
     if let Some(own) = own {
         for &i in &side_by_side {
             progress(Progress::Start { index: i, total, label: jobs[i].pair.label.clone() });
         }
-        let results: Vec<RowOut> = std::thread::scope(|sc| {
+        let others: Vec<usize> = (0..total).filter(|i| !timer[*i]).collect();
+        let (results, theirs) = std::thread::scope(|sc| {
             let hs: Vec<_> = side_by_side
                 .iter()
                 .zip(&own)
@@ -197,13 +202,17 @@ pub(crate) fn run(
                     sc.spawn(move || crate::run_row(&j.workload, j.pair, place, o))
                 })
                 .collect();
-            hs.into_iter().map(|h| h.join().unwrap_or(Err(LabError::Panic("row")))).collect()
+            let beside = sc.spawn(|| beside(jobs, &others, place, &apart));
+            let results: Vec<RowOut> =
+                hs.into_iter().map(|h| h.join().unwrap_or(Err(LabError::Panic("row")))).collect();
+            (results, beside.join().unwrap_or_default())
         });
         for (&i, r) in side_by_side.iter().zip(results) {
             progress(Progress::Done { index: i, total });
             failed |= r.is_err();
             out[i] = Some(Outcome::Done(Box::new(r)));
         }
+        theirs.into_iter().for_each(|(i, r)| recorded[i] = Some(r));
     }
     for i in 0..total {
         if out[i].is_some() {
@@ -214,7 +223,12 @@ pub(crate) fn run(
             continue;
         }
         progress(Progress::Start { index: i, total, label: jobs[i].pair.label.clone() });
-        let r = crate::run_row(&jobs[i].workload, jobs[i].pair, place, &apart);
+        let (w, pair) = (&jobs[i].workload, jobs[i].pair);
+        let r = match recorded[i].take() {
+            // Its unrecorded run, alone: the row's latency.
+            Some(rec) => rec.and_then(|rec| crate::pair::finish(rec, w, pair, place, &apart)),
+            None => crate::run_row(w, pair, place, &apart),
+        };
         progress(Progress::Done { index: i, total });
         failed |= r.is_err();
         out[i] = Some(Outcome::Done(Box::new(r)));
@@ -225,29 +239,60 @@ pub(crate) fn run(
 /// The options of each of `n` rows side by side: `apart`, each row with a kernel-evidence source
 /// of its own when the caller has one (kernel evidence filters on one row's port and namespace,
 /// so none sees another's connection), recording what the caller's records, reads too (which
-/// rows run side by side depends on the host's load; what a row records must not). The first
-/// row takes the caller's source (the rows alone run after these, one at a time); the other
-/// `n - 1` are opened each on a thread of its own, side by side (loading and relocating the BPF
-/// programs takes CPU: tens of milliseconds a source here, seconds on a loaded host in a debug
-/// build), and Ctrl-C meanwhile returns None at once (the threads finish and drop what they
-/// opened). None too when cancelled before.
+/// rows run side by side depends on the host's load; what a row records must not). The caller's
+/// source records the other rows' recorded runs beside them ([`beside`]). The `n` sources are
+/// opened each on a thread of its own, side by side (loading and relocating the BPF programs
+/// takes CPU: tens of milliseconds a source here, seconds on a loaded host in a debug build),
+/// and Ctrl-C meanwhile returns None at once (the threads finish and drop what they opened).
+/// None too when cancelled before.
 fn own_options(n: usize, opts: &LabOptions, apart: &LabOptions) -> Option<Vec<LabOptions>> {
     if opts.cancel.is_cancelled() {
         return None;
     }
     let crate::KernelEvidence::On(h) = opts.kernel.ready(&opts.cancel) else {
-        return (!opts.cancel.is_cancelled()).then(|| vec![apart.clone(); n]);
+        return (!opts.cancel.is_cancelled()).then(|| vec![LabOptions { small_ring: true, ..apart.clone() }; n]);
     };
-    let others: Vec<crate::KernelEvidence> = (1..n).map(|_| crate::KernelEvidence::opening(h.reads())).collect();
-    let mut rows = vec![LabOptions { kernel: crate::KernelEvidence::On(h), ..apart.clone() }];
-    for k in others {
+    let opening: Vec<crate::KernelEvidence> = (0..n).map(|_| crate::KernelEvidence::opening(h.reads())).collect();
+    let mut rows = Vec::with_capacity(n);
+    for k in opening {
         let kernel = k.ready(&opts.cancel);
         if opts.cancel.is_cancelled() {
             return None;
         }
-        rows.push(LabOptions { kernel, ..apart.clone() });
+        rows.push(LabOptions { kernel, small_ring: true, ..apart.clone() });
     }
     Some(rows)
+}
+
+/// The recorded runs of the rows that do not wait on timers (`others`), one at a time, while
+/// the timer-bound rows wait side by side: what they record (stall records, packets, wire,
+/// tcp_info) is counted, not timed, and a timer-bound row's few percent of a CPU leaves it as
+/// it is alone. Their latency comes from their unrecorded runs after, alone
+/// (`pair::finish`): the rows that use the CPU are still timed alone. Stops at the first
+/// error or at Ctrl-C; the rows not reached run whole after.
+fn beside(
+    jobs: &[Job<'_>],
+    others: &[usize],
+    place: &Placement,
+    apart: &LabOptions,
+) -> Vec<(usize, Result<crate::pair::Recorded, LabError>)> {
+    let mut done = Vec::new();
+    for &i in others {
+        if apart.cancel.is_cancelled() {
+            break;
+        }
+        // A row of a connection per request runs whole after (`run_row`).
+        if jobs[i].workload.per_connection().is_some() {
+            continue;
+        }
+        let r = crate::pair::run_recorded(&jobs[i].workload, jobs[i].pair, place, apart);
+        let stop = r.is_err();
+        done.push((i, r));
+        if stop {
+            break;
+        }
+    }
+    done
 }
 
 #[cfg(test)]

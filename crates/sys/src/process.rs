@@ -192,6 +192,26 @@ pub fn default_sigpipe() {
     }
 }
 
+/// Cap glibc's malloc arenas at one per CPU this process may use (at least 2). glibc gives a
+/// thread that finds the arenas busy an arena of its own, up to 8 per CPU (mallopt(3),
+/// M_ARENA_MAX), and keeps what each held: `tcpstall lab`'s probes, rows side by side and their
+/// capture readers start dozens of short threads, and the arenas left behind were 40 MB of its
+/// peak RSS (150-162 MB against 117-120 MB with two arenas, the same wall time). Call once,
+/// first thing in `main`, before any thread starts. Without glibc (or when refused) nothing
+/// changes.
+pub fn limit_malloc_arenas() {
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get()).max(2);
+    let n = libc::c_int::try_from(cpus).unwrap_or(libc::c_int::MAX);
+    // SAFETY: mallopt(3) only changes an allocator parameter; it is called before any other
+    // thread exists, and its result (0 when refused) is not needed.
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, n);
+    }
+    #[cfg(not(target_env = "gnu"))]
+    let _ = n;
+}
+
 /// The init's mount namespace (propagation private) with a /proc of the new PID namespace and,
 /// best effort, `hosts` as /etc/hosts.
 ///

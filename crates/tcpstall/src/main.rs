@@ -14,6 +14,7 @@ use clap::Parser;
 
 fn main() {
     sys::process::default_sigpipe();
+    sys::process::limit_malloc_arenas();
     let args = flags::Cli::parse();
     match cli::run(args) {
         Ok(code) => std::process::exit(code),

@@ -23,6 +23,12 @@ pub(super) fn lo_header(ip: &[u8]) -> [u8; 14] {
 /// hold over 200,000 packets, more than the reader's worst delay at loopback rates).
 const RING_BLOCK: u32 = 1 << 20;
 const RING_BLOCKS: u32 = 32;
+/// A timer-bound row's ring (`LabOptions::small_ring`): as many blocks, of 128 KB (about 900
+/// small packets each: 4 MB, a minute of such a row's few hundred packets a second). As many
+/// blocks keep the same slack for a late reader (blocks retire every `RETIRE_MS` however
+/// full), and the row's RSS: every block of a ring is touched once the row has run
+/// `RING_BLOCKS` retire times, and three 32 MB rings at once took `tcpstall lab` past 200 MB.
+const SMALL_RING_BLOCK: u32 = 1 << 17;
 /// A block with packets is handed over at the latest this long after its first packet: the
 /// reader sees quiet rows' packets this late at most, and wakes at most this often besides full
 /// blocks.
@@ -36,11 +42,12 @@ pub(crate) struct RowCapture(Reader);
 impl RowCapture {
     /// Open the capture on `lo` of the calling thread's namespace, for TCP on `port`, and start
     /// reading into `record`. Fails with EPERM without CAP_NET_RAW.
-    pub(crate) fn start(port: u16, record: Record) -> io::Result<RowCapture> {
+    pub(crate) fn start(port: u16, record: Record, small: bool) -> io::Result<RowCapture> {
         let lo = nix::net::if_::if_nametoindex("lo").map_err(io::Error::from)?;
         // The filter also drops outgoing copies on lo, for kernels without PACKET_IGNORE_OUTGOING.
         let filter = sys::bpf::tcp_l3(&[port], &[], RING_SNAPLEN, Some(lo));
-        let mut ring = sys::ring::Ring::open(lo, &filter, RING_BLOCK, RING_BLOCKS, RETIRE_MS)?;
+        let block = if small { SMALL_RING_BLOCK } else { RING_BLOCK };
+        let mut ring = sys::ring::Ring::open(lo, &filter, block, RING_BLOCKS, RETIRE_MS)?;
         let _ = ring.ignore_outgoing();
         let reader = Reader::spawn("tcpstall-lab-capture", move |flag| {
             let mut sink = Sink::new(record);

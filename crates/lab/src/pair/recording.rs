@@ -109,7 +109,7 @@ pub(super) fn start_capture(
         };
     }
     let record = if lab.capture_file.is_some() { Record::Frames } else { stream(capture::LINKTYPE) };
-    match RowCapture::start(port, record) {
+    match RowCapture::start(port, record, lab.small_ring) {
         Ok(c) => {
             let point = "loopback of the row's network namespace (arriving copies, AF_PACKET TPACKET_V3 ring)".into();
             let reader = Reader::Socket(c);

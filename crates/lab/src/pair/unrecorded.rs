@@ -11,6 +11,16 @@ use super::run_pair_once;
 use crate::capture::KernelEvidence;
 use crate::{LabError, LabOptions, Placement};
 
+/// A row's recorded run, and what its unrecorded run needs ([`run_recorded`], [`finish`]).
+pub(crate) struct Recorded {
+    row: RunResult,
+    analysis: Option<analyze::Analysis>,
+    notes: Vec<String>,
+    took: Duration,
+    /// Wants its latency from an unrecorded run (`LabOptions::latency_apart`, CPU-bound).
+    apart: bool,
+}
+
 /// Like `run_pair`, also returning notes on the namespace used ("" for the placement's own) and
 /// on the packet capture. With `LabOptions::latency_apart` and the row's packets recorded on
 /// loopback, a CPU-bound row (not `schedule::timer_bound` by its recorded run) runs a second
@@ -23,15 +33,42 @@ pub fn run_pair_noted(
     place: &Placement,
     opts: &LabOptions,
 ) -> Result<(RunResult, Option<analyze::Analysis>, Vec<String>), LabError> {
+    let rec = run_recorded(workload, pair, place, opts)?;
+    finish(rec, workload, pair, place, opts)
+}
+
+/// The recorded half of [`run_pair_noted`]: the row's run with its evidence, and whether it
+/// wants an unrecorded one. The schedule runs it beside timer-bound rows and [`finish`] later,
+/// alone.
+pub(crate) fn run_recorded(
+    workload: &Workload,
+    pair: &StrategyPair,
+    place: &Placement,
+    opts: &LabOptions,
+) -> Result<Recorded, LabError> {
     let t0 = Instant::now();
-    let (mut row, analysis, mut notes) = run_pair_once(workload, pair, place, opts)?;
+    let (row, analysis, notes) = run_pair_once(workload, pair, place, opts)?;
     let took = t0.elapsed();
     let recorded_here = row.capture.is_some() && opts.tap.is_none();
     // A row that waits on kernel timers (by the recorded run, `schedule::timer_bound`) is not
     // run twice: in rounds of milliseconds the record costs nothing measurable, and a second
     // run would double the row's time.
     let waits = crate::schedule::timer_bound(row.latency_us.p50, row.cpu.map(|c| c.cpu_share_of_wall));
-    if opts.latency_apart && recorded_here && !waits && !matches!(workload.program(), Program::Stream { .. }) {
+    let apart = opts.latency_apart && recorded_here && !waits && !matches!(workload.program(), Program::Stream { .. });
+    Ok(Recorded { row, analysis, notes, took, apart })
+}
+
+/// The unrecorded half of [`run_pair_noted`]: when the recorded run wants it, the same rounds
+/// again without evidence, their latency, time and CPU taken into the row.
+pub(crate) fn finish(
+    rec: Recorded,
+    workload: &Workload,
+    pair: &StrategyPair,
+    place: &Placement,
+    opts: &LabOptions,
+) -> Result<(RunResult, Option<analyze::Analysis>, Vec<String>), LabError> {
+    let Recorded { mut row, analysis, mut notes, took, apart } = rec;
+    if apart {
         let bare = LabOptions {
             capture: false,
             capture_file: None,

@@ -435,7 +435,12 @@ pub(crate) fn timer_bound_rows_run_side_by_side_and_say_so() {
     let link = r["link"].as_str().unwrap();
     let (_, after) = link.split_once("timer-bound rows side by side: ").unwrap_or_else(|| panic!("{link}"));
     let (names, rule) = after.split_once(" (").unwrap_or_else(|| panic!("{link}"));
-    assert!(rule.starts_with("probe: 3 rounds, p50 >= 5 ms at < 20% CPU); the others alone"), "{link}");
+    assert!(
+        rule.starts_with(
+            "probe: 3 rounds, p50 >= 5 ms at < 20% CPU); the others alone (their evidence recorded beside them)"
+        ),
+        "{link}"
+    );
     let names: Vec<&str> = names.split(", ").collect();
     for n in &names {
         row(&r, n);
