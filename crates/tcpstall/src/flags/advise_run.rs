@@ -71,6 +71,12 @@ pub(crate) struct AdviseRunArgs {
     /// The program the client command runs, when a wrapper hides it
     #[arg(long, value_name = "NAME")]
     pub client_program: Option<String>,
+    /// Do not add kernel evidence to the runs' packets. By default each run's connection is
+    /// also traced in the kernel (eBPF on TCP tracepoints, attached only while the run records:
+    /// its writes, resends, congestion states) and the classifier reads both; where that is not
+    /// possible the report says in one line that the stalls come from the packets only
+    #[arg(long)]
+    pub no_kernel: bool,
     /// Seconds to spend before the first answer (more runs of each candidate with more)
     #[arg(long, default_value_t = 60)]
     pub budget: u64,

@@ -160,3 +160,48 @@ pub(crate) fn advise_run_behind_an_emulated_link() {
     assert!(base - quick >= 25.0, "the delayed ACK's wait removed: {base} -> {quick} ms");
     assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
 }
+
+/// advise-run as JSON on http.server with http.client (6 requests a run), with `extra` flags.
+fn http_json(extra: &[&str]) -> (serde_json::Value, u32) {
+    let (out, pid) = run(bin()
+        .args(["advise-run", "--port", "8080", "--budget", "15", "--format", "json"])
+        .args(extra)
+        .args(["--server", &format!("python3 {} {{host}} {{port}}", program("http_server.py"))])
+        .args(["--client", &format!("python3 {} {{host}} {{port}} 6", program("http_client.py"))]));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (serde_json::from_slice(&out.stdout).expect("one JSON document"), pid)
+}
+
+/// Kernel evidence (eBPF on TCP tracepoints, crates/kevidence, as the lab's rows record it):
+/// as written, http.server's body waits behind its header for the client's delayed ACK (RFC
+/// 9293 3.7.4 with tcp_nagle_check; tcp_delack_timer), and the classifier's nagle-delayed-ack
+/// records carry the kernel's record of that held write (`tcp:tcp_sendmsg_locked`: "kernel:
+/// sendmsg N bytes", the server's). With `--no-kernel` the packets alone still name them, and
+/// the document says the stalls come from the packets only.
+pub(crate) fn advise_run_stalls_carry_kernel_evidence() {
+    let (v, pid) = http_json(&[]);
+    let status = v["kernel_evidence"].as_str().unwrap();
+    assert!(status.starts_with("kernel evidence: ") && status.contains("the server's sockets"), "{v:#}");
+    let rows = v["ranking"].as_array().unwrap();
+    let base = rows.iter().find(|r| r["label"] == "as written").expect("as written ran");
+    assert_eq!(base["causes"][0]["cause"], "nagle-delayed-ack", "{v:#}");
+    let k = &base["kernel"];
+    assert_eq!(k["runs"], base["runs"], "every run recorded: {v:#}");
+    // The server's sockets (the filter keeps the capture's namespace, the server's): two writes
+    // per request at least, the response's header and body.
+    assert!(k["writes"].as_u64().unwrap() >= 2 * base["requests"].as_u64().unwrap(), "{v:#}");
+    assert!(k["stalls_with_kernel"].as_u64().unwrap() >= 1, "{v:#}");
+    let e = k["example"].as_str().unwrap();
+    assert!(e.starts_with("nagle-delayed-ack") && e.contains("the server's bytes: kernel: sendmsg"), "{e}");
+    assert!(rows.iter().all(|r| r["kernel"]["runs"] == r["runs"]), "every row recorded: {v:#}");
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+
+    let (v, pid) = http_json(&["--no-kernel"]);
+    assert_eq!(v["kernel_evidence"], "stalls from the packets only: --no-kernel", "{v:#}");
+    let rows = v["ranking"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["kernel"].is_null()), "{v:#}");
+    let base = rows.iter().find(|r| r["label"] == "as written").expect("as written ran");
+    assert_eq!(base["causes"][0]["cause"], "nagle-delayed-ack", "named from the packets: {v:#}");
+    assert!(base["p50_ms"].as_f64().unwrap() >= 20.0, "the stall (~40 ms) as written: {v:#}");
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+}
