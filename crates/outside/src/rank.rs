@@ -47,14 +47,16 @@ pub struct RowKernel {
     pub lost: u64,
     /// Stall records whose evidence includes the kernel's.
     pub stalls_with_kernel: usize,
-    /// The first such record: cause, length, whose bytes, and the kernel's part of its
-    /// evidence ("nagle-delayed-ack 40.9 ms, the server's bytes: kernel: sendmsg 330 bytes").
-    pub example: Option<String>,
+    /// The first such record of each cause, in the order first seen: cause, length, whose
+    /// bytes, and the kernel's part of its evidence ("nagle-delayed-ack 40.9 ms, the server's
+    /// bytes: kernel: sendmsg 330 bytes").
+    pub examples: Vec<String>,
 }
 
 /// The kernel evidence of `trials` (None when none recorded any). Pure.
 pub fn row_kernel(trials: &[Trial]) -> Option<RowKernel> {
     let mut k = RowKernel::default();
+    let mut seen: Vec<&str> = Vec::new();
     for m in trials.iter().map(|t| &t.measure) {
         let Some(c) = m.kernel else { continue };
         k.runs += 1;
@@ -62,10 +64,11 @@ pub fn row_kernel(trials: &[Trial]) -> Option<RowKernel> {
             (k.events + c.events, k.writes + c.writes, k.resends + c.resends, k.lost + c.lost);
         for s in m.stalls.iter().filter(|s| !s.kernel.is_empty()) {
             k.stalls_with_kernel += 1;
-            k.example.get_or_insert_with(|| {
+            if !seen.contains(&s.cause.as_str()) {
+                seen.push(&s.cause);
                 let ms = s.length_ns as f64 / 1e6;
-                format!("{} {ms:.1} ms, the {}'s bytes: {}", s.cause, s.held, s.kernel.join("; "))
-            });
+                k.examples.push(format!("{} {ms:.1} ms, the {}'s bytes: {}", s.cause, s.held, s.kernel.join("; ")));
+            }
         }
     }
     (k.runs > 0).then_some(k)
@@ -199,10 +202,7 @@ mod tests {
         assert_eq!(r[0].packets_per_request, 4.0);
         let k = r[3].kernel.as_ref().expect("kernel evidence");
         assert_eq!((k.runs, k.events, k.writes, k.stalls_with_kernel), (1, 20, 20, 3));
-        assert_eq!(
-            k.example.as_deref(),
-            Some("nagle-delayed-ack 40.0 ms, the server's bytes: kernel: sendmsg 330 bytes")
-        );
+        assert_eq!(k.examples, ["nagle-delayed-ack 40.0 ms, the server's bytes: kernel: sendmsg 330 bytes"]);
         let mut off = trial(&[41], 1);
         off.measure.kernel = None;
         assert_eq!(pool(&Candidate::AsWritten, &[off]).unwrap().kernel, None, "no run recorded any");

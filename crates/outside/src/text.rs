@@ -113,11 +113,12 @@ fn notes(o: &Outcome, spec: &Spec) -> String {
             let c: Vec<String> = base.causes.iter().map(|(c, n)| format!("{c} x{n}")).collect();
             s += &format!("\nAs written, the classifier names: {}\n", c.join(", "));
         }
-        if let Some(e) = base.kernel.as_ref().and_then(|k| k.example.as_ref().map(|e| (k, e))) {
+        if let Some(k) = base.kernel.as_ref().filter(|k| !k.examples.is_empty()) {
             s += &format!(
-                "As written, {} of its stall records carry the kernel's evidence, e.g. {}\n",
-                e.0.stalls_with_kernel, e.1
+                "As written, {} of its stall records carry the kernel's evidence, e.g.:\n",
+                k.stalls_with_kernel
             );
+            s += &k.examples.iter().map(|e| format!("  {e}\n")).collect::<String>();
         }
     }
     if let Some(base) = o.ranked.iter().find(|r| r.candidate == Candidate::AsWritten) {
@@ -266,7 +267,7 @@ pub fn doc(
                 resends: k.resends,
                 lost: k.lost,
                 stalls_with_kernel: k.stalls_with_kernel as u64,
-                example: k.example.clone(),
+                examples: k.examples.clone(),
             }),
         })
         .collect();

@@ -89,8 +89,8 @@ pub struct AdviseRunKernel {
     pub lost: u64,
     /// Stall records whose evidence includes the kernel's.
     pub stalls_with_kernel: u64,
-    /// The first such record, for people.
-    pub example: Option<String>,
+    /// The first such record of each cause, for people.
+    pub examples: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

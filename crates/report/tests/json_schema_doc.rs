@@ -423,7 +423,7 @@ fn advise_run_sample() -> Value {
             resends: 0,
             lost: 0,
             stalls_with_kernel: 1,
-            example: Some("nagle-delayed-ack 40.9 ms, the server's bytes: kernel: sendmsg 330 bytes".into()),
+            examples: vec!["nagle-delayed-ack 40.9 ms, the server's bytes: kernel: sendmsg 330 bytes".into()],
         }),
     };
     let doc = AdviseRunDoc {

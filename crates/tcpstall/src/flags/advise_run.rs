@@ -21,7 +21,9 @@ measured A/B interleaved on the real programs: route quickack 1 (either side), a
 program setting TCP_NODELAY (either side), a cgroup sock_ops program capping the delayed ACK
 (TCP_BPF_DELACK_MAX at the kernel's minimum, 2 jiffies) on the side whose ACKs the held writes
 waited for (found by the first run as written), an LD_PRELOAD shim (where the program is dynamically
-linked and not Go), and the program's own setting when named. Needs root. Everything created is
+linked and not Go), and the program's own setting when named. Each run's stalls are named
+from its packets and the kernel's evidence of the server's sockets (eBPF on TCP tracepoints,
+attached only while the run records; --no-kernel: the packets only). Needs root. Everything created is
 removed on exit and on Ctrl-C, and swept by the next run after a crash.
 
 With --server-addr there is no server command: the server is not ours, so only the client's

@@ -220,7 +220,7 @@ pub(crate) fn advise_run_stalls_carry_kernel_evidence() {
     // per request at least, the response's header and body.
     assert!(k["writes"].as_u64().unwrap() >= 2 * base["requests"].as_u64().unwrap(), "{v:#}");
     assert!(k["stalls_with_kernel"].as_u64().unwrap() >= 1, "{v:#}");
-    let e = k["example"].as_str().unwrap();
+    let e = k["examples"][0].as_str().unwrap();
     assert!(e.starts_with("nagle-delayed-ack") && e.contains("the server's bytes: kernel: sendmsg"), "{e}");
     assert!(rows.iter().all(|r| r["kernel"]["runs"] == r["runs"]), "every row recorded: {v:#}");
     assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
