@@ -38,8 +38,10 @@ mod kernel;
 mod ring;
 pub mod rowstream;
 pub use file::{CaptureFile, CaptureFileError};
-pub use kernel::{kernel_events, KernelEvidence, KernelHandle, KernelOpenError};
-pub(crate) use kernel::{kernel_side, KernelRecords, KernelRow};
+pub use kernel::{
+    kernel_events, kernel_events_by_client, kernel_side, KernelEvidence, KernelHandle, KernelOpenError, KernelRecords,
+    KernelRow,
+};
 use ring::lo_header;
 pub(crate) use ring::RowCapture;
 use rowstream::RowStream;

@@ -43,6 +43,11 @@ pub struct Outcome {
     pub server_listener: Option<String>,
     /// The emulated link between the namespaces (`--link`), when there was one.
     pub link: Option<String>,
+    /// Whether the runs' stalls were classified with kernel evidence, one line
+    /// ([`crate::kernel::Kernel::status`]).
+    pub kernel: String,
+    /// Why some runs recorded none though the source was open (each reason once).
+    pub kernel_notes: Vec<String>,
 }
 
 /// The causes whose wait is the peer's delayed-ACK timer (the classifier's release rule,
@@ -170,6 +175,9 @@ pub fn run(
                     if out.server_listener.is_none() {
                         out.server_listener = t.listener.as_ref().map(|l| l.1.clone());
                     }
+                    if let Some(w) = t.kernel_why.as_ref().filter(|w| !out.kernel_notes.contains(w)) {
+                        out.kernel_notes.push(w.clone());
+                    }
                     live[i].1.push(t);
                 }
                 Err(e) if !cancel.load(Ordering::Relaxed) => out.skipped.push((c.clone(), e.to_string())),
@@ -201,6 +209,7 @@ pub fn run(
     }
     out.ranked = rank(live.iter().filter_map(|(c, t)| pool(c, t)).collect());
     out.elapsed = start.elapsed();
+    out.kernel = lab.kernel.status(cancel, lab.capture_side());
     out
 }
 
@@ -210,7 +219,7 @@ mod tests {
     use crate::requests::StallNote;
 
     fn stall(cause: &str, held: &'static str) -> StallNote {
-        StallNote { cause: cause.into(), length_ns: 40_000_000, held, detail: String::new() }
+        StallNote { cause: cause.into(), length_ns: 40_000_000, held, detail: String::new(), kernel: Vec::new() }
     }
 
     /// The held writes' peer delays its ACKs (net/ipv4/tcp_timer.c tcp_delack_timer): the

@@ -19,6 +19,7 @@
 #![cfg_attr(not(test), deny(unused_crate_dependencies))]
 pub mod ab;
 pub mod cgroup;
+pub mod kernel;
 pub mod proxy;
 pub mod rank;
 pub mod requests;

@@ -31,6 +31,47 @@ pub struct Row {
     pub tier: usize,
     /// The spawned programs (client `a`, server `b`), from the first run that found each.
     pub owners: report::owner::FlowOwners,
+    /// The kernel evidence its runs' classifier read; None when no run recorded any.
+    pub kernel: Option<RowKernel>,
+}
+
+/// The kernel evidence of a candidate's runs.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RowKernel {
+    /// Runs that recorded kernel evidence (of [`Row::runs`]).
+    pub runs: usize,
+    /// Kernel events merged into the runs' traces, writes and resends among them, records lost.
+    pub events: u64,
+    pub writes: u64,
+    pub resends: u64,
+    pub lost: u64,
+    /// Stall records whose evidence includes the kernel's.
+    pub stalls_with_kernel: usize,
+    /// The first such record of each cause, in the order first seen: cause, length, whose
+    /// bytes, and the kernel's part of its evidence ("nagle-delayed-ack 40.9 ms, the server's
+    /// bytes: kernel: sendmsg 330 bytes").
+    pub examples: Vec<String>,
+}
+
+/// The kernel evidence of `trials` (None when none recorded any). Pure.
+pub fn row_kernel(trials: &[Trial]) -> Option<RowKernel> {
+    let mut k = RowKernel::default();
+    let mut seen: Vec<&str> = Vec::new();
+    for m in trials.iter().map(|t| &t.measure) {
+        let Some(c) = m.kernel else { continue };
+        k.runs += 1;
+        (k.events, k.writes, k.resends, k.lost) =
+            (k.events + c.events, k.writes + c.writes, k.resends + c.resends, k.lost + c.lost);
+        for s in m.stalls.iter().filter(|s| !s.kernel.is_empty()) {
+            k.stalls_with_kernel += 1;
+            if !seen.contains(&s.cause.as_str()) {
+                seen.push(&s.cause);
+                let ms = s.length_ns as f64 / 1e6;
+                k.examples.push(format!("{} {ms:.1} ms, the {}'s bytes: {}", s.cause, s.held, s.kernel.join("; ")));
+            }
+        }
+    }
+    (k.runs > 0).then_some(k)
 }
 
 /// Pool one candidate's runs (None when none answered a request).
@@ -69,6 +110,7 @@ pub fn pool(candidate: &Candidate, trials: &[Trial]) -> Option<Row> {
             a: trials.iter().find_map(|t| t.owners.a.clone()),
             b: trials.iter().find_map(|t| t.owners.b.clone()),
         },
+        kernel: row_kernel(trials),
     })
 }
 
@@ -130,10 +172,12 @@ mod tests {
                     cause: "nagle-delayed-ack".into(),
                     length_ns: 40_000_000,
                     held: "server",
-                    detail: String::new()
+                    detail: String::new(),
+                    kernel: vec!["kernel: sendmsg 330 bytes".into()],
                 };
                 stalls
             ],
+            kernel: Some(crate::requests::KernelCounts { events: 20, writes: 20, resends: 0, lost: 0 }),
         };
         Trial { measure: m, server_cpu_us: Some(100), client_cpu_us: Some(50), ..Trial::default() }
     }
@@ -156,6 +200,12 @@ mod tests {
         assert_eq!(r[3].stalls_per_request, 1.0);
         assert_eq!(r[0].cpu_us_per_request, Some(50.0));
         assert_eq!(r[0].packets_per_request, 4.0);
+        let k = r[3].kernel.as_ref().expect("kernel evidence");
+        assert_eq!((k.runs, k.events, k.writes, k.stalls_with_kernel), (1, 20, 20, 3));
+        assert_eq!(k.examples, ["nagle-delayed-ack 40.0 ms, the server's bytes: kernel: sendmsg 330 bytes"]);
+        let mut off = trial(&[41], 1);
+        off.measure.kernel = None;
+        assert_eq!(pool(&Candidate::AsWritten, &[off]).unwrap().kernel, None, "no run recorded any");
     }
 
     #[test]

@@ -113,6 +113,8 @@ pub struct Lab {
     pub server_ns: String,
     pub client_ip: Ipv4Addr,
     pub server_ip: Ipv4Addr,
+    /// The kernel evidence every run records while it runs ([`crate::kernel`]); none until set.
+    pub kernel: crate::kernel::Kernel,
 }
 
 /// The address of `ip -o -4 addr show` text (the first `inet`). Pure.
@@ -134,7 +136,8 @@ impl Lab {
             first_inet(&out).ok_or_else(|| FixError::Unavailable(format!("no address in {ns}")))
         };
         let (client_ip, server_ip) = (ip(&client_ns)?, ip(&server_ns)?);
-        Ok(Lab { uplink: None, path: Path::Veth(path), client_ns, server_ns, client_ip, server_ip })
+        let kernel = crate::kernel::Kernel::default();
+        Ok(Lab { uplink: None, path: Path::Veth(path), client_ns, server_ns, client_ip, server_ip, kernel })
     }
 
     /// The two namespaces behind the lab's emulated link (`lab --link SPEC`: TUN devices and a
@@ -146,7 +149,8 @@ impl Lab {
         let (client_ns, server_ns) =
             (l.client().netns_path().display().to_string(), l.server().netns_path().display().to_string());
         let (client_ip, server_ip) = (l.client().ip, l.server().ip);
-        Ok(Lab { uplink: None, path: Path::Link(Box::new(l)), client_ns, server_ns, client_ip, server_ip })
+        let kernel = crate::kernel::Kernel::default();
+        Ok(Lab { uplink: None, path: Path::Link(Box::new(l)), client_ns, server_ns, client_ip, server_ip, kernel })
     }
 
     /// The lab's namespaces with the client's routed out through the host to an existing
@@ -167,6 +171,15 @@ impl Lab {
             &self.client_ns
         } else {
             &self.server_ns
+        }
+    }
+
+    /// Whose namespace the packets are captured in ([`Lab::capture_ns`]).
+    pub fn capture_side(&self) -> Side {
+        if self.uplink.is_some() {
+            Side::Client
+        } else {
+            Side::Server
         }
     }
 
@@ -219,6 +232,9 @@ pub struct Trial {
     /// /proc (source `proc`).
     pub owners: report::owner::FlowOwners,
     pub capture_drops: u64,
+    /// Why the run recorded no kernel evidence, when the advise-run has a source and this run
+    /// could not use it (the filter refused).
+    pub kernel_why: Option<String>,
 }
 
 /// The fix held for one run; undone when dropped.
@@ -465,12 +481,17 @@ pub fn trial(
         None => Ok(()),
     };
     owners.b = listener.clone().map(owner_of);
+    let mut recording = None;
     let outcome = ready.and_then(|()| {
+        // The kernel's filter is set before the client connects; the programs stay attached
+        // until the client ends.
+        recording = Some(lab.kernel.start(lab.capture_ns(), spec.port, cancel));
         let mut client = spawn(lab, spec, cand, Side::Client, &ccg, shim)?;
         let r = wait_client(lab, spec, &mut client, &ccg, cancel, &mut owners.a);
         let _ = client.wait();
         r
     });
+    let kernel = recording.map(crate::kernel::Recording::finish);
     let origin = capture.origin_ns;
     let captured = capture.finish();
     let t = Trial {
@@ -499,8 +520,27 @@ pub fn trial(
     }
     outcome?;
     let (frames, drops) = captured.map_err(|e| FixError::Unavailable(format!("capture: {e}")))?;
-    let m = measure(&packets(&frames, spec.port, origin), analyze::Config::default());
-    Ok(Trial { measure: m, capture_drops: drops, ..t })
+    let (kev, kernel_why) = match kernel {
+        Some(Ok(k)) => (kernel_flows(&k, spec.port, origin), None),
+        Some(Err(why)) if lab.kernel.on(cancel) => (None, Some(why)),
+        _ => (None, None),
+    };
+    let mut m = measure(&packets(&frames, spec.port, origin), kev.as_ref().map(|k| &k.0), analyze::Config::default());
+    if let (Some(c), Some((_, lost))) = (m.kernel.as_mut(), kev) {
+        c.lost = lost;
+    }
+    Ok(Trial { measure: m, capture_drops: drops, kernel_why, ..t })
+}
+
+/// A run's kernel records as events per connection (lab::capture::kernel_events_by_client,
+/// times on the packets' clock less `origin`), with the count of records lost.
+fn kernel_flows(
+    k: &lab::capture::KernelRecords,
+    port: u16,
+    origin: u64,
+) -> Option<(crate::requests::KernelFlows, u64)> {
+    let clock = k.clock.as_ref()?;
+    Some((lab::capture::kernel_events_by_client(&k.records, clock, port, origin), k.counts.lost()))
 }
 
 #[cfg(test)]

@@ -8,10 +8,19 @@ use crate::rank::{winner, Row};
 use crate::route::{networkd_stanza, Route};
 use crate::run::{Candidate, Side, Spec};
 
+/// Whether a row's runs were classified with kernel evidence: "yes" (all), "no", or "k/n".
+fn kernel_cell(r: &Row) -> String {
+    match &r.kernel {
+        None => "no".into(),
+        Some(k) if k.runs >= r.runs => "yes".into(),
+        Some(k) => format!("{}/{}", k.runs, r.runs),
+    }
+}
+
 fn row_line(r: &Row) -> String {
     let cpu = r.cpu_us_per_request.map_or("-".into(), |c| format!("{c:.0}"));
     format!(
-        "  {:<40} {:>8} {:>8} {:>7.2} {:>8.2} {:>8.2} {:>8.2} {:>8} {:>4}x{}",
+        "  {:<40} {:>8} {:>8} {:>7.2} {:>8.2} {:>8.2} {:>8.2} {:>8} {:>6} {:>4}x{}",
         r.candidate.label(),
         format!("{:.1}", ms_of_ns(r.p50_ns)),
         format!("{:.1}", ms_of_ns(r.p99_ns)),
@@ -20,6 +29,7 @@ fn row_line(r: &Row) -> String {
         r.packets_per_request,
         r.pure_acks_per_request,
         cpu,
+        kernel_cell(r),
         r.runs,
         r.requests / r.runs.max(1),
     )
@@ -103,6 +113,13 @@ fn notes(o: &Outcome, spec: &Spec) -> String {
             let c: Vec<String> = base.causes.iter().map(|(c, n)| format!("{c} x{n}")).collect();
             s += &format!("\nAs written, the classifier names: {}\n", c.join(", "));
         }
+        if let Some(k) = base.kernel.as_ref().filter(|k| !k.examples.is_empty()) {
+            s += &format!(
+                "As written, {} of its stall records carry the kernel's evidence, e.g.:\n",
+                k.stalls_with_kernel
+            );
+            s += &k.examples.iter().map(|e| format!("  {e}\n")).collect::<String>();
+        }
     }
     if let Some(base) = o.ranked.iter().find(|r| r.candidate == Candidate::AsWritten) {
         let who = |o: &Option<report::owner::Owner>| {
@@ -119,6 +136,9 @@ fn notes(o: &Outcome, spec: &Spec) -> String {
     }
     for (c, why) in &o.skipped {
         s += &format!("left out: {}: {why}\n", c.label());
+    }
+    for why in &o.kernel_notes {
+        s += &format!("note: some runs without kernel evidence: {why}\n");
     }
     if let Some(us) = o.delack_max_us {
         s += &format!(
@@ -143,6 +163,9 @@ pub fn render(o: &Outcome, spec: &Spec, route_of: &dyn Fn(&Candidate) -> Option<
         o.stopped,
         o.elapsed.as_secs_f64()
     );
+    if let Some(first) = o.kernel.chars().next() {
+        s += &format!("{}{}.\n\n", first.to_uppercase(), &o.kernel[first.len_utf8()..]);
+    }
     if let Some(l) = &o.link {
         s += &format!("Behind the emulated link {l} (between the client's and the server's namespaces).\n\n");
     }
@@ -152,12 +175,21 @@ pub fn render(o: &Outcome, spec: &Spec, route_of: &dyn Fn(&Candidate) -> Option<
         );
     }
     s += &format!(
-        "  {:<40} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>6}\n",
-        "candidate (best first)", "p50 ms", "p99 ms", "stalls", "segs", "packets", "pureACKs", "CPU us", "runs"
+        "  {:<40} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6}\n",
+        "candidate (best first)",
+        "p50 ms",
+        "p99 ms",
+        "stalls",
+        "segs",
+        "packets",
+        "pureACKs",
+        "CPU us",
+        "kernel",
+        "runs"
     );
     s += &format!(
-        "  {:<40} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8}\n",
-        "", "", "", "/req", "/req", "/req", "/req", "/req"
+        "  {:<40} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8} {:>6}\n",
+        "", "", "", "/req", "/req", "/req", "/req", "/req", "ev."
     );
     for r in &o.ranked {
         s += &row_line(r);
@@ -228,6 +260,15 @@ pub fn doc(
             pure_acks_per_request: r.pure_acks_per_request,
             cpu_ms_per_request: r.cpu_us_per_request.map(|c| c / 1e3),
             owners: r.owners.clone(),
+            kernel: r.kernel.as_ref().map(|k| report::advise_run::AdviseRunKernel {
+                runs: k.runs as u64,
+                events: k.events,
+                writes: k.writes,
+                resends: k.resends,
+                lost: k.lost,
+                stalls_with_kernel: k.stalls_with_kernel as u64,
+                examples: k.examples.clone(),
+            }),
         })
         .collect();
     let winner = winner(&o.ranked).map(|w| AdviseRunWinner {
@@ -244,6 +285,7 @@ pub fn doc(
         port: spec.port,
         server_addr: spec.server_addr.map(|a| a.to_string()),
         link: o.link.clone(),
+        kernel_evidence: o.kernel.clone(),
         delack_max_us: o.delack_max_us,
         passes: o.rounds as u64,
         stopped: o.stopped.clone(),

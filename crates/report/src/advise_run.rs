@@ -23,6 +23,10 @@ pub struct AdviseRunDoc {
     pub server_addr: Option<String>,
     /// `--link`: the emulated link between the namespaces; null on the direct veth path.
     pub link: Option<String>,
+    /// Whether the runs' stalls were classified with kernel evidence: what was attached (eBPF
+    /// on TCP tracepoints, only while a run records), or "stalls from the packets only: " and
+    /// why.
+    pub kernel_evidence: String,
     /// The delayed-ACK maximum the kernel took for the DELACK_MAX candidate (µs); null when it
     /// did not run.
     pub delack_max_us: Option<u64>,
@@ -68,6 +72,25 @@ pub struct AdviseRunRow {
     /// The spawned programs: `a` the client's, `b` the server's (absent when not found, or
     /// not ours).
     pub owners: crate::owner::FlowOwners,
+    /// The kernel evidence its runs' classifier read; null when no run recorded any.
+    pub kernel: Option<AdviseRunKernel>,
+}
+
+/// The kernel evidence of a candidate's runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct AdviseRunKernel {
+    /// Runs that recorded it (of `runs`).
+    pub runs: u64,
+    /// Kernel events merged into the runs' traces; writes and resends among them.
+    pub events: u64,
+    pub writes: u64,
+    pub resends: u64,
+    /// Records lost on the way.
+    pub lost: u64,
+    /// Stall records whose evidence includes the kernel's.
+    pub stalls_with_kernel: u64,
+    /// The first such record of each cause, for people.
+    pub examples: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -384,7 +384,7 @@ fn sockets_sample() -> Value {
 /// `advise-run --format json`: every field populated (a row with its causes and CPU, a
 /// candidate left out, a winner).
 fn advise_run_sample() -> Value {
-    use tcpstall_report::advise_run::{AdviseRunDoc, AdviseRunRow, AdviseRunWinner, CauseN, LeftOut};
+    use tcpstall_report::advise_run::{AdviseRunDoc, AdviseRunKernel, AdviseRunRow, AdviseRunWinner, CauseN, LeftOut};
     let row = AdviseRunRow {
         rank: 1,
         label: "client route quickack 1".into(),
@@ -416,6 +416,15 @@ fn advise_run_sample() -> Value {
                 tcpstall_report::owner::OwnerSource::Proc,
             )),
         },
+        kernel: Some(AdviseRunKernel {
+            runs: 3,
+            events: 60,
+            writes: 60,
+            resends: 0,
+            lost: 0,
+            stalls_with_kernel: 1,
+            examples: vec!["nagle-delayed-ack 40.9 ms, the server's bytes: kernel: sendmsg 330 bytes".into()],
+        }),
     };
     let doc = AdviseRunDoc {
         tool: "tcpstall",
@@ -427,6 +436,7 @@ fn advise_run_sample() -> Value {
         port: 8080,
         server_addr: Some("192.0.2.10:8080".into()),
         link: Some("rtt=20ms,mtu=1500".into()),
+        kernel_evidence: "kernel evidence: 6 of 6 tracepoints".into(),
         delack_max_us: Some(8000),
         passes: 3,
         stopped: "settled".into(),

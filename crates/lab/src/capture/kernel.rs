@@ -165,8 +165,9 @@ impl PartialEq for KernelHandle {
 impl Eq for KernelHandle {}
 
 /// A row's kernel evidence while it runs: the filter is the row's server port (and its
-/// namespace when private), set before the client connects.
-pub(crate) struct KernelRow {
+/// namespace when private), set before the client connects. The programs are attached from
+/// [`KernelRow::start`] to [`KernelRow::finish`] only (`kevidence::Reader::pause`/`resume`).
+pub struct KernelRow {
     handle: KernelHandle,
     clock: kevidence::ClockMap,
     /// The reader's counts when the row started (they count from the source's load).
@@ -175,7 +176,7 @@ pub(crate) struct KernelRow {
 
 /// What the kernel reported for a row.
 #[derive(Debug, Default)]
-pub(crate) struct KernelRecords {
+pub struct KernelRecords {
     pub records: Vec<kevidence::Record>,
     pub clock: Option<kevidence::ClockMap>,
     pub counts: kevidence::ReaderCounts,
@@ -184,11 +185,7 @@ pub(crate) struct KernelRecords {
 
 impl KernelRow {
     /// Start: the row's port, in the namespace with inode `netns` if given.
-    pub(crate) fn start(
-        handle: &KernelHandle,
-        port: u16,
-        netns: Option<u32>,
-    ) -> Result<KernelRow, kevidence::SourceError> {
+    pub fn start(handle: &KernelHandle, port: u16, netns: Option<u32>) -> Result<KernelRow, kevidence::SourceError> {
         handle.0.restart(&kevidence::Filter { ports: vec![port], netns, reads: handle.1, owners: false })?;
         handle.0.resume();
         let counts0 = handle.0.counts();
@@ -196,7 +193,7 @@ impl KernelRow {
     }
 
     /// The clock map the row's records are converted with (sampled at its start).
-    pub(crate) fn clock(&self) -> kevidence::ClockMap {
+    pub fn clock(&self) -> kevidence::ClockMap {
         self.clock
     }
 
@@ -206,7 +203,7 @@ impl KernelRow {
     }
 
     /// Stop: the programs detached (`kevidence::Reader::pause`), the records so far.
-    pub(crate) fn finish(self) -> KernelRecords {
+    pub fn finish(self) -> KernelRecords {
         // Records of the row's last packets reach the ring within microseconds.
         std::thread::sleep(Duration::from_millis(5));
         self.handle.0.pause();
@@ -234,14 +231,75 @@ pub fn kernel_events(
     kevidence::to_events(recs, clock, origin_ns, |r| kernel_side(r, server_port), 1)
 }
 
+/// The kernel's records of a run with several connections to the server's port, as trace
+/// events per connection ([`kernel_events`] on each connection's records): each with its
+/// client's port (the client's socket's local port, the server's socket's remote port), in
+/// port order.
+pub fn kernel_events_by_client(
+    recs: &[kevidence::Record],
+    clock: &kevidence::ClockMap,
+    server_port: u16,
+    origin_ns: u64,
+) -> Vec<(u16, Vec<Event>)> {
+    let mut by: std::collections::BTreeMap<u16, Vec<kevidence::Record>> = std::collections::BTreeMap::new();
+    for r in recs {
+        let client_port = match kernel_side(r, server_port) {
+            Some(Endpoint::A) => r.local.port(),
+            Some(Endpoint::B) => r.remote.port(),
+            None => continue,
+        };
+        by.entry(client_port).or_default().push(*r);
+    }
+    by.into_iter().map(|(p, rs)| (p, kernel_events(&rs, clock, server_port, origin_ns))).collect()
+}
+
 /// The side a kernel record of the row belongs to: the client (A) is the socket whose remote
 /// port is the server's, the server (B) the one whose local port is; None for another socket.
-pub(crate) fn kernel_side(r: &kevidence::Record, server_port: u16) -> Option<Endpoint> {
+pub fn kernel_side(r: &kevidence::Record, server_port: u16) -> Option<Endpoint> {
     if r.local.port() == server_port && r.remote.port() != server_port {
         Some(Endpoint::B)
     } else if r.remote.port() == server_port {
         Some(Endpoint::A)
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kevidence::{ClockMap, Kind, Record};
+
+    const CLOCK: ClockMap = ClockMap { offset_ns: 0, error_ns: 0 };
+
+    fn write(t: u64, local: &str, remote: &str) -> Record {
+        Record {
+            mono_ns: t,
+            sk: 7,
+            local: local.parse().unwrap(),
+            remote: remote.parse().unwrap(),
+            tcp_state: 1,
+            kind: Kind::Sendmsg { left: 100, write_seq: 1, msg: t, size_goal: 1448 },
+            owner: None,
+        }
+    }
+
+    /// Each connection's records with its client's port: the client's socket by its local
+    /// port, the server's by its remote port; another socket's are dropped.
+    #[test]
+    fn kernel_records_grouped_by_the_client_port() {
+        let recs = [
+            write(3_000, "10.0.0.2:8080", "10.0.0.1:40001"),
+            write(1_000, "10.0.0.1:40000", "10.0.0.2:8080"),
+            write(2_000, "10.0.0.2:8080", "10.0.0.1:40000"),
+            write(4_000, "10.0.0.1:5000", "10.0.0.2:6000"),
+        ];
+        let by = kernel_events_by_client(&recs, &CLOCK, 8080, 500);
+        let got: Vec<(u16, Vec<(u64, Endpoint)>)> =
+            by.iter().map(|(p, ev)| (*p, ev.iter().map(|e| (e.t.0, e.from)).collect())).collect();
+        assert_eq!(
+            got,
+            vec![(40000, vec![(500, Endpoint::A), (1_500, Endpoint::B)]), (40001, vec![(2_500, Endpoint::B)])]
+        );
     }
 }

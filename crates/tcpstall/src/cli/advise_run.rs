@@ -27,6 +27,23 @@ fn server_address(s: &str) -> anyhow::Result<std::net::SocketAddrV4> {
         .ok_or_else(|| bad("no IPv4 address".into()))
 }
 
+/// The user's programs as the flags name them.
+fn spec_of(args: &AdviseRunArgs) -> anyhow::Result<Spec> {
+    let parse = |s: &Option<String>| s.as_deref().map(str::parse::<Setting>).transpose();
+    let server_addr = args.server_addr.as_deref().map(server_address).transpose()?;
+    Ok(Spec {
+        server: args.server.clone().unwrap_or_default(),
+        client: args.client.clone().unwrap_or_default(),
+        port: server_addr.map_or(args.port, |a| a.port()),
+        server_setting: parse(&args.server_setting)?,
+        client_setting: parse(&args.client_setting)?,
+        server_program: args.server_program.clone(),
+        client_program: args.client_program.clone(),
+        server_addr,
+        timeout: Duration::from_secs(args.timeout.max(1)),
+    })
+}
+
 pub(crate) fn run(args: AdviseRunArgs) -> anyhow::Result<i32> {
     if let Some(p) = &args.write_sockops {
         outside::sockops::write_object(p, false)?;
@@ -38,25 +55,13 @@ pub(crate) fn run(args: AdviseRunArgs) -> anyhow::Result<i32> {
         eprintln!("tcpstall: wrote {} (sock_ops, TCP_BPF_DELACK_MAX at the kernel's minimum)", p.display());
         return Ok(0);
     }
-    let parse = |s: &Option<String>| s.as_deref().map(str::parse::<Setting>).transpose();
-    let server_addr = args.server_addr.as_deref().map(server_address).transpose()?;
     let link = args
         .link
         .as_deref()
         .map(str::parse::<link::LinkSpec>)
         .transpose()
         .map_err(|e| anyhow::anyhow!("--link: {e}"))?;
-    let spec = Spec {
-        server: args.server.unwrap_or_default(),
-        client: args.client.unwrap_or_default(),
-        port: server_addr.map_or(args.port, |a| a.port()),
-        server_setting: parse(&args.server_setting)?,
-        client_setting: parse(&args.client_setting)?,
-        server_program: args.server_program.clone(),
-        client_program: args.client_program.clone(),
-        server_addr,
-        timeout: Duration::from_secs(args.timeout.max(1)),
-    };
+    let spec = spec_of(&args)?;
     if !matches!(args.format, crate::flags::common::OutputFormat::Table | crate::flags::common::OutputFormat::Json) {
         anyhow::bail!("--format: advise-run prints table or json");
     }
@@ -70,11 +75,15 @@ pub(crate) fn run(args: AdviseRunArgs) -> anyhow::Result<i32> {
     let cancel = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, cancel.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, cancel.clone())?;
-    let lab = match (spec.server_addr, &link) {
+    // One kernel-evidence source for the whole advise-run, loaded while the namespaces are made.
+    let kernel =
+        if args.no_kernel { outside::kernel::Kernel::off("--no-kernel") } else { outside::kernel::Kernel::opening() };
+    let mut lab = match (spec.server_addr, &link) {
         (Some(a), _) => Lab::open_to(*a.ip())?,
         (None, Some(l)) => Lab::open_link(l)?,
         (None, None) => Lab::open()?,
     };
+    lab.kernel = kernel;
     let (cands, skipped) = ab::candidates(&spec);
     let budget = Budget { total: Duration::from_secs(args.budget.max(1)), ..Budget::default() };
     let mut progress = |done: usize, total: usize, eta: Duration| {

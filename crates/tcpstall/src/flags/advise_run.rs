@@ -21,7 +21,9 @@ measured A/B interleaved on the real programs: route quickack 1 (either side), a
 program setting TCP_NODELAY (either side), a cgroup sock_ops program capping the delayed ACK
 (TCP_BPF_DELACK_MAX at the kernel's minimum, 2 jiffies) on the side whose ACKs the held writes
 waited for (found by the first run as written), an LD_PRELOAD shim (where the program is dynamically
-linked and not Go), and the program's own setting when named. Needs root. Everything created is
+linked and not Go), and the program's own setting when named. Each run's stalls are named
+from its packets and the kernel's evidence of the server's sockets (eBPF on TCP tracepoints,
+attached only while the run records; --no-kernel: the packets only). Needs root. Everything created is
 removed on exit and on Ctrl-C, and swept by the next run after a crash.
 
 With --server-addr there is no server command: the server is not ours, so only the client's
@@ -71,6 +73,12 @@ pub(crate) struct AdviseRunArgs {
     /// The program the client command runs, when a wrapper hides it
     #[arg(long, value_name = "NAME")]
     pub client_program: Option<String>,
+    /// Do not add kernel evidence to the runs' packets. By default each run's connection is
+    /// also traced in the kernel (eBPF on TCP tracepoints, attached only while the run records:
+    /// its writes, resends, congestion states) and the classifier reads both; where that is not
+    /// possible the report says in one line that the stalls come from the packets only
+    #[arg(long)]
+    pub no_kernel: bool,
     /// Seconds to spend before the first answer (more runs of each candidate with more)
     #[arg(long, default_value_t = 60)]
     pub budget: u64,

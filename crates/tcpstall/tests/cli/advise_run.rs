@@ -162,3 +162,78 @@ pub(crate) fn advise_run_behind_an_emulated_link() {
     assert!(base - quick >= 25.0, "the delayed ACK's wait removed: {base} -> {quick} ms");
     assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
 }
+
+/// The process's BPF links to tracepoints (/proc/PID/fdinfo `link_type: raw_tracepoint`: the
+/// kernel-evidence programs; sock_ops links are `cgroup`); None once it is gone.
+fn tracepoint_links(pid: u32) -> Option<usize> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/fdinfo")).ok()?;
+    let linked = |e: &std::fs::DirEntry| {
+        std::fs::read_to_string(e.path()).is_ok_and(|t| t.contains("link_type:\traw_tracepoint"))
+    };
+    Some(dir.flatten().filter(linked).count())
+}
+
+/// advise-run as JSON on http.server with http.client (6 requests a run), with `extra` flags;
+/// its pid, and its tracepoint links sampled every 10 ms while it ran.
+fn http_json(extra: &[&str]) -> (serde_json::Value, u32, Vec<usize>) {
+    let child = bin()
+        .args(["advise-run", "--port", "8080", "--budget", "15", "--format", "json"])
+        .args(extra)
+        .args(["--server", &format!("python3 {} {{host}} {{port}}", program("http_server.py"))])
+        .args(["--client", &format!("python3 {} {{host}} {{port}} 6", program("http_client.py"))])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
+    let mut links = Vec::new();
+    while !waiter.is_finished() {
+        links.extend(tracepoint_links(pid));
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let out = waiter.join().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (serde_json::from_slice(&out.stdout).expect("one JSON document"), pid, links)
+}
+
+/// Kernel evidence (eBPF on TCP tracepoints, crates/kevidence, as the lab's rows record it):
+/// as written, http.server's body waits behind its header for the client's delayed ACK (RFC
+/// 9293 3.7.4 with tcp_nagle_check; tcp_delack_timer), and the classifier's nagle-delayed-ack
+/// records carry the kernel's record of that held write (`tcp:tcp_sendmsg_locked`: "kernel:
+/// sendmsg N bytes", the server's). With `--no-kernel` the packets alone still name them, and
+/// the document says the stalls come from the packets only. The programs are attached only
+/// while a run records (kevidence::Reader::pause/resume, as the lab's rows): detached between
+/// runs, and never with `--no-kernel`.
+pub(crate) fn advise_run_stalls_carry_kernel_evidence() {
+    let (v, pid, links) = http_json(&[]);
+    let most = links.iter().copied().max().unwrap_or(0);
+    assert!(most >= 2, "the tracepoints attached while runs recorded: {links:?}");
+    let (first, last) = (links.iter().position(|&n| n > 0).unwrap(), links.iter().rposition(|&n| n > 0).unwrap());
+    assert!(links[first..last].contains(&0), "detached between runs: {links:?}");
+    let status = v["kernel_evidence"].as_str().unwrap();
+    assert!(status.starts_with("kernel evidence: ") && status.contains("the server's sockets"), "{v:#}");
+    let rows = v["ranking"].as_array().unwrap();
+    let base = rows.iter().find(|r| r["label"] == "as written").expect("as written ran");
+    assert_eq!(base["causes"][0]["cause"], "nagle-delayed-ack", "{v:#}");
+    let k = &base["kernel"];
+    assert_eq!(k["runs"], base["runs"], "every run recorded: {v:#}");
+    // The server's sockets (the filter keeps the capture's namespace, the server's): two writes
+    // per request at least, the response's header and body.
+    assert!(k["writes"].as_u64().unwrap() >= 2 * base["requests"].as_u64().unwrap(), "{v:#}");
+    assert!(k["stalls_with_kernel"].as_u64().unwrap() >= 1, "{v:#}");
+    let e = k["examples"][0].as_str().unwrap();
+    assert!(e.starts_with("nagle-delayed-ack") && e.contains("the server's bytes: kernel: sendmsg"), "{e}");
+    assert!(rows.iter().all(|r| r["kernel"]["runs"] == r["runs"]), "every row recorded: {v:#}");
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+
+    let (v, pid, links) = http_json(&["--no-kernel"]);
+    assert!(links.iter().all(|&n| n == 0), "{links:?}");
+    assert_eq!(v["kernel_evidence"], "stalls from the packets only: --no-kernel", "{v:#}");
+    let rows = v["ranking"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["kernel"].is_null()), "{v:#}");
+    let base = rows.iter().find(|r| r["label"] == "as written").expect("as written ran");
+    assert_eq!(base["causes"][0]["cause"], "nagle-delayed-ack", "named from the packets: {v:#}");
+    assert!(base["p50_ms"].as_f64().unwrap() >= 20.0, "the stall (~40 ms) as written: {v:#}");
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+}

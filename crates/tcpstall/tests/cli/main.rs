@@ -82,6 +82,7 @@ fn setup_trials() -> Vec<libtest_mimic::Trial> {
         t!(advise_run::bad_server_addr_is_one_line),
         t!(advise_run::http_server_stall_removed_from_outside, Root, Tool("python3"), Tool("ethtool"), Tool("ss")),
         t!(advise_run::advise_run_json_is_the_versioned_document, Root, Tool("python3"), Tool("ethtool"), Tool("ss")),
+        t!(advise_run::advise_run_stalls_carry_kernel_evidence, Root, Tool("python3"), Tool("ethtool"), Tool("ss")),
         t!(advise_run::advise_run_behind_an_emulated_link, Root, Tool("python3"), Tool("nsenter"), Tool("ss")),
         t!(
             advise::advise_on_a_captured_http_post_changes_the_server_only_within_a_minute,
