@@ -103,13 +103,15 @@ pub(crate) fn run(args: AdviseRunArgs) -> anyhow::Result<i32> {
         use report::Export as _;
         std::io::stdout().lock().write_all(&doc.export(args.format.into())?)?;
     }
+    // Ctrl-C or SIGTERM: what finished was ranked and printed; the exit says it stopped early
+    // (README: 128 + N; which of the two is not kept by the flag, so Ctrl-C's), also when it
+    // came before the first run finished.
+    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("tcpstall: interrupted: the runs above are complete");
+        return Ok(130);
+    }
     if out.ranked.iter().all(|r| r.candidate != Candidate::AsWritten) {
         anyhow::bail!("the programs as written answered no request: nothing to compare with");
-    }
-    // Ctrl-C or SIGTERM: what finished was ranked and printed; the exit says it stopped early
-    // (README: 128 + N; which of the two is not kept by the flag, so Ctrl-C's).
-    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
-        return Ok(130);
     }
     Ok(0)
 }

@@ -237,3 +237,28 @@ pub(crate) fn advise_run_stalls_carry_kernel_evidence() {
     assert!(base["p50_ms"].as_f64().unwrap() >= 20.0, "the stall (~40 ms) as written: {v:#}");
     assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
 }
+
+/// Ctrl-C early (before the first run finished, while the namespaces and the kernel evidence
+/// are being set up or the first run measures) and later (mid-way): exit 130 with one line
+/// saying so, whatever was ranked printed, and nothing of the run's left on the system.
+pub(crate) fn ctrl_c_early_or_late_exits_130_and_leaves_nothing() {
+    use std::time::Duration;
+    for after in [Duration::from_millis(300), Duration::from_secs(3)] {
+        let child = bin()
+            .args(["advise-run", "--port", "8081", "--budget", "40"])
+            .args(["--server", &format!("python3 {} {{host}} {{port}}", program("http_server.py"))])
+            .args(["--client", &format!("python3 {} {{host}} {{port}} 10", program("http_client.py"))])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        std::thread::sleep(after);
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(130), "SIGINT after {after:?}: {err}");
+        assert!(err.contains("tcpstall: interrupted"), "{err}");
+        assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+    }
+}

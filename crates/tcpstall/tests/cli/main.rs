@@ -85,6 +85,13 @@ fn setup_trials() -> Vec<libtest_mimic::Trial> {
         t!(advise_run::advise_run_stalls_carry_kernel_evidence, Root, Tool("python3"), Tool("ethtool"), Tool("ss")),
         t!(advise_run::advise_run_behind_an_emulated_link, Root, Tool("python3"), Tool("nsenter"), Tool("ss")),
         t!(
+            advise_run::ctrl_c_early_or_late_exits_130_and_leaves_nothing,
+            Root,
+            Tool("python3"),
+            Tool("ethtool"),
+            Tool("ss")
+        ),
+        t!(
             advise::advise_on_a_captured_http_post_changes_the_server_only_within_a_minute,
             Root,
             Tool("python3"),
