@@ -142,11 +142,16 @@ fn chain(e: &dyn std::error::Error) -> String {
 
 /// How to deploy it by hand with bpftool (the object written by `tcpstall advise-run
 /// --write-sockops FILE`, its globals set there), and how to remove it.
+/// The pin is named after the object (`tcpstall-delack.o` -> /sys/fs/bpf/tcpstall_delack), so
+/// that both programs can be deployed and each removed alone.
 pub fn deploy_commands(object: &str, cgroup: &str) -> String {
+    let stem =
+        std::path::Path::new(object).file_stem().map_or("sockops".into(), |s| s.to_string_lossy().replace('-', "_"));
+    let pin = format!("/sys/fs/bpf/{stem}");
     format!(
-        "bpftool prog load {object} /sys/fs/bpf/tcpstall_sockops type sockops\n\
-         bpftool cgroup attach {cgroup} sock_ops pinned /sys/fs/bpf/tcpstall_sockops multi\n\
-         # remove: bpftool cgroup detach {cgroup} sock_ops pinned /sys/fs/bpf/tcpstall_sockops && rm /sys/fs/bpf/tcpstall_sockops\n"
+        "bpftool prog load {object} {pin} type sockops\n\
+         bpftool cgroup attach {cgroup} sock_ops pinned {pin} multi\n\
+         # remove: bpftool cgroup detach {cgroup} sock_ops pinned {pin} && rm {pin}\n"
     )
 }
 
@@ -169,5 +174,16 @@ mod delack_tests {
         assert_eq!(super::kernel_delack_us(4_000, 300), 6_666);
         // HZ=100: 16 ms is 1.6 jiffies, accepted as 2 (20 ms).
         assert_eq!(super::kernel_delack_us(16_000, 100), 20_000);
+    }
+}
+
+#[cfg(test)]
+mod deploy_tests {
+    #[test]
+    fn each_object_has_a_pin_of_its_own() {
+        let a = super::deploy_commands("tcpstall-nodelay.o", "/sys/fs/cgroup/app");
+        let b = super::deploy_commands("tcpstall-delack.o", "/sys/fs/cgroup/app");
+        assert!(a.contains("/sys/fs/bpf/tcpstall_nodelay type sockops"), "{a}");
+        assert!(b.contains("rm /sys/fs/bpf/tcpstall_delack\n"), "{b}");
     }
 }
