@@ -53,14 +53,15 @@ pub struct Outcome {
 /// The causes whose wait is the peer's delayed-ACK timer (the classifier's release rule,
 /// analyze/src/classify/release.rs: an ACK delayed by the peer, net/ipv4/tcp_timer.c
 /// tcp_delack_timer, released the held data).
-pub const DELAYED_ACK_CAUSES: [&str; 2] = ["nagle-delayed-ack", "delayed-ack"];
+pub const DELAYED_ACK_CAUSES: [trace::Cause; 2] = [trace::Cause::NagleDelayedAck, trace::Cause::DelayedAck];
 
 /// The side whose delayed ACK a shorter maximum (TCP_BPF_DELACK_MAX) would shorten: the peer
 /// of the side whose writes the classifier found held for a delayed ACK most often; `Err` with
 /// the reason when none was. Pure.
 pub fn delack_side(stalls: &[crate::requests::StallNote]) -> Result<Side, String> {
-    let held =
-        |side: &str| stalls.iter().filter(|s| s.held == side && DELAYED_ACK_CAUSES.contains(&s.cause.as_str())).count();
+    let held = |side: &str| {
+        stalls.iter().filter(|s| s.held == side && DELAYED_ACK_CAUSES.iter().any(|c| c.as_str() == s.cause)).count()
+    };
     let (client, server) = (held("client"), held("server"));
     if client + server == 0 {
         return Err("as written, no write waited for a delayed ACK (the classifier's nagle-delayed-ack or \
