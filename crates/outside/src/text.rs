@@ -72,25 +72,19 @@ fn deploy_form(c: &Candidate, spec: &Spec, route: Option<&Route>) -> String {
             if let Some(r) = route {
                 s += &format!("  e.g. {}\n", r.change_command(None));
                 s += "Kept across reboots with systemd-networkd (the .network file of that interface):\n";
-                s += &networkd_stanza(r).lines().map(|l| format!("  {l}\n")).collect::<String>();
+                s += &indented(&networkd_stanza(r));
             }
             s + "Remove: the same `ip route change` without `quickack 1`.\n"
         }
         Candidate::SockOpsNodelay(side) => format!(
             "A cgroup sock_ops program setting TCP_NODELAY on the {} program's sockets (object: `tcpstall advise-run --write-sockops tcpstall-nodelay.o`; its service's cgroup, e.g. /sys/fs/cgroup/system.slice/<unit>.service):\n{}",
             side.name(),
-            crate::sockops::deploy_commands("tcpstall-nodelay.o", "<cgroup>")
-                .lines()
-                .map(|l| format!("  {l}\n"))
-                .collect::<String>()
+            indented(&crate::sockops::deploy_commands("tcpstall-nodelay.o", "<cgroup>"))
         ),
         Candidate::SockOpsDelackMax(side) => format!(
             "A cgroup sock_ops program capping the {} program's delayed ACK (TCP_BPF_DELACK_MAX at the kernel's minimum, 2 jiffies; net/core/filter.c bpf_sol_tcp_setsockopt) on its sockets (object: `tcpstall advise-run --write-sockops-delack tcpstall-delack.o`; its service's cgroup, e.g. /sys/fs/cgroup/system.slice/<unit>.service):\n{}",
             side.name(),
-            crate::sockops::deploy_commands("tcpstall-delack.o", "<cgroup>")
-                .lines()
-                .map(|l| format!("  {l}\n"))
-                .collect::<String>()
+            indented(&crate::sockops::deploy_commands("tcpstall-delack.o", "<cgroup>"))
         ),
         Candidate::Shim(side) => format!(
             "Start the {} program with the shim (source: crates/outside/shim/nodelay_shim.c):\n  cc -shared -fPIC -O2 -o /usr/local/lib/tcpstall-nodelay.so nodelay_shim.c -ldl\n  LD_PRELOAD=/usr/local/lib/tcpstall-nodelay.so {}\nRemove: start it without LD_PRELOAD.\n",
@@ -295,4 +289,9 @@ pub fn doc(
         winner,
         text: render(o, spec, route_of),
     }
+}
+
+/// Each line of `text` indented by two spaces (a deployable form's commands).
+fn indented(text: &str) -> String {
+    text.lines().map(|l| format!("  {l}\n")).collect()
 }
