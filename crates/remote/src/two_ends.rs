@@ -31,7 +31,7 @@ pub enum ReadError {
 }
 
 /// Read every TCP packet of a capture (pcap or pcapng, gzip or not).
-pub fn read(input: impl Read) -> Result<Packets, ReadError> {
+pub fn read(input: impl Read + Send) -> Result<Packets, ReadError> {
     let input = wire::decompressed(std::io::BufReader::new(input))?;
     let mut r = wire::CaptureReader::new(input)?;
     let mut out = Vec::new();

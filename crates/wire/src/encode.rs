@@ -91,15 +91,17 @@ impl<'a> TcpPacket<'a> {
         if f.rst() {
             b = b.rst();
         }
+        // In Linux's layout (tcp_options_write): MSS, then NOP NOP timestamps (RFC 7323
+        // Appendix A), then NOP window scale, so synthetic captures read as the kernel's do.
         let mut opts = Vec::new();
         if let Some(m) = self.mss {
             opts.push(TcpOptionElement::MaximumSegmentSize(m));
         }
-        if let Some(ws) = self.wscale {
-            opts.push(TcpOptionElement::WindowScale(ws));
-        }
         if let Some((val, ecr)) = self.ts {
-            opts.push(TcpOptionElement::Timestamp(val, ecr));
+            opts.extend([TcpOptionElement::Noop, TcpOptionElement::Noop, TcpOptionElement::Timestamp(val, ecr)]);
+        }
+        if let Some(ws) = self.wscale {
+            opts.extend([TcpOptionElement::Noop, TcpOptionElement::WindowScale(ws)]);
         }
         if !opts.is_empty() {
             b = b.options(&opts).map_err(|e| err(&e))?;

@@ -524,7 +524,7 @@ const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 /// which Wireshark and tshark read as they are. A stream that starts with gzip's magic is
 /// decompressed on the fly (every member, as `gzip -d` does with concatenated files); any other
 /// is passed through unchanged. Reads nothing beyond what `input` has buffered.
-pub fn decompressed<'a, R: std::io::BufRead + 'a>(mut input: R) -> std::io::Result<Box<dyn Read + 'a>> {
+pub fn decompressed<'a, R: std::io::BufRead + Send + 'a>(mut input: R) -> std::io::Result<Box<dyn Read + Send + 'a>> {
     let head = input.fill_buf()?;
     if head.len() >= 2 && head[..2] == GZIP_MAGIC {
         Ok(Box::new(std::io::BufReader::with_capacity(1 << 16, flate2::bufread::MultiGzDecoder::new(input))))

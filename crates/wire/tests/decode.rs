@@ -368,3 +368,21 @@ fn io_errors_are_printed_once() {
     assert_eq!(text.matches("os error 21").count(), 1, "{text}");
     assert!(e.io.is_some());
 }
+
+/// The NOP NOP timestamps layout (RFC 7323 Appendix A; Linux tcp_options_write) is read at
+/// once; every other layout by the general walk: both give the same segment, and a layout
+/// that only starts like it (NOP NOP timestamps, then SACK) still has its SACK read.
+#[test]
+fn the_linux_timestamp_layout_reads_as_the_general_walk_does() {
+    let ts = || O::Timestamp(0x0102_0304, 0xa0b0_c0d0);
+    let fast = one(linktype::ETHERNET, &eth_tcp4(true, 5, 6, false, b"x", &[O::Noop, O::Noop, ts()]));
+    // Timestamps first, then padding: the walk.
+    let walked = one(linktype::ETHERNET, &eth_tcp4(true, 5, 6, false, b"x", &[ts(), O::Noop, O::Noop]));
+    assert_eq!(fast.segment.ts, Some((0x0102_0304, 0xa0b0_c0d0)));
+    assert_eq!(fast.segment, walked.segment);
+    let sack = O::SelectiveAcknowledgement((10, 20), [None, None, None]);
+    let longer =
+        one(linktype::ETHERNET, &eth_tcp4(true, 5, 6, false, b"x", &[O::Noop, O::Noop, ts(), O::Noop, O::Noop, sack]));
+    assert_eq!(longer.segment.ts, Some((0x0102_0304, 0xa0b0_c0d0)));
+    assert_eq!(longer.segment.sack_ranges().len(), 1);
+}

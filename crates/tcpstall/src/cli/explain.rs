@@ -20,11 +20,12 @@ const REPORT_EVENTS_PER_FLOW: usize = 2_000_000;
 const SPOOL_IN_MEMORY: usize = 8 << 20;
 
 /// The input, decompressed when gzip'd, behind the decoder; "-" reads standard input.
-fn decoder(args: &ExplainArgs) -> anyhow::Result<Decoder<Box<dyn std::io::Read>>> {
+fn decoder(args: &ExplainArgs) -> anyhow::Result<Decoder<Box<dyn std::io::Read + Send>>> {
     let filter = FlowFilter { pair: args.flow.as_deref().map(parse_flow).transpose()?, port: args.port };
     // "-" reads standard input: `tcpdump -w - ... | tcpstall explain -`.
-    let raw: Box<dyn std::io::Read> = if args.file.as_os_str() == "-" {
-        Box::new(std::io::stdin().lock())
+    // (Stdin, not its lock: decoding runs on a thread of its own; BufReader batches the reads.)
+    let raw: Box<dyn std::io::Read + Send> = if args.file.as_os_str() == "-" {
+        Box::new(std::io::stdin())
     } else if args.file.is_dir() {
         // open(2) succeeds on a directory and read(2) then fails: say it once, up front.
         bail!("cannot read {}: Is a directory", args.file.display());
@@ -89,7 +90,7 @@ pub(crate) fn run(args: ExplainArgs) -> anyhow::Result<i32> {
 /// finished flow's rendering goes to the spool (memory, then a temporary file) until the report
 /// is printed in first-seen order; with --report each flow's packets are kept too (bounded).
 /// The error that ended a damaged file comes back with what was read before it.
-fn analyse<R: std::io::Read>(
+fn analyse<R: std::io::Read + Send>(
     args: &ExplainArgs,
     dec: &mut Decoder<R>,
 ) -> anyhow::Result<(ExplainFlows<SpooledTempFile>, ExplainPackets, Option<WireError>)> {
@@ -107,15 +108,15 @@ fn analyse<R: std::io::Read>(
                 packets.borrow_mut().keep(fe.flow.0, &fe.event)
             }
         },
-        |dec, f| {
+        |ctx, f| {
             let on = Interfaces {
-                several: dec.several_interfaces(),
-                may_add: dec.format() == wire::Format::PcapNg,
-                name: dec.interface_name(f.key.interface),
+                several: ctx.several_interfaces,
+                may_add: ctx.format == wire::Format::PcapNg,
+                name: ctx.interface_name.as_deref(),
             };
             if spool_error.is_none() {
                 // The processes ptcpdump's packet comments name (none in most captures).
-                let owners = FlowOwners::from_capture(dec.processes(f.id));
+                let owners = FlowOwners::from_capture(ctx.processes.as_ref());
                 spool_error = flows.push(&f, on, &owners).err();
             }
             packets.borrow_mut().finished(f);
