@@ -206,7 +206,7 @@ const IN_FLIGHT: usize = 4;
 ///
 /// Decoding (reading, link to TCP headers, the flow table) runs on a thread of its own and the
 /// analysis on the caller's: on a capture of small packets decoding takes about three quarters
-/// of the time, and the two overlap. Events cross in batches of [`BATCH`], in file order, so
+/// of the time, and the two overlap. Events cross in batches of 4,096, in file order, so
 /// the results are those of one thread doing both. `each` and `done` run on the caller's thread.
 pub fn run_with_decoder<R: std::io::Read + Send>(
     dec: &mut Decoder<R>,
