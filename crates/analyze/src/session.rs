@@ -234,8 +234,8 @@ pub fn run_with_decoder<R: std::io::Read + Send>(
                     Msg::Key(k) => key = Some(k),
                     Msg::Event(fe) => {
                         each(&fe);
+                        // The key comes only before a flow's first event, which takes it.
                         s.push(&fe, || key.take());
-                        key = None;
                     }
                     Msg::End(end, ctx) => {
                         if let Some(f) = s.end(&end) {

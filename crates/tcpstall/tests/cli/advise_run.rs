@@ -173,18 +173,24 @@ fn tracepoint_links(pid: u32) -> Option<usize> {
     Some(dir.flatten().filter(linked).count())
 }
 
-/// advise-run as JSON on http.server with http.client (6 requests a run), with `extra` flags;
-/// its pid, and its tracepoint links sampled every 10 ms while it ran.
-fn http_json(extra: &[&str]) -> (serde_json::Value, u32, Vec<usize>) {
-    let child = bin()
-        .args(["advise-run", "--port", "8080", "--budget", "15", "--format", "json"])
-        .args(extra)
+/// `tcpstall ARGS --server <http.server> --client <http.client making REQUESTS requests>`, its
+/// output piped.
+fn spawn_http_advise_run(args: &[&str], requests: u32) -> std::process::Child {
+    bin()
+        .args(args)
         .args(["--server", &format!("python3 {} {{host}} {{port}}", program("http_server.py"))])
-        .args(["--client", &format!("python3 {} {{host}} {{port}} 6", program("http_client.py"))])
+        .args(["--client", &format!("python3 {} {{host}} {{port}} {requests}", program("http_client.py"))])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// advise-run as JSON on http.server with http.client (6 requests a run), with `extra` flags;
+/// its pid, and its tracepoint links sampled every 10 ms while it ran.
+fn http_json(extra: &[&str]) -> (serde_json::Value, u32, Vec<usize>) {
+    let args = ["advise-run", "--port", "8080", "--budget", "15", "--format", "json"];
+    let child = spawn_http_advise_run(&[&args[..], extra].concat(), 6);
     let pid = child.id();
     let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
     let mut links = Vec::new();
@@ -244,14 +250,7 @@ pub(crate) fn advise_run_stalls_carry_kernel_evidence() {
 pub(crate) fn ctrl_c_early_or_late_exits_130_and_leaves_nothing() {
     use std::time::Duration;
     for after in [Duration::from_millis(300), Duration::from_secs(3)] {
-        let child = bin()
-            .args(["advise-run", "--port", "8081", "--budget", "40"])
-            .args(["--server", &format!("python3 {} {{host}} {{port}}", program("http_server.py"))])
-            .args(["--client", &format!("python3 {} {{host}} {{port}} 10", program("http_client.py"))])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = spawn_http_advise_run(&["advise-run", "--port", "8081", "--budget", "40"], 10);
         let pid = child.id();
         std::thread::sleep(after);
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGINT).unwrap();
