@@ -13,6 +13,8 @@
 //!     cargo bench -p tcpstall-kevidence --bench overhead -- owners [SECONDS_PER_ROUND ROUNDS]
 //!
 //! The second measures owner tracking (the socket-to-owner map) against the source without it.
+//! The ring is the lab's (4 MiB); `TCPSTALL_RING_BYTES=16777216` measures the watch's. Whole
+//! process on one CPU, as issue 35 asks: `taskset -c 0 cargo bench ...`.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -52,8 +54,11 @@ fn round_with(secs: f64, kernel: bool, owners: bool, pace: u64) -> (u64, f64, u6
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let reader = kernel.then(|| {
-        let src =
-            Source::open(&Filter { ports: vec![port], netns: None, reads: false, owners }).expect("kernel evidence");
+        // The lab's ring (4 MiB, `lab::capture::kernel::ROW_RING_BYTES`): the rr rows are what
+        // is measured; TCPSTALL_RING_BYTES sets another (the watch's is 16 MiB).
+        let ring = std::env::var("TCPSTALL_RING_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(1 << 22);
+        let src = Source::open_with_ring(&Filter { ports: vec![port], netns: None, reads: false, owners }, ring)
+            .expect("kernel evidence");
         Reader::spawn(src).expect("reader")
     });
     let stop = Arc::new(AtomicBool::new(false));
@@ -92,16 +97,9 @@ fn round_with(secs: f64, kernel: bool, owners: bool, pace: u64) -> (u64, f64, u6
     });
     let mut recs = 0u64;
     let mut writes = 0u64;
-    let end = t0 + Duration::from_secs_f64(secs);
-    while Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(100));
-        if let Some(r) = &reader {
-            for x in r.take() {
-                recs += 1;
-                writes += u64::from(matches!(x.kind, tcpstall_kevidence::Kind::Sendmsg { .. }));
-            }
-        }
-    }
+    // The records are taken when the round has ended, as the lab takes a row's
+    // (`KernelRow::finish`): during the round only the reader thread's copying runs.
+    std::thread::sleep(Duration::from_secs_f64(secs));
     stop.store(true, Ordering::Relaxed);
     cli.join().unwrap();
     let wall = t0.elapsed().as_secs_f64();

@@ -312,16 +312,11 @@ static __always_inline int kept(struct sock *sk, struct config *c)
 	return 1;
 }
 
-// The record for `sk` when the filter keeps it (reserved in the ring), else NULL; with owners
-// on, the owner is copied in (the caller claims `sk` first in process context).
-static __always_inline struct record *start(struct sock *sk, __u8 kind)
+// The record for `sk`, which the filter `c` keeps, reserved in the ring (NULL when the ring is
+// full, counted, or the family is neither IPv4 nor IPv6); with owners on, the owner is copied in
+// (the caller claims `sk` first in process context).
+static __always_inline struct record *record_for(struct sock *sk, struct config *c, __u8 kind)
 {
-	__u32 zero = 0;
-	struct config *c = bpf_map_lookup_elem(&cfg, &zero);
-	if (!c)
-		return 0;
-	if (!kept(sk, c))
-		return 0;
 	__u16 sport = sk->__sk_common.skc_num;
 	__u16 dport = __builtin_bswap16(sk->__sk_common.skc_dport);
 	unsigned short family = sk->__sk_common.skc_family;
@@ -354,6 +349,16 @@ static __always_inline struct record *start(struct sock *sk, __u8 kind)
 	return r;
 }
 
+// The record for `sk` when the filter keeps it, else NULL (see record_for).
+static __always_inline struct record *start(struct sock *sk, __u8 kind)
+{
+	__u32 zero = 0;
+	struct config *c = bpf_map_lookup_elem(&cfg, &zero);
+	if (!c || !kept(sk, c))
+		return 0;
+	return record_for(sk, c, kind);
+}
+
 // BPF_RB_NO_WAKEUP (include/uapi/linux/bpf.h): no wakeup of the reader per record (an
 // irq_work and a context switch each, which on a busy connection cost more than the record);
 // the reader drains the ring on a 10 ms timer instead.
@@ -375,12 +380,16 @@ int tcpstall_sendmsg(__u64 *ctx)
 {
 	struct sock *sk = (struct sock *)ctx[0];
 	struct msghdr *msg = (struct msghdr *)ctx[1];
-	// Process context: the writer owns the socket (claimed before the record copies it).
+	// The filter once (every write on the host runs this program; a busy connection's writes
+	// are the records that cost most: crates/kevidence/benches/overhead.rs).
 	__u32 zero = 0;
 	struct config *c = bpf_map_lookup_elem(&cfg, &zero);
-	if (c && (c->flags & CFG_OWNERS) && kept(sk, c))
+	if (!c || !kept(sk, c))
+		return 0;
+	// Process context: the writer owns the socket (claimed before the record copies it).
+	if (c->flags & CFG_OWNERS)
 		claim(sk);
-	struct record *r = start(sk, K_SENDMSG);
+	struct record *r = record_for(sk, c, K_SENDMSG);
 	if (!r)
 		return 0;
 	r->v[0] = (__u32)msg->msg_iter.count;

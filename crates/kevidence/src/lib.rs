@@ -434,6 +434,23 @@ impl Source {
         std::thread::sleep(std::time::Duration::from_millis(u64::from(timeout_ms)));
     }
 
+    /// Copy every record in the ring into `out` as it lies (parsed later, by [`parse`]: the
+    /// reader thread does the least it can while a connection is being timed); returns how
+    /// many were copied and how many were too short to be a record (skipped).
+    pub fn drain_raw(&mut self, out: &mut Vec<[u8; RECORD_LEN]>) -> (usize, u64) {
+        let (mut n, mut bad) = (0, 0);
+        while let Some(item) = self.ring.next() {
+            match item.get(..RECORD_LEN).and_then(|b| <[u8; RECORD_LEN]>::try_from(b).ok()) {
+                Some(b) => {
+                    out.push(b);
+                    n += 1;
+                }
+                None => bad += 1,
+            }
+        }
+        (n, bad)
+    }
+
     /// Parse every record in the ring into `out`; returns how many were read (records that do
     /// not parse are skipped and counted in the second value).
     pub fn drain(&mut self, out: &mut Vec<Record>) -> (usize, u64) {

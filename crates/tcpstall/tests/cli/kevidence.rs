@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{exclusive, run_unprivileged, tcpstall};
+use crate::support::{exclusive, run_unprivileged, stderr_lines, tcpstall};
 
 fn lab_json(args: &[&str]) -> Value {
     let out = tcpstall().arg("lab").args(args).args(["--format", "json", "-q"]).output().unwrap();
@@ -270,23 +270,4 @@ pub(crate) fn rows_side_by_side_record_the_reads_asked_for() {
         let reads = row.packets.iter().filter(|e| matches!(e.kind, EventKind::Kernel(KernelEvent::Read))).count();
         assert!(reads > 0, "row {}: no reads recorded ({})", row.strategy, r.link);
     }
-}
-
-/// A child's stderr read on a thread: each line as it comes (the first on the channel), and
-/// all lines after the first joined when it ends.
-fn stderr_lines(e: std::process::ChildStderr) -> (std::sync::mpsc::Receiver<String>, std::thread::JoinHandle<String>) {
-    use std::io::BufRead;
-    let (tx, rx) = std::sync::mpsc::channel();
-    let h = std::thread::spawn(move || {
-        let mut rest = Vec::new();
-        for (i, l) in std::io::BufReader::new(e).lines().map_while(Result::ok).enumerate() {
-            if i == 0 {
-                let _ = tx.send(l);
-            } else {
-                rest.push(l);
-            }
-        }
-        rest.join("\n")
-    });
-    (rx, h)
 }

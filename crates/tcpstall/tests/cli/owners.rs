@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::support::stderr_lines;
+
 const PROGRAM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cli/programs/owners.py");
 
 /// The cgroup v2 mount (/proc/self/mountinfo).
@@ -112,14 +114,20 @@ fn scene() {
     let pid_a = server(&mut made, "http-server", pa, &cg_a, &trace_a);
     let pid_b = server(&mut made, "nodelay-server", pb, &cg_b, &trace_b);
     let bin = assert_cmd::cargo::cargo_bin("tcpstall");
-    let watch = Command::new(&bin)
+    let mut watch = Command::new(&bin)
         .args(["watch", "-i", "lo", "--port", &pa.to_string(), "--port", &pb.to_string(), "--kernel"])
         .args(["--format", "jsonl", "--duration", "7", "--metrics", &format!("127.0.0.1:{mport}")])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // The watch's first line says its kernel evidence is attached: wait for it (a fixed 1.5 s
+    // missed the first writes, and so their owner, when loading the programs took longer on a
+    // loaded host: the soak's one failure), then give its packet ring a moment.
+    let (lines, stderr_rest) = stderr_lines(watch.stderr.take().unwrap());
+    let first = lines.recv_timeout(Duration::from_secs(60)).expect("the watch's first line");
+    assert!(first.contains("kernel evidence"), "the watch's kernel evidence: {first}");
+    std::thread::sleep(Duration::from_millis(300));
     // The 6th response body of the http server is dropped once on arrival (after it left, so
     // that the sender counts it sent; a drop in OUTPUT is a local send error, not a loss): its resend
     // fires from the retransmit timer (softirq).
@@ -158,7 +166,7 @@ fn scene() {
     std::thread::sleep(Duration::from_millis(1500));
     let metrics = scrape(mport);
     let out = watch.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = format!("{first}\n{}", stderr_rest.join().unwrap());
     assert!(out.status.success(), "{err}");
 
     // watch: every record is http.server's, with its cgroup; one carries the resend.

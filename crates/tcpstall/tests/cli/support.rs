@@ -154,3 +154,24 @@ pub(crate) fn run_unprivileged(args: &[&str]) -> std::process::Output {
     }
     unreachable!()
 }
+
+/// A child's stderr read on a thread: each line as it comes (the first on the channel), and
+/// all lines after the first joined when it ends.
+pub(crate) fn stderr_lines(
+    e: std::process::ChildStderr,
+) -> (std::sync::mpsc::Receiver<String>, std::thread::JoinHandle<String>) {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        let mut rest = Vec::new();
+        for (i, l) in std::io::BufReader::new(e).lines().map_while(Result::ok).enumerate() {
+            if i == 0 {
+                let _ = tx.send(l);
+            } else {
+                rest.push(l);
+            }
+        }
+        rest.join("\n")
+    });
+    (rx, h)
+}
