@@ -141,7 +141,24 @@ fn round_trips(link: &Link, n: usize) -> (Vec<Duration>, usize) {
     (rtts, lost)
 }
 
+/// Runs of [`one_run`] at most: a run in which no packet arrived while the forwarder spun (on a
+/// host busy enough, its wake-ups never find it spinning) did not test that path, and another
+/// run is made; every run must keep the link's delay.
+const RUNS: usize = 3;
+
 fn no_round_trip_beats_the_link_under_load_with_the_forwarder_spinning() {
+    for run in 1..=RUNS {
+        if one_run() > 0 {
+            return;
+        }
+        eprintln!("never early: run {run} of {RUNS} read no packet while the forwarder spun");
+    }
+    panic!("no packet was read while the forwarder spun in {RUNS} runs: the test did not test that path");
+}
+
+/// One run: the round trips must keep the link's delay (asserted); returns the packets read
+/// while the forwarder spun.
+fn one_run() -> u64 {
     let rounds = env_or("NEVER_EARLY_ROUNDS", 500);
     let busy = env_or("NEVER_EARLY_BUSY", 6);
     let spec: LinkSpec = "rtt=20ms".parse().unwrap();
@@ -176,7 +193,7 @@ fn no_round_trip_beats_the_link_under_load_with_the_forwarder_spinning() {
     );
     assert_eq!(beat, 0, "round trips beat the link: fastest {:?}", q(0.0));
     assert_eq!(early, 0, "the forwarder held packets back as early");
-    assert!(spinning > 0, "no packet was read while the forwarder spun: the run did not test that path");
+    spinning
 }
 
 /// Why no link can be built here (no root, no user namespaces, no TUN), if so.
