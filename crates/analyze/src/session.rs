@@ -188,15 +188,13 @@ impl FlowContext {
 
 /// Messages from the decoding thread to the analysing one, in file order.
 enum Msg {
-    /// The key of the flow whose first event comes next.
-    Key(FlowKey),
-    Event(FlowEvent),
-    /// A flow the decoder ended, with what it knew then.
-    End(FlowEnd, Box<FlowContext>),
+    /// The name of a capture interface (pcapng `if_name`), before its first packet.
+    Interface(u32, Option<String>),
+    Packet(wire::DecodedPacket),
 }
 
 /// Messages sent at once: large enough that the two threads meet rarely (one hand-over, and at
-/// most one wake-up, per 4,096 packets), small enough to stay in the cache (about 480 KB).
+/// most one wake-up, per 4,096 packets), small enough to stay in the cache (about 900 KB).
 const BATCH: usize = 4096;
 /// Batches in flight between the threads: memory stays bounded however far decoding runs ahead.
 const IN_FLIGHT: usize = 4;
@@ -204,10 +202,11 @@ const IN_FLIGHT: usize = 4;
 /// [`run`], with what the decoder knew when each flow finished handed to `done` too (its
 /// interfaces' names, whether it has several: see [`FlowContext`]).
 ///
-/// Decoding (reading, link to TCP headers, the flow table) runs on a thread of its own and the
-/// analysis on the caller's: on a capture of small packets decoding takes about three quarters
-/// of the time, and the two overlap. Events cross in batches of 4,096, in file order, so
-/// the results are those of one thread doing both. `each` and `done` run on the caller's thread.
+/// The decoder's two halves run on two threads: reading and decoding frames
+/// ([`wire::FrameHalf`]) on a thread of its own, the flow table ([`wire::FlowHalf`]) and the
+/// analysis on the caller's; on a capture of small packets the two take about as long, and they
+/// overlap. Packets cross in batches of 4,096, in file order, so the results are those of one
+/// thread doing both. `each` and `done` run on the caller's thread.
 pub fn run_with_decoder<R: std::io::Read + Send>(
     dec: &mut Decoder<R>,
     cfg: Config,
@@ -215,31 +214,50 @@ pub fn run_with_decoder<R: std::io::Read + Send>(
     mut done: impl FnMut(&FlowContext, Finished),
 ) -> Result<(), WireError> {
     let mut s = Session::new(cfg);
+    let format = dec.format();
     let res = std::thread::scope(|scope| {
+        let (frames, flows) = dec.halves();
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Msg>>(IN_FLIGHT);
         let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<Msg>>();
-        let decoding = &mut *dec;
         let decoder = std::thread::Builder::new()
             .name("decode".into())
-            .spawn_scoped(scope, move || decode_batches(decoding, &tx, &free_rx));
+            .spawn_scoped(scope, move || decode_batches(frames, &tx, &free_rx));
         let decoder = match decoder {
             Ok(h) => h,
             // No thread to be had: decode here, then analyse (the same results, one core).
             Err(_) => return None,
         };
-        let mut key = None;
+        let mut names: Vec<Option<String>> = Vec::new();
+        let mut ended = |flows: &mut wire::FlowHalf, s: &mut Session, names: &[Option<String>]| {
+            while let Some(end) = flows.pop_ended() {
+                if let Some(f) = s.end(&end) {
+                    let ctx = FlowContext {
+                        several_interfaces: flows.several_interfaces(),
+                        format,
+                        interface_name: names.get(end.key.interface as usize).cloned().flatten(),
+                        processes: flows.processes(end.flow).cloned(),
+                    };
+                    done(&ctx, f);
+                }
+            }
+        };
         for mut batch in rx {
             for m in batch.drain(..) {
                 match m {
-                    Msg::Key(k) => key = Some(k),
-                    Msg::Event(fe) => {
-                        each(&fe);
-                        // The key comes only before a flow's first event, which takes it.
-                        s.push(&fe, || key.take());
+                    Msg::Interface(id, name) => {
+                        let i = id as usize;
+                        if i >= names.len() {
+                            names.resize(i + 1, None);
+                        }
+                        names[i] = name;
                     }
-                    Msg::End(end, ctx) => {
-                        if let Some(f) = s.end(&end) {
-                            done(&ctx, f);
+                    Msg::Packet(p) => {
+                        if let Some(fe) = flows.record(p) {
+                            // Flows the packet ended are finished before its event, as
+                            // `Decoder::next_event` and `Decoder::pop_ended` order them.
+                            ended(flows, &mut s, &names);
+                            each(&fe);
+                            s.push(&fe, || flows.flows().key(fe.flow));
                         }
                     }
                 }
@@ -247,7 +265,13 @@ pub fn run_with_decoder<R: std::io::Read + Send>(
             // The decoder may have ended (an error): a batch nobody takes back is dropped.
             let _ = free_tx.send(batch);
         }
-        Some(decoder.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        let res = decoder.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        // As `Decoder::next_event`: the end of input (not an error) ends a flow closing.
+        if res.is_ok() {
+            flows.end_of_input();
+        }
+        ended(flows, &mut s, &names);
+        Some(res)
     });
     let res = match res {
         Some(r) => r,
@@ -260,38 +284,27 @@ pub fn run_with_decoder<R: std::io::Read + Send>(
     res
 }
 
-/// The decoding thread of [`run_with_decoder`]: every event of `dec`, with the key before each
-/// flow's first event and the flows that ended before the event that ended them, sent in
-/// batches; the flows ended at the end of input last. Stops early when the receiver is gone.
+/// The decoding thread of [`run_with_decoder`]: every packet of `frames`, each interface's
+/// name before its first packet, sent in batches. Stops early when the receiver is gone.
 fn decode_batches<R: std::io::Read>(
-    dec: &mut Decoder<R>,
+    frames: &mut wire::FrameHalf<R>,
     tx: &std::sync::mpsc::SyncSender<Vec<Msg>>,
     free: &std::sync::mpsc::Receiver<Vec<Msg>>,
 ) -> Result<(), WireError> {
-    // Flow ids are dense counters: one bit of "key sent" each.
-    let mut keyed: Vec<bool> = Vec::new();
+    let mut named: Vec<bool> = Vec::new();
     let mut batch = Vec::with_capacity(BATCH);
-    let ends = |dec: &mut Decoder<R>, batch: &mut Vec<Msg>| {
-        while let Some(end) = dec.pop_ended() {
-            let ctx = FlowContext::of(dec, end.flow, end.key.interface);
-            batch.push(Msg::End(end, Box::new(ctx)));
-        }
-    };
     let res = loop {
-        match dec.next_event() {
-            Ok(Some(fe)) => {
-                ends(dec, &mut batch);
-                let i = fe.flow.0 as usize;
-                if i >= keyed.len() {
-                    keyed.resize(i + 1, false);
+        match frames.next_packet() {
+            Ok(Some(p)) => {
+                let i = p.interface as usize;
+                if i >= named.len() {
+                    named.resize(i + 1, false);
                 }
-                if !keyed[i] {
-                    keyed[i] = true;
-                    if let Some(k) = dec.flows().key(fe.flow) {
-                        batch.push(Msg::Key(k));
-                    }
+                if !named[i] {
+                    named[i] = true;
+                    batch.push(Msg::Interface(p.interface, frames.interface_name(p.interface).map(str::to_string)));
                 }
-                batch.push(Msg::Event(fe));
+                batch.push(Msg::Packet(p));
                 if batch.len() >= BATCH {
                     let next = free.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH));
                     if tx.send(std::mem::replace(&mut batch, next)).is_err() {
@@ -303,7 +316,6 @@ fn decode_batches<R: std::io::Read>(
             Err(e) => break Err(e),
         }
     };
-    ends(dec, &mut batch);
     let _ = tx.send(batch);
     res
 }
@@ -477,24 +489,35 @@ mod tests {
         pkts.sort_by_key(|p| p.t_us);
         let file = wire::synth::pcap(&pkts).unwrap();
         assert!(pkts.len() > 2 * BATCH);
-        let go = |threads: bool| {
-            let mut dec = Decoder::new(&file[..], wire::FlowFilter::default()).unwrap();
-            let (mut events, mut done) = (Vec::new(), Vec::new());
-            let each = |fe: &FlowEvent| events.push(fe.clone());
-            let end = |ctx: &FlowContext, f: Finished| done.push((ctx.clone(), f));
-            let r = if threads {
-                run_with_decoder(&mut dec, Config::default(), each, end)
-            } else {
-                run_on_one_thread(&mut dec, Session::new(Config::default()), each, end)
-            };
-            r.unwrap();
-            (events, done)
-        };
+        let go = |threads: bool| go_on(&file, threads).map(|(r, e, d)| (r.unwrap(), e, d)).unwrap();
         let (one, two) = (go(false), go(true));
-        assert_eq!(one.0.len(), pkts.len());
-        assert_eq!(one.1.len(), 4);
-        assert!(one.1.iter().filter(|(_, f)| f.end.is_some()).count() >= 2, "flows ended mid-file");
-        assert!(one.1.iter().any(|(_, f)| !f.analysis.stalls.is_empty()));
+        assert_eq!(one.1.len(), pkts.len());
+        assert_eq!(one.2.len(), 4);
+        assert!(one.2.iter().filter(|(_, f)| f.end.is_some()).count() >= 2, "flows ended mid-file");
+        assert!(one.2.iter().any(|(_, f)| !f.analysis.stalls.is_empty()));
         assert_eq!(one, two);
+        // A file cut inside a record: the same error, events and flows on both paths (the end
+        // of input, which ends a closing flow, is not an error's).
+        let cut = &file[..file.len() - 30];
+        let (one, two) = (go_on(cut, false).unwrap(), go_on(cut, true).unwrap());
+        assert!(one.0.is_err() && one.1.len() > 2 * BATCH && one.2.len() == 4, "{:?}", one.0);
+        assert_eq!(one.0.as_ref().err().map(ToString::to_string), two.0.as_ref().err().map(ToString::to_string));
+        assert_eq!((one.1, one.2), (two.1, two.2));
+    }
+
+    type Run = (Result<(), WireError>, Vec<FlowEvent>, Vec<(FlowContext, Finished)>);
+
+    /// The events and finished flows of `file`, on two threads or one.
+    fn go_on(file: &[u8], threads: bool) -> Option<Run> {
+        let mut dec = Decoder::new(file, wire::FlowFilter::default()).ok()?;
+        let (mut events, mut done) = (Vec::new(), Vec::new());
+        let each = |fe: &FlowEvent| events.push(fe.clone());
+        let end = |ctx: &FlowContext, f: Finished| done.push((ctx.clone(), f));
+        let r = if threads {
+            run_with_decoder(&mut dec, Config::default(), each, end)
+        } else {
+            run_on_one_thread(&mut dec, Session::new(Config::default()), each, end)
+        };
+        Some((r, events, done))
     }
 }
