@@ -225,6 +225,8 @@ pub struct CaptureReader<R: Read> {
     /// Where the last Enhanced Packet Block's options are in the window's buffer (start, end).
     opts: (usize, usize),
     frame: u64,
+    /// pcapng Section Header Blocks read so far (a new section starts its interfaces afresh).
+    sections: u32,
     done: bool,
 }
 
@@ -276,6 +278,7 @@ impl<R: Read> CaptureReader<R> {
             at: 0,
             opts: (0, 0),
             frame: 0,
+            sections: 0,
             done: false,
         };
         match format {
@@ -430,7 +433,14 @@ impl<R: Read> CaptureReader<R> {
         // Version, section length, options and the trailing length are not needed.
         self.skip(u64::from(len) - 12, start, || "truncated pcapng section header block".into())?;
         self.interfaces.clear();
+        self.sections += 1;
         Ok(())
+    }
+
+    /// pcapng: the Section Header Blocks read so far (the interface ids of a packet name the
+    /// interfaces of the latest); pcap: 0.
+    pub fn sections(&self) -> u32 {
+        self.sections
     }
 
     fn skip(&mut self, n: u64, start: u64, what: impl Fn() -> String) -> Result<(), WireError> {

@@ -196,6 +196,11 @@ impl<R: Read> FrameHalf<R> {
     pub fn interface_name(&self, id: u32) -> Option<&str> {
         self.reader.interface_name(id)
     }
+
+    /// See [`CaptureReader::sections`]: a new section names its interfaces anew.
+    pub fn sections(&self) -> u32 {
+        self.reader.sections()
+    }
 }
 
 impl FlowHalf {
