@@ -79,6 +79,40 @@ pub struct FlowHalf {
     retired: Vec<(FlowId, FlowProcesses)>,
 }
 
+/// The time a frame is given, or None for a frame written twice (counted). A frame stamped
+/// earlier than the one before it (clock steps, several capture queues merged out of order) is
+/// counted and given the previous frame's time, so the analyser's clock never runs backwards;
+/// file order is kept. A frame written twice: a stepped-back frame identical to a recent one,
+/// with the same timestamp, is that frame again (a second packet on the wire would carry its
+/// own time and, for IPv4, its own ID).
+fn frame_time(
+    stats: &mut DecodeStats,
+    recent: &mut std::collections::VecDeque<(u64, u32, u64)>,
+    last_ts: &mut Option<u64>,
+    p: &crate::Packet<'_>,
+) -> Option<u64> {
+    let h = frame_hash(p.data);
+    let stepped_back = last_ts.is_some_and(|last| p.ts_ns < last);
+    if stepped_back && recent.contains(&(p.ts_ns, p.orig_len, h)) {
+        stats.stepped_back_copies += 1;
+        return None;
+    }
+    if recent.len() == COPY_LOOKBACK {
+        recent.pop_front();
+    }
+    recent.push_back((p.ts_ns, p.orig_len, h));
+    let ts_ns = match *last_ts {
+        Some(last) if p.ts_ns < last => {
+            stats.ts_backwards += 1;
+            stats.ts_largest_step_back_ns = stats.ts_largest_step_back_ns.max(last - p.ts_ns);
+            last
+        }
+        _ => p.ts_ns,
+    };
+    *last_ts = Some(ts_ns);
+    Some(ts_ns)
+}
+
 impl<R: Read> FrameHalf<R> {
     /// The next frame that decoded to a TCP segment or an ICMP error; `Ok(None)` at the end.
     /// Every other frame is counted in this half's statistics.
@@ -90,31 +124,9 @@ impl<R: Read> FrameHalf<R> {
                 return Ok(None);
             };
             self.stats.frames += 1;
-            // A frame stamped earlier than the one before it (clock steps, several capture
-            // queues merged out of order): counted, and given the previous frame's time so the
-            // analyser's clock never runs backwards. File order is kept.
-            // A frame written twice: a stepped-back frame identical to a recent one, with the
-            // same timestamp, is that frame again (a second packet on the wire would carry its
-            // own time and, for IPv4, its own ID).
-            let h = frame_hash(p.data);
-            let stepped_back = self.last_ts.is_some_and(|last| p.ts_ns < last);
-            if stepped_back && self.recent_frames.contains(&(p.ts_ns, p.orig_len, h)) {
-                self.stats.stepped_back_copies += 1;
+            let Some(ts_ns) = frame_time(&mut self.stats, &mut self.recent_frames, &mut self.last_ts, &p) else {
                 continue;
-            }
-            if self.recent_frames.len() == COPY_LOOKBACK {
-                self.recent_frames.pop_front();
-            }
-            self.recent_frames.push_back((p.ts_ns, p.orig_len, h));
-            let ts_ns = match self.last_ts {
-                Some(last) if p.ts_ns < last => {
-                    self.stats.ts_backwards += 1;
-                    self.stats.ts_largest_step_back_ns = self.stats.ts_largest_step_back_ns.max(last - p.ts_ns);
-                    last
-                }
-                _ => p.ts_ns,
             };
-            self.last_ts = Some(ts_ns);
             let origin_ns = *self.origin.get_or_insert(ts_ns);
             if !self.defrag.is_empty() {
                 self.defrag.expire(ts_ns);
