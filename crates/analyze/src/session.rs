@@ -285,7 +285,8 @@ pub fn run_with_decoder<R: std::io::Read + Send>(
 }
 
 /// The decoding thread of [`run_with_decoder`]: every packet of `frames`, each interface's
-/// name before its first packet (of each pcapng section), sent in batches. Stops early when the receiver is gone.
+/// name before its first packet (of each pcapng section), sent in batches. Stops early when
+/// the receiver is gone.
 fn decode_batches<R: std::io::Read>(
     frames: &mut wire::FrameHalf<R>,
     tx: &std::sync::mpsc::SyncSender<Vec<Msg>>,

@@ -454,18 +454,19 @@ impl Source {
     /// Parse every record in the ring into `out`; returns how many were read (records that do
     /// not parse are skipped and counted in the second value).
     pub fn drain(&mut self, out: &mut Vec<Record>) -> (usize, u64) {
-        let (mut n, mut bad) = (0, 0);
-        while let Some(item) = self.ring.next() {
-            match parse(&item) {
-                Some(r) => {
-                    out.push(r);
-                    n += 1;
-                }
-                None => bad += 1,
-            }
-        }
-        (n, bad)
+        let mut raw = Vec::new();
+        let (copied, short) = self.drain_raw(&mut raw);
+        let unparsed = parse_into(&raw, out);
+        (copied - unparsed as usize, short + unparsed)
     }
+}
+
+/// Parse records copied by [`Source::drain_raw`] into `out`; returns how many did not parse
+/// (skipped).
+pub fn parse_into(raw: &[[u8; RECORD_LEN]], out: &mut Vec<Record>) -> u64 {
+    let before = out.len();
+    out.extend(raw.iter().filter_map(|b| parse(b)));
+    (raw.len() - (out.len() - before)) as u64
 }
 
 /// The ring buffer's size by default (the watch's: a host's traffic, read every 10 ms): 16 MiB,

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use crate::{parse, ClockMap, Counts, Filter, Record, Source, RECORD_LEN};
+use crate::{parse_into, ClockMap, Counts, Filter, Record, Source, RECORD_LEN};
 
 /// Records held at most between two takes (about 100 MB); beyond, records are counted in
 /// [`ReaderCounts::overflow`] and not kept.
@@ -112,8 +112,9 @@ impl Reader {
     pub fn take(&self) -> Vec<Record> {
         self.inner.drain();
         let raw = std::mem::take(&mut *lock(&self.inner.held));
-        let records: Vec<Record> = raw.iter().filter_map(|b| parse(b)).collect();
-        self.inner.unparsed.fetch_add((raw.len() - records.len()) as u64, Ordering::Relaxed);
+        let mut records = Vec::with_capacity(raw.len());
+        let unparsed = parse_into(&raw, &mut records);
+        self.inner.unparsed.fetch_add(unparsed, Ordering::Relaxed);
         records
     }
 

@@ -334,7 +334,6 @@ impl<R: Read> Decoder<R> {
     /// The next event of a kept flow; `Ok(None)` at the end; an error ends the stream (events
     /// returned before it stay valid).
     pub fn next_event(&mut self) -> Result<Option<FlowEvent>, WireError> {
-        self.flows.retired.clear();
         loop {
             let Some(p) = self.frames.next_packet()? else {
                 self.flows.end_of_input();
