@@ -314,7 +314,12 @@ impl Runner<'_> {
     }
 
     /// Stream sender: `write_size` writes until `duration` has passed; each write's time is a
-    /// sample. Returns the number of writes.
+    /// sample. Returns the number of whole writes.
+    ///
+    /// The socket's send timeout is [`STREAM_POLL`] (`stream_client` sets it): a write blocked
+    /// past the stream's end (a full send buffer behind a retransmission timer backing off,
+    /// RFC 6298 5.5) returns there, and the stream ends on time; the partial write is not a
+    /// sample. Before the end, a write blocked for the I/O timeout is still "no progress".
     pub(crate) fn stream_send(
         &mut self,
         write_size: usize,
@@ -324,13 +329,27 @@ impl Runner<'_> {
         let end = Instant::now() + duration;
         let mut writes = 0u64;
         let mut prev = Instant::now();
-        while prev < end {
+        let mut blocked_since: Option<Instant> = None;
+        'stream: while prev < end {
             let mut off = 0;
             while off < write_size {
-                off += self
-                    .sock
-                    .send_with_flags(&self.sbuf[off..write_size], libc::MSG_NOSIGNAL)
-                    .map_err(|e| self.io_err(Phase::Stream, "send", e))?;
+                match self.sock.send_with_flags(&self.sbuf[off..write_size], libc::MSG_NOSIGNAL) {
+                    Ok(n) => {
+                        off += n;
+                        blocked_since = None;
+                    }
+                    Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                        let now = Instant::now();
+                        if now >= end {
+                            break 'stream;
+                        }
+                        if now.duration_since(*blocked_since.get_or_insert(now)) + STREAM_POLL >= self.io_timeout {
+                            return Err(self.io_err(Phase::Stream, "send", e));
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(self.io_err(Phase::Stream, "send", e)),
+                }
             }
             let t = Instant::now();
             h.saturating_record((t.duration_since(prev).as_nanos() as u64).max(1));
@@ -340,14 +359,45 @@ impl Runner<'_> {
         Ok(writes)
     }
 
-    /// Stream receiver: read until the peer shuts down its side.
-    pub(crate) fn stream_recv(&mut self) -> Result<u64, LabError> {
+    /// Stream receiver: read until the peer shuts down its side. Returns the bytes read, and
+    /// whether the reads stopped [`STREAM_DRAIN`] after the sender said it had finished
+    /// (`sender_done`) with no end of stream yet: its last data or its FIN still waiting on a
+    /// retransmission timer that backs off (RFC 6298 5.5), as on a link that drops the ACKs.
+    ///
+    /// The socket's receive timeout is [`STREAM_POLL`] (`stream_server` sets it), so the reads
+    /// look at `sender_done` while nothing arrives; data never waits on it. Without word from
+    /// the sender, silence for the I/O timeout is still "no progress".
+    pub(crate) fn stream_recv(&mut self, sender_done: &std::sync::mpsc::Receiver<()>) -> Result<(u64, bool), LabError> {
         let mut total = 0u64;
+        let mut silent_since: Option<Instant> = None;
+        let mut done_at: Option<Instant> = None;
         loop {
-            let n = (&*self.sock).read(&mut self.rbuf).map_err(|e| self.io_err(Phase::Stream, "recv", e))?;
+            let n = match (&*self.sock).read(&mut self.rbuf) {
+                Ok(n) => n,
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    let now = Instant::now();
+                    if done_at.is_none() && sender_done.try_recv().is_ok() {
+                        done_at = Some(now);
+                    }
+                    match done_at {
+                        Some(d) if now.duration_since(d) >= STREAM_DRAIN => return Ok((total, true)),
+                        Some(_) => {}
+                        None if now.duration_since(*silent_since.get_or_insert(now)) + STREAM_POLL
+                            >= self.io_timeout =>
+                        {
+                            return Err(self.io_err(Phase::Stream, "recv", e));
+                        }
+                        None => {}
+                    }
+                    continue;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.io_err(Phase::Stream, "recv", e)),
+            };
             if n == 0 {
-                return Ok(total);
+                return Ok((total, false));
             }
+            silent_since = None;
             total += n as u64;
             for &o in self.after_recv {
                 apply(self.sock, o).map_err(|e| self.io_err(Phase::Stream, "setsockopt", e))?;
@@ -355,6 +405,16 @@ impl Runner<'_> {
         }
     }
 }
+
+/// A stream's socket timeouts: how often a blocked write looks at the stream's end, and a
+/// blocked read at the sender's word that it has finished.
+pub(crate) const STREAM_POLL: Duration = Duration::from_millis(100);
+
+/// How long a stream's receiver waits for the end of the stream after the sender has
+/// finished (written for the duration, waited for its queue, shut down its side). On a clean
+/// path the FIN comes one trip later; behind a retransmission timer it can take as long as the
+/// timer's backoff (RFC 6298 5.5: doubled per timeout, up to 120 s in Linux, TCP_RTO_MAX).
+pub(crate) const STREAM_DRAIN: Duration = Duration::from_secs(2);
 
 #[cfg(test)]
 mod tests {
@@ -467,5 +527,56 @@ mod tests {
         assert!(matches!(&ops[1], Op::Gather { bufs, total: 30 } if bufs.len() == 2 && bufs[1].len() == 20));
         assert!(matches!(ops[2], Op::Set(SockOp::Cork(false))));
         assert_eq!(max_len(&[&[Step::Send(vec![10, 20]), Step::Recv(5)]]), 30);
+    }
+
+    /// A stream's writes end at the stream's end even when the peer reads nothing (a send
+    /// buffer that stays full, as behind a retransmission timer backing off): the blocked write
+    /// returns at the send timeout (STREAM_POLL), well before the 5 s "no progress" timeout.
+    #[test]
+    fn a_stream_blocked_in_a_write_ends_at_its_duration() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (_peer, _) = l.accept().unwrap();
+        let sock = Socket::from(c);
+        sock.set_write_timeout(Some(STREAM_POLL)).unwrap();
+        let sbuf = vec![0u8; 65_536];
+        let mut r = client_runner(&sock, &sbuf, false);
+        let mut h = crate::measure::histogram();
+        let t0 = Instant::now();
+        let writes = r.stream_send(sbuf.len(), Duration::from_millis(300), &mut h).unwrap();
+        let took = t0.elapsed();
+        assert!(took < Duration::from_secs(3), "the stream ran {took:?}, past its 300 ms and the 100 ms poll");
+        assert!(writes >= 1, "loopback takes at least one 64 KiB write: {writes}");
+    }
+
+    /// A stream's receiver whose sender has said it finished, with no end of stream after it
+    /// (its FIN held behind a retransmission timer), stops STREAM_DRAIN later and says so;
+    /// without that word, silence for the I/O timeout is still "no progress".
+    #[test]
+    fn a_stream_receiver_stops_waiting_a_drain_after_the_sender_finished() {
+        use std::io::Write;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut peer, _) = l.accept().unwrap();
+        peer.write_all(&[5u8; 1000]).unwrap();
+        let sock = Socket::from(c);
+        sock.set_read_timeout(Some(STREAM_POLL)).unwrap();
+        let sbuf = [0u8; 1];
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut r = Runner { rbuf: vec![0; 4096], ..client_runner(&sock, &sbuf, false) };
+        tx.send(()).unwrap();
+        let t0 = Instant::now();
+        assert_eq!(r.stream_recv(&rx).unwrap(), (1000, true));
+        assert!(t0.elapsed() >= STREAM_DRAIN, "{:?}", t0.elapsed());
+
+        // No word from the sender: "no progress" after the I/O timeout (300 ms here).
+        let (_tx2, rx2) = std::sync::mpsc::channel::<()>();
+        let mut r = Runner { io_timeout: Duration::from_millis(300), ..client_runner(&sock, &sbuf, false) };
+        let e = r.stream_recv(&rx2).unwrap_err().to_string();
+        assert!(e.contains("no progress"), "{e}");
+        // The end of the stream ends it at once, whatever the word.
+        drop(peer);
+        let (_tx3, rx3) = std::sync::mpsc::channel::<()>();
+        assert_eq!(r.stream_recv(&rx3).unwrap(), (0, false));
     }
 }

@@ -90,14 +90,8 @@ fn run_pair_once(
         (Err(se), Err(ce)) => return Err(if se.is_secondary() { ce } else { se }),
         (Err(e), Ok(_)) | (Ok(_), Err(e)) => return Err(e),
     };
-    let mut notes = vec![match &ns {
-        Ns::Private => format!(
-            "private netns per row, lo mtu {}",
-            opts.lo_mtu.map_or_else(|| "65536".to_string(), |m| m.to_string())
-        ),
-        Ns::Caller(why) => format!("caller's namespace: {why}; TcpExt counters not measured"),
-        Ns::Placement => String::new(),
-    }];
+    let mut notes = vec![ns_note(&ns, opts)];
+    notes.extend(srv.note.clone());
     if let PacketsOut::Failed(why) = &packets {
         notes.push(format!("no packet capture: {why}; stall records not measured"));
     }
@@ -144,6 +138,18 @@ fn run_pair_once(
     let (mut row, analysis) = result::assemble(&program, pair, place, opts, srv, cli, trace);
     row.owners = local_owners();
     Ok((row, analysis, notes))
+}
+
+/// What the row's notes say of the namespace it ran in (nothing for the placement's own).
+fn ns_note(ns: &Ns, opts: &LabOptions) -> String {
+    match ns {
+        Ns::Private => format!(
+            "private netns per row, lo mtu {}",
+            opts.lo_mtu.map_or_else(|| "65536".to_string(), |m| m.to_string())
+        ),
+        Ns::Caller(why) => format!("caller's namespace: {why}; TcpExt counters not measured"),
+        Ns::Placement => String::new(),
+    }
 }
 
 /// Move this thread into the network namespace of `f`; `what` names it in the error.
@@ -283,7 +289,7 @@ fn server(
             let cfg = RoundsCfg { sync, stamps: lab.tx_timestamps, count, cancel: &lab.cancel };
             side::serve_rounds(&sock, p, opts, lab.io_timeout, cfg)?
         }
-        Program::Stream { .. } => side::stream_server(&sock, opts, lab.io_timeout, count)?,
+        Program::Stream { .. } => side::stream_server(&sock, opts, lab.io_timeout, count, &rounds_done)?,
     };
     // Keep the socket open until the client is done.
     let _ = done.recv_timeout(lab.io_timeout);
@@ -342,7 +348,10 @@ fn client(
         }
         Program::Stream { duration_ns, write_size } => {
             let stream = (Duration::from_nanos(*duration_ns), *write_size as usize);
-            side::stream_client(&sock, opts, lab.io_timeout, count, &lab.cancel, stream)?
+            let out = side::stream_client(&sock, opts, lab.io_timeout, count, &lab.cancel, stream)?;
+            // The receiver stops waiting for the stream's end a while after this (`stream_server`).
+            let _ = rounds_done.send(());
+            out
         }
     };
     let _ = done.send(());

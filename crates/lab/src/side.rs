@@ -29,7 +29,7 @@ pub use two_hosts::{
 
 use crate::capture::{Captured, KernelRecords};
 use crate::measure::{self, Recorder};
-use crate::{netstat, Cancel, LabError};
+use crate::{exec, netstat, Cancel, LabError};
 use rounds::{applied, bufs, info, read_counters, run_rounds, runner, settle};
 
 /// What a side measured.
@@ -42,6 +42,8 @@ pub(crate) struct SideOut {
     pub holds: Option<Vec<i64>>,
     /// CPU time of this side's thread over the measured rounds (ns), if read.
     pub cpu_ns: Option<u64>,
+    /// What the row's notes should say of this side's run (a stream's end not awaited).
+    pub note: Option<String>,
 }
 
 /// What the client measured on top.
@@ -120,28 +122,44 @@ pub(crate) fn client_rounds(
 }
 
 /// The receiving side of a stream: read until the sender shuts its side down, with tcp_info,
-/// the TcpExt counters (`count`) and CPU time around the whole stream.
+/// the TcpExt counters (`count`) and CPU time around the whole stream. `sender_done` hears
+/// from the sender when it has finished; if the end of the stream is then still missing
+/// [`exec::STREAM_DRAIN`] later, the reads stop and `SideOut::note` says why.
 pub(crate) fn stream_server(
     sock: &Socket,
     opts: &SideOpts,
     io_timeout: Duration,
     count: Option<&'static str>,
+    sender_done: &std::sync::mpsc::Receiver<()>,
 ) -> Result<SideOut, LabError> {
     let side = "server";
     // Reads as large as iperf3's (128 KiB): fewer system calls per byte.
     let (sbuf, rbuf) = bufs(&SideProgram::default(), 131_072);
+    sock.set_read_timeout(Some(exec::STREAM_POLL)).map_err(|e| LabError::Io {
+        side,
+        what: "SO_RCVTIMEO".into(),
+        source: e,
+    })?;
     let mut r = runner(side, sock, opts, &sbuf, rbuf, io_timeout);
     let before = info(sock, side)?;
     let ns_before = read_counters(count);
     let cpu0 = sys::host::thread_cpu_ns();
-    r.stream_recv()?;
+    let (_, cut) = r.stream_recv(sender_done)?;
     let cpu_ns = sys::host::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
     let netstat = match (ns_before, read_counters(count), count) {
         (Some(b), Some(a), Some(prefix)) => netstat::delta(&b, &a, prefix),
         _ => BTreeMap::new(),
     };
     let after = info(sock, side)?;
-    Ok(SideOut { applied: applied(sock, opts), before, after, netstat, holds: None, cpu_ns })
+    let note = cut.then(|| {
+        format!(
+            "the stream's end (the sender's FIN) had not arrived {} s after the sender finished: its last \
+             segments were waiting on a retransmission timer that backs off (RFC 6298 5.5), as when the \
+             link drops the ACKs; the receiver stopped waiting, and the row counts what was sent in the stream",
+            exec::STREAM_DRAIN.as_secs()
+        )
+    });
+    Ok(SideOut { applied: applied(sock, opts), before, after, netstat, holds: None, cpu_ns, note })
 }
 
 /// The sending side of a stream: `stream` = (how long, bytes per write); writes as fast as
@@ -157,6 +175,11 @@ pub(crate) fn stream_client(
     let side = "client";
     let (duration, ws) = stream;
     let (sbuf, rbuf) = bufs(&SideProgram::default(), ws);
+    sock.set_write_timeout(Some(exec::STREAM_POLL)).map_err(|e| LabError::Io {
+        side,
+        what: "SO_SNDTIMEO".into(),
+        source: e,
+    })?;
     let mut r = runner(side, sock, opts, &sbuf, rbuf, io_timeout);
     let mut h = measure::histogram();
     let before = info(sock, side)?;
@@ -183,6 +206,6 @@ pub(crate) fn stream_client(
         Err(e) if e.raw_os_error() == Some(nix::libc::ENOTCONN) => {}
         r => r.map_err(|e| LabError::Io { side, what: "shutdown".into(), source: e })?,
     }
-    let side = SideOut { applied, before, after, netstat, holds: None, cpu_ns };
+    let side = SideOut { applied, before, after, netstat, holds: None, cpu_ns, note: None };
     Ok(ClientOut { side, rec: Recorder::with_capacity(0, 0), wall, rounds: writes, stream: Some(h), window_real })
 }

@@ -107,6 +107,7 @@ impl From<RoundsOut> for SideOut {
             netstat: o.netstat,
             holds: o.holds,
             cpu_ns: o.cpu_ns,
+            note: None,
         }
     }
 }

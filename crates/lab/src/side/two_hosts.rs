@@ -212,6 +212,7 @@ pub fn assemble(
         netstat: srv.netstat,
         holds: None,
         cpu_ns: srv.cpu_ns,
+        note: None,
     };
     let program = Program::Rounds(p.clone());
     // A capture that saw none of the connection's packets says nothing about stalls: say why

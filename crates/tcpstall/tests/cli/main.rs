@@ -179,6 +179,7 @@ fn model_trials() -> Vec<libtest_mimic::Trial> {
         t!(remote::explain_merges_two_captures_of_one_connection, Root, Tool("ip"), Tool("tcpdump")),
         t!(remote::explain_pair_json_and_table_from_one_capture_twice),
         t!(link::the_links_capture_is_written_in_time_order, Root),
+        t!(link::a_stream_whose_acks_are_all_lost_ends_and_says_why, Root),
         t!(report::simulate_report_renders_with_the_json_numbers, Tool("chromium")),
         t!(report::explain_report_renders_a_capture, Tool("chromium")),
         t!(report::lab_report_renders_its_rows_and_packets, Tool("chromium")),
