@@ -568,7 +568,15 @@ pub(crate) fn bulk_ack_depth_2_names_the_drain_wait_after_the_measured_rounds_wi
                 continue;
             }
             let ms: f64 = v[at + prefix.len()..].split(' ').next().unwrap().parse().expect("wait in ms");
-            assert!(ms >= 30.0, "a delayed ACK is >= 40 ms (TCP_ATO_MIN): {v}");
+            // The peer's delayed-ACK timer runs >= 40 ms (TCP_ATO_MIN, tcp_send_delayed_ack in
+            // net/ipv4/tcp_output.c) from the segment that armed it, not from the held write:
+            // a server that writes late (a loaded host) is held only for what is left of it
+            // (seen: 20 ms in a soak). Such a row shows the mechanism, not the timer's length:
+            // left out like the rows above; a full one must show in one of the three runs.
+            if ms < 30.0 {
+                eprintln!("depth-2 epilogue wait shorter than a delayed ACK (the write came late; left out): {v}");
+                continue;
+            }
             // Idle the measured rounds have no stall, and then nothing says otherwise. On a
             // loaded host the same race puts a delayed-ACK wait inside a round now and then
             // (seen: 1-3 of 10 rounds), which is counted there, as it should be.
