@@ -22,7 +22,7 @@
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tcpstall_analyze::Config;
 use trace::TcpFlags;
@@ -215,6 +215,32 @@ fn time(mut c: Command) -> Option<Run> {
     st.success().then(|| (start.elapsed().as_secs_f64(), children_cpu() - cpu0))
 }
 
+/// The longest one tshark run may take (TSHARK_LIMIT_S, default 120 s). tshark's `conv,tcp` on
+/// the 16-flow capture ran past 14 minutes on this machine (2026-12-07), which made the bench
+/// unusable; a run past the limit is killed and the line says the ratio is at least limit/ours.
+fn tshark_limit() -> Duration {
+    Duration::from_secs(std::env::var("TSHARK_LIMIT_S").ok().and_then(|s| s.parse().ok()).unwrap_or(120))
+}
+
+/// One tshark run, as [`time`], but killed after [`tshark_limit`]: Err(()) then. Polled every
+/// 5 ms, which is under 0.1% of tshark's seconds-long runs (ours are timed by `time`, unpolled).
+fn time_limited(mut c: Command) -> Result<Option<Run>, ()> {
+    let (start, cpu0, limit) = (Instant::now(), children_cpu(), tshark_limit());
+    let Ok(mut child) = c.stdout(Stdio::null()).stderr(Stdio::null()).spawn() else { return Ok(None) };
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => return Ok(st.success().then(|| (start.elapsed().as_secs_f64(), children_cpu() - cpu0))),
+            Ok(None) if start.elapsed() > limit => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(());
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => return Ok(None),
+        }
+    }
+}
+
 /// The best of `RUNS` in-process decode + analysis runs: (packets, stalls, seconds).
 fn in_process(path: &Path) -> (u64, usize, f64) {
     let one = || {
@@ -232,7 +258,8 @@ fn in_process(path: &Path) -> (u64, usize, f64) {
 
 /// Best of `RUNS` of (a) the binary's `explain FILE`, (b) tshark, alternating; each best (by
 /// wall time) with the load average at its run.
-fn compare(bin: Option<&Path>, path: &Path) -> (Best, Best) {
+/// Also says whether tshark ran past [`tshark_limit`] (it is then not run again).
+fn compare(bin: Option<&Path>, path: &Path) -> (Best, Best, bool) {
     let _ = std::fs::read(path); // page cache
     let best = |b: &mut Best, t: Option<Run>| {
         if let Some(t) = t {
@@ -241,23 +268,29 @@ fn compare(bin: Option<&Path>, path: &Path) -> (Best, Best) {
             }
         }
     };
-    let (mut ours, mut theirs) = (None, None);
+    let (mut ours, mut theirs, mut over) = (None, None, false);
     for _ in 0..RUNS {
         if let Some(bin) = bin {
             let mut c = Command::new(bin);
             c.arg("explain").arg(path);
             best(&mut ours, time(c));
         }
+        if over {
+            continue; // tshark ran past its limit once: it is not run again
+        }
         let mut c = Command::new("tshark");
         c.arg("-r").arg(path).args(["-q", "-z", "conv,tcp"]);
-        best(&mut theirs, time(c));
+        match time_limited(c) {
+            Ok(t) => best(&mut theirs, t),
+            Err(()) => over = true,
+        }
     }
-    (ours, theirs)
+    (ours, theirs, over)
 }
 
 /// Prints one case's line: each tool's best time and rate with the load, and the ratio.
 fn report(what: &str, path: &Path, n: u64, bin: Option<&Path>, target: Option<f64>) {
-    let (ours, theirs) = compare(bin, path);
+    let (ours, theirs, over) = compare(bin, path);
     let ours = ours.or_else(|| {
         let (_, _, s) = in_process(path);
         Some(((s, s), format!("{}, in-process: no release binary", load())))
@@ -273,6 +306,10 @@ fn report(what: &str, path: &Path, n: u64, bin: Option<&Path>, target: Option<f6
                 Some(x) => println!(" (target >= {x:.0}x: {})", if ratio >= x { "meets" } else { "misses" }),
                 None => println!(),
             }
+        }
+        None if over => {
+            let limit = tshark_limit().as_secs_f64();
+            println!("; tshark did not finish in {limit:.0} s (TSHARK_LIMIT_S), killed: ratio over {:.0}x", limit / o)
         }
         None => println!("; tshark not found or failed: no baseline in this run"),
     }
