@@ -269,12 +269,24 @@ pub fn alike(a: &Turn, b: &Turn) -> bool {
             || a.writes.iter().zip(&b.writes).all(|(x, y)| close(u64::from(*x), u64::from(*y))))
 }
 
+/// The capture's last turn cut by the capture's end: a capture stopped inside a turn (tcpdump
+/// stopped while the connection was busy, or starved and killed before it read the last
+/// segments) holds only its first bytes. Such a turn is on the side of its place in the period
+/// with fewer bytes than that place's turn, and not [`alike`] it.
+fn cut_short(last: &Turn, template: &Turn) -> bool {
+    last.side == template.side && last.total() < template.total() && !alike(last, template)
+}
+
 /// The shortest period P such that every turn is [`alike`] the one at its place in the first
-/// period (a trailing partial repetition allowed); the whole list when none.
+/// period (a trailing partial repetition allowed, and a last turn [`cut_short`] by the capture's
+/// end); the whole list when none.
 pub fn period(turns: &[Turn]) -> usize {
-    (1..=turns.len() / 2)
-        .find(|&p| (p..turns.len()).all(|i| alike(&turns[i], &turns[i % p])))
-        .unwrap_or(turns.len().max(1))
+    let n = turns.len();
+    (1..=n / 2)
+        .find(|&p| {
+            (p..n).all(|i| alike(&turns[i], &turns[i % p]) || (i + 1 == n && cut_short(&turns[i], &turns[i % p])))
+        })
+        .unwrap_or(n.max(1))
 }
 
 /// The smallest exchange a list of turns reproduces, and what it kept and dropped.
@@ -303,9 +315,22 @@ pub fn warmup_rounds(turns: &[Turn]) -> u32 {
 /// sized by [`warmup_rounds`]. None without turns.
 pub fn period_of(turns: &[Turn]) -> Option<Period> {
     let p = period(turns);
+    let mut dropped = Vec::new();
+    // A last turn the capture's end cut short is left out: its sizes are not the application's.
+    let turns = match turns.split_last() {
+        Some((last, rest)) if turns.len() > p && !alike(last, &turns[(turns.len() - 1) % p]) => {
+            dropped.push(format!(
+                "the capture's last turn ({}, {} bytes where its place in the period has {}) ends with the capture: left out",
+                last.side.as_str(),
+                last.total(),
+                turns[(turns.len() - 1) % p].total()
+            ));
+            rest
+        }
+        _ => turns,
+    };
     let reps = (turns.len() / p).max(1);
     let mut thinks = Vec::new();
-    let mut dropped = Vec::new();
     let mut template = Vec::new();
     for k in 0..p {
         let same: Vec<&Turn> = turns.iter().skip(k).step_by(p).collect();
@@ -504,6 +529,46 @@ mod tests {
         // Different enough sizes are different steps: 100 and 200 bytes do not repeat.
         let t = [turn(Side::Client, &[100], 0), turn(Side::Server, &[10], 0), turn(Side::Client, &[200], 0)];
         assert_eq!(period(&t), 3);
+    }
+
+    /// A capture stopped inside the last turn (tcpdump stopped while the server's reply was on
+    /// its way: its header block captured, its body not) is still 25 repetitions of one
+    /// request/response, not a 50-turn exchange; the cut turn is left out and said. A last turn
+    /// larger than its place's is not a cut one.
+    #[test]
+    fn a_last_turn_cut_by_the_captures_end_keeps_the_period() {
+        let mut turns = Vec::new();
+        for _ in 0..25 {
+            turns.push(turn(Side::Client, &[125, 176], 20_000_000));
+            turns.push(turn(Side::Server, &[145, 172], 0));
+        }
+        turns.last_mut().unwrap().writes = vec![145];
+        assert_eq!(period(&turns), 2);
+        let p = period_of(&turns).unwrap();
+        assert_eq!((p.reps, p.exchange.inline().as_str()), (24, "client 125,176 think=20ms; server 145,172"));
+        let said = p.dropped.join("\n");
+        assert!(
+            said.contains("the capture's last turn (server, 145 bytes where its place in the period has 317)"),
+            "{said}"
+        );
+        assert!(
+            said.contains("24 repetitions of 2 turn(s) in the capture and 1 turn(s) of an unfinished one"),
+            "{said}"
+        );
+        assert!(!said.contains("sizes"), "the cut turn's size is not among the repetitions': {said}");
+        // Whole: nothing cut.
+        turns.last_mut().unwrap().writes = vec![145, 172];
+        assert!(!period_of(&turns).unwrap().dropped.join("\n").contains("last turn"));
+        // A last turn larger than its place's is a turn of its own, not a cut one.
+        let t = [turn(Side::Client, &[100], 0), turn(Side::Server, &[10], 0), turn(Side::Client, &[200], 0)];
+        assert_eq!(period(&t), 3);
+        let t = [
+            turn(Side::Client, &[100], 0),
+            turn(Side::Server, &[300], 0),
+            turn(Side::Client, &[100], 0),
+            turn(Side::Server, &[900], 0),
+        ];
+        assert_eq!(period(&t), 4);
     }
 
     /// Warm-up covers the receiver's 16 quick ACKs of a new connection (tcp_incr_quickack,

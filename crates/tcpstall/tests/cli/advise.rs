@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::support::{exclusive, tcpstall, twice};
+use crate::support::{exclusive, tcpstall, twice, Tcpdump};
 
 fn run_json(args: &[&str]) -> Value {
     let out = tcpstall().args(args).output().expect("run tcpstall");
@@ -517,26 +517,16 @@ pub(crate) fn replay_prints_one_json_document() {
 /// while another was unacknowledged) and says what it dropped; advise answers within its
 /// default 60 s budget with a change on the server only (http.client sets NODELAY itself).
 pub(crate) fn advise_on_a_captured_http_post_changes_the_server_only_within_a_minute() {
-    use std::process::{Command, Stdio};
+    use std::process::Command;
     use std::time::{Duration, Instant};
     let _one_at_a_time = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let cap = dir.path().join("http25.pcap");
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut dump = Command::new("tcpdump")
-        .args(["-i", "lo", "-s", "0", "-U", "-w"])
-        .arg(&cap)
-        .arg(format!("tcp port {port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    let dump = Tcpdump::start(&["tcpdump"], &["-i", "lo", "-s", "0"], &cap, &format!("tcp port {port}"));
     let prog = format!("{}/tests/cli/programs/httppost_jitter.py", env!("CARGO_MANIFEST_DIR"));
     let st = Command::new("python3").arg(&prog).arg(port.to_string()).arg("25").status().unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(dump.id() as i32), nix::sys::signal::Signal::SIGINT);
-    let _ = dump.wait();
+    dump.stop();
     assert!(st.success(), "the programs failed");
     let cap = cap.to_str().unwrap();
     let out = tcpstall().args(["replay", cap, "--no-run"]).output().unwrap();

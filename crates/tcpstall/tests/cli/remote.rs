@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{exclusive, tcpstall, twice};
+use crate::support::{exclusive, tcpstall, twice, Tcpdump};
 
 const PREFIX: &str = "tcpstall-rt-";
 
@@ -376,28 +376,12 @@ pub(crate) fn explain_merges_two_captures_of_one_connection() {
     let key = new_key(dir.path());
     let hosts = Hosts::new();
     let (a, b) = (dir.path().join("client.pcap"), dir.path().join("server.pcap"));
-    // Each tcpdump is waited for until it says it is listening (a loaded machine can take
-    // seconds to start one: the first exchanges would go unrecorded).
+    // support::Tcpdump waits for each until it listens, and stops them once their files have
+    // stopped growing (a starved tcpdump writes its last packets late).
     let dump = |ns: &str, file: &std::path::Path| {
         let dev = if ns == hosts.server { "trs" } else { "trc" };
         let dev = format!("{dev}{}", std::process::id() % 100_000);
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", ns, "tcpdump", "-i", &dev, "-s", "160", "-U", "-w"])
-            .arg(file)
-            .arg("tcp")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        while std::io::BufRead::read_line(&mut err, &mut line).unwrap() > 0 && !line.contains("listening on") {
-            line.clear();
-        }
-        assert!(line.contains("listening on"), "tcpdump in {ns} did not start: {line}");
-        // Keep reading its stderr so it never blocks on a full pipe.
-        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-        Serve(child)
+        Tcpdump::start(&["ip", "netns", "exec", ns, "tcpdump"], &["-i", &dev, "-s", "160"], file, "tcp")
     };
     let d1 = dump(&hosts.client, &a);
     let d2 = dump(&hosts.server, &b);
@@ -405,20 +389,7 @@ pub(crate) fn explain_merges_two_captures_of_one_connection() {
     std::thread::sleep(Duration::from_millis(700));
     let out = lab_remote(&hosts.client, &key, &["multi-write", "--set", "requests=10", "--client", "none"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    // A tcpdump starved on a loaded host writes its last packets late, and killing it loses
-    // what it had not read (one stall of ten was left once, under a load of 11): wait until
-    // both files stop growing (at most 20 s) before stopping them.
-    let size = || [&a, &b].map(|f| std::fs::metadata(f).map_or(0, |m| m.len()));
-    let (t0, mut last) = (Instant::now(), size());
-    loop {
-        std::thread::sleep(Duration::from_millis(400));
-        let now = size();
-        if now == last || t0.elapsed() > Duration::from_secs(20) {
-            break;
-        }
-        last = now;
-    }
-    drop((d1, d2));
+    Tcpdump::stop_all(vec![d1, d2]);
     let out = tcpstall().arg("explain").arg(&b).arg(&a).args(["--format", "json"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let j: Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -175,3 +175,82 @@ pub(crate) fn stderr_lines(
     });
     (rx, h)
 }
+
+/// A tcpdump writing one test's capture. [`Tcpdump::start`] returns once tcpdump says it is
+/// listening (a loaded machine can take seconds to start one, and the first exchanges would go
+/// unrecorded); [`Tcpdump::stop_all`] waits until the files stop growing, then stops them with
+/// SIGINT. tcpdump `-U` writes each packet as it reads it, but one starved on a loaded host reads
+/// its last packets late, and stopping it loses what it had not read yet: once a stall of ten
+/// (load 11, remote.rs), once the last of 25 HTTP exchanges, so that replay found 24 (soak,
+/// load 5, advise.rs). Killed on drop, so a failing test leaves no tcpdump behind.
+pub(crate) struct Tcpdump {
+    child: Option<std::process::Child>,
+    file: std::path::PathBuf,
+}
+
+impl Tcpdump {
+    /// Runs `prefix` (`["tcpdump"]`, or `["ip", "netns", "exec", NS, "tcpdump"]`) with `args`,
+    /// then `-U -w FILE FILTER`.
+    pub(crate) fn start(prefix: &[&str], args: &[&str], file: &std::path::Path, filter: &str) -> Tcpdump {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(prefix[0])
+            .args(&prefix[1..])
+            .args(args)
+            .args(["-U", "-w"])
+            .arg(file)
+            .arg(filter)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{prefix:?}: {e}"));
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        while err.read_line(&mut line).unwrap_or(0) > 0 && !line.contains("listening on") {
+            line.clear();
+        }
+        let dump = Tcpdump { child: Some(child), file: file.to_path_buf() };
+        assert!(line.contains("listening on"), "tcpdump {args:?} {filter} did not start: {line}");
+        // Keep reading its stderr so it never blocks on a full pipe.
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        dump
+    }
+
+    /// Waits until every file has stopped growing (unchanged for 1 s, at most 20 s in all), then
+    /// stops each tcpdump with SIGINT (SIGKILL after 5 s) and waits for it.
+    pub(crate) fn stop_all(dumps: Vec<Tcpdump>) {
+        use std::time::{Duration, Instant};
+        let size = || dumps.iter().map(|d| std::fs::metadata(&d.file).map_or(0, |m| m.len())).collect::<Vec<_>>();
+        let (t0, mut last, mut quiet) = (Instant::now(), size(), 0);
+        while quiet < 2 && t0.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(500));
+            let now = size();
+            quiet = if now == last { quiet + 1 } else { 0 };
+            last = now;
+        }
+        for mut d in dumps {
+            let Some(mut child) = d.child.take() else { continue };
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGINT);
+            let t = Instant::now();
+            while child.try_wait().ok().flatten().is_none() && t.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// [`Tcpdump::stop_all`] of this one.
+    pub(crate) fn stop(self) {
+        Tcpdump::stop_all(vec![self]);
+    }
+}
+
+impl Drop for Tcpdump {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{exclusive, tcpstall};
+use crate::support::{exclusive, tcpstall, Tcpdump};
 
 /// A server answering 100 bytes to each 591-byte request, and a client sending `rounds`
 /// requests, as three writes (`split`) or one; on a thread of its own.
@@ -73,15 +73,9 @@ pub(crate) fn watch_finds_the_stalling_pair_only_and_keeps_its_packets() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut dump = Command::new("tcpdump")
-        .args(["-i", "lo", "-s", "0", "-U", "-w"])
-        .arg(&full)
-        .arg(format!("tcp port {p1} or tcp port {p2}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // The ring and tcpdump are up well before this on any machine.
+    let dump =
+        Tcpdump::start(&["tcpdump"], &["-i", "lo", "-s", "0"], &full, &format!("tcp port {p1} or tcp port {p2}"));
+    // The ring is up well before this on any machine.
     std::thread::sleep(Duration::from_millis(1500));
     let t0 = Instant::now();
     let a = run_pair(stall_l, 14, true);
@@ -92,8 +86,7 @@ pub(crate) fn watch_finds_the_stalling_pair_only_and_keeps_its_packets() {
     std::thread::sleep(Duration::from_millis(500));
     let metrics = scrape(mport);
     let out = watch.wait_with_output().unwrap();
-    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(dump.id() as i32), nix::sys::signal::Signal::SIGINT);
-    let _ = dump.wait();
+    dump.stop();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     let lines: Vec<Value> =
