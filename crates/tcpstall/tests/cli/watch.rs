@@ -115,7 +115,21 @@ pub(crate) fn watch_finds_the_stalling_pair_only_and_keeps_its_packets() {
     let st: Vec<&Value> =
         flows[0]["stalls"].as_array().unwrap().iter().filter(|s| s["kind"] == "stall" || s["kind"] == "wait").collect();
     assert!(st.iter().all(|s| s["cause"] == "nagle-delayed-ack"), "{st:#?}");
-    assert!(st.len().abs_diff(lines.len()) <= 1, "explain {} vs watch {}", st.len(), lines.len());
+    if st.len().abs_diff(lines.len()) > 1 {
+        // Kept for a look: the soak saw "explain 10 vs watch 12" once (load 6).
+        let keep = std::env::temp_dir().join(format!("tcpstall-watch-write-{}.pcapng", std::process::id()));
+        let _ = std::fs::copy(&w, &keep);
+        let brief = |v: &Value| format!("{} {} {} {}", v["kind"], v["cause"], v["start_ns"], v["length_ns"]);
+        let watch_said: Vec<String> =
+            lines.iter().map(|l| format!("{} {}", l["stall"]["cause"], l["stall"]["length_ns"])).collect();
+        let explain_said: Vec<String> = flows[0]["stalls"].as_array().unwrap().iter().map(brief).collect();
+        panic!(
+            "explain {} vs watch {}; the file is kept at {}\nwatch: {watch_said:#?}\nexplain (every record): {explain_said:#?}",
+            st.len(),
+            lines.len(),
+            keep.display()
+        );
+    }
     let (small, big) = (std::fs::metadata(&w).unwrap().len(), std::fs::metadata(&full).unwrap().len());
     assert!(small * 10 < big, "--write {small} bytes against a full capture of {big}");
 }
