@@ -629,6 +629,7 @@ impl FlowAnalyzer {
             self.dirs[e.index()].first_ack_in_gap = None;
             self.dirs[e.index()].window_opened = None;
             self.dirs[e.index()].unseen_at_gap_start = self.dirs[e.index()].sum.acked_unseen_bytes;
+            self.dirs[e.index()].gap_started_at = Some(t);
             self.dirs[e.index()].zero_wnd_in_gap = self.dirs[e.peer().index()].adv_window.is_some_and(|w| w == 0);
         }
     }

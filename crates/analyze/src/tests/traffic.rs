@@ -309,3 +309,30 @@ fn a_syn_answered_by_a_reset_is_not_a_resend() {
     assert!(!f.capture_note.contains("resent"), "{}", f.capture_note);
     assert!(f.capture_note.contains("not answered with a SYN-ACK"), "{}", f.capture_note);
 }
+
+/// A capture that left out the first round (watch --write: the handshake, then packets from
+/// just before the first stall): B's reply acknowledges 591 bytes of A never captured, 0.3 ms
+/// before A's next round begins. The round's own packets are all there (275 bytes, B's pure ACK
+/// 43.6 ms later, the held 316), so its gap is Nagle's against the delayed ACK, not the
+/// capture's: bytes skipped before a gap began are not skipped during it (`capture_skipped`
+/// compares the unseen bytes at the gap's start, `Dir::settle_ack_ahead`).
+#[test]
+fn bytes_skipped_before_a_gap_do_not_make_it_the_captures() {
+    let mut s = Script::new();
+    let (a, b) = (s.seq[0], s.seq[1]);
+    let us = 1_000;
+    s.raw(6_572 * us, B, b, a + 591, TcpFlags::ACK | TcpFlags::PSH, 100, 512, None);
+    s.raw(6_579 * us, A, a + 591, b + 100, TcpFlags::ACK, 0, 512, None);
+    s.raw(6_871 * us, A, a + 591, b + 100, TcpFlags::ACK | TcpFlags::PSH, 275, 512, None);
+    s.raw(50_509 * us, B, b + 100, a + 866, TcpFlags::ACK, 0, 512, None);
+    s.raw(50_527 * us, A, a + 866, b + 100, TcpFlags::ACK | TcpFlags::PSH, 316, 512, None);
+    s.raw(50_535 * us, B, b + 100, a + 1182, TcpFlags::ACK, 0, 512, None);
+    s.raw(50_581 * us, B, b + 100, a + 1182, TcpFlags::ACK | TcpFlags::PSH, 100, 512, None);
+    let r = s.records();
+    let first = r.iter().find(|x| x.length.as_nanos() > 40 * MS).expect("the 43.6 ms gap has a record");
+    assert_eq!((first.cause, first.kind), (Cause::NagleDelayedAck, RecordKind::Stall), "{r:#?}");
+    assert!(!first.detail.contains("the capture skipped"), "{r:#?}");
+    // The capture's skip is still counted and said where it happened (the flow's summary).
+    let a = analyze_events(s.ev.clone(), Config::default());
+    assert_eq!(a.flows[0].dirs[0].acked_unseen_bytes, 591, "{:?}", a.flows[0].dirs[0]);
+}
