@@ -278,7 +278,7 @@ fn cut_short(last: &Turn, template: &Turn) -> bool {
 }
 
 /// The shortest period P such that every turn is [`alike`] the one at its place in the first
-/// period (a trailing partial repetition allowed, and a last turn [`cut_short`] by the capture's
+/// period (a trailing partial repetition allowed, and a last turn `cut_short` by the capture's
 /// end); the whole list when none.
 pub fn period(turns: &[Turn]) -> usize {
     let n = turns.len();
