@@ -222,9 +222,6 @@ pub(crate) struct Dir {
     /// skipped this sender's data since (bytes acknowledged but never captured, or data beyond
     /// what was seen): the gap is the capture's, not the connection's.
     pub(crate) unseen_at_gap_start: u64,
-    /// When this direction's latest gap began (the last data segment of the flow, as
-    /// `unseen_at_gap_start` was taken).
-    pub(crate) gap_started_at: Option<Instant>,
     /// The peer's window went from zero to open during the current gap.
     pub(crate) window_opened: Option<(Instant, Evidence)>,
     /// The first ACK number this side sent, and whether its ACK numbers moved since (it
@@ -381,21 +378,22 @@ impl Dir {
     }
 
     /// Counts `bytes` acknowledged but never captured, shown by an ACK at `acked_at`. When that
-    /// ACK came before the current gap began (settled only now), the bytes were skipped before
+    /// ACK came before the current gap began at `gap_start` (settled only now), the bytes were skipped before
     /// the gap, not during it: a watch --write capture holds the handshake, then a reply that
     /// acknowledges the rounds it left out, then a stall whose own packets are all there, and
     /// that stall is not the capture's (`capture_skipped` in flow.rs compares against
     /// `unseen_at_gap_start`).
-    fn count_unseen(&mut self, bytes: u64, acked_at: Instant) {
+    fn count_unseen(&mut self, bytes: u64, acked_at: Instant, gap_start: Option<Instant>) {
         self.sum.acked_unseen_bytes += bytes;
-        if self.gap_started_at.is_some_and(|g| acked_at < g) {
+        if gap_start.is_some_and(|g| acked_at < g) {
             self.unseen_at_gap_start += bytes;
         }
     }
 
     /// Bytes the peer acknowledged that the capture never showed within [`ACK_AHEAD_WINDOW`]:
     /// the capture missed them (filtered or overrun): not network loss. Accept the ACK.
-    pub(crate) fn settle_ack_ahead(&mut self, now: Instant) {
+    /// `gap_start`: when the flow's current gap began (`FlowAnalyzer::last_data`).
+    pub(crate) fn settle_ack_ahead(&mut self, now: Instant, gap_start: Option<Instant>) {
         let Some((ack, t)) = self.ack_ahead else { return };
         if self.snd_nxt >= ack {
             self.ack_ahead = None;
@@ -403,11 +401,11 @@ impl Dir {
             // missed the hole's bytes, as that ACK (at t) showed.
             if let Some((lo, hi)) = self.hole.filter(|&(_, hi)| hi <= ack) {
                 self.hole = None;
-                self.count_unseen(u64::from(hi - lo), t);
+                self.count_unseen(u64::from(hi - lo), t, gap_start);
             }
         } else if now.since(t) > ACK_AHEAD_WINDOW {
             self.ack_ahead = None;
-            self.count_unseen(u64::from(ack - self.snd_nxt), t);
+            self.count_unseen(u64::from(ack - self.snd_nxt), t, gap_start);
             self.snd_nxt = ack;
             self.hole = None;
             if self.snd_una < ack {

@@ -524,6 +524,7 @@ impl FlowAnalyzer {
         // Asked only while a sign of Nagle off waits to be confirmed.
         let near_sender =
             self.dirs[di].nagle_off_candidate.is_none() || self.back(dir_of_acked, self.path_rtt()) <= RELEASE_SLACK;
+        let gap_start = self.last_data.map(|(g, ..)| g);
         let dir = &mut self.dirs[di];
         if seg.window == 0 && !seg.flags.syn() && !seg.flags.rst() {
             dir.zero_wnd_in_gap = true;
@@ -535,7 +536,7 @@ impl FlowAnalyzer {
         if seg.sack_blocks > 0 {
             dir.on_sack(seg.sack_ranges(), ack);
         }
-        dir.settle_ack_ahead(t);
+        dir.settle_ack_ahead(t, gap_start);
         dir.settle_nagle_off(t, near_sender.then_some(ack));
         if plausible_advance(dir.snd_nxt, ack) {
             // The peer acknowledges bytes not seen yet: either their timestamps were reordered
@@ -629,7 +630,6 @@ impl FlowAnalyzer {
             self.dirs[e.index()].first_ack_in_gap = None;
             self.dirs[e.index()].window_opened = None;
             self.dirs[e.index()].unseen_at_gap_start = self.dirs[e.index()].sum.acked_unseen_bytes;
-            self.dirs[e.index()].gap_started_at = Some(t);
             self.dirs[e.index()].zero_wnd_in_gap = self.dirs[e.peer().index()].adv_window.is_some_and(|w| w == 0);
         }
     }
@@ -853,10 +853,11 @@ impl FlowAnalyzer {
     /// Sequence tracking of a data segment: new data, a retransmission, or a segment filling a
     /// hole; the outstanding list and the TSvals sent.
     fn track_data_seq(&mut self, seg: &Segment, d: Endpoint, t: Instant, frame: Evidence, mss: u32) {
+        let gap_start = self.last_data.map(|(g, ..)| g);
         let dir = &mut self.dirs[d.index()];
         let end = seg.end();
         let small = seg.len < mss;
-        dir.settle_ack_ahead(t);
+        dir.settle_ack_ahead(t, gap_start);
         if !dir.started {
             dir.started = true;
             dir.snd_una = seg.seq;
