@@ -28,6 +28,11 @@ struct Inner {
     /// beside a connection being timed).
     paused: Mutex<bool>,
     wake: Condvar,
+    /// The reader thread's id (gettid), set when it starts, for [`Reader::keep_on`]; 0 before.
+    tid: std::sync::atomic::AtomicI32,
+    /// The CPUs the thread may run on when it starts (the process's), restored by
+    /// `keep_on(None)`.
+    home: Mutex<Option<nix::sched::CpuSet>>,
 }
 
 /// The source and its reader thread. Dropping it stops the thread and detaches the programs.
@@ -86,10 +91,17 @@ impl Reader {
             cpu_ns: AtomicU64::new(0),
             paused: Mutex::new(false),
             wake: Condvar::new(),
+            tid: std::sync::atomic::AtomicI32::new(0),
+            home: Mutex::new(None),
         });
         let i = inner.clone();
+        let (started_tx, started) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new().name("tcpstall-kevidence".into()).spawn(move || {
             use nix::time::{clock_gettime, ClockId};
+            let me = nix::unistd::Pid::from_raw(0);
+            *lock(&i.home) = nix::sched::sched_getaffinity(me).ok();
+            i.tid.store(nix::unistd::gettid().as_raw(), Ordering::Release);
+            let _ = started_tx.send(());
             while !i.stop.load(Ordering::Acquire) {
                 {
                     let mut paused = lock(&i.paused);
@@ -104,7 +116,22 @@ impl Reader {
                 }
             }
         })?;
+        // keep_on needs the thread's id: it is there before spawn returns.
+        let _ = started.recv();
         Ok(Reader { inner, thread: Some(thread) })
+    }
+
+    /// Keep the reader thread on `cpus` (sched_setaffinity(2) on its thread id), or back on the
+    /// CPUs it started with (`None`): the lab keeps it off the CPUs its timed threads are pinned
+    /// to, where its wake-ups would delay theirs. A set the kernel refuses leaves it where it was,
+    /// and says why.
+    pub fn keep_on(&self, cpus: Option<nix::sched::CpuSet>) -> nix::Result<()> {
+        let tid = self.inner.tid.load(Ordering::Acquire);
+        let Some(set) = cpus.or(*lock(&self.inner.home)) else { return Ok(()) };
+        if tid == 0 {
+            return Ok(());
+        }
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid), &set)
     }
 
     /// The records read since the last take, in the order the ring delivered them (per CPU in

@@ -232,6 +232,55 @@ impl Sink {
     }
 }
 
+/// Where a row's reader threads run (the capture's and the kernel evidence's) when the timed
+/// threads are pinned (`--pin C,S`): the CPUs this process may use other than C and S, so that
+/// a reader's wake-ups never wait in line with, or preempt, a timed thread's; when no other CPU
+/// is left (a two-CPU host pinned `0,1`), all of the process's CPUs, so that the scheduler may
+/// put a reader beside either side (a reader started from a pinned thread would otherwise stay
+/// on that thread's CPU). `None` (where they start) when nothing is pinned. The process's CPUs
+/// are its main thread's (sched_getaffinity(2) of the thread-group id), not the calling
+/// thread's, which is pinned already.
+pub(crate) fn readers_cpus(pin: Option<(usize, usize)>) -> Option<nix::sched::CpuSet> {
+    let pin = pin?;
+    let allowed = nix::sched::sched_getaffinity(nix::unistd::getpid()).ok()?;
+    let cpus: Vec<usize> = (0..nix::sched::CpuSet::count()).filter(|&i| allowed.is_set(i).unwrap_or(false)).collect();
+    let mut set = nix::sched::CpuSet::new();
+    for cpu in readers_set(&cpus, pin) {
+        set.set(cpu).ok()?;
+    }
+    Some(set)
+}
+
+/// The header's line for a pinned run: where the timed threads and the readers run, and what
+/// sharing costs when the readers have no CPU of their own.
+pub(crate) fn pin_note((c, s): (usize, usize)) -> String {
+    let cpus = readers_cpus(Some((c, s)));
+    let list: Vec<String> = (0..nix::sched::CpuSet::count())
+        .filter(|&i| cpus.is_some_and(|set| set.is_set(i).unwrap_or(false)))
+        .map(|i| i.to_string())
+        .collect();
+    let others = list.iter().any(|i| *i != c.to_string() && *i != s.to_string());
+    if others {
+        format!(
+            "pinned: client on CPU {c}, server on CPU {s}; the capture and kernel-evidence readers on CPU {}",
+            list.join(",")
+        )
+    } else {
+        format!("pinned: client on CPU {c}, server on CPU {s}; the capture and kernel-evidence readers share them (no other CPU left)")
+    }
+}
+
+/// [`readers_cpus`]'s choice among the process's CPUs: those other than the pinned two, or all
+/// of them when none is left.
+fn readers_set(allowed: &[usize], (c, s): (usize, usize)) -> Vec<usize> {
+    let others: Vec<usize> = allowed.iter().copied().filter(|&i| i != c && i != s).collect();
+    if others.is_empty() {
+        allowed.to_vec()
+    } else {
+        others
+    }
+}
+
 /// A row's reader thread (the loopback ring's or a link tap's), stopped by a flag; a row that
 /// failed still stops it (on drop).
 struct Reader {
@@ -242,13 +291,19 @@ struct Reader {
 impl Reader {
     /// Run `body` on a thread named `name` until the flag it is given is set; what it recorded
     /// comes back with the thread's CPU time over `body` (`Captured::reader_cpu_ns`).
+    /// On `cpus` when given ([`readers_cpus`]).
     fn spawn(
         name: &str,
+        cpus: Option<nix::sched::CpuSet>,
         body: impl FnOnce(&AtomicBool) -> io::Result<Captured> + Send + 'static,
     ) -> io::Result<Reader> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new().name(name.into()).spawn(move || {
+            if let Some(set) = cpus {
+                // Best effort: a reader that stays where it is still reads.
+                let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+            }
             let cpu0 = sys::host::thread_cpu_ns();
             let c = body(&flag)?;
             let reader_cpu_ns = sys::host::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
@@ -301,9 +356,9 @@ pub(crate) struct TapReader(Reader);
 
 impl TapReader {
     /// Arm `tap` and start draining it into `record`.
-    pub(crate) fn start(tap: TapHandle, record: Record) -> io::Result<TapReader> {
+    pub(crate) fn start(tap: TapHandle, record: Record, cpus: Option<nix::sched::CpuSet>) -> io::Result<TapReader> {
         tap.0.arm();
-        let reader = Reader::spawn("tcpstall-lab-tap", move |flag| {
+        let reader = Reader::spawn("tcpstall-lab-tap", cpus, move |flag| {
             let mut sink = Sink::new(record);
             let mut wakeups = 0u64;
             let mut pull = |sink: &mut Sink, recs: Vec<(u64, u32, Vec<u8>)>| {
@@ -404,6 +459,15 @@ mod tests {
         d.extend_from_slice(&dport.to_be_bytes());
         d.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, flags, 0xff, 0xff, 0, 0, 0, 0]);
         d
+    }
+
+    #[test]
+    fn readers_keep_off_the_pinned_cpus_when_others_are_left() {
+        assert_eq!(readers_set(&[0, 1, 2, 3], (0, 1)), vec![2, 3]);
+        assert_eq!(readers_set(&[0, 1], (0, 0)), vec![1]);
+        // Nothing else left: anywhere the process may run, not the spawning thread's CPU.
+        assert_eq!(readers_set(&[0, 1], (0, 1)), vec![0, 1]);
+        assert_eq!(readers_set(&[3], (3, 3)), vec![3]);
     }
 
     #[test]

@@ -177,6 +177,8 @@ pub(crate) fn run(
             TIMER_CPU_SHARE * 100.0
         )
     });
+    // Pinned rows say where the readers went (pinned runs are one at a time: `eligible`).
+    let plan = opts.pin.map(crate::capture::pin_note).or(plan);
     // Every row, whatever the run's shape (one row or a matrix, probed or not, `--client` and
     // `--server` pairs, exchanges, advise's rows), takes its latency from an unrecorded run after
     // the recorded one when the recorded run shows it CPU-bound (`LabOptions::latency_apart`,

@@ -96,7 +96,7 @@ impl Kernel {
             Ok(m) => m.ino() as u32,
             Err(e) => return Recording::Off(format!("no kernel evidence: namespace {ns}: {e}")),
         };
-        match KernelRow::start(h, port, Some(netns)) {
+        match KernelRow::start(h, port, Some(netns), None) {
             Ok(k) => Recording::On(k),
             Err(e) => Recording::Off(format!("no kernel evidence: setting the filter: {e}")),
         }

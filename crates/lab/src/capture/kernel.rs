@@ -184,8 +184,16 @@ pub struct KernelRecords {
 }
 
 impl KernelRow {
-    /// Start: the row's port, in the namespace with inode `netns` if given.
-    pub fn start(handle: &KernelHandle, port: u16, netns: Option<u32>) -> Result<KernelRow, kevidence::SourceError> {
+    /// Start: the row's port, in the namespace with inode `netns` if given; the reader thread on
+    /// `cpus` (off the pinned CPUs: [`super::readers_cpus`]), or where it started.
+    pub fn start(
+        handle: &KernelHandle,
+        port: u16,
+        netns: Option<u32>,
+        cpus: Option<nix::sched::CpuSet>,
+    ) -> Result<KernelRow, kevidence::SourceError> {
+        // Best effort, like the capture reader's: a reader left where it was still reads.
+        let _ = handle.0.keep_on(cpus);
         handle.0.restart(&kevidence::Filter { ports: vec![port], netns, reads: handle.1, owners: false })?;
         handle.0.resume();
         let counts0 = handle.0.counts();

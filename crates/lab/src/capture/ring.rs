@@ -42,14 +42,19 @@ pub(crate) struct RowCapture(Reader);
 impl RowCapture {
     /// Open the capture on `lo` of the calling thread's namespace, for TCP on `port`, and start
     /// reading into `record`. Fails with EPERM without CAP_NET_RAW.
-    pub(crate) fn start(port: u16, record: Record, small: bool) -> io::Result<RowCapture> {
+    pub(crate) fn start(
+        port: u16,
+        record: Record,
+        small: bool,
+        cpus: Option<nix::sched::CpuSet>,
+    ) -> io::Result<RowCapture> {
         let lo = nix::net::if_::if_nametoindex("lo").map_err(io::Error::from)?;
         // The filter also drops outgoing copies on lo, for kernels without PACKET_IGNORE_OUTGOING.
         let filter = sys::bpf::tcp_l3(&[port], &[], RING_SNAPLEN, Some(lo));
         let block = if small { SMALL_RING_BLOCK } else { RING_BLOCK };
         let mut ring = sys::ring::Ring::open(lo, &filter, block, RING_BLOCKS, RETIRE_MS)?;
         let _ = ring.ignore_outgoing();
-        let reader = Reader::spawn("tcpstall-lab-capture", move |flag| {
+        let reader = Reader::spawn("tcpstall-lab-capture", cpus, move |flag| {
             let mut sink = Sink::new(record);
             let (mut wakeups, mut read) = (0u64, 0u64);
             while !flag.load(Ordering::Acquire) {

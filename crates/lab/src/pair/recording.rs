@@ -31,7 +31,7 @@ pub(super) fn start_kernel(lab: &LabOptions, ns: &Ns, port: u16) -> (KernelOut, 
                 }
                 _ => None,
             };
-            match KernelRow::start(h, port, netns) {
+            match KernelRow::start(h, port, netns, capture::readers_cpus(lab.pin)) {
                 Ok(k) => (KernelOut::Off, Some(k)),
                 Err(e) => (KernelOut::Unavailable(format!("no kernel evidence: setting the filter: {e}")), None),
             }
@@ -87,6 +87,7 @@ pub(super) fn start_capture(
         return (PacketsOut::Off, None);
     }
     let origin = sys::clock::realtime_ns();
+    let readers = capture::readers_cpus(lab.pin);
     // The reader classifies the packets as they come and keeps none; but `--capture FILE` on
     // loopback keeps the frames for the file (numbered from its count at the row's end).
     let stream = |linktype: u32| {
@@ -98,7 +99,7 @@ pub(super) fn start_capture(
     if place.server_netns.is_some() || place.client_netns.is_some() {
         return match &lab.tap {
             // Behind a link the link writes the capture file itself: the tap is streamed.
-            Some(t) => match TapReader::start(t.clone(), stream(wire::linktype::IPV4)) {
+            Some(t) => match TapReader::start(t.clone(), stream(wire::linktype::IPV4), readers) {
                 Ok(r) => {
                     let (linktype, point) = (wire::linktype::IPV4, t.0.point());
                     (PacketsOut::Off, Some(Running { reader: Reader::Tap(r), linktype, point, origin_ns: origin }))
@@ -109,7 +110,7 @@ pub(super) fn start_capture(
         };
     }
     let record = if lab.capture_file.is_some() { Record::Frames } else { stream(capture::LINKTYPE) };
-    match RowCapture::start(port, record, lab.small_ring) {
+    match RowCapture::start(port, record, lab.small_ring, readers) {
         Ok(c) => {
             let point = "loopback of the row's network namespace (arriving copies, AF_PACKET TPACKET_V3 ring)".into();
             let reader = Reader::Socket(c);

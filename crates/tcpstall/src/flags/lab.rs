@@ -89,7 +89,9 @@ pub(crate) struct LabArgs {
     pub one_at_a_time: bool,
     /// Pin each row's client and server threads to these CPUs (sched_setaffinity), e.g.
     /// `--pin 0,1`: the rows run one at a time (pinned rows side by side would share the
-    /// CPUs). `taskset -c N tcpstall lab ...` pins the whole process instead
+    /// CPUs). The capture and kernel-evidence readers are kept on the process's other CPUs
+    /// (`--pin 0,0` on two CPUs: readers on CPU 1); the header says where they ran. `taskset -c
+    /// N tcpstall lab ...` pins the whole process instead
     #[arg(long, value_name = "CLIENT_CPU,SERVER_CPU", value_parser = parse_pin)]
     pub pin: Option<(usize, usize)>,
     /// Time each write's stay inside TCP (SO_TIMESTAMPING SCHED minus write time) and name the

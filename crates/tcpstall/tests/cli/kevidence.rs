@@ -41,6 +41,30 @@ pub(crate) fn lab_rows_carry_kernel_evidence_and_no_kernel_turns_it_off() {
     assert!(j["results"].as_array().unwrap().iter().all(|r| r["capture"].get("kernel").is_none()));
 }
 
+/// `--pin C,S` (issue 35): the capture and kernel-evidence readers are kept off the timed
+/// threads' CPUs when the process has another (pinned `0,0`, CPU 1 on a two-CPU host), and the
+/// header says where they went; there they still read every packet and write: seed 001's three
+/// requests each wait on Nagle x delayed ACK, named with the kernel's writes. With no other CPU
+/// (`0,1` on two), the header says the readers share them.
+pub(crate) fn pinned_rows_keep_the_readers_off_the_timed_cpus_and_still_record() {
+    let _one = exclusive();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let j = lab_json(&["multi-write", "--client", "none", "--server", "none", "--set", "requests=3", "--pin", "0,0"]);
+    let link = j["link"].as_str().unwrap();
+    let want = if cpus >= 2 { "the capture and kernel-evidence readers on CPU 1" } else { "readers share them" };
+    assert!(link.contains("pinned: client on CPU 0, server on CPU 0;") && link.contains(want), "{link}");
+    let r = &j["results"][0];
+    assert_eq!(r["stall_count"], 3, "{r:#}");
+    assert_eq!(r["verdict_key"]["cause"], "nagle-delayed-ack", "{r:#}");
+    // Three writes per request, the warm-up's included; the reply's one.
+    assert!(r["capture"]["kernel"]["writes"].as_u64().unwrap() >= 4 * 3, "{r:#}");
+    if cpus == 2 {
+        let j = lab_json(&["rr", "--client", "none", "--server", "none", "--set", "rounds=20", "--pin", "0,1"]);
+        let link = j["link"].as_str().unwrap();
+        assert!(link.contains("readers share them (no other CPU left)"), "{link}");
+    }
+}
+
 /// Without root (nobody, no capabilities): the lab still runs and its report says in one line,
 /// once, why there is no kernel evidence.
 pub(crate) fn lab_without_root_says_once_why_there_is_no_kernel_evidence() {

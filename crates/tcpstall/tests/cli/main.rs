@@ -50,6 +50,7 @@ fn setup_trials() -> Vec<libtest_mimic::Trial> {
         t!(watch::watch_without_cap_net_raw_says_so, Root, Tool("setpriv")),
         t!(watch::watch_bad_flags_and_ctrl_c, Root),
         t!(kevidence::lab_rows_carry_kernel_evidence_and_no_kernel_turns_it_off, Root),
+        t!(kevidence::pinned_rows_keep_the_readers_off_the_timed_cpus_and_still_record, Root),
         t!(kevidence::lab_without_root_says_once_why_there_is_no_kernel_evidence, Root, Tool("setpriv")),
         t!(kevidence::watch_kernel_counts_the_writes_of_the_watched_flow, Root),
         t!(
