@@ -154,6 +154,19 @@ fn probe(jobs: &[Job<'_>], place: &Placement, opts: &LabOptions) -> Vec<bool> {
     timer
 }
 
+/// The header's line for timer-bound rows run side by side (None for fewer than two).
+fn side_by_side_line(jobs: &[Job<'_>], side_by_side: &[usize]) -> Option<String> {
+    (side_by_side.len() > 1).then(|| {
+        let names: Vec<&str> = side_by_side.iter().map(|&i| jobs[i].label.as_str()).collect();
+        format!(
+            "timer-bound rows side by side: {} (probe: {PROBE_ROUNDS} rounds, p50 >= {} ms at < {:.0}% CPU); the others alone (their evidence recorded beside them)",
+            names.join(", "),
+            TIMER_P50.as_millis(),
+            TIMER_CPU_SHARE * 100.0
+        )
+    })
+}
+
 /// Run the jobs; outcomes in the jobs' order, and a line saying which rows ran side by side
 /// (None when all ran one at a time).
 pub(crate) fn run(
@@ -168,17 +181,8 @@ pub(crate) fn run(
     let probed = eligible(s, place, opts) && total > 1;
     let timer = if probed { probe(jobs, place, opts) } else { vec![false; total] };
     let side_by_side: Vec<usize> = (0..total).filter(|&i| timer[i]).collect();
-    let plan = (side_by_side.len() > 1).then(|| {
-        let names: Vec<&str> = side_by_side.iter().map(|&i| jobs[i].label.as_str()).collect();
-        format!(
-            "timer-bound rows side by side: {} (probe: {PROBE_ROUNDS} rounds, p50 >= {} ms at < {:.0}% CPU); the others alone (their evidence recorded beside them)",
-            names.join(", "),
-            TIMER_P50.as_millis(),
-            TIMER_CPU_SHARE * 100.0
-        )
-    });
     // Pinned rows say where the readers went (pinned runs are one at a time: `eligible`).
-    let plan = opts.pin.map(crate::capture::pin_note).or(plan);
+    let plan = opts.pin.map(crate::capture::pin_note).or_else(|| side_by_side_line(jobs, &side_by_side));
     // Every row, whatever the run's shape (one row or a matrix, probed or not, `--client` and
     // `--server` pairs, exchanges, advise's rows), takes its latency from an unrecorded run after
     // the recorded one when the recorded run shows it CPU-bound (`LabOptions::latency_apart`,
