@@ -185,7 +185,7 @@ pub struct KernelRecords {
 
 impl KernelRow {
     /// Start: the row's port, in the namespace with inode `netns` if given; the reader thread on
-    /// `cpus` (off the pinned CPUs: [`super::readers_cpus`]), or where it started.
+    /// `cpus` (the process's CPUs other than the pinned ones, when it has others), or where it started.
     pub fn start(
         handle: &KernelHandle,
         port: u16,
