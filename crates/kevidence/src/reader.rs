@@ -28,11 +28,13 @@ struct Inner {
     /// beside a connection being timed).
     paused: Mutex<bool>,
     wake: Condvar,
-    /// The reader thread's id (gettid), set when it starts, for [`Reader::keep_on`]; 0 before.
-    tid: std::sync::atomic::AtomicI32,
-    /// The CPUs the thread may run on when it starts (the process's), restored by
-    /// `keep_on(None)`.
-    home: Mutex<Option<nix::sched::CpuSet>>,
+    /// Where the reader thread is to run ([`Reader::keep_on`]): `Some(None)` back where it
+    /// started, `Some(Some(set))` on `set`; taken and applied by the thread itself on its next
+    /// wake-up (it never moves another thread, whose id could have been reused).
+    wanted: Mutex<Option<Option<nix::sched::CpuSet>>>,
+    /// The CPUs the thread may run on, read back (sched_getaffinity(2)) after each move; at
+    /// first those of the thread that spawned it.
+    cpus: Mutex<Option<nix::sched::CpuSet>>,
 }
 
 /// The source and its reader thread. Dropping it stops the thread and detaches the programs.
@@ -91,23 +93,28 @@ impl Reader {
             cpu_ns: AtomicU64::new(0),
             paused: Mutex::new(false),
             wake: Condvar::new(),
-            tid: std::sync::atomic::AtomicI32::new(0),
-            home: Mutex::new(None),
+            wanted: Mutex::new(None),
+            cpus: Mutex::new(None),
         });
         let i = inner.clone();
-        let (started_tx, started) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new().name("tcpstall-kevidence".into()).spawn(move || {
             use nix::time::{clock_gettime, ClockId};
             let me = nix::unistd::Pid::from_raw(0);
-            *lock(&i.home) = nix::sched::sched_getaffinity(me).ok();
-            i.tid.store(nix::unistd::gettid().as_raw(), Ordering::Release);
-            let _ = started_tx.send(());
+            let home = nix::sched::sched_getaffinity(me).ok();
+            *lock(&i.cpus) = home;
             while !i.stop.load(Ordering::Acquire) {
                 {
                     let mut paused = lock(&i.paused);
                     while *paused && !i.stop.load(Ordering::Acquire) {
                         paused = i.wake.wait(paused).unwrap_or_else(|e| e.into_inner());
                     }
+                }
+                if let Some(want) = lock(&i.wanted).take() {
+                    if let Some(set) = want.or(home) {
+                        // Refused (a CPU gone offline): it stays, and `cpus` says where.
+                        let _ = nix::sched::sched_setaffinity(me, &set);
+                    }
+                    *lock(&i.cpus) = nix::sched::sched_getaffinity(me).ok();
                 }
                 std::thread::sleep(std::time::Duration::from_millis(10));
                 i.drain();
@@ -116,22 +123,24 @@ impl Reader {
                 }
             }
         })?;
-        // keep_on needs the thread's id: it is there before spawn returns.
-        let _ = started.recv();
         Ok(Reader { inner, thread: Some(thread) })
     }
 
-    /// Keep the reader thread on `cpus` (sched_setaffinity(2) on its thread id), or back on the
-    /// CPUs it started with (`None`): the lab keeps it off the CPUs its timed threads are pinned
-    /// to, where its wake-ups would delay theirs. A set the kernel refuses leaves it where it was,
-    /// and says why.
-    pub fn keep_on(&self, cpus: Option<nix::sched::CpuSet>) -> nix::Result<()> {
-        let tid = self.inner.tid.load(Ordering::Acquire);
-        let Some(set) = cpus.or(*lock(&self.inner.home)) else { return Ok(()) };
-        if tid == 0 {
-            return Ok(());
-        }
-        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(tid), &set)
+    /// Keep the reader thread on `cpus` (sched_setaffinity(2)), or back on the CPUs it started
+    /// with (`None`): the lab keeps it off the CPUs its timed threads are pinned to, where its
+    /// wake-ups would delay theirs. The thread moves itself on its next wake-up (at once if it is
+    /// paused and then resumed; else within its 10 ms sleep); [`Reader::cpus`] says where it is.
+    pub fn keep_on(&self, cpus: Option<nix::sched::CpuSet>) {
+        *lock(&self.inner.wanted) = Some(cpus);
+        let _paused = lock(&self.inner.paused);
+        self.inner.wake.notify_all();
+    }
+
+    /// The CPUs the reader thread may run on, as read back after its last move (None if they
+    /// could not be read).
+    pub fn cpus(&self) -> Option<Vec<usize>> {
+        let set = (*lock(&self.inner.cpus))?;
+        Some((0..nix::sched::CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect())
     }
 
     /// The records read since the last take, in the order the ring delivered them (per CPU in

@@ -243,9 +243,8 @@ impl Sink {
 pub(crate) fn readers_cpus(pin: Option<(usize, usize)>) -> Option<nix::sched::CpuSet> {
     let pin = pin?;
     let allowed = nix::sched::sched_getaffinity(nix::unistd::getpid()).ok()?;
-    let cpus: Vec<usize> = (0..nix::sched::CpuSet::count()).filter(|&i| allowed.is_set(i).unwrap_or(false)).collect();
     let mut set = nix::sched::CpuSet::new();
-    for cpu in readers_set(&cpus, pin) {
+    for cpu in readers_set(&cpu_list(&allowed), pin) {
         set.set(cpu).ok()?;
     }
     Some(set)
@@ -254,20 +253,22 @@ pub(crate) fn readers_cpus(pin: Option<(usize, usize)>) -> Option<nix::sched::Cp
 /// The header's line for a pinned run: where the timed threads and the readers run, and what
 /// sharing costs when the readers have no CPU of their own.
 pub(crate) fn pin_note((c, s): (usize, usize)) -> String {
-    let cpus = readers_cpus(Some((c, s)));
-    let list: Vec<String> = (0..nix::sched::CpuSet::count())
-        .filter(|&i| cpus.is_some_and(|set| set.is_set(i).unwrap_or(false)))
-        .map(|i| i.to_string())
-        .collect();
+    let list: Vec<String> =
+        readers_cpus(Some((c, s))).map_or_else(Vec::new, |set| cpu_list(&set)).iter().map(|i| i.to_string()).collect();
     let others = list.iter().any(|i| *i != c.to_string() && *i != s.to_string());
     if others {
         format!(
-            "pinned: client on CPU {c}, server on CPU {s}; the capture and kernel-evidence readers on CPU {}",
+            "pinned: client on CPU {c}, server on CPU {s}; the readers (capture, kernel evidence) on CPU {}",
             list.join(",")
         )
     } else {
-        format!("pinned: client on CPU {c}, server on CPU {s}; the capture and kernel-evidence readers share them (no other CPU left)")
+        format!("pinned: client on CPU {c}, server on CPU {s}; the readers (capture, kernel evidence) share them (no other CPU left)")
     }
+}
+
+/// The CPUs in `set`, in order.
+fn cpu_list(set: &nix::sched::CpuSet) -> Vec<usize> {
+    (0..nix::sched::CpuSet::count()).filter(|&i| set.is_set(i).unwrap_or(false)).collect()
 }
 
 /// [`readers_cpus`]'s choice among the process's CPUs: those other than the pinned two, or all
@@ -300,14 +301,17 @@ impl Reader {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new().name(name.into()).spawn(move || {
-            if let Some(set) = cpus {
-                // Best effort: a reader that stays where it is still reads.
-                let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
-            }
+            let me = nix::unistd::Pid::from_raw(0);
+            // A set the kernel refuses leaves the reader where it was (it still reads), and the
+            // row says where it ran: the set is read back.
+            let reader_cpus = cpus.map(|set| {
+                let _ = nix::sched::sched_setaffinity(me, &set);
+                nix::sched::sched_getaffinity(me).map_or_else(|_| Vec::new(), |s| cpu_list(&s))
+            });
             let cpu0 = sys::host::thread_cpu_ns();
             let c = body(&flag)?;
             let reader_cpu_ns = sys::host::thread_cpu_ns().zip(cpu0).map(|(a, b)| a.saturating_sub(b));
-            Ok(Captured { reader_cpu_ns, ..c })
+            Ok(Captured { reader_cpu_ns, reader_cpus, ..c })
         })?;
         Ok(Reader { stop, thread: Some(thread) })
     }
@@ -347,6 +351,9 @@ pub(crate) struct Captured {
     pub reader_cpu_ns: Option<u64>,
     /// Times the reader woke up and found blocks to read.
     pub reader_wakeups: u64,
+    /// The CPUs the reader ran on, read back, when it was kept off pinned CPUs
+    /// ([`readers_cpus`]); empty if they could not be read back.
+    pub reader_cpus: Option<Vec<usize>>,
 }
 
 /// Behind a link: the tap's packets drained every `STOP_POLL_MS` into the row's [`Record`]
@@ -376,7 +383,14 @@ impl TapReader {
             std::thread::sleep(TAP_FINAL_WAIT);
             pull(&mut sink, tap.0.take());
             let (frames, stream) = (sink.frames, sink.stream);
-            Ok(Captured { frames, stream, stats: Stats::default(), reader_cpu_ns: None, reader_wakeups: wakeups })
+            Ok(Captured {
+                frames,
+                stream,
+                stats: Stats::default(),
+                reader_cpu_ns: None,
+                reader_wakeups: wakeups,
+                reader_cpus: None,
+            })
         })?;
         Ok(TapReader(reader))
     }

@@ -76,7 +76,9 @@ pub struct LabOptions {
     /// capture (`capture` still decides whether they are used).
     pub tap: Option<capture::TapHandle>,
     /// Pin the client (sender) and server threads to these CPUs (sched_setaffinity), as on two
-    /// hosts: seed 003's direct path. None = where the scheduler puts them.
+    /// hosts: seed 003's direct path. None = where the scheduler puts them. The row's readers
+    /// (capture, kernel evidence) then run on the process's other CPUs, or on all of them when
+    /// none is left (`capture::readers_cpus`).
     pub pin: Option<(usize, usize)>,
     /// Kernel evidence (eBPF on TCP tracepoints, `tcpstall-kevidence`) added to each row's
     /// packets before the classifier reads them: the writes, resends and windows of the row's

@@ -167,8 +167,9 @@ fn side_by_side_line(jobs: &[Job<'_>], side_by_side: &[usize]) -> Option<String>
     })
 }
 
-/// Run the jobs; outcomes in the jobs' order, and a line saying which rows ran side by side
-/// (None when all ran one at a time).
+/// Run the jobs; outcomes in the jobs' order, and a line for the header: where a pinned run's
+/// threads and readers ran, or which rows ran side by side (None for an unpinned run whose rows
+/// all ran one at a time).
 pub(crate) fn run(
     jobs: &[Job<'_>],
     s: &Scenario,

@@ -180,6 +180,13 @@ pub struct PacketCapture {
     /// time in rounds of microseconds. The stall records and packets are the recorded run's.
     #[serde(default)]
     pub latency_unrecorded: bool,
+    /// With `--pin`: the CPUs the capture's reader and the kernel-evidence reader ran on, as
+    /// each read its own back (sched_getaffinity(2)); None without `--pin`, or without that
+    /// reader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reader_cpus: Option<Vec<u32>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_reader_cpus: Option<Vec<u32>>,
     /// What each side put on the wire, counted from the packets (the whole connection).
     pub client: PacketSide,
     pub server: PacketSide,

@@ -172,6 +172,9 @@ pub struct KernelRow {
     clock: kevidence::ClockMap,
     /// The reader's counts when the row started (they count from the source's load).
     counts0: kevidence::ReaderCounts,
+    /// Whether the row moved the reader ([`KernelRow::start`]'s `cpus`): then its records say
+    /// where the reader ran.
+    moved: bool,
 }
 
 /// What the kernel reported for a row.
@@ -181,6 +184,8 @@ pub struct KernelRecords {
     pub clock: Option<kevidence::ClockMap>,
     pub counts: kevidence::ReaderCounts,
     pub status: String,
+    /// The CPUs the reader thread ran on, read back, when the row kept it off pinned CPUs.
+    pub reader_cpus: Option<Vec<usize>>,
 }
 
 impl KernelRow {
@@ -192,12 +197,12 @@ impl KernelRow {
         netns: Option<u32>,
         cpus: Option<nix::sched::CpuSet>,
     ) -> Result<KernelRow, kevidence::SourceError> {
-        // Best effort, like the capture reader's: a reader left where it was still reads.
-        let _ = handle.0.keep_on(cpus);
+        let moved = cpus.is_some();
+        handle.0.keep_on(cpus);
         handle.0.restart(&kevidence::Filter { ports: vec![port], netns, reads: handle.1, owners: false })?;
         handle.0.resume();
         let counts0 = handle.0.counts();
-        Ok(KernelRow { handle: handle.clone(), clock: kevidence::ClockMap::sample(), counts0 })
+        Ok(KernelRow { handle: handle.clone(), clock: kevidence::ClockMap::sample(), counts0, moved })
     }
 
     /// The clock map the row's records are converted with (sampled at its start).
@@ -223,7 +228,8 @@ impl KernelRow {
             overflow: a.overflow.saturating_sub(b.overflow),
             reader_cpu_ns: a.reader_cpu_ns.saturating_sub(b.reader_cpu_ns),
         };
-        KernelRecords { records, clock: Some(self.clock), counts, status: self.handle.0.status() }
+        let reader_cpus = if self.moved { self.handle.0.cpus() } else { None };
+        KernelRecords { records, clock: Some(self.clock), counts, status: self.handle.0.status(), reader_cpus }
     }
 }
 

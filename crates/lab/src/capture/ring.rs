@@ -85,7 +85,7 @@ impl RowCapture {
             sink.advance();
             let stats = Stats { packets: stats.packets, drops: stats.drops };
             let (frames, stream) = (sink.frames, sink.stream);
-            Ok(Captured { frames, stream, stats, reader_cpu_ns: None, reader_wakeups: wakeups })
+            Ok(Captured { frames, stream, stats, reader_cpu_ns: None, reader_wakeups: wakeups, reader_cpus: None })
         })?;
         Ok(RowCapture(reader))
     }

@@ -279,6 +279,7 @@ fn packet_trace(
         s
     });
     let lost = kernel.as_ref().map_or(0, |k| k.counts.lost());
+    let kernel_cpus = kernel.as_ref().and_then(|k| k.reader_cpus.clone());
     if let Some(k) = kernel {
         stream.records(k.records);
     }
@@ -299,12 +300,19 @@ fn packet_trace(
         reader_cpu_us: cap.reader_cpu_ns.map(|ns| ns as f64 / 1e3),
         reader_wakeups: cap.reader_wakeups,
         latency_unrecorded: false,
+        reader_cpus: cap.reader_cpus.as_deref().map(cpu_ids),
+        kernel_reader_cpus: kernel_cpus.as_deref().map(cpu_ids),
         client: side(a),
         server: side(b),
         kernel: out.kernel.map(|k| report::KernelCounts { lost, ..k }),
     };
     let window = (window_real.0.saturating_sub(origin_ns), window_real.1.saturating_sub(origin_ns));
     PacketTrace { analysis: out.analysis, capture, window, events: out.events, late: out.counts.late }
+}
+
+/// CPU numbers as the report writes them.
+fn cpu_ids(cpus: &[usize]) -> Vec<u32> {
+    cpus.iter().map(|&c| c as u32).collect()
 }
 
 #[cfg(test)]

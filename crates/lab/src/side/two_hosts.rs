@@ -233,6 +233,7 @@ pub fn assemble(
                 stats: crate::capture::Stats { packets: 0, drops: c.drops },
                 reader_cpu_ns: None,
                 reader_wakeups: 0,
+                reader_cpus: None,
                 stream: None,
             },
             point: c.point,
