@@ -253,10 +253,9 @@ pub(crate) fn readers_cpus(pin: Option<(usize, usize)>) -> Option<nix::sched::Cp
 /// The header's line for a pinned run: where the timed threads and the readers run, and what
 /// sharing costs when the readers have no CPU of their own.
 pub(crate) fn pin_note((c, s): (usize, usize)) -> String {
-    let list: Vec<String> =
-        readers_cpus(Some((c, s))).map_or_else(Vec::new, |set| cpu_list(&set)).iter().map(|i| i.to_string()).collect();
-    let others = list.iter().any(|i| *i != c.to_string() && *i != s.to_string());
-    if others {
+    let cpus = readers_cpus(Some((c, s))).map_or_else(Vec::new, |set| cpu_list(&set));
+    if cpus.iter().any(|&i| i != c && i != s) {
+        let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
         format!(
             "pinned: client on CPU {c}, server on CPU {s}; the readers (capture, kernel evidence) on CPU {}",
             list.join(",")

@@ -95,6 +95,8 @@ fn lab_sample() -> Value {
         measured_to_ns: 1,
         capture: Some(PacketCapture {
             kernel: Some(tcpstall_report::KernelCounts::default()),
+            reader_cpus: Some(vec![1]),
+            kernel_reader_cpus: Some(vec![1]),
             ..PacketCapture::default()
         }),
         wall_s: 1.0,
