@@ -242,14 +242,15 @@ pub fn run_with_decoder<R: std::io::Read + Send>(
             }
         };
         for mut batch in rx {
-            for m in batch.drain(..) {
+            // Read in place, then cleared: a packet is not moved out of the batch.
+            for m in &batch {
                 match m {
                     Msg::Interface(id, name) => {
-                        let i = id as usize;
+                        let i = *id as usize;
                         if i >= names.len() {
                             names.resize(i + 1, None);
                         }
-                        names[i] = name;
+                        names[i] = name.clone();
                     }
                     Msg::Packet(p) => {
                         if let Some(fe) = flows.record(p) {
@@ -262,6 +263,7 @@ pub fn run_with_decoder<R: std::io::Read + Send>(
                     }
                 }
             }
+            batch.clear();
             // The decoder may have ended (an error): a batch nobody takes back is dropped.
             let _ = free_tx.send(batch);
         }

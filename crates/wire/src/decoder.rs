@@ -218,26 +218,32 @@ impl<R: Read> FrameHalf<R> {
 impl FlowHalf {
     /// The flow event of one decoded packet, or None (filtered out, a copy, an ICMP error
     /// about no flow of the capture).
-    pub fn record(&mut self, p: DecodedPacket) -> Option<FlowEvent> {
+    pub fn record(&mut self, p: &DecodedPacket) -> Option<FlowEvent> {
         self.retired.clear();
         self.flows.set_origin(p.origin_ns);
         let (ts, frame, iface, lt) = (p.ts_ns, p.frame, p.interface, p.linktype);
-        match p.decoded {
-            Decoded::Tcp(mut tcp) => {
+        match &p.decoded {
+            Decoded::Tcp(tcp) => {
                 if !self.filter.matches(tcp.src, tcp.dst) {
                     self.filtered_out += 1;
                     return None;
                 }
                 // The interface's name, when the file gives one, outranks the BSD loopback
                 // encapsulation: macOS captures its utun tunnels (VPNs) with DLT_NULL too.
-                match p.interface_loopback {
-                    Some(true) => tcp.loopback = true,
-                    Some(false) if matches!(lt, linktype::NULL | linktype::LOOP) => tcp.loopback = false,
-                    _ => {}
-                }
-                let ev = self.flows.event(&tcp, ts, frame, iface)?;
-                if let Some(pp) = p.process {
-                    let (pp, inbound) = *pp;
+                let loopback = match p.interface_loopback {
+                    Some(true) => true,
+                    Some(false) if matches!(lt, linktype::NULL | linktype::LOOP) => false,
+                    _ => tcp.loopback,
+                };
+                // The packet is read in place (it lies in the decoder's batch); a copy only
+                // when the interface's name changes what its link header said.
+                let ev = if loopback == tcp.loopback {
+                    self.flows.event(tcp, ts, frame, iface)?
+                } else {
+                    self.flows.event(&crate::TcpPacket { loopback, ..*tcp }, ts, frame, iface)?
+                };
+                if let Some(pp) = &p.process {
+                    let (pp, inbound) = (**pp).clone();
                     // The comment names the local end: the sender, or the receiver of an
                     // inbound packet.
                     let a = (ev.event.from == trace::Endpoint::A) != inbound;
@@ -247,7 +253,7 @@ impl FlowHalf {
                 self.interfaces_seen = self.interfaces_seen.max(iface + 1);
                 Some(ev)
             }
-            Decoded::Icmp(icmp) => match self.flows.icmp(&icmp, ts, frame, iface) {
+            Decoded::Icmp(icmp) => match self.flows.icmp(icmp, ts, frame, iface) {
                 Some(ev) => {
                     self.icmp_errors += 1;
                     Some(ev)
@@ -339,7 +345,7 @@ impl<R: Read> Decoder<R> {
                 self.flows.end_of_input();
                 return Ok(None);
             };
-            if let Some(ev) = self.flows.record(p) {
+            if let Some(ev) = self.flows.record(&p) {
                 return Ok(Some(ev));
             }
         }
