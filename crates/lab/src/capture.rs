@@ -241,27 +241,34 @@ impl Sink {
 /// are its main thread's (sched_getaffinity(2) of the thread-group id), not the calling
 /// thread's, which is pinned already.
 pub(crate) fn readers_cpus(pin: Option<(usize, usize)>) -> Option<nix::sched::CpuSet> {
-    let pin = pin?;
-    let allowed = nix::sched::sched_getaffinity(nix::unistd::getpid()).ok()?;
+    let (cpus, _) = readers_choice(pin?)?;
     let mut set = nix::sched::CpuSet::new();
-    for cpu in readers_set(&cpu_list(&allowed), pin) {
+    for cpu in cpus {
         set.set(cpu).ok()?;
     }
     Some(set)
 }
 
+/// [`readers_set`] over the process's CPUs (None when they cannot be read).
+fn readers_choice(pin: (usize, usize)) -> Option<(Vec<usize>, bool)> {
+    let allowed = nix::sched::sched_getaffinity(nix::unistd::getpid()).ok()?;
+    Some(readers_set(&cpu_list(&allowed), pin))
+}
+
 /// The header's line for a pinned run: where the timed threads and the readers run, and what
 /// sharing costs when the readers have no CPU of their own.
 pub(crate) fn pin_note((c, s): (usize, usize)) -> String {
-    let cpus = readers_cpus(Some((c, s))).map_or_else(Vec::new, |set| cpu_list(&set));
-    if cpus.iter().any(|&i| i != c && i != s) {
-        let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
-        format!(
-            "pinned: client on CPU {c}, server on CPU {s}; the readers (capture, kernel evidence) on CPU {}",
-            list.join(",")
-        )
-    } else {
-        format!("pinned: client on CPU {c}, server on CPU {s}; the readers (capture, kernel evidence) share them (no other CPU left)")
+    match readers_choice((c, s)) {
+        Some((cpus, true)) => {
+            let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
+            format!(
+                "pinned: client on CPU {c}, server on CPU {s}; the readers (capture, kernel evidence) on CPU {}",
+                list.join(",")
+            )
+        }
+        _ => format!(
+            "pinned: client on CPU {c}, server on CPU {s}; the readers (capture, kernel evidence) share them (no other CPU left)"
+        ),
     }
 }
 
@@ -270,14 +277,14 @@ fn cpu_list(set: &nix::sched::CpuSet) -> Vec<usize> {
     (0..nix::sched::CpuSet::count()).filter(|&i| set.is_set(i).unwrap_or(false)).collect()
 }
 
-/// [`readers_cpus`]'s choice among the process's CPUs: those other than the pinned two, or all
-/// of them when none is left.
-fn readers_set(allowed: &[usize], (c, s): (usize, usize)) -> Vec<usize> {
+/// [`readers_cpus`]'s choice among the process's CPUs: those other than the pinned two (and
+/// true: the readers have CPUs of their own), or all of them when none is left (false).
+fn readers_set(allowed: &[usize], (c, s): (usize, usize)) -> (Vec<usize>, bool) {
     let others: Vec<usize> = allowed.iter().copied().filter(|&i| i != c && i != s).collect();
     if others.is_empty() {
-        allowed.to_vec()
+        (allowed.to_vec(), false)
     } else {
-        others
+        (others, true)
     }
 }
 
@@ -476,11 +483,11 @@ mod tests {
 
     #[test]
     fn readers_keep_off_the_pinned_cpus_when_others_are_left() {
-        assert_eq!(readers_set(&[0, 1, 2, 3], (0, 1)), vec![2, 3]);
-        assert_eq!(readers_set(&[0, 1], (0, 0)), vec![1]);
+        assert_eq!(readers_set(&[0, 1, 2, 3], (0, 1)), (vec![2, 3], true));
+        assert_eq!(readers_set(&[0, 1], (0, 0)), (vec![1], true));
         // Nothing else left: anywhere the process may run, not the spawning thread's CPU.
-        assert_eq!(readers_set(&[0, 1], (0, 1)), vec![0, 1]);
-        assert_eq!(readers_set(&[3], (3, 3)), vec![3]);
+        assert_eq!(readers_set(&[0, 1], (0, 1)), (vec![0, 1], false));
+        assert_eq!(readers_set(&[3], (3, 3)), (vec![3], false));
     }
 
     #[test]

@@ -97,10 +97,12 @@ pub struct EndpointProcess {
 
 impl FlowProcesses {
     /// Notes that a packet of the flow named `p` for endpoint `a` (true) or B.
-    pub fn note(&mut self, a: bool, p: PacketProcess) {
+    /// Copies `p` only when it is the endpoint's first (every packet of a ptcpdump capture
+    /// names its process).
+    pub fn note(&mut self, a: bool, p: &PacketProcess) {
         let slot = if a { &mut self.a } else { &mut self.b };
         match slot {
-            None => *slot = Some(EndpointProcess { process: p, other_pids: Vec::new() }),
+            None => *slot = Some(EndpointProcess { process: p.clone(), other_pids: Vec::new() }),
             Some(e) if e.process.pid != p.pid && !e.other_pids.contains(&p.pid) => e.other_pids.push(p.pid),
             Some(_) => {}
         }
@@ -144,7 +146,7 @@ mod tests {
         let p = |pid| PacketProcess { pid, ..Default::default() };
         let mut f = FlowProcesses::default();
         for (a, pid) in [(true, 1), (true, 1), (false, 5), (true, 2), (true, 2)] {
-            f.note(a, p(pid));
+            f.note(a, &p(pid));
         }
         let a = f.a.unwrap();
         assert_eq!((a.process.pid, a.other_pids), (1, vec![2]));

@@ -243,10 +243,10 @@ impl FlowHalf {
                     self.flows.event(&crate::TcpPacket { loopback, ..*tcp }, ts, frame, iface)?
                 };
                 if let Some(pp) = &p.process {
-                    let (pp, inbound) = (**pp).clone();
+                    let (pp, inbound) = &**pp;
                     // The comment names the local end: the sender, or the receiver of an
                     // inbound packet.
-                    let a = (ev.event.from == trace::Endpoint::A) != inbound;
+                    let a = (ev.event.from == trace::Endpoint::A) != *inbound;
                     self.processes.entry(ev.flow).or_default().note(a, pp);
                 }
                 self.tcp_packets += 1;
