@@ -244,6 +244,25 @@ pub(crate) fn advise_run_stalls_carry_kernel_evidence() {
     assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
 }
 
+/// Waits until process `pid` catches SIGINT (bit 1 of `SigCgt` in /proc/PID/status, proc(5));
+/// fails after 20 s.
+fn handles_sigint(pid: u32) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let caught = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .is_some_and(|m| m & (1 << (nix::sys::signal::Signal::SIGINT as i32 - 1)) != 0);
+        if caught {
+            return;
+        }
+        assert!(std::time::Instant::now() < until, "pid {pid} never installed a SIGINT handler");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// Ctrl-C early (before the first run finished, while the namespaces and the kernel evidence
 /// are being set up or the first run measures) and later (mid-way): exit 130 with one line
 /// saying so, whatever was ranked printed, and nothing of the run's left on the system.
@@ -252,6 +271,10 @@ pub(crate) fn ctrl_c_early_or_late_exits_130_and_leaves_nothing() {
     for after in [Duration::from_millis(300), Duration::from_secs(3)] {
         let child = spawn_http_advise_run(&["advise-run", "--port", "8081", "--budget", "40"], 10);
         let pid = child.id();
+        // Timed from when the process can take a Ctrl-C: before its handler is installed, a
+        // SIGINT ends it by the default action (no code, nothing said), which on a loaded
+        // machine can still be 300 ms after the spawn.
+        handles_sigint(pid);
         std::thread::sleep(after);
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGINT).unwrap();
         let out = child.wait_with_output().unwrap();
