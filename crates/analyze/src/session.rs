@@ -186,15 +186,22 @@ impl FlowContext {
     }
 }
 
-/// Messages from the decoding thread to the analysing one, in file order.
-enum Msg {
-    /// The name of a capture interface (pcapng `if_name`), before its first packet.
-    Interface(u32, Option<String>),
-    Packet(wire::DecodedPacket),
+/// What the decoding thread hands the analysing one at once, in file order: packets, and the
+/// names of capture interfaces (pcapng `if_name`), each before its first packet.
+struct Batch {
+    packets: Vec<wire::DecodedPacket>,
+    /// (index in `packets` of the first packet after it, interface, name).
+    names: Vec<(usize, u32, Option<String>)>,
 }
 
-/// Messages sent at once: large enough that the two threads meet rarely (one hand-over, and at
-/// most one wake-up, per 4,096 packets), small enough to stay in the cache (about 900 KB).
+impl Batch {
+    fn with_capacity(n: usize) -> Batch {
+        Batch { packets: Vec::with_capacity(n), names: Vec::new() }
+    }
+}
+
+/// Packets sent at once: large enough that the two threads meet rarely (one hand-over, and at
+/// most one wake-up, per 4,096 packets), small enough to stay in the cache (about 800 KB).
 const BATCH: usize = 4096;
 /// Batches in flight between the threads: memory stays bounded however far decoding runs ahead.
 const IN_FLIGHT: usize = 4;
@@ -217,8 +224,8 @@ pub fn run_with_decoder<R: std::io::Read + Send>(
     let format = dec.format();
     let res = std::thread::scope(|scope| {
         let (frames, flows) = dec.halves();
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Msg>>(IN_FLIGHT);
-        let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<Msg>>();
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(IN_FLIGHT);
+        let (free_tx, free_rx) = std::sync::mpsc::channel::<Batch>();
         let decoder = std::thread::Builder::new()
             .name("decode".into())
             .spawn_scoped(scope, move || decode_batches(frames, &tx, &free_rx));
@@ -243,27 +250,25 @@ pub fn run_with_decoder<R: std::io::Read + Send>(
         };
         for mut batch in rx {
             // Read in place, then cleared: a packet is not moved out of the batch.
-            for m in &batch {
-                match m {
-                    Msg::Interface(id, name) => {
-                        let i = *id as usize;
-                        if i >= names.len() {
-                            names.resize(i + 1, None);
-                        }
-                        names[i] = name.clone();
+            let mut names_at = batch.names.iter().peekable();
+            for (at, p) in batch.packets.iter().enumerate() {
+                while let Some((_, id, name)) = names_at.next_if(|n| n.0 <= at) {
+                    let i = *id as usize;
+                    if i >= names.len() {
+                        names.resize(i + 1, None);
                     }
-                    Msg::Packet(p) => {
-                        if let Some(fe) = flows.record(p) {
-                            // Flows the packet ended are finished before its event, as
-                            // `Decoder::next_event` and `Decoder::pop_ended` order them.
-                            ended(flows, &mut s, &names);
-                            each(&fe);
-                            s.push(&fe, || flows.flows().key(fe.flow));
-                        }
-                    }
+                    names[i] = name.clone();
+                }
+                if let Some(fe) = flows.record(p) {
+                    // Flows the packet ended are finished before its event, as
+                    // `Decoder::next_event` and `Decoder::pop_ended` order them.
+                    ended(flows, &mut s, &names);
+                    each(&fe);
+                    s.push(&fe, || flows.flows().key(fe.flow));
                 }
             }
-            batch.clear();
+            batch.packets.clear();
+            batch.names.clear();
             // The decoder may have ended (an error): a batch nobody takes back is dropped.
             let _ = free_tx.send(batch);
         }
@@ -291,15 +296,16 @@ pub fn run_with_decoder<R: std::io::Read + Send>(
 /// the receiver is gone.
 fn decode_batches<R: std::io::Read>(
     frames: &mut wire::FrameHalf<R>,
-    tx: &std::sync::mpsc::SyncSender<Vec<Msg>>,
-    free: &std::sync::mpsc::Receiver<Vec<Msg>>,
+    tx: &std::sync::mpsc::SyncSender<Batch>,
+    free: &std::sync::mpsc::Receiver<Batch>,
 ) -> Result<(), WireError> {
     let mut named: Vec<bool> = Vec::new();
     let mut section = frames.sections();
-    let mut batch = Vec::with_capacity(BATCH);
+    let mut batch = Batch::with_capacity(BATCH);
     let res = loop {
-        match frames.next_packet() {
-            Ok(Some(p)) => {
+        match frames.next_packet_into(&mut batch.packets) {
+            Ok(true) => {
+                let p = batch.packets.last().expect("a packet was pushed");
                 // A new pcapng section describes its interfaces anew: their names are sent again.
                 if frames.sections() != section {
                     section = frames.sections();
@@ -311,17 +317,17 @@ fn decode_batches<R: std::io::Read>(
                 }
                 if !named[i] {
                     named[i] = true;
-                    batch.push(Msg::Interface(p.interface, frames.interface_name(p.interface).map(str::to_string)));
+                    let name = frames.interface_name(p.interface).map(str::to_string);
+                    batch.names.push((batch.packets.len() - 1, p.interface, name));
                 }
-                batch.push(Msg::Packet(p));
-                if batch.len() >= BATCH {
-                    let next = free.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH));
+                if batch.packets.len() >= BATCH {
+                    let next = free.try_recv().unwrap_or_else(|_| Batch::with_capacity(BATCH));
                     if tx.send(std::mem::replace(&mut batch, next)).is_err() {
                         return Ok(());
                     }
                 }
             }
-            Ok(None) => break Ok(()),
+            Ok(false) => break Ok(()),
             Err(e) => break Err(e),
         }
     };
