@@ -232,6 +232,11 @@ impl<R: Read> FrameHalf<R> {
 impl FlowHalf {
     /// The flow event of one decoded packet, or None (filtered out, a copy, an ICMP error
     /// about no flow of the capture).
+    ///
+    /// Inlined, as [`FlowTable::event`] is into it: the flow event (~130 bytes) is then built
+    /// where the caller keeps it, not copied out through two return values (explain's
+    /// analysing thread, issue 35).
+    #[inline(always)]
     pub fn record(&mut self, p: &DecodedPacket) -> Option<FlowEvent> {
         self.retired.clear();
         self.flows.set_origin(p.origin_ns);
@@ -251,11 +256,14 @@ impl FlowHalf {
                 };
                 // The packet is read in place (it lies in the decoder's batch); a copy only
                 // when the interface's name changes what its link header said.
-                let ev = if loopback == tcp.loopback {
-                    self.flows.event(tcp, ts, frame, iface)?
+                let copy;
+                let tcp = if loopback == tcp.loopback {
+                    tcp
                 } else {
-                    self.flows.event(&crate::TcpPacket { loopback, ..*tcp }, ts, frame, iface)?
+                    copy = crate::TcpPacket { loopback, ..*tcp };
+                    &copy
                 };
+                let ev = self.flows.event(tcp, ts, frame, iface)?;
                 if let Some(pp) = &p.process {
                     let (pp, inbound) = &**pp;
                     // The comment names the local end: the sender, or the receiver of an
