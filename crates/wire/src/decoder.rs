@@ -166,8 +166,11 @@ impl<R: Read> FrameHalf<R> {
                 self.wlan_recent.push_back(id);
             }
             let decoded = match decode_frame(lt, p.data, p.orig_len) {
-                Ok(Frame::Packet(d)) => Ok(d),
-                Err(skip) => Err(skip),
+                Ok(Frame::Packet(d)) => d,
+                Err(skip) => {
+                    self.skipped(skip);
+                    continue;
+                }
                 Ok(Frame::Fragment(f)) => {
                     self.stats.ip_fragments += 1;
                     let wire_len = p.orig_len.max(p.data.len() as u32);
@@ -175,27 +178,26 @@ impl<R: Read> FrameHalf<R> {
                     let done = reassemble(&mut self.defrag, &mut self.stats, &f, (iface, ts, wire_len, on_lo));
                     count_dropped(&mut self.defrag, &mut self.stats);
                     match done {
-                        Some(d) => d,
+                        Some(Ok(d)) => d,
+                        Some(Err(skip)) => {
+                            self.skipped(skip);
+                            continue;
+                        }
                         None => continue,
                     }
                 }
             };
-            match decoded {
-                Ok(decoded) => {
-                    let interface_loopback = self.reader.interface_loopback(iface);
-                    return Ok(Some(emit(DecodedPacket {
-                        decoded,
-                        ts_ns: ts,
-                        frame,
-                        interface: iface,
-                        linktype: lt,
-                        origin_ns,
-                        interface_loopback,
-                        process,
-                    })));
-                }
-                Err(skip) => self.skipped(skip),
-            }
+            let interface_loopback = self.reader.interface_loopback(iface);
+            return Ok(Some(emit(DecodedPacket {
+                decoded,
+                ts_ns: ts,
+                frame,
+                interface: iface,
+                linktype: lt,
+                origin_ns,
+                interface_loopback,
+                process,
+            })));
         }
     }
 
