@@ -120,11 +120,11 @@ impl<R: Read> FrameHalf<R> {
         self.next_with(|p| p)
     }
 
-    /// [`FrameHalf::next_packet`], the packet pushed onto `out`: built where it lies in `out`
-    /// (no ~200-byte copy through a return value, as a batch of packets for another thread
-    /// would otherwise take per packet). `Ok(false)` at the end.
+    /// [`FrameHalf::next_packet`], the packet pushed onto `out`; `Ok(false)` at the end, and
+    /// `out` unchanged then or on an error.
     pub fn next_packet_into(&mut self, out: &mut Vec<DecodedPacket>) -> Result<bool, WireError> {
-        out.reserve(1);
+        // With `next_with` inlined the packet is built in `out`'s slot, not copied there
+        // through return values (~200 bytes a packet for a batch bound to another thread).
         Ok(self.next_with(|p| out.push(p))?.is_some())
     }
 
@@ -234,10 +234,9 @@ impl<R: Read> FrameHalf<R> {
 impl FlowHalf {
     /// The flow event of one decoded packet, or None (filtered out, a copy, an ICMP error
     /// about no flow of the capture).
-    ///
-    /// Inlined, as [`FlowTable::event`] is into it: the flow event (~130 bytes) is then built
-    /// where the caller keeps it, not copied out through two return values (explain's
-    /// analysing thread, issue 35).
+    // Inlined, as `FlowTable::event` is into it: the flow event (112 bytes) is then built where
+    // the caller keeps it, not copied out through two return values (explain's analysing
+    // thread, issue 35).
     #[inline(always)]
     pub fn record(&mut self, p: &DecodedPacket) -> Option<FlowEvent> {
         self.retired.clear();

@@ -355,7 +355,7 @@ impl FlowTable {
     /// Linux `ip_select_ident_segs`). Without an ID to compare (IPv6, or an ID of 0, which
     /// RFC 6864 4.1 allows for atomic datagrams) it must also be that the peer sent nothing
     /// in between: a fast retransmission answers the peer's duplicate ACKs (RFC 5681 3.2).
-    /// Inlined into its two callers (see [`crate::FlowHalf::record`]).
+    // Inlined into its callers (see `FlowHalf::record`).
     #[inline(always)]
     pub fn event(&mut self, p: &TcpPacket, ts_ns: u64, frame: u64, interface: u32) -> Option<FlowEvent> {
         let (origin, now) = self.advance(ts_ns);

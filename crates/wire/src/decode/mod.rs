@@ -175,33 +175,34 @@ pub(crate) enum Frame<'a> {
 /// [`decode_any`], with the fragments the decoder reassembles.
 pub(crate) fn decode_frame(linktype: u32, data: &[u8], orig_len: u32) -> Result<Frame<'_>, Skip> {
     let cut = (data.len() as u64) < u64::from(orig_len);
-    let layer = match fast_ip(linktype, data) {
+    let (layer, done) = match fast_ip(linktype, data) {
         Some(ip) => ip,
-        None => link::first(linktype, data, cut)?,
+        None => (link::first(linktype, data, cut)?, 0),
     };
     let wire_len = orig_len.max(data.len() as u32);
-    walk(layer, cut, wire_len, || frame_on_loopback(linktype, data))
+    walk(layer, done, cut, wire_len, || frame_on_loopback(linktype, data))
 }
 
 /// The frames nearly every capture is made of, IPv4 or IPv6 in Ethernet II or in a Linux
-/// cooked header (`tcpdump -i any`), start at their IP layer: where `link::first`, then
-/// `walk`'s `link::ethernet` and `link::ethertype`, would arrive, without their calls and
-/// indirect jumps (a sixth of `tcpstall explain`'s time on small packets, issue 35). None:
-/// anything else, read the general way.
+/// cooked header (`tcpdump -i any`), start at their IP layer: the layer, and the count of
+/// [`walk`]'s steps to it, that the general way gives (`link::first`, then `link::ethernet`
+/// for Ethernet II, then `link::ethertype`: two steps, one for SLL and SLL2, whose first layer
+/// is the EtherType's), without their calls and indirect jumps (a sixth of `tcpstall
+/// explain`'s time on small packets, issue 35). None: anything else, read the general way.
 #[inline(always)]
-fn fast_ip(linktype: u32, data: &[u8]) -> Option<Layer<'_>> {
-    // (where the EtherType is, where its payload starts): Ethernet II (IEEE 802.3 3.1.1), SLL
-    // and SLL2 (their protocol field, see `link::first`).
-    let (et, at) = match linktype {
-        linktype::ETHERNET => (12, 14),
-        linktype::LINUX_SLL => (14, 16),
-        linktype::LINUX_SLL2 => (0, 20),
+fn fast_ip(linktype: u32, data: &[u8]) -> Option<(Layer<'_>, usize)> {
+    // (where the EtherType is, where its payload starts, walk's steps to it): Ethernet II
+    // (IEEE 802.3 3.1.1), SLL and SLL2 (their protocol field, see `link::first`).
+    let (et, at, steps) = match linktype {
+        linktype::ETHERNET => (12, 14, 2),
+        linktype::LINUX_SLL => (14, 16, 1),
+        linktype::LINUX_SLL2 => (0, 20, 1),
         _ => return None,
     };
     let payload = data.get(at..)?;
     match be16(data, et)? {
-        ETH_IPV4 => Some(Layer::Ip(Some(4), payload)),
-        ETH_IPV6 => Some(Layer::Ip(Some(6), payload)),
+        ETH_IPV4 => Some((Layer::Ip(Some(4), payload), steps)),
+        ETH_IPV6 => Some((Layer::Ip(Some(6), payload), steps)),
         _ => None,
     }
 }
@@ -210,12 +211,19 @@ fn fast_ip(linktype: u32, data: &[u8]) -> Option<Layer<'_>> {
 /// `wire_len` bytes in all, the last of them on a loopback interface when `loopback`. `cut`:
 /// some of its bytes were not captured.
 pub(crate) fn decode_datagram(datagram: &[u8], cut: bool, wire_len: u32, loopback: bool) -> Result<Frame<'_>, Skip> {
-    walk(Layer::Ip(None, datagram), cut, wire_len, || loopback)
+    walk(Layer::Ip(None, datagram), 0, cut, wire_len, || loopback)
 }
 
-/// Follows the layers from `layer` to TCP, an ICMP error, or a fragment.
-fn walk<'a>(mut layer: Layer<'a>, cut: bool, wire_len: u32, loopback: impl Fn() -> bool) -> Result<Frame<'a>, Skip> {
-    for _ in 0..MAX_DEPTH {
+/// Follows the layers from `layer` to TCP, an ICMP error, or a fragment; `done`: the steps
+/// [`MAX_DEPTH`] already counts (those [`fast_ip`] took).
+fn walk<'a>(
+    mut layer: Layer<'a>,
+    done: usize,
+    cut: bool,
+    wire_len: u32,
+    loopback: impl Fn() -> bool,
+) -> Result<Frame<'a>, Skip> {
+    for _ in done..MAX_DEPTH {
         layer = match layer {
             Layer::Ether(d) => link::ethernet(d)?,
             Layer::Type(et, d) => link::ethertype(et, d)?,
