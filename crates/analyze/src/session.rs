@@ -250,14 +250,14 @@ pub fn run_with_decoder<R: std::io::Read + Send>(
         };
         for mut batch in rx {
             // Read in place, then cleared: a packet is not moved out of the batch.
-            let mut names_at = batch.names.iter().peekable();
+            let mut names_at = batch.names.drain(..).peekable();
             for (at, p) in batch.packets.iter().enumerate() {
                 while let Some((_, id, name)) = names_at.next_if(|n| n.0 <= at) {
-                    let i = *id as usize;
+                    let i = id as usize;
                     if i >= names.len() {
                         names.resize(i + 1, None);
                     }
-                    names[i] = name.clone();
+                    names[i] = name;
                 }
                 if let Some(fe) = flows.record(p) {
                     // Flows the packet ended are finished before its event, as
@@ -267,8 +267,8 @@ pub fn run_with_decoder<R: std::io::Read + Send>(
                     s.push(&fe, || flows.flows().key(fe.flow));
                 }
             }
+            drop(names_at);
             batch.packets.clear();
-            batch.names.clear();
             // The decoder may have ended (an error): a batch nobody takes back is dropped.
             let _ = free_tx.send(batch);
         }

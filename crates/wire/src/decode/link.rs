@@ -12,10 +12,8 @@ pub(super) fn first(lt: u32, d: &[u8], cut: bool) -> Result<Layer<'_>, Skip> {
     use super::linktype::*;
     match lt {
         ETHERNET => Ok(Layer::Ether(d)),
-        // Linux cooked v1: packet type(2) arphrd(2) addr len(2) addr(8) protocol(2).
-        LINUX_SLL => Ok(Layer::Type(be16(d, 14).ok_or(Skip::Malformed)?, d.get(16..).ok_or(Skip::Malformed)?)),
-        // Linux cooked v2: protocol(2) reserved(2) ifindex(4) arphrd(2) pkttype(1) halen(1) addr(8).
-        LINUX_SLL2 => Ok(Layer::Type(be16(d, 0).ok_or(Skip::Malformed)?, d.get(20..).ok_or(Skip::Malformed)?)),
+        LINUX_SLL => ether_typed(SLL_FIELD, d),
+        LINUX_SLL2 => ether_typed(SLL2_FIELD, d),
         NULL | LOOP => {
             // Address family: 2 = AF_INET; AF_INET6 is 10 (Linux), 24 (NetBSD/OpenBSD), 28
             // (FreeBSD), 30 (macOS). NULL is in the writer's byte order: accept either.
@@ -99,9 +97,34 @@ pub(super) fn ppp(proto: u16, d: &[u8]) -> Result<Layer<'_>, Skip> {
     }
 }
 
-/// An Ethernet II frame: destination(6) source(6) EtherType(2) (IEEE 802.3 3.1.1).
+/// Where a link header that ends in an EtherType has it, and where its payload starts:
+/// Ethernet II, destination(6) source(6) EtherType(2) (IEEE 802.3 3.1.1).
+const ETHERNET_FIELD: (usize, usize) = (12, 14);
+/// Linux cooked v1 (SLL): packet type(2) arphrd(2) addr len(2) addr(8) protocol(2).
+const SLL_FIELD: (usize, usize) = (14, 16);
+/// Linux cooked v2 (SLL2): protocol(2) reserved(2) ifindex(4) arphrd(2) pkttype(1) halen(1)
+/// addr(8).
+const SLL2_FIELD: (usize, usize) = (0, 20);
+
+/// [`ETHERNET_FIELD`], [`SLL_FIELD`] or [`SLL2_FIELD`] by link type; None for the others.
+pub(super) fn ethertype_field(lt: u32) -> Option<(usize, usize)> {
+    use super::linktype::*;
+    match lt {
+        ETHERNET => Some(ETHERNET_FIELD),
+        LINUX_SLL => Some(SLL_FIELD),
+        LINUX_SLL2 => Some(SLL2_FIELD),
+        _ => None,
+    }
+}
+
+/// The EtherType at `field.0` and the bytes from `field.1`.
+fn ether_typed(field: (usize, usize), d: &[u8]) -> Result<Layer<'_>, Skip> {
+    Ok(Layer::Type(be16(d, field.0).ok_or(Skip::Malformed)?, d.get(field.1..).ok_or(Skip::Malformed)?))
+}
+
+/// An Ethernet II frame.
 pub(super) fn ethernet(d: &[u8]) -> Result<Layer<'_>, Skip> {
-    Ok(Layer::Type(be16(d, 12).ok_or(Skip::Malformed)?, &d[14..]))
+    ether_typed(ETHERNET_FIELD, d)
 }
 
 /// The payload `d` of EtherType `et` (IEEE Registration Authority EtherType list).

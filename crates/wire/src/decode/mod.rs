@@ -191,14 +191,9 @@ pub(crate) fn decode_frame(linktype: u32, data: &[u8], orig_len: u32) -> Result<
 /// explain`'s time on small packets, issue 35). None: anything else, read the general way.
 #[inline(always)]
 fn fast_ip(linktype: u32, data: &[u8]) -> Option<(Layer<'_>, usize)> {
-    // (where the EtherType is, where its payload starts, walk's steps to it): Ethernet II
-    // (IEEE 802.3 3.1.1), SLL and SLL2 (their protocol field, see `link::first`).
-    let (et, at, steps) = match linktype {
-        linktype::ETHERNET => (12, 14, 2),
-        linktype::LINUX_SLL => (14, 16, 1),
-        linktype::LINUX_SLL2 => (0, 20, 1),
-        _ => return None,
-    };
+    let (et, at) = link::ethertype_field(linktype)?;
+    // walk's steps to the IP layer: Ether then Type for Ethernet II, Type for SLL and SLL2.
+    let steps = if linktype == linktype::ETHERNET { 2 } else { 1 };
     let payload = data.get(at..)?;
     match be16(data, et)? {
         ETH_IPV4 => Some((Layer::Ip(Some(4), payload), steps)),
